@@ -1,0 +1,27 @@
+/**
+ * The refusals of the state machine and the store, independent of any wire
+ * protocol. src/service/errors.ts turns each into its Connect code and
+ * google.rpc.ErrorInfo reason (api.md, "Errors").
+ */
+export type QueueErrorReason =
+  | "JOB_NOT_FOUND"
+  | "LEASE_REJECTED"
+  | "LEASE_EXPIRED"
+  | "NOT_CANCELLABLE"
+  | "NOT_DEAD"
+  | "IDEMPOTENCY_MISMATCH"
+  | "STORE_UNAVAILABLE";
+
+export class QueueError extends Error {
+  constructor(
+    readonly reason: QueueErrorReason,
+    message: string,
+    readonly metadata: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = "QueueError";
+  }
+}
+
+export const jobNotFound = (jobId: string) =>
+  new QueueError("JOB_NOT_FOUND", `job ${jobId} does not exist`, { jobId });

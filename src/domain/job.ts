@@ -1,0 +1,77 @@
+/** The domain model of a job, independent of protobuf and of SQL. Times are epoch milliseconds. */
+
+export const JOB_STATES = ["queued", "running", "retry", "completed", "dead", "cancelled"] as const;
+export type JobState = (typeof JOB_STATES)[number];
+
+export const EVENT_KINDS = [
+  "submitted",
+  "claimed",
+  "heartbeat",
+  "completed",
+  "failed",
+  "dead_lettered",
+  "lease_expired",
+  "redriven",
+  "cancelled",
+] as const;
+export type EventKind = (typeof EVENT_KINDS)[number];
+
+/** States from which a job can be claimed once its schedule_time has come. */
+export const PENDING_STATES: readonly JobState[] = ["queued", "retry"];
+
+/** A job as readers see it: never a lease token or an idempotency key. */
+export interface Job {
+  id: string;
+  queue: string;
+  task: string;
+  /** Compact JSON text of the payload ("null" when none). */
+  payloadJson: string;
+  priority: number;
+  state: JobState;
+  attempts: number;
+  maxAttempts: number;
+  retryBaseDelayMs: number;
+  scheduleTime: number;
+  createTime: number;
+  updateTime: number;
+  finishTime: number | null;
+  workerId: string | null;
+  leaseExpireTime: number | null;
+  deliveries: number;
+  lastError: string | null;
+  /** Compact JSON text of the result, set by Complete. */
+  resultJson: string | null;
+}
+
+/** A job with the private fields the store keeps beside it. */
+export interface StoredJob extends Job {
+  /** SHA-256 of the current (or, after an expiry, the last) lease token. */
+  leaseTokenHash: Uint8Array | null;
+  /** The lease duration given at claim; Heartbeat without one extends by it. */
+  leaseDurationMs: number | null;
+  idempotencyKey: string | null;
+  /** Fingerprint of the normalized submit request, for idempotent replays. */
+  requestHash: string | null;
+}
+
+export interface JobEvent {
+  sequence: number;
+  jobId: string;
+  queue: string;
+  kind: EventKind;
+  fromState: JobState | null;
+  toState: JobState;
+  eventTime: number;
+  workerId: string | null;
+  /** The job's attempts after the transition. */
+  attempt: number;
+  message: string | null;
+}
+
+/** An event before the store has given it a sequence number. */
+export type EventDraft = Omit<JobEvent, "sequence">;
+
+export function publicJob(job: StoredJob): Job {
+  const { leaseTokenHash: _h, leaseDurationMs: _d, idempotencyKey: _k, requestHash: _r, ...rest } = job;
+  return rest;
+}

@@ -1,0 +1,242 @@
+/**
+ * The job state machine: every transition of api.md ("Semantics") and every
+ * refusal, in one place. Each function takes the job as stored and the
+ * current time and returns the job as it must be stored next plus the events
+ * that record the change; a store only persists what these return.
+ *
+ *   submit ──► QUEUED ──claim──► RUNNING ──complete──► COMPLETED
+ *                ▲  │               │  ├──fail, budget left──► RETRY ──claim──► RUNNING
+ *                │  │               │  └──lease expires, budget left──► RETRY (eligible at once)
+ *                │  cancel          └──fail permanent / budget spent / expiry with budget spent──► DEAD
+ *                │  ▼                                                                              │
+ *                │ CANCELLED ◄──cancel── RETRY                                                     │
+ *                └──────────────────────────────── redrive ◄───────────────────────────────────────┘
+ */
+import { QueueError } from "./errors.js";
+import type { EventDraft, JobState, StoredJob } from "./job.js";
+import { leaseTokenMatches } from "./lease-token.js";
+
+export interface Transition {
+  job: StoredJob;
+  events: EventDraft[];
+}
+
+/** Backoff ceiling for retries (api.md: min(base * 2^(attempts-1), 1h)). */
+export const MAX_BACKOFF_MS = 60 * 60 * 1000;
+
+/** Delay before the next attempt after the `attempts`-th one failed. */
+export function retryBackoffMs(retryBaseDelayMs: number, attempts: number): number {
+  const exponent = Math.max(0, attempts - 1);
+  // 2^exponent overflows nothing here: attempts <= 100 and the result is capped.
+  return Math.min(retryBaseDelayMs * 2 ** exponent, MAX_BACKOFF_MS);
+}
+
+export function isEligible(job: StoredJob, now: number): boolean {
+  return (job.state === "queued" || job.state === "retry") && job.scheduleTime <= now;
+}
+
+export function budgetLeft(job: StoredJob): boolean {
+  return job.attempts < job.maxAttempts;
+}
+
+function event(
+  job: StoredJob,
+  from: JobState | null,
+  kind: EventDraft["kind"],
+  now: number,
+  message: string | null = null,
+  workerId: string | null = job.workerId,
+): EventDraft {
+  return {
+    jobId: job.id,
+    queue: job.queue,
+    kind,
+    fromState: from,
+    toState: job.state,
+    eventTime: now,
+    workerId,
+    attempt: job.attempts,
+    message,
+  };
+}
+
+export function submitted(job: StoredJob): Transition {
+  return { job, events: [event(job, null, "submitted", job.createTime)] };
+}
+
+/** QUEUED/RETRY (eligible) -> RUNNING under a new lease. Attempts are counted here. */
+export function claim(
+  job: StoredJob,
+  now: number,
+  lease: { workerId: string; leaseDurationMs: number; tokenHash: Uint8Array },
+): Transition {
+  if (!isEligible(job, now)) {
+    throw new Error(`invariant: job ${job.id} is not eligible for claim`);
+  }
+  const next: StoredJob = {
+    ...job,
+    state: "running",
+    attempts: job.attempts + 1,
+    deliveries: job.deliveries + 1,
+    workerId: lease.workerId,
+    leaseExpireTime: now + lease.leaseDurationMs,
+    leaseDurationMs: lease.leaseDurationMs,
+    leaseTokenHash: lease.tokenHash,
+    updateTime: now,
+  };
+  return { job: next, events: [event(next, job.state, "claimed", now)] };
+}
+
+/**
+ * The fence of every worker acknowledgement: the job must be RUNNING, the
+ * token must be the current one, and the lease must still be active
+ * (now < lease_expire_time). A token that matches the lease which was lost
+ * to expiry (even after the sweep recovered it) is LEASE_EXPIRED, so the
+ * worker learns why; anything else is LEASE_REJECTED.
+ */
+export function assertLeaseHeld(job: StoredJob, token: string, now: number): void {
+  const matches = leaseTokenMatches(token, job.leaseTokenHash);
+  if (!matches) {
+    throw new QueueError(
+      "LEASE_REJECTED",
+      job.state === "running"
+        ? `lease_token does not match the current lease of job ${job.id}`
+        : `job ${job.id} is not running (state ${job.state}); its lease is no longer held`,
+      { jobId: job.id, state: job.state },
+    );
+  }
+  if (job.state !== "running" || job.leaseExpireTime === null || now >= job.leaseExpireTime) {
+    throw new QueueError("LEASE_EXPIRED", `the lease on job ${job.id} expired; it may be run again`, {
+      jobId: job.id,
+      state: job.state,
+    });
+  }
+}
+
+export function heartbeat(job: StoredJob, token: string, now: number, leaseDurationMs?: number): Transition {
+  assertLeaseHeld(job, token, now);
+  const duration = leaseDurationMs ?? job.leaseDurationMs ?? 60_000;
+  const next: StoredJob = {
+    ...job,
+    leaseExpireTime: now + duration,
+    leaseDurationMs: duration,
+    updateTime: now,
+  };
+  return { job: next, events: [event(next, "running", "heartbeat", now)] };
+}
+
+function finished(job: StoredJob, state: JobState, now: number, patch: Partial<StoredJob> = {}): StoredJob {
+  return {
+    ...job,
+    ...patch,
+    state,
+    updateTime: now,
+    finishTime: now,
+    workerId: null,
+    leaseExpireTime: null,
+    leaseTokenHash: null,
+  };
+}
+
+export function complete(job: StoredJob, token: string, now: number, resultJson: string | null): Transition {
+  assertLeaseHeld(job, token, now);
+  const next = finished(job, "completed", now, { resultJson });
+  return { job: next, events: [event(next, "running", "completed", now, null, job.workerId)] };
+}
+
+/**
+ * RUNNING -> RETRY (budget left, not permanent; eligible after backoff or
+ * retryDelayMs) or RUNNING -> DEAD.
+ */
+export function fail(
+  job: StoredJob,
+  token: string,
+  now: number,
+  failure: { error: string; permanent: boolean; retryDelayMs?: number },
+): Transition {
+  assertLeaseHeld(job, token, now);
+  const lastError = failure.error === "" ? null : failure.error;
+  if (!failure.permanent && budgetLeft(job)) {
+    const delay = failure.retryDelayMs ?? retryBackoffMs(job.retryBaseDelayMs, job.attempts);
+    const next: StoredJob = {
+      ...job,
+      state: "retry",
+      scheduleTime: now + delay,
+      updateTime: now,
+      workerId: null,
+      leaseExpireTime: null,
+      leaseTokenHash: null,
+      lastError,
+    };
+    return { job: next, events: [event(next, "running", "failed", now, failure.error || null, job.workerId)] };
+  }
+  const next = finished(job, "dead", now, { lastError });
+  return { job: next, events: [event(next, "running", "dead_lettered", now, failure.error || null, job.workerId)] };
+}
+
+/**
+ * A RUNNING job whose lease has expired (now >= lease_expire_time): budget
+ * left -> RETRY, eligible at once; budget spent -> DEAD. The lease token hash
+ * is kept so the late worker is told LEASE_EXPIRED rather than REJECTED.
+ */
+export function expireLease(job: StoredJob, now: number): Transition {
+  if (job.state !== "running" || job.leaseExpireTime === null || now < job.leaseExpireTime) {
+    throw new Error(`invariant: job ${job.id} has no expired lease`);
+  }
+  const message = `lease held by ${job.workerId ?? "unknown worker"} expired`;
+  if (budgetLeft(job)) {
+    const next: StoredJob = {
+      ...job,
+      state: "retry",
+      scheduleTime: now,
+      updateTime: now,
+      workerId: null,
+      leaseExpireTime: null,
+      lastError: message,
+    };
+    return { job: next, events: [event(next, "running", "lease_expired", now, message, job.workerId)] };
+  }
+  const next: StoredJob = { ...finished(job, "dead", now, { lastError: message }), leaseTokenHash: job.leaseTokenHash };
+  return {
+    job: next,
+    events: [
+      event(next, "running", "lease_expired", now, message, job.workerId),
+      event(next, "running", "dead_lettered", now, "attempt budget spent", job.workerId),
+    ],
+  };
+}
+
+/** DEAD -> QUEUED with a fresh attempt budget, eligible now. */
+export function redrive(job: StoredJob, now: number): Transition {
+  if (job.state !== "dead") {
+    throw new QueueError("NOT_DEAD", `job ${job.id} is ${job.state}; only dead jobs can be redriven`, {
+      jobId: job.id,
+      state: job.state,
+    });
+  }
+  const next: StoredJob = {
+    ...job,
+    state: "queued",
+    attempts: 0,
+    scheduleTime: now,
+    updateTime: now,
+    finishTime: null,
+    workerId: null,
+    leaseExpireTime: null,
+    leaseTokenHash: null,
+  };
+  return { job: next, events: [event(next, "dead", "redriven", now)] };
+}
+
+/** QUEUED or RETRY -> CANCELLED. */
+export function cancel(job: StoredJob, now: number, reason: string): Transition {
+  if (job.state !== "queued" && job.state !== "retry") {
+    throw new QueueError(
+      "NOT_CANCELLABLE",
+      `job ${job.id} is ${job.state}; only queued or retrying jobs can be cancelled`,
+      { jobId: job.id, state: job.state },
+    );
+  }
+  const next = finished(job, "cancelled", now);
+  return { job: next, events: [event(next, job.state, "cancelled", now, reason || null)] };
+}

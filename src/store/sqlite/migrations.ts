@@ -1,0 +1,83 @@
+/**
+ * Numbered schema migrations, compiled in. Applied in order at start (and by
+ * `leasequeue migrate`), each in its own transaction, tracked with
+ * PRAGMA user_version. Never edit a released migration; add the next one.
+ */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: "jobs, events and counts",
+    sql: `
+CREATE TABLE jobs (
+  id                  TEXT PRIMARY KEY,
+  queue               TEXT NOT NULL,
+  task                TEXT NOT NULL,
+  payload             TEXT NOT NULL,
+  priority            INTEGER NOT NULL,
+  state               TEXT NOT NULL CHECK (state IN ('queued','running','retry','completed','dead','cancelled')),
+  attempts            INTEGER NOT NULL,
+  max_attempts        INTEGER NOT NULL,
+  retry_base_delay_ms INTEGER NOT NULL,
+  schedule_time       INTEGER NOT NULL,
+  create_time         INTEGER NOT NULL,
+  update_time         INTEGER NOT NULL,
+  finish_time         INTEGER,
+  worker_id           TEXT,
+  lease_expire_time   INTEGER,
+  lease_duration_ms   INTEGER,
+  lease_token_hash    BLOB,
+  deliveries          INTEGER NOT NULL,
+  last_error          TEXT,
+  result              TEXT,
+  idempotency_key     TEXT,
+  request_hash        TEXT
+) STRICT;
+
+-- Claim: eligible jobs of one queue by priority desc, schedule_time, id.
+CREATE INDEX jobs_claim_order ON jobs (queue, priority DESC, schedule_time, id)
+  WHERE state IN ('queued','retry');
+-- Oldest pending age and the next scheduled wake-up per queue.
+CREATE INDEX jobs_pending_since ON jobs (queue, schedule_time)
+  WHERE state IN ('queued','retry');
+-- Lease recovery: running jobs by expiry.
+CREATE INDEX jobs_lease_expiry ON jobs (lease_expire_time)
+  WHERE state = 'running';
+-- Idempotency keys are scoped to a queue and reserved while the job exists.
+CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (queue, idempotency_key)
+  WHERE idempotency_key IS NOT NULL;
+-- ListJobs (newest first) by queue, by queue and state, by state.
+CREATE INDEX jobs_queue_recent ON jobs (queue, id);
+CREATE INDEX jobs_queue_state_recent ON jobs (queue, state, id);
+CREATE INDEX jobs_state_recent ON jobs (state, id);
+
+CREATE TABLE job_events (
+  sequence    INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id      TEXT NOT NULL,
+  queue       TEXT NOT NULL,
+  kind        TEXT NOT NULL,
+  from_state  TEXT,
+  to_state    TEXT NOT NULL,
+  event_time  INTEGER NOT NULL,
+  worker_id   TEXT,
+  attempt     INTEGER NOT NULL,
+  message     TEXT
+) STRICT;
+CREATE INDEX job_events_by_job ON job_events (job_id, sequence);
+
+-- Job counts per queue and state, kept in the same transaction as every
+-- transition, so stats and metrics cost O(queues) and survive restarts.
+CREATE TABLE job_counts (
+  queue TEXT NOT NULL,
+  state TEXT NOT NULL,
+  count INTEGER NOT NULL,
+  PRIMARY KEY (queue, state)
+) STRICT, WITHOUT ROWID;
+`,
+  },
+];

@@ -1,0 +1,100 @@
+/**
+ * The seam between the service and a database. Every engine (SQLite now,
+ * PostgreSQL next) implements this interface and must pass the contract
+ * suite in test/store/contract.ts unchanged.
+ *
+ * Rules every implementation keeps:
+ * - Each mutating call is atomic: the state change and its events commit
+ *   together, before the returned promise resolves.
+ * - Transitions are computed by src/domain/state-machine.ts, never by SQL.
+ * - Calls may be grouped into one transaction (group commit); a refused call
+ *   never affects another call of the same group.
+ * - Time comes from the injected Clock.
+ */
+import type { Job, JobEvent, JobState } from "../domain/job.js";
+import type { NewJob } from "../domain/submission.js";
+
+export interface SubmitOutcome {
+  job: Job;
+  /** True when the idempotency key matched an existing job. */
+  deduplicated: boolean;
+}
+
+export interface ClaimRequestSpec {
+  queue: string;
+  workerId: string;
+  leaseDurationMs: number;
+  maxJobs: number;
+}
+
+export interface ClaimedLease {
+  job: Job;
+  leaseToken: string;
+}
+
+export interface ListJobsSpec {
+  queue?: string;
+  states?: JobState[];
+  limit: number;
+  /** Keyset cursor: only jobs with an id smaller than this (older). */
+  beforeId?: string;
+}
+
+export interface ListEventsSpec {
+  afterSequence: number;
+  limit: number;
+  queue?: string;
+  jobId?: string;
+}
+
+export interface QueueCounts {
+  queue: string;
+  counts: Record<JobState, number>;
+  /** Schedule time of the longest-waiting eligible job, or null if none. */
+  oldestPendingSince: number | null;
+}
+
+/** What one committed transaction changed, announced after the commit. */
+export interface CommittedChange {
+  events: JobEvent[];
+}
+
+export type CommitListener = (change: CommittedChange) => void;
+
+export interface Store {
+  /** Creates the jobs, all or nothing, in request order. */
+  submit(jobs: NewJob[]): Promise<SubmitOutcome[]>;
+  /** Leases up to maxJobs eligible jobs, recovering expired leases of the queue first. */
+  claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]>;
+  heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number): Promise<Job>;
+  complete(jobId: string, leaseToken: string, resultJson: string | null): Promise<Job>;
+  fail(
+    jobId: string,
+    leaseToken: string,
+    failure: { error: string; permanent: boolean; retryDelayMs?: number },
+  ): Promise<Job>;
+  redrive(jobId: string): Promise<Job>;
+  cancel(jobId: string, reason: string): Promise<Job>;
+  /** Recovers every expired lease; returns how many jobs moved. */
+  recoverExpiredLeases(): Promise<number>;
+
+  getJob(jobId: string): Promise<Job | undefined>;
+  /** Newest first. */
+  listJobs(spec: ListJobsSpec): Promise<Job[]>;
+  /** Oldest first; empty when the job has no events or does not exist. */
+  listJobEvents(jobId: string): Promise<JobEvent[]>;
+  /** Stored events after a sequence, oldest first. */
+  listEvents(spec: ListEventsSpec): Promise<JobEvent[]>;
+  /** Smallest and largest stored sequence (0 when none was ever written). */
+  eventBounds(): Promise<{ oldest: number; latest: number }>;
+  /** Counts per queue and state, maintained transactionally. */
+  queueCounts(): Promise<QueueCounts[]>;
+  /** Earliest schedule_time among pending jobs of a queue that are not yet eligible. */
+  nextScheduledTime(queue: string): Promise<number | null>;
+
+  /** Subscribes to committed changes; returns the unsubscribe function. */
+  onCommitted(listener: CommitListener): () => void;
+  /** Throws unless the database is open, migrated and writable. */
+  checkWritable(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,568 @@
+/**
+ * The store contract: every Store implementation (SQLite now, PostgreSQL
+ * next) runs this suite unchanged. It covers every transition and refusal of
+ * api.md's state machine, with a manual clock and no sleeps.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/domain/clock.js";
+import { QueueError } from "../../src/domain/errors.js";
+import type { JobEvent } from "../../src/domain/job.js";
+import type { NewJob } from "../../src/domain/submission.js";
+import type { CommittedChange, Store } from "../../src/store/store.js";
+
+export interface StoreHarness {
+  store: Store;
+  /** Releases everything the store used (files, schemas). */
+  dispose(): Promise<void>;
+}
+
+export type StoreFactory = (clock: ManualClock) => Promise<StoreHarness>;
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+
+export function newJob(overrides: Partial<NewJob> = {}): NewJob {
+  return {
+    queue: "billing",
+    task: "invoice.generate",
+    payloadJson: '{"invoiceId":"inv_481"}',
+    priority: 0,
+    maxAttempts: 3,
+    retryBaseDelayMs: 15 * SECOND,
+    schedule: null,
+    idempotencyKey: null,
+    ...overrides,
+  };
+}
+
+async function refusal(promise: Promise<unknown>): Promise<QueueError> {
+  try {
+    await promise;
+  } catch (err) {
+    expect(err).toBeInstanceOf(QueueError);
+    return err as QueueError;
+  }
+  throw new Error("expected the store to refuse");
+}
+
+export function describeStoreContract(name: string, factory: StoreFactory): void {
+  describe(`Store contract: ${name}`, () => {
+    let clock: ManualClock;
+    let harness: StoreHarness;
+    let store: Store;
+
+    beforeEach(async () => {
+      clock = new ManualClock(Date.UTC(2026, 10, 30, 12, 0, 0));
+      harness = await factory(clock);
+      store = harness.store;
+    });
+    afterEach(async () => {
+      await harness.dispose();
+    });
+
+    async function submitOne(overrides: Partial<NewJob> = {}) {
+      const [outcome] = await store.submit([newJob(overrides)]);
+      return outcome!.job;
+    }
+
+    async function claimOne(queue = "billing", leaseDurationMs = MINUTE, workerId = "worker-1") {
+      const leases = await store.claim({ queue, workerId, leaseDurationMs, maxJobs: 1 });
+      expect(leases).toHaveLength(1);
+      return leases[0]!;
+    }
+
+    async function kinds(jobId: string) {
+      return (await store.listJobEvents(jobId)).map((e) => `${e.kind}:${e.fromState ?? "-"}>${e.toState}`);
+    }
+
+    describe("submit", () => {
+      it("creates a queued job eligible now, with a SUBMITTED event", async () => {
+        const job = await submitOne();
+        expect(job).toMatchObject({
+          queue: "billing",
+          task: "invoice.generate",
+          payloadJson: '{"invoiceId":"inv_481"}',
+          state: "queued",
+          attempts: 0,
+          deliveries: 0,
+          maxAttempts: 3,
+          scheduleTime: clock.now(),
+          createTime: clock.now(),
+          finishTime: null,
+          workerId: null,
+          leaseExpireTime: null,
+        });
+        expect(job.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7/);
+        expect(job).not.toHaveProperty("leaseTokenHash");
+        expect(job).not.toHaveProperty("idempotencyKey");
+        expect(await kinds(job.id)).toEqual(["submitted:->queued"]);
+        expect(await store.getJob(job.id)).toEqual(job);
+      });
+
+      it("resolves delay and schedule_time against the clock", async () => {
+        const delayed = await submitOne({ schedule: { delayMs: 5 * MINUTE } });
+        const at = await submitOne({ schedule: { at: clock.now() + HOUR } });
+        expect(delayed.scheduleTime).toBe(clock.now() + 5 * MINUTE);
+        expect(at.scheduleTime).toBe(clock.now() + HOUR);
+      });
+
+      it("returns the original job for a repeated key and the same request", async () => {
+        const [first] = await store.submit([newJob({ idempotencyKey: "inv_481-v1" })]);
+        clock.advance(SECOND);
+        const [again] = await store.submit([
+          newJob({ idempotencyKey: "inv_481-v1", payloadJson: '{ "invoiceId" : "inv_481" }' }),
+        ]);
+        expect(first!.deduplicated).toBe(false);
+        expect(again!.deduplicated).toBe(true);
+        expect(again!.job).toEqual(first!.job);
+        expect(await kinds(first!.job.id)).toEqual(["submitted:->queued"]);
+      });
+
+      it("treats payload objects with reordered keys as the same request", async () => {
+        await store.submit([newJob({ idempotencyKey: "k", payloadJson: '{"a":1,"b":[1,{"c":2,"d":3}]}' })]);
+        const [again] = await store.submit([
+          newJob({ idempotencyKey: "k", payloadJson: '{"b":[1,{"d":3,"c":2}],"a":1}' }),
+        ]);
+        expect(again!.deduplicated).toBe(true);
+      });
+
+      it("refuses a different request under the same key with IDEMPOTENCY_MISMATCH", async () => {
+        await store.submit([newJob({ idempotencyKey: "inv_481-v1" })]);
+        for (const changed of [
+          { payloadJson: '{"invoiceId":"inv_482"}' },
+          { priority: 5 },
+          { maxAttempts: 4 },
+          { task: "invoice.void" },
+          { retryBaseDelayMs: 1000 },
+          { schedule: { delayMs: 1000 } },
+        ] satisfies Partial<NewJob>[]) {
+          const err = await refusal(store.submit([newJob({ idempotencyKey: "inv_481-v1", ...changed })]));
+          expect(err.reason).toBe("IDEMPOTENCY_MISMATCH");
+        }
+      });
+
+      it("scopes idempotency keys to a queue", async () => {
+        const [a] = await store.submit([newJob({ idempotencyKey: "same" })]);
+        const [b] = await store.submit([newJob({ idempotencyKey: "same", queue: "emails" })]);
+        expect(b!.deduplicated).toBe(false);
+        expect(b!.job.id).not.toBe(a!.job.id);
+      });
+
+      it("creates a batch in request order, deduplicating repeats inside it", async () => {
+        const outcomes = await store.submit([
+          newJob({ task: "a" }),
+          newJob({ task: "b", idempotencyKey: "k1" }),
+          newJob({ task: "b", idempotencyKey: "k1" }),
+        ]);
+        expect(outcomes.map((o) => [o.job.task, o.deduplicated])).toEqual([
+          ["a", false],
+          ["b", false],
+          ["b", true],
+        ]);
+        expect(outcomes[2]!.job.id).toBe(outcomes[1]!.job.id);
+      });
+
+      it("creates nothing of a batch when one job is refused", async () => {
+        await store.submit([newJob({ idempotencyKey: "taken" })]);
+        const before = await store.listJobs({ limit: 100 });
+        const err = await refusal(
+          store.submit([newJob({ task: "first" }), newJob({ idempotencyKey: "taken", priority: 9 })]),
+        );
+        expect(err.reason).toBe("IDEMPOTENCY_MISMATCH");
+        expect(await store.listJobs({ limit: 100 })).toEqual(before);
+        const counts = await store.queueCounts();
+        expect(counts.find((c) => c.queue === "billing")?.counts.queued).toBe(1);
+      });
+    });
+
+    describe("claim", () => {
+      it("leases the job to the worker, counting the attempt and the delivery", async () => {
+        const job = await submitOne();
+        clock.advance(SECOND);
+        const lease = await claimOne("billing", 30 * SECOND, "worker-7");
+        expect(lease.leaseToken.length).toBeGreaterThanOrEqual(22);
+        expect(lease.job).toMatchObject({
+          id: job.id,
+          state: "running",
+          attempts: 1,
+          deliveries: 1,
+          workerId: "worker-7",
+          leaseExpireTime: clock.now() + 30 * SECOND,
+          updateTime: clock.now(),
+        });
+        expect(await kinds(job.id)).toEqual(["submitted:->queued", "claimed:queued>running"]);
+        const events = await store.listJobEvents(job.id);
+        expect(events[1]).toMatchObject({ workerId: "worker-7", attempt: 1, eventTime: clock.now() });
+      });
+
+      it("returns nothing when no job is eligible", async () => {
+        await submitOne({ schedule: { delayMs: MINUTE } });
+        await submitOne({ queue: "other" });
+        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 5 })).toEqual(
+          [],
+        );
+      });
+
+      it("takes priority first, then schedule time, then id", async () => {
+        const low = await submitOne({ task: "low", priority: -5 });
+        const laterHigh = await submitOne({ task: "later-high", priority: 10, schedule: { at: clock.now() + 10 } });
+        const high = await submitOne({ task: "high", priority: 10 });
+        const mid1 = await submitOne({ task: "mid1" });
+        const mid2 = await submitOne({ task: "mid2" });
+        clock.advance(SECOND);
+        const leases = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 10 });
+        expect(leases.map((l) => l.job.id)).toEqual([high.id, laterHigh.id, mid1.id, mid2.id, low.id]);
+      });
+
+      it("does not lease a delayed job before its time, and does after", async () => {
+        const job = await submitOne({ schedule: { delayMs: MINUTE } });
+        clock.advance(MINUTE - 1);
+        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual(
+          [],
+        );
+        clock.advance(1);
+        expect((await claimOne()).job.id).toBe(job.id);
+      });
+
+      it("never gives one job to two concurrent claimers", async () => {
+        await store.submit(Array.from({ length: 60 }, (_, i) => newJob({ task: `t${i}` })));
+        const results = await Promise.all(
+          Array.from({ length: 40 }, (_, i) =>
+            store.claim({ queue: "billing", workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 2 }),
+          ),
+        );
+        const ids = results.flat().map((l) => l.job.id);
+        expect(ids).toHaveLength(60);
+        expect(new Set(ids).size).toBe(60);
+      });
+
+      it("returns a different token for every lease", async () => {
+        await store.submit([newJob(), newJob()]);
+        const leases = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 2 });
+        expect(leases[0]!.leaseToken).not.toBe(leases[1]!.leaseToken);
+      });
+    });
+
+    describe("heartbeat", () => {
+      it("extends the lease by the given duration", async () => {
+        await submitOne();
+        const lease = await claimOne();
+        clock.advance(50 * SECOND);
+        const job = await store.heartbeat(lease.job.id, lease.leaseToken, 2 * MINUTE);
+        expect(job.leaseExpireTime).toBe(clock.now() + 2 * MINUTE);
+        expect(await kinds(job.id)).toContain("heartbeat:running>running");
+      });
+
+      it("extends by the claim's duration when none is given", async () => {
+        await submitOne();
+        const lease = await claimOne("billing", 20 * SECOND);
+        clock.advance(10 * SECOND);
+        const job = await store.heartbeat(lease.job.id, lease.leaseToken);
+        expect(job.leaseExpireTime).toBe(clock.now() + 20 * SECOND);
+      });
+
+      it("refuses a wrong token with LEASE_REJECTED", async () => {
+        await submitOne();
+        const lease = await claimOne();
+        const err = await refusal(store.heartbeat(lease.job.id, "not-the-token"));
+        expect(err.reason).toBe("LEASE_REJECTED");
+      });
+
+      it("refuses the right token after expiry with LEASE_EXPIRED, even before recovery", async () => {
+        await submitOne();
+        const lease = await claimOne("billing", 10 * SECOND);
+        clock.advance(10 * SECOND);
+        const err = await refusal(store.heartbeat(lease.job.id, lease.leaseToken));
+        expect(err.reason).toBe("LEASE_EXPIRED");
+      });
+
+      it("refuses a job that is not running", async () => {
+        const job = await submitOne();
+        expect((await refusal(store.heartbeat(job.id, "x"))).reason).toBe("LEASE_REJECTED");
+      });
+    });
+
+    describe("complete", () => {
+      it("finishes the job with its result", async () => {
+        await submitOne();
+        const lease = await claimOne();
+        clock.advance(SECOND);
+        const job = await store.complete(lease.job.id, lease.leaseToken, '{"pages":3}');
+        expect(job).toMatchObject({
+          state: "completed",
+          resultJson: '{"pages":3}',
+          finishTime: clock.now(),
+          leaseExpireTime: null,
+          workerId: null,
+          attempts: 1,
+        });
+        const events = await store.listJobEvents(job.id);
+        expect(events.at(-1)).toMatchObject({ kind: "completed", fromState: "running", toState: "completed", workerId: "worker-1" });
+      });
+
+      it("accepts no second acknowledgement of the same lease", async () => {
+        await submitOne();
+        const lease = await claimOne();
+        await store.complete(lease.job.id, lease.leaseToken, null);
+        expect((await refusal(store.complete(lease.job.id, lease.leaseToken, null))).reason).toBe("LEASE_REJECTED");
+        expect((await refusal(store.fail(lease.job.id, lease.leaseToken, { error: "x", permanent: false }))).reason).toBe(
+          "LEASE_REJECTED",
+        );
+      });
+
+      it("never lets a late worker overwrite the result of a newer lease", async () => {
+        await submitOne();
+        const first = await claimOne("billing", 10 * SECOND, "slow");
+        clock.advance(10 * SECOND);
+        const second = await claimOne("billing", MINUTE, "fast");
+        expect(second.job.id).toBe(first.job.id);
+        expect(second.job.deliveries).toBe(2);
+        // The job was leased again, so the first token is no longer the current one.
+        expect((await refusal(store.complete(first.job.id, first.leaseToken, '"stale"'))).reason).toBe("LEASE_REJECTED");
+        const done = await store.complete(second.job.id, second.leaseToken, '"fresh"');
+        expect(done.resultJson).toBe('"fresh"');
+        expect((await refusal(store.complete(first.job.id, first.leaseToken, '"stale"'))).reason).toBe("LEASE_REJECTED");
+      });
+
+      it("refuses an unknown job id with JOB_NOT_FOUND", async () => {
+        const err = await refusal(store.complete("01890000-0000-7000-8000-000000000000", "t", null));
+        expect(err.reason).toBe("JOB_NOT_FOUND");
+      });
+    });
+
+    describe("fail", () => {
+      it("schedules a retry after exponential backoff while budget is left", async () => {
+        await submitOne({ retryBaseDelayMs: 10 * SECOND, maxAttempts: 4 });
+        let lease = await claimOne();
+        let job = await store.fail(lease.job.id, lease.leaseToken, { error: "smtp timeout", permanent: false });
+        expect(job).toMatchObject({ state: "retry", scheduleTime: clock.now() + 10 * SECOND, lastError: "smtp timeout" });
+        expect(job.workerId).toBeNull();
+        clock.advance(10 * SECOND - 1);
+        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
+        clock.advance(1);
+        lease = await claimOne();
+        expect(lease.job.attempts).toBe(2);
+        job = await store.fail(lease.job.id, lease.leaseToken, { error: "again", permanent: false });
+        expect(job.scheduleTime).toBe(clock.now() + 20 * SECOND);
+        clock.advance(20 * SECOND);
+        lease = await claimOne();
+        job = await store.fail(lease.job.id, lease.leaseToken, { error: "again", permanent: false });
+        expect(job.scheduleTime).toBe(clock.now() + 40 * SECOND);
+        const events = await store.listJobEvents(job.id);
+        expect(events.at(-1)).toMatchObject({ kind: "failed", fromState: "running", toState: "retry", message: "again", attempt: 3 });
+      });
+
+      it("caps the backoff at one hour", async () => {
+        await submitOne({ retryBaseDelayMs: HOUR, maxAttempts: 5 });
+        let lease = await claimOne();
+        await store.fail(lease.job.id, lease.leaseToken, { error: "e", permanent: false });
+        clock.advance(HOUR);
+        lease = await claimOne();
+        const job = await store.fail(lease.job.id, lease.leaseToken, { error: "e", permanent: false });
+        expect(job.scheduleTime).toBe(clock.now() + HOUR);
+      });
+
+      it("uses retry_delay instead of the backoff when given", async () => {
+        await submitOne();
+        const lease = await claimOne();
+        const job = await store.fail(lease.job.id, lease.leaseToken, { error: "rate limited", permanent: false, retryDelayMs: 0 });
+        expect(job).toMatchObject({ state: "retry", scheduleTime: clock.now() });
+      });
+
+      it("dead-letters at once when permanent, with one DEAD_LETTERED event", async () => {
+        await submitOne();
+        const lease = await claimOne();
+        const job = await store.fail(lease.job.id, lease.leaseToken, { error: "bad invoice", permanent: true });
+        expect(job).toMatchObject({ state: "dead", finishTime: clock.now(), lastError: "bad invoice", attempts: 1 });
+        expect(await kinds(job.id)).toEqual(["submitted:->queued", "claimed:queued>running", "dead_lettered:running>dead"]);
+      });
+
+      it("dead-letters when the attempt budget is spent", async () => {
+        await submitOne({ maxAttempts: 2, retryBaseDelayMs: 0 });
+        let lease = await claimOne();
+        await store.fail(lease.job.id, lease.leaseToken, { error: "one", permanent: false });
+        lease = await claimOne();
+        const job = await store.fail(lease.job.id, lease.leaseToken, { error: "two", permanent: false });
+        expect(job).toMatchObject({ state: "dead", attempts: 2 });
+        expect((await kinds(job.id)).at(-1)).toBe("dead_lettered:running>dead");
+      });
+    });
+
+    describe("lease expiry", () => {
+      it("recovers an expired lease to RETRY, eligible at once, keeping the budget", async () => {
+        const submitted = await submitOne();
+        const lease = await claimOne("billing", 30 * SECOND, "crashed");
+        clock.advance(30 * SECOND - 1);
+        expect(await store.recoverExpiredLeases()).toBe(0);
+        clock.advance(1);
+        expect(await store.recoverExpiredLeases()).toBe(1);
+        const job = (await store.getJob(submitted.id))!;
+        expect(job).toMatchObject({ state: "retry", scheduleTime: clock.now(), attempts: 1, workerId: null, leaseExpireTime: null });
+        const events = await store.listJobEvents(job.id);
+        expect(events.at(-1)).toMatchObject({ kind: "lease_expired", fromState: "running", toState: "retry", workerId: "crashed" });
+        expect((await refusal(store.complete(job.id, lease.leaseToken, null))).reason).toBe("LEASE_EXPIRED");
+        expect((await claimOne()).job.attempts).toBe(2);
+      });
+
+      it("dead-letters an expired lease whose budget is spent, recording both events", async () => {
+        await submitOne({ maxAttempts: 1 });
+        const lease = await claimOne("billing", SECOND);
+        clock.advance(SECOND);
+        expect(await store.recoverExpiredLeases()).toBe(1);
+        const job = (await store.getJob(lease.job.id))!;
+        expect(job.state).toBe("dead");
+        expect((await kinds(job.id)).slice(-2)).toEqual(["lease_expired:running>dead", "dead_lettered:running>dead"]);
+      });
+
+      it("is recovered by the next claim on the queue without a sweep", async () => {
+        await submitOne();
+        const first = await claimOne("billing", SECOND);
+        clock.advance(SECOND);
+        const second = await claimOne("billing", SECOND, "w2");
+        expect(second.job.id).toBe(first.job.id);
+        expect(await kinds(first.job.id)).toEqual([
+          "submitted:->queued",
+          "claimed:queued>running",
+          "lease_expired:running>retry",
+          "claimed:retry>running",
+        ]);
+      });
+    });
+
+    describe("redrive and cancel", () => {
+      it("redrives a dead job to QUEUED with a fresh budget, keeping deliveries", async () => {
+        await submitOne({ maxAttempts: 1 });
+        const lease = await claimOne();
+        await store.fail(lease.job.id, lease.leaseToken, { error: "boom", permanent: false });
+        clock.advance(MINUTE);
+        const job = await store.redrive(lease.job.id);
+        expect(job).toMatchObject({ state: "queued", attempts: 0, deliveries: 1, scheduleTime: clock.now(), finishTime: null });
+        expect((await kinds(job.id)).at(-1)).toBe("redriven:dead>queued");
+        expect((await claimOne()).job.deliveries).toBe(2);
+      });
+
+      it("refuses to redrive a job that is not dead with NOT_DEAD", async () => {
+        const job = await submitOne();
+        expect((await refusal(store.redrive(job.id))).reason).toBe("NOT_DEAD");
+      });
+
+      it("cancels queued and retrying jobs with the reason", async () => {
+        const queued = await submitOne();
+        const cancelled = await store.cancel(queued.id, "customer deleted");
+        expect(cancelled).toMatchObject({ state: "cancelled", finishTime: clock.now() });
+        const events = await store.listJobEvents(queued.id);
+        expect(events.at(-1)).toMatchObject({ kind: "cancelled", fromState: "queued", toState: "cancelled", message: "customer deleted" });
+
+        await submitOne({ task: "second" });
+        const lease = await claimOne();
+        await store.fail(lease.job.id, lease.leaseToken, { error: "e", permanent: false });
+        expect((await store.cancel(lease.job.id, "")).state).toBe("cancelled");
+      });
+
+      it("refuses to cancel a running or finished job with NOT_CANCELLABLE", async () => {
+        await submitOne();
+        const lease = await claimOne();
+        expect((await refusal(store.cancel(lease.job.id, "x"))).reason).toBe("NOT_CANCELLABLE");
+        await store.complete(lease.job.id, lease.leaseToken, null);
+        expect((await refusal(store.cancel(lease.job.id, "x"))).reason).toBe("NOT_CANCELLABLE");
+      });
+
+      it("refuses unknown ids with JOB_NOT_FOUND", async () => {
+        const id = "01890000-0000-7000-8000-000000000000";
+        expect((await refusal(store.redrive(id))).reason).toBe("JOB_NOT_FOUND");
+        expect((await refusal(store.cancel(id, ""))).reason).toBe("JOB_NOT_FOUND");
+        expect((await refusal(store.heartbeat(id, "t"))).reason).toBe("JOB_NOT_FOUND");
+        expect(await store.getJob(id)).toBeUndefined();
+        expect(await store.listJobEvents(id)).toEqual([]);
+      });
+    });
+
+    describe("reads", () => {
+      it("lists jobs newest first, filtered by queue and states, page by page", async () => {
+        const a = await submitOne({ task: "a" });
+        const b = await submitOne({ task: "b", queue: "emails" });
+        const c = await submitOne({ task: "c" });
+        const d = await submitOne({ task: "d" });
+        await store.cancel(c.id, "");
+        expect((await store.listJobs({ limit: 10 })).map((j) => j.task)).toEqual(["d", "c", "b", "a"]);
+        expect((await store.listJobs({ limit: 10, queue: "billing" })).map((j) => j.task)).toEqual(["d", "c", "a"]);
+        expect((await store.listJobs({ limit: 10, states: ["cancelled"] })).map((j) => j.id)).toEqual([c.id]);
+        expect(
+          (await store.listJobs({ limit: 10, queue: "billing", states: ["queued", "cancelled"] })).map((j) => j.task),
+        ).toEqual(["d", "c", "a"]);
+        const page1 = await store.listJobs({ limit: 2 });
+        const page2 = await store.listJobs({ limit: 2, beforeId: page1.at(-1)!.id });
+        expect([...page1, ...page2].map((j) => j.id)).toEqual([d.id, c.id, b.id, a.id]);
+      });
+
+      it("counts jobs per queue and state, and the oldest pending job", async () => {
+        const t0 = clock.now();
+        await submitOne();
+        clock.advance(SECOND);
+        await submitOne();
+        await submitOne({ queue: "emails", schedule: { delayMs: HOUR } });
+        const lease = await claimOne();
+        await store.complete(lease.job.id, lease.leaseToken, null);
+        clock.advance(SECOND);
+        const counts = await store.queueCounts();
+        const billing = counts.find((c) => c.queue === "billing")!;
+        expect(billing.counts).toEqual({ queued: 1, running: 0, retry: 0, completed: 1, dead: 0, cancelled: 0 });
+        expect(billing.oldestPendingSince).toBe(t0 + SECOND);
+        const emails = counts.find((c) => c.queue === "emails")!;
+        expect(emails.counts.queued).toBe(1);
+        expect(emails.oldestPendingSince).toBeNull();
+        expect(await store.nextScheduledTime("emails")).toBe(t0 + SECOND + HOUR);
+        expect(await store.nextScheduledTime("billing")).toBeNull();
+      });
+
+      it("lists stored events after a sequence, filtered by queue and job", async () => {
+        const a = await submitOne();
+        const b = await submitOne({ queue: "emails" });
+        await store.cancel(a.id, "");
+        const all = await store.listEvents({ afterSequence: 0, limit: 100 });
+        expect(all.map((e) => [e.jobId, e.kind])).toEqual([
+          [a.id, "submitted"],
+          [b.id, "submitted"],
+          [a.id, "cancelled"],
+        ]);
+        for (let i = 1; i < all.length; i++) expect(all[i]!.sequence).toBeGreaterThan(all[i - 1]!.sequence);
+        expect(await store.listEvents({ afterSequence: all[0]!.sequence, limit: 1 })).toEqual([all[1]]);
+        expect((await store.listEvents({ afterSequence: 0, limit: 100, queue: "emails" })).map((e) => e.jobId)).toEqual([b.id]);
+        expect((await store.listEvents({ afterSequence: 0, limit: 100, jobId: a.id })).length).toBe(2);
+        expect(await store.eventBounds()).toEqual({ oldest: all[0]!.sequence, latest: all[2]!.sequence });
+      });
+    });
+
+    describe("commit announcements", () => {
+      it("announces the events of each commit after it is durable, and nothing for a refusal", async () => {
+        const seen: CommittedChange[] = [];
+        const off = store.onCommitted((c) => seen.push(c));
+        const job = await submitOne();
+        expect(seen.flatMap((c) => c.events).map((e: JobEvent) => e.kind)).toEqual(["submitted"]);
+        await refusal(store.redrive(job.id));
+        expect(seen).toHaveLength(1);
+        off();
+        await store.cancel(job.id, "");
+        expect(seen).toHaveLength(1);
+      });
+
+      it("keeps concurrent operations independent when they share a commit", async () => {
+        const job = await submitOne();
+        const results = await Promise.allSettled([
+          store.submit([newJob({ task: "x" })]),
+          store.redrive(job.id),
+          store.cancel(job.id, "r"),
+          store.submit([newJob({ task: "y" })]),
+        ]);
+        expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled", "fulfilled"]);
+        expect((await store.getJob(job.id))!.state).toBe("cancelled");
+        expect((await store.listJobs({ limit: 10 })).length).toBe(3);
+      });
+    });
+
+    it("reports itself writable", async () => {
+      await expect(store.checkWritable()).resolves.toBeUndefined();
+    });
+  });
+}

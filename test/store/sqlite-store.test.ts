@@ -1,0 +1,113 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/domain/clock.js";
+import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
+import { listJobsSql, SQL } from "../../src/store/sqlite/sql.js";
+import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { describeStoreContract, newJob } from "./contract.js";
+
+function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), "leasequeue-store-"));
+}
+
+describeStoreContract("sqlite", async (clock) => {
+  const dir = tempDir();
+  const store = openSqliteStore({ path: join(dir, "jobs.db"), clock });
+  return {
+    store,
+    async dispose() {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+describe("SQLite store specifics", () => {
+  const dirs: string[] = [];
+  const stores: SqliteStore[] = [];
+  afterEach(async () => {
+    for (const s of stores.splice(0)) await s.close();
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+  function open(path?: string, clock = new ManualClock()) {
+    const dir = tempDir();
+    dirs.push(dir);
+    const store = openSqliteStore({ path: path ?? join(dir, "jobs.db"), clock });
+    stores.push(store);
+    return store;
+  }
+
+  it("runs in WAL mode with synchronous=FULL and a 5 s busy timeout by default", () => {
+    const store = open();
+    expect(store.db.pragma("journal_mode", { simple: true })).toBe("wal");
+    expect(store.db.pragma("synchronous", { simple: true })).toBe(2);
+    expect(store.db.pragma("busy_timeout", { simple: true })).toBe(5000);
+  });
+
+  it("applies every migration once and records the schema version", () => {
+    const store = open();
+    const path = store.db.name;
+    expect(store.db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
+    stores.pop();
+    store.db.close();
+    const again = open(path);
+    expect(again.db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
+  });
+
+  it("keeps jobs, events and counts across a reopen", async () => {
+    const clock = new ManualClock();
+    const first = open(undefined, clock);
+    const path = first.db.name;
+    const [{ job }] = (await first.submit([newJob({ idempotencyKey: "k" })])) as [{ job: { id: string } }];
+    await first.close();
+    stores.splice(stores.indexOf(first), 1);
+    const second = open(path, clock);
+    expect((await second.getJob(job.id))?.state).toBe("queued");
+    expect((await second.queueCounts())[0]!.counts.queued).toBe(1);
+    const [again] = await second.submit([newJob({ idempotencyKey: "k" })]);
+    expect(again!.deduplicated).toBe(true);
+  });
+
+  describe("query plans match the indexes exactly", () => {
+    function plan(sql: string, params: unknown = {}): string {
+      const store = stores[0] ?? open();
+      const rows = store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params as never) as Array<{ detail: string }>;
+      return rows.map((r) => r.detail).join(" | ");
+    }
+
+    it("claims through jobs_claim_order with no sort step", () => {
+      const p = plan(SQL.claimableJobs.replaceAll("?", "NULL"));
+      expect(p).toContain("USING INDEX jobs_claim_order (queue=?)");
+      expect(p).not.toContain("TEMP B-TREE");
+    });
+
+    it("recovers leases through jobs_lease_expiry", () => {
+      expect(plan(SQL.expiredLeases.replaceAll("?", "NULL"))).toContain("USING INDEX jobs_lease_expiry (lease_expire_time<?)");
+      expect(plan(SQL.expiredLeasesOfQueue.replaceAll("?", "NULL"))).toContain("jobs_lease_expiry");
+    });
+
+    it("finds the oldest pending job and the next scheduled one through jobs_pending_since", () => {
+      expect(plan(SQL.oldestPendingSince.replaceAll("?", "NULL"))).toContain("jobs_pending_since");
+      expect(plan(SQL.nextScheduledTime.replaceAll("?", "NULL"))).toContain("jobs_pending_since");
+    });
+
+    it("looks up idempotency keys through their unique index", () => {
+      expect(plan(SQL.jobByIdempotencyKey.replaceAll("?", "NULL"))).toContain("jobs_idempotency_key");
+    });
+
+    it("lists jobs newest first through a matching index for each filter", () => {
+      const cases: Array<[Parameters<typeof listJobsSql>[0], string]> = [
+        [{ queue: true, states: 0, before: true }, "jobs_queue_recent"],
+        [{ queue: true, states: 1, before: true }, "jobs_queue_state_recent"],
+        [{ queue: false, states: 1, before: true }, "jobs_state_recent"],
+      ];
+      for (const [shape, index] of cases) {
+        const p = plan(listJobsSql(shape), { queue: "q", state0: "queued", before: "z", limit: 10 });
+        expect(p).toContain(index);
+        expect(p).not.toContain("TEMP B-TREE");
+      }
+    });
+  });
+});
