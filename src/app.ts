@@ -1,0 +1,134 @@
+/**
+ * Composition: config -> store -> service -> listeners, and their orderly
+ * shutdown. Everything the server is made of is wired here and only here.
+ */
+import { Code, ConnectError } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { Config } from "./config.js";
+import { systemClock, type Clock } from "./domain/clock.js";
+import { startLeaseSweeper } from "./dispatch/lease-sweeper.js";
+import { QueueWakeups } from "./dispatch/queue-wakeups.js";
+import type { Logger } from "./logger.js";
+import { createMetrics } from "./metrics/metrics.js";
+import { startApiListener, type ApiListener } from "./server/api-listener.js";
+import { HealthStatus, ServingStatus } from "./server/health.js";
+import { boundaryInterceptor, routes } from "./server/routes.js";
+import { startSideListener } from "./server/side-listener.js";
+import { createLeaseQueueService } from "./service/leasequeue-service.js";
+import { openSqliteStore } from "./store/sqlite/sqlite-store.js";
+import type { Store } from "./store/store.js";
+
+/** How long shutdown waits for in-flight calls before cutting them off. */
+export const SHUTDOWN_GRACE_MS = 10_000;
+
+export interface RunningServer {
+  /** e.g. http://127.0.0.1:8080 */
+  readonly apiUrl: string;
+  /** e.g. http://127.0.0.1:9464 */
+  readonly metricsUrl: string;
+  readonly store: Store;
+  /** Stops accepting, lets in-flight calls finish (bounded), closes the database. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  log: Logger;
+  clock?: Clock;
+  /** Background lease sweep interval; default 500 ms. */
+  sweepIntervalMs?: number;
+}
+
+export async function startServer(config: Config, { log, clock = systemClock, sweepIntervalMs }: StartOptions): Promise<RunningServer> {
+  const store = openSqliteStore({ path: config.databasePath, clock, synchronous: config.sqliteSynchronous });
+  log.info("database open", { path: config.databasePath, synchronous: config.sqliteSynchronous });
+
+  const wakeups = new QueueWakeups(store, clock);
+  const metrics = createMetrics(store, clock);
+  const health = new HealthStatus({
+    "": ServingStatus.SERVING,
+    "leasequeue.v1.LeaseQueueService": ServingStatus.SERVING,
+  });
+  const service = createLeaseQueueService({
+    store,
+    clock,
+    wakeups,
+    onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
+  });
+  const shutdown = new AbortController();
+  const handler = connectNodeAdapter({
+    routes: routes({ service, health, reflection: config.reflection }),
+    interceptors: [boundaryInterceptor(log, metrics)],
+    jsonOptions: { ignoreUnknownFields: false },
+    readMaxBytes: config.maxRequestBytes,
+    shutdownSignal: shutdown.signal,
+  });
+  const sweeper = startLeaseSweeper({ store, log, intervalMs: sweepIntervalMs });
+
+  let api: ApiListener | undefined;
+  let side: Awaited<ReturnType<typeof startSideListener>> | undefined;
+  try {
+    api = await startApiListener({
+      host: config.host,
+      port: config.port,
+      handler,
+      tls: config.tls,
+      maxRequestBytes: config.maxRequestBytes,
+    });
+    log.info("api listening", {
+      listener: "api",
+      url: api.address.url,
+      host: api.address.host,
+      port: api.address.port,
+      protocols: ["grpc", "grpc-web", "connect"],
+      tls: config.tls !== undefined,
+      reflection: config.reflection,
+    });
+    side = await startSideListener({
+      host: config.metricsHost,
+      port: config.metricsPort,
+      metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+      ready: async () => {
+        await store.checkWritable();
+        return !shutdown.signal.aborted;
+      },
+    });
+    log.info("metrics listening", {
+      listener: "metrics",
+      url: side.address.url,
+      host: side.address.host,
+      port: side.address.port,
+      paths: ["/metrics", "/health/live", "/health/ready"],
+    });
+  } catch (err) {
+    await api?.close(0);
+    await sweeper.stop();
+    await store.close();
+    throw err;
+  }
+
+  let closing: Promise<void> | undefined;
+  const apiListener = api;
+  const sideListener = side;
+  return {
+    apiUrl: apiListener.address.url,
+    metricsUrl: sideListener.address.url,
+    store,
+    close() {
+      closing ??= (async () => {
+        log.info("shutting down", { graceMs: SHUTDOWN_GRACE_MS });
+        health.set("", ServingStatus.NOT_SERVING);
+        health.set("leasequeue.v1.LeaseQueueService", ServingStatus.NOT_SERVING);
+        // Streams and long-polls end now (streams with `unavailable`); unary calls finish.
+        shutdown.abort(new ConnectError("the server is shutting down", Code.Unavailable));
+        await sweeper.stop();
+        await apiListener.close(SHUTDOWN_GRACE_MS);
+        wakeups.close();
+        metrics.close();
+        await sideListener.close();
+        await store.close();
+        log.info("stopped");
+      })();
+      return closing;
+    },
+  };
+}

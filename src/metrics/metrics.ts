@@ -1,0 +1,103 @@
+/**
+ * Prometheus metrics (prom-client), on a registry of their own so several
+ * servers can live in one process (tests). Job counts are read from the
+ * database at scrape time, so they are right after a restart; transition
+ * counters follow the store's committed events.
+ */
+import { Code } from "@connectrpc/connect";
+import client from "prom-client";
+import type { Clock } from "../domain/clock.js";
+import { JOB_STATES } from "../domain/job.js";
+import type { Store } from "../store/store.js";
+
+export interface Metrics {
+  readonly registry: client.Registry;
+  /** Records one finished RPC. */
+  observeRpc(method: string, code: Code | undefined, seconds: number): void;
+  idempotentReplay(queue: string): void;
+  /** Stops following the store. */
+  close(): void;
+}
+
+/** Connect codes as Prometheus label values: "ok", "invalid_argument", ... */
+export function codeLabel(code: Code | undefined): string {
+  if (code === undefined) return "ok";
+  return Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
+}
+
+export function createMetrics(store: Store, clock: Clock): Metrics {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry });
+
+  new client.Gauge({
+    name: "leasequeue_jobs",
+    help: "Jobs in the database by queue and state.",
+    labelNames: ["queue", "state"] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const q of await store.queueCounts()) {
+        for (const state of JOB_STATES) this.set({ queue: q.queue, state }, q.counts[state]);
+      }
+    },
+  });
+
+  new client.Gauge({
+    name: "leasequeue_oldest_pending_seconds",
+    help: "Age of the longest-waiting eligible (queued or retry) job by queue; 0 when none waits.",
+    labelNames: ["queue"] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const now = clock.now();
+      for (const q of await store.queueCounts()) {
+        const age = q.oldestPendingSince === null ? 0 : Math.max(0, now - q.oldestPendingSince) / 1000;
+        this.set({ queue: q.queue }, age);
+      }
+    },
+  });
+
+  const transitions = new client.Counter({
+    name: "leasequeue_transitions_total",
+    help: "Committed job transitions by queue and event kind.",
+    labelNames: ["queue", "kind"] as const,
+    registers: [registry],
+  });
+  const expirations = new client.Counter({
+    name: "leasequeue_lease_expirations_total",
+    help: "Leases recovered after expiring, by queue.",
+    labelNames: ["queue"] as const,
+    registers: [registry],
+  });
+  const replays = new client.Counter({
+    name: "leasequeue_idempotent_replays_total",
+    help: "Submits answered with an existing job for a repeated idempotency key, by queue.",
+    labelNames: ["queue"] as const,
+    registers: [registry],
+  });
+  const rpcDuration = new client.Histogram({
+    name: "leasequeue_rpc_duration_seconds",
+    help: "Time to answer an RPC (to the first response of a stream), by method and code.",
+    labelNames: ["method", "code"] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  });
+
+  const unsubscribe = store.onCommitted(({ events }) => {
+    for (const e of events) {
+      transitions.inc({ queue: e.queue, kind: e.kind });
+      if (e.kind === "lease_expired") expirations.inc({ queue: e.queue });
+    }
+  });
+
+  return {
+    registry,
+    observeRpc(method, code, seconds) {
+      rpcDuration.observe({ method, code: codeLabel(code) }, seconds);
+    },
+    idempotentReplay(queue) {
+      replays.inc({ queue });
+    },
+    close: unsubscribe,
+  };
+}

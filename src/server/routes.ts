@@ -1,0 +1,69 @@
+/**
+ * What the API port serves: leasequeue.v1, grpc.health.v1 and (when enabled)
+ * gRPC reflection, plus the interceptor that is the single place where
+ * handler failures become wire errors and RPC durations are recorded.
+ */
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, type ConnectRouter, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
+import { Health } from "../../gen/ts/grpc/health/v1/health_pb.js";
+import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import type { Logger } from "../logger.js";
+import type { Metrics } from "../metrics/metrics.js";
+import { toConnectError } from "../service/errors.js";
+import { registerHealth, type HealthStatus } from "./health.js";
+import { registerReflection } from "./reflection.js";
+
+export interface RoutesOptions {
+  service: ServiceImpl<typeof LeaseQueueService>;
+  health: HealthStatus;
+  reflection: boolean;
+}
+
+export function routes(opts: RoutesOptions): (router: ConnectRouter) => void {
+  return (router) => {
+    router.service(LeaseQueueService, opts.service);
+    registerHealth(router, opts.health);
+    if (opts.reflection) {
+      const services: DescService[] = [LeaseQueueService, Health];
+      registerReflection(router, services);
+    }
+  };
+}
+
+/**
+ * Translates every error leaving a handler (unary or stream) with
+ * toConnectError, logs the ones that are bugs, and times each call.
+ */
+export function boundaryInterceptor(log: Logger, metrics: Metrics): Interceptor {
+  return (next) => async (req) => {
+    const started = performance.now();
+    const method = req.method.name;
+    const fail = (err: unknown) => {
+      const error = toConnectError(err);
+      if (error.code === Code.Internal) {
+        log.error("handler failed", { method: `${req.service.typeName}/${method}`, error: error.cause ?? err });
+      }
+      return error;
+    };
+    try {
+      const res = await next(req);
+      metrics.observeRpc(method, undefined, (performance.now() - started) / 1000);
+      if (!res.stream) return res;
+      const messages = res.message;
+      return {
+        ...res,
+        message: (async function* () {
+          try {
+            yield* messages;
+          } catch (err) {
+            throw fail(err);
+          }
+        })(),
+      };
+    } catch (err) {
+      const error = fail(err);
+      metrics.observeRpc(method, error.code, (performance.now() - started) / 1000);
+      throw error;
+    }
+  };
+}

@@ -1,0 +1,205 @@
+/**
+ * leasequeue.v1.LeaseQueueService handlers: validate the request, ask the
+ * store, map the answer to wire types. Errors thrown here are translated in
+ * one interceptor (src/service/errors.ts via src/server/routes.ts).
+ */
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { Clock } from "../domain/clock.js";
+import { jobNotFound } from "../domain/errors.js";
+import type { JobState } from "../domain/job.js";
+import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
+import type { Store, SubmitOutcome } from "../store/store.js";
+import {
+  GetStatsResponseSchema,
+  LeaseQueueService,
+  LeaseSchema,
+  type SubmitRequest,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { invalidArgument } from "./errors.js";
+import * as v from "./validate.js";
+import { eventToWire, jobToWire, statsToWire } from "./wire.js";
+
+/** The HTTP / gRPC metadata header that may carry a Submit's idempotency key. */
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+
+export interface LeaseQueueServiceOptions {
+  store: Store;
+  clock: Clock;
+  wakeups: QueueWakeups;
+  /** Told about every submit answered from an existing job. */
+  onIdempotentReplay?: (queue: string) => void;
+}
+
+export function createLeaseQueueService(opts: LeaseQueueServiceOptions): ServiceImpl<typeof LeaseQueueService> {
+  const { store, clock, wakeups } = opts;
+
+  function replayed(outcomes: SubmitOutcome[]): SubmitOutcome[] {
+    for (const o of outcomes) if (o.deduplicated) opts.onIdempotentReplay?.(o.job.queue);
+    return outcomes;
+  }
+
+  function submitOutcome(o: SubmitOutcome) {
+    return { job: jobToWire(o.job), deduplicated: o.deduplicated };
+  }
+
+  function headerKey(ctx: HandlerContext): string | undefined {
+    const value = ctx.requestHeader.get(IDEMPOTENCY_KEY_HEADER);
+    return value === null ? undefined : value;
+  }
+
+  return {
+    async submit(req, ctx) {
+      const spec = v.newJob(req, clock.now(), "", headerKey(ctx));
+      const [outcome] = replayed(await store.submit([spec]));
+      return submitOutcome(outcome!);
+    },
+
+    async submitBatch(req, ctx) {
+      if (headerKey(ctx) !== undefined) {
+        throw invalidArgument("Idempotency-Key", "is not accepted on SubmitBatch; set idempotency_key on each job");
+      }
+      if (req.jobs.length === 0) throw invalidArgument("jobs", "must contain at least one job");
+      if (req.jobs.length > v.BOUNDS.batchJobs) {
+        throw invalidArgument("jobs", `must contain at most ${v.BOUNDS.batchJobs} jobs`);
+      }
+      const now = clock.now();
+      const specs = req.jobs.map((job: SubmitRequest, i: number) => v.newJob(job, now, `jobs[${i}].`));
+      const outcomes = replayed(await store.submit(specs));
+      return { results: outcomes.map(submitOutcome) };
+    },
+
+    async claim(req, ctx) {
+      const spec = {
+        queue: v.queueName("queue", req.queue, v.DEFAULTS.queue),
+        workerId: v.workerId("worker_id", req.workerId),
+        leaseDurationMs: v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs, v.DEFAULTS.leaseDurationMs)!,
+        maxJobs: v.intInRange("max_jobs", req.maxJobs, v.BOUNDS.maxJobs, v.DEFAULTS.maxJobs),
+      };
+      const waitMs = v.durationInRange("wait", req.wait, v.BOUNDS.waitMs, v.DEFAULTS.waitMs)!;
+      const deadline = clock.now() + waitMs;
+      for (;;) {
+        const generation = wakeups.generation(spec.queue);
+        const leases = await store.claim(spec);
+        if (leases.length > 0 || clock.now() >= deadline || ctx.signal.aborted) {
+          return { leases: leases.map((l) => create(LeaseSchema, { job: jobToWire(l.job), leaseToken: l.leaseToken })) };
+        }
+        await wakeups.waitForWork(spec.queue, generation, deadline, ctx.signal);
+      }
+    },
+
+    async *streamClaims() {
+      throw new ConnectError("StreamClaims is not implemented yet; use Claim with wait", Code.Unimplemented);
+    },
+
+    async heartbeat(req) {
+      const jobId = v.jobId("job_id", req.jobId);
+      const token = v.leaseToken("lease_token", req.leaseToken);
+      const duration = v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs);
+      return { job: jobToWire(await store.heartbeat(jobId, token, duration)) };
+    },
+
+    async complete(req) {
+      const jobId = v.jobId("job_id", req.jobId);
+      const token = v.leaseToken("lease_token", req.leaseToken);
+      const result = req.result === undefined ? null : v.jsonText("result", req.result);
+      return { job: jobToWire(await store.complete(jobId, token, result)) };
+    },
+
+    async fail(req) {
+      const jobId = v.jobId("job_id", req.jobId);
+      const token = v.leaseToken("lease_token", req.leaseToken);
+      const failure = {
+        error: v.text("error", req.error),
+        permanent: req.permanent,
+        retryDelayMs: v.durationInRange("retry_delay", req.retryDelay, v.BOUNDS.retryDelayMs),
+      };
+      return { job: jobToWire(await store.fail(jobId, token, failure)) };
+    },
+
+    async redrive(req) {
+      return { job: jobToWire(await store.redrive(v.jobId("job_id", req.jobId))) };
+    },
+
+    async cancel(req) {
+      const jobId = v.jobId("job_id", req.jobId);
+      return { job: jobToWire(await store.cancel(jobId, v.text("reason", req.reason))) };
+    },
+
+    async getJob(req) {
+      const jobId = v.jobId("job_id", req.jobId);
+      const job = await store.getJob(jobId);
+      if (job === undefined) throw jobNotFound(jobId);
+      return { job: jobToWire(job) };
+    },
+
+    async listJobs(req) {
+      const queue = req.queue === "" ? undefined : v.queueName("queue", req.queue);
+      const states = v.jobStates("states", req.states);
+      const limit = v.intInRange("page_size", req.pageSize, v.BOUNDS.pageSize, v.DEFAULTS.pageSize);
+      const filter = filterKey(queue, states);
+      const beforeId = req.pageToken === "" ? undefined : decodePageToken(req.pageToken, filter);
+      const jobs = await store.listJobs({ queue, states: states.length > 0 ? states : undefined, limit: limit + 1, beforeId });
+      const page = jobs.slice(0, limit);
+      const more = jobs.length > limit;
+      return {
+        jobs: page.map(jobToWire),
+        nextPageToken: more ? encodePageToken(page.at(-1)!.id, filter) : "",
+      };
+    },
+
+    async listJobEvents(req) {
+      const jobId = v.jobId("job_id", req.jobId);
+      const events = await store.listJobEvents(jobId);
+      if (events.length === 0 && (await store.getJob(jobId)) === undefined) throw jobNotFound(jobId);
+      return { events: events.map(eventToWire) };
+    },
+
+    async getStats() {
+      const now = clock.now();
+      const queues = await store.queueCounts();
+      const total = { queued: 0, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0 };
+      let oldest: number | null = null;
+      const perQueue = queues.map((q) => {
+        for (const s of Object.keys(total) as JobState[]) total[s] += q.counts[s];
+        if (q.oldestPendingSince !== null && (oldest === null || q.oldestPendingSince < oldest)) {
+          oldest = q.oldestPendingSince;
+        }
+        return statsToWire(q.queue, q.counts, ageMs(now, q.oldestPendingSince));
+      });
+      return create(GetStatsResponseSchema, { queues: perQueue, total: statsToWire("", total, ageMs(now, oldest)) });
+    },
+
+    async *watchEvents() {
+      throw new ConnectError("WatchEvents is not implemented yet; use ListJobEvents", Code.Unimplemented);
+    },
+  };
+}
+
+function ageMs(now: number, since: number | null): number {
+  return since === null ? 0 : Math.max(0, now - since);
+}
+
+function filterKey(queue: string | undefined, states: JobState[]): string {
+  return JSON.stringify([queue ?? "", [...states].sort()]);
+}
+
+/** Page tokens are opaque (AIP-158): the last id seen, bound to the filter that produced it. */
+function encodePageToken(lastId: string, filter: string): string {
+  return Buffer.from(JSON.stringify({ b: lastId, f: filter })).toString("base64url");
+}
+
+function decodePageToken(token: string, filter: string): string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
+  } catch {
+    throw invalidArgument("page_token", "is not a token returned by ListJobs");
+  }
+  const { b, f } = (parsed ?? {}) as { b?: unknown; f?: unknown };
+  if (typeof b !== "string" || typeof f !== "string") {
+    throw invalidArgument("page_token", "is not a token returned by ListJobs");
+  }
+  if (f !== filter) throw invalidArgument("page_token", "was issued for a different queue or states filter");
+  return b;
+}

@@ -1,0 +1,186 @@
+/**
+ * Request validation: api.md's "Bounds" and "Defaults and identity" tables,
+ * turning wire requests into domain specs or throwing invalid_argument with
+ * a BadRequest that names the field.
+ */
+import { toJson, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema, type Duration, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import type { JobState as DomainState } from "../domain/job.js";
+import { isJobId } from "../domain/ids.js";
+import type { NewJob } from "../domain/submission.js";
+import type { JobState, SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { invalidArgument, payloadTooLarge } from "./errors.js";
+import { STATE_FROM_WIRE } from "./wire.js";
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** api.md "Bounds", in one table. */
+export const BOUNDS = {
+  name: /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/,
+  workerId: /^[A-Za-z0-9._:@/-]{1,128}$/,
+  idempotencyKey: /^[\x21-\x7e]{1,128}$/,
+  jsonBytes: 64 * 1024,
+  priority: [-100, 100],
+  maxAttempts: [1, 100],
+  retryBaseDelayMs: [0, HOUR],
+  scheduleAheadMs: 30 * DAY,
+  leaseDurationMs: [SECOND, 12 * HOUR],
+  maxJobs: [1, 100],
+  waitMs: [0, 60 * SECOND],
+  maxInFlight: [1, 1000],
+  textChars: 4096,
+  pageSize: [1, 500],
+  batchJobs: 500,
+  /** retry_delay on Fail: api.md gives no bound; we allow what a schedule allows. */
+  retryDelayMs: [0, 30 * DAY],
+} as const;
+
+export const DEFAULTS = {
+  queue: "default",
+  maxAttempts: 3,
+  retryBaseDelayMs: 15 * SECOND,
+  leaseDurationMs: 60 * SECOND,
+  maxJobs: 1,
+  waitMs: 0,
+  maxInFlight: 1,
+  pageSize: 50,
+} as const;
+
+export function queueName(field: string, value: string, fallback?: string): string {
+  if (value === "" && fallback !== undefined) return fallback;
+  if (value === "") throw invalidArgument(field, "is required");
+  if (!BOUNDS.name.test(value)) {
+    throw invalidArgument(field, "must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit");
+  }
+  return value;
+}
+
+export function workerId(field: string, value: string): string {
+  if (value === "") throw invalidArgument(field, "is required");
+  if (!BOUNDS.workerId.test(value)) throw invalidArgument(field, "must be 1-128 characters of [A-Za-z0-9._:@/-]");
+  return value;
+}
+
+export function jobId(field: string, value: string): string {
+  if (value === "") throw invalidArgument(field, "is required");
+  if (!isJobId(value)) throw invalidArgument(field, "must be a job id (a lower-case UUID)");
+  return value;
+}
+
+export function leaseToken(field: string, value: string): string {
+  if (value === "") throw invalidArgument(field, "is required");
+  if (value.length > 256) throw invalidArgument(field, "is not a lease token");
+  return value;
+}
+
+export function text(field: string, value: string): string {
+  if (value.length > BOUNDS.textChars) throw invalidArgument(field, `must be at most ${BOUNDS.textChars} characters`);
+  return value;
+}
+
+export function intInRange(field: string, value: number, [min, max]: readonly [number, number], fallback?: number): number {
+  if (value === 0 && fallback !== undefined) return fallback;
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw invalidArgument(field, `must be between ${min} and ${max}`);
+  }
+  return value;
+}
+
+export function durationMs(field: string, value: Duration): number {
+  const seconds = Number(value.seconds);
+  if (value.seconds < 0n || value.nanos < 0 || !Number.isSafeInteger(seconds)) {
+    throw invalidArgument(field, "must not be negative");
+  }
+  return seconds * 1000 + Math.floor(value.nanos / 1e6);
+}
+
+/** An optional Duration: absent takes the default; present must be within bounds. */
+export function durationInRange(
+  field: string,
+  value: Duration | undefined,
+  [min, max]: readonly [number, number],
+  fallback?: number,
+): number | undefined {
+  if (value === undefined) return fallback;
+  const ms = durationMs(field, value);
+  if (ms < min || ms > max) throw invalidArgument(field, `must be between ${formatMs(min)} and ${formatMs(max)}`);
+  return ms;
+}
+
+/** 1000 -> "1s", 43200000 -> "12h": bounds as a person writes them. */
+function formatMs(ms: number): string {
+  for (const [unit, size] of [["d", 86_400_000], ["h", 3_600_000], ["m", 60_000]] as const) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms / 1000}s`;
+}
+
+/** A google.protobuf.Value as compact JSON text, within the 64 KiB bound. */
+export function jsonText(field: string, value: Value | undefined): string {
+  if (value === undefined) return "null";
+  let json: JsonValue;
+  try {
+    json = toJson(ValueSchema, value);
+  } catch (err) {
+    throw invalidArgument(field, `is not a JSON value (${(err as Error).message})`);
+  }
+  const textValue = JSON.stringify(json);
+  const bytes = Buffer.byteLength(textValue, "utf8");
+  if (bytes > BOUNDS.jsonBytes) throw payloadTooLarge(field, bytes, BOUNDS.jsonBytes);
+  return textValue;
+}
+
+function timestampMs(field: string, value: Timestamp): number {
+  if (value.nanos < 0 || value.nanos > 999_999_999) throw invalidArgument(field, "is not a valid timestamp");
+  return Number(value.seconds) * 1000 + Math.floor(value.nanos / 1e6);
+}
+
+/**
+ * SubmitRequest -> NewJob. `headerKey` is the Idempotency-Key header; it
+ * equals the same key sent as the field, and the two must not differ.
+ */
+export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: string): NewJob {
+  const f = (name: string) => `${path}${name}`;
+  let schedule: NewJob["schedule"] = null;
+  if (req.schedule.case === "scheduleTime") {
+    const at = timestampMs(f("schedule_time"), req.schedule.value);
+    if (at > now + BOUNDS.scheduleAheadMs) throw invalidArgument(f("schedule_time"), "must be at most 30 days ahead");
+    schedule = { at };
+  } else if (req.schedule.case === "delay") {
+    const delayMs = durationInRange(f("delay"), req.schedule.value, [0, BOUNDS.scheduleAheadMs])!;
+    schedule = { delayMs };
+  }
+  let key: string | null = req.idempotencyKey === "" ? null : req.idempotencyKey;
+  if (headerKey !== undefined) {
+    if (key !== null && key !== headerKey) {
+      throw invalidArgument(f("idempotency_key"), "differs from the Idempotency-Key header; send one or make them equal");
+    }
+    key = headerKey;
+  }
+  if (key !== null && !BOUNDS.idempotencyKey.test(key)) {
+    throw invalidArgument(f("idempotency_key"), "must be 1-128 visible ASCII characters (0x21-0x7e)");
+  }
+  return {
+    queue: queueName(f("queue"), req.queue, DEFAULTS.queue),
+    task: queueName(f("task"), req.task),
+    payloadJson: jsonText(f("payload"), req.payload),
+    priority: intInRange(f("priority"), req.priority, BOUNDS.priority),
+    maxAttempts: intInRange(f("max_attempts"), req.maxAttempts, BOUNDS.maxAttempts, DEFAULTS.maxAttempts),
+    retryBaseDelayMs: durationInRange(f("retry_base_delay"), req.retryBaseDelay, BOUNDS.retryBaseDelayMs, DEFAULTS.retryBaseDelayMs)!,
+    schedule,
+    idempotencyKey: key,
+  };
+}
+
+export function jobStates(field: string, values: JobState[]): DomainState[] {
+  const states = new Set<DomainState>();
+  values.forEach((v, i) => {
+    const s = STATE_FROM_WIRE.get(v);
+    if (s === undefined) throw invalidArgument(`${field}[${i}]`, "must be a JobState other than JOB_STATE_UNSPECIFIED");
+    states.add(s);
+  });
+  return [...states];
+}

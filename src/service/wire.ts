@@ -1,0 +1,99 @@
+/**
+ * The mapping between domain records and leasequeue.v1 messages, in one
+ * place. A Job on the wire never carries a lease token or idempotency key:
+ * only the fields listed here are copied.
+ */
+import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { durationFromMs, timestampFromMs, ValueSchema } from "@bufbuild/protobuf/wkt";
+import type { Job as DomainJob, JobEvent as DomainEvent, EventKind as DomainKind, JobState as DomainState } from "../domain/job.js";
+import type { QueueCounts } from "../store/store.js";
+import {
+  EventKind,
+  JobEventSchema,
+  JobSchema,
+  JobState,
+  QueueStatsSchema,
+  type Job,
+  type JobEvent,
+  type QueueStats,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+
+export const STATE_TO_WIRE: Record<DomainState, JobState> = {
+  queued: JobState.QUEUED,
+  running: JobState.RUNNING,
+  retry: JobState.RETRY,
+  completed: JobState.COMPLETED,
+  dead: JobState.DEAD,
+  cancelled: JobState.CANCELLED,
+};
+
+export const STATE_FROM_WIRE = new Map<JobState, DomainState>(
+  Object.entries(STATE_TO_WIRE).map(([k, v]) => [v, k as DomainState]),
+);
+
+const KIND_TO_WIRE: Record<DomainKind, EventKind> = {
+  submitted: EventKind.SUBMITTED,
+  claimed: EventKind.CLAIMED,
+  heartbeat: EventKind.HEARTBEAT,
+  completed: EventKind.COMPLETED,
+  failed: EventKind.FAILED,
+  dead_lettered: EventKind.DEAD_LETTERED,
+  lease_expired: EventKind.LEASE_EXPIRED,
+  redriven: EventKind.REDRIVEN,
+  cancelled: EventKind.CANCELLED,
+};
+
+function jsonValue(text: string | null) {
+  return text === null ? undefined : fromJson(ValueSchema, JSON.parse(text) as JsonValue);
+}
+
+export function jobToWire(job: DomainJob): Job {
+  return create(JobSchema, {
+    id: job.id,
+    queue: job.queue,
+    task: job.task,
+    payload: jsonValue(job.payloadJson),
+    priority: job.priority,
+    state: STATE_TO_WIRE[job.state],
+    attempts: job.attempts,
+    maxAttempts: job.maxAttempts,
+    retryBaseDelay: durationFromMs(job.retryBaseDelayMs),
+    scheduleTime: timestampFromMs(job.scheduleTime),
+    createTime: timestampFromMs(job.createTime),
+    updateTime: timestampFromMs(job.updateTime),
+    finishTime: job.finishTime === null ? undefined : timestampFromMs(job.finishTime),
+    workerId: job.workerId ?? "",
+    leaseExpireTime: job.leaseExpireTime === null ? undefined : timestampFromMs(job.leaseExpireTime),
+    deliveries: job.deliveries,
+    lastError: job.lastError ?? "",
+    result: jsonValue(job.resultJson),
+  });
+}
+
+export function eventToWire(e: DomainEvent): JobEvent {
+  return create(JobEventSchema, {
+    sequence: BigInt(e.sequence),
+    jobId: e.jobId,
+    queue: e.queue,
+    kind: KIND_TO_WIRE[e.kind],
+    fromState: e.fromState === null ? JobState.UNSPECIFIED : STATE_TO_WIRE[e.fromState],
+    toState: STATE_TO_WIRE[e.toState],
+    eventTime: timestampFromMs(e.eventTime),
+    workerId: e.workerId ?? "",
+    attempt: e.attempt,
+    message: e.message ?? "",
+  });
+}
+
+export function statsToWire(queue: string, counts: QueueCounts["counts"], oldestPendingAgeMs: number): QueueStats {
+  return create(QueueStatsSchema, {
+    queue,
+    queued: BigInt(counts.queued),
+    running: BigInt(counts.running),
+    retry: BigInt(counts.retry),
+    completed: BigInt(counts.completed),
+    dead: BigInt(counts.dead),
+    cancelled: BigInt(counts.cancelled),
+    oldestPendingAge: durationFromMs(oldestPendingAgeMs),
+  });
+}
