@@ -1,0 +1,126 @@
+/**
+ * The same API from an independent gRPC implementation: @grpc/grpc-js with
+ * stubs loaded at run time from proto/ (no generated TypeScript involved),
+ * over HTTP/2 cleartext on the shared API port.
+ */
+import { fromBinary } from "@bufbuild/protobuf";
+import { anyUnpack } from "@bufbuild/protobuf/wkt";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRegistry } from "@bufbuild/protobuf";
+import {
+  BadRequestSchema,
+  ErrorInfoSchema,
+  file_google_rpc_error_details,
+} from "../../gen/ts/google/rpc/error_details_pb.js";
+import { StatusSchema } from "../../gen/ts/google/rpc/status_pb.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+
+const protoDir = fileURLToPath(new URL("../../proto", import.meta.url));
+
+type Unary = (req: object, md: grpc.Metadata, cb: (err: grpc.ServiceError | null, res: any) => void) => void;
+
+let t: TestServer;
+let client: Record<string, Unary> & grpc.Client;
+let health: Record<string, Unary> & grpc.Client;
+
+function call(c: Record<string, Unary>, method: string, req: object, md = new grpc.Metadata()): Promise<any> {
+  return new Promise((resolve, reject) => c[method]!.call(c, req, md, (err, res) => (err ? reject(err) : resolve(res))));
+}
+
+async function refusal(promise: Promise<unknown>): Promise<grpc.ServiceError> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as grpc.ServiceError;
+  }
+  throw new Error("expected the call to fail");
+}
+
+function richStatus(err: grpc.ServiceError) {
+  const [bin] = err.metadata.get("grpc-status-details-bin") as Buffer[];
+  expect(bin, "grpc-status-details-bin trailer").toBeDefined();
+  const status = fromBinary(StatusSchema, bin!);
+  const registry = createRegistry(file_google_rpc_error_details);
+  return { status, details: status.details.map((d) => anyUnpack(d, registry)) };
+}
+
+beforeAll(async () => {
+  t = await startTestServer();
+  const def = protoLoader.loadSync(["leasequeue/v1/leasequeue.proto", "grpc/health/v1/health.proto"], {
+    includeDirs: [protoDir],
+    keepCase: false,
+    longs: String,
+    enums: String,
+    defaults: false,
+    oneofs: true,
+  });
+  const pkg = grpc.loadPackageDefinition(def) as any;
+  const target = new URL(t.apiUrl).host;
+  client = new pkg.leasequeue.v1.LeaseQueueService(target, grpc.credentials.createInsecure());
+  health = new pkg.grpc.health.v1.Health(target, grpc.credentials.createInsecure());
+});
+
+afterAll(async () => {
+  client?.close();
+  health?.close();
+  await t?.close();
+});
+
+describe("over gRPC with @grpc/grpc-js", () => {
+  it("runs a full job cycle with the idempotency key as metadata", async () => {
+    const md = new grpc.Metadata();
+    md.set("idempotency-key", "grpc-inv-1");
+    const payload = { structValue: { fields: { invoiceId: { stringValue: "inv_481" } } } };
+    const submitted = await call(client, "submit", { queue: "grpc", task: "invoice.generate", payload }, md);
+    expect(submitted.job.state).toBe("JOB_STATE_QUEUED");
+    const again = await call(client, "submit", { queue: "grpc", task: "invoice.generate", payload, idempotencyKey: "grpc-inv-1" });
+    expect(again).toMatchObject({ deduplicated: true, job: { id: submitted.job.id } });
+
+    const claimed = await call(client, "claim", { queue: "grpc", workerId: "py-worker", leaseDuration: { seconds: 30 } });
+    const lease = claimed.leases[0];
+    expect(lease.job.id).toBe(submitted.job.id);
+    expect(lease.leaseToken.length).toBeGreaterThan(20);
+
+    const beat = await call(client, "heartbeat", { jobId: lease.job.id, leaseToken: lease.leaseToken });
+    expect(beat.job.state).toBe("JOB_STATE_RUNNING");
+    const done = await call(client, "complete", {
+      jobId: lease.job.id,
+      leaseToken: lease.leaseToken,
+      result: { numberValue: 3 },
+    });
+    expect(done.job).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { numberValue: 3 } });
+  });
+
+  it("reports a wrong token as ABORTED with google.rpc.ErrorInfo in the status details", async () => {
+    const submitted = await call(client, "submit", { queue: "grpc2", task: "t" });
+    await call(client, "claim", { queue: "grpc2", workerId: "w" });
+    const err = await refusal(call(client, "complete", { jobId: submitted.job.id, leaseToken: "forged" }));
+    expect(err.code).toBe(grpc.status.ABORTED);
+    const { status, details } = richStatus(err);
+    expect(status.code).toBe(grpc.status.ABORTED);
+    const info = details.find((d) => d?.$typeName === ErrorInfoSchema.typeName);
+    expect(info).toMatchObject({ reason: "LEASE_REJECTED", domain: "leasequeue" });
+  });
+
+  it("reports an out-of-bounds field as INVALID_ARGUMENT with a BadRequest naming it", async () => {
+    const err = await refusal(call(client, "claim", { queue: "grpc", workerId: "w", maxJobs: 101 }));
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err.details).toContain("max_jobs");
+    const { details } = richStatus(err);
+    const bad = details.find((d) => d?.$typeName === BadRequestSchema.typeName) as any;
+    expect(bad.fieldViolations[0].field).toBe("max_jobs");
+  });
+
+  it("reports an unknown job as NOT_FOUND", async () => {
+    const err = await refusal(call(client, "getJob", { jobId: "01890000-0000-7000-8000-000000000000" }));
+    expect(err.code).toBe(grpc.status.NOT_FOUND);
+  });
+
+  it("answers the standard health check", async () => {
+    expect(await call(health, "check", { service: "" })).toEqual({ status: "SERVING" });
+    expect(await call(health, "check", { service: "leasequeue.v1.LeaseQueueService" })).toEqual({ status: "SERVING" });
+  });
+});
