@@ -3,13 +3,12 @@
  * stubs loaded at run time from proto/ (no generated TypeScript involved),
  * over HTTP/2 cleartext on the shared API port.
  */
-import { fromBinary } from "@bufbuild/protobuf";
+import { createRegistry, fromBinary } from "@bufbuild/protobuf";
 import { anyUnpack } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRegistry } from "@bufbuild/protobuf";
 import {
   BadRequestSchema,
   ErrorInfoSchema,

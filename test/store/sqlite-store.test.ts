@@ -60,7 +60,8 @@ describe("SQLite store specifics", () => {
     const clock = new ManualClock();
     const first = open(undefined, clock);
     const path = first.db.name;
-    const [{ job }] = (await first.submit([newJob({ idempotencyKey: "k" })])) as [{ job: { id: string } }];
+    const [outcome] = await first.submit([newJob({ idempotencyKey: "k" })]);
+    const job = outcome!.job;
     await first.close();
     stores.splice(stores.indexOf(first), 1);
     const second = open(path, clock);
