@@ -1,0 +1,51 @@
+# syntax=docker/dockerfile:1
+# LeaseQueue: one process, SQLite on a volume, two ports.
+#   docker build -t leasequeue .
+#   docker run --read-only -v leasequeue-data:/data -p 8080:8080 -p 9464:9464 leasequeue
+
+ARG NODE_IMAGE=node:24-bookworm-slim
+
+# ---- build: compile TypeScript and the native SQLite binding ---------------
+FROM ${NODE_IMAGE} AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY package.json package-lock.json ./
+# Sources first: `npm ci` runs the prepare script (tsc) after installing.
+COPY tsconfig.json tsconfig.build.json ./
+COPY bin ./bin
+COPY gen ./gen
+COPY proto ./proto
+COPY src ./src
+RUN npm ci \
+ && npm prune --omit=dev \
+ && npm cache clean --force
+
+# ---- runtime: production dependencies and compiled code only ---------------
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production \
+    LEASEQUEUE_ENVIRONMENT=production \
+    LEASEQUEUE_DATABASE_PATH=/data/leasequeue.db \
+    LEASEQUEUE_HOST=0.0.0.0 \
+    LEASEQUEUE_PORT=8080 \
+    LEASEQUEUE_METRICS_HOST=0.0.0.0 \
+    LEASEQUEUE_METRICS_PORT=9464
+WORKDIR /app
+COPY --from=build --chown=root:root /app/package.json ./package.json
+COPY --from=build --chown=root:root /app/node_modules ./node_modules
+COPY --from=build --chown=root:root /app/bin ./bin
+COPY --from=build --chown=root:root /app/dist/src ./dist/src
+COPY --from=build --chown=root:root /app/dist/gen ./dist/gen
+# The database lives on a volume owned by the unprivileged `node` user; the
+# rest of the filesystem can be mounted read-only (--read-only).
+RUN mkdir -p /data && chown node:node /data
+VOLUME ["/data"]
+USER node
+EXPOSE 8080 9464
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.LEASEQUEUE_METRICS_PORT || 9464) + '/health/ready').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# SIGTERM drains in-flight calls (up to 10 s) and closes the database cleanly.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["node", "bin/leasequeue.js"]
+CMD ["serve"]
