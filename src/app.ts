@@ -2,6 +2,7 @@
  * Composition: config -> store -> service -> listeners, and their orderly
  * shutdown. Everything the server is made of is wired here and only here.
  */
+import { setMaxListeners } from "node:events";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Config } from "./config.js";
@@ -55,6 +56,10 @@ export async function startServer(config: Config, { log, clock = systemClock, sw
     onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
   });
   const shutdown = new AbortController();
+  // connect-es links every in-flight call's context signal to this one (one
+  // abort listener per call, removed when the call ends): more than 10
+  // concurrent calls is normal, not a leak, so lift Node's warning threshold.
+  setMaxListeners(0, shutdown.signal);
   const handler = connectNodeAdapter({
     routes: routes({ service, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],
@@ -73,6 +78,7 @@ export async function startServer(config: Config, { log, clock = systemClock, sw
       handler,
       tls: config.tls,
       maxRequestBytes: config.maxRequestBytes,
+      onError: (err) => log.warn("api connection error", { error: err }),
     });
     log.info("api listening", {
       listener: "api",
