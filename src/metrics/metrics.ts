@@ -25,9 +25,17 @@ export function codeLabel(code: Code | undefined): string {
   return Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
 }
 
+/** Default Node.js gauges whose names end in `_total` although they are not counters. */
+const NON_COUNTER_TOTALS = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
+
 export function createMetrics(store: Store, clock: Clock): Metrics {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
+  // prom-client exports these three gauges with a `_total` suffix, which
+  // Prometheus reserves for counters (`promtool check metrics` rejects them).
+  // Their per-type breakdowns stay (nodejs_active_handles{type}, ...): the
+  // totals are `sum()` of those.
+  for (const name of NON_COUNTER_TOTALS) registry.removeSingleMetric(name);
 
   new client.Gauge({
     name: "leasequeue_jobs",
