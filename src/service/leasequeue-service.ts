@@ -88,7 +88,12 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       }
     },
 
-    async *streamClaims() {
+    async *streamClaims(req) {
+      // Bounds first, so a bad request is invalid_argument whatever the stream would do.
+      v.queueName("queue", req.queue, v.DEFAULTS.queue);
+      v.workerId("worker_id", req.workerId);
+      v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs, v.DEFAULTS.leaseDurationMs);
+      v.intInRange("max_in_flight", req.maxInFlight, v.BOUNDS.maxInFlight, v.DEFAULTS.maxInFlight);
       throw new ConnectError("StreamClaims is not implemented yet; use Claim with wait", Code.Unimplemented);
     },
 

@@ -64,10 +64,16 @@ export function workerId(field: string, value: string): string {
   return value;
 }
 
+/**
+ * A UUID in any letter case (RFC 9562: UUIDs are case-insensitive on input),
+ * normalised to the lower case we store, so an upper-case id of an existing
+ * job finds it and one that names no job is not_found, never invalid_argument.
+ */
 export function jobId(field: string, value: string): string {
   if (value === "") throw invalidArgument(field, "is required");
-  if (!isJobId(value)) throw invalidArgument(field, "must be a job id (a lower-case UUID)");
-  return value;
+  const id = value.toLowerCase();
+  if (!isJobId(id)) throw invalidArgument(field, "must be a job id (a UUID)");
+  return id;
 }
 
 export function leaseToken(field: string, value: string): string {
@@ -77,8 +83,23 @@ export function leaseToken(field: string, value: string): string {
 }
 
 export function text(field: string, value: string): string {
-  if (value.length > BOUNDS.textChars) throw invalidArgument(field, `must be at most ${BOUNDS.textChars} characters`);
+  // value.length counts UTF-16 units; only a long string needs counting by character.
+  if (value.length > BOUNDS.textChars && codePointCount(value) > BOUNDS.textChars) {
+    throw invalidArgument(field, `must be at most ${BOUNDS.textChars} characters`);
+  }
   return value;
+}
+
+/** Characters as api.md counts them: Unicode code points (an emoji is one, not two UTF-16 units). */
+function codePointCount(value: string): number {
+  let n = 0;
+  for (const _ of value) n++;
+  return n;
+}
+
+/** Whether `ms` plus `nanos` (its sub-millisecond rest dropped by the conversion) is past `limitMs`. */
+function pastMs(ms: number, nanos: number, limitMs: number): boolean {
+  return ms > limitMs || (ms === limitMs && nanos % 1e6 !== 0);
 }
 
 export function intInRange(field: string, value: number, [min, max]: readonly [number, number], fallback?: number): number {
@@ -106,7 +127,7 @@ export function durationInRange(
 ): number | undefined {
   if (value === undefined) return fallback;
   const ms = durationMs(field, value);
-  if (ms < min || ms > max) throw invalidArgument(field, `must be between ${formatMs(min)} and ${formatMs(max)}`);
+  if (ms < min || pastMs(ms, value.nanos, max)) throw invalidArgument(field, `must be between ${formatMs(min)} and ${formatMs(max)}`);
   return ms;
 }
 
@@ -147,7 +168,7 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
   let schedule: NewJob["schedule"] = null;
   if (req.schedule.case === "scheduleTime") {
     const at = timestampMs(f("schedule_time"), req.schedule.value);
-    if (at > now + BOUNDS.scheduleAheadMs) throw invalidArgument(f("schedule_time"), "must be at most 30 days ahead");
+    if (pastMs(at, req.schedule.value.nanos, now + BOUNDS.scheduleAheadMs)) throw invalidArgument(f("schedule_time"), "must be at most 30 days ahead");
     schedule = { at };
   } else if (req.schedule.case === "delay") {
     const delayMs = durationInRange(f("delay"), req.schedule.value, [0, BOUNDS.scheduleAheadMs])!;
