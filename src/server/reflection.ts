@@ -34,7 +34,7 @@ type Index = {
   symbols: Map<string, DescFile>; // fully-qualified name -> declaring file
 };
 
-function buildIndex(services: DescService[]): Index {
+function buildIndex(services: DescService[], extraFiles: DescFile[]): Index {
   const files = new Map<string, DescFile>();
   const symbols = new Map<string, DescFile>();
   const addFile = (file: DescFile): void => {
@@ -60,6 +60,7 @@ function buildIndex(services: DescService[]): Index {
     file.proto.service.forEach((s) => [s.name, ...s.method.map((m) => `${s.name}.${m.name}`)].forEach((n) => add(pkg + n)));
   };
   services.forEach((s) => addFile(s.file));
+  extraFiles.forEach(addFile);
   return { services: [...new Set(services.map((s) => s.typeName))], files, symbols };
 }
 
@@ -123,9 +124,11 @@ async function* serve<R extends ReflectionRequest>(index: Index, requests: Async
  *
  * @param services every service the router serves (include `Health` if it is
  *   registered); the reflection services are added to the list by itself.
+ * @param extraFiles files no service imports but clients need, such as the
+ *   google.rpc error details, so tools can decode `grpc-status-details-bin`.
  */
-export function registerReflection(router: ConnectRouter, services: DescService[]): void {
-  const index = buildIndex([...services, v1.ServerReflection, v1alpha.ServerReflection]);
+export function registerReflection(router: ConnectRouter, services: DescService[], extraFiles: DescFile[] = []): void {
+  const index = buildIndex([...services, v1.ServerReflection, v1alpha.ServerReflection], extraFiles);
   router.service(v1.ServerReflection, { serverReflectionInfo: (requests) => serve(index, requests) });
   router.service(v1alpha.ServerReflection, { serverReflectionInfo: (requests) => serve(index, requests) });
 }

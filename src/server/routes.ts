@@ -5,6 +5,7 @@
  */
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, type ConnectRouter, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
+import { file_google_rpc_error_details } from "../../gen/ts/google/rpc/error_details_pb.js";
 import { Health } from "../../gen/ts/grpc/health/v1/health_pb.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import type { Logger } from "../logger.js";
@@ -25,7 +26,7 @@ export function routes(opts: RoutesOptions): (router: ConnectRouter) => void {
     registerHealth(router, opts.health);
     if (opts.reflection) {
       const services: DescService[] = [LeaseQueueService, Health];
-      registerReflection(router, services);
+      registerReflection(router, services, [file_google_rpc_error_details]);
     }
   };
 }
