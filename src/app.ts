@@ -44,7 +44,7 @@ export async function startServer(config: Config, { log, clock = systemClock, sw
   log.info("database open", { path: config.databasePath, synchronous: config.sqliteSynchronous });
 
   const wakeups = new QueueWakeups(store, clock);
-  const metrics = createMetrics(store, clock);
+  const metrics = createMetrics(store, clock, { claimWaiters: () => wakeups.waiting });
   const health = new HealthStatus({
     "": ServingStatus.SERVING,
     "leasequeue.v1.LeaseQueueService": ServingStatus.SERVING,

@@ -28,7 +28,12 @@ export function codeLabel(code: Code | undefined): string {
 /** Default Node.js gauges whose names end in `_total` although they are not counters. */
 const NON_COUNTER_TOTALS = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
 
-export function createMetrics(store: Store, clock: Clock): Metrics {
+export interface MetricsSources {
+  /** Long-poll Claims currently parked waiting for work. */
+  claimWaiters?: () => number;
+}
+
+export function createMetrics(store: Store, clock: Clock, sources: MetricsSources = {}): Metrics {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
   // prom-client exports these three gauges with a `_total` suffix, which
@@ -64,6 +69,18 @@ export function createMetrics(store: Store, clock: Clock): Metrics {
       }
     },
   });
+
+  if (sources.claimWaiters !== undefined) {
+    const waiters = sources.claimWaiters;
+    new client.Gauge({
+      name: "leasequeue_claim_waiters",
+      help: "Long-poll Claim calls currently waiting for work.",
+      registers: [registry],
+      collect() {
+        this.set(waiters());
+      },
+    });
+  }
 
   const transitions = new client.Counter({
     name: "leasequeue_transitions_total",

@@ -28,6 +28,16 @@ async function claim(queue: string, extra: Record<string, unknown> = {}) {
   return (res.body.leases ?? []) as Array<{ job: any; leaseToken: string }>;
 }
 
+async function claimWaiters(): Promise<number> {
+  const text = await (await fetch(`${t.metricsUrl}/metrics`)).text();
+  return Number(/^leasequeue_claim_waiters (\d+)$/m.exec(text)?.[1] ?? NaN);
+}
+
+/** Waits until the server reports `n` parked long-poll claims (it parks them before any submit is sent). */
+async function untilClaimWaiters(n: number): Promise<void> {
+  while ((await claimWaiters()) !== n) await new Promise((r) => setTimeout(r, 5));
+}
+
 describe("over Connect JSON", () => {
   it("runs submit -> claim -> heartbeat -> complete and records each transition", async () => {
     const { job } = await submit({ queue: "billing", task: "invoice.generate", payload: { invoiceId: "inv_481" }, priority: 10 });
@@ -186,11 +196,12 @@ describe("over Connect JSON", () => {
 
   it("answers a long-poll Claim the moment a job is submitted", async () => {
     const waiting = t.call("Claim", { queue: "longpoll", workerId: "w", wait: "30s" });
-    // The claim is parked once the server has seen it; submit then.
-    await new Promise((r) => setImmediate(r));
+    await untilClaimWaiters(1);
     const submitted = await submit({ queue: "longpoll", task: "t" });
     const res = await waiting;
     expect(res.body.leases[0].job.id).toBe(submitted.job.id);
+    // Woken by the commit: the 30 s deadline lies beyond this test's timeout.
+    expect(await claimWaiters()).toBe(0);
   });
 
   it("returns an empty long-poll Claim at its deadline", async () => {
