@@ -85,6 +85,9 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
           return { leases: leases.map((l) => create(LeaseSchema, { job: jobToWire(l.job), leaseToken: l.leaseToken })) };
         }
         await wakeups.waitForWork(spec.queue, generation, deadline, ctx.signal);
+        // A caller that has gone (or a server shutting down) must not be handed
+        // a lease nobody will work on: it would sit until it expires.
+        if (ctx.signal.aborted) return { leases: [] };
       }
     },
 

@@ -1,0 +1,238 @@
+/**
+ * Runs the real `leasequeue` command (bin/leasequeue.js over dist/) as a child
+ * process, for end-to-end tests: crash recovery, signals, the CLI surface.
+ *
+ * `npm test` builds dist/ first (the pretest script); when running vitest
+ * directly, run `npm run build` first or these helpers fail with a message
+ * saying so.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+/** /work/main (the package root). */
+export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+export const CLI_PATH = join(PACKAGE_ROOT, "bin", "leasequeue.js");
+const COMPILED_CLI = join(PACKAGE_ROOT, "dist", "src", "cli.js");
+
+/** How long spawnServer waits for both "listening" lines before giving up. */
+const START_TIMEOUT_MS = 15_000;
+
+export function assertBuilt(): void {
+  if (!existsSync(COMPILED_CLI)) {
+    throw new Error(
+      `${COMPILED_CLI} is missing: the end-to-end tests run the compiled server. ` +
+        `Run "npm run build" first (npm test does it through the pretest script).`,
+    );
+  }
+}
+
+export interface ExitStatus {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface SpawnedServer {
+  child: ChildProcess;
+  apiUrl: string;
+  metricsUrl: string;
+  /** Every stdout line so far (and later ones as they arrive). */
+  lines: string[];
+  /** Every stderr line so far. */
+  stderrLines: string[];
+  /**
+   * Resolves with the first stdout line (already seen or still to come) for
+   * which `pred` is true; `json` is the parsed line, or undefined if it is not
+   * JSON. Rejects if the process exits first.
+   */
+  waitForLine(pred: (line: string, json: any) => boolean): Promise<string>;
+  /** Settles when the process has exited and its output is fully read. */
+  exited: Promise<ExitStatus>;
+  /** Sends the signal (default SIGTERM) and resolves with the exit status. */
+  stop(signal?: NodeJS.Signals): Promise<ExitStatus>;
+}
+
+/** Children still running, killed when the test process exits. */
+const live = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of live) child.kill("SIGKILL");
+});
+
+function parseJson(line: string): any {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Spawns `node bin/leasequeue.js --db dbPath --port 0 --metrics-port 0 ...extraArgs`
+ * in the package root and resolves once both listener lines are logged.
+ */
+export function spawnServer(
+  dbPath: string,
+  extraArgs: string[] = [],
+  options: { env?: NodeJS.ProcessEnv } = {},
+): Promise<SpawnedServer> {
+  assertBuilt();
+  const child = spawn(
+    process.execPath,
+    [CLI_PATH, "--db", dbPath, "--port", "0", "--metrics-port", "0", ...extraArgs],
+    { cwd: PACKAGE_ROOT, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  live.add(child);
+
+  const lines: string[] = [];
+  const stderrLines: string[] = [];
+  const watchers = new Set<{ pred: (line: string, json: any) => boolean; resolve: (line: string) => void }>();
+  const stdout = createInterface({ input: child.stdout! });
+  const stderr = createInterface({ input: child.stderr! });
+  stdout.on("line", (line) => {
+    lines.push(line);
+    const json = parseJson(line);
+    for (const w of [...watchers]) {
+      if (w.pred(line, json)) {
+        watchers.delete(w);
+        w.resolve(line);
+      }
+    }
+  });
+  stderr.on("line", (line) => stderrLines.push(line));
+
+  const stdoutClosed = new Promise<void>((r) => stdout.once("close", () => r()));
+  const stderrClosed = new Promise<void>((r) => stderr.once("close", () => r()));
+  const exited = new Promise<ExitStatus>((resolveExit, rejectExit) => {
+    child.once("error", rejectExit);
+    child.once("exit", (code, signal) => {
+      live.delete(child);
+      // Output may still be in the pipes: report the exit once it is all read.
+      void Promise.all([stdoutClosed, stderrClosed]).then(() => resolveExit({ code, signal }));
+    });
+  });
+  const describeExit = (s: ExitStatus) =>
+    `leasequeue exited (code ${s.code}, signal ${s.signal})\n--- stderr ---\n${stderrLines.join("\n")}\n--- stdout ---\n${lines.join("\n")}`;
+
+  const waitForLine = (pred: (line: string, json: any) => boolean): Promise<string> => {
+    const seen = lines.find((l) => pred(l, parseJson(l)));
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise<string>((resolveLine, rejectLine) => {
+      const w = { pred, resolve: resolveLine };
+      watchers.add(w);
+      exited.then(
+        (s) => {
+          if (watchers.delete(w)) rejectLine(new Error(`waiting for a log line, but ${describeExit(s)}`));
+        },
+        (err) => {
+          if (watchers.delete(w)) rejectLine(err);
+        },
+      );
+    });
+  };
+
+  const listenerUrl = (msg: string) => waitForLine((_l, j) => j?.msg === msg).then((l) => JSON.parse(l).url as string);
+
+  return new Promise<SpawnedServer>((resolveServer, rejectServer) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      rejectServer(new Error(`leasequeue did not log both listeners within ${START_TIMEOUT_MS} ms\n${lines.join("\n")}\n${stderrLines.join("\n")}`));
+    }, START_TIMEOUT_MS);
+    Promise.all([listenerUrl("api listening"), listenerUrl("metrics listening")]).then(
+      ([apiUrl, metricsUrl]) => {
+        clearTimeout(timer);
+        resolveServer({
+          child,
+          apiUrl,
+          metricsUrl,
+          lines,
+          stderrLines,
+          waitForLine,
+          exited,
+          stop(signal = "SIGTERM") {
+            if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+            return exited;
+          },
+        });
+      },
+      (err: Error) => {
+        clearTimeout(timer);
+        rejectServer(new Error(`leasequeue failed to start: ${err.message}`));
+      },
+    );
+  });
+}
+
+export interface CliResult extends ExitStatus {
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `node bin/leasequeue.js ...args` to completion (for --help, migrate, bad flags). */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+  assertBuilt();
+  return new Promise((resolveRun, rejectRun) => {
+    const child = spawn(process.execPath, [CLI_PATH, ...args], {
+      cwd: PACKAGE_ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    live.add(child);
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+    child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+    child.once("error", rejectRun);
+    // 'close' fires after the exit and after both pipes are drained.
+    child.once("close", (code, signal) => {
+      live.delete(child);
+      resolveRun({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+export interface JsonReply {
+  status: number;
+  body: any;
+}
+
+/**
+ * One Connect JSON call with fetch, like curl. Network failures (the server
+ * died) reject, as fetch does; HTTP errors resolve with their status.
+ */
+export async function callJson(
+  apiUrl: string,
+  method: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<JsonReply> {
+  const res = await fetch(`${apiUrl}/leasequeue.v1.LeaseQueueService/${method}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text === "" ? undefined : JSON.parse(text) };
+}
+
+/** Like callJson, but any non-200 answer is an error naming the call. */
+export async function okJson(apiUrl: string, method: string, body: unknown, headers?: Record<string, string>): Promise<any> {
+  const reply = await callJson(apiUrl, method, body, headers);
+  if (reply.status !== 200) {
+    throw new Error(`${method} ${JSON.stringify(body).slice(0, 200)} -> HTTP ${reply.status} ${JSON.stringify(reply.body)}`);
+  }
+  return reply.body;
+}
+
+/** Every job of a queue (or of all queues), via ListJobs pagination. */
+export async function listAllJobs(apiUrl: string, queue?: string): Promise<any[]> {
+  const jobs: any[] = [];
+  let pageToken = "";
+  for (;;) {
+    const page = await okJson(apiUrl, "ListJobs", { queue: queue ?? "", pageSize: 500, pageToken });
+    jobs.push(...(page.jobs ?? []));
+    pageToken = page.nextPageToken ?? "";
+    if (pageToken === "") return jobs;
+  }
+}
