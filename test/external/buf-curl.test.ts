@@ -83,7 +83,7 @@ describe.skipIf(skip)("buf curl (npm @bufbuild/buf) against a running server", (
     requireTool(bufAvailable, "node_modules/.bin/buf (npm ci)");
     const queue = "buf-curl";
 
-    const submitted = await grpcCall("Submit", {
+    const request = {
       queue,
       task: "report.build",
       payload: { reportId: "r_17", pages: [1, 2, 3] },
@@ -91,7 +91,8 @@ describe.skipIf(skip)("buf curl (npm @bufbuild/buf) against a running server", (
       maxAttempts: 2,
       retryBaseDelay: "2.5s",
       idempotencyKey: "buf-curl-1",
-    });
+    };
+    const submitted = await grpcCall("Submit", request);
     const job = submitted.job;
     expect(job.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(job).toMatchObject({
@@ -106,15 +107,7 @@ describe.skipIf(skip)("buf curl (npm @bufbuild/buf) against a running server", (
     expect(submitted.deduplicated ?? false).toBe(false);
 
     // The same key and request again: the original job, deduplicated.
-    const replay = await grpcCall("Submit", {
-      queue,
-      task: "report.build",
-      payload: { reportId: "r_17", pages: [1, 2, 3] },
-      priority: 5,
-      maxAttempts: 2,
-      retryBaseDelay: "2.5s",
-      idempotencyKey: "buf-curl-1",
-    });
+    const replay = await grpcCall("Submit", request);
     expect(replay).toMatchObject({ job: { id: job.id }, deduplicated: true });
 
     const claimed = await grpcCall("Claim", { queue, workerId: "buf-worker-1", leaseDuration: "30s", maxJobs: 5 });

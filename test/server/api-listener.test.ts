@@ -82,6 +82,20 @@ function h2SessionManager(url: string, nodeOptions?: http2.SecureClientSessionOp
   return manager;
 }
 
+/** A listener with one HTTP/2 Health call in flight that the handler holds open. */
+async function startSlowHttp2Call() {
+  const app = createHealthApp();
+  const listener = await listen({ handler: app.handler });
+  const url = listener.address.url;
+  const client = createClient(
+    Health,
+    createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: h2SessionManager(url) }),
+  );
+  const call = client.check({ service: "slow" });
+  await app.slowStarted;
+  return { app, listener, call };
+}
+
 async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of stream) chunks.push(Buffer.from(chunk as Buffer));
@@ -396,15 +410,7 @@ describe("close()", () => {
   });
 
   it("lets an in-flight HTTP/2 call finish, refusing new connections meanwhile", async () => {
-    const app = createHealthApp();
-    const listener = await listen({ handler: app.handler });
-    const url = listener.address.url;
-    const client = createClient(
-      Health,
-      createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: h2SessionManager(url) }),
-    );
-    const call = client.check({ service: "slow" });
-    await app.slowStarted;
+    const { app, listener, call } = await startSlowHttp2Call();
     const closed = listener.close(60_000);
     const refused = net.connect(listener.address.port, "127.0.0.1");
     const [error] = (await once(refused, "error")) as [NodeJS.ErrnoException];
@@ -460,15 +466,7 @@ describe("close()", () => {
   });
 
   it("cuts calls that outlive the grace period", async () => {
-    const app = createHealthApp();
-    const listener = await listen({ handler: app.handler });
-    const url = listener.address.url;
-    const client = createClient(
-      Health,
-      createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: h2SessionManager(url) }),
-    );
-    const call = client.check({ service: "slow" });
-    await app.slowStarted;
+    const { listener, call } = await startSlowHttp2Call();
     await listener.close(50);
     const error = await call.then(
       () => undefined,
