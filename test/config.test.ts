@@ -1,0 +1,107 @@
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ConfigError, resolveConfig } from "../src/config.js";
+import { ServerReflection } from "../gen/ts/grpc/reflection/v1/reflection_pb.js";
+import { startTestServer } from "./helpers/server.js";
+
+describe("configuration", () => {
+  it("uses api.md's defaults", () => {
+    expect(resolveConfig({}, {})).toMatchObject({
+      databasePath: "leasequeue.db",
+      host: "127.0.0.1",
+      port: 8080,
+      metricsHost: "127.0.0.1",
+      metricsPort: 9464,
+      environment: "development",
+      maxRequestBytes: 131072,
+      reflection: true,
+      sqliteSynchronous: "full",
+      tls: undefined,
+    });
+  });
+
+  it("reads every setting from the environment, and a flag wins over it", () => {
+    const env = {
+      LEASEQUEUE_DATABASE_PATH: "/data/q.db",
+      LEASEQUEUE_HOST: "0.0.0.0",
+      LEASEQUEUE_PORT: "9000",
+      LEASEQUEUE_METRICS_PORT: "9001",
+      LEASEQUEUE_ENVIRONMENT: "production",
+      LEASEQUEUE_MAX_REQUEST_BYTES: "4096",
+    };
+    expect(resolveConfig({}, env)).toMatchObject({
+      databasePath: "/data/q.db",
+      host: "0.0.0.0",
+      metricsHost: "0.0.0.0",
+      port: 9000,
+      metricsPort: 9001,
+      environment: "production",
+      maxRequestBytes: 4096,
+    });
+    expect(resolveConfig({ port: "7000", "metrics-host": "127.0.0.2" }, env)).toMatchObject({ port: 7000, metricsHost: "127.0.0.2" });
+  });
+
+  it("turns reflection off in production unless LEASEQUEUE_REFLECTION=on", () => {
+    expect(resolveConfig({}, { LEASEQUEUE_ENVIRONMENT: "production" }).reflection).toBe(false);
+    expect(resolveConfig({}, { LEASEQUEUE_ENVIRONMENT: "production", LEASEQUEUE_REFLECTION: "on" }).reflection).toBe(true);
+    expect(resolveConfig({ reflection: "off" }, {}).reflection).toBe(false);
+  });
+
+  it("refuses bad values, naming the setting", () => {
+    const cases: Array<[Record<string, string>, Record<string, string>, RegExp]> = [
+      [{ port: "abc" }, {}, /--port/],
+      [{}, { LEASEQUEUE_PORT: "70000" }, /LEASEQUEUE_PORT/],
+      [{}, { LEASEQUEUE_ENVIRONMENT: "staging" }, /LEASEQUEUE_ENVIRONMENT/],
+      [{ "max-request-bytes": "12" }, {}, /--max-request-bytes/],
+      [{ reflection: "maybe" }, {}, /--reflection/],
+      [{ "tls-cert": "/nonexistent.pem" }, {}, /--tls-cert and --tls-key/],
+      [{ "tls-cert": "/nonexistent.pem", "tls-key": "/nonexistent.key" }, {}, /cannot read TLS certificate/],
+    ];
+    for (const [flags, env, message] of cases) {
+      expect(() => resolveConfig(flags, env)).toThrow(ConfigError);
+      expect(() => resolveConfig(flags, env)).toThrow(message);
+    }
+  });
+
+  it("reads the TLS certificate and key files", () => {
+    const dir = mkdtempSync(join(tmpdir(), "lq-tls-"));
+    writeFileSync(join(dir, "c.pem"), "CERT");
+    writeFileSync(join(dir, "k.pem"), "KEY");
+    const config = resolveConfig({ "tls-cert": join(dir, "c.pem"), "tls-key": join(dir, "k.pem") }, {});
+    expect(config.tls).toMatchObject({ cert: "CERT", key: "KEY" });
+  });
+});
+
+describe("reflection on the API port", () => {
+  async function listServices(environment: string): Promise<string[]> {
+    const t = await startTestServer({ environment });
+    try {
+      const client = createClient(ServerReflection, createGrpcTransport({ baseUrl: t.apiUrl }));
+      async function* one() {
+        yield { messageRequest: { case: "listServices" as const, value: "" } };
+      }
+      for await (const res of client.serverReflectionInfo(one())) {
+        if (res.messageResponse.case === "listServicesResponse") return res.messageResponse.value.service.map((s) => s.name);
+      }
+      return [];
+    } finally {
+      await t.close();
+    }
+  }
+
+  it("is served in development", async () => {
+    expect(await listServices("development")).toContain("leasequeue.v1.LeaseQueueService");
+  });
+
+  it("is not served in production", async () => {
+    const err = await listServices("production").then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(err?.code).toBe(Code.Unimplemented);
+  });
+});
