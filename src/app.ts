@@ -7,6 +7,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
+import { ClaimStreams } from "./dispatch/claim-streams.js";
 import { startLeaseSweeper } from "./dispatch/lease-sweeper.js";
 import { QueueWakeups } from "./dispatch/queue-wakeups.js";
 import type { Logger } from "./logger.js";
@@ -37,14 +38,23 @@ export interface StartOptions {
   clock?: Clock;
   /** Background lease sweep interval; default 500 ms. */
   sweepIntervalMs?: number;
+  /** Idle interval between StreamClaims keepalive messages; default 15 s. */
+  claimKeepaliveMs?: number;
 }
 
-export async function startServer(config: Config, { log, clock = systemClock, sweepIntervalMs }: StartOptions): Promise<RunningServer> {
+export async function startServer(
+  config: Config,
+  { log, clock = systemClock, sweepIntervalMs, claimKeepaliveMs }: StartOptions,
+): Promise<RunningServer> {
   const store = openSqliteStore({ path: config.databasePath, clock, synchronous: config.sqliteSynchronous });
   log.info("database open", { path: config.databasePath, synchronous: config.sqliteSynchronous });
 
   const wakeups = new QueueWakeups(store, clock);
-  const metrics = createMetrics(store, clock, { claimWaiters: () => wakeups.waiting });
+  const claimStreams = new ClaimStreams({ store, wakeups, clock, log, keepaliveMs: claimKeepaliveMs });
+  const metrics = createMetrics(store, clock, {
+    claimWaiters: () => wakeups.waiting,
+    claimStreams: () => claimStreams.streams,
+  });
   const health = new HealthStatus({
     "": ServingStatus.SERVING,
     "leasequeue.v1.LeaseQueueService": ServingStatus.SERVING,
@@ -53,6 +63,7 @@ export async function startServer(config: Config, { log, clock = systemClock, sw
     store,
     clock,
     wakeups,
+    claimStreams,
     onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
   });
   const shutdown = new AbortController();
@@ -128,6 +139,7 @@ export async function startServer(config: Config, { log, clock = systemClock, sw
         shutdown.abort(new ConnectError("the server is shutting down", Code.Unavailable));
         await sweeper.stop();
         await apiListener.close(SHUTDOWN_GRACE_MS);
+        claimStreams.close();
         wakeups.close();
         metrics.close();
         await sideListener.close();

@@ -16,6 +16,7 @@ export class QueueWakeups {
   readonly #clock: Clock;
   readonly #generation = new Map<string, number>();
   readonly #waiters = new Map<string, Set<() => void>>();
+  readonly #listeners = new Set<(queue: string) => void>();
   readonly #unsubscribe: () => void;
 
   constructor(store: Store, clock: Clock) {
@@ -26,6 +27,12 @@ export class QueueWakeups {
         if (e.toState === "queued" || e.toState === "retry") this.#wake(e.queue);
       }
     });
+  }
+
+  /** Calls `listener(queue)` whenever work may have become eligible on a queue. */
+  onWork(listener: (queue: string) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
   }
 
   generation(queue: string): number {
@@ -71,11 +78,13 @@ export class QueueWakeups {
 
   close(): void {
     this.#unsubscribe();
+    this.#listeners.clear();
     for (const set of [...this.#waiters.values()]) for (const done of [...set]) done();
   }
 
   #wake(queue: string): void {
     this.#generation.set(queue, this.generation(queue) + 1);
+    for (const listener of this.#listeners) listener(queue);
     const waiters = this.#waiters.get(queue);
     if (waiters === undefined) return;
     for (const done of [...waiters]) done();

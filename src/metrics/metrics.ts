@@ -31,6 +31,8 @@ const NON_COUNTER_TOTALS = ["nodejs_active_handles_total", "nodejs_active_reques
 export interface MetricsSources {
   /** Long-poll Claims currently parked waiting for work. */
   claimWaiters?: () => number;
+  /** Open StreamClaims streams. */
+  claimStreams?: () => number;
 }
 
 export function createMetrics(store: Store, clock: Clock, sources: MetricsSources = {}): Metrics {
@@ -70,17 +72,19 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     },
   });
 
-  if (sources.claimWaiters !== undefined) {
-    const waiters = sources.claimWaiters;
+  const gaugeOf = (name: string, help: string, read: (() => number) | undefined) => {
+    if (read === undefined) return;
     new client.Gauge({
-      name: "leasequeue_claim_waiters",
-      help: "Long-poll Claim calls currently waiting for work.",
+      name,
+      help,
       registers: [registry],
       collect() {
-        this.set(waiters());
+        this.set(read());
       },
     });
-  }
+  };
+  gaugeOf("leasequeue_claim_waiters", "Long-poll Claim calls currently waiting for work.", sources.claimWaiters);
+  gaugeOf("leasequeue_claim_streams", "Open StreamClaims streams.", sources.claimStreams);
 
   const transitions = new client.Counter({
     name: "leasequeue_transitions_total",

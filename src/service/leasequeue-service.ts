@@ -8,17 +8,17 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@conn
 import type { Clock } from "../domain/clock.js";
 import { jobNotFound } from "../domain/errors.js";
 import type { JobState } from "../domain/job.js";
+import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
 import type { Store, SubmitOutcome } from "../store/store.js";
 import {
   GetStatsResponseSchema,
   LeaseQueueService,
-  LeaseSchema,
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument } from "./errors.js";
 import * as v from "./validate.js";
-import { eventToWire, jobToWire, statsToWire } from "./wire.js";
+import { eventToWire, jobToWire, leaseToWire, statsToWire } from "./wire.js";
 
 /** The HTTP / gRPC metadata header that may carry a Submit's idempotency key. */
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
@@ -27,6 +27,7 @@ export interface LeaseQueueServiceOptions {
   store: Store;
   clock: Clock;
   wakeups: QueueWakeups;
+  claimStreams: ClaimStreams;
   /** Told about every submit answered from an existing job. */
   onIdempotentReplay?: (queue: string) => void;
 }
@@ -82,7 +83,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         const generation = wakeups.generation(spec.queue);
         const leases = await store.claim(spec);
         if (leases.length > 0 || clock.now() >= deadline || ctx.signal.aborted) {
-          return { leases: leases.map((l) => create(LeaseSchema, { job: jobToWire(l.job), leaseToken: l.leaseToken })) };
+          return { leases: leases.map(leaseToWire) };
         }
         await wakeups.waitForWork(spec.queue, generation, deadline, ctx.signal);
         // A caller that has gone (or a server shutting down) must not be handed
@@ -91,13 +92,18 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       }
     },
 
-    async *streamClaims(req) {
-      // Bounds first, so a bad request is invalid_argument whatever the stream would do.
-      v.queueName("queue", req.queue, v.DEFAULTS.queue);
-      v.workerId("worker_id", req.workerId);
-      v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs, v.DEFAULTS.leaseDurationMs);
-      v.intInRange("max_in_flight", req.maxInFlight, v.BOUNDS.maxInFlight, v.DEFAULTS.maxInFlight);
-      throw new ConnectError("StreamClaims is not implemented yet; use Claim with wait", Code.Unimplemented);
+    async *streamClaims(req, ctx) {
+      const spec = {
+        queue: v.queueName("queue", req.queue, v.DEFAULTS.queue),
+        workerId: v.workerId("worker_id", req.workerId),
+        leaseDurationMs: v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs, v.DEFAULTS.leaseDurationMs)!,
+        maxInFlight: v.intInRange("max_in_flight", req.maxInFlight, v.BOUNDS.maxInFlight, v.DEFAULTS.maxInFlight),
+      };
+      for await (const lease of opts.claimStreams.open(spec, ctx.signal)) {
+        yield lease === null ? {} : { lease: leaseToWire(lease) };
+      }
+      // Ended by the server (shutdown: unavailable) or the client (nobody listens).
+      if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);
     },
 
     async heartbeat(req) {

@@ -6,15 +6,17 @@
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Job as DomainJob, JobEvent as DomainEvent, EventKind as DomainKind, JobState as DomainState } from "../domain/job.js";
-import type { QueueCounts } from "../store/store.js";
+import type { ClaimedLease, QueueCounts } from "../store/store.js";
 import {
   EventKind,
   JobEventSchema,
   JobSchema,
   JobState,
+  LeaseSchema,
   QueueStatsSchema,
   type Job,
   type JobEvent,
+  type Lease,
   type QueueStats,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 
@@ -68,6 +70,10 @@ export function jobToWire(job: DomainJob): Job {
     lastError: job.lastError ?? "",
     result: jsonValue(job.resultJson),
   });
+}
+
+export function leaseToWire(lease: ClaimedLease): Lease {
+  return create(LeaseSchema, { job: jobToWire(lease.job), leaseToken: lease.leaseToken });
 }
 
 export function eventToWire(e: DomainEvent): JobEvent {

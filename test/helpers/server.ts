@@ -4,9 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { startServer, type RunningServer } from "../../src/app.js";
+import { startServer, type RunningServer, type StartOptions } from "../../src/app.js";
 import { resolveConfig, type Config } from "../../src/config.js";
-import type { Clock } from "../../src/domain/clock.js";
 import { silentLogger } from "../../src/logger.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 
@@ -25,7 +24,7 @@ export interface TestServer {
 
 export async function startTestServer(
   flags: Record<string, string> = {},
-  options: { clock?: Clock; sweepIntervalMs?: number } = {},
+  options: Omit<StartOptions, "log"> = {},
 ): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "leasequeue-test-"));
   const config = resolveConfig({ db: join(dir, "jobs.db"), port: "0", "metrics-port": "0", ...flags }, {});

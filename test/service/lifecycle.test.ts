@@ -240,13 +240,4 @@ describe("over the typed Connect client", () => {
     const got = await t.client.getJob({ jobId: job!.id });
     expect(got.job?.state).toBe(JobState.QUEUED);
   });
-
-  it("says StreamClaims and WatchEvents are not implemented yet", async () => {
-    const stream = t.client.watchEvents({});
-    await expect(
-      (async () => {
-        for await (const _ of stream) break;
-      })(),
-    ).rejects.toMatchObject({ code: Code.Unimplemented });
-  });
 });

@@ -1,0 +1,253 @@
+/**
+ * StreamClaims: pushes leases to long-lived worker streams as jobs become
+ * eligible, never more than `maxInFlight` unfinished leases per stream.
+ *
+ * - One pump per queue claims on behalf of the streams that have room, in
+ *   ring order (a stream that just got work goes to the back), so several
+ *   streams on one queue share the work and a new job costs one claim, not
+ *   one per waiting stream.
+ * - The pump runs when a stream opens, when a commit makes work eligible on
+ *   the queue (QueueWakeups), when a lease of one of its streams finishes, and
+ *   on a timer for the next delayed job or retry. Idle streams cost nothing:
+ *   no polling loop touches the database.
+ * - A lease counts against its stream until a committed event finishes it:
+ *   completed, failed, dead-lettered, cancelled or lease expired.
+ * - When a stream ends its leases stay owned by the worker until they are
+ *   acknowledged or expire; nothing is handed out twice.
+ */
+import type { Clock } from "../domain/clock.js";
+import type { EventKind } from "../domain/job.js";
+import type { Logger } from "../logger.js";
+import type { ClaimedLease, Store } from "../store/store.js";
+import type { QueueWakeups } from "./queue-wakeups.js";
+
+export interface ClaimStreamSpec {
+  queue: string;
+  workerId: string;
+  leaseDurationMs: number;
+  maxInFlight: number;
+}
+
+export interface ClaimStreamsOptions {
+  store: Store;
+  wakeups: QueueWakeups;
+  clock: Clock;
+  log: Logger;
+  /** Idle interval between keepalive messages. Default 15 s. */
+  keepaliveMs?: number;
+}
+
+/** Store calls claim at most this many jobs at once (api.md max_jobs). */
+const MAX_CLAIM_BATCH = 100;
+/** After a failed claim (database unavailable), try again this much later. */
+const RETRY_AFTER_ERROR_MS = 1000;
+
+/** Events after which a lease no longer counts against its stream. */
+const LEASE_FINISHED: ReadonlySet<EventKind> = new Set([
+  "completed",
+  "failed",
+  "dead_lettered",
+  "cancelled",
+  "lease_expired",
+]);
+
+class Subscriber {
+  /** Leases handed out (or claimed and about to be) and not yet finished. */
+  readonly inFlight = new Set<string>();
+  /** Claimed for this stream, not yet sent. */
+  readonly ready: ClaimedLease[] = [];
+  closed = false;
+  #wake: (() => void) | undefined;
+
+  constructor(readonly spec: ClaimStreamSpec) {}
+
+  get room(): number {
+    return this.spec.maxInFlight - this.inFlight.size;
+  }
+
+  wake(): void {
+    this.#wake?.();
+  }
+
+  /** Resolves true when woken, false after `ms` or on abort. */
+  waitForWork(ms: number, signal: AbortSignal): Promise<boolean> {
+    return new Promise((resolve) => {
+      const finish = (woken: boolean) => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+        this.#wake = undefined;
+        resolve(woken);
+      };
+      const onAbort = () => finish(false);
+      const timer = setTimeout(() => finish(false), ms);
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.#wake = () => finish(true);
+    });
+  }
+}
+
+interface QueueState {
+  /** Insertion order is the ring order. */
+  readonly subscribers: Set<Subscriber>;
+  pumping: boolean;
+  again: boolean;
+  timer: NodeJS.Timeout | undefined;
+}
+
+export class ClaimStreams {
+  readonly #opts: Required<ClaimStreamsOptions>;
+  readonly #queues = new Map<string, QueueState>();
+  readonly #owners = new Map<string, Subscriber>();
+  readonly #unsubscribe: Array<() => void>;
+
+  constructor(options: ClaimStreamsOptions) {
+    this.#opts = { ...options, keepaliveMs: options.keepaliveMs ?? 15_000 };
+    this.#unsubscribe = [
+      options.wakeups.onWork((queue) => this.#pump(queue)),
+      options.store.onCommitted(({ events }) => {
+        for (const e of events) {
+          if (!LEASE_FINISHED.has(e.kind)) continue;
+          const owner = this.#owners.get(e.jobId);
+          if (owner === undefined) continue;
+          this.#owners.delete(e.jobId);
+          owner.inFlight.delete(e.jobId);
+          this.#pump(owner.spec.queue);
+        }
+      }),
+    ];
+  }
+
+  /** Open streams, over all queues. */
+  get streams(): number {
+    let n = 0;
+    for (const q of this.#queues.values()) n += q.subscribers.size;
+    return n;
+  }
+
+  /**
+   * Registers a stream at once and returns its messages: a lease, or `null`
+   * for a keepalive. The first message is a keepalive, so the transport sends
+   * the response headers as soon as the stream is registered.
+   */
+  open(spec: ClaimStreamSpec, signal: AbortSignal): AsyncIterable<ClaimedLease | null> {
+    const sub = new Subscriber(spec);
+    let state = this.#queues.get(spec.queue);
+    if (state === undefined) {
+      state = { subscribers: new Set(), pumping: false, again: false, timer: undefined };
+      this.#queues.set(spec.queue, state);
+    }
+    state.subscribers.add(sub);
+    const close = () => this.#close(sub);
+    signal.addEventListener("abort", close, { once: true });
+    this.#pump(spec.queue);
+    return this.#messages(sub, signal, close);
+  }
+
+  close(): void {
+    for (const off of this.#unsubscribe) off();
+    for (const state of this.#queues.values()) {
+      clearTimeout(state.timer);
+      for (const sub of state.subscribers) sub.wake();
+    }
+  }
+
+  async *#messages(sub: Subscriber, signal: AbortSignal, close: () => void): AsyncGenerator<ClaimedLease | null> {
+    try {
+      yield null;
+      while (!signal.aborted && !sub.closed) {
+        const lease = sub.ready.shift();
+        if (lease !== undefined) {
+          yield lease;
+          continue;
+        }
+        const woken = await sub.waitForWork(this.#opts.keepaliveMs, signal);
+        if (!woken && !signal.aborted) yield null;
+      }
+    } finally {
+      signal.removeEventListener("abort", close);
+      close();
+    }
+  }
+
+  #close(sub: Subscriber): void {
+    if (sub.closed) return;
+    sub.closed = true;
+    // Leases stay with the worker until acknowledged or expired; the stream
+    // just stops counting them.
+    for (const id of sub.inFlight) if (this.#owners.get(id) === sub) this.#owners.delete(id);
+    const state = this.#queues.get(sub.spec.queue);
+    if (state === undefined) return;
+    state.subscribers.delete(sub);
+    if (state.subscribers.size === 0 && !state.pumping) {
+      clearTimeout(state.timer);
+      this.#queues.delete(sub.spec.queue);
+    }
+  }
+
+  #pump(queue: string): void {
+    const state = this.#queues.get(queue);
+    if (state === undefined) return;
+    if (state.pumping) {
+      state.again = true;
+      return;
+    }
+    state.pumping = true;
+    void this.#drain(queue, state).finally(() => {
+      state.pumping = false;
+      if (state.subscribers.size === 0) {
+        clearTimeout(state.timer);
+        if (this.#queues.get(queue) === state) this.#queues.delete(queue);
+      } else if (state.again) {
+        this.#pump(queue);
+      }
+    });
+  }
+
+  async #drain(queue: string, state: QueueState): Promise<void> {
+    const { store, clock, log } = this.#opts;
+    do {
+      state.again = false;
+      let drained = false;
+      for (const sub of [...state.subscribers]) {
+        if (sub.closed || sub.room <= 0) continue;
+        const ask = Math.min(sub.room, MAX_CLAIM_BATCH);
+        let leases: ClaimedLease[];
+        try {
+          leases = await store.claim({ ...sub.spec, maxJobs: ask });
+        } catch (err) {
+          log.warn("stream claim failed; retrying", { queue, error: err });
+          this.#schedule(queue, state, clock.now() + RETRY_AFTER_ERROR_MS);
+          return;
+        }
+        if (leases.length > 0) {
+          if (!sub.closed) {
+            for (const lease of leases) {
+              sub.inFlight.add(lease.job.id);
+              this.#owners.set(lease.job.id, sub);
+              sub.ready.push(lease);
+            }
+            state.subscribers.delete(sub);
+            state.subscribers.add(sub);
+          }
+          sub.wake();
+        }
+        if (leases.length < ask) {
+          drained = true;
+          break;
+        }
+        if (sub.room > 0) state.again = true;
+      }
+      if (drained && [...state.subscribers].some((s) => s.room > 0)) {
+        const next = await store.nextScheduledTime(queue);
+        if (next !== null) this.#schedule(queue, state, next);
+      }
+    } while (state.again);
+  }
+
+  /** Pumps the queue again at `at` (epoch ms), replacing an earlier timer. */
+  #schedule(queue: string, state: QueueState, at: number): void {
+    clearTimeout(state.timer);
+    state.timer = setTimeout(() => this.#pump(queue), Math.max(0, at - this.#opts.clock.now()));
+    state.timer.unref();
+  }
+}
