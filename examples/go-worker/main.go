@@ -1,0 +1,564 @@
+// Command go-worker is a LeaseQueue example worker in Go: grpc-go over
+// StreamClaims.
+//
+// The server pushes leases on one long-lived stream, never more than
+// LEASEQUEUE_CONCURRENCY unfinished at a time. Each lease runs in its own
+// goroutine; another goroutine extends the lease every third of its duration
+// while the handler runs. A handler's result completes the job; an error
+// wrapping ErrPermanent dead-letters it at once; any other error fails it for
+// a retry with the server's backoff.
+//
+// SIGTERM or SIGINT: stop taking work (the stream is cancelled), let running
+// jobs finish, then exit 0. A job still running after
+// LEASEQUEUE_SHUTDOWN_SECONDS is failed (retry now) so another worker gets
+// it at once instead of after its lease expires. A second signal skips the
+// wait.
+//
+// Environment (all optional):
+//
+//	LEASEQUEUE_URL               http://127.0.0.1:8080 (https:// uses TLS; host:port works too)
+//	LEASEQUEUE_QUEUE             default
+//	LEASEQUEUE_WORKER_ID         go-<hostname>-<pid>
+//	LEASEQUEUE_CONCURRENCY       4      jobs at once (the stream's max_in_flight)
+//	LEASEQUEUE_LEASE_SECONDS     30     lease duration; heartbeats every third of it
+//	LEASEQUEUE_SHUTDOWN_SECONDS  30     how long a shutdown waits for running jobs
+//	LEASEQUEUE_MAX_JOBS          0      stop after this many leases (0: never)
+//
+// Builds offline with Debian's Go packages in GOPATH mode: see README.md.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	lq "leasequeue/gen/go/leasequeue/v1"
+)
+
+// ---------------------------------------------------------------------------
+// Your code. The demo tasks below show the three outcomes.
+
+// ErrPermanent marks input that will never work: return an error wrapping it
+// (fmt.Errorf("...: %w", ErrPermanent)) and the job is dead-lettered at once.
+var ErrPermanent = errors.New("permanent failure")
+
+// handle runs one job and returns its result (any JSON-like value: nil, bool,
+// float64, string, []interface{}, map[string]interface{}).
+//
+// payload is the job's JSON payload (numbers are float64). ctx is cancelled
+// when the lease is lost (expired or taken over) or a shutdown gives up
+// waiting: stop early, another worker may already run the job. Side effects
+// must be idempotent: a job can run again after a crash or a lost lease.
+func handle(ctx context.Context, job *lq.Job, payload interface{}) (interface{}, error) {
+	fields, _ := payload.(map[string]interface{})
+	switch job.GetTask() {
+	case "demo.add":
+		a, okA := fields["a"].(float64)
+		b, okB := fields["b"].(float64)
+		if !okA || !okB {
+			return nil, fmt.Errorf("demo.add needs numbers a and b: %w", ErrPermanent)
+		}
+		return map[string]interface{}{"sum": a + b}, nil
+	case "demo.sleep":
+		seconds := 1.0
+		if v, ok := fields["seconds"]; ok {
+			s, isNumber := v.(float64)
+			if !isNumber || s < 0 || s > 3600 {
+				return nil, fmt.Errorf("demo.sleep needs seconds in 0..3600: %w", ErrPermanent)
+			}
+			seconds = s
+		}
+		select {
+		case <-time.After(time.Duration(seconds * float64(time.Second))):
+			return map[string]interface{}{"slept": seconds}, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("stopped while sleeping: %w", ctx.Err())
+		}
+	case "demo.flaky":
+		succeedOn := 2.0
+		if v, ok := fields["succeedOnAttempt"].(float64); ok {
+			succeedOn = v
+		}
+		if float64(job.GetAttempts()) < succeedOn {
+			return nil, fmt.Errorf("transient failure on attempt %d", job.GetAttempts())
+		}
+		return map[string]interface{}{"attempt": job.GetAttempts()}, nil
+	}
+	return nil, fmt.Errorf("unknown task %q: %w", job.GetTask(), ErrPermanent)
+}
+
+// ---------------------------------------------------------------------------
+// The worker loop.
+
+const callTimeout = 10 * time.Second // unary calls
+
+type config struct {
+	url, target     string
+	tls             bool
+	queue, workerID string
+	concurrency     int
+	lease, shutdown time.Duration
+	maxJobs         int
+}
+
+type runningJob struct {
+	lease  *lq.Lease
+	ctx    context.Context
+	cancel context.CancelFunc // the lease is lost, or shutdown gave up
+	mu     sync.Mutex
+	lost   bool
+	acked  bool // Complete or Fail was sent (once)
+}
+
+func (r *runningJob) markLost() {
+	r.mu.Lock()
+	r.lost = true
+	r.mu.Unlock()
+	r.cancel()
+}
+
+func (r *runningJob) isLost() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost
+}
+
+type worker struct {
+	cfg    config
+	client lq.LeaseQueueServiceClient
+
+	mu           sync.Mutex
+	changed      *sync.Cond // a job finished, a stop was asked, the grace period ended
+	running      map[string]*runningJob
+	received     int
+	stopping     bool
+	force        bool
+	stopped      chan struct{} // closed by the first stop
+	cancelStream context.CancelFunc
+	exitCode     int
+}
+
+func newWorker(cfg config, client lq.LeaseQueueServiceClient) *worker {
+	w := &worker{cfg: cfg, client: client, running: map[string]*runningJob{}, stopped: make(chan struct{})}
+	w.changed = sync.NewCond(&w.mu)
+	return w
+}
+
+// stop stops taking work: the stream is cancelled, running jobs go on.
+func (w *worker) stop(why string) {
+	w.mu.Lock()
+	if w.stopping {
+		w.mu.Unlock()
+		return
+	}
+	w.stopping = true
+	close(w.stopped)
+	cancel, running := w.cancelStream, len(w.running)
+	w.changed.Broadcast()
+	w.mu.Unlock()
+	log.Printf("stopping (%s): taking no new work, finishing %d running job(s)", why, running)
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// forceStop ends the wait for running jobs (second signal).
+func (w *worker) forceStop(why string) {
+	log.Printf("%s again: not waiting for running jobs", why)
+	w.mu.Lock()
+	w.force = true
+	w.changed.Broadcast()
+	w.mu.Unlock()
+}
+
+// room waits until fewer than concurrency jobs run and returns how many more
+// may start (0: stopping).
+func (w *worker) room() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.running) >= w.cfg.concurrency && !w.stopping {
+		w.changed.Wait()
+	}
+	if w.stopping {
+		return 0
+	}
+	room := w.cfg.concurrency - len(w.running)
+	if w.cfg.maxJobs > 0 && w.cfg.maxJobs-w.received < room {
+		room = w.cfg.maxJobs - w.received
+	}
+	return room
+}
+
+func fatal(code codes.Code) bool {
+	switch code {
+	case codes.InvalidArgument, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
+
+func (w *worker) run() int {
+	log.Printf("worker %s: queue %s at %s, concurrency %d, lease %s",
+		w.cfg.workerID, w.cfg.queue, w.cfg.url, w.cfg.concurrency, w.cfg.lease)
+	backoff := 500 * time.Millisecond
+	for {
+		// Leases of an earlier stream still count: ask only for the room left.
+		room := w.room()
+		if room <= 0 {
+			break
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		w.mu.Lock()
+		stopping := w.stopping
+		w.cancelStream = cancel
+		w.mu.Unlock()
+		if stopping {
+			cancel()
+			break
+		}
+		err := w.consume(ctx, int32(room), &backoff)
+		cancel()
+		w.mu.Lock()
+		w.cancelStream = nil
+		stopping = w.stopping
+		w.mu.Unlock()
+		if stopping {
+			break
+		}
+		if err == io.EOF {
+			log.Printf("the server ended the stream")
+		} else if code := status.Code(err); fatal(code) {
+			log.Printf("StreamClaims refused: %s %s", code, status.Convert(err).Message())
+			w.mu.Lock()
+			w.exitCode = 1
+			w.mu.Unlock()
+			w.stop("fatal error")
+			break
+		} else {
+			log.Printf("stream broke: %s %s", code, status.Convert(err).Message())
+		}
+		delay := time.Duration(float64(backoff) * (0.5 + rand.Float64()))
+		log.Printf("reconnecting in %s", delay.Round(time.Millisecond))
+		select {
+		case <-time.After(delay):
+		case <-w.stopped:
+		}
+		if backoff *= 2; backoff > 30*time.Second {
+			backoff = 30 * time.Second
+		}
+	}
+	w.drain()
+	log.Printf("stopped")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.exitCode
+}
+
+// consume reads one stream until it ends and starts a job per lease.
+func (w *worker) consume(ctx context.Context, room int32, backoff *time.Duration) error {
+	stream, err := w.client.StreamClaims(ctx, &lq.StreamClaimsRequest{
+		Queue:         w.cfg.queue,
+		WorkerId:      w.cfg.workerID,
+		LeaseDuration: durationpb.New(w.cfg.lease),
+		MaxInFlight:   room,
+	})
+	if err != nil {
+		return err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		*backoff = 500 * time.Millisecond // the stream works
+		if msg.GetLease() == nil {
+			continue // the opening message and idle keepalives carry no lease
+		}
+		w.start(msg.GetLease())
+		w.mu.Lock()
+		reached := w.cfg.maxJobs > 0 && w.received >= w.cfg.maxJobs
+		received := w.received
+		w.mu.Unlock()
+		if reached {
+			w.stop(fmt.Sprintf("received %d job(s), LEASEQUEUE_MAX_JOBS", received))
+		}
+	}
+}
+
+// drain waits for running jobs; those that outlast the grace period are
+// failed for a prompt retry.
+func (w *worker) drain() {
+	timedOut := false
+	timer := time.AfterFunc(w.cfg.shutdown, func() {
+		w.mu.Lock()
+		timedOut = true
+		w.changed.Broadcast()
+		w.mu.Unlock()
+	})
+	defer timer.Stop()
+	w.mu.Lock()
+	for len(w.running) > 0 && !w.force && !timedOut {
+		w.changed.Wait()
+	}
+	leftovers := make([]*runningJob, 0, len(w.running))
+	for _, r := range w.running {
+		leftovers = append(leftovers, r)
+	}
+	w.mu.Unlock()
+	for _, r := range leftovers {
+		r.markLost() // the handler should give up; its outcome is no longer reported
+		w.fail(r, "worker shut down before the job finished", false, true)
+	}
+}
+
+func (w *worker) start(lease *lq.Lease) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningJob{lease: lease, ctx: ctx, cancel: cancel}
+	job := lease.GetJob()
+	w.mu.Lock()
+	w.running[job.GetId()] = r
+	w.received++
+	w.mu.Unlock()
+	log.Printf("claimed job %s task=%s attempt=%d", job.GetId(), job.GetTask(), job.GetAttempts())
+	go w.work(r)
+}
+
+func (w *worker) work(r *runningJob) {
+	job := r.lease.GetJob()
+	defer func() {
+		r.cancel()
+		w.mu.Lock()
+		delete(w.running, job.GetId())
+		w.changed.Broadcast()
+		w.mu.Unlock()
+	}()
+
+	done := make(chan struct{})
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		w.heartbeat(r, done)
+	}()
+
+	var payload interface{}
+	if job.GetPayload() != nil {
+		payload = job.GetPayload().AsInterface()
+	}
+	result, err := safeHandle(r.ctx, job, payload)
+	close(done)
+	<-beating
+
+	switch {
+	case r.isLost():
+		log.Printf("job %s: lease lost; its outcome is not reported", job.GetId())
+	case err == nil:
+		w.complete(r, result)
+	default:
+		w.fail(r, err.Error(), errors.Is(err, ErrPermanent), false)
+	}
+}
+
+// safeHandle turns a panic in the handler into an error (retried).
+func safeHandle(ctx context.Context, job *lq.Job, payload interface{}) (result interface{}, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return handle(ctx, job, payload)
+}
+
+// claimAck marks the job acknowledged; false if it already was.
+func (r *runningJob) claimAck() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.acked {
+		return false
+	}
+	r.acked = true
+	return true
+}
+
+func (w *worker) complete(r *runningJob, result interface{}) {
+	id := r.lease.GetJob().GetId()
+	req := &lq.CompleteRequest{JobId: id, LeaseToken: r.lease.GetLeaseToken()}
+	if result != nil {
+		v, err := structpb.NewValue(result)
+		if err != nil {
+			w.fail(r, "result is not JSON: "+err.Error(), true, false)
+			return
+		}
+		req.Result = v
+	}
+	if !r.claimAck() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := w.client.Complete(ctx, req); err != nil {
+		// Aborted: the lease expired or was taken over; the job is someone
+		// else's now. Anything else: it is retried when the lease expires.
+		log.Printf("job %s: complete refused: %s %s", id, status.Code(err), status.Convert(err).Message())
+		return
+	}
+	log.Printf("completed job %s", id)
+}
+
+func (w *worker) fail(r *runningJob, message string, permanent, retryNow bool) {
+	if !r.claimAck() {
+		return
+	}
+	id := r.lease.GetJob().GetId()
+	if len(message) > 4096 {
+		message = message[:4096]
+	}
+	req := &lq.FailRequest{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Error: message, Permanent: permanent}
+	if retryNow {
+		req.RetryDelay = durationpb.New(0)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	res, err := w.client.Fail(ctx, req)
+	if err != nil {
+		log.Printf("job %s: fail refused: %s %s", id, status.Code(err), status.Convert(err).Message())
+		return
+	}
+	kind := "retry"
+	if permanent {
+		kind = "permanent"
+	}
+	log.Printf("failed job %s (%s): %s -> %s", id, kind, message, res.GetJob().GetState())
+}
+
+// heartbeat extends the lease every third of its duration until done closes.
+func (w *worker) heartbeat(r *runningJob, done <-chan struct{}) {
+	interval := w.cfg.lease / 3
+	if interval < 200*time.Millisecond {
+		interval = 200 * time.Millisecond
+	}
+	timeout := interval
+	if timeout > callTimeout {
+		timeout = callTimeout
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	id := r.lease.GetJob().GetId()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ticker.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		// Without lease_duration the server extends by the claim's duration.
+		_, err := w.client.Heartbeat(ctx, &lq.HeartbeatRequest{JobId: id, LeaseToken: r.lease.GetLeaseToken()})
+		cancel()
+		if err == nil {
+			continue
+		}
+		switch status.Code(err) {
+		case codes.Aborted, codes.NotFound:
+			log.Printf("job %s: lease lost (%s %s)", id, status.Code(err), status.Convert(err).Message())
+			r.markLost()
+			return
+		default:
+			log.Printf("job %s: heartbeat failed, will retry: %s %s", id, status.Code(err), status.Convert(err).Message())
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Configuration and main.
+
+func envNumber(name string, def, lo, hi float64) float64 {
+	raw := os.Getenv(name)
+	if raw == "" {
+		return def
+	}
+	v, err := strconv.ParseFloat(raw, 64)
+	if err != nil || v < lo || v > hi {
+		log.Fatalf("%s=%q: must be a number within %g..%g", name, raw, lo, hi)
+	}
+	return v
+}
+
+func loadConfig() config {
+	cfg := config{url: os.Getenv("LEASEQUEUE_URL"), queue: os.Getenv("LEASEQUEUE_QUEUE"), workerID: os.Getenv("LEASEQUEUE_WORKER_ID")}
+	if cfg.url == "" {
+		cfg.url = "http://127.0.0.1:8080"
+	}
+	if !strings.Contains(cfg.url, "://") {
+		cfg.target = cfg.url
+	} else {
+		u, err := url.Parse(cfg.url)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			log.Fatalf("LEASEQUEUE_URL=%q: use http://host:port, https://host:port or host:port", cfg.url)
+		}
+		cfg.target, cfg.tls = u.Host, u.Scheme == "https"
+	}
+	if cfg.queue == "" {
+		cfg.queue = "default"
+	}
+	if cfg.workerID == "" {
+		host, _ := os.Hostname()
+		cfg.workerID = fmt.Sprintf("go-%s-%d", host, os.Getpid())
+	}
+	cfg.concurrency = int(envNumber("LEASEQUEUE_CONCURRENCY", 4, 1, 1000))
+	cfg.lease = time.Duration(envNumber("LEASEQUEUE_LEASE_SECONDS", 30, 1, 43200) * float64(time.Second))
+	cfg.shutdown = time.Duration(envNumber("LEASEQUEUE_SHUTDOWN_SECONDS", 30, 0, 86400) * float64(time.Second))
+	cfg.maxJobs = int(envNumber("LEASEQUEUE_MAX_JOBS", 0, 0, 1e9))
+	return cfg
+}
+
+func signalName(s os.Signal) string {
+	if s == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
+}
+
+func main() {
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	cfg := loadConfig()
+
+	// grpc-go 1.33 predates credentials/insecure: WithInsecure is the h2c option.
+	creds := grpc.WithInsecure()
+	if cfg.tls {
+		creds = grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{}))
+	}
+	conn, err := grpc.Dial(cfg.target, creds)
+	if err != nil {
+		log.Fatalf("dial %s: %v", cfg.target, err)
+	}
+
+	w := newWorker(cfg, lq.NewLeaseQueueServiceClient(conn))
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		w.stop(signalName(<-signals))
+		w.forceStop(signalName(<-signals))
+	}()
+
+	code := w.run()
+	conn.Close()
+	os.Exit(code)
+}

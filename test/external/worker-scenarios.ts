@@ -1,0 +1,305 @@
+/**
+ * Scenarios shared by the example-worker tests (python-worker.test.ts,
+ * go-worker.test.ts): each runs the example as a child process against an
+ * in-process server, the way a user runs it against `npm start`, and asserts
+ * what the server recorded (job states, results, events with the worker id).
+ *
+ * The examples implement demo tasks (examples/python-worker/worker.py,
+ * examples/go-worker/main.go): demo.add {a, b} -> {sum} (a non-number is a
+ * permanent error), demo.sleep {seconds}, demo.flaky {succeedOnAttempt}
+ * (a transient error until that attempt).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { expect } from "vitest";
+import type { TestServer } from "../helpers/server.js";
+import { REPO_ROOT } from "./tools.js";
+
+export interface WorkerCommand {
+  file: string;
+  args: string[];
+  /** Added to the environment (after the LEASEQUEUE_* settings of a scenario). */
+  env?: Record<string, string>;
+}
+
+export interface RunningWorker {
+  child: ChildProcess;
+  /** Everything written to stderr so far (the examples log there). */
+  stderr(): string;
+  /** Resolves once stderr matches `pattern`; rejects on exit or timeout. */
+  waitForLog(pattern: RegExp, timeoutMs?: number): Promise<void>;
+  /** Resolves with the exit code (null if killed by a signal). */
+  exited: Promise<number | null>;
+}
+
+const live = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of live) child.kill("SIGKILL");
+});
+
+/** Kills workers a failed test left running. */
+export function killWorkers(): void {
+  for (const child of live) child.kill("SIGKILL");
+  live.clear();
+}
+
+export function startWorker(cmd: WorkerCommand, env: Record<string, string>): RunningWorker {
+  const child = spawn(cmd.file, cmd.args, {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env, ...cmd.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  live.add(child);
+  let err = "";
+  let out = "";
+  const listeners = new Set<() => void>();
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
+    err += chunk;
+    for (const l of listeners) l();
+  });
+  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+    out += chunk;
+  });
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (code) => {
+      live.delete(child);
+      for (const l of listeners) l();
+      resolve(code);
+    });
+  });
+  return {
+    child,
+    stderr: () => err + (out ? `\n[stdout]\n${out}` : ""),
+    exited,
+    waitForLog(pattern, timeoutMs = 15_000) {
+      return new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (pattern.test(err)) done(resolve);
+          else if (child.exitCode !== null || child.signalCode !== null)
+            done(() => reject(new Error(`worker exited before logging ${pattern}:\n${err}`)));
+        };
+        const timer = setTimeout(() => done(() => reject(new Error(`no ${pattern} in the worker log after ${timeoutMs} ms:\n${err}`))), timeoutMs);
+        const done = (f: () => void) => {
+          clearTimeout(timer);
+          listeners.delete(check);
+          f();
+        };
+        listeners.add(check);
+        check();
+      });
+    },
+  };
+}
+
+/** Resolves with the exit code, or fails the test after `timeoutMs`. */
+async function exitWithin(worker: RunningWorker, timeoutMs: number): Promise<number | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`worker still running after ${timeoutMs} ms:\n${worker.stderr()}`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([worker.exited, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function submit(server: TestServer, body: Record<string, unknown>): Promise<string> {
+  const res = await server.call("Submit", body);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body.job.id as string;
+}
+
+async function getJob(server: TestServer, id: string): Promise<any> {
+  const res = await server.call("GetJob", { jobId: id });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body.job;
+}
+
+async function events(server: TestServer, id: string): Promise<any[]> {
+  const res = await server.call("ListJobEvents", { jobId: id });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body.events ?? [];
+}
+
+const TERMINAL = new Set(["JOB_STATE_COMPLETED", "JOB_STATE_DEAD", "JOB_STATE_CANCELLED"]);
+
+/** Polls until every job is in a final state; returns them by id. */
+async function waitFinished(server: TestServer, ids: string[], worker: RunningWorker, timeoutMs = 30_000): Promise<Map<string, any>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const jobs = new Map<string, any>();
+    for (const id of ids) jobs.set(id, await getJob(server, id));
+    if ([...jobs.values()].every((j) => TERMINAL.has(j.state))) return jobs;
+    if (Date.now() > deadline || worker.child.exitCode !== null) {
+      const states = [...jobs.values()].map((j) => `${j.task} ${j.state} attempts=${j.attempts}`).join("\n");
+      throw new Error(`jobs not finished:\n${states}\nworker log:\n${worker.stderr()}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function waitState(server: TestServer, id: string, state: string, worker: RunningWorker, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while ((await getJob(server, id)).state !== state) {
+    if (Date.now() > deadline) throw new Error(`job ${id} never reached ${state}:\n${worker.stderr()}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function kinds(evs: any[]): string[] {
+  return evs.map((e) => e.kind);
+}
+
+function workerEnv(server: TestServer, queue: string, workerId: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    LEASEQUEUE_URL: server.apiUrl, // http://127.0.0.1:PORT (h2c)
+    LEASEQUEUE_QUEUE: queue,
+    LEASEQUEUE_WORKER_ID: workerId,
+    ...extra,
+  };
+}
+
+/**
+ * Jobs of every outcome through one worker: results, a permanent failure
+ * dead-lettered after one attempt, a transient failure retried to success, a
+ * 4 s job kept alive by heartbeats on a 2 s lease. Then SIGTERM: exit 0.
+ */
+export async function endToEnd(server: TestServer, cmd: WorkerCommand, lang: string): Promise<void> {
+  const queue = `${lang}-e2e`;
+  const workerId = `${lang}-worker-e2e`;
+
+  // Submitted before the worker runs, and after it has subscribed.
+  const adds: string[] = [];
+  for (let i = 0; i < 4; i++) adds.push(await submit(server, { queue, task: "demo.add", payload: { a: i, b: 10 } }));
+
+  const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "3", LEASEQUEUE_LEASE_SECONDS: "2" }));
+  await worker.waitForLog(/claimed job/);
+
+  const bad = await submit(server, { queue, task: "demo.add", payload: { a: "x", b: 1 }, maxAttempts: 3 });
+  const flaky = await submit(server, { queue, task: "demo.flaky", payload: { succeedOnAttempt: 2 }, retryBaseDelay: "0.2s" });
+  const slow = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 4 } });
+  for (let i = 4; i < 6; i++) adds.push(await submit(server, { queue, task: "demo.add", payload: { a: i, b: 10 } }));
+
+  const jobs = await waitFinished(server, [...adds, bad, flaky, slow], worker);
+
+  adds.forEach((id, i) => {
+    const job = jobs.get(id);
+    expect(job, worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { sum: i + 10 } });
+  });
+
+  // A ValueError / ErrPermanent: dead-lettered at once, budget not spent.
+  expect(jobs.get(bad)).toMatchObject({ state: "JOB_STATE_DEAD", attempts: 1, maxAttempts: 3 });
+  expect(jobs.get(bad).lastError).toMatch(/needs numbers a and b/);
+  expect(kinds(await events(server, bad))).toEqual(["EVENT_KIND_SUBMITTED", "EVENT_KIND_CLAIMED", "EVENT_KIND_DEAD_LETTERED"]);
+
+  // Any other error: retried with backoff, then completed on attempt 2.
+  expect(jobs.get(flaky)).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 2, deliveries: 2, result: { attempt: 2 } });
+  expect(jobs.get(flaky).lastError).toMatch(/transient failure on attempt 1/);
+  expect(kinds(await events(server, flaky))).toEqual([
+    "EVENT_KIND_SUBMITTED",
+    "EVENT_KIND_CLAIMED",
+    "EVENT_KIND_FAILED",
+    "EVENT_KIND_CLAIMED",
+    "EVENT_KIND_COMPLETED",
+  ]);
+
+  // 4 s of work on a 2 s lease: heartbeats every ~0.67 s keep it; one delivery.
+  expect(jobs.get(slow)).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { slept: 4 } });
+  const slowKinds = kinds(await events(server, slow));
+  expect(slowKinds).not.toContain("EVENT_KIND_LEASE_EXPIRED");
+  expect(slowKinds.filter((k) => k === "EVENT_KIND_HEARTBEAT").length).toBeGreaterThanOrEqual(3);
+
+  // Every claim, heartbeat and outcome was recorded under the worker's id.
+  for (const id of [...adds, bad, flaky, slow]) {
+    for (const e of await events(server, id)) {
+      if (e.kind !== "EVENT_KIND_SUBMITTED") expect(e.workerId, `${e.kind} of ${id}`).toBe(workerId);
+    }
+  }
+
+  worker.child.kill("SIGTERM");
+  expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
+  expect(worker.stderr()).toMatch(/stopping \(SIGTERM\)/);
+  expect(worker.stderr()).toMatch(/stopped/);
+}
+
+/**
+ * SIGTERM during a job: the worker takes no new work, finishes the running
+ * job (heartbeating past its lease), then exits 0. A job submitted after the
+ * signal stays queued.
+ */
+export async function drainOnSigterm(server: TestServer, cmd: WorkerCommand, lang: string): Promise<void> {
+  const queue = `${lang}-drain`;
+  const workerId = `${lang}-worker-drain`;
+  const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "1", LEASEQUEUE_LEASE_SECONDS: "2" }));
+  const running = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 3 } });
+  await waitState(server, running, "JOB_STATE_RUNNING", worker);
+
+  worker.child.kill("SIGTERM");
+  await worker.waitForLog(/stopping \(SIGTERM\): taking no new work, finishing 1 running job/);
+  // With max_in_flight 1 the server cannot push it while the first job runs,
+  // and the stream is cancelled before that one completes.
+  const later = await submit(server, { queue, task: "demo.add", payload: { a: 1, b: 2 } });
+
+  expect(await exitWithin(worker, 15_000), worker.stderr()).toBe(0);
+  const done = await getJob(server, running);
+  expect(done, worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", deliveries: 1, result: { slept: 3 } });
+  const doneKinds = kinds(await events(server, running));
+  expect(doneKinds).not.toContain("EVENT_KIND_LEASE_EXPIRED");
+  expect(doneKinds).toContain("EVENT_KIND_HEARTBEAT");
+  const untouched = await getJob(server, later);
+  expect(untouched.state).toBe("JOB_STATE_QUEUED");
+  expect(untouched.deliveries ?? 0).toBe(0); // proto3 JSON omits zeros
+}
+
+/**
+ * A job that outlasts LEASEQUEUE_SHUTDOWN_SECONDS is failed with retry_delay
+ * 0 (RETRY, eligible now) instead of waiting for its lease to expire.
+ */
+export async function shutdownGraceFailsLeftovers(server: TestServer, cmd: WorkerCommand, lang: string): Promise<void> {
+  const queue = `${lang}-grace`;
+  const workerId = `${lang}-worker-grace`;
+  const worker = startWorker(
+    cmd,
+    workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "1", LEASEQUEUE_LEASE_SECONDS: "60", LEASEQUEUE_SHUTDOWN_SECONDS: "0.5" }),
+  );
+  const id = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 60 } });
+  await waitState(server, id, "JOB_STATE_RUNNING", worker);
+
+  const signalled = Date.now();
+  worker.child.kill("SIGTERM");
+  expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
+  expect(Date.now() - signalled).toBeLessThan(5_000);
+
+  const job = await getJob(server, id);
+  expect(job, worker.stderr()).toMatchObject({ state: "JOB_STATE_RETRY", attempts: 1, lastError: "worker shut down before the job finished" });
+  expect(Date.parse(job.scheduleTime)).toBeLessThanOrEqual(Date.now());
+  const last = (await events(server, id)).at(-1);
+  expect(last).toMatchObject({ kind: "EVENT_KIND_FAILED", workerId });
+}
+
+/**
+ * LEASEQUEUE_MAX_JOBS: the worker asks for no more than it will take
+ * (max_in_flight 2 here, not its concurrency 4), finishes those jobs and exits
+ * 0 by itself; a third job stays queued. The jobs take 1 s or more so that neither
+ * is acknowledged before both leases have arrived and the stream is
+ * cancelled: an acknowledgment frees a slot, and a lease the server pushes
+ * into a stream that is being cancelled stays owned until it expires
+ * (api.md), which a test of "stays queued" must not race with.
+ */
+export async function maxJobsThenExit(server: TestServer, cmd: WorkerCommand, lang: string): Promise<void> {
+  const queue = `${lang}-max-jobs`;
+  const workerId = `${lang}-worker-max-jobs`;
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) ids.push(await submit(server, { queue, task: "demo.sleep", payload: { seconds: 1 + i }, priority: 10 - i }));
+
+  const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "4", LEASEQUEUE_MAX_JOBS: "2" }));
+  expect(await exitWithin(worker, 15_000), worker.stderr()).toBe(0);
+  expect(worker.stderr()).toMatch(/received 2 job\(s\), LEASEQUEUE_MAX_JOBS/);
+
+  expect(await getJob(server, ids[0])).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { slept: 1 } });
+  expect(await getJob(server, ids[1])).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { slept: 2 } });
+  const third = await getJob(server, ids[2]);
+  expect(third.state).toBe("JOB_STATE_QUEUED");
+  expect(third.deliveries ?? 0).toBe(0);
+}
