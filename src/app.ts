@@ -8,11 +8,13 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { ClaimStreams } from "./dispatch/claim-streams.js";
+import { EventFeed } from "./dispatch/event-feed.js";
 import { startLeaseSweeper } from "./dispatch/lease-sweeper.js";
 import { QueueWakeups } from "./dispatch/queue-wakeups.js";
 import type { Logger } from "./logger.js";
 import { createMetrics } from "./metrics/metrics.js";
 import { startApiListener, type ApiListener } from "./server/api-listener.js";
+import { createConsoleHandler, defaultConsoleDir } from "./server/console-files.js";
 import { HealthStatus, ServingStatus } from "./server/health.js";
 import { boundaryInterceptor, routes } from "./server/routes.js";
 import { startSideListener } from "./server/side-listener.js";
@@ -40,20 +42,26 @@ export interface StartOptions {
   sweepIntervalMs?: number;
   /** Idle interval between StreamClaims keepalive messages; default 15 s. */
   claimKeepaliveMs?: number;
+  /** Idle interval between WatchEvents keepalive messages; default 15 s. */
+  watchKeepaliveMs?: number;
+  /** Events buffered per WatchEvents subscriber before it is dropped; default 10 000. */
+  watchBufferLimit?: number;
 }
 
 export async function startServer(
   config: Config,
-  { log, clock = systemClock, sweepIntervalMs, claimKeepaliveMs }: StartOptions,
+  { log, clock = systemClock, sweepIntervalMs, claimKeepaliveMs, watchKeepaliveMs, watchBufferLimit }: StartOptions,
 ): Promise<RunningServer> {
   const store = openSqliteStore({ path: config.databasePath, clock, synchronous: config.sqliteSynchronous });
   log.info("database open", { path: config.databasePath, synchronous: config.sqliteSynchronous });
 
   const wakeups = new QueueWakeups(store, clock);
   const claimStreams = new ClaimStreams({ store, wakeups, clock, log, keepaliveMs: claimKeepaliveMs });
+  const events = new EventFeed(store, { keepaliveMs: watchKeepaliveMs, bufferLimit: watchBufferLimit });
   const metrics = createMetrics(store, clock, {
     claimWaiters: () => wakeups.waiting,
     claimStreams: () => claimStreams.streams,
+    watchEvents: () => events.stats,
   });
   const health = new HealthStatus({
     "": ServingStatus.SERVING,
@@ -64,6 +72,7 @@ export async function startServer(
     clock,
     wakeups,
     claimStreams,
+    events,
     onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
   });
   const shutdown = new AbortController();
@@ -77,6 +86,10 @@ export async function startServer(
     jsonOptions: { ignoreUnknownFields: false },
     readMaxBytes: config.maxRequestBytes,
     shutdownSignal: shutdown.signal,
+    // Everything that is not an RPC: the operations console at / (else 404).
+    fallback: createConsoleHandler(defaultConsoleDir(), {
+      onMissing: (dir) => log.warn("operations console not built; / answers 503 until `npm run build`", { dir }),
+    }),
   });
   const sweeper = startLeaseSweeper({ store, log, intervalMs: sweepIntervalMs });
 
@@ -140,6 +153,7 @@ export async function startServer(
         await sweeper.stop();
         await apiListener.close(SHUTDOWN_GRACE_MS);
         claimStreams.close();
+        events.close();
         wakeups.close();
         metrics.close();
         await sideListener.close();

@@ -10,7 +10,13 @@ export type QueueErrorReason =
   | "NOT_CANCELLABLE"
   | "NOT_DEAD"
   | "IDEMPOTENCY_MISMATCH"
-  | "STORE_UNAVAILABLE";
+  | "STORE_UNAVAILABLE"
+  /** WatchEvents: after_sequence is older than the oldest stored event (the events between were pruned). */
+  | "REPLAY_TOO_OLD"
+  /** WatchEvents: after_sequence is larger than any sequence this database has issued. */
+  | "SEQUENCE_NOT_ISSUED"
+  /** WatchEvents: the subscriber fell too far behind and was dropped. */
+  | "SUBSCRIBER_TOO_SLOW";
 
 export class QueueError extends Error {
   constructor(

@@ -33,6 +33,8 @@ export interface MetricsSources {
   claimWaiters?: () => number;
   /** Open StreamClaims streams. */
   claimStreams?: () => number;
+  /** The WatchEvents feed: current subscribers, events sent and subscribers dropped (by reason) so far. */
+  watchEvents?: () => { subscribers: number; eventsSent: number; dropped: Record<string, number> };
 }
 
 export function createMetrics(store: Store, clock: Clock, sources: MetricsSources = {}): Metrics {
@@ -85,6 +87,31 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
   };
   gaugeOf("leasequeue_claim_waiters", "Long-poll Claim calls currently waiting for work.", sources.claimWaiters);
   gaugeOf("leasequeue_claim_streams", "Open StreamClaims streams.", sources.claimStreams);
+
+  if (sources.watchEvents !== undefined) {
+    const watch = sources.watchEvents;
+    gaugeOf("leasequeue_watch_subscribers", "WatchEvents streams currently receiving events.", () => watch().subscribers);
+    // The feed keeps the running totals; these counters report them at scrape time.
+    new client.Counter({
+      name: "leasequeue_watch_events_sent_total",
+      help: "Events sent on WatchEvents streams (replayed and live).",
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(watch().eventsSent);
+      },
+    });
+    new client.Counter({
+      name: "leasequeue_watch_subscribers_dropped_total",
+      help: "WatchEvents streams ended by the server, by reason (buffer_full: the subscriber read too slowly).",
+      labelNames: ["reason"] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [reason, n] of Object.entries(watch().dropped)) this.inc({ reason }, n);
+      },
+    });
+  }
 
   const transitions = new client.Counter({
     name: "leasequeue_transitions_total",

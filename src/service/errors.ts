@@ -19,6 +19,9 @@ const CODE_OF: Record<QueueErrorReason, Code> = {
   NOT_DEAD: Code.FailedPrecondition,
   IDEMPOTENCY_MISMATCH: Code.AlreadyExists,
   STORE_UNAVAILABLE: Code.Unavailable,
+  REPLAY_TOO_OLD: Code.OutOfRange,
+  SEQUENCE_NOT_ISSUED: Code.OutOfRange,
+  SUBSCRIBER_TOO_SLOW: Code.ResourceExhausted,
 };
 
 /** Reasons that api.md does not list travel without an ErrorInfo. */

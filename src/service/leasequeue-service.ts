@@ -9,6 +9,7 @@ import type { Clock } from "../domain/clock.js";
 import { jobNotFound } from "../domain/errors.js";
 import type { JobState } from "../domain/job.js";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
+import type { EventFeed } from "../dispatch/event-feed.js";
 import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
 import type { Store, SubmitOutcome } from "../store/store.js";
 import {
@@ -28,6 +29,8 @@ export interface LeaseQueueServiceOptions {
   clock: Clock;
   wakeups: QueueWakeups;
   claimStreams: ClaimStreams;
+  /** Serves WatchEvents. */
+  events: EventFeed;
   /** Told about every submit answered from an existing job. */
   onIdempotentReplay?: (queue: string) => void;
 }
@@ -184,8 +187,26 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       return create(GetStatsResponseSchema, { queues: perQueue, total: statsToWire("", total, ageMs(now, oldest)) });
     },
 
-    async *watchEvents() {
-      throw new ConnectError("WatchEvents is not implemented yet; use ListJobEvents", Code.Unimplemented);
+    async *watchEvents(req, ctx) {
+      let afterSequence: number | undefined;
+      if (req.afterSequence !== undefined) {
+        if (req.afterSequence < 0n) throw invalidArgument("after_sequence", "must not be negative");
+        // Anything past 2^53 is past every sequence ever issued: out_of_range below.
+        afterSequence = Number(req.afterSequence > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : req.afterSequence);
+      }
+      const spec = {
+        queue: req.queue === "" ? undefined : v.queueName("queue", req.queue),
+        jobId: req.jobId === "" ? undefined : v.jobId("job_id", req.jobId),
+        afterSequence,
+      };
+      // The first message is a keepalive, produced once the subscription is
+      // registered: it makes the transport send the response headers.
+      for await (const event of opts.events.watch(spec, ctx.signal)) {
+        yield event === null ? {} : { event: eventToWire(event) };
+      }
+      // Ended by the client (nobody listens), a deadline, or shutdown (unavailable).
+      if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);
+      throw new ConnectError("the server is shutting down", Code.Unavailable);
     },
   };
 }

@@ -1,0 +1,340 @@
+/**
+ * WatchEvents: fans committed job events out to subscribers, resumable from a
+ * sequence number with no gap and no duplicate.
+ *
+ * - One store.onCommitted subscription for the whole server. A commit is
+ *   routed through three indexes (unfiltered, by queue, by job id), so it
+ *   costs a few map lookups plus one push per interested subscriber, however
+ *   many subscribers watch other things. Idle subscribers cost nothing but a
+ *   keepalive timer: no polling.
+ * - The seam: a subscriber is registered (and starts buffering live events)
+ *   BEFORE the stored events are read. The replay pages through the store
+ *   (`pageSize` rows per read, so the event loop is never held long) until
+ *   a page comes back short; then the buffer is drained, skipping every
+ *   sequence already sent. Sequences strictly increase, so "skip <= last
+ *   sent" removes exactly the overlap between the replay and the buffer.
+ * - Bounded memory: a subscriber holds at most `bufferLimit` events plus one
+ *   commit's worth (references to event objects shared by all subscribers).
+ *   While replaying, an overflow only discards the buffer (everything in it
+ *   is also stored) and the replay reads on until it catches up with an
+ *   intact buffer. Once live, a commit that finds more than `bufferLimit`
+ *   events still waiting means the client reads slower than events are
+ *   committed: the buffer is freed, the subscriber detached, and the watch
+ *   ends with SUBSCRIBER_TOO_SLOW naming the last sequence it sent.
+ * - The first item of every watch is a keepalive, produced after the
+ *   subscriber is registered: the transport sends response headers with the
+ *   first message, and a client that has seen them knows that everything
+ *   committed afterwards will reach it. An idle watch yields another
+ *   keepalive every `keepaliveMs`.
+ */
+import { QueueError } from "../domain/errors.js";
+import type { JobEvent } from "../domain/job.js";
+import type { Store } from "../store/store.js";
+
+export interface WatchSpec {
+  /** Only events of this queue. */
+  queue?: string;
+  /** Only events of this job. */
+  jobId?: string;
+  /** Replay stored events with a larger sequence first; absent: only events committed from now on. */
+  afterSequence?: number;
+}
+
+export interface EventFeedOptions {
+  /** Most events buffered per subscriber before it is dropped. Default 10 000. */
+  bufferLimit?: number;
+  /** Idle interval between keepalives. Default 15 s. */
+  keepaliveMs?: number;
+  /** Stored events read per replay query. Default 500. */
+  pageSize?: number;
+}
+
+export interface EventFeedStats {
+  /** Subscribers currently receiving events. */
+  subscribers: number;
+  /** Events handed to subscribers' transports since start. */
+  eventsSent: number;
+  /** Subscribers ended by the server, by reason. */
+  dropped: Record<DropReason, number>;
+}
+
+export type DropReason = "buffer_full";
+
+class Subscriber {
+  /** Live events not yet sent: `buffer[head..]`. */
+  #buffer: JobEvent[] = [];
+  #head = 0;
+  /** The commit that delivered the newest buffered event. */
+  #commit = 0;
+  /** Still replaying stored events: an overflow discards the buffer instead of dropping the subscriber. */
+  replaying: boolean;
+  /** Set when the buffer overflowed while replaying; the replay must read again. */
+  lossy = false;
+  /** Set when the buffer overflowed while live; the watch must end. */
+  overflowed = false;
+  detached = false;
+  #wake: (() => void) | undefined;
+
+  constructor(
+    readonly spec: WatchSpec,
+    readonly limit: number,
+    replaying: boolean,
+  ) {
+    this.replaying = replaying;
+  }
+
+  get pending(): number {
+    return this.#buffer.length - this.#head;
+  }
+
+  /**
+   * Buffers a matching event of commit number `commit`; returns false when
+   * that dropped the (live) subscriber. A live subscriber is dropped when a
+   * commit finds more than `limit` events of earlier commits still waiting:
+   * it had its chance to read them. One big commit (a group of SubmitBatch
+   * calls) does not drop a subscriber that keeps up.
+   */
+  push(e: JobEvent, commit: number): boolean {
+    if (this.overflowed) return true;
+    if (commit !== this.#commit) {
+      this.#commit = commit;
+      if (!this.replaying && this.pending > this.limit) {
+        this.#clear();
+        this.overflowed = true;
+        this.wake();
+        return false;
+      }
+    }
+    this.#buffer.push(e);
+    if (this.replaying && this.pending > this.limit) {
+      // Everything buffered is also stored: let the replay read it again.
+      this.#clear();
+      this.lossy = true;
+    }
+    this.wake();
+    return true;
+  }
+
+  take(): JobEvent | undefined {
+    if (this.#head >= this.#buffer.length) return undefined;
+    const e = this.#buffer[this.#head++];
+    if (this.#head === this.#buffer.length) this.#clear();
+    else if (this.#head >= 1024 && this.#head * 2 >= this.#buffer.length) {
+      this.#buffer = this.#buffer.slice(this.#head);
+      this.#head = 0;
+    }
+    return e;
+  }
+
+  #clear(): void {
+    this.#buffer = [];
+    this.#head = 0;
+  }
+
+  wake(): void {
+    this.#wake?.();
+  }
+
+  /** Resolves true when woken (an event, an overflow, the feed closing), false after `ms` or on abort. */
+  wait(ms: number, signal: AbortSignal): Promise<boolean> {
+    return new Promise((resolve) => {
+      const finish = (woken: boolean) => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+        this.#wake = undefined;
+        resolve(woken);
+      };
+      const onAbort = () => finish(false);
+      const timer = setTimeout(() => finish(false), ms);
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.#wake = () => finish(true);
+    });
+  }
+}
+
+export class EventFeed {
+  readonly #store: Store;
+  readonly #bufferLimit: number;
+  readonly #keepaliveMs: number;
+  readonly #pageSize: number;
+  readonly #all = new Set<Subscriber>();
+  readonly #byQueue = new Map<string, Set<Subscriber>>();
+  readonly #byJob = new Map<string, Set<Subscriber>>();
+  readonly #unsubscribe: () => void;
+  #subscribers = 0;
+  #commits = 0;
+  #eventsSent = 0;
+  readonly #dropped: Record<DropReason, number> = { buffer_full: 0 };
+  #closed = false;
+
+  constructor(store: Store, options: EventFeedOptions = {}) {
+    this.#store = store;
+    this.#bufferLimit = options.bufferLimit ?? 10_000;
+    this.#keepaliveMs = options.keepaliveMs ?? 15_000;
+    this.#pageSize = options.pageSize ?? 500;
+    this.#unsubscribe = store.onCommitted(({ events }) => {
+      const commit = ++this.#commits;
+      for (const e of events) this.#route(e, commit);
+    });
+  }
+
+  get stats(): EventFeedStats {
+    return { subscribers: this.#subscribers, eventsSent: this.#eventsSent, dropped: { ...this.#dropped } };
+  }
+
+  /**
+   * The events of one watch, oldest first; `null` is a keepalive. The
+   * subscriber is registered when iteration starts, and the first item is a
+   * keepalive produced right after that. Throws QueueError (before the first
+   * keepalive for a bad `afterSequence`; later when the subscriber is too
+   * slow). Ends quietly when `signal` aborts or the feed closes; the caller
+   * decides what that means on the wire.
+   */
+  async *watch(spec: WatchSpec, signal: AbortSignal): AsyncGenerator<JobEvent | null, void, undefined> {
+    const replay = spec.afterSequence !== undefined;
+    // A live watch starts after the latest sequence read here, before
+    // registering: what it buffers is committed later, so has a larger sequence.
+    const bounds = await this.#store.eventBounds();
+    if (replay) this.#checkResumable(spec.afterSequence!, bounds);
+    if (signal.aborted || this.#closed) return;
+    const sub = new Subscriber(spec, this.#bufferLimit, replay);
+    this.#attach(sub);
+    try {
+      // The highest sequence this watch has handed out (or its starting point):
+      // a client that has seen it resumes with after_sequence = sent.
+      let sent = spec.afterSequence ?? bounds.latest;
+      yield null;
+
+      while (sub.replaying) {
+        // From here on every commit is buffered, unless the buffer overflows
+        // (lossy); every commit before is visible to this read.
+        sub.lossy = false;
+        const page = await this.#store.listEvents({
+          afterSequence: sent,
+          limit: this.#pageSize,
+          queue: spec.queue,
+          jobId: spec.jobId,
+        });
+        // Events pruned while replaying must not vanish silently either.
+        this.#checkResumable(sent, await this.#store.eventBounds());
+        for (const e of page) {
+          if (signal.aborted || this.#closed) return;
+          sent = e.sequence;
+          this.#eventsSent++;
+          yield e;
+        }
+        // Caught up, and the buffer holds every event committed since the read.
+        if (page.length < this.#pageSize && !sub.lossy) sub.replaying = false;
+      }
+
+      while (!signal.aborted && !this.#closed) {
+        if (sub.overflowed) {
+          throw new QueueError(
+            "SUBSCRIBER_TOO_SLOW",
+            `the subscriber fell more than ${this.#bufferLimit} events behind and was dropped; ` +
+              `resume with after_sequence=${sent} (the last sequence sent on this stream)`,
+          );
+        }
+        const e = sub.take();
+        if (e !== undefined) {
+          if (e.sequence <= sent) continue; // already sent by the replay
+          sent = e.sequence;
+          this.#eventsSent++;
+          yield e;
+          continue;
+        }
+        const woken = await sub.wait(this.#keepaliveMs, signal);
+        if (!woken && !signal.aborted) yield null;
+      }
+    } finally {
+      this.#detach(sub);
+    }
+  }
+
+  /** Stops following the store and ends every watch. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#unsubscribe();
+    for (const sub of this.#subscribersList()) sub.wake();
+  }
+
+  /** Throws unless every stored event after `after` can still be replayed. */
+  #checkResumable(after: number, { oldest, latest }: { oldest: number; latest: number }): void {
+    if (after > latest) {
+      throw new QueueError(
+        "SEQUENCE_NOT_ISSUED",
+        `after_sequence ${after} is beyond the latest sequence this server has issued (${latest}); ` +
+          `it comes from another event history (a replaced or restored database?). ` +
+          `Watch without after_sequence, or resume from a sequence this server sent`,
+      );
+    }
+    // With no stored events at all, the next sequence to be issued is the oldest available.
+    const oldestAvailable = oldest > 0 ? oldest : latest + 1;
+    if (after < oldestAvailable - 1) {
+      throw new QueueError(
+        "REPLAY_TOO_OLD",
+        `events after sequence ${after} are no longer stored: the oldest available sequence is ${oldestAvailable}; ` +
+          `resume with after_sequence=${oldestAvailable - 1} to replay everything still stored`,
+      );
+    }
+  }
+
+  #route(e: JobEvent, commit: number): void {
+    for (const sub of this.#all) this.#deliver(sub, e, commit);
+    const byQueue = this.#byQueue.get(e.queue);
+    if (byQueue !== undefined) for (const sub of byQueue) this.#deliver(sub, e, commit);
+    const byJob = this.#byJob.get(e.jobId);
+    if (byJob !== undefined) {
+      for (const sub of byJob) if (sub.spec.queue === undefined || sub.spec.queue === e.queue) this.#deliver(sub, e, commit);
+    }
+  }
+
+  #deliver(sub: Subscriber, e: JobEvent, commit: number): void {
+    if (!sub.push(e, commit)) {
+      this.#dropped.buffer_full++;
+      this.#detach(sub);
+    }
+  }
+
+  #attach(sub: Subscriber): void {
+    const { queue, jobId } = sub.spec;
+    if (jobId !== undefined) addTo(this.#byJob, jobId, sub);
+    else if (queue !== undefined) addTo(this.#byQueue, queue, sub);
+    else this.#all.add(sub);
+    this.#subscribers++;
+  }
+
+  #detach(sub: Subscriber): void {
+    if (sub.detached) return;
+    sub.detached = true;
+    const { queue, jobId } = sub.spec;
+    if (jobId !== undefined) removeFrom(this.#byJob, jobId, sub);
+    else if (queue !== undefined) removeFrom(this.#byQueue, queue, sub);
+    else this.#all.delete(sub);
+    this.#subscribers--;
+  }
+
+  #subscribersList(): Subscriber[] {
+    const list = [...this.#all];
+    for (const set of this.#byQueue.values()) list.push(...set);
+    for (const set of this.#byJob.values()) list.push(...set);
+    return list;
+  }
+}
+
+function addTo(index: Map<string, Set<Subscriber>>, key: string, sub: Subscriber): void {
+  let set = index.get(key);
+  if (set === undefined) {
+    set = new Set();
+    index.set(key, set);
+  }
+  set.add(sub);
+}
+
+function removeFrom(index: Map<string, Set<Subscriber>>, key: string, sub: Subscriber): void {
+  const set = index.get(key);
+  if (set === undefined) return;
+  set.delete(sub);
+  if (set.size === 0) index.delete(key);
+}
