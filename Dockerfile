@@ -5,7 +5,7 @@
 
 ARG NODE_IMAGE=node:24-bookworm-slim
 
-# ---- build: compile TypeScript and the native SQLite binding ---------------
+# ---- build: compile TypeScript, bundle the console, build the native SQLite binding
 FROM ${NODE_IMAGE} AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
@@ -17,6 +17,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY bin ./bin
 COPY gen ./gen
 COPY proto ./proto
+COPY scripts ./scripts
 COPY src ./src
 RUN npm ci \
  && npm prune --omit=dev \
@@ -37,6 +38,8 @@ COPY --from=build --chown=root:root /app/node_modules ./node_modules
 COPY --from=build --chown=root:root /app/bin ./bin
 COPY --from=build --chown=root:root /app/dist/src ./dist/src
 COPY --from=build --chown=root:root /app/dist/gen ./dist/gen
+# The operations console (esbuild bundle), served at / on the API port.
+COPY --from=build --chown=root:root /app/dist/console ./dist/console
 # The database lives on a volume owned by the unprivileged `node` user; the
 # rest of the filesystem can be mounted read-only (--read-only).
 RUN mkdir -p /data && chown node:node /data

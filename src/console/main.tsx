@@ -1,0 +1,78 @@
+/**
+ * LeaseQueue operations console: entry point. Bundled by
+ * scripts/build-console.mjs into dist/console/ and served at / on the API port
+ * by src/server/console-files.ts.
+ */
+import "./app.css";
+import { render } from "preact";
+import { useEffect } from "preact/hooks";
+import { LiveBanner, LiveIndicator } from "./components.js";
+import { liveFeed } from "./live.js";
+import { jobsHref, useRoute, type Route } from "./router.js";
+import { JobPage } from "./views/job.js";
+import { Jobs } from "./views/jobs.js";
+import { Overview } from "./views/overview.js";
+
+function title(route: Route): string {
+  switch (route.name) {
+    case "overview":
+      return "Queues";
+    case "jobs":
+      return "Jobs";
+    case "job":
+      return `Job ${route.id}`;
+    case "unknown":
+      return "Not found";
+  }
+}
+
+function App() {
+  const route = useRoute();
+  useEffect(() => {
+    document.title = `${title(route)} · LeaseQueue`;
+  }, [route]);
+  return (
+    <>
+      <a class="skip" href="#main" onClick={skipToMain}>
+        Skip to content
+      </a>
+      <header class="topbar">
+        <a class="brand" href="#/">
+          LeaseQueue
+        </a>
+        <nav aria-label="Sections">
+          <a href="#/" aria-current={route.name === "overview" ? "page" : undefined}>
+            Queues
+          </a>
+          <a href={jobsHref()} aria-current={route.name === "jobs" || route.name === "job" ? "page" : undefined}>
+            Jobs
+          </a>
+        </nav>
+        <LiveIndicator />
+      </header>
+      <LiveBanner />
+      <main id="main" tabIndex={-1}>
+        {route.name === "overview" && <Overview />}
+        {route.name === "jobs" && <Jobs queue={route.queue} state={route.state} page={route.page} />}
+        {route.name === "job" && <JobPage key={route.id} id={route.id} />}
+        {route.name === "unknown" && (
+          <section>
+            <h1>Not found</h1>
+            <p>
+              Nothing lives at <code>#{route.path}</code>. <a href="#/">Go to the queues</a>
+            </p>
+          </section>
+        )}
+      </main>
+    </>
+  );
+}
+
+/** With hash routing, "#main" would be read as a route: move focus instead. */
+function skipToMain(e: MouseEvent): void {
+  e.preventDefault();
+  document.getElementById("main")?.focus();
+}
+
+liveFeed.start();
+render(<App />, document.getElementById("app")!);

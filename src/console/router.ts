@@ -1,0 +1,57 @@
+/**
+ * Hash routing, so the server serves one page and no routes:
+ *   #/                                   queues overview
+ *   #/jobs?queue=billing&state=dead&page=<token>   jobs table
+ *   #/jobs/<job id>                      one job
+ */
+import { useEffect, useState } from "preact/hooks";
+
+export type Route =
+  | { name: "overview" }
+  | { name: "jobs"; queue: string; state: string; page: string }
+  | { name: "job"; id: string }
+  | { name: "unknown"; path: string };
+
+export function parseHash(hash: string): Route {
+  const raw = hash.replace(/^#/, "") || "/";
+  const [path, query = ""] = raw.split("?", 2) as [string, string?];
+  const params = new URLSearchParams(query);
+  if (path === "/" || path === "") return { name: "overview" };
+  if (path === "/jobs" || path === "/jobs/") {
+    return { name: "jobs", queue: params.get("queue") ?? "", state: params.get("state") ?? "", page: params.get("page") ?? "" };
+  }
+  const job = /^\/jobs\/([^/]+)$/.exec(path);
+  if (job) return { name: "job", id: safeDecode(job[1]!) };
+  return { name: "unknown", path };
+}
+
+function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
+export function jobsHref(filter: { queue?: string; state?: string; page?: string } = {}): string {
+  const params = new URLSearchParams();
+  if (filter.queue) params.set("queue", filter.queue);
+  if (filter.state) params.set("state", filter.state);
+  if (filter.page) params.set("page", filter.page);
+  const query = params.toString();
+  return query === "" ? "#/jobs" : `#/jobs?${query}`;
+}
+
+export function jobHref(id: string): string {
+  return `#/jobs/${encodeURIComponent(id)}`;
+}
+
+export function useRoute(): Route {
+  const [route, setRoute] = useState(() => parseHash(location.hash));
+  useEffect(() => {
+    const onChange = (): void => setRoute(parseHash(location.hash));
+    addEventListener("hashchange", onChange);
+    return () => removeEventListener("hashchange", onChange);
+  }, []);
+  return route;
+}

@@ -1,0 +1,175 @@
+/** #/jobs : recent jobs, newest first, filtered by queue and state, one page at a time. */
+import type { TargetedSubmitEvent } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { client } from "../api.js";
+import { ErrorNotice, NoJobsYet, StateBadge, Time } from "../components.js";
+import { stateFromName, STATES } from "../format.js";
+import { useLive, useResource, useThrottled } from "../hooks.js";
+import { jobHref, jobsHref } from "../router.js";
+
+const PAGE_SIZE = 25;
+const JOBS_REFRESH_MS = 500;
+
+/**
+ * Page tokens are opaque and only lead forward; this remembers, per token,
+ * the token of the page before it, so "Previous page" works (also with the
+ * browser's back and forward buttons) for pages reached in this tab.
+ */
+const previousPage = new Map<string, string>();
+
+export function Jobs({ queue, state, page }: { queue: string; state: string; page: string }) {
+  const stateFilter = stateFromName(state);
+  const jobs = useResource(
+    (signal) =>
+      client.listJobs(
+        { queue, states: stateFilter === undefined ? [] : [stateFilter], pageSize: PAGE_SIZE, pageToken: page },
+        { signal },
+      ),
+    [queue, state, page],
+  );
+  const queues = useResource((signal) => client.getStats({}, { signal }), []);
+  const refresh = useThrottled(jobs.reload, JOBS_REFRESH_MS);
+  useLive((signal) => {
+    if (signal.kind === "resync") return refresh();
+    const event = signal.event;
+    // The first page shows new jobs and moves; later pages only change state.
+    const touchesPage = page === "" ? queue === "" || event.queue === queue : jobs.data?.jobs.some((j) => j.id === event.jobId);
+    if (touchesPage) refresh();
+  });
+
+  const filtered = queue !== "" || stateFilter !== undefined;
+  const data = jobs.data;
+  const previous = page === "" ? undefined : previousPage.get(page);
+
+  // The form edits a draft; the table follows the URL once "Show" is pressed.
+  const [draft, setDraft] = useState({ queue, state: stateFilter === undefined ? "" : state });
+  useEffect(() => setDraft({ queue, state: stateFilter === undefined ? "" : state }), [queue, state]);
+  const onFilter = (e: TargetedSubmitEvent<HTMLFormElement>): void => {
+    e.preventDefault();
+    location.hash = jobsHref(draft);
+  };
+
+  const queueNames = new Set(queues.data?.queues.map((q) => q.queue) ?? []);
+  if (queue !== "") queueNames.add(queue);
+
+  return (
+    <section aria-labelledby="jobs-title">
+      <h1 id="jobs-title">Jobs</h1>
+      <form class="filters" onSubmit={onFilter} aria-label="Filter jobs">
+        <div class="field">
+          <label for="filter-queue">Queue</label>
+          <select
+            id="filter-queue"
+            name="queue"
+            value={draft.queue}
+            onChange={(e) => setDraft({ ...draft, queue: e.currentTarget.value })}
+          >
+            <option value="">All queues</option>
+            {[...queueNames].sort().map((name) => (
+              <option value={name} key={name}>
+                {name}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div class="field">
+          <label for="filter-state">State</label>
+          <select
+            id="filter-state"
+            name="state"
+            value={draft.state}
+            onChange={(e) => setDraft({ ...draft, state: e.currentTarget.value })}
+          >
+            <option value="">All states</option>
+            {STATES.map((s) => (
+              <option value={s.name} key={s.name}>
+                {s.label}
+              </option>
+            ))}
+          </select>
+        </div>
+        <button type="submit">Show</button>
+        {filtered && (
+          <a class="clear" href={jobsHref()}>
+            Clear filters
+          </a>
+        )}
+      </form>
+
+      {jobs.error && <ErrorNotice problem={jobs.error} what="jobs" onRetry={jobs.reload} />}
+      {data === undefined ? (
+        !jobs.error && <p class="muted">Loading…</p>
+      ) : data.jobs.length === 0 ? (
+        filtered || page !== "" ? (
+          <p class="empty" data-testid="no-matching-jobs">
+            No {stateFilter === undefined ? "" : `${state} `}jobs{queue === "" ? "" : ` in queue ${queue}`}.{" "}
+            <a href={jobsHref()}>Show all jobs</a>
+          </p>
+        ) : (
+          <NoJobsYet />
+        )
+      ) : (
+        <div class="table-wrap">
+          <table class="jobs" data-testid="jobs-table">
+            <caption>
+              {filtered ? "Jobs matching the filter" : "All jobs"}, newest first
+            </caption>
+            <thead>
+              <tr>
+                <th scope="col">Job</th>
+                <th scope="col">Queue</th>
+                <th scope="col">Task</th>
+                <th scope="col">State</th>
+                <th scope="col" class="num">
+                  Attempts
+                </th>
+                <th scope="col">Created</th>
+                <th scope="col">Updated</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.jobs.map((job) => (
+                <tr key={job.id} data-job-id={job.id}>
+                  <td>
+                    <a class="mono" href={jobHref(job.id)}>
+                      {job.id}
+                    </a>
+                  </td>
+                  <td>{job.queue}</td>
+                  <td>{job.task}</td>
+                  <td>
+                    <StateBadge state={job.state} />
+                  </td>
+                  <td class="num">
+                    {job.attempts} / {job.maxAttempts}
+                  </td>
+                  <td>
+                    <Time ts={job.createTime} compact />
+                  </td>
+                  <td>
+                    <Time ts={job.updateTime} compact />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+
+      {data !== undefined && (page !== "" || data.nextPageToken !== "") && (
+        <nav class="pager" aria-label="Pages">
+          {page !== "" && <a href={jobsHref({ queue, state })}>First page</a>}
+          {previous !== undefined && previous !== "" && <a href={jobsHref({ queue, state, page: previous })}>Previous page</a>}
+          {data.nextPageToken !== "" && (
+            <a
+              href={jobsHref({ queue, state, page: data.nextPageToken })}
+              onClick={() => previousPage.set(data.nextPageToken, page)}
+            >
+              Next page
+            </a>
+          )}
+        </nav>
+      )}
+    </section>
+  );
+}

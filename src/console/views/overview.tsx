@@ -1,0 +1,85 @@
+/** #/ : every queue with its counts per state and its oldest pending job's age. */
+import type { QueueStats } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { client } from "../api.js";
+import { ErrorNotice, NoJobsYet } from "../components.js";
+import { durationMs, formatCount, formatDuration, STATES } from "../format.js";
+import { useLive, useResource, useThrottled } from "../hooks.js";
+import { jobsHref } from "../router.js";
+
+/** Stats are refetched at most this often while events stream in. */
+const STATS_REFRESH_MS = 1_000;
+
+const COUNT_FIELDS = ["queued", "running", "retry", "completed", "dead", "cancelled"] as const;
+
+export function Overview() {
+  const stats = useResource((signal) => client.getStats({}, { signal }), []);
+  const refresh = useThrottled(stats.reload, STATS_REFRESH_MS);
+  useLive(refresh);
+
+  return (
+    <section aria-labelledby="overview-title">
+      <h1 id="overview-title">Queues</h1>
+      {stats.error && <ErrorNotice problem={stats.error} what="queue statistics" onRetry={stats.reload} />}
+      {stats.data === undefined ? (
+        !stats.error && <p class="muted">Loading…</p>
+      ) : stats.data.queues.length === 0 ? (
+        <NoJobsYet />
+      ) : (
+        <div class="table-wrap">
+          <table class="stats" data-testid="queue-stats">
+            <caption>
+              Jobs per queue and state. Oldest pending: how long the longest-waiting eligible job (queued
+              or retry) has waited to be claimed.
+            </caption>
+            <thead>
+              <tr>
+                <th scope="col">Queue</th>
+                {STATES.map((s) => (
+                  <th scope="col" class="num" key={s.name}>
+                    {s.label}
+                  </th>
+                ))}
+                <th scope="col" class="num">
+                  Oldest pending
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {stats.data.queues.map((q) => (
+                <StatsRow key={q.queue} stats={q} />
+              ))}
+            </tbody>
+            {stats.data.total && stats.data.queues.length > 1 && (
+              <tfoot>
+                <StatsRow stats={stats.data.total} />
+              </tfoot>
+            )}
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+function StatsRow({ stats }: { stats: QueueStats }) {
+  const queue = stats.queue;
+  const pending = stats.queued + stats.retry;
+  return (
+    <tr data-queue={queue || undefined}>
+      <th scope="row">{queue === "" ? "All queues" : <a href={jobsHref({ queue })}>{queue}</a>}</th>
+      {COUNT_FIELDS.map((field, i) => {
+        const n = stats[field];
+        return (
+          <td class="num" key={field} data-state={STATES[i]!.name}>
+            {n === 0n ? (
+              <span class="muted">0</span>
+            ) : (
+              <a href={jobsHref({ queue, state: STATES[i]!.name })}>{formatCount(n)}</a>
+            )}
+          </td>
+        );
+      })}
+      <td class="num">{pending === 0n ? <span class="muted">—</span> : formatDuration(durationMs(stats.oldestPendingAge))}</td>
+    </tr>
+  );
+}

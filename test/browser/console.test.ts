@@ -1,0 +1,377 @@
+/**
+ * The operations console in a real browser: Debian's chromium driven by
+ * playwright-core, against a real server on a free port.
+ *
+ * Flows: the empty state; a job submitted through the API appears without a
+ * reload (live from WatchEvents; and, with WatchEvents failing, through the
+ * visible polling fallback); the job page shows the timeline and follows it;
+ * a dead job is redriven with the button (after a confirmation step) and
+ * becomes queued; a queued job is cancelled; an unreachable server is said
+ * to be one; `/` carries the security headers; the page logs no console
+ * error and no CSP violation.
+ *
+ * Screenshots go to test-artifacts/ (git-ignored). With
+ * LEASEQUEUE_DOCS_SCREENSHOT=1 the last test also rewrites docs/console.png.
+ *
+ * Outside CI a missing /usr/bin/chromium skips this file; under CI=true it
+ * fails. Debian package: chromium.
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { chromium, type Browser, type ConsoleMessage, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ManualClock } from "../../src/domain/clock.js";
+import { defaultConsoleDir, loadConsoleFiles } from "../../src/server/console-files.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const IN_CI = process.env.CI === "true";
+const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const ARTIFACTS = fileURLToPath(new URL("../../test-artifacts/", import.meta.url));
+const available = existsSync(CHROMIUM);
+/** Long enough for the polling fallback (5 s) plus a slow CI machine. */
+const UI_TIMEOUT_MS = 15_000;
+
+/** Reports CSP violations as console errors, which the tests collect. */
+const REPORT_CSP_VIOLATIONS = `
+  document.addEventListener("securitypolicyviolation", (e) => {
+    console.error("CSP violation: " + e.violatedDirective + " " + e.blockedURI);
+  });
+`;
+
+interface ConsolePage {
+  page: Page;
+  /** Console errors, uncaught exceptions and CSP violations seen so far. */
+  errors: string[];
+}
+
+describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeout: 60_000 }, () => {
+  let browser: Browser;
+  let t: TestServer;
+
+  beforeAll(async () => {
+    expect(available, `missing ${CHROMIUM} (Debian package chromium; CI=true turns this into a failure)`).toBe(true);
+    if (loadConsoleFiles(defaultConsoleDir()) === undefined) {
+      // `npm test` builds it (pretest); `npx vitest run test/browser` alone may not have.
+      execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: REPO_ROOT, stdio: "inherit" });
+    }
+    mkdirSync(ARTIFACTS, { recursive: true });
+    t = await startTestServer();
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--no-first-run",
+      ],
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  async function openConsole(hash = "#/"): Promise<ConsolePage> {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on("console", (msg: ConsoleMessage) => {
+      if (msg.type() === "error") errors.push(msg.text());
+    });
+    page.on("pageerror", (err) => errors.push(`uncaught: ${err.message}`));
+    await page.addInitScript({ content: REPORT_CSP_VIOLATIONS });
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+    await page.goto(`${t.apiUrl}/${hash}`);
+    return { page, errors };
+  }
+
+  async function waitForLive(page: Page): Promise<void> {
+    await page.locator('[data-live-mode="live"]').waitFor();
+  }
+
+  /** Marks the document; `expectSameDocument` fails if the page was reloaded since. */
+  async function markDocument(page: Page): Promise<void> {
+    await page.evaluate(() => {
+      (globalThis as { __leasequeueMark?: boolean }).__leasequeueMark = true;
+    });
+  }
+  async function expectSameDocument(page: Page): Promise<void> {
+    expect(await page.evaluate(() => (globalThis as { __leasequeueMark?: boolean }).__leasequeueMark)).toBe(true);
+  }
+
+  async function submit(body: Record<string, unknown>): Promise<string> {
+    const res = await t.call("Submit", body);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body.job.id as string;
+  }
+
+  async function claimAndFail(queue: string, jobId: string): Promise<void> {
+    const claim = await t.call("Claim", { queue, workerId: "browser-test-worker" });
+    expect(claim.status).toBe(200);
+    const lease = claim.body.leases[0];
+    expect(lease.job.id).toBe(jobId);
+    const fail = await t.call("Fail", { jobId, leaseToken: lease.leaseToken, error: "smtp: connection refused" });
+    expect(fail.status).toBe(200);
+    expect(fail.body.job.state).toBe("JOB_STATE_DEAD");
+  }
+
+  it("serves / with the security headers", async () => {
+    const { page, errors } = await openConsole();
+    const res = await page.goto(`${t.apiUrl}/`);
+    const headers = res!.headers();
+    expect(res!.status()).toBe(200);
+    expect(headers["content-security-policy"]).toMatch(/^default-src 'self'/);
+    expect(headers["content-security-policy"]).not.toMatch(/unsafe-inline|unsafe-eval/);
+    expect(headers["x-content-type-options"]).toBe("nosniff");
+    expect(headers["x-frame-options"]).toBe("DENY");
+    expect(headers["referrer-policy"]).toBe("no-referrer");
+    await page.locator("h1", { hasText: "Queues" }).waitFor();
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("shows the empty state, then a newly submitted job without reloading, live from WatchEvents", async () => {
+    const { page, errors } = await openConsole("#/jobs");
+    await page.getByTestId("no-jobs").waitFor();
+    expect(await page.getByTestId("no-jobs").textContent()).toContain(`curl -s ${t.apiUrl}/leasequeue.v1.LeaseQueueService/Submit`);
+    await waitForLive(page);
+    await markDocument(page);
+    await page.screenshot({ path: `${ARTIFACTS}console-empty.png` });
+
+    const id = await submit({ queue: "emails", task: "welcome.send", payload: { to: "ada@example.com" } });
+    const row = page.locator(`tr[data-job-id="${id}"]`);
+    await row.waitFor();
+    expect(await row.locator(".badge").textContent()).toBe("Queued");
+    await expectSameDocument(page);
+    // Live, not polled: the feed never left the live mode.
+    expect(await page.getByTestId("live-degraded").count()).toBe(0);
+    await waitForLive(page);
+
+    // The overview follows too.
+    await page.getByRole("link", { name: "Queues", exact: true }).click();
+    const queued = page.locator('tr[data-queue="emails"] td[data-state="queued"]');
+    await queued.waitFor();
+    expect(await queued.textContent()).toBe("1");
+    await submit({ queue: "emails", task: "welcome.send", payload: { to: "grace@example.com" } });
+    await page.waitForFunction(
+      () => (globalThis as any).document.querySelector('tr[data-queue="emails"] td[data-state="queued"]')?.textContent === "2",
+    );
+    await expectSameDocument(page);
+    await page.screenshot({ path: `${ARTIFACTS}console-overview.png` });
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("falls back to visible polling when WatchEvents fails, and still shows new jobs without reloading", async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    // As an older server would answer: WatchEvents is not there.
+    await context.route("**/leasequeue.v1.LeaseQueueService/WatchEvents", (route) =>
+      route.fulfill({ status: 404, contentType: "application/json", body: '{"code":"unimplemented","message":"not here"}' }),
+    );
+    const page = await context.newPage();
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+    const errors: string[] = [];
+    page.on("pageerror", (err) => errors.push(err.message));
+    await page.goto(`${t.apiUrl}/#/jobs?queue=reports`);
+    const banner = page.getByTestId("live-degraded");
+    await banner.waitFor();
+    expect(await banner.textContent()).toMatch(/Live updates unavailable, refreshing every 5 s/);
+    expect(await page.locator("[data-live-mode]").getAttribute("data-live-mode")).toBe("degraded");
+    await markDocument(page);
+
+    const id = await submit({ queue: "reports", task: "report.build" });
+    await page.locator(`tr[data-job-id="${id}"]`).waitFor();
+    await expectSameDocument(page);
+    await page.screenshot({ path: `${ARTIFACTS}console-polling.png` });
+
+    // WatchEvents is back: the console re-subscribes (with backoff) and is live again.
+    await context.unroute("**/leasequeue.v1.LeaseQueueService/WatchEvents");
+    await page.locator('[data-live-mode="live"]').waitFor({ timeout: 45_000 });
+    expect(await banner.count()).toBe(0);
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
+  it("opens a job's page and follows its timeline", async () => {
+    const id = await submit({ queue: "billing", task: "invoice.generate", payload: { invoiceId: "inv_481" } });
+    const { page, errors } = await openConsole(`#/jobs?queue=billing`);
+    await waitForLive(page);
+    await page.locator(`tr[data-job-id="${id}"] a`).click();
+    await page.locator("h1", { hasText: id }).waitFor();
+    expect(page.url()).toContain(`#/jobs/${id}`);
+    expect(await page.getByTestId("job-payload").textContent()).toContain('"invoiceId": "inv_481"');
+    const timeline = page.getByTestId("timeline");
+    await timeline.locator('tr[data-kind="submitted"]').waitFor();
+    await markDocument(page);
+
+    // A worker claims it: the page follows, live.
+    const claim = await t.call("Claim", { queue: "billing", workerId: "worker-7" });
+    expect(claim.body.leases[0].job.id).toBe(id);
+    await timeline.locator('tr[data-kind="claimed"]').waitFor();
+    await page.getByTestId("job-state").getByText("Running").waitFor();
+    expect(await page.locator(".facts").textContent()).toContain("held by worker-7");
+    await expectSameDocument(page);
+    await page.screenshot({ path: `${ARTIFACTS}console-job-timeline.png`, fullPage: true });
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("redrives a dead job with the button, after a confirmation step", async () => {
+    const id = await submit({ queue: "mail", task: "email.send", maxAttempts: 1, payload: { to: "x@example.com" } });
+    await claimAndFail("mail", id);
+
+    const { page, errors } = await openConsole("#/jobs");
+    await waitForLive(page);
+    // Find it with the filters.
+    await page.getByLabel("Queue").selectOption("mail");
+    await page.getByLabel("State").selectOption("dead");
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL(/#\/jobs\?queue=mail&state=dead$/);
+    await page.getByText("Jobs matching the filter").waitFor();
+    expect(await page.locator("tr[data-job-id]").count()).toBe(1);
+    await page.locator(`tr[data-job-id="${id}"] a`).click();
+    await page.getByTestId("job-state").getByText("Dead").waitFor();
+    expect(await page.locator("pre.error-text").textContent()).toBe("smtp: connection refused");
+
+    await page.getByRole("button", { name: "Redrive…" }).click();
+    const confirm = page.getByTestId("confirm");
+    await confirm.waitFor();
+    expect(await confirm.textContent()).toContain("Redrive this job?");
+    // Nothing happened yet.
+    expect((await t.client.getJob({ jobId: id })).job?.state).toBe(5 /* DEAD */);
+    await page.screenshot({ path: `${ARTIFACTS}console-redrive-confirm.png`, fullPage: true });
+
+    await confirm.getByRole("button", { name: "Yes, redrive" }).click();
+    const outcome = page.getByTestId("action-outcome");
+    await outcome.waitFor();
+    expect(await outcome.textContent()).toBe("Redriven: the job is now Queued.");
+    await page.getByTestId("job-state").getByText("Queued").waitFor();
+    await page.getByTestId("timeline").locator('tr[data-kind="redriven"]').waitFor();
+    const after = await t.call("GetJob", { jobId: id });
+    expect(after.body.job.state).toBe("JOB_STATE_QUEUED");
+    await page.screenshot({ path: `${ARTIFACTS}console-redriven.png`, fullPage: true });
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("pages through a queue with page tokens", async () => {
+    const batch = await t.call("SubmitBatch", {
+      jobs: Array.from({ length: 30 }, (_, i) => ({ queue: "bulk", task: "thumbnail.render", payload: { n: i } })),
+    });
+    expect(batch.status).toBe(200);
+    // ListJobs: newest first, by id (UUIDv7).
+    const ids: string[] = batch.body.results.map((r: { job: { id: string } }) => r.job.id).sort().reverse();
+    const { page, errors } = await openConsole("#/jobs?queue=bulk");
+    const rows = page.locator("tr[data-job-id]");
+    await page.locator(`tr[data-job-id="${ids[0]}"]`).waitFor();
+    expect(await rows.count()).toBe(25);
+    await page.getByRole("link", { name: "Next page" }).click();
+    await page.locator(`tr[data-job-id="${ids[25]}"]`).waitFor();
+    expect(await rows.count()).toBe(5);
+    expect(await page.getByRole("link", { name: "Next page" }).count()).toBe(0);
+    await page.getByRole("link", { name: "First page" }).click();
+    await page.locator(`tr[data-job-id="${ids[0]}"]`).waitFor();
+    expect(await rows.count()).toBe(25);
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("cancels a queued job with a reason, and can back out of the confirmation", async () => {
+    const id = await submit({ queue: "mail", task: "email.digest" });
+    const { page, errors } = await openConsole(`#/jobs/${id}`);
+    await page.getByTestId("job-state").getByText("Queued").waitFor();
+
+    await page.getByRole("button", { name: "Cancel job…" }).click();
+    await page.getByRole("button", { name: "No, keep it" }).click();
+    await page.getByRole("button", { name: "Cancel job…" }).waitFor();
+    expect((await t.call("GetJob", { jobId: id })).body.job.state).toBe("JOB_STATE_QUEUED");
+
+    await page.getByRole("button", { name: "Cancel job…" }).click();
+    await page.getByLabel("Reason (optional)").fill("duplicate digest");
+    await page.getByRole("button", { name: "Yes, cancel the job" }).click();
+    await page.getByTestId("action-outcome").getByText("Cancelled: the job is now Cancelled.").waitFor();
+    await page.getByTestId("timeline").locator('tr[data-kind="cancelled"]', { hasText: "duplicate digest" }).waitFor();
+    expect((await t.call("GetJob", { jobId: id })).body.job.state).toBe("JOB_STATE_CANCELLED");
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("says so when the server is unreachable", async () => {
+    const context = await browser.newContext();
+    await context.route("**/leasequeue.v1.LeaseQueueService/**", (route) => route.abort("connectionrefused"));
+    const page = await context.newPage();
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+    await page.goto(`${t.apiUrl}/#/`);
+    const notice = page.getByTestId("unreachable");
+    await notice.waitFor();
+    expect(await notice.textContent()).toContain(`cannot reach the LeaseQueue server at ${t.apiUrl}`);
+    await page.getByTestId("live-degraded").waitFor();
+    await page.screenshot({ path: `${ARTIFACTS}console-unreachable.png` });
+    await context.close();
+  });
+});
+
+/**
+ * LEASEQUEUE_DOCS_SCREENSHOT=1 npx vitest run test/browser -t "docs screenshot"
+ * rewrites docs/console.png: the queues overview of a server with jobs in
+ * every state, made over the last 40 minutes of a manual clock.
+ */
+describe.runIf(available && process.env.LEASEQUEUE_DOCS_SCREENSHOT === "1")("docs screenshot", { timeout: 60_000 }, () => {
+  it("writes docs/console.png", async () => {
+    const minute = 60_000;
+    const clock = new ManualClock(Date.now() - 40 * minute);
+    const t = await startTestServer({}, { clock });
+    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu"] });
+    try {
+      const submit = async (queue: string, task: string, extra: Record<string, unknown> = {}): Promise<string> => {
+        clock.advance(minute);
+        return (await t.call("Submit", { queue, task, ...extra })).body.job.id;
+      };
+      const claim = async (queue: string) =>
+        (await t.call("Claim", { queue, workerId: `${queue}-worker-1`, leaseDuration: "7200s" })).body.leases[0];
+      const complete = async (queue: string) => {
+        const lease = await claim(queue);
+        await t.call("Complete", { jobId: lease.job.id, leaseToken: lease.leaseToken, result: { ok: true } });
+      };
+      const fail = async (queue: string, error: string) => {
+        const lease = await claim(queue);
+        await t.call("Fail", { jobId: lease.job.id, leaseToken: lease.leaseToken, error, retryDelay: "3600s" });
+      };
+
+      for (let i = 0; i < 9; i++) await submit("billing", "invoice.generate", { payload: { invoiceId: `inv_${480 + i}` } });
+      for (let i = 0; i < 5; i++) await complete("billing");
+      await claim("billing");
+      await submit("emails", "digest.send", { maxAttempts: 1, priority: 10 });
+      await fail("emails", "smtp: connection refused");
+      for (let i = 0; i < 7; i++) await submit("emails", "welcome.send", { payload: { to: `user${i}@example.com` } });
+      await complete("emails");
+      await fail("emails", "smtp: 421 try again later");
+      await claim("emails");
+      await claim("emails");
+      await submit("reports", "report.weekly");
+      const monthly = await submit("reports", "report.monthly", { delay: "3600s" });
+      await t.call("Cancel", { jobId: monthly, reason: "superseded by report.quarterly" });
+      clock.set(Date.now());
+
+      const page = await browser.newPage({ viewport: { width: 1100, height: 380 }, deviceScaleFactor: 1 });
+      await page.goto(`${t.apiUrl}/#/`);
+      await page.locator('tr[data-queue="reports"]').waitFor();
+      await page.locator('[data-live-mode="live"]').waitFor();
+      mkdirSync(`${REPO_ROOT}docs`, { recursive: true });
+      await page.screenshot({ path: `${REPO_ROOT}docs/console.png` });
+      await page.goto(`${t.apiUrl}/#/jobs`);
+      await page.getByTestId("jobs-table").waitFor();
+      await page.screenshot({ path: `${ARTIFACTS}docs-jobs.png` });
+    } finally {
+      await browser.close();
+      await t.close();
+    }
+  });
+});
