@@ -1,0 +1,68 @@
+/**
+ * A typed LeaseQueue client for producers, workers and operators (issue 3),
+ * over the two protocols a Node.js process would pick:
+ *
+ * - `"grpc"` (the default): gRPC over HTTP/2 (h2c for `http://`, TLS with
+ *   ALPN for `https://`), binary protobuf. What every other language's
+ *   generated stubs speak, and the most efficient choice.
+ * - `"connect"`: the Connect protocol, over HTTP/2 by default or HTTP/1.1
+ *   (`httpVersion: "1.1"`) for proxies and load balancers that only pass
+ *   HTTP/1.1. Server streams work on both; unary calls are plain POSTs you
+ *   can reproduce with curl. `useBinaryFormat: false` sends JSON, handy
+ *   when reading traffic.
+ *
+ * HTTP/2 connections send a PING every `pingIntervalMs` (default 30 s)
+ * while streams are open, so a dead connection under an idle StreamClaims
+ * stream is noticed and the worker reconnects.
+ */
+import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import type * as http2 from "node:http2";
+import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+
+/** The generated service client: every RPC of api.md, typed. */
+export type LeaseQueueClient = Client<typeof LeaseQueueService>;
+
+export type LeaseQueueTransport = "grpc" | "connect";
+
+export interface LeaseQueueClientOptions {
+  /** The API listener, e.g. `http://127.0.0.1:8080` or `https://queue.internal:8443`. */
+  url: string;
+  /** Protocol; default `"grpc"`. See the module comment for the trade-offs. */
+  transport?: LeaseQueueTransport;
+  /** Connect only: HTTP version; default `"2"`. gRPC always uses HTTP/2. */
+  httpVersion?: "1.1" | "2";
+  /** Binary protobuf (default `true`) or JSON (Connect only). */
+  useBinaryFormat?: boolean;
+  /** HTTP/2 PING interval while calls are open; default 30 000 ms. 0 disables. */
+  pingIntervalMs?: number;
+  /** Applied to every call, e.g. to add an authorization header. */
+  interceptors?: Interceptor[];
+  /** Passed to Node's `http2.connect()` (HTTP/2), e.g. `{ ca }` for a private CA. */
+  nodeOptions?: http2.SecureClientSessionOptions;
+}
+
+/** Creates a typed client. Calls reject with `ConnectError`; see api.md "Errors" for codes and reasons. */
+export function createLeaseQueueClient(options: LeaseQueueClientOptions): LeaseQueueClient {
+  const { url, transport = "grpc", httpVersion = "2", interceptors = [], nodeOptions } = options;
+  const pingIntervalMs = options.pingIntervalMs ?? 30_000;
+  const http2Options = {
+    ...(pingIntervalMs > 0 ? { pingIntervalMs } : {}),
+    ...(nodeOptions !== undefined ? { nodeOptions } : {}),
+  };
+  switch (transport) {
+    case "grpc":
+      if (options.useBinaryFormat === false) throw new TypeError("createLeaseQueueClient: gRPC is binary only; use transport \"connect\" for JSON");
+      return createClient(LeaseQueueService, createGrpcTransport({ baseUrl: url, interceptors, ...http2Options }));
+    case "connect": {
+      const common = { baseUrl: url, interceptors, useBinaryFormat: options.useBinaryFormat ?? true };
+      const t =
+        httpVersion === "1.1"
+          ? createConnectTransport({ ...common, httpVersion: "1.1" })
+          : createConnectTransport({ ...common, httpVersion: "2", ...http2Options });
+      return createClient(LeaseQueueService, t);
+    }
+    default:
+      throw new TypeError(`createLeaseQueueClient: unknown transport ${JSON.stringify(transport)}; use "grpc" or "connect"`);
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * LeaseQueue's client side for Node.js (issue 3), exported as `leasequeue`
+ * and `leasequeue/worker`:
+ *
+ * - createLeaseQueueClient(): a typed client for producers and operators
+ *   (gRPC or Connect).
+ * - createWorker(): a worker over StreamClaims with heartbeats, retries,
+ *   reconnects and a bounded close().
+ *
+ * Guide: docs/writing-a-worker.md. Wire contract: proto/leasequeue/v1.
+ */
+export { createLeaseQueueClient, type LeaseQueueClient, type LeaseQueueClientOptions, type LeaseQueueTransport } from "./client.js";
+export {
+  createWorker,
+  type JobContext,
+  type JobHandler,
+  type Worker,
+  type WorkerEvent,
+  type WorkerOptions,
+} from "./worker.js";
+export {
+  LeaseLostError,
+  PermanentJobError,
+  RetryJobError,
+  WorkerClosedError,
+  type LeaseLostReason,
+  type RetryJobErrorOptions,
+} from "./errors.js";
+export type { BackoffOptions } from "./backoff.js";
+export { jsonToValue, valueToJson } from "./json-values.js";
+export {
+  EventKind,
+  JobState,
+  LeaseQueueService,
+  type Job,
+  type JobEvent,
+  type Lease,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";

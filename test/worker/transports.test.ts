@@ -1,0 +1,64 @@
+/**
+ * The same worker and producer code over each transport the SDK offers:
+ * gRPC (HTTP/2), Connect over HTTP/2 and Connect over HTTP/1.1.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  createLeaseQueueClient,
+  createWorker,
+  jsonToValue,
+  valueToJson,
+  type LeaseQueueClientOptions,
+} from "../../src/worker/index.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { workerEventLog } from "../helpers/worker-events.js";
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await startTestServer();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+const transports: Array<[string, Omit<LeaseQueueClientOptions, "url">]> = [
+  ["gRPC", { transport: "grpc" }],
+  ["Connect over HTTP/2", { transport: "connect" }],
+  ["Connect over HTTP/1.1 (JSON)", { transport: "connect", httpVersion: "1.1", useBinaryFormat: false }],
+];
+
+describe.each(transports)("over %s", (name, options) => {
+  it("submits, streams claims, heartbeats and completes", async () => {
+    const queue = `q-${name.replace(/[^A-Za-z0-9]/g, "")}`;
+    const client = createLeaseQueueClient({ url: t.apiUrl, ...options });
+    const log = workerEventLog();
+    const worker = createWorker({
+      client,
+      queue,
+      workerId: "w-transport",
+      concurrency: 2,
+      leaseDuration: 1000,
+      heartbeatInterval: 50,
+      onEvent: log.onEvent,
+      async handler(job, ctx) {
+        await ctx.heartbeat();
+        return { sum: (ctx.payload as { n: number }).n + 1, task: job.task };
+      },
+    });
+    try {
+      const submitted = await Promise.all(
+        [1, 2, 3].map((n) => client.submit({ queue, task: "add", payload: jsonToValue({ n }) })),
+      );
+      const done = await log.waitFor("completed", 3);
+      const results = new Map(done.map((e) => [e.job.id, valueToJson(e.job.result)]));
+      expect(submitted.map((s) => results.get(s.job!.id))).toEqual([
+        { sum: 2, task: "add" },
+        { sum: 3, task: "add" },
+        { sum: 4, task: "add" },
+      ]);
+      expect(log.all("heartbeat").length).toBeGreaterThanOrEqual(3);
+    } finally {
+      await worker.close();
+    }
+  });
+});
