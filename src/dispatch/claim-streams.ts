@@ -20,6 +20,7 @@ import type { EventKind } from "../domain/job.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import type { QueueWakeups } from "./queue-wakeups.js";
+import { Wakeup } from "./wakeup.js";
 
 export interface ClaimStreamSpec {
   queue: string;
@@ -51,38 +52,19 @@ const LEASE_FINISHED: ReadonlySet<EventKind> = new Set([
   "lease_expired",
 ]);
 
-class Subscriber {
+class Subscriber extends Wakeup {
   /** Leases handed out (or claimed and about to be) and not yet finished. */
   readonly inFlight = new Set<string>();
   /** Claimed for this stream, not yet sent. */
   readonly ready: ClaimedLease[] = [];
   closed = false;
-  #wake: (() => void) | undefined;
 
-  constructor(readonly spec: ClaimStreamSpec) {}
+  constructor(readonly spec: ClaimStreamSpec) {
+    super();
+  }
 
   get room(): number {
     return this.spec.maxInFlight - this.inFlight.size;
-  }
-
-  wake(): void {
-    this.#wake?.();
-  }
-
-  /** Resolves true when woken, false after `ms` or on abort. */
-  waitForWork(ms: number, signal: AbortSignal): Promise<boolean> {
-    return new Promise((resolve) => {
-      const finish = (woken: boolean) => {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", onAbort);
-        this.#wake = undefined;
-        resolve(woken);
-      };
-      const onAbort = () => finish(false);
-      const timer = setTimeout(() => finish(false), ms);
-      signal.addEventListener("abort", onAbort, { once: true });
-      this.#wake = () => finish(true);
-    });
   }
 }
 
@@ -160,7 +142,7 @@ export class ClaimStreams {
           yield lease;
           continue;
         }
-        const woken = await sub.waitForWork(this.#opts.keepaliveMs, signal);
+        const woken = await sub.wait(this.#opts.keepaliveMs, signal);
         if (!woken && !signal.aborted) yield null;
       }
     } finally {

@@ -30,6 +30,7 @@
 import { QueueError } from "../domain/errors.js";
 import type { JobEvent } from "../domain/job.js";
 import type { Store } from "../store/store.js";
+import { Wakeup } from "./wakeup.js";
 
 export interface WatchSpec {
   /** Only events of this queue. */
@@ -60,7 +61,7 @@ export interface EventFeedStats {
 
 export type DropReason = "buffer_full";
 
-class Subscriber {
+class Subscriber extends Wakeup {
   /** Live events not yet sent: `buffer[head..]`. */
   #buffer: JobEvent[] = [];
   #head = 0;
@@ -73,13 +74,13 @@ class Subscriber {
   /** Set when the buffer overflowed while live; the watch must end. */
   overflowed = false;
   detached = false;
-  #wake: (() => void) | undefined;
 
   constructor(
     readonly spec: WatchSpec,
     readonly limit: number,
     replaying: boolean,
   ) {
+    super();
     this.replaying = replaying;
   }
 
@@ -129,26 +130,6 @@ class Subscriber {
   #clear(): void {
     this.#buffer = [];
     this.#head = 0;
-  }
-
-  wake(): void {
-    this.#wake?.();
-  }
-
-  /** Resolves true when woken (an event, an overflow, the feed closing), false after `ms` or on abort. */
-  wait(ms: number, signal: AbortSignal): Promise<boolean> {
-    return new Promise((resolve) => {
-      const finish = (woken: boolean) => {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", onAbort);
-        this.#wake = undefined;
-        resolve(woken);
-      };
-      const onAbort = () => finish(false);
-      const timer = setTimeout(() => finish(false), ms);
-      signal.addEventListener("abort", onAbort, { once: true });
-      this.#wake = () => finish(true);
-    });
   }
 }
 
