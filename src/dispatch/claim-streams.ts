@@ -11,9 +11,10 @@
  *   on a timer for the next delayed job or retry. Idle streams cost nothing:
  *   no polling loop touches the database.
  * - A lease counts against its stream until a committed event finishes it:
- *   completed, failed, dead-lettered, cancelled or lease expired.
- * - When a stream ends its leases stay owned by the worker until they are
- *   acknowledged or expire; nothing is handed out twice.
+ *   completed, failed, dead-lettered, cancelled, released or lease expired.
+ * - When a stream ends, the leases it sent stay owned by the worker until
+ *   they are acknowledged or expire; nothing is handed out twice. Leases it
+ *   claimed but had not sent yet are released (attempt refunded).
  */
 import type { Clock } from "../domain/clock.js";
 import type { EventKind } from "../domain/job.js";
@@ -50,6 +51,7 @@ const LEASE_FINISHED: ReadonlySet<EventKind> = new Set([
   "dead_lettered",
   "cancelled",
   "lease_expired",
+  "released",
 ]);
 
 class Subscriber extends Wakeup {
@@ -154,9 +156,10 @@ export class ClaimStreams {
   #close(sub: Subscriber): void {
     if (sub.closed) return;
     sub.closed = true;
-    // Leases stay with the worker until acknowledged or expired; the stream
-    // just stops counting them.
+    // Leases that were sent stay with the worker until acknowledged or
+    // expired; the stream just stops counting them. Leases never sent go back.
     for (const id of sub.inFlight) if (this.#owners.get(id) === sub) this.#owners.delete(id);
+    this.#releaseUnsent(sub.ready.splice(0));
     const state = this.#queues.get(sub.spec.queue);
     if (state === undefined) return;
     state.subscribers.delete(sub);
@@ -174,15 +177,20 @@ export class ClaimStreams {
       return;
     }
     state.pumping = true;
-    void this.#drain(queue, state).finally(() => {
-      state.pumping = false;
-      if (state.subscribers.size === 0) {
-        clearTimeout(state.timer);
-        if (this.#queues.get(queue) === state) this.#queues.delete(queue);
-      } else if (state.again) {
-        this.#pump(queue);
-      }
-    });
+    void this.#drain(queue, state)
+      .catch((err: unknown) => {
+        this.#opts.log.error("claim pump failed; retrying", { queue, error: err });
+        this.#schedule(queue, state, this.#opts.clock.now() + RETRY_AFTER_ERROR_MS);
+      })
+      .finally(() => {
+        state.pumping = false;
+        if (state.subscribers.size === 0) {
+          clearTimeout(state.timer);
+          if (this.#queues.get(queue) === state) this.#queues.delete(queue);
+        } else if (state.again) {
+          this.#pump(queue);
+        }
+      });
   }
 
   async #drain(queue: string, state: QueueState): Promise<void> {
@@ -202,7 +210,10 @@ export class ClaimStreams {
           return;
         }
         if (leases.length > 0) {
-          if (!sub.closed) {
+          if (sub.closed) {
+            // The stream ended while its claim committed: nobody can get these.
+            this.#releaseUnsent(leases);
+          } else {
             for (const lease of leases) {
               sub.inFlight.add(lease.job.id);
               this.#owners.set(lease.job.id, sub);
@@ -220,10 +231,29 @@ export class ClaimStreams {
         if (sub.room > 0) state.again = true;
       }
       if (drained && [...state.subscribers].some((s) => s.room > 0)) {
-        const next = await store.nextScheduledTime(queue);
+        let next: number | null;
+        try {
+          next = await store.nextScheduledTime(queue);
+        } catch (err) {
+          log.warn("stream schedule lookup failed; retrying", { queue, error: err });
+          next = clock.now() + RETRY_AFTER_ERROR_MS;
+        }
         if (next !== null) this.#schedule(queue, state, next);
       }
     } while (state.again);
+  }
+
+  /**
+   * Gives back leases that were claimed for a stream but never sent: the jobs
+   * are eligible again at once and their attempts are refunded.
+   */
+  #releaseUnsent(leases: ClaimedLease[]): void {
+    for (const { job, leaseToken } of leases) {
+      this.#opts.store.release(job.id, leaseToken).catch((err: unknown) => {
+        // It expires instead, as any lease whose holder vanished.
+        this.#opts.log.warn("could not release an unsent lease", { jobId: job.id, error: err });
+      });
+    }
   }
 
   /** Pumps the queue again at `at` (epoch ms), replacing an earlier timer. */

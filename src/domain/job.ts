@@ -13,6 +13,7 @@ export const EVENT_KINDS = [
   "lease_expired",
   "redriven",
   "cancelled",
+  "released",
 ] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 

@@ -9,7 +9,8 @@
  *                │  │               │  └──lease expires, budget left──► RETRY (eligible at once)
  *                │  cancel          └──fail permanent / budget spent / expiry with budget spent──► DEAD
  *                │  ▼                                                                              │
- *                │ CANCELLED ◄──cancel── RETRY                                                     │
+ *                │ CANCELLED ◄──cancel── RETRY          (RUNNING ──release──► QUEUED/RETRY, attempt refunded)
+ *                │                                                                                 │
  *                └──────────────────────────────── redrive ◄───────────────────────────────────────┘
  */
 import { QueueError } from "./errors.js";
@@ -204,6 +205,28 @@ export function expireLease(job: StoredJob, now: number): Transition {
       event(next, "running", "dead_lettered", now, "attempt budget spent", job.workerId),
     ],
   };
+}
+
+/**
+ * RUNNING -> QUEUED or RETRY: a lease given back before its job was started
+ * (a worker shutting down, or a stream that ended with the lease unsent).
+ * The claim's attempt is refunded, so a release never spends the budget;
+ * the job is eligible again at once. `deliveries` keeps counting the claim.
+ */
+export function release(job: StoredJob, token: string, now: number): Transition {
+  assertLeaseHeld(job, token, now);
+  const attempts = job.attempts - 1;
+  const next: StoredJob = {
+    ...job,
+    state: attempts > 0 ? "retry" : "queued",
+    attempts,
+    scheduleTime: now,
+    updateTime: now,
+    workerId: null,
+    leaseExpireTime: null,
+    leaseTokenHash: null,
+  };
+  return { job: next, events: [event(next, "running", "released", now, null, job.workerId)] };
 }
 
 /** DEAD -> QUEUED with a fresh attempt budget, eligible now. */

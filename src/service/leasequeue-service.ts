@@ -134,6 +134,12 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       return { job: jobToWire(await store.fail(jobId, token, failure)) };
     },
 
+    async release(req) {
+      const jobId = v.jobId("job_id", req.jobId);
+      const token = v.leaseToken("lease_token", req.leaseToken);
+      return { job: jobToWire(await store.release(jobId, token)) };
+    },
+
     async redrive(req) {
       return { job: jobToWire(await store.redrive(v.jobId("job_id", req.jobId))) };
     },

@@ -43,6 +43,7 @@ const KIND_TO_WIRE: Record<DomainKind, EventKind> = {
   lease_expired: EventKind.LEASE_EXPIRED,
   redriven: EventKind.REDRIVEN,
   cancelled: EventKind.CANCELLED,
+  released: EventKind.RELEASED,
 };
 
 function jsonValue(text: string | null) {

@@ -73,6 +73,8 @@ export interface Store {
     leaseToken: string,
     failure: { error: string; permanent: boolean; retryDelayMs?: number },
   ): Promise<Job>;
+  /** Gives back an unstarted lease: eligible again at once, attempt refunded. */
+  release(jobId: string, leaseToken: string): Promise<Job>;
   redrive(jobId: string): Promise<Job>;
   cancel(jobId: string, reason: string): Promise<Job>;
   /** Recovers every expired lease; returns how many jobs moved. */

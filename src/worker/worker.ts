@@ -79,6 +79,8 @@ export type WorkerEvent =
   | { type: "completed"; job: Job }
   /** Fail succeeded; `job` is in RETRY (eligible at `scheduleTime`) or DEAD. */
   | { type: "failed"; job: Job; error: string }
+  /** close() gave back a lease whose job had not started; `job` is eligible again, attempt refunded. */
+  | { type: "released"; job: Job }
   /** The lease was lost; the handler's signal has been aborted with `error`. */
   | { type: "lease-lost"; job: Job; error: LeaseLostError }
   /** Something went wrong that the worker worked around (a failed heartbeat, an acknowledgement that could not be sent). */
@@ -121,7 +123,8 @@ export interface Worker {
    * running handlers and their Complete/Fail, then aborts the handlers still
    * running (WorkerClosedError) and fails their jobs with `retry_delay` 0 so
    * another worker picks them up at once. Leases that arrived but had not
-   * started are failed back the same way at once. Resolves when done (at
+   * started are given back at once with Release (attempt refunded, eligible
+   * again). Resolves when done (at
    * most about `shutdownTimeout` + 5 s); calling it again returns the same
    * promise.
    */
@@ -144,8 +147,12 @@ const TRANSIENT: ReadonlySet<Code> = new Set([
   Code.Unknown,
 ]);
 
+const RPC_OF = { complete: "Complete", release: "Release", fail: "Fail" } as const;
+
 type Outcome =
   | { kind: "complete"; result: JsonValue | undefined }
+  /** Give an unstarted lease back (Release): the attempt is refunded. */
+  | { kind: "release" }
   | { kind: "fail"; error: string; permanent: boolean; retryDelayMs: number | undefined };
 
 /** A lease plus the worker's bookkeeping for it. */
@@ -372,6 +379,10 @@ class StreamWorker implements Worker {
           );
           held.release();
           this.#onEvent({ type: "completed", job: res.job ?? held.job });
+        } else if (outcome.kind === "release") {
+          const res = await this.#client.release({ jobId, leaseToken: held.token }, callOptions);
+          held.release();
+          this.#onEvent({ type: "released", job: res.job ?? held.job });
         } else {
           const res = await this.#client.fail(
             {
@@ -391,7 +402,7 @@ class StreamWorker implements Worker {
         const err = ConnectError.from(e);
         const lost = leaseLostReason(err);
         if (lost !== undefined) {
-          held.markLost(lost, `the server refused ${outcome.kind === "complete" ? "Complete" : "Fail"}: ${err.rawMessage}`);
+          held.markLost(lost, `the server refused ${RPC_OF[outcome.kind]}: ${err.rawMessage}`);
           return;
         }
         if (outcome.kind === "complete" && err.code === Code.InvalidArgument) {
@@ -422,7 +433,7 @@ class StreamWorker implements Worker {
         this.#slots.delete(slot);
         continue;
       }
-      this.#acknowledge(slot, { kind: "fail", error: "the worker closed before the job started", permanent: false, retryDelayMs: 0 });
+      this.#acknowledge(slot, { kind: "release" });
     }
     const drained = await within(this.#idle(), this.#shutdownTimeoutMs);
     if (!drained) {

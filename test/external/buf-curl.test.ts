@@ -25,6 +25,7 @@ const METHODS = [
   "Heartbeat",
   "Complete",
   "Fail",
+  "Release",
   "Redrive",
   "Cancel",
   "GetJob",

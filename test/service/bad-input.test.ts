@@ -33,6 +33,7 @@ const JOB_ID_METHODS: [method: string, extra: Record<string, unknown>][] = [
   ["Heartbeat", { leaseToken: "some-token" }],
   ["Complete", { leaseToken: "some-token" }],
   ["Fail", { leaseToken: "some-token", error: "boom" }],
+  ["Release", { leaseToken: "some-token" }],
   ["Redrive", {}],
   ["Cancel", {}],
   ["ListJobEvents", {}],

@@ -111,6 +111,20 @@ describe("over Connect JSON", () => {
     expect(kinds.at(-1)).toBe("EVENT_KIND_DEAD_LETTERED");
   });
 
+  it("takes an unstarted lease back with Release, refunding the attempt", async () => {
+    const { job } = await submit({ queue: "release", task: "t", maxAttempts: 1 });
+    const [lease] = await claim("release");
+    const released = await t.call("Release", { jobId: job.id, leaseToken: lease!.leaseToken });
+    expect(released.body.job).toMatchObject({ state: "JOB_STATE_QUEUED", deliveries: 1 });
+    expect(released.body.job.attempts ?? 0).toBe(0);
+    const kinds = (await t.call("ListJobEvents", { jobId: job.id })).body.events.map((e: any) => e.kind);
+    expect(kinds.at(-1)).toBe("EVENT_KIND_RELEASED");
+    const again = await t.call("Release", { jobId: job.id, leaseToken: lease!.leaseToken });
+    expect(again.body).toMatchObject({ code: "aborted", details: [{ debug: { reason: "LEASE_REJECTED" } }] });
+    const [second] = await claim("release");
+    expect(second!.job.attempts).toBe(1);
+  });
+
   it("cancels queued work with a reason and refuses to cancel running work", async () => {
     const { job } = await submit({ queue: "cancels", task: "t", delay: "3600s" });
     const cancelled = await t.call("Cancel", { jobId: job.id, reason: "customer deleted" });

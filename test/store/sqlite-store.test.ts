@@ -98,6 +98,13 @@ describe("SQLite store specifics", () => {
       expect(plan(SQL.jobByIdempotencyKey.replaceAll("?", "NULL"))).toContain("jobs_idempotency_key");
     });
 
+    it("replays events by queue and by job through their indexes", () => {
+      expect(plan(SQL.eventsOfQueueAfter, { queue: "q", after: 0, limit: 10 })).toContain("job_events_by_queue (queue=? AND sequence>?)");
+      expect(plan(SQL.eventsOfJobAfter, { jobId: "j", queue: null, after: 0, limit: 10 })).toContain(
+        "job_events_by_job (job_id=? AND sequence>?)",
+      );
+    });
+
     it("lists jobs newest first through a matching index for each filter", () => {
       const cases: Array<[Parameters<typeof listJobsSql>[0], string]> = [
         [{ queue: true, states: 0, before: true }, "jobs_queue_recent"],

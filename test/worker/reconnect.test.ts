@@ -18,13 +18,16 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-it("reconnects to a restarted server and finishes the job it held across the restart", { timeout: 20_000 }, async () => {
+/**
+ * A worker holding a job from the first server, reconnected to a second one
+ * on the same port and database.
+ */
+async function restartUnderWorker() {
   const first: TestServer = await startTestServer();
   cleanups.push(() => rmSync(first.dir, { recursive: true, force: true }));
   const log = workerEventLog();
   const release = gate();
-  let running = 0;
-  let peak = 0;
+  const counters = { running: 0, peak: 0 };
   const worker: Worker = createWorker({
     url: first.apiUrl,
     queue: "restart",
@@ -33,9 +36,9 @@ it("reconnects to a restarted server and finishes the job it held across the res
     reconnectBackoff: { initialMs: 50, maxMs: 400 },
     onEvent: log.onEvent,
     async handler(job) {
-      peak = Math.max(peak, ++running);
+      counters.peak = Math.max(counters.peak, ++counters.running);
       if (job.task === "held") await release.promise;
-      running--;
+      counters.running--;
       return { task: job.task };
     },
   });
@@ -50,6 +53,12 @@ it("reconnects to a restarted server and finishes the job it held across the res
   const second = await startTestServer({ port: new URL(first.apiUrl).port, db: first.config.databasePath });
   cleanups.push(() => second.server.close());
   await log.waitFor("connected", 2);
+  return { second, log, release, counters, worker, heldId: held.body.job.id as string };
+}
+
+it("reconnects to a restarted server and finishes the job it held across the restart", { timeout: 20_000 }, async () => {
+  const { second, log, release, counters, worker } = await restartUnderWorker();
+  const heldId = (await log.waitFor("lease"))[0]!.job.id;
 
   // New work arrives while the held job still runs: it waits for the one slot.
   const fresh = await second.call("Submit", { queue: "restart", task: "fresh" });
@@ -58,10 +67,24 @@ it("reconnects to a restarted server and finishes the job it held across the res
 
   // The lease taken from the first server is still valid on the second.
   release.open();
-  const [heldDone] = await log.waitFor("completed", 1, (e) => e.job.id === held.body.job.id);
+  const [heldDone] = await log.waitFor("completed", 1, (e) => e.job.id === heldId);
   expect(heldDone!.job).toMatchObject({ state: JobState.COMPLETED, deliveries: 1 });
   const [freshDone] = await log.waitFor("completed", 1, (e) => e.job.id === fresh.body.job.id);
   expect(freshDone!.job).toMatchObject({ state: JobState.COMPLETED, deliveries: 1 });
-  expect(peak).toBe(1);
+  expect(counters.peak).toBe(1);
   expect(log.all("lease-lost")).toEqual([]);
+});
+
+it("gives back with Release, at close, a lease that was still waiting for a slot", { timeout: 20_000 }, async () => {
+  const { second, log, release, worker } = await restartUnderWorker();
+  const fresh = await second.call("Submit", { queue: "restart", task: "fresh", maxAttempts: 1 });
+  await log.waitFor("lease", 2);
+
+  const closed = worker.close();
+  const [released] = await log.waitFor("released");
+  expect(released!.job).toMatchObject({ id: fresh.body.job.id, state: JobState.QUEUED, attempts: 0 });
+  release.open();
+  await closed;
+  const after = await second.client.getJob({ jobId: fresh.body.job.id });
+  expect(after.job).toMatchObject({ state: JobState.QUEUED, attempts: 0, deliveries: 1 });
 });

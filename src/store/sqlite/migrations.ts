@@ -80,4 +80,12 @@ CREATE TABLE job_counts (
 ) STRICT, WITHOUT ROWID;
 `,
   },
+  {
+    version: 2,
+    name: "events by queue",
+    sql: `
+-- WatchEvents replays filtered by queue.
+CREATE INDEX job_events_by_queue ON job_events (queue, sequence);
+`,
+  },
 ];

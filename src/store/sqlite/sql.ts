@@ -40,6 +40,7 @@ export const SQL = {
   expiredLeasesOfQueue: `SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_lease_expiry
     WHERE state = 'running' AND lease_expire_time <= ? AND queue = ? ORDER BY lease_expire_time LIMIT ?`,
 
+  /** Also the cheap "is anything eligible?" check before a claim walks jobs_claim_order. */
   oldestPendingSince: `SELECT min(schedule_time) AS t FROM jobs
     WHERE queue = ? AND state IN ('queued','retry') AND schedule_time <= ?`,
 
@@ -52,9 +53,12 @@ export const SQL = {
 
   eventsOfJob: `SELECT * FROM job_events WHERE job_id = ? ORDER BY sequence`,
 
-  eventsAfter: `SELECT * FROM job_events WHERE sequence > @after
-    AND (@queue IS NULL OR queue = @queue) AND (@jobId IS NULL OR job_id = @jobId)
-    ORDER BY sequence LIMIT @limit`,
+  /** Stored events after a sequence: all of them (the primary key), by queue, or by job (their indexes). */
+  eventsAfter: `SELECT * FROM job_events WHERE sequence > @after ORDER BY sequence LIMIT @limit`,
+  eventsOfQueueAfter: `SELECT * FROM job_events INDEXED BY job_events_by_queue
+    WHERE queue = @queue AND sequence > @after ORDER BY sequence LIMIT @limit`,
+  eventsOfJobAfter: `SELECT * FROM job_events INDEXED BY job_events_by_job
+    WHERE job_id = @jobId AND sequence > @after AND (@queue IS NULL OR queue = @queue) ORDER BY sequence LIMIT @limit`,
 
   eventBounds: `SELECT coalesce(min(sequence), 0) AS oldest, coalesce(max(sequence), 0) AS latest FROM job_events`,
 

@@ -174,6 +174,10 @@ export class SqliteStore implements Store {
   claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]> {
     return this.#write((tx) => {
       this.#recoverExpired(tx, this.#stmts.expiredLeasesOfQueue.all(tx.now, spec.queue, this.#maxRecovered) as Row[]);
+      // Walking jobs_claim_order also passes jobs scheduled for later; skip it
+      // when nothing is eligible (an O(log n) look at jobs_pending_since).
+      const { t } = this.#stmts.oldestPendingSince.get(spec.queue, tx.now) as { t: number | null };
+      if (t === null) return [];
       const rows = this.#stmts.claimableJobs.all(spec.queue, tx.now, spec.maxJobs) as Row[];
       return rows.map((row) => {
         const { token, hash } = newLeaseToken();
@@ -202,6 +206,10 @@ export class SqliteStore implements Store {
     failure: { error: string; permanent: boolean; retryDelayMs?: number },
   ): Promise<Job> {
     return this.#transition(jobId, (job, now) => machine.fail(job, leaseToken, now, failure));
+  }
+
+  release(jobId: string, leaseToken: string): Promise<Job> {
+    return this.#transition(jobId, (job, now) => machine.release(job, leaseToken, now));
   }
 
   redrive(jobId: string): Promise<Job> {
@@ -366,12 +374,14 @@ export class SqliteStore implements Store {
   }
 
   async listEvents(spec: ListEventsSpec): Promise<JobEvent[]> {
-    const rows = this.#stmts.eventsAfter.all({
-      after: spec.afterSequence,
-      queue: spec.queue ?? null,
-      jobId: spec.jobId ?? null,
-      limit: spec.limit,
-    }) as Row[];
+    const params = { after: spec.afterSequence, limit: spec.limit };
+    const rows = (
+      spec.jobId !== undefined
+        ? this.#stmts.eventsOfJobAfter.all({ ...params, jobId: spec.jobId, queue: spec.queue ?? null })
+        : spec.queue !== undefined
+          ? this.#stmts.eventsOfQueueAfter.all({ ...params, queue: spec.queue })
+          : this.#stmts.eventsAfter.all(params)
+    ) as Row[];
     return rows.map(toEvent);
   }
 

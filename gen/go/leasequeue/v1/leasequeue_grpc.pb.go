@@ -33,6 +33,9 @@ type LeaseQueueServiceClient interface {
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
 	// Fail reports a failure: a retry with backoff, or the dead-letter state.
 	Fail(ctx context.Context, in *FailRequest, opts ...grpc.CallOption) (*FailResponse, error)
+	// Release gives back a lease whose job the worker has not started: the job
+	// is eligible again at once and the claim's attempt is refunded.
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 	// Redrive moves a dead job back to queued with a fresh attempt budget.
 	Redrive(ctx context.Context, in *RedriveRequest, opts ...grpc.CallOption) (*RedriveResponse, error)
 	// Cancel moves a queued or retrying job to cancelled.
@@ -137,6 +140,15 @@ func (c *leaseQueueServiceClient) Complete(ctx context.Context, in *CompleteRequ
 func (c *leaseQueueServiceClient) Fail(ctx context.Context, in *FailRequest, opts ...grpc.CallOption) (*FailResponse, error) {
 	out := new(FailResponse)
 	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/Fail", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *leaseQueueServiceClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/Release", in, out, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +261,9 @@ type LeaseQueueServiceServer interface {
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
 	// Fail reports a failure: a retry with backoff, or the dead-letter state.
 	Fail(context.Context, *FailRequest) (*FailResponse, error)
+	// Release gives back a lease whose job the worker has not started: the job
+	// is eligible again at once and the claim's attempt is refunded.
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	// Redrive moves a dead job back to queued with a fresh attempt budget.
 	Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error)
 	// Cancel moves a queued or retrying job to cancelled.
@@ -290,6 +305,9 @@ func (UnimplementedLeaseQueueServiceServer) Complete(context.Context, *CompleteR
 }
 func (UnimplementedLeaseQueueServiceServer) Fail(context.Context, *FailRequest) (*FailResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Fail not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Release not implemented")
 }
 func (UnimplementedLeaseQueueServiceServer) Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Redrive not implemented")
@@ -454,6 +472,24 @@ func _LeaseQueueService_Fail_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LeaseQueueService_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/Release",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _LeaseQueueService_Redrive_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RedriveRequest)
 	if err := dec(in); err != nil {
@@ -610,6 +646,10 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Fail",
 			Handler:    _LeaseQueueService_Fail_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _LeaseQueueService_Release_Handler,
 		},
 		{
 			MethodName: "Redrive",

@@ -50,6 +50,11 @@ class LeaseQueueServiceStub(object):
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.FailRequest.SerializeToString,
                 response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.FailResponse.FromString,
                 )
+        self.Release = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/Release',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseResponse.FromString,
+                )
         self.Redrive = channel.unary_unary(
                 '/leasequeue.v1.LeaseQueueService/Redrive',
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.RedriveRequest.SerializeToString,
@@ -142,6 +147,14 @@ class LeaseQueueServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Release(self, request, context):
+        """Release gives back a lease whose job the worker has not started: the job
+        is eligible again at once and the claim's attempt is refunded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Redrive(self, request, context):
         """Redrive moves a dead job back to queued with a fresh attempt budget.
         """
@@ -228,6 +241,11 @@ def add_LeaseQueueServiceServicer_to_server(servicer, server):
                     servicer.Fail,
                     request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.FailRequest.FromString,
                     response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.FailResponse.SerializeToString,
+            ),
+            'Release': grpc.unary_unary_rpc_method_handler(
+                    servicer.Release,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseResponse.SerializeToString,
             ),
             'Redrive': grpc.unary_unary_rpc_method_handler(
                     servicer.Redrive,
@@ -391,6 +409,23 @@ class LeaseQueueService(object):
         return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/Fail',
             leasequeue_dot_v1_dot_leasequeue__pb2.FailRequest.SerializeToString,
             leasequeue_dot_v1_dot_leasequeue__pb2.FailResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Release(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/Release',
+            leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

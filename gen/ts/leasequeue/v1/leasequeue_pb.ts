@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file leasequeue/v1/leasequeue.proto.
  */
 export const file_leasequeue_v1_leasequeue: GenFile = /*@__PURE__*/
-  fileDesc("Ch5sZWFzZXF1ZXVlL3YxL2xlYXNlcXVldWUucHJvdG8SDWxlYXNlcXVldWUudjEizgQKA0pvYhIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0YXNrGAMgASgJEicKB3BheWxvYWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBSABKAUSJgoFc3RhdGUYBiABKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhAKCGF0dGVtcHRzGAcgASgFEhQKDG1heF9hdHRlbXB0cxgIIAEoBRIzChByZXRyeV9iYXNlX2RlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDXNjaGVkdWxlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXdvcmtlcl9pZBgOIAEoCRI1ChFsZWFzZV9leHBpcmVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVsaXZlcmllcxgQIAEoBRISCgpsYXN0X2Vycm9yGBEgASgJEiYKBnJlc3VsdBgSIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSI9CgVMZWFzZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhITCgtsZWFzZV90b2tlbhgCIAEoCSKgAgoISm9iRXZlbnQSEAoIc2VxdWVuY2UYASABKAMSDgoGam9iX2lkGAIgASgJEg0KBXF1ZXVlGAMgASgJEiYKBGtpbmQYBCABKA4yGC5sZWFzZXF1ZXVlLnYxLkV2ZW50S2luZBIrCgpmcm9tX3N0YXRlGAUgASgOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIpCgh0b19zdGF0ZRgGIAEoDjIXLmxlYXNlcXVldWUudjEuSm9iU3RhdGUSLgoKZXZlbnRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGAggASgJEg8KB2F0dGVtcHQYCSABKAUSDwoHbWVzc2FnZRgKIAEoCSK2AQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRIOCgZxdWV1ZWQYAiABKAMSDwoHcnVubmluZxgDIAEoAxINCgVyZXRyeRgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSNQoSb2xkZXN0X3BlbmRpbmdfYWdlGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIrgCCg1TdWJtaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgwKBHRhc2sYAiABKAkSJwoHcGF5bG9hZBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIQCghwcmlvcml0eRgEIAEoBRIUCgxtYXhfYXR0ZW1wdHMYBSABKAUSMwoQcmV0cnlfYmFzZV9kZWxheRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIzCg1zY2hlZHVsZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAEioKBWRlbGF5GAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSAASFwoPaWRlbXBvdGVuY3lfa2V5GAkgASgJQgoKCHNjaGVkdWxlIkcKDlN1Ym1pdFJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iEhQKDGRlZHVwbGljYXRlZBgCIAEoCCJAChJTdWJtaXRCYXRjaFJlcXVlc3QSKgoEam9icxgBIAMoCzIcLmxlYXNlcXVldWUudjEuU3VibWl0UmVxdWVzdCJFChNTdWJtaXRCYXRjaFJlc3BvbnNlEi4KB3Jlc3VsdHMYASADKAsyHS5sZWFzZXF1ZXVlLnYxLlN1Ym1pdFJlc3BvbnNlIp4BCgxDbGFpbVJlcXVlc3QSDQoFcXVldWUYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCG1heF9qb2JzGAQgASgFEicKBHdhaXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNQoNQ2xhaW1SZXNwb25zZRIkCgZsZWFzZXMYASADKAsyFC5sZWFzZXF1ZXVlLnYxLkxlYXNlIoEBChNTdHJlYW1DbGFpbXNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1tYXhfaW5fZmxpZ2h0GAQgASgFIjsKFFN0cmVhbUNsYWltc1Jlc3BvbnNlEiMKBWxlYXNlGAEgASgLMhQubGVhc2VxdWV1ZS52MS5MZWFzZSJqChBIZWFydGJlYXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI0ChFIZWFydGJlYXRSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiJeCg9Db21wbGV0ZVJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEiYKBnJlc3VsdBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIzChBDb21wbGV0ZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIoQBCgtGYWlsUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkSDQoFZXJyb3IYAyABKAkSEQoJcGVybWFuZW50GAQgASgIEi4KC3JldHJ5X2RlbGF5GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi8KDEZhaWxSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiIgCg5SZWRyaXZlUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoPUmVkcml2ZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIi8KDUNhbmNlbFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIxCg5DYW5jZWxSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiIfCg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIxCg5HZXRKb2JSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiJwCg9MaXN0Sm9ic1JlcXVlc3QSDQoFcXVldWUYASABKAkSJwoGc3RhdGVzGAIgAygOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJNChBMaXN0Sm9ic1Jlc3BvbnNlEiAKBGpvYnMYASADKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJgoUTGlzdEpvYkV2ZW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJIkAKFUxpc3RKb2JFdmVudHNSZXNwb25zZRInCgZldmVudHMYASADKAsyFy5sZWFzZXF1ZXVlLnYxLkpvYkV2ZW50IhEKD0dldFN0YXRzUmVxdWVzdCJnChBHZXRTdGF0c1Jlc3BvbnNlEikKBnF1ZXVlcxgBIAMoCzIZLmxlYXNlcXVldWUudjEuUXVldWVTdGF0cxIoCgV0b3RhbBgCIAEoCzIZLmxlYXNlcXVldWUudjEuUXVldWVTdGF0cyJjChJXYXRjaEV2ZW50c1JlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGam9iX2lkGAIgASgJEhsKDmFmdGVyX3NlcXVlbmNlGAMgASgDSACIAQFCEQoPX2FmdGVyX3NlcXVlbmNlIj0KE1dhdGNoRXZlbnRzUmVzcG9uc2USJgoFZXZlbnQYASABKAsyFy5sZWFzZXF1ZXVlLnYxLkpvYkV2ZW50Kq0BCghKb2JTdGF0ZRIZChVKT0JfU1RBVEVfVU5TUEVDSUZJRUQQABIUChBKT0JfU1RBVEVfUVVFVUVEEAESFQoRSk9CX1NUQVRFX1JVTk5JTkcQAhITCg9KT0JfU1RBVEVfUkVUUlkQAxIXChNKT0JfU1RBVEVfQ09NUExFVEVEEAQSEgoOSk9CX1NUQVRFX0RFQUQQBRIXChNKT0JfU1RBVEVfQ0FOQ0VMTEVEEAYqkwIKCUV2ZW50S2luZBIaChZFVkVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASGAoURVZFTlRfS0lORF9TVUJNSVRURUQQARIWChJFVkVOVF9LSU5EX0NMQUlNRUQQAhIYChRFVkVOVF9LSU5EX0hFQVJUQkVBVBADEhgKFEVWRU5UX0tJTkRfQ09NUExFVEVEEAQSFQoRRVZFTlRfS0lORF9GQUlMRUQQBRIcChhFVkVOVF9LSU5EX0RFQURfTEVUVEVSRUQQBhIcChhFVkVOVF9LSU5EX0xFQVNFX0VYUElSRUQQBxIXChNFVkVOVF9LSU5EX1JFRFJJVkVOEAgSGAoURVZFTlRfS0lORF9DQU5DRUxMRUQQCTLTCAoRTGVhc2VRdWV1ZVNlcnZpY2USRQoGU3VibWl0EhwubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXF1ZXN0Gh0ubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXNwb25zZRJUCgtTdWJtaXRCYXRjaBIhLmxlYXNlcXVldWUudjEuU3VibWl0QmF0Y2hSZXF1ZXN0GiIubGVhc2VxdWV1ZS52MS5TdWJtaXRCYXRjaFJlc3BvbnNlEkIKBUNsYWltEhsubGVhc2VxdWV1ZS52MS5DbGFpbVJlcXVlc3QaHC5sZWFzZXF1ZXVlLnYxLkNsYWltUmVzcG9uc2USWQoMU3RyZWFtQ2xhaW1zEiIubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXF1ZXN0GiMubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXNwb25zZTABEk4KCUhlYXJ0YmVhdBIfLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVxdWVzdBogLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVzcG9uc2USSwoIQ29tcGxldGUSHi5sZWFzZXF1ZXVlLnYxLkNvbXBsZXRlUmVxdWVzdBofLmxlYXNlcXVldWUudjEuQ29tcGxldGVSZXNwb25zZRI/CgRGYWlsEhoubGVhc2VxdWV1ZS52MS5GYWlsUmVxdWVzdBobLmxlYXNlcXVldWUudjEuRmFpbFJlc3BvbnNlEkgKB1JlZHJpdmUSHS5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVSZXF1ZXN0Gh4ubGVhc2VxdWV1ZS52MS5SZWRyaXZlUmVzcG9uc2USRQoGQ2FuY2VsEhwubGVhc2VxdWV1ZS52MS5DYW5jZWxSZXF1ZXN0Gh0ubGVhc2VxdWV1ZS52MS5DYW5jZWxSZXNwb25zZRJFCgZHZXRKb2ISHC5sZWFzZXF1ZXVlLnYxLkdldEpvYlJlcXVlc3QaHS5sZWFzZXF1ZXVlLnYxLkdldEpvYlJlc3BvbnNlEksKCExpc3RKb2JzEh4ubGVhc2VxdWV1ZS52MS5MaXN0Sm9ic1JlcXVlc3QaHy5sZWFzZXF1ZXVlLnYxLkxpc3RKb2JzUmVzcG9uc2USWgoNTGlzdEpvYkV2ZW50cxIjLmxlYXNlcXVldWUudjEuTGlzdEpvYkV2ZW50c1JlcXVlc3QaJC5sZWFzZXF1ZXVlLnYxLkxpc3RKb2JFdmVudHNSZXNwb25zZRJLCghHZXRTdGF0cxIeLmxlYXNlcXVldWUudjEuR2V0U3RhdHNSZXF1ZXN0Gh8ubGVhc2VxdWV1ZS52MS5HZXRTdGF0c1Jlc3BvbnNlElYKC1dhdGNoRXZlbnRzEiEubGVhc2VxdWV1ZS52MS5XYXRjaEV2ZW50c1JlcXVlc3QaIi5sZWFzZXF1ZXVlLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwAUIuWixsZWFzZXF1ZXVlL2dlbi9nby9sZWFzZXF1ZXVlL3YxO2xlYXNlcXVldWV2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch5sZWFzZXF1ZXVlL3YxL2xlYXNlcXVldWUucHJvdG8SDWxlYXNlcXVldWUudjEizgQKA0pvYhIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0YXNrGAMgASgJEicKB3BheWxvYWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBSABKAUSJgoFc3RhdGUYBiABKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhAKCGF0dGVtcHRzGAcgASgFEhQKDG1heF9hdHRlbXB0cxgIIAEoBRIzChByZXRyeV9iYXNlX2RlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDXNjaGVkdWxlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXdvcmtlcl9pZBgOIAEoCRI1ChFsZWFzZV9leHBpcmVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVsaXZlcmllcxgQIAEoBRISCgpsYXN0X2Vycm9yGBEgASgJEiYKBnJlc3VsdBgSIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSI9CgVMZWFzZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhITCgtsZWFzZV90b2tlbhgCIAEoCSKgAgoISm9iRXZlbnQSEAoIc2VxdWVuY2UYASABKAMSDgoGam9iX2lkGAIgASgJEg0KBXF1ZXVlGAMgASgJEiYKBGtpbmQYBCABKA4yGC5sZWFzZXF1ZXVlLnYxLkV2ZW50S2luZBIrCgpmcm9tX3N0YXRlGAUgASgOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIpCgh0b19zdGF0ZRgGIAEoDjIXLmxlYXNlcXVldWUudjEuSm9iU3RhdGUSLgoKZXZlbnRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGAggASgJEg8KB2F0dGVtcHQYCSABKAUSDwoHbWVzc2FnZRgKIAEoCSK2AQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRIOCgZxdWV1ZWQYAiABKAMSDwoHcnVubmluZxgDIAEoAxINCgVyZXRyeRgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSNQoSb2xkZXN0X3BlbmRpbmdfYWdlGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIrgCCg1TdWJtaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgwKBHRhc2sYAiABKAkSJwoHcGF5bG9hZBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIQCghwcmlvcml0eRgEIAEoBRIUCgxtYXhfYXR0ZW1wdHMYBSABKAUSMwoQcmV0cnlfYmFzZV9kZWxheRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIzCg1zY2hlZHVsZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAEioKBWRlbGF5GAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSAASFwoPaWRlbXBvdGVuY3lfa2V5GAkgASgJQgoKCHNjaGVkdWxlIkcKDlN1Ym1pdFJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iEhQKDGRlZHVwbGljYXRlZBgCIAEoCCJAChJTdWJtaXRCYXRjaFJlcXVlc3QSKgoEam9icxgBIAMoCzIcLmxlYXNlcXVldWUudjEuU3VibWl0UmVxdWVzdCJFChNTdWJtaXRCYXRjaFJlc3BvbnNlEi4KB3Jlc3VsdHMYASADKAsyHS5sZWFzZXF1ZXVlLnYxLlN1Ym1pdFJlc3BvbnNlIp4BCgxDbGFpbVJlcXVlc3QSDQoFcXVldWUYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCG1heF9qb2JzGAQgASgFEicKBHdhaXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNQoNQ2xhaW1SZXNwb25zZRIkCgZsZWFzZXMYASADKAsyFC5sZWFzZXF1ZXVlLnYxLkxlYXNlIoEBChNTdHJlYW1DbGFpbXNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1tYXhfaW5fZmxpZ2h0GAQgASgFIjsKFFN0cmVhbUNsYWltc1Jlc3BvbnNlEiMKBWxlYXNlGAEgASgLMhQubGVhc2VxdWV1ZS52MS5MZWFzZSJqChBIZWFydGJlYXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI0ChFIZWFydGJlYXRSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiJeCg9Db21wbGV0ZVJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEiYKBnJlc3VsdBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIzChBDb21wbGV0ZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIoQBCgtGYWlsUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkSDQoFZXJyb3IYAyABKAkSEQoJcGVybWFuZW50GAQgASgIEi4KC3JldHJ5X2RlbGF5GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi8KDEZhaWxSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiI1Cg5SZWxlYXNlUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkiMgoPUmVsZWFzZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIiAKDlJlZHJpdmVSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIyCg9SZWRyaXZlUmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IiLwoNQ2FuY2VsUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIjEKDkNhbmNlbFJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjEKDkdldEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iInAKD0xpc3RKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRInCgZzdGF0ZXMYAiADKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIk0KEExpc3RKb2JzUmVzcG9uc2USIAoEam9icxgBIAMoCzISLmxlYXNlcXVldWUudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSImChRMaXN0Sm9iRXZlbnRzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiQAoVTGlzdEpvYkV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLmxlYXNlcXVldWUudjEuSm9iRXZlbnQiEQoPR2V0U3RhdHNSZXF1ZXN0ImcKEEdldFN0YXRzUmVzcG9uc2USKQoGcXVldWVzGAEgAygLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzEigKBXRvdGFsGAIgASgLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzImMKEldhdGNoRXZlbnRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIOCgZqb2JfaWQYAiABKAkSGwoOYWZ0ZXJfc2VxdWVuY2UYAyABKANIAIgBAUIRCg9fYWZ0ZXJfc2VxdWVuY2UiPQoTV2F0Y2hFdmVudHNSZXNwb25zZRImCgVldmVudBgBIAEoCzIXLmxlYXNlcXVldWUudjEuSm9iRXZlbnQqrQEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhQKEEpPQl9TVEFURV9RVUVVRUQQARIVChFKT0JfU1RBVEVfUlVOTklORxACEhMKD0pPQl9TVEFURV9SRVRSWRADEhcKE0pPQl9TVEFURV9DT01QTEVURUQQBBISCg5KT0JfU1RBVEVfREVBRBAFEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQBiqsAgoJRXZlbnRLaW5kEhoKFkVWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIYChRFVkVOVF9LSU5EX1NVQk1JVFRFRBABEhYKEkVWRU5UX0tJTkRfQ0xBSU1FRBACEhgKFEVWRU5UX0tJTkRfSEVBUlRCRUFUEAMSGAoURVZFTlRfS0lORF9DT01QTEVURUQQBBIVChFFVkVOVF9LSU5EX0ZBSUxFRBAFEhwKGEVWRU5UX0tJTkRfREVBRF9MRVRURVJFRBAGEhwKGEVWRU5UX0tJTkRfTEVBU0VfRVhQSVJFRBAHEhcKE0VWRU5UX0tJTkRfUkVEUklWRU4QCBIYChRFVkVOVF9LSU5EX0NBTkNFTExFRBAJEhcKE0VWRU5UX0tJTkRfUkVMRUFTRUQQCjKdCQoRTGVhc2VRdWV1ZVNlcnZpY2USRQoGU3VibWl0EhwubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXF1ZXN0Gh0ubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXNwb25zZRJUCgtTdWJtaXRCYXRjaBIhLmxlYXNlcXVldWUudjEuU3VibWl0QmF0Y2hSZXF1ZXN0GiIubGVhc2VxdWV1ZS52MS5TdWJtaXRCYXRjaFJlc3BvbnNlEkIKBUNsYWltEhsubGVhc2VxdWV1ZS52MS5DbGFpbVJlcXVlc3QaHC5sZWFzZXF1ZXVlLnYxLkNsYWltUmVzcG9uc2USWQoMU3RyZWFtQ2xhaW1zEiIubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXF1ZXN0GiMubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXNwb25zZTABEk4KCUhlYXJ0YmVhdBIfLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVxdWVzdBogLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVzcG9uc2USSwoIQ29tcGxldGUSHi5sZWFzZXF1ZXVlLnYxLkNvbXBsZXRlUmVxdWVzdBofLmxlYXNlcXVldWUudjEuQ29tcGxldGVSZXNwb25zZRI/CgRGYWlsEhoubGVhc2VxdWV1ZS52MS5GYWlsUmVxdWVzdBobLmxlYXNlcXVldWUudjEuRmFpbFJlc3BvbnNlEkgKB1JlbGVhc2USHS5sZWFzZXF1ZXVlLnYxLlJlbGVhc2VSZXF1ZXN0Gh4ubGVhc2VxdWV1ZS52MS5SZWxlYXNlUmVzcG9uc2USSAoHUmVkcml2ZRIdLmxlYXNlcXVldWUudjEuUmVkcml2ZVJlcXVlc3QaHi5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVSZXNwb25zZRJFCgZDYW5jZWwSHC5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlcXVlc3QaHS5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlc3BvbnNlEkUKBkdldEpvYhIcLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVxdWVzdBodLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5sZWFzZXF1ZXVlLnYxLkxpc3RKb2JzUmVxdWVzdBofLmxlYXNlcXVldWUudjEuTGlzdEpvYnNSZXNwb25zZRJaCg1MaXN0Sm9iRXZlbnRzEiMubGVhc2VxdWV1ZS52MS5MaXN0Sm9iRXZlbnRzUmVxdWVzdBokLmxlYXNlcXVldWUudjEuTGlzdEpvYkV2ZW50c1Jlc3BvbnNlEksKCEdldFN0YXRzEh4ubGVhc2VxdWV1ZS52MS5HZXRTdGF0c1JlcXVlc3QaHy5sZWFzZXF1ZXVlLnYxLkdldFN0YXRzUmVzcG9uc2USVgoLV2F0Y2hFdmVudHMSIS5sZWFzZXF1ZXVlLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoiLmxlYXNlcXVldWUudjEuV2F0Y2hFdmVudHNSZXNwb25zZTABQi5aLGxlYXNlcXVldWUvZ2VuL2dvL2xlYXNlcXVldWUvdjE7bGVhc2VxdWV1ZXYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Job is one unit of background work. It never carries a lease token or an
@@ -699,6 +699,45 @@ export const FailResponseSchema: GenMessage<FailResponse> = /*@__PURE__*/
   messageDesc(file_leasequeue_v1_leasequeue, 17);
 
 /**
+ * @generated from message leasequeue.v1.ReleaseRequest
+ */
+export type ReleaseRequest = Message<"leasequeue.v1.ReleaseRequest"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * @generated from field: string lease_token = 2;
+   */
+  leaseToken: string;
+};
+
+/**
+ * Describes the message leasequeue.v1.ReleaseRequest.
+ * Use `create(ReleaseRequestSchema)` to create a new message.
+ */
+export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 18);
+
+/**
+ * @generated from message leasequeue.v1.ReleaseResponse
+ */
+export type ReleaseResponse = Message<"leasequeue.v1.ReleaseResponse"> & {
+  /**
+   * @generated from field: leasequeue.v1.Job job = 1;
+   */
+  job?: Job | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.ReleaseResponse.
+ * Use `create(ReleaseResponseSchema)` to create a new message.
+ */
+export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 19);
+
+/**
  * @generated from message leasequeue.v1.RedriveRequest
  */
 export type RedriveRequest = Message<"leasequeue.v1.RedriveRequest"> & {
@@ -713,7 +752,7 @@ export type RedriveRequest = Message<"leasequeue.v1.RedriveRequest"> & {
  * Use `create(RedriveRequestSchema)` to create a new message.
  */
 export const RedriveRequestSchema: GenMessage<RedriveRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 18);
+  messageDesc(file_leasequeue_v1_leasequeue, 20);
 
 /**
  * @generated from message leasequeue.v1.RedriveResponse
@@ -730,7 +769,7 @@ export type RedriveResponse = Message<"leasequeue.v1.RedriveResponse"> & {
  * Use `create(RedriveResponseSchema)` to create a new message.
  */
 export const RedriveResponseSchema: GenMessage<RedriveResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 19);
+  messageDesc(file_leasequeue_v1_leasequeue, 21);
 
 /**
  * @generated from message leasequeue.v1.CancelRequest
@@ -752,7 +791,7 @@ export type CancelRequest = Message<"leasequeue.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 20);
+  messageDesc(file_leasequeue_v1_leasequeue, 22);
 
 /**
  * @generated from message leasequeue.v1.CancelResponse
@@ -769,7 +808,7 @@ export type CancelResponse = Message<"leasequeue.v1.CancelResponse"> & {
  * Use `create(CancelResponseSchema)` to create a new message.
  */
 export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 21);
+  messageDesc(file_leasequeue_v1_leasequeue, 23);
 
 /**
  * @generated from message leasequeue.v1.GetJobRequest
@@ -786,7 +825,7 @@ export type GetJobRequest = Message<"leasequeue.v1.GetJobRequest"> & {
  * Use `create(GetJobRequestSchema)` to create a new message.
  */
 export const GetJobRequestSchema: GenMessage<GetJobRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 22);
+  messageDesc(file_leasequeue_v1_leasequeue, 24);
 
 /**
  * @generated from message leasequeue.v1.GetJobResponse
@@ -803,7 +842,7 @@ export type GetJobResponse = Message<"leasequeue.v1.GetJobResponse"> & {
  * Use `create(GetJobResponseSchema)` to create a new message.
  */
 export const GetJobResponseSchema: GenMessage<GetJobResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 23);
+  messageDesc(file_leasequeue_v1_leasequeue, 25);
 
 /**
  * @generated from message leasequeue.v1.ListJobsRequest
@@ -843,7 +882,7 @@ export type ListJobsRequest = Message<"leasequeue.v1.ListJobsRequest"> & {
  * Use `create(ListJobsRequestSchema)` to create a new message.
  */
 export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 24);
+  messageDesc(file_leasequeue_v1_leasequeue, 26);
 
 /**
  * @generated from message leasequeue.v1.ListJobsResponse
@@ -869,7 +908,7 @@ export type ListJobsResponse = Message<"leasequeue.v1.ListJobsResponse"> & {
  * Use `create(ListJobsResponseSchema)` to create a new message.
  */
 export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 25);
+  messageDesc(file_leasequeue_v1_leasequeue, 27);
 
 /**
  * @generated from message leasequeue.v1.ListJobEventsRequest
@@ -886,7 +925,7 @@ export type ListJobEventsRequest = Message<"leasequeue.v1.ListJobEventsRequest">
  * Use `create(ListJobEventsRequestSchema)` to create a new message.
  */
 export const ListJobEventsRequestSchema: GenMessage<ListJobEventsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 26);
+  messageDesc(file_leasequeue_v1_leasequeue, 28);
 
 /**
  * @generated from message leasequeue.v1.ListJobEventsResponse
@@ -905,7 +944,7 @@ export type ListJobEventsResponse = Message<"leasequeue.v1.ListJobEventsResponse
  * Use `create(ListJobEventsResponseSchema)` to create a new message.
  */
 export const ListJobEventsResponseSchema: GenMessage<ListJobEventsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 27);
+  messageDesc(file_leasequeue_v1_leasequeue, 29);
 
 /**
  * @generated from message leasequeue.v1.GetStatsRequest
@@ -918,7 +957,7 @@ export type GetStatsRequest = Message<"leasequeue.v1.GetStatsRequest"> & {
  * Use `create(GetStatsRequestSchema)` to create a new message.
  */
 export const GetStatsRequestSchema: GenMessage<GetStatsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 28);
+  messageDesc(file_leasequeue_v1_leasequeue, 30);
 
 /**
  * @generated from message leasequeue.v1.GetStatsResponse
@@ -942,7 +981,7 @@ export type GetStatsResponse = Message<"leasequeue.v1.GetStatsResponse"> & {
  * Use `create(GetStatsResponseSchema)` to create a new message.
  */
 export const GetStatsResponseSchema: GenMessage<GetStatsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 29);
+  messageDesc(file_leasequeue_v1_leasequeue, 31);
 
 /**
  * @generated from message leasequeue.v1.WatchEventsRequest
@@ -975,7 +1014,7 @@ export type WatchEventsRequest = Message<"leasequeue.v1.WatchEventsRequest"> & {
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 30);
+  messageDesc(file_leasequeue_v1_leasequeue, 32);
 
 /**
  * @generated from message leasequeue.v1.WatchEventsResponse
@@ -994,7 +1033,7 @@ export type WatchEventsResponse = Message<"leasequeue.v1.WatchEventsResponse"> &
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 31);
+  messageDesc(file_leasequeue_v1_leasequeue, 33);
 
 /**
  * JobState is where a job stands in its lifecycle.
@@ -1113,6 +1152,14 @@ export enum EventKind {
    * @generated from enum value: EVENT_KIND_CANCELLED = 9;
    */
   CANCELLED = 9,
+
+  /**
+   * A lease given back unused (Release, or a stream that ended before it
+   * could send the lease): RUNNING -> QUEUED or RETRY, attempt refunded.
+   *
+   * @generated from enum value: EVENT_KIND_RELEASED = 10;
+   */
+  RELEASED = 10,
 }
 
 /**
@@ -1198,6 +1245,17 @@ export const LeaseQueueService: GenService<{
     methodKind: "unary";
     input: typeof FailRequestSchema;
     output: typeof FailResponseSchema;
+  },
+  /**
+   * Release gives back a lease whose job the worker has not started: the job
+   * is eligible again at once and the claim's attempt is refunded.
+   *
+   * @generated from rpc leasequeue.v1.LeaseQueueService.Release
+   */
+  release: {
+    methodKind: "unary";
+    input: typeof ReleaseRequestSchema;
+    output: typeof ReleaseResponseSchema;
   },
   /**
    * Redrive moves a dead job back to queued with a fresh attempt budget.

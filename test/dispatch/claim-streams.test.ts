@@ -1,0 +1,84 @@
+/**
+ * ClaimStreams on its own, pulling messages by hand: what a stream holds
+ * that it has not sent yet, and what happens to it when the stream ends.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ClaimStreams } from "../../src/dispatch/claim-streams.js";
+import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
+import { ManualClock } from "../../src/domain/clock.js";
+import type { EventKind } from "../../src/domain/job.js";
+import { silentLogger } from "../../src/logger.js";
+import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { newJob } from "../store/contract.js";
+
+let dir: string;
+let store: SqliteStore;
+let streams: ClaimStreams;
+let wakeups: QueueWakeups;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "lq-streams-"));
+  const clock = new ManualClock();
+  store = openSqliteStore({ path: join(dir, "jobs.db"), clock });
+  wakeups = new QueueWakeups(store, clock);
+  streams = new ClaimStreams({ store, wakeups, clock, log: silentLogger, keepaliveMs: 60_000 });
+});
+
+afterEach(async () => {
+  streams.close();
+  wakeups.close();
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function nextEvents(kind: EventKind, count: number): Promise<string[]> {
+  const ids: string[] = [];
+  return new Promise((resolve) => {
+    const off = store.onCommitted(({ events }) => {
+      for (const e of events) if (e.kind === kind) ids.push(e.jobId);
+      if (ids.length >= count) {
+        off();
+        resolve(ids);
+      }
+    });
+  });
+}
+
+describe("ClaimStreams", () => {
+  it("releases the leases a stream claimed but never sent when it ends", async () => {
+    await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
+    const abort = new AbortController();
+    const claimed = nextEvents("claimed", 3);
+    const it = streams.open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 3 }, abort.signal)[
+      Symbol.asyncIterator
+    ]();
+    expect((await it.next()).value).toBeNull(); // keepalive: registered
+    await claimed;
+    const sent = (await it.next()).value!;
+    expect(sent.job.state).toBe("running");
+
+    const released = nextEvents("released", 2);
+    abort.abort();
+    const ids = await released;
+    expect(ids).not.toContain(sent.job.id);
+    for (const id of ids) expect(await store.getJob(id)).toMatchObject({ state: "queued", attempts: 0 });
+    expect((await store.getJob(sent.job.id))?.state).toBe("running");
+  });
+
+  it("counts a sent lease until a committed event finishes it", async () => {
+    await store.submit([newJob({ task: "a" }), newJob({ task: "b" })]);
+    const abort = new AbortController();
+    const it = streams.open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 1 }, abort.signal)[
+      Symbol.asyncIterator
+    ]();
+    await it.next();
+    const first = (await it.next()).value!;
+    const second = it.next();
+    await store.complete(first.job.id, first.leaseToken, null);
+    expect((await second).value!.job.id).not.toBe(first.job.id);
+    abort.abort();
+  });
+});
