@@ -299,7 +299,13 @@ export class SqliteStore implements Store {
         continue;
       }
       const tx: Tx = { now: this.#clock.now(), events: [] };
-      this.#savepoint.run();
+      try {
+        this.#savepoint.run();
+      } catch (err) {
+        fatal = storeError(err);
+        outcomes.push({ ok: false, error: fatal });
+        continue;
+      }
       try {
         const value = p.op(tx);
         this.#release.run();
@@ -323,10 +329,10 @@ export class SqliteStore implements Store {
         this.db.exec("COMMIT");
       } catch (err) {
         fatal = storeError(err);
-        if (this.db.inTransaction) this.db.exec("ROLLBACK");
       }
     }
     if (fatal !== undefined) {
+      if (this.db.inTransaction) this.db.exec("ROLLBACK");
       for (const p of batch) p.reject(fatal);
       return;
     }
