@@ -50,11 +50,18 @@ export function useResource<T>(load: (signal: AbortSignal) => Promise<T>, deps: 
     });
   }, []);
 
+  // The data belongs to the deps it was loaded for. The render right after
+  // the deps change (before the effect below runs) must not show the old
+  // data under the new filter.
+  const depsKey = JSON.stringify(deps);
+  const loadedFor = useRef(depsKey);
+
   useEffect(() => {
     const c = ctl.current;
     c.generation++;
     c.inFlight = false;
     c.again = false;
+    loadedFor.current = depsKey;
     setState({ loading: true });
     run();
     return () => {
@@ -64,6 +71,7 @@ export function useResource<T>(load: (signal: AbortSignal) => Promise<T>, deps: 
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, deps);
 
+  if (loadedFor.current !== depsKey) return { loading: true, reload: run };
   return { ...state, reload: run };
 }
 

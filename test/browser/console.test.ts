@@ -235,8 +235,9 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await page.getByRole("button", { name: "Show" }).click();
     await page.waitForURL(/#\/jobs\?queue=mail&state=dead$/);
     await page.getByText("Jobs matching the filter").waitFor();
-    // The filtered page replaces the unfiltered rows once its ListJobs answers.
-    await expect.poll(() => page.locator("tr[data-job-id]").count()).toBe(1);
+    await page.locator(`tr[data-job-id="${id}"]`).waitFor();
+    // Under the filter caption there are never the unfiltered rows.
+    expect(await page.locator("tr[data-job-id]").count()).toBe(1);
     await page.locator(`tr[data-job-id="${id}"] a`).click();
     await page.getByTestId("job-state").getByText("Dead").waitFor();
     expect(await page.locator("pre.error-text").textContent()).toBe("smtp: connection refused");
