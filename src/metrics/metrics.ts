@@ -8,7 +8,7 @@ import { Code } from "@connectrpc/connect";
 import client from "prom-client";
 import type { Clock } from "../domain/clock.js";
 import { JOB_STATES } from "../domain/job.js";
-import type { Store } from "../store/store.js";
+import type { QueueCounts, Store } from "../store/store.js";
 
 export interface Metrics {
   readonly registry: client.Registry;
@@ -46,6 +46,17 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
   // totals are `sum()` of those.
   for (const name of NON_COUNTER_TOTALS) registry.removeSingleMetric(name);
 
+  // Both job gauges read the same counts: one store read per scrape, shared
+  // by the collect() calls that run together while the registry renders.
+  let scrapeCounts: Promise<QueueCounts[]> | undefined;
+  const countsOfThisScrape = () => {
+    if (scrapeCounts === undefined) {
+      scrapeCounts = store.queueCounts();
+      setImmediate(() => (scrapeCounts = undefined));
+    }
+    return scrapeCounts;
+  };
+
   new client.Gauge({
     name: "leasequeue_jobs",
     help: "Jobs in the database by queue and state.",
@@ -53,7 +64,7 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     registers: [registry],
     async collect() {
       this.reset();
-      for (const q of await store.queueCounts()) {
+      for (const q of await countsOfThisScrape()) {
         for (const state of JOB_STATES) this.set({ queue: q.queue, state }, q.counts[state]);
       }
     },
@@ -67,7 +78,7 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     async collect() {
       this.reset();
       const now = clock.now();
-      for (const q of await store.queueCounts()) {
+      for (const q of await countsOfThisScrape()) {
         const age = q.oldestPendingSince === null ? 0 : Math.max(0, now - q.oldestPendingSince) / 1000;
         this.set({ queue: q.queue }, age);
       }
