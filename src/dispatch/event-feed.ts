@@ -142,7 +142,6 @@ export class EventFeed {
   readonly #byQueue = new Map<string, Set<Subscriber>>();
   readonly #byJob = new Map<string, Set<Subscriber>>();
   readonly #unsubscribe: () => void;
-  #subscribers = 0;
   #commits = 0;
   #eventsSent = 0;
   readonly #dropped: Record<DropReason, number> = { buffer_full: 0 };
@@ -160,7 +159,7 @@ export class EventFeed {
   }
 
   get stats(): EventFeedStats {
-    return { subscribers: this.#subscribers, eventsSent: this.#eventsSent, dropped: { ...this.#dropped } };
+    return { subscribers: this.#subscribersList().length, eventsSent: this.#eventsSent, dropped: { ...this.#dropped } };
   }
 
   /**
@@ -283,7 +282,6 @@ export class EventFeed {
     if (jobId !== undefined) addTo(this.#byJob, jobId, sub);
     else if (queue !== undefined) addTo(this.#byQueue, queue, sub);
     else this.#all.add(sub);
-    this.#subscribers++;
   }
 
   #detach(sub: Subscriber): void {
@@ -293,7 +291,6 @@ export class EventFeed {
     if (jobId !== undefined) removeFrom(this.#byJob, jobId, sub);
     else if (queue !== undefined) removeFrom(this.#byQueue, queue, sub);
     else this.#all.delete(sub);
-    this.#subscribers--;
   }
 
   #subscribersList(): Subscriber[] {
