@@ -56,10 +56,12 @@ async function stats(t: TestServer, queue: string) {
 }
 
 describe("StreamClaims", () => {
-  it("sends a keepalive first, so a subscriber knows it is registered", async () => {
+  it("sends a keepalive first, so a subscriber knows it is registered (and counted)", async () => {
     const t = await server();
     const s = openStream(t, { queue: "first", workerId: "w" });
     expect((await s.next()).lease).toBeUndefined();
+    const metrics = await (await fetch(`${t.metricsUrl}/metrics`)).text();
+    expect(metrics).toMatch(/^leasequeue_claim_streams 1$/m);
     s.abort.abort();
   });
 
