@@ -3,8 +3,10 @@
  * shutdown. Everything the server is made of is wired here and only here.
  */
 import { setMaxListeners } from "node:events";
+import { createRegistry } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { file_google_rpc_error_details } from "../gen/ts/google/rpc/error_details_pb.js";
 import type { Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { ClaimStreams } from "./dispatch/claim-streams.js";
@@ -40,7 +42,7 @@ export interface StartOptions {
   clock?: Clock;
   /** Background lease sweep interval; default 500 ms. */
   sweepIntervalMs?: number;
-  /** Idle interval between StreamClaims keepalive messages; default 15 s. */
+  /** Idle interval between StreamClaims and Work keepalive messages; default 15 s. */
   claimKeepaliveMs?: number;
   /** Idle interval between WatchEvents keepalive messages; default 15 s. */
   watchKeepaliveMs?: number;
@@ -74,6 +76,7 @@ export async function startServer(
     claimStreams,
     events,
     onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
+    workKeepaliveMs: claimKeepaliveMs,
   });
   const shutdown = new AbortController();
   // connect-es links every in-flight call's context signal to this one (one
@@ -83,7 +86,9 @@ export async function startServer(
   const handler = connectNodeAdapter({
     routes: routes({ service, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],
-    jsonOptions: { ignoreUnknownFields: false },
+    // The registry lets JSON carry the google.rpc details packed in an
+    // AcknowledgementResult's status (google.protobuf.Any).
+    jsonOptions: { ignoreUnknownFields: false, registry: createRegistry(file_google_rpc_error_details) },
     readMaxBytes: config.maxRequestBytes,
     shutdownSignal: shutdown.signal,
     // Everything that is not an RPC: the operations console at / (else 404).

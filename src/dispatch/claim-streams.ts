@@ -54,6 +54,18 @@ const LEASE_FINISHED: ReadonlySet<EventKind> = new Set([
   "released",
 ]);
 
+/** A stream registered with {@link ClaimStreams.register}. */
+export interface ClaimStreamHandle {
+  /** Every lease claimed for the stream and not taken yet; taking one counts as sending it. */
+  takeReady(): ClaimedLease[];
+  /** Resolves true when leases became ready or wake() was called; false after `ms` or on abort. */
+  wait(ms: number, signal: AbortSignal): Promise<boolean>;
+  /** Wakes the waiter. */
+  wake(): void;
+  /** Unregisters: leases not taken are released; taken ones stay with the worker. */
+  close(): void;
+}
+
 class Subscriber extends Wakeup {
   /** Leases handed out (or claimed and about to be) and not yet finished. */
   readonly inFlight = new Set<string>();
@@ -114,6 +126,30 @@ export class ClaimStreams {
    * the response headers as soon as the stream is registered.
    */
   open(spec: ClaimStreamSpec, signal: AbortSignal): AsyncIterable<ClaimedLease | null> {
+    const { sub, close } = this.#register(spec, signal);
+    return this.#messages(sub, signal, close);
+  }
+
+  /**
+   * Registers a stream that takes its leases in batches (the Work stream) and
+   * whose waiter may also be woken for other reasons (acknowledgement results
+   * to send). The caller must call `close()` when the stream ends; aborting
+   * `signal` closes it too.
+   */
+  register(spec: ClaimStreamSpec, signal: AbortSignal): ClaimStreamHandle {
+    const { sub, close } = this.#register(spec, signal);
+    return {
+      takeReady: () => sub.ready.splice(0),
+      wait: (ms, waitSignal) => sub.wait(ms, waitSignal),
+      wake: () => sub.wake(),
+      close: () => {
+        signal.removeEventListener("abort", close);
+        close();
+      },
+    };
+  }
+
+  #register(spec: ClaimStreamSpec, signal: AbortSignal): { sub: Subscriber; close: () => void } {
     const sub = new Subscriber(spec);
     let state = this.#queues.get(spec.queue);
     if (state === undefined) {
@@ -124,7 +160,7 @@ export class ClaimStreams {
     const close = () => this.#close(sub);
     signal.addEventListener("abort", close, { once: true });
     this.#pump(spec.queue);
-    return this.#messages(sub, signal, close);
+    return { sub, close };
   }
 
   close(): void {

@@ -17,9 +17,11 @@ import {
   LeaseQueueService,
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
 import * as v from "./validate.js";
 import { eventToWire, jobToWire, leaseToWire, statsToWire } from "./wire.js";
+import { workStream } from "./work-stream.js";
 
 /** The HTTP / gRPC metadata header that may carry a Submit's idempotency key. */
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
@@ -33,6 +35,8 @@ export interface LeaseQueueServiceOptions {
   events: EventFeed;
   /** Told about every submit answered from an existing job. */
   onIdempotentReplay?: (queue: string) => void;
+  /** Idle interval between Work keepalive messages. Default 15 s. */
+  workKeepaliveMs?: number;
 }
 
 export function createLeaseQueueService(opts: LeaseQueueServiceOptions): ServiceImpl<typeof LeaseQueueService> {
@@ -43,8 +47,8 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
     return outcomes;
   }
 
-  function submitOutcome(o: SubmitOutcome) {
-    return { job: jobToWire(o.job), deduplicated: o.deduplicated };
+  function submitOutcome(o: SubmitOutcome, basic = false) {
+    return { job: jobToWire(o.job, basic), deduplicated: o.deduplicated };
   }
 
   function headerKey(ctx: HandlerContext): string | undefined {
@@ -67,10 +71,11 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       if (req.jobs.length > v.BOUNDS.batchJobs) {
         throw invalidArgument("jobs", `must contain at most ${v.BOUNDS.batchJobs} jobs`);
       }
+      const basic = v.basicView("view", req.view);
       const now = clock.now();
       const specs = req.jobs.map((job: SubmitRequest, i: number) => v.newJob(job, now, `jobs[${i}].`));
       const outcomes = replayed(await store.submit(specs));
-      return { results: outcomes.map(submitOutcome) };
+      return { results: outcomes.map((o) => submitOutcome(o, basic)) };
     },
 
     async claim(req, ctx) {
@@ -96,12 +101,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
     },
 
     async *streamClaims(req, ctx) {
-      const spec = {
-        queue: v.queueName("queue", req.queue, v.DEFAULTS.queue),
-        workerId: v.workerId("worker_id", req.workerId),
-        leaseDurationMs: v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs, v.DEFAULTS.leaseDurationMs)!,
-        maxInFlight: v.intInRange("max_in_flight", req.maxInFlight, v.BOUNDS.maxInFlight, v.DEFAULTS.maxInFlight),
-      };
+      const spec = v.claimStreamSpec("", req);
       for await (const lease of opts.claimStreams.open(spec, ctx.signal)) {
         yield lease === null ? {} : { lease: leaseToWire(lease) };
       }
@@ -119,25 +119,34 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
     async complete(req) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
-      const result = req.result === undefined ? null : v.jsonText("result", req.result);
+      const result = v.optionalJsonText("result", req.result);
       return { job: jobToWire(await store.complete(jobId, token, result)) };
     },
 
     async fail(req) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
-      const failure = {
-        error: v.text("error", req.error),
-        permanent: req.permanent,
-        retryDelayMs: v.durationInRange("retry_delay", req.retryDelay, v.BOUNDS.retryDelayMs),
-      };
-      return { job: jobToWire(await store.fail(jobId, token, failure)) };
+      return { job: jobToWire(await store.fail(jobId, token, v.failure("", req))) };
     },
 
     async release(req) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
       return { job: jobToWire(await store.release(jobId, token)) };
+    },
+
+    async acknowledge(req) {
+      const acks = parseAcknowledgements("acks", req.acks, 1);
+      const outcomes = await applyAcknowledgements(store, acks);
+      return { results: outcomes.map(ackResultToWire) };
+    },
+
+    work(requests, ctx) {
+      return workStream(requests, ctx, {
+        store,
+        claimStreams: opts.claimStreams,
+        keepaliveMs: opts.workKeepaliveMs ?? 15_000,
+      });
     },
 
     async redrive(req) {
@@ -160,13 +169,14 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       const queue = req.queue === "" ? undefined : v.queueName("queue", req.queue);
       const states = v.jobStates("states", req.states);
       const limit = v.intInRange("page_size", req.pageSize, v.BOUNDS.pageSize, v.DEFAULTS.pageSize);
+      const basic = v.basicView("view", req.view);
       const filter = filterKey(queue, states);
       const beforeId = req.pageToken === "" ? undefined : decodePageToken(req.pageToken, filter);
       const jobs = await store.listJobs({ queue, states: states.length > 0 ? states : undefined, limit: limit + 1, beforeId });
       const page = jobs.slice(0, limit);
       const more = jobs.length > limit;
       return {
-        jobs: page.map(jobToWire),
+        jobs: page.map((job) => jobToWire(job, basic)),
         nextPageToken: more ? encodePageToken(page.at(-1)!.id, filter) : "",
       };
     },

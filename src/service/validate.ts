@@ -8,7 +8,7 @@ import { ValueSchema, type Duration, type Timestamp, type Value } from "@bufbuil
 import type { JobState as DomainState } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";
 import type { NewJob } from "../domain/submission.js";
-import type { JobState, SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { JobView, type JobState, type SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument, payloadTooLarge } from "./errors.js";
 import { STATE_FROM_WIRE } from "./wire.js";
 
@@ -34,6 +34,8 @@ export const BOUNDS = {
   textChars: 4096,
   pageSize: [1, 500],
   batchJobs: 500,
+  /** Acknowledgements in one Acknowledge request or Work message (api.md section A). */
+  acks: 1000,
   /** retry_delay on Fail: api.md gives no bound; we allow what a schedule allows. */
   retryDelayMs: [0, 30 * DAY],
 } as const;
@@ -154,6 +156,27 @@ export function jsonText(field: string, value: Value | undefined): string {
   return textValue;
 }
 
+/** An optional Value (a result): absent is null, not the JSON text "null". */
+export function optionalJsonText(field: string, value: Value | undefined): string | null {
+  return value === undefined ? null : jsonText(field, value);
+}
+
+/** What Fail and an AckFail report. */
+export interface Failure {
+  error: string;
+  permanent: boolean;
+  retryDelayMs: number | undefined;
+}
+
+/** The failure fields of FailRequest or AckFail; `path` prefixes their names. */
+export function failure(path: string, req: { error: string; permanent: boolean; retryDelay?: Duration }): Failure {
+  return {
+    error: text(`${path}error`, req.error),
+    permanent: req.permanent,
+    retryDelayMs: durationInRange(`${path}retry_delay`, req.retryDelay, BOUNDS.retryDelayMs),
+  };
+}
+
 function timestampMs(field: string, value: Timestamp): number {
   if (value.nanos < 0 || value.nanos > 999_999_999) throw invalidArgument(field, "is not a valid timestamp");
   return Number(value.seconds) * 1000 + Math.floor(value.nanos / 1e6);
@@ -194,6 +217,26 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
     schedule,
     idempotencyKey: key,
   };
+}
+
+/** StreamClaimsRequest or WorkStart: the stream's queue, worker, lease duration and room. */
+export function claimStreamSpec(
+  path: string,
+  req: { queue: string; workerId: string; leaseDuration?: Duration; maxInFlight: number },
+): { queue: string; workerId: string; leaseDurationMs: number; maxInFlight: number } {
+  return {
+    queue: queueName(`${path}queue`, req.queue, DEFAULTS.queue),
+    workerId: workerId(`${path}worker_id`, req.workerId),
+    leaseDurationMs: durationInRange(`${path}lease_duration`, req.leaseDuration, BOUNDS.leaseDurationMs, DEFAULTS.leaseDurationMs)!,
+    maxInFlight: intInRange(`${path}max_in_flight`, req.maxInFlight, BOUNDS.maxInFlight, DEFAULTS.maxInFlight),
+  };
+}
+
+/** A request's `view`: true for JOB_VIEW_BASIC, false for the full job (unspecified or FULL). */
+export function basicView(field: string, value: JobView): boolean {
+  if (value === JobView.BASIC) return true;
+  if (value === JobView.UNSPECIFIED || value === JobView.FULL) return false;
+  throw invalidArgument(field, "must be JOB_VIEW_UNSPECIFIED, JOB_VIEW_FULL or JOB_VIEW_BASIC");
 }
 
 export function jobStates(field: string, values: JobState[]): DomainState[] {

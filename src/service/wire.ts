@@ -50,12 +50,28 @@ function jsonValue(text: string | null) {
   return text === null ? undefined : fromJson(ValueSchema, JSON.parse(text) as JsonValue);
 }
 
-export function jobToWire(job: DomainJob): Job {
+/**
+ * A job as the wire's Job. `basic` (JOB_VIEW_BASIC) leaves out payload,
+ * result and last_error: the fields that make a job large.
+ */
+export function jobToWire(job: DomainJob, basic = false): Job {
+  if (basic) {
+    return create(JobSchema, jobEnvelope(job));
+  }
   return create(JobSchema, {
+    ...jobEnvelope(job),
+    payload: jsonValue(job.payloadJson),
+    lastError: job.lastError ?? "",
+    result: jsonValue(job.resultJson),
+  });
+}
+
+/** Every Job field but payload, result and last_error. */
+function jobEnvelope(job: DomainJob) {
+  return {
     id: job.id,
     queue: job.queue,
     task: job.task,
-    payload: jsonValue(job.payloadJson),
     priority: job.priority,
     state: STATE_TO_WIRE[job.state],
     attempts: job.attempts,
@@ -68,9 +84,7 @@ export function jobToWire(job: DomainJob): Job {
     workerId: job.workerId ?? "",
     leaseExpireTime: job.leaseExpireTime === null ? undefined : timestampFromMs(job.leaseExpireTime),
     deliveries: job.deliveries,
-    lastError: job.lastError ?? "",
-    result: jsonValue(job.resultJson),
-  });
+  };
 }
 
 export function leaseToWire(lease: ClaimedLease): Lease {

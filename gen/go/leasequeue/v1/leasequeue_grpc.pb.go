@@ -50,6 +50,13 @@ type LeaseQueueServiceClient interface {
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
 	// WatchEvents streams transition events, resumable from a sequence.
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (LeaseQueueService_WatchEventsClient, error)
+	// Acknowledge applies up to 1000 acknowledgements (complete, fail,
+	// heartbeat, release), each answered on its own.
+	Acknowledge(ctx context.Context, in *AcknowledgeRequest, opts ...grpc.CallOption) (*AcknowledgeResponse, error)
+	// Work carries leases down and acknowledgements up on one stream, many per
+	// message. It needs HTTP/2; clients on HTTP/1.1 use StreamClaims plus
+	// Acknowledge.
+	Work(ctx context.Context, opts ...grpc.CallOption) (LeaseQueueService_WorkClient, error)
 }
 
 type leaseQueueServiceClient struct {
@@ -241,6 +248,46 @@ func (x *leaseQueueServiceWatchEventsClient) Recv() (*WatchEventsResponse, error
 	return m, nil
 }
 
+func (c *leaseQueueServiceClient) Acknowledge(ctx context.Context, in *AcknowledgeRequest, opts ...grpc.CallOption) (*AcknowledgeResponse, error) {
+	out := new(AcknowledgeResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/Acknowledge", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *leaseQueueServiceClient) Work(ctx context.Context, opts ...grpc.CallOption) (LeaseQueueService_WorkClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_LeaseQueueService_serviceDesc.Streams[2], "/leasequeue.v1.LeaseQueueService/Work", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &leaseQueueServiceWorkClient{stream}
+	return x, nil
+}
+
+type LeaseQueueService_WorkClient interface {
+	Send(*WorkRequest) error
+	Recv() (*WorkResponse, error)
+	grpc.ClientStream
+}
+
+type leaseQueueServiceWorkClient struct {
+	grpc.ClientStream
+}
+
+func (x *leaseQueueServiceWorkClient) Send(m *WorkRequest) error {
+	return x.ClientStream.SendMsg(m)
+}
+
+func (x *leaseQueueServiceWorkClient) Recv() (*WorkResponse, error) {
+	m := new(WorkResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // LeaseQueueServiceServer is the server API for LeaseQueueService service.
 // All implementations must embed UnimplementedLeaseQueueServiceServer
 // for forward compatibility
@@ -278,6 +325,13 @@ type LeaseQueueServiceServer interface {
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
 	// WatchEvents streams transition events, resumable from a sequence.
 	WatchEvents(*WatchEventsRequest, LeaseQueueService_WatchEventsServer) error
+	// Acknowledge applies up to 1000 acknowledgements (complete, fail,
+	// heartbeat, release), each answered on its own.
+	Acknowledge(context.Context, *AcknowledgeRequest) (*AcknowledgeResponse, error)
+	// Work carries leases down and acknowledgements up on one stream, many per
+	// message. It needs HTTP/2; clients on HTTP/1.1 use StreamClaims plus
+	// Acknowledge.
+	Work(LeaseQueueService_WorkServer) error
 	mustEmbedUnimplementedLeaseQueueServiceServer()
 }
 
@@ -329,6 +383,12 @@ func (UnimplementedLeaseQueueServiceServer) GetStats(context.Context, *GetStatsR
 }
 func (UnimplementedLeaseQueueServiceServer) WatchEvents(*WatchEventsRequest, LeaseQueueService_WatchEventsServer) error {
 	return status.Errorf(codes.Unimplemented, "method WatchEvents not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) Acknowledge(context.Context, *AcknowledgeRequest) (*AcknowledgeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Acknowledge not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) Work(LeaseQueueService_WorkServer) error {
+	return status.Errorf(codes.Unimplemented, "method Work not implemented")
 }
 func (UnimplementedLeaseQueueServiceServer) mustEmbedUnimplementedLeaseQueueServiceServer() {}
 
@@ -619,6 +679,50 @@ func (x *leaseQueueServiceWatchEventsServer) Send(m *WatchEventsResponse) error 
 	return x.ServerStream.SendMsg(m)
 }
 
+func _LeaseQueueService_Acknowledge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcknowledgeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).Acknowledge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/Acknowledge",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).Acknowledge(ctx, req.(*AcknowledgeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LeaseQueueService_Work_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LeaseQueueServiceServer).Work(&leaseQueueServiceWorkServer{stream})
+}
+
+type LeaseQueueService_WorkServer interface {
+	Send(*WorkResponse) error
+	Recv() (*WorkRequest, error)
+	grpc.ServerStream
+}
+
+type leaseQueueServiceWorkServer struct {
+	grpc.ServerStream
+}
+
+func (x *leaseQueueServiceWorkServer) Send(m *WorkResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func (x *leaseQueueServiceWorkServer) Recv() (*WorkRequest, error) {
+	m := new(WorkRequest)
+	if err := x.ServerStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "leasequeue.v1.LeaseQueueService",
 	HandlerType: (*LeaseQueueServiceServer)(nil),
@@ -675,6 +779,10 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 			MethodName: "GetStats",
 			Handler:    _LeaseQueueService_GetStats_Handler,
 		},
+		{
+			MethodName: "Acknowledge",
+			Handler:    _LeaseQueueService_Acknowledge_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -686,6 +794,12 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 			StreamName:    "WatchEvents",
 			Handler:       _LeaseQueueService_WatchEvents_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Work",
+			Handler:       _LeaseQueueService_Work_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "leasequeue/v1/leasequeue.proto",

@@ -90,6 +90,16 @@ class LeaseQueueServiceStub(object):
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.WatchEventsRequest.SerializeToString,
                 response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.WatchEventsResponse.FromString,
                 )
+        self.Acknowledge = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/Acknowledge',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.AcknowledgeRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.AcknowledgeResponse.FromString,
+                )
+        self.Work = channel.stream_stream(
+                '/leasequeue.v1.LeaseQueueService/Work',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.WorkRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.WorkResponse.FromString,
+                )
 
 
 class LeaseQueueServiceServicer(object):
@@ -204,6 +214,23 @@ class LeaseQueueServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Acknowledge(self, request, context):
+        """Acknowledge applies up to 1000 acknowledgements (complete, fail,
+        heartbeat, release), each answered on its own.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Work(self, request_iterator, context):
+        """Work carries leases down and acknowledgements up on one stream, many per
+        message. It needs HTTP/2; clients on HTTP/1.1 use StreamClaims plus
+        Acknowledge.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LeaseQueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +308,16 @@ def add_LeaseQueueServiceServicer_to_server(servicer, server):
                     servicer.WatchEvents,
                     request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.WatchEventsRequest.FromString,
                     response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.WatchEventsResponse.SerializeToString,
+            ),
+            'Acknowledge': grpc.unary_unary_rpc_method_handler(
+                    servicer.Acknowledge,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.AcknowledgeRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.AcknowledgeResponse.SerializeToString,
+            ),
+            'Work': grpc.stream_stream_rpc_method_handler(
+                    servicer.Work,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.WorkRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.WorkResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -545,5 +582,39 @@ class LeaseQueueService(object):
         return grpc.experimental.unary_stream(request, target, '/leasequeue.v1.LeaseQueueService/WatchEvents',
             leasequeue_dot_v1_dot_leasequeue__pb2.WatchEventsRequest.SerializeToString,
             leasequeue_dot_v1_dot_leasequeue__pb2.WatchEventsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Acknowledge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/Acknowledge',
+            leasequeue_dot_v1_dot_leasequeue__pb2.AcknowledgeRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.AcknowledgeResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Work(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/leasequeue.v1.LeaseQueueService/Work',
+            leasequeue_dot_v1_dot_leasequeue__pb2.WorkRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.WorkResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

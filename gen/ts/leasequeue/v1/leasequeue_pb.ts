@@ -10,13 +10,15 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration, Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Status } from "../../google/rpc/status_pb.js";
+import { file_google_rpc_status } from "../../google/rpc/status_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file leasequeue/v1/leasequeue.proto.
  */
 export const file_leasequeue_v1_leasequeue: GenFile = /*@__PURE__*/
-  fileDesc("Ch5sZWFzZXF1ZXVlL3YxL2xlYXNlcXVldWUucHJvdG8SDWxlYXNlcXVldWUudjEizgQKA0pvYhIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0YXNrGAMgASgJEicKB3BheWxvYWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBSABKAUSJgoFc3RhdGUYBiABKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhAKCGF0dGVtcHRzGAcgASgFEhQKDG1heF9hdHRlbXB0cxgIIAEoBRIzChByZXRyeV9iYXNlX2RlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDXNjaGVkdWxlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXdvcmtlcl9pZBgOIAEoCRI1ChFsZWFzZV9leHBpcmVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVsaXZlcmllcxgQIAEoBRISCgpsYXN0X2Vycm9yGBEgASgJEiYKBnJlc3VsdBgSIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSI9CgVMZWFzZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhITCgtsZWFzZV90b2tlbhgCIAEoCSKgAgoISm9iRXZlbnQSEAoIc2VxdWVuY2UYASABKAMSDgoGam9iX2lkGAIgASgJEg0KBXF1ZXVlGAMgASgJEiYKBGtpbmQYBCABKA4yGC5sZWFzZXF1ZXVlLnYxLkV2ZW50S2luZBIrCgpmcm9tX3N0YXRlGAUgASgOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIpCgh0b19zdGF0ZRgGIAEoDjIXLmxlYXNlcXVldWUudjEuSm9iU3RhdGUSLgoKZXZlbnRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGAggASgJEg8KB2F0dGVtcHQYCSABKAUSDwoHbWVzc2FnZRgKIAEoCSK2AQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRIOCgZxdWV1ZWQYAiABKAMSDwoHcnVubmluZxgDIAEoAxINCgVyZXRyeRgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSNQoSb2xkZXN0X3BlbmRpbmdfYWdlGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIrgCCg1TdWJtaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgwKBHRhc2sYAiABKAkSJwoHcGF5bG9hZBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIQCghwcmlvcml0eRgEIAEoBRIUCgxtYXhfYXR0ZW1wdHMYBSABKAUSMwoQcmV0cnlfYmFzZV9kZWxheRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIzCg1zY2hlZHVsZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAEioKBWRlbGF5GAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSAASFwoPaWRlbXBvdGVuY3lfa2V5GAkgASgJQgoKCHNjaGVkdWxlIkcKDlN1Ym1pdFJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iEhQKDGRlZHVwbGljYXRlZBgCIAEoCCJAChJTdWJtaXRCYXRjaFJlcXVlc3QSKgoEam9icxgBIAMoCzIcLmxlYXNlcXVldWUudjEuU3VibWl0UmVxdWVzdCJFChNTdWJtaXRCYXRjaFJlc3BvbnNlEi4KB3Jlc3VsdHMYASADKAsyHS5sZWFzZXF1ZXVlLnYxLlN1Ym1pdFJlc3BvbnNlIp4BCgxDbGFpbVJlcXVlc3QSDQoFcXVldWUYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCG1heF9qb2JzGAQgASgFEicKBHdhaXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNQoNQ2xhaW1SZXNwb25zZRIkCgZsZWFzZXMYASADKAsyFC5sZWFzZXF1ZXVlLnYxLkxlYXNlIoEBChNTdHJlYW1DbGFpbXNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1tYXhfaW5fZmxpZ2h0GAQgASgFIjsKFFN0cmVhbUNsYWltc1Jlc3BvbnNlEiMKBWxlYXNlGAEgASgLMhQubGVhc2VxdWV1ZS52MS5MZWFzZSJqChBIZWFydGJlYXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI0ChFIZWFydGJlYXRSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiJeCg9Db21wbGV0ZVJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEiYKBnJlc3VsdBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIzChBDb21wbGV0ZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIoQBCgtGYWlsUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkSDQoFZXJyb3IYAyABKAkSEQoJcGVybWFuZW50GAQgASgIEi4KC3JldHJ5X2RlbGF5GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi8KDEZhaWxSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiI1Cg5SZWxlYXNlUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkiMgoPUmVsZWFzZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIiAKDlJlZHJpdmVSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIyCg9SZWRyaXZlUmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IiLwoNQ2FuY2VsUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIjEKDkNhbmNlbFJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjEKDkdldEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iInAKD0xpc3RKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRInCgZzdGF0ZXMYAiADKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIk0KEExpc3RKb2JzUmVzcG9uc2USIAoEam9icxgBIAMoCzISLmxlYXNlcXVldWUudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSImChRMaXN0Sm9iRXZlbnRzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiQAoVTGlzdEpvYkV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLmxlYXNlcXVldWUudjEuSm9iRXZlbnQiEQoPR2V0U3RhdHNSZXF1ZXN0ImcKEEdldFN0YXRzUmVzcG9uc2USKQoGcXVldWVzGAEgAygLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzEigKBXRvdGFsGAIgASgLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzImMKEldhdGNoRXZlbnRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIOCgZqb2JfaWQYAiABKAkSGwoOYWZ0ZXJfc2VxdWVuY2UYAyABKANIAIgBAUIRCg9fYWZ0ZXJfc2VxdWVuY2UiPQoTV2F0Y2hFdmVudHNSZXNwb25zZRImCgVldmVudBgBIAEoCzIXLmxlYXNlcXVldWUudjEuSm9iRXZlbnQqrQEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhQKEEpPQl9TVEFURV9RVUVVRUQQARIVChFKT0JfU1RBVEVfUlVOTklORxACEhMKD0pPQl9TVEFURV9SRVRSWRADEhcKE0pPQl9TVEFURV9DT01QTEVURUQQBBISCg5KT0JfU1RBVEVfREVBRBAFEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQBiqsAgoJRXZlbnRLaW5kEhoKFkVWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIYChRFVkVOVF9LSU5EX1NVQk1JVFRFRBABEhYKEkVWRU5UX0tJTkRfQ0xBSU1FRBACEhgKFEVWRU5UX0tJTkRfSEVBUlRCRUFUEAMSGAoURVZFTlRfS0lORF9DT01QTEVURUQQBBIVChFFVkVOVF9LSU5EX0ZBSUxFRBAFEhwKGEVWRU5UX0tJTkRfREVBRF9MRVRURVJFRBAGEhwKGEVWRU5UX0tJTkRfTEVBU0VfRVhQSVJFRBAHEhcKE0VWRU5UX0tJTkRfUkVEUklWRU4QCBIYChRFVkVOVF9LSU5EX0NBTkNFTExFRBAJEhcKE0VWRU5UX0tJTkRfUkVMRUFTRUQQCjKdCQoRTGVhc2VRdWV1ZVNlcnZpY2USRQoGU3VibWl0EhwubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXF1ZXN0Gh0ubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXNwb25zZRJUCgtTdWJtaXRCYXRjaBIhLmxlYXNlcXVldWUudjEuU3VibWl0QmF0Y2hSZXF1ZXN0GiIubGVhc2VxdWV1ZS52MS5TdWJtaXRCYXRjaFJlc3BvbnNlEkIKBUNsYWltEhsubGVhc2VxdWV1ZS52MS5DbGFpbVJlcXVlc3QaHC5sZWFzZXF1ZXVlLnYxLkNsYWltUmVzcG9uc2USWQoMU3RyZWFtQ2xhaW1zEiIubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXF1ZXN0GiMubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXNwb25zZTABEk4KCUhlYXJ0YmVhdBIfLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVxdWVzdBogLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVzcG9uc2USSwoIQ29tcGxldGUSHi5sZWFzZXF1ZXVlLnYxLkNvbXBsZXRlUmVxdWVzdBofLmxlYXNlcXVldWUudjEuQ29tcGxldGVSZXNwb25zZRI/CgRGYWlsEhoubGVhc2VxdWV1ZS52MS5GYWlsUmVxdWVzdBobLmxlYXNlcXVldWUudjEuRmFpbFJlc3BvbnNlEkgKB1JlbGVhc2USHS5sZWFzZXF1ZXVlLnYxLlJlbGVhc2VSZXF1ZXN0Gh4ubGVhc2VxdWV1ZS52MS5SZWxlYXNlUmVzcG9uc2USSAoHUmVkcml2ZRIdLmxlYXNlcXVldWUudjEuUmVkcml2ZVJlcXVlc3QaHi5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVSZXNwb25zZRJFCgZDYW5jZWwSHC5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlcXVlc3QaHS5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlc3BvbnNlEkUKBkdldEpvYhIcLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVxdWVzdBodLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5sZWFzZXF1ZXVlLnYxLkxpc3RKb2JzUmVxdWVzdBofLmxlYXNlcXVldWUudjEuTGlzdEpvYnNSZXNwb25zZRJaCg1MaXN0Sm9iRXZlbnRzEiMubGVhc2VxdWV1ZS52MS5MaXN0Sm9iRXZlbnRzUmVxdWVzdBokLmxlYXNlcXVldWUudjEuTGlzdEpvYkV2ZW50c1Jlc3BvbnNlEksKCEdldFN0YXRzEh4ubGVhc2VxdWV1ZS52MS5HZXRTdGF0c1JlcXVlc3QaHy5sZWFzZXF1ZXVlLnYxLkdldFN0YXRzUmVzcG9uc2USVgoLV2F0Y2hFdmVudHMSIS5sZWFzZXF1ZXVlLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoiLmxlYXNlcXVldWUudjEuV2F0Y2hFdmVudHNSZXNwb25zZTABQi5aLGxlYXNlcXVldWUvZ2VuL2dvL2xlYXNlcXVldWUvdjE7bGVhc2VxdWV1ZXYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch5sZWFzZXF1ZXVlL3YxL2xlYXNlcXVldWUucHJvdG8SDWxlYXNlcXVldWUudjEizgQKA0pvYhIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0YXNrGAMgASgJEicKB3BheWxvYWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBSABKAUSJgoFc3RhdGUYBiABKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhAKCGF0dGVtcHRzGAcgASgFEhQKDG1heF9hdHRlbXB0cxgIIAEoBRIzChByZXRyeV9iYXNlX2RlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDXNjaGVkdWxlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXdvcmtlcl9pZBgOIAEoCRI1ChFsZWFzZV9leHBpcmVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVsaXZlcmllcxgQIAEoBRISCgpsYXN0X2Vycm9yGBEgASgJEiYKBnJlc3VsdBgSIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSI9CgVMZWFzZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhITCgtsZWFzZV90b2tlbhgCIAEoCSKgAgoISm9iRXZlbnQSEAoIc2VxdWVuY2UYASABKAMSDgoGam9iX2lkGAIgASgJEg0KBXF1ZXVlGAMgASgJEiYKBGtpbmQYBCABKA4yGC5sZWFzZXF1ZXVlLnYxLkV2ZW50S2luZBIrCgpmcm9tX3N0YXRlGAUgASgOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIpCgh0b19zdGF0ZRgGIAEoDjIXLmxlYXNlcXVldWUudjEuSm9iU3RhdGUSLgoKZXZlbnRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGAggASgJEg8KB2F0dGVtcHQYCSABKAUSDwoHbWVzc2FnZRgKIAEoCSK2AQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRIOCgZxdWV1ZWQYAiABKAMSDwoHcnVubmluZxgDIAEoAxINCgVyZXRyeRgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSNQoSb2xkZXN0X3BlbmRpbmdfYWdlGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIrgCCg1TdWJtaXRSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgwKBHRhc2sYAiABKAkSJwoHcGF5bG9hZBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIQCghwcmlvcml0eRgEIAEoBRIUCgxtYXhfYXR0ZW1wdHMYBSABKAUSMwoQcmV0cnlfYmFzZV9kZWxheRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIzCg1zY2hlZHVsZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgAEioKBWRlbGF5GAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSAASFwoPaWRlbXBvdGVuY3lfa2V5GAkgASgJQgoKCHNjaGVkdWxlIkcKDlN1Ym1pdFJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iEhQKDGRlZHVwbGljYXRlZBgCIAEoCCJmChJTdWJtaXRCYXRjaFJlcXVlc3QSKgoEam9icxgBIAMoCzIcLmxlYXNlcXVldWUudjEuU3VibWl0UmVxdWVzdBIkCgR2aWV3GAIgASgOMhYubGVhc2VxdWV1ZS52MS5Kb2JWaWV3IkUKE1N1Ym1pdEJhdGNoUmVzcG9uc2USLgoHcmVzdWx0cxgBIAMoCzIdLmxlYXNlcXVldWUudjEuU3VibWl0UmVzcG9uc2UingEKDENsYWltUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIRCgl3b3JrZXJfaWQYAiABKAkSMQoObGVhc2VfZHVyYXRpb24YAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIbWF4X2pvYnMYBCABKAUSJwoEd2FpdBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI1Cg1DbGFpbVJlc3BvbnNlEiQKBmxlYXNlcxgBIAMoCzIULmxlYXNlcXVldWUudjEuTGVhc2UigQEKE1N0cmVhbUNsYWltc1JlcXVlc3QSDQoFcXVldWUYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDW1heF9pbl9mbGlnaHQYBCABKAUiOwoUU3RyZWFtQ2xhaW1zUmVzcG9uc2USIwoFbGVhc2UYASABKAsyFC5sZWFzZXF1ZXVlLnYxLkxlYXNlImoKEEhlYXJ0YmVhdFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjQKEUhlYXJ0YmVhdFJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIl4KD0NvbXBsZXRlUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkSJgoGcmVzdWx0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIjMKEENvbXBsZXRlUmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IihAEKC0ZhaWxSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRINCgVlcnJvchgDIAEoCRIRCglwZXJtYW5lbnQYBCABKAgSLgoLcmV0cnlfZGVsYXkYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iLwoMRmFpbFJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIjUKDlJlbGVhc2VSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCSIyCg9SZWxlYXNlUmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IiIAoOUmVkcml2ZVJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjIKD1JlZHJpdmVSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiIvCg1DYW5jZWxSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiMQoOQ2FuY2VsUmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IiHwoNR2V0Sm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMQoOR2V0Sm9iUmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IilgEKD0xpc3RKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRInCgZzdGF0ZXMYAiADKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJEiQKBHZpZXcYBSABKA4yFi5sZWFzZXF1ZXVlLnYxLkpvYlZpZXciTQoQTGlzdEpvYnNSZXNwb25zZRIgCgRqb2JzGAEgAygLMhIubGVhc2VxdWV1ZS52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiYKFExpc3RKb2JFdmVudHNSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSJAChVMaXN0Sm9iRXZlbnRzUmVzcG9uc2USJwoGZXZlbnRzGAEgAygLMhcubGVhc2VxdWV1ZS52MS5Kb2JFdmVudCIRCg9HZXRTdGF0c1JlcXVlc3QiZwoQR2V0U3RhdHNSZXNwb25zZRIpCgZxdWV1ZXMYASADKAsyGS5sZWFzZXF1ZXVlLnYxLlF1ZXVlU3RhdHMSKAoFdG90YWwYAiABKAsyGS5sZWFzZXF1ZXVlLnYxLlF1ZXVlU3RhdHMiYwoSV2F0Y2hFdmVudHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEg4KBmpvYl9pZBgCIAEoCRIbCg5hZnRlcl9zZXF1ZW5jZRgDIAEoA0gAiAEBQhEKD19hZnRlcl9zZXF1ZW5jZSI9ChNXYXRjaEV2ZW50c1Jlc3BvbnNlEiYKBWV2ZW50GAEgASgLMhcubGVhc2VxdWV1ZS52MS5Kb2JFdmVudCL5AQoPQWNrbm93bGVkZ2VtZW50Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRIuCghjb21wbGV0ZRgDIAEoCzIaLmxlYXNlcXVldWUudjEuQWNrQ29tcGxldGVIABImCgRmYWlsGAQgASgLMhYubGVhc2VxdWV1ZS52MS5BY2tGYWlsSAASMAoJaGVhcnRiZWF0GAUgASgLMhsubGVhc2VxdWV1ZS52MS5BY2tIZWFydGJlYXRIABIsCgdyZWxlYXNlGAYgASgLMhkubGVhc2VxdWV1ZS52MS5BY2tSZWxlYXNlSABCCQoHb3V0Y29tZSI1CgtBY2tDb21wbGV0ZRImCgZyZXN1bHQYASABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiWwoHQWNrRmFpbBINCgVlcnJvchgBIAEoCRIRCglwZXJtYW5lbnQYAiABKAgSLgoLcmV0cnlfZGVsYXkYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iQQoMQWNrSGVhcnRiZWF0EjEKDmxlYXNlX2R1cmF0aW9uGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIgwKCkFja1JlbGVhc2UiggEKFUFja25vd2xlZGdlbWVudFJlc3VsdBIOCgZqb2JfaWQYASABKAkSIgoGc3RhdHVzGAIgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXMSNQoRbGVhc2VfZXhwaXJlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkIKEkFja25vd2xlZGdlUmVxdWVzdBIsCgRhY2tzGAEgAygLMh4ubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZW1lbnQiTAoTQWNrbm93bGVkZ2VSZXNwb25zZRI1CgdyZXN1bHRzGAEgAygLMiQubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZW1lbnRSZXN1bHQidwoJV29ya1N0YXJ0Eg0KBXF1ZXVlGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1tYXhfaW5fZmxpZ2h0GAQgASgFImQKC1dvcmtSZXF1ZXN0EicKBXN0YXJ0GAEgASgLMhgubGVhc2VxdWV1ZS52MS5Xb3JrU3RhcnQSLAoEYWNrcxgCIAMoCzIeLmxlYXNlcXVldWUudjEuQWNrbm93bGVkZ2VtZW50ImsKDFdvcmtSZXNwb25zZRIkCgZsZWFzZXMYASADKAsyFC5sZWFzZXF1ZXVlLnYxLkxlYXNlEjUKB3Jlc3VsdHMYAiADKAsyJC5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlbWVudFJlc3VsdCpKCgdKb2JWaWV3EhgKFEpPQl9WSUVXX1VOU1BFQ0lGSUVEEAASEQoNSk9CX1ZJRVdfRlVMTBABEhIKDkpPQl9WSUVXX0JBU0lDEAIqrQEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhQKEEpPQl9TVEFURV9RVUVVRUQQARIVChFKT0JfU1RBVEVfUlVOTklORxACEhMKD0pPQl9TVEFURV9SRVRSWRADEhcKE0pPQl9TVEFURV9DT01QTEVURUQQBBISCg5KT0JfU1RBVEVfREVBRBAFEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQBiqsAgoJRXZlbnRLaW5kEhoKFkVWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIYChRFVkVOVF9LSU5EX1NVQk1JVFRFRBABEhYKEkVWRU5UX0tJTkRfQ0xBSU1FRBACEhgKFEVWRU5UX0tJTkRfSEVBUlRCRUFUEAMSGAoURVZFTlRfS0lORF9DT01QTEVURUQQBBIVChFFVkVOVF9LSU5EX0ZBSUxFRBAFEhwKGEVWRU5UX0tJTkRfREVBRF9MRVRURVJFRBAGEhwKGEVWRU5UX0tJTkRfTEVBU0VfRVhQSVJFRBAHEhcKE0VWRU5UX0tJTkRfUkVEUklWRU4QCBIYChRFVkVOVF9LSU5EX0NBTkNFTExFRBAJEhcKE0VWRU5UX0tJTkRfUkVMRUFTRUQQCjK4CgoRTGVhc2VRdWV1ZVNlcnZpY2USRQoGU3VibWl0EhwubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXF1ZXN0Gh0ubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXNwb25zZRJUCgtTdWJtaXRCYXRjaBIhLmxlYXNlcXVldWUudjEuU3VibWl0QmF0Y2hSZXF1ZXN0GiIubGVhc2VxdWV1ZS52MS5TdWJtaXRCYXRjaFJlc3BvbnNlEkIKBUNsYWltEhsubGVhc2VxdWV1ZS52MS5DbGFpbVJlcXVlc3QaHC5sZWFzZXF1ZXVlLnYxLkNsYWltUmVzcG9uc2USWQoMU3RyZWFtQ2xhaW1zEiIubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXF1ZXN0GiMubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXNwb25zZTABEk4KCUhlYXJ0YmVhdBIfLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVxdWVzdBogLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVzcG9uc2USSwoIQ29tcGxldGUSHi5sZWFzZXF1ZXVlLnYxLkNvbXBsZXRlUmVxdWVzdBofLmxlYXNlcXVldWUudjEuQ29tcGxldGVSZXNwb25zZRI/CgRGYWlsEhoubGVhc2VxdWV1ZS52MS5GYWlsUmVxdWVzdBobLmxlYXNlcXVldWUudjEuRmFpbFJlc3BvbnNlEkgKB1JlbGVhc2USHS5sZWFzZXF1ZXVlLnYxLlJlbGVhc2VSZXF1ZXN0Gh4ubGVhc2VxdWV1ZS52MS5SZWxlYXNlUmVzcG9uc2USSAoHUmVkcml2ZRIdLmxlYXNlcXVldWUudjEuUmVkcml2ZVJlcXVlc3QaHi5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVSZXNwb25zZRJFCgZDYW5jZWwSHC5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlcXVlc3QaHS5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlc3BvbnNlEkUKBkdldEpvYhIcLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVxdWVzdBodLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5sZWFzZXF1ZXVlLnYxLkxpc3RKb2JzUmVxdWVzdBofLmxlYXNlcXVldWUudjEuTGlzdEpvYnNSZXNwb25zZRJaCg1MaXN0Sm9iRXZlbnRzEiMubGVhc2VxdWV1ZS52MS5MaXN0Sm9iRXZlbnRzUmVxdWVzdBokLmxlYXNlcXVldWUudjEuTGlzdEpvYkV2ZW50c1Jlc3BvbnNlEksKCEdldFN0YXRzEh4ubGVhc2VxdWV1ZS52MS5HZXRTdGF0c1JlcXVlc3QaHy5sZWFzZXF1ZXVlLnYxLkdldFN0YXRzUmVzcG9uc2USVgoLV2F0Y2hFdmVudHMSIS5sZWFzZXF1ZXVlLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoiLmxlYXNlcXVldWUudjEuV2F0Y2hFdmVudHNSZXNwb25zZTABElQKC0Fja25vd2xlZGdlEiEubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZVJlcXVlc3QaIi5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlUmVzcG9uc2USQwoEV29yaxIaLmxlYXNlcXVldWUudjEuV29ya1JlcXVlc3QaGy5sZWFzZXF1ZXVlLnYxLldvcmtSZXNwb25zZSgBMAFCLlosbGVhc2VxdWV1ZS9nZW4vZ28vbGVhc2VxdWV1ZS92MTtsZWFzZXF1ZXVldjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_google_rpc_status]);
 
 /**
  * Job is one unit of background work. It never carries a lease token or an
@@ -407,6 +409,13 @@ export type SubmitBatchRequest = Message<"leasequeue.v1.SubmitBatchRequest"> & {
    * @generated from field: repeated leasequeue.v1.SubmitRequest jobs = 1;
    */
   jobs: SubmitRequest[];
+
+  /**
+   * How much of each job the response carries; unspecified means full.
+   *
+   * @generated from field: leasequeue.v1.JobView view = 2;
+   */
+  view: JobView;
 };
 
 /**
@@ -875,6 +884,13 @@ export type ListJobsRequest = Message<"leasequeue.v1.ListJobsRequest"> & {
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
+
+  /**
+   * How much of each job the response carries; unspecified means full.
+   *
+   * @generated from field: leasequeue.v1.JobView view = 5;
+   */
+  view: JobView;
 };
 
 /**
@@ -1036,6 +1052,351 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
   messageDesc(file_leasequeue_v1_leasequeue, 33);
 
 /**
+ * Acknowledgement is one worker report about one lease: the job id, its
+ * current lease token and what happened.
+ *
+ * @generated from message leasequeue.v1.Acknowledgement
+ */
+export type Acknowledgement = Message<"leasequeue.v1.Acknowledgement"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * @generated from field: string lease_token = 2;
+   */
+  leaseToken: string;
+
+  /**
+   * Required: exactly one outcome.
+   *
+   * @generated from oneof leasequeue.v1.Acknowledgement.outcome
+   */
+  outcome: {
+    /**
+     * @generated from field: leasequeue.v1.AckComplete complete = 3;
+     */
+    value: AckComplete;
+    case: "complete";
+  } | {
+    /**
+     * @generated from field: leasequeue.v1.AckFail fail = 4;
+     */
+    value: AckFail;
+    case: "fail";
+  } | {
+    /**
+     * @generated from field: leasequeue.v1.AckHeartbeat heartbeat = 5;
+     */
+    value: AckHeartbeat;
+    case: "heartbeat";
+  } | {
+    /**
+     * @generated from field: leasequeue.v1.AckRelease release = 6;
+     */
+    value: AckRelease;
+    case: "release";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message leasequeue.v1.Acknowledgement.
+ * Use `create(AcknowledgementSchema)` to create a new message.
+ */
+export const AcknowledgementSchema: GenMessage<Acknowledgement> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 34);
+
+/**
+ * AckComplete finishes the job, as Complete does.
+ *
+ * @generated from message leasequeue.v1.AckComplete
+ */
+export type AckComplete = Message<"leasequeue.v1.AckComplete"> & {
+  /**
+   * Any JSON value; absent means null.
+   *
+   * @generated from field: google.protobuf.Value result = 1;
+   */
+  result?: Value | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.AckComplete.
+ * Use `create(AckCompleteSchema)` to create a new message.
+ */
+export const AckCompleteSchema: GenMessage<AckComplete> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 35);
+
+/**
+ * AckFail reports a failure, as Fail does.
+ *
+ * @generated from message leasequeue.v1.AckFail
+ */
+export type AckFail = Message<"leasequeue.v1.AckFail"> & {
+  /**
+   * At most 4096 characters.
+   *
+   * @generated from field: string error = 1;
+   */
+  error: string;
+
+  /**
+   * Dead-letter now instead of retrying.
+   *
+   * @generated from field: bool permanent = 2;
+   */
+  permanent: boolean;
+
+  /**
+   * Overrides the backoff for this retry.
+   *
+   * @generated from field: google.protobuf.Duration retry_delay = 3;
+   */
+  retryDelay?: Duration | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.AckFail.
+ * Use `create(AckFailSchema)` to create a new message.
+ */
+export const AckFailSchema: GenMessage<AckFail> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 36);
+
+/**
+ * AckHeartbeat extends the lease, as Heartbeat does.
+ *
+ * @generated from message leasequeue.v1.AckHeartbeat
+ */
+export type AckHeartbeat = Message<"leasequeue.v1.AckHeartbeat"> & {
+  /**
+   * 1s..12h; absent extends by the duration given at claim.
+   *
+   * @generated from field: google.protobuf.Duration lease_duration = 1;
+   */
+  leaseDuration?: Duration | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.AckHeartbeat.
+ * Use `create(AckHeartbeatSchema)` to create a new message.
+ */
+export const AckHeartbeatSchema: GenMessage<AckHeartbeat> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 37);
+
+/**
+ * AckRelease gives back an unstarted lease, as Release does.
+ *
+ * @generated from message leasequeue.v1.AckRelease
+ */
+export type AckRelease = Message<"leasequeue.v1.AckRelease"> & {
+};
+
+/**
+ * Describes the message leasequeue.v1.AckRelease.
+ * Use `create(AckReleaseSchema)` to create a new message.
+ */
+export const AckReleaseSchema: GenMessage<AckRelease> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 38);
+
+/**
+ * AcknowledgementResult answers one Acknowledgement.
+ *
+ * @generated from message leasequeue.v1.AcknowledgementResult
+ */
+export type AcknowledgementResult = Message<"leasequeue.v1.AcknowledgementResult"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * Code 0 on success; otherwise exactly the code, message and ErrorInfo the
+   * single RPC would have returned.
+   *
+   * @generated from field: google.rpc.Status status = 2;
+   */
+  status?: Status | undefined;
+
+  /**
+   * Set on a successful heartbeat.
+   *
+   * @generated from field: google.protobuf.Timestamp lease_expire_time = 3;
+   */
+  leaseExpireTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.AcknowledgementResult.
+ * Use `create(AcknowledgementResultSchema)` to create a new message.
+ */
+export const AcknowledgementResultSchema: GenMessage<AcknowledgementResult> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 39);
+
+/**
+ * @generated from message leasequeue.v1.AcknowledgeRequest
+ */
+export type AcknowledgeRequest = Message<"leasequeue.v1.AcknowledgeRequest"> & {
+  /**
+   * 1..1000, applied in order; two for one job apply one after the other.
+   *
+   * @generated from field: repeated leasequeue.v1.Acknowledgement acks = 1;
+   */
+  acks: Acknowledgement[];
+};
+
+/**
+ * Describes the message leasequeue.v1.AcknowledgeRequest.
+ * Use `create(AcknowledgeRequestSchema)` to create a new message.
+ */
+export const AcknowledgeRequestSchema: GenMessage<AcknowledgeRequest> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 40);
+
+/**
+ * @generated from message leasequeue.v1.AcknowledgeResponse
+ */
+export type AcknowledgeResponse = Message<"leasequeue.v1.AcknowledgeResponse"> & {
+  /**
+   * In request order.
+   *
+   * @generated from field: repeated leasequeue.v1.AcknowledgementResult results = 1;
+   */
+  results: AcknowledgementResult[];
+};
+
+/**
+ * Describes the message leasequeue.v1.AcknowledgeResponse.
+ * Use `create(AcknowledgeResponseSchema)` to create a new message.
+ */
+export const AcknowledgeResponseSchema: GenMessage<AcknowledgeResponse> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 41);
+
+/**
+ * WorkStart opens a Work stream: which queue, who works, and how many
+ * unfinished leases the stream may hold.
+ *
+ * @generated from message leasequeue.v1.WorkStart
+ */
+export type WorkStart = Message<"leasequeue.v1.WorkStart"> & {
+  /**
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string worker_id = 2;
+   */
+  workerId: string;
+
+  /**
+   * 1s..12h; absent means 60s.
+   *
+   * @generated from field: google.protobuf.Duration lease_duration = 3;
+   */
+  leaseDuration?: Duration | undefined;
+
+  /**
+   * 1..1000; 0 means 1.
+   *
+   * @generated from field: int32 max_in_flight = 4;
+   */
+  maxInFlight: number;
+};
+
+/**
+ * Describes the message leasequeue.v1.WorkStart.
+ * Use `create(WorkStartSchema)` to create a new message.
+ */
+export const WorkStartSchema: GenMessage<WorkStart> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 42);
+
+/**
+ * @generated from message leasequeue.v1.WorkRequest
+ */
+export type WorkRequest = Message<"leasequeue.v1.WorkRequest"> & {
+  /**
+   * Only in the first message, and required there.
+   *
+   * @generated from field: leasequeue.v1.WorkStart start = 1;
+   */
+  start?: WorkStart | undefined;
+
+  /**
+   * 0..1000 acknowledgements; only after the first message.
+   *
+   * @generated from field: repeated leasequeue.v1.Acknowledgement acks = 2;
+   */
+  acks: Acknowledgement[];
+};
+
+/**
+ * Describes the message leasequeue.v1.WorkRequest.
+ * Use `create(WorkRequestSchema)` to create a new message.
+ */
+export const WorkRequestSchema: GenMessage<WorkRequest> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 43);
+
+/**
+ * @generated from message leasequeue.v1.WorkResponse
+ */
+export type WorkResponse = Message<"leasequeue.v1.WorkResponse"> & {
+  /**
+   * Leases for the stream, as many as fit its room.
+   *
+   * @generated from field: repeated leasequeue.v1.Lease leases = 1;
+   */
+  leases: Lease[];
+
+  /**
+   * Results of acknowledgements, in the order they arrived.
+   *
+   * @generated from field: repeated leasequeue.v1.AcknowledgementResult results = 2;
+   */
+  results: AcknowledgementResult[];
+};
+
+/**
+ * Describes the message leasequeue.v1.WorkResponse.
+ * Use `create(WorkResponseSchema)` to create a new message.
+ */
+export const WorkResponseSchema: GenMessage<WorkResponse> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 44);
+
+/**
+ * JobView chooses how much of each job a response carries.
+ *
+ * @generated from enum leasequeue.v1.JobView
+ */
+export enum JobView {
+  /**
+   * The full job.
+   *
+   * @generated from enum value: JOB_VIEW_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The full job.
+   *
+   * @generated from enum value: JOB_VIEW_FULL = 1;
+   */
+  FULL = 1,
+
+  /**
+   * The job without payload, result and last_error.
+   *
+   * @generated from enum value: JOB_VIEW_BASIC = 2;
+   */
+  BASIC = 2,
+}
+
+/**
+ * Describes the enum leasequeue.v1.JobView.
+ */
+export const JobViewSchema: GenEnum<JobView> = /*@__PURE__*/
+  enumDesc(file_leasequeue_v1_leasequeue, 0);
+
+/**
  * JobState is where a job stands in its lifecycle.
  *
  * @generated from enum leasequeue.v1.JobState
@@ -1093,7 +1454,7 @@ export enum JobState {
  * Describes the enum leasequeue.v1.JobState.
  */
 export const JobStateSchema: GenEnum<JobState> = /*@__PURE__*/
-  enumDesc(file_leasequeue_v1_leasequeue, 0);
+  enumDesc(file_leasequeue_v1_leasequeue, 1);
 
 /**
  * EventKind names a job transition.
@@ -1166,7 +1527,7 @@ export enum EventKind {
  * Describes the enum leasequeue.v1.EventKind.
  */
 export const EventKindSchema: GenEnum<EventKind> = /*@__PURE__*/
-  enumDesc(file_leasequeue_v1_leasequeue, 1);
+  enumDesc(file_leasequeue_v1_leasequeue, 2);
 
 /**
  * LeaseQueueService is a durable job queue with explicit lease ownership.
@@ -1326,6 +1687,29 @@ export const LeaseQueueService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchEventsRequestSchema;
     output: typeof WatchEventsResponseSchema;
+  },
+  /**
+   * Acknowledge applies up to 1000 acknowledgements (complete, fail,
+   * heartbeat, release), each answered on its own.
+   *
+   * @generated from rpc leasequeue.v1.LeaseQueueService.Acknowledge
+   */
+  acknowledge: {
+    methodKind: "unary";
+    input: typeof AcknowledgeRequestSchema;
+    output: typeof AcknowledgeResponseSchema;
+  },
+  /**
+   * Work carries leases down and acknowledgements up on one stream, many per
+   * message. It needs HTTP/2; clients on HTTP/1.1 use StreamClaims plus
+   * Acknowledge.
+   *
+   * @generated from rpc leasequeue.v1.LeaseQueueService.Work
+   */
+  work: {
+    methodKind: "bidi_streaming";
+    input: typeof WorkRequestSchema;
+    output: typeof WorkResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_leasequeue_v1_leasequeue, 0);

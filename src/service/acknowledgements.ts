@@ -1,0 +1,127 @@
+/**
+ * Acknowledgements (api.md section A): the batched form of Complete, Fail,
+ * Heartbeat and Release used by the Acknowledge RPC and the Work stream.
+ *
+ * - A malformed acknowledgement (bad id, missing token or outcome, a field
+ *   out of bounds) fails the whole request with invalid_argument naming its
+ *   index, e.g. `acks[3].job_id`: nothing of that request is applied.
+ * - Well-formed acknowledgements are independent. Each becomes its own store
+ *   call, all issued in the same turn of the event loop, so group commit
+ *   applies them in request order inside one transaction, each in its own
+ *   savepoint: a refused one (stale token, expired lease, unknown job) rolls
+ *   back alone and is answered with exactly the code, message and ErrorInfo
+ *   the single RPC would have returned.
+ */
+import { create } from "@bufbuild/protobuf";
+import { anyPack, AnySchema, timestampFromMs, type Any } from "@bufbuild/protobuf/wkt";
+import type { ConnectError } from "@connectrpc/connect";
+import { QueueError } from "../domain/errors.js";
+import type { Job } from "../domain/job.js";
+import type { Store } from "../store/store.js";
+import { StatusSchema, type Status } from "../../gen/ts/google/rpc/status_pb.js";
+import {
+  AcknowledgementResultSchema,
+  type Acknowledgement,
+  type AcknowledgementResult,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { invalidArgument, toConnectError } from "./errors.js";
+import * as v from "./validate.js";
+
+/** One validated acknowledgement. */
+export type AckSpec = { jobId: string; leaseToken: string } & (
+  | { outcome: "complete"; resultJson: string | null }
+  | { outcome: "fail"; failure: v.Failure }
+  | { outcome: "heartbeat"; leaseDurationMs: number | undefined }
+  | { outcome: "release" }
+);
+
+/** What applying one acknowledgement did: the job after it, or the refusal. */
+export type AckOutcome = { jobId: string } & ({ ok: true; job: Job } | { ok: false; error: ConnectError });
+
+/**
+ * Validates `acks` (the repeated field `field` of a request), at least `min`
+ * and at most api.md's 1000. Throws invalid_argument for the first bad one.
+ */
+export function parseAcknowledgements(field: string, acks: Acknowledgement[], min: number): AckSpec[] {
+  if (acks.length < min) throw invalidArgument(field, `must contain at least ${min} acknowledgement`);
+  if (acks.length > v.BOUNDS.acks) throw invalidArgument(field, `must contain at most ${v.BOUNDS.acks} acknowledgements`);
+  return acks.map((ack, i) => parseAcknowledgement(`${field}[${i}].`, ack));
+}
+
+function parseAcknowledgement(path: string, ack: Acknowledgement): AckSpec {
+  const jobId = v.jobId(`${path}job_id`, ack.jobId);
+  const leaseToken = v.leaseToken(`${path}lease_token`, ack.leaseToken);
+  const o = ack.outcome;
+  switch (o.case) {
+    case "complete":
+      return { jobId, leaseToken, outcome: "complete", resultJson: v.optionalJsonText(`${path}complete.result`, o.value.result) };
+    case "fail":
+      return { jobId, leaseToken, outcome: "fail", failure: v.failure(`${path}fail.`, o.value) };
+    case "heartbeat":
+      return {
+        jobId,
+        leaseToken,
+        outcome: "heartbeat",
+        leaseDurationMs: v.durationInRange(`${path}heartbeat.lease_duration`, o.value.leaseDuration, v.BOUNDS.leaseDurationMs),
+      };
+    case "release":
+      return { jobId, leaseToken, outcome: "release" };
+    default:
+      throw invalidArgument(`${path}outcome`, "is required: one of complete, fail, heartbeat or release");
+  }
+}
+
+/** The store call of one acknowledgement: the same call the single RPC makes. */
+function applyOne(store: Store, ack: AckSpec): Promise<Job> {
+  switch (ack.outcome) {
+    case "complete":
+      return store.complete(ack.jobId, ack.leaseToken, ack.resultJson);
+    case "fail":
+      return store.fail(ack.jobId, ack.leaseToken, ack.failure);
+    case "heartbeat":
+      return store.heartbeat(ack.jobId, ack.leaseToken, ack.leaseDurationMs);
+    case "release":
+      return store.release(ack.jobId, ack.leaseToken);
+  }
+}
+
+/**
+ * Applies every acknowledgement, in order, sharing the store's group commit.
+ * Resolves once each is committed or refused; a refusal is an outcome, not a
+ * rejection. Anything that is not a refusal (a bug) rejects, so that the
+ * caller's boundary reports it instead of hiding it in one result.
+ */
+export async function applyAcknowledgements(store: Store, acks: AckSpec[]): Promise<AckOutcome[]> {
+  // Issued synchronously, one after the other: the store queues them in this
+  // order and commits them together.
+  const settled = await Promise.allSettled(acks.map((ack) => applyOne(store, ack)));
+  return settled.map((s, i): AckOutcome => {
+    const jobId = acks[i]!.jobId;
+    if (s.status === "fulfilled") return { jobId, ok: true, job: s.value };
+    if (!(s.reason instanceof QueueError)) throw s.reason;
+    return { jobId, ok: false, error: toConnectError(s.reason) };
+  });
+}
+
+/** An outcome as the wire's AcknowledgementResult. */
+export function ackResultToWire(outcome: AckOutcome): AcknowledgementResult {
+  if (!outcome.ok) {
+    return create(AcknowledgementResultSchema, { jobId: outcome.jobId, status: statusOf(outcome.error) });
+  }
+  const { job } = outcome;
+  return create(AcknowledgementResultSchema, {
+    jobId: outcome.jobId,
+    status: create(StatusSchema, { code: 0 }),
+    leaseExpireTime: job.state === "running" && job.leaseExpireTime !== null ? timestampFromMs(job.leaseExpireTime) : undefined,
+  });
+}
+
+/** google.rpc.Status of an error: what grpc-status-details-bin would carry for it. */
+function statusOf(error: ConnectError): Status {
+  const details: Any[] = error.details.map((d) =>
+    "desc" in d
+      ? anyPack(d.desc, create(d.desc, d.value))
+      : create(AnySchema, { typeUrl: `type.googleapis.com/${d.type}`, value: d.value }),
+  );
+  return create(StatusSchema, { code: error.code, message: error.rawMessage, details });
+}

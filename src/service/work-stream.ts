@@ -1,0 +1,147 @@
+/**
+ * The Work stream (api.md section A): leases go down and acknowledgement
+ * results come back on one HTTP/2 stream, many per message.
+ *
+ * - The first request message carries `start` (queue, worker, lease
+ *   duration, max_in_flight); a later `start` is invalid_argument. Any
+ *   message may carry up to 1000 acknowledgements.
+ * - Leases come from the queue's StreamClaims pump (ClaimStreams), so the
+ *   in-flight accounting is StreamClaims': at most `max_in_flight`
+ *   unfinished leases, a lease finishing by any path (this stream,
+ *   Acknowledge, Complete, expiry, cancel) makes room.
+ * - Acknowledgements of one message are issued to the store together (one
+ *   group commit); messages are applied in arrival order, and each
+ *   message's store calls are issued as soon as it is read, so a slow commit
+ *   does not stop the stream from reading. Results go out in arrival order.
+ * - Every response carries whatever is ready: leases that fit the stream's
+ *   room and results. The first response is empty (a keepalive), so the
+ *   client gets the headers at once; an idle stream sends another every
+ *   keepalive interval.
+ * - The client half-closing its side ends the stream once every result is
+ *   sent: no new lease is handed out after that. Leases claimed but not
+ *   sent are released; sent ones stay with the worker until acknowledged or
+ *   expired.
+ */
+import { create } from "@bufbuild/protobuf";
+import { ConnectError, type HandlerContext } from "@connectrpc/connect";
+import type { ClaimStreams } from "../dispatch/claim-streams.js";
+import type { ClaimedLease, Store } from "../store/store.js";
+import {
+  WorkResponseSchema,
+  type AcknowledgementResult,
+  type WorkRequest,
+  type WorkResponse,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
+import { invalidArgument } from "./errors.js";
+import * as v from "./validate.js";
+import { leaseToWire } from "./wire.js";
+
+export interface WorkStreamDeps {
+  store: Store;
+  claimStreams: ClaimStreams;
+  /** Idle interval between keepalive messages. */
+  keepaliveMs: number;
+}
+
+/**
+ * Most payload and result bytes of leases in one response. gRPC clients
+ * refuse messages over 4 MiB by default; a response stays well under it
+ * however large the jobs are (one lease always fits: a job is at most
+ * 2 x 64 KiB of JSON).
+ */
+const MAX_LEASE_BYTES_PER_MESSAGE = 1024 * 1024;
+
+export async function* workStream(
+  requests: AsyncIterable<WorkRequest>,
+  ctx: HandlerContext,
+  deps: WorkStreamDeps,
+): AsyncGenerator<WorkResponse> {
+  const input = requests[Symbol.asyncIterator]();
+  const first = await input.next();
+  if (first.done === true || first.value.start === undefined) {
+    throw invalidArgument("start", "is required in the first message of a Work stream");
+  }
+  const spec = v.claimStreamSpec("start.", first.value.start);
+  const firstAcks = parseAcknowledgements("acks", first.value.acks, 0);
+
+  const stream = deps.claimStreams.register(spec, ctx.signal);
+  const results: AcknowledgementResult[] = [];
+  /** Settles when every acknowledgement read so far has its result queued. */
+  let applied: Promise<void> = Promise.resolve();
+  let failure: unknown;
+  let inputDone = false;
+
+  const apply = (acks: ReturnType<typeof parseAcknowledgements>): void => {
+    if (acks.length === 0) return;
+    const outcomes = applyAcknowledgements(deps.store, acks); // issued now, in arrival order
+    applied = applied.then(async () => {
+      for (const o of await outcomes) results.push(ackResultToWire(o));
+      stream.wake();
+    });
+    applied.catch((err: unknown) => {
+      failure ??= err;
+      stream.wake();
+    });
+  };
+
+  const read = async (): Promise<void> => {
+    try {
+      apply(firstAcks);
+      for (;;) {
+        const next = await input.next();
+        if (next.done === true) break;
+        if (next.value.start !== undefined) {
+          throw invalidArgument("start", "may only be sent in the first message of a Work stream");
+        }
+        apply(parseAcknowledgements("acks", next.value.acks, 0));
+      }
+      await applied;
+    } catch (err) {
+      failure ??= err;
+    } finally {
+      inputDone = true;
+      stream.wake();
+    }
+  };
+
+  try {
+    void read();
+    yield create(WorkResponseSchema, {});
+    for (;;) {
+      if (failure !== undefined) throw failure;
+      const leases = inputDone ? [] : stream.takeReady();
+      const ready = results.splice(0);
+      if (leases.length > 0 || ready.length > 0) {
+        for (const message of responses(leases, ready)) yield message;
+        continue;
+      }
+      if (inputDone) return;
+      if (ctx.signal.aborted) break;
+      const woken = await stream.wait(deps.keepaliveMs, ctx.signal);
+      if (!woken && !ctx.signal.aborted) yield create(WorkResponseSchema, {});
+    }
+    // Ended by the server (shutdown: unavailable) or the client (nobody listens).
+    throw ConnectError.from(ctx.signal.reason);
+  } finally {
+    stream.close();
+  }
+}
+
+/** Leases and results as one response, or several when the leases are large. */
+function responses(leases: ClaimedLease[], results: AcknowledgementResult[]): WorkResponse[] {
+  const out: WorkResponse[] = [create(WorkResponseSchema, { results })];
+  let bytes = 0;
+  for (const lease of leases) {
+    const size = lease.job.payloadJson.length + (lease.job.resultJson?.length ?? 0);
+    let current = out[out.length - 1]!;
+    if (current.leases.length > 0 && bytes + size > MAX_LEASE_BYTES_PER_MESSAGE) {
+      current = create(WorkResponseSchema, {});
+      out.push(current);
+      bytes = 0;
+    }
+    current.leases.push(leaseToWire(lease));
+    bytes += size;
+  }
+  return out;
+}
