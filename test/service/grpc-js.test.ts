@@ -122,4 +122,45 @@ describe("over gRPC with @grpc/grpc-js", () => {
     expect(await call(health, "check", { service: "" })).toEqual({ status: "SERVING" });
     expect(await call(health, "check", { service: "leasequeue.v1.LeaseQueueService" })).toEqual({ status: "SERVING" });
   });
+
+  it("acknowledges a batch with Acknowledge, answering each with its status", async () => {
+    await call(client, "submitBatch", { jobs: [{ queue: "grpc-ack", task: "t" }, { queue: "grpc-ack", task: "t" }], view: "JOB_VIEW_BASIC" });
+    const { leases } = await call(client, "claim", { queue: "grpc-ack", workerId: "w", maxJobs: 2 });
+    const res = await call(client, "acknowledge", {
+      acks: [
+        { jobId: leases[0].job.id, leaseToken: leases[0].leaseToken, complete: { result: { numberValue: 1 } } },
+        { jobId: leases[1].job.id, leaseToken: "forged", fail: { error: "x" } },
+      ],
+    });
+    expect(res.results.map((r: any) => r.status.code ?? 0)).toEqual([0, grpc.status.ABORTED]);
+    expect(res.results[1].status.message).toMatch(/lease_token/);
+    // proto-loader keeps google.protobuf.Any's field names as they are in the proto.
+    const [detail] = res.results[1].status.details;
+    expect(detail.type_url).toBe("type.googleapis.com/google.rpc.ErrorInfo");
+    expect(fromBinary(ErrorInfoSchema, detail.value)).toMatchObject({ reason: "LEASE_REJECTED", domain: "leasequeue" });
+  });
+
+  it("works a queue over the Work bidi stream", async () => {
+    await call(client, "submitBatch", { jobs: Array.from({ length: 5 }, () => ({ queue: "grpc-work", task: "t" })) });
+    const stream = (client as any).work() as grpc.ClientDuplexStream<any, any>;
+    const seen: any[] = [];
+    const done = new Promise<void>((resolve, reject) => {
+      stream.on("data", (m: any) => {
+        seen.push(m);
+        const leases = m.leases ?? [];
+        if (leases.length > 0) {
+          stream.write({ acks: leases.map((l: any) => ({ jobId: l.job.id, leaseToken: l.leaseToken, complete: {} })) });
+        }
+        if (seen.flatMap((x) => x.results ?? []).length === 5) stream.end();
+      });
+      stream.on("error", reject);
+      stream.on("end", resolve);
+    });
+    stream.write({ start: { queue: "grpc-work", workerId: "grpc-js", maxInFlight: 10 } });
+    await done;
+    const results = seen.flatMap((m) => m.results ?? []);
+    expect(results.every((r: any) => (r.status.code ?? 0) === 0)).toBe(true);
+    const stats = await call(client, "getStats", {});
+    expect(stats.queues.find((q: any) => q.queue === "grpc-work").completed).toBe("5");
+  });
 });
