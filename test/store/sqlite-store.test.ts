@@ -46,6 +46,41 @@ describe("SQLite store specifics", () => {
     expect(store.db.pragma("busy_timeout", { simple: true })).toBe(5000);
   });
 
+  it("rolls back alone an operation that fails after writing, replaying its batch with savepoints", async () => {
+    const store = open();
+    const [a, b, c] = await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
+    // A write that SQLite refuses mid-operation (here a trigger; in life a bug
+    // or a constraint): the claim of b has already written nothing else.
+    store.db.exec(`CREATE TRIGGER refuse_b BEFORE UPDATE ON jobs WHEN NEW.id = '${b!.job.id}'
+      BEGIN SELECT RAISE(ABORT, 'refused by test trigger'); END`);
+    const seen: number[][] = [];
+    store.onCommitted((change) => seen.push(change.events.map((e) => e.sequence)));
+    const results = await Promise.allSettled([
+      store.cancel(a!.job.id, "first"),
+      store.cancel(b!.job.id, "second"),
+      store.cancel(c!.job.id, "third"),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect((results[1] as PromiseRejectedResult).reason.message).toMatch(/refused by test trigger/);
+    expect((await store.getJob(a!.job.id))!.state).toBe("cancelled");
+    expect((await store.getJob(b!.job.id))!.state).toBe("queued");
+    expect((await store.getJob(c!.job.id))!.state).toBe("cancelled");
+    // One commit, its events numbered without a gap after the three SUBMITTED ones.
+    expect(seen).toEqual([[4, 5]]);
+    expect((await store.listJobEvents(b!.job.id)).map((e) => e.kind)).toEqual(["submitted"]);
+    const counts = (await store.queueCounts()).find((q) => q.queue === "billing")!.counts;
+    expect(counts).toMatchObject({ queued: 1, cancelled: 2 });
+  });
+
+  it("writes the events of a large commit with multi-row inserts, in sequence order", async () => {
+    const store = open();
+    const outcomes = await store.submit(Array.from({ length: 500 }, (_, i) => newJob({ task: `t${i}` })));
+    const events = await store.listEvents({ afterSequence: 0, limit: 1000 });
+    expect(events.map((e) => e.sequence)).toEqual(Array.from({ length: 500 }, (_, i) => i + 1));
+    expect(events.map((e) => e.jobId)).toEqual(outcomes.map((o) => o.job.id));
+    expect(await store.eventBounds()).toEqual({ oldest: 1, latest: 500 });
+  });
+
   it("applies every migration once and records the schema version", () => {
     const store = open();
     const path = store.db.name;

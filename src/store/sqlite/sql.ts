@@ -4,22 +4,34 @@
  */
 import type { JobState } from "../../domain/job.js";
 
-const JOB_COLUMNS = `id, queue, task, payload, priority, state, attempts, max_attempts, retry_base_delay_ms,
-  schedule_time, create_time, update_time, finish_time, worker_id, lease_expire_time, lease_duration_ms,
-  lease_token_hash, deliveries, last_error, result, idempotency_key, request_hash`;
+/**
+ * The columns of a job row, in the order every job query selects them and
+ * insertJob binds them. Job rows are read as arrays (better-sqlite3's raw
+ * mode) and bound by position: building and reading objects with 22 named
+ * keys costs more than the B-tree work of a lookup.
+ */
+export const JOB_COLUMN_NAMES = [
+  "id", "queue", "task", "payload", "priority", "state", "attempts", "max_attempts", "retry_base_delay_ms",
+  "schedule_time", "create_time", "update_time", "finish_time", "worker_id", "lease_expire_time", "lease_duration_ms",
+  "lease_token_hash", "deliveries", "last_error", "result", "idempotency_key", "request_hash",
+] as const;
+
+const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
+
+/** The columns a transition may change, bound in this order before the id by updateJob. */
+export const UPDATED_JOB_COLUMN_NAMES = [
+  "state", "attempts", "schedule_time", "update_time", "finish_time", "worker_id", "lease_expire_time",
+  "lease_duration_ms", "lease_token_hash", "deliveries", "last_error", "result",
+] as const;
+
+/** Statements whose rows are jobs, read as arrays in JOB_COLUMN_NAMES order. */
+export const JOB_ROW_STATEMENTS = ["jobById", "jobByIdempotencyKey", "claimableJobs", "expiredLeases", "expiredLeasesOfQueue"] as const;
 
 export const SQL = {
-  insertJob: `INSERT INTO jobs (${JOB_COLUMNS}) VALUES (@id, @queue, @task, @payload, @priority, @state, @attempts,
-    @max_attempts, @retry_base_delay_ms, @schedule_time, @create_time, @update_time, @finish_time, @worker_id,
-    @lease_expire_time, @lease_duration_ms, @lease_token_hash, @deliveries, @last_error, @result,
-    @idempotency_key, @request_hash)`,
+  insertJob: `INSERT INTO jobs (${JOB_COLUMNS}) VALUES (${JOB_COLUMN_NAMES.map(() => "?").join(", ")})`,
 
   /** Writes the mutable columns of a job after a transition. */
-  updateJob: `UPDATE jobs SET state = @state, attempts = @attempts, schedule_time = @schedule_time,
-    update_time = @update_time, finish_time = @finish_time, worker_id = @worker_id,
-    lease_expire_time = @lease_expire_time, lease_duration_ms = @lease_duration_ms,
-    lease_token_hash = @lease_token_hash, deliveries = @deliveries, last_error = @last_error, result = @result
-    WHERE id = @id`,
+  updateJob: `UPDATE jobs SET ${UPDATED_JOB_COLUMN_NAMES.map((c) => `${c} = ?`).join(", ")} WHERE id = ?`,
 
   jobById: `SELECT ${JOB_COLUMNS} FROM jobs WHERE id = ?`,
 
@@ -47,10 +59,6 @@ export const SQL = {
   nextScheduledTime: `SELECT min(schedule_time) AS t FROM jobs
     WHERE queue = ? AND state IN ('queued','retry') AND schedule_time > ?`,
 
-  insertEvent: `INSERT INTO job_events (job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
-    VALUES (@jobId, @queue, @kind, @fromState, @toState, @eventTime, @workerId, @attempt, @message)
-    RETURNING sequence`,
-
   eventsOfJob: `SELECT * FROM job_events WHERE job_id = ? ORDER BY sequence`,
 
   /** Stored events after a sequence: all of them (the primary key), by queue, or by job (their indexes). */
@@ -70,6 +78,20 @@ export const SQL = {
 
   counts: `SELECT queue, state, count FROM job_counts WHERE count <> 0 ORDER BY queue`,
 } as const;
+
+/** Most event rows one INSERT writes (10 parameters a row, far below SQLite's limit of 32766). */
+export const EVENT_ROWS_PER_INSERT = 256;
+
+/**
+ * Inserts `rows` events with the sequences the store assigned (it holds the
+ * write lock, so it knows the next one; AUTOINCREMENT keeps sqlite_sequence
+ * at the largest).
+ */
+export function insertEventsSql(rows: number): string {
+  const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+  return `INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
+    VALUES ${Array.from({ length: rows }, () => row).join(", ")}`;
+}
 
 /**
  * ListJobs, newest first, for each combination of filters. Each variant is

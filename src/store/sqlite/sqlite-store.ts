@@ -30,7 +30,7 @@ import type {
   SubmitOutcome,
 } from "../store.js";
 import { MIGRATIONS } from "./migrations.js";
-import { listJobsSql, SQL } from "./sql.js";
+import { EVENT_ROWS_PER_INSERT, insertEventsSql, JOB_ROW_STATEMENTS, listJobsSql, SQL } from "./sql.js";
 
 export interface SqliteStoreOptions {
   /** Database file, or ":memory:". */
@@ -52,11 +52,25 @@ interface Pending<T = unknown> {
   reject: (error: unknown) => void;
 }
 
-/** What an operation sees: the time of its transaction and where to record events. */
+/**
+ * What one operation sees: the time of its transaction, the events it
+ * recorded, and its changes to the per-queue counts (summed, written once
+ * per transaction for all its operations).
+ */
 interface Tx {
   now: number;
   events: JobEvent[];
+  counts: CountDeltas;
+  /**
+   * Set by the first row the operation writes. Operations decide every
+   * refusal before they write (the state machine runs before the UPDATE), so
+   * a refused operation normally leaves nothing to roll back.
+   */
+  wrote: boolean;
 }
+
+/** Count changes by queue and state: `queue + "\0" + state` -> delta. */
+type CountDeltas = Map<string, number>;
 
 type Row = Record<string, unknown>;
 
@@ -93,6 +107,9 @@ export class SqliteStore implements Store {
   #closed = false;
   readonly #stmts: Record<keyof typeof SQL, Database.Statement>;
   readonly #listCache = new Map<string, Database.Statement>();
+  readonly #insertEventsCache = new Map<number, Database.Statement>();
+  /** The sequence the next recorded event gets; read from the database at each BEGIN. */
+  #nextSequence = 0;
   readonly #savepoint: Database.Statement;
   readonly #release: Database.Statement;
   readonly #rollbackTo: Database.Statement;
@@ -106,9 +123,13 @@ export class SqliteStore implements Store {
       this.db.pragma("journal_mode = WAL");
       this.db.pragma(`synchronous = ${options.synchronous === "normal" ? "NORMAL" : "FULL"}`);
       this.db.pragma("foreign_keys = ON");
+      // Savepoints (the guarded replay of a batch) keep their undo pages in
+      // memory instead of a temporary file.
+      this.db.pragma("temp_store = MEMORY");
       migrate(this.db);
       const stmts = {} as Record<keyof typeof SQL, Database.Statement>;
       for (const [name, sql] of Object.entries(SQL)) stmts[name as keyof typeof SQL] = this.db.prepare(sql);
+      for (const name of JOB_ROW_STATEMENTS) stmts[name].raw(true);
       this.#stmts = stmts;
       this.#savepoint = this.db.prepare("SAVEPOINT op");
       this.#release = this.db.prepare("RELEASE op");
@@ -122,71 +143,72 @@ export class SqliteStore implements Store {
   // ---------------------------------------------------------------- writes
 
   submit(jobs: NewJob[]): Promise<SubmitOutcome[]> {
-    return this.#write((tx) => jobs.map((job) => this.#submitOne(tx, job)));
+    return this.#write((tx) => {
+      // Every refusal is decided before the first row is written (see Tx).
+      const decided = this.#decideSubmits(tx, jobs);
+      return decided.map((d) => {
+        if (d.inserted) this.#insertJob(tx, d.job);
+        return { job: publicJob(d.job), deduplicated: !d.inserted };
+      });
+    });
   }
 
-  #submitOne(tx: Tx, spec: NewJob): SubmitOutcome {
-    const requestHash = spec.idempotencyKey === null ? null : submitFingerprint(spec);
-    if (spec.idempotencyKey !== null) {
-      const row = this.#stmts.jobByIdempotencyKey.get(spec.queue, spec.idempotencyKey) as Row | undefined;
-      if (row !== undefined) {
-        const existing = toStoredJob(row);
-        if (existing.requestHash !== requestHash) {
-          throw new QueueError(
-            "IDEMPOTENCY_MISMATCH",
-            `idempotency_key was already used in queue "${spec.queue}" for a different request (job ${existing.id})`,
-            { jobId: existing.id, queue: spec.queue },
-          );
+  /**
+   * Resolves each submission to a new job or the job its idempotency key
+   * already names (stored, or earlier in the same batch). Reads only.
+   */
+  #decideSubmits(tx: Tx, specs: NewJob[]): Array<{ job: StoredJob; inserted: boolean }> {
+    const inBatch = new Map<string, StoredJob>();
+    return specs.map((spec) => {
+      const requestHash = spec.idempotencyKey === null ? null : submitFingerprint(spec);
+      if (spec.idempotencyKey !== null) {
+        const scopedKey = `${spec.queue}\0${spec.idempotencyKey}`;
+        let existing = inBatch.get(scopedKey);
+        if (existing === undefined) {
+          const row = this.#stmts.jobByIdempotencyKey.get(spec.queue, spec.idempotencyKey) as JobRow | undefined;
+          if (row !== undefined) existing = toStoredJob(row);
         }
-        return { job: publicJob(existing), deduplicated: true };
+        if (existing !== undefined) {
+          if (existing.requestHash !== requestHash) {
+            throw new QueueError(
+              "IDEMPOTENCY_MISMATCH",
+              `idempotency_key was already used in queue "${spec.queue}" for a different request (job ${existing.id})`,
+              { jobId: existing.id, queue: spec.queue },
+            );
+          }
+          return { job: existing, inserted: false };
+        }
       }
-    }
-    const job: StoredJob = {
-      id: newJobId(),
-      queue: spec.queue,
-      task: spec.task,
-      payloadJson: spec.payloadJson,
-      priority: spec.priority,
-      state: "queued",
-      attempts: 0,
-      maxAttempts: spec.maxAttempts,
-      retryBaseDelayMs: spec.retryBaseDelayMs,
-      scheduleTime: scheduleTimeOf(spec, tx.now),
-      createTime: tx.now,
-      updateTime: tx.now,
-      finishTime: null,
-      workerId: null,
-      leaseExpireTime: null,
-      deliveries: 0,
-      lastError: null,
-      resultJson: null,
-      leaseTokenHash: null,
-      leaseDurationMs: null,
-      idempotencyKey: spec.idempotencyKey,
-      requestHash,
-    };
-    this.#stmts.insertJob.run(toRow(job));
-    this.#adjustCount(job.queue, job.state, 1);
+      const job = newStoredJob(spec, requestHash, tx.now);
+      if (spec.idempotencyKey !== null) inBatch.set(`${spec.queue}\0${spec.idempotencyKey}`, job);
+      return { job, inserted: true };
+    });
+  }
+
+  #insertJob(tx: Tx, job: StoredJob): void {
+    tx.wrote = true;
+    this.#stmts.insertJob.run(jobRow(job));
+    this.#adjustCount(tx, job.queue, job.state, 1);
     this.#recordEvents(tx, machine.submitted(job).events);
-    return { job: publicJob(job), deduplicated: false };
   }
 
   claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]> {
     return this.#write((tx) => {
-      this.#recoverExpired(tx, this.#stmts.expiredLeasesOfQueue.all(tx.now, spec.queue, this.#maxRecovered) as Row[]);
+      this.#recoverExpired(tx, this.#stmts.expiredLeasesOfQueue.all(tx.now, spec.queue, this.#maxRecovered) as JobRow[]);
       // Walking jobs_claim_order also passes jobs scheduled for later; skip it
       // when nothing is eligible (an O(log n) look at jobs_pending_since).
       const { t } = this.#stmts.oldestPendingSince.get(spec.queue, tx.now) as { t: number | null };
       if (t === null) return [];
-      const rows = this.#stmts.claimableJobs.all(spec.queue, tx.now, spec.maxJobs) as Row[];
+      const rows = this.#stmts.claimableJobs.all(spec.queue, tx.now, spec.maxJobs) as JobRow[];
       return rows.map((row) => {
         const { token, hash } = newLeaseToken();
-        const t = machine.claim(toStoredJob(row), tx.now, {
+        const before = toStoredJob(row);
+        const t = machine.claim(before, tx.now, {
           workerId: spec.workerId,
           leaseDurationMs: spec.leaseDurationMs,
           tokenHash: hash,
         });
-        this.#apply(tx, row.state as JobState, t);
+        this.#apply(tx, before.state, t);
         return { job: publicJob(t.job), leaseToken: token };
       });
     });
@@ -222,11 +244,11 @@ export class SqliteStore implements Store {
 
   recoverExpiredLeases(): Promise<number> {
     return this.#write((tx) =>
-      this.#recoverExpired(tx, this.#stmts.expiredLeases.all(tx.now, this.#maxRecovered) as Row[]),
+      this.#recoverExpired(tx, this.#stmts.expiredLeases.all(tx.now, this.#maxRecovered) as JobRow[]),
     );
   }
 
-  #recoverExpired(tx: Tx, rows: Row[]): number {
+  #recoverExpired(tx: Tx, rows: JobRow[]): number {
     for (const row of rows) this.#apply(tx, "running", machine.expireLease(toStoredJob(row), tx.now));
     return rows.length;
   }
@@ -234,7 +256,7 @@ export class SqliteStore implements Store {
   /** Loads one job, lets the state machine decide, persists the outcome. */
   #transition(jobId: string, decide: (job: StoredJob, now: number) => machine.Transition): Promise<Job> {
     return this.#write((tx) => {
-      const row = this.#stmts.jobById.get(jobId) as Row | undefined;
+      const row = this.#stmts.jobById.get(jobId) as JobRow | undefined;
       if (row === undefined) throw jobNotFound(jobId);
       const before = toStoredJob(row);
       const t = decide(before, tx.now);
@@ -244,23 +266,70 @@ export class SqliteStore implements Store {
   }
 
   #apply(tx: Tx, fromState: JobState, t: machine.Transition): void {
-    this.#stmts.updateJob.run(toRow(t.job));
+    tx.wrote = true;
+    const j = t.job;
+    this.#stmts.updateJob.run(
+      j.state,
+      j.attempts,
+      j.scheduleTime,
+      j.updateTime,
+      j.finishTime,
+      j.workerId,
+      j.leaseExpireTime,
+      j.leaseDurationMs,
+      tokenHashBlob(j.leaseTokenHash),
+      j.deliveries,
+      j.lastError,
+      j.resultJson,
+      j.id,
+    );
     if (fromState !== t.job.state) {
-      this.#adjustCount(t.job.queue, fromState, -1);
-      this.#adjustCount(t.job.queue, t.job.state, 1);
+      this.#adjustCount(tx, t.job.queue, fromState, -1);
+      this.#adjustCount(tx, t.job.queue, t.job.state, 1);
     }
     this.#recordEvents(tx, t.events);
   }
 
-  #adjustCount(queue: string, state: JobState, delta: number): void {
-    this.#stmts.adjustCount.run(queue, state, delta);
+  #adjustCount(tx: Tx, queue: string, state: JobState, delta: number): void {
+    const key = `${queue}\0${state}`;
+    tx.counts.set(key, (tx.counts.get(key) ?? 0) + delta);
   }
 
-  #recordEvents(tx: Tx, drafts: EventDraft[]): void {
-    for (const draft of drafts) {
-      const { sequence } = this.#stmts.insertEvent.get(draft) as { sequence: number };
-      tx.events.push({ sequence, ...draft });
+  /** Writes the summed count changes of a transaction's operations. */
+  #writeCounts(deltas: CountDeltas): void {
+    for (const [key, delta] of deltas) {
+      if (delta === 0) continue;
+      const split = key.indexOf("\0");
+      this.#stmts.adjustCount.run(key.slice(0, split), key.slice(split + 1), delta);
     }
+  }
+
+  /** Events get their sequence now; their rows are written with the whole transaction's (see #commitBatch). */
+  #recordEvents(tx: Tx, drafts: EventDraft[]): void {
+    for (const draft of drafts) tx.events.push({ sequence: this.#nextSequence++, ...draft });
+  }
+
+  /** Inserts events, many rows per statement. */
+  #writeEvents(events: JobEvent[]): void {
+    let i = 0;
+    while (i < events.length) {
+      const rows = Math.min(EVENT_ROWS_PER_INSERT, events.length - i);
+      const params: unknown[] = [];
+      for (const e of events.slice(i, i + rows)) {
+        params.push(e.sequence, e.jobId, e.queue, e.kind, e.fromState, e.toState, e.eventTime, e.workerId, e.attempt, e.message);
+      }
+      this.#insertEvents(rows).run(params);
+      i += rows;
+    }
+  }
+
+  #insertEvents(rows: number): Database.Statement {
+    let stmt = this.#insertEventsCache.get(rows);
+    if (stmt === undefined) {
+      stmt = this.db.prepare(insertEventsSql(rows));
+      this.#insertEventsCache.set(rows, stmt);
+    }
+    return stmt;
   }
 
   // ------------------------------------------------------ group commit core
@@ -283,14 +352,31 @@ export class SqliteStore implements Store {
     }
   }
 
+  /**
+   * One transaction for a batch of operations. First optimistically: each
+   * operation runs without a savepoint, because a refusal is thrown before
+   * the operation writes anything (Tx.wrote is still false), so it needs no
+   * rollback. If an operation fails after writing (a bug, or an error that
+   * SQLite did not treat as fatal), the transaction is rolled back and the
+   * batch replayed with a savepoint around each operation, so that the
+   * failure rolls back alone. Nothing is answered or announced before the
+   * COMMIT, so the first attempt leaves no trace.
+   */
   #commitBatch(batch: Pending[]): void {
+    if (this.#runBatch(batch, false) === "replay") this.#runBatch(batch, true);
+  }
+
+  #runBatch(batch: Pending[], guarded: boolean): "replay" | undefined {
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
     const committed: JobEvent[] = [];
+    const counts: CountDeltas = new Map();
     try {
       this.db.exec("BEGIN IMMEDIATE");
+      this.#nextSequence = (this.#stmts.lastSequence.get() as { seq: number }).seq + 1;
     } catch (err) {
+      if (this.db.inTransaction) this.db.exec("ROLLBACK");
       for (const p of batch) p.reject(storeError(err));
-      return;
+      return undefined;
     }
     let fatal: unknown;
     for (const p of batch) {
@@ -298,34 +384,46 @@ export class SqliteStore implements Store {
         outcomes.push({ ok: false, error: fatal });
         continue;
       }
-      const tx: Tx = { now: this.#clock.now(), events: [] };
-      try {
-        this.#savepoint.run();
-      } catch (err) {
-        fatal = storeError(err);
-        outcomes.push({ ok: false, error: fatal });
-        continue;
+      const tx: Tx = { now: this.#clock.now(), events: [], counts: new Map(), wrote: false };
+      const firstSequence = this.#nextSequence;
+      if (guarded) {
+        try {
+          this.#savepoint.run();
+        } catch (err) {
+          fatal = storeError(err);
+          outcomes.push({ ok: false, error: fatal });
+          continue;
+        }
       }
       try {
         const value = p.op(tx);
-        this.#release.run();
+        if (guarded) this.#release.run();
         outcomes.push({ ok: true, value });
-        committed.push(...tx.events);
+        for (const e of tx.events) committed.push(e);
+        for (const [key, delta] of tx.counts) counts.set(key, (counts.get(key) ?? 0) + delta);
       } catch (err) {
-        if (this.db.inTransaction) {
-          this.#rollbackTo.run();
-          this.#release.run();
-          outcomes.push({ ok: false, error: storeError(err) });
-        } else {
+        this.#nextSequence = firstSequence;
+        if (!this.db.inTransaction) {
           // SQLite rolled the whole transaction back (disk full, I/O error):
           // nothing of this batch can commit.
           fatal = storeError(err);
           outcomes.push({ ok: false, error: fatal });
+        } else if (guarded) {
+          this.#rollbackTo.run();
+          this.#release.run();
+          outcomes.push({ ok: false, error: storeError(err) });
+        } else if (tx.wrote) {
+          this.db.exec("ROLLBACK");
+          return "replay";
+        } else {
+          outcomes.push({ ok: false, error: storeError(err) });
         }
       }
     }
     if (fatal === undefined) {
       try {
+        this.#writeEvents(committed);
+        this.#writeCounts(counts);
         this.db.exec("COMMIT");
       } catch (err) {
         fatal = storeError(err);
@@ -334,7 +432,7 @@ export class SqliteStore implements Store {
     if (fatal !== undefined) {
       if (this.db.inTransaction) this.db.exec("ROLLBACK");
       for (const p of batch) p.reject(fatal);
-      return;
+      return undefined;
     }
     batch.forEach((p, i) => {
       const o = outcomes[i]!;
@@ -350,12 +448,13 @@ export class SqliteStore implements Store {
         }
       }
     }
+    return undefined;
   }
 
   // ----------------------------------------------------------------- reads
 
   async getJob(jobId: string): Promise<Job | undefined> {
-    const row = this.#stmts.jobById.get(jobId) as Row | undefined;
+    const row = this.#stmts.jobById.get(jobId) as JobRow | undefined;
     return row === undefined ? undefined : publicJob(toStoredJob(row));
   }
 
@@ -365,14 +464,14 @@ export class SqliteStore implements Store {
     const key = JSON.stringify(shape);
     let stmt = this.#listCache.get(key);
     if (stmt === undefined) {
-      stmt = this.db.prepare(listJobsSql(shape));
+      stmt = this.db.prepare(listJobsSql(shape)).raw(true);
       this.#listCache.set(key, stmt);
     }
     const params: Record<string, unknown> = { limit: spec.limit };
     if (spec.queue !== undefined) params.queue = spec.queue;
     if (spec.beforeId !== undefined) params.before = spec.beforeId;
     states.forEach((s, i) => (params[`state${i}`] = s));
-    return (stmt.all(params) as Row[]).map((r) => publicJob(toStoredJob(r)));
+    return (stmt.all(params) as JobRow[]).map((r) => publicJob(toStoredJob(r)));
   }
 
   async listJobEvents(jobId: string): Promise<JobEvent[]> {
@@ -456,62 +555,97 @@ function storeError(err: unknown): unknown {
   return err;
 }
 
+function newStoredJob(spec: NewJob, requestHash: string | null, now: number): StoredJob {
+  return {
+    id: newJobId(),
+    queue: spec.queue,
+    task: spec.task,
+    payloadJson: spec.payloadJson,
+    priority: spec.priority,
+    state: "queued",
+    attempts: 0,
+    maxAttempts: spec.maxAttempts,
+    retryBaseDelayMs: spec.retryBaseDelayMs,
+    scheduleTime: scheduleTimeOf(spec, now),
+    createTime: now,
+    updateTime: now,
+    finishTime: null,
+    workerId: null,
+    leaseExpireTime: null,
+    deliveries: 0,
+    lastError: null,
+    resultJson: null,
+    leaseTokenHash: null,
+    leaseDurationMs: null,
+    idempotencyKey: spec.idempotencyKey,
+    requestHash,
+  };
+}
+
 function zeroCounts(): Record<JobState, number> {
   return Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
 }
 
-function toStoredJob(r: Row): StoredJob {
+/** A job row as its columns, in JOB_COLUMN_NAMES order. */
+type JobRow = unknown[];
+
+function toStoredJob(r: JobRow): StoredJob {
   return {
-    id: r.id as string,
-    queue: r.queue as string,
-    task: r.task as string,
-    payloadJson: r.payload as string,
-    priority: r.priority as number,
-    state: r.state as JobState,
-    attempts: r.attempts as number,
-    maxAttempts: r.max_attempts as number,
-    retryBaseDelayMs: r.retry_base_delay_ms as number,
-    scheduleTime: r.schedule_time as number,
-    createTime: r.create_time as number,
-    updateTime: r.update_time as number,
-    finishTime: r.finish_time as number | null,
-    workerId: r.worker_id as string | null,
-    leaseExpireTime: r.lease_expire_time as number | null,
-    leaseDurationMs: r.lease_duration_ms as number | null,
-    leaseTokenHash: r.lease_token_hash as Uint8Array | null,
-    deliveries: r.deliveries as number,
-    lastError: r.last_error as string | null,
-    resultJson: r.result as string | null,
-    idempotencyKey: r.idempotency_key as string | null,
-    requestHash: r.request_hash as string | null,
+    id: r[0] as string,
+    queue: r[1] as string,
+    task: r[2] as string,
+    payloadJson: r[3] as string,
+    priority: r[4] as number,
+    state: r[5] as JobState,
+    attempts: r[6] as number,
+    maxAttempts: r[7] as number,
+    retryBaseDelayMs: r[8] as number,
+    scheduleTime: r[9] as number,
+    createTime: r[10] as number,
+    updateTime: r[11] as number,
+    finishTime: r[12] as number | null,
+    workerId: r[13] as string | null,
+    leaseExpireTime: r[14] as number | null,
+    leaseDurationMs: r[15] as number | null,
+    leaseTokenHash: r[16] as Uint8Array | null,
+    deliveries: r[17] as number,
+    lastError: r[18] as string | null,
+    resultJson: r[19] as string | null,
+    idempotencyKey: r[20] as string | null,
+    requestHash: r[21] as string | null,
   };
 }
 
-function toRow(j: StoredJob): Row {
-  return {
-    id: j.id,
-    queue: j.queue,
-    task: j.task,
-    payload: j.payloadJson,
-    priority: j.priority,
-    state: j.state,
-    attempts: j.attempts,
-    max_attempts: j.maxAttempts,
-    retry_base_delay_ms: j.retryBaseDelayMs,
-    schedule_time: j.scheduleTime,
-    create_time: j.createTime,
-    update_time: j.updateTime,
-    finish_time: j.finishTime,
-    worker_id: j.workerId,
-    lease_expire_time: j.leaseExpireTime,
-    lease_duration_ms: j.leaseDurationMs,
-    lease_token_hash: j.leaseTokenHash === null ? null : Buffer.from(j.leaseTokenHash),
-    deliveries: j.deliveries,
-    last_error: j.lastError,
-    result: j.resultJson,
-    idempotency_key: j.idempotencyKey,
-    request_hash: j.requestHash,
-  };
+/** The values of a job in JOB_COLUMN_NAMES order, for insertJob. */
+function jobRow(j: StoredJob): JobRow {
+  return [
+    j.id,
+    j.queue,
+    j.task,
+    j.payloadJson,
+    j.priority,
+    j.state,
+    j.attempts,
+    j.maxAttempts,
+    j.retryBaseDelayMs,
+    j.scheduleTime,
+    j.createTime,
+    j.updateTime,
+    j.finishTime,
+    j.workerId,
+    j.leaseExpireTime,
+    j.leaseDurationMs,
+    tokenHashBlob(j.leaseTokenHash),
+    j.deliveries,
+    j.lastError,
+    j.resultJson,
+    j.idempotencyKey,
+    j.requestHash,
+  ];
+}
+
+function tokenHashBlob(hash: Uint8Array | null): Buffer | null {
+  return hash === null ? null : Buffer.from(hash.buffer, hash.byteOffset, hash.byteLength);
 }
 
 function toEvent(r: Row): JobEvent {
