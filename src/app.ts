@@ -74,6 +74,7 @@ export async function startServer(
     claimStreams,
     events,
     onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
+    log,
   });
   const shutdown = new AbortController();
   // connect-es links every in-flight call's context signal to this one (one

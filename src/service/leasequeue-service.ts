@@ -11,15 +11,18 @@ import type { JobState } from "../domain/job.js";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import type { EventFeed } from "../dispatch/event-feed.js";
 import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
-import type { Store, SubmitOutcome } from "../store/store.js";
+import type { Logger } from "../logger.js";
+import type { ClaimedLease, Store, SubmitOutcome } from "../store/store.js";
 import {
   GetStatsResponseSchema,
   LeaseQueueService,
+  type Lease,
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument } from "./errors.js";
+import { leaseForDelivery } from "./lease-delivery.js";
 import * as v from "./validate.js";
-import { eventToWire, jobToWire, leaseToWire, statsToWire } from "./wire.js";
+import { eventToWire, jobToWire, statsToWire } from "./wire.js";
 
 /** The HTTP / gRPC metadata header that may carry a Submit's idempotency key. */
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
@@ -33,6 +36,8 @@ export interface LeaseQueueServiceOptions {
   events: EventFeed;
   /** Told about every submit answered from an existing job. */
   onIdempotentReplay?: (queue: string) => void;
+  /** Where leases that could not be delivered are reported. Default: nowhere. */
+  log?: Logger;
 }
 
 export function createLeaseQueueService(opts: LeaseQueueServiceOptions): ServiceImpl<typeof LeaseQueueService> {
@@ -45,6 +50,45 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
 
   function submitOutcome(o: SubmitOutcome) {
     return { job: jobToWire(o.job), deduplicated: o.deduplicated };
+  }
+
+  /**
+   * The claimed leases a client can decode, as wire messages. A lease that
+   * cannot be encoded for a worker (see lease-delivery.ts) would fail the
+   * whole response, and every retry would fail the same way until its
+   * budget was spent by expiries; its job is dead-lettered at once instead,
+   * with last_error saying why, so an operator sees it and nothing waits
+   * for a lease nobody holds.
+   */
+  async function deliverable(leases: ClaimedLease[]): Promise<Lease[]> {
+    const wire: Lease[] = [];
+    for (const claimed of leases) {
+      const delivery = leaseForDelivery(claimed);
+      if (delivery.deliverable) {
+        wire.push(delivery.lease);
+        continue;
+      }
+      const { id: jobId, queue } = claimed.job;
+      opts.log?.error("lease cannot be encoded for a worker; job dead-lettered", { jobId, queue, problem: delivery.problem });
+      try {
+        await store.fail(jobId, claimed.leaseToken, { error: delivery.problem, permanent: true });
+      } catch (err) {
+        // The database is failing too: the lease expires instead, as any lease whose holder vanished.
+        opts.log?.warn("could not dead-letter an undeliverable job", { jobId, queue, error: err });
+      }
+    }
+    return wire;
+  }
+
+  /** Gives back leases that were claimed for a caller who can no longer receive them (attempts refunded). */
+  async function releaseUnsent(leases: ClaimedLease[]): Promise<void> {
+    await Promise.all(
+      leases.map(({ job, leaseToken }) =>
+        store.release(job.id, leaseToken).catch((err: unknown) => {
+          opts.log?.warn("could not release an unsent lease", { jobId: job.id, queue: job.queue, error: err });
+        }),
+      ),
+    );
   }
 
   function headerKey(ctx: HandlerContext): string | undefined {
@@ -84,10 +128,16 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       const deadline = clock.now() + waitMs;
       for (;;) {
         const generation = wakeups.generation(spec.queue);
-        const leases = await store.claim(spec);
-        if (leases.length > 0 || clock.now() >= deadline || ctx.signal.aborted) {
-          return { leases: leases.map(leaseToWire) };
+        const claimed = await store.claim(spec);
+        if (ctx.signal.aborted) {
+          // The caller went while the claim committed: nobody can receive these.
+          await releaseUnsent(claimed);
+          return { leases: [] };
         }
+        const leases = await deliverable(claimed);
+        if (leases.length > 0 || clock.now() >= deadline) return { leases };
+        // Nothing deliverable (possibly only undeliverable jobs, now dead): claim again or wait.
+        if (claimed.length > 0) continue;
         await wakeups.waitForWork(spec.queue, generation, deadline, ctx.signal);
         // A caller that has gone (or a server shutting down) must not be handed
         // a lease nobody will work on: it would sit until it expires.
@@ -102,8 +152,21 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         leaseDurationMs: v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs, v.DEFAULTS.leaseDurationMs)!,
         maxInFlight: v.intInRange("max_in_flight", req.maxInFlight, v.BOUNDS.maxInFlight, v.DEFAULTS.maxInFlight),
       };
-      for await (const lease of opts.claimStreams.open(spec, ctx.signal)) {
-        yield lease === null ? {} : { lease: leaseToWire(lease) };
+      for await (const claimed of opts.claimStreams.open(spec, ctx.signal)) {
+        if (claimed === null) {
+          yield {};
+          continue;
+        }
+        // One lease a worker cannot decode must not break the stream for its
+        // neighbours: it is dead-lettered and never sent (its finished event
+        // frees its place in max_in_flight).
+        const [lease] = await deliverable([claimed]);
+        if (ctx.signal.aborted) {
+          // The stream ended while the lease was checked: it was never sent.
+          await releaseUnsent(lease === undefined ? [] : [claimed]);
+          break;
+        }
+        if (lease !== undefined) yield { lease };
       }
       // Ended by the server (shutdown: unavailable) or the client (nobody listens).
       if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);

@@ -23,6 +23,13 @@ export const BOUNDS = {
   workerId: /^[A-Za-z0-9._:@/-]{1,128}$/,
   idempotencyKey: /^[\x21-\x7e]{1,128}$/,
   jsonBytes: 64 * 1024,
+  /**
+   * Nesting levels of a payload or result (`1` is level 0, `[1]` level 1).
+   * Every level is two nested protobuf messages (Value and Struct/ListValue),
+   * and protobuf decoders stop at 100 (protobuf-es, C++, upb): a Lease in a
+   * StreamClaimsResponse wraps a payload in three more, so 32 leaves room.
+   */
+  jsonDepth: 32,
   priority: [-100, 100],
   maxAttempts: [1, 100],
   retryBaseDelayMs: [0, HOUR],
@@ -139,9 +146,46 @@ function formatMs(ms: number): string {
   return `${ms / 1000}s`;
 }
 
-/** A google.protobuf.Value as compact JSON text, within the 64 KiB bound. */
+/**
+ * How deeply a google.protobuf.Value nests (`1` is 0, `[1]` and `{}` are 1),
+ * or `limit + 1` as soon as it is known to be deeper than `limit`. Walks the
+ * message with an explicit stack, never recursion, so a value nested far
+ * past the bound (the request decoder lets about 98 levels through) costs
+ * one pass and no call stack.
+ */
+export function valueDepth(value: Value, limit: number): number {
+  let deepest = 0;
+  const pending: Array<[Value, number]> = [[value, 0]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [v, depth] = next;
+    const kind = v.kind;
+    let children: Value[];
+    if (kind.case === "listValue") children = kind.value.values;
+    else if (kind.case === "structValue") children = Object.values(kind.value.fields);
+    else continue;
+    const level = depth + 1;
+    if (level > limit) return limit + 1;
+    if (level > deepest) deepest = level;
+    for (const child of children) pending.push([child, level]);
+  }
+  return deepest;
+}
+
+/**
+ * Refuses a Value nested deeper than api.md allows (32 levels): clients'
+ * protobuf decoders give up not far past it, so a job nested deeper could
+ * be stored but never read back or leased by a gRPC or Connect binary client.
+ */
+export function assertJsonDepth(field: string, value: Value): void {
+  if (valueDepth(value, BOUNDS.jsonDepth) > BOUNDS.jsonDepth) {
+    throw invalidArgument(field, `is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
+  }
+}
+
+/** A google.protobuf.Value as compact JSON text, within the 64 KiB and 32-level bounds. */
 export function jsonText(field: string, value: Value | undefined): string {
   if (value === undefined) return "null";
+  assertJsonDepth(field, value);
   let json: JsonValue;
   try {
     json = toJson(ValueSchema, value);
