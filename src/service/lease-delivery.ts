@@ -7,12 +7,13 @@
  * messages, about 48 JSON levels inside a Lease). Connect serializes a
  * response after the handler has returned (Claim) or yielded (StreamClaims),
  * where a failure ends the whole call and no one learns which lease caused
- * it. So the handler checks each lease against what api.md promises clients
- * (payload and result within 64 KiB and 32 levels, readable from the
- * database) and keeps the ones that fail out of the response. It also
- * encodes each lease once, so whatever else the encoder refuses (an int32
- * out of range in a damaged row) is caught per lease too; that costs about
- * 0.2 ms for a lease near 64 KiB.
+ * it. So the handler checks each lease against what a client's decoder
+ * takes (payload and result readable from the database and nested at most
+ * 32 levels, api.md's bound; the encoded lease within the 4 MiB that gRPC
+ * clients receive by default) and keeps the ones that fail out of the
+ * response. Encoding each lease once here also catches whatever else the
+ * encoder refuses (an int32 out of range in a damaged row); that costs
+ * about 0.2 ms for a lease near 64 KiB.
  *
  * Only a job written before those bounds were enforced (or written to the
  * database by other means) can fail: validation refuses such payloads and
@@ -25,6 +26,9 @@ import { LeaseSchema, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_p
 import { BOUNDS, valueDepth } from "./validate.js";
 import { leaseToWire } from "./wire.js";
 
+/** The default receive limit of grpc-go, grpc-js and grpcio (4 MiB). */
+const CLIENT_MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
+
 export type LeaseDelivery =
   | { deliverable: true; lease: Lease }
   /** `problem` names the field and the reason, for the job's last_error. */
@@ -32,27 +36,25 @@ export type LeaseDelivery =
 
 /** The lease as a wire message every client can decode, or why it cannot be one. */
 export function leaseForDelivery(claimed: ClaimedLease): LeaseDelivery {
-  const { job } = claimed;
-  for (const [field, text] of [["payload", job.payloadJson], ["result", job.resultJson]] as const) {
-    if (text === null) continue;
-    const bytes = Buffer.byteLength(text, "utf8");
-    if (bytes > BOUNDS.jsonBytes) return undeliverable(field, `it is ${bytes} bytes of JSON; the limit is ${BOUNDS.jsonBytes} bytes`);
-  }
   let lease: Lease;
   try {
     lease = leaseToWire(claimed);
   } catch (err) {
-    return undeliverable("payload", `the stored JSON cannot be read (${(err as Error).message})`);
+    return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: its stored payload or result cannot be read (${(err as Error).message})` };
   }
   for (const [field, value] of [["payload", lease.job?.payload], ["result", lease.job?.result]] as const) {
     if (value !== undefined && tooDeep(value)) {
       return undeliverable(field, `it is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
     }
   }
+  let bytes: number;
   try {
-    toBinary(LeaseSchema, lease);
+    bytes = toBinary(LeaseSchema, lease).byteLength;
   } catch (err) {
     return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: ${(err as Error).message}` };
+  }
+  if (bytes > CLIENT_MAX_RECEIVE_BYTES) {
+    return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: the lease is ${bytes} bytes; gRPC clients receive at most ${CLIENT_MAX_RECEIVE_BYTES} by default` };
   }
   return { deliverable: true, lease };
 }
