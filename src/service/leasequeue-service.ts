@@ -135,9 +135,10 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
           return { leases: [] };
         }
         const leases = await deliverable(claimed);
-        if (leases.length > 0 || clock.now() >= deadline) return { leases };
-        // Nothing deliverable (possibly only undeliverable jobs, now dead): claim again or wait.
+        if (leases.length > 0) return { leases };
+        // Only undeliverable jobs (now dead): claim again, the next eligible job may be fine.
         if (claimed.length > 0) continue;
+        if (clock.now() >= deadline) return { leases };
         await wakeups.waitForWork(spec.queue, generation, deadline, ctx.signal);
         // A caller that has gone (or a server shutting down) must not be handed
         // a lease nobody will work on: it would sit until it expires.
