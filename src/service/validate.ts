@@ -25,9 +25,13 @@ export const BOUNDS = {
   jsonBytes: 64 * 1024,
   /**
    * Nesting levels of a payload or result (`1` is level 0, `[1]` level 1).
-   * Every level is two nested protobuf messages (Value and Struct/ListValue),
-   * and protobuf decoders stop at 100 (protobuf-es, C++, upb): a Lease in a
-   * StreamClaimsResponse wraps a payload in three more, so 32 leaves room.
+   * Each level is two nested protobuf messages (Value, then Struct or
+   * ListValue), three for an object where the decoder counts map entries
+   * (C++ protobuf, as in Python grpcio), and decoders stop at 100 nested
+   * messages. Inside a StreamClaimsResponse (response, Lease, Job) a
+   * 32-level object is 99 deep for Python and 33 levels fail there; arrays
+   * and protobuf-es (about 48 levels) have more room. So 32 is the most
+   * every client can read, with no message wrapped any deeper than a Lease.
    */
   jsonDepth: 32,
   priority: [-100, 100],
