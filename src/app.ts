@@ -77,6 +77,7 @@ export async function startServer(
     events,
     onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
     workKeepaliveMs: claimKeepaliveMs,
+    log,
   });
   const shutdown = new AbortController();
   // connect-es links every in-flight call's context signal to this one (one

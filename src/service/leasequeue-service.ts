@@ -11,16 +11,19 @@ import type { JobState } from "../domain/job.js";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import type { EventFeed } from "../dispatch/event-feed.js";
 import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
-import type { Store, SubmitOutcome } from "../store/store.js";
+import type { Logger } from "../logger.js";
+import type { ClaimedLease, Store, SubmitOutcome } from "../store/store.js";
 import {
   GetStatsResponseSchema,
   LeaseQueueService,
+  type Lease,
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
+import { deliverableLeases, releaseUnsent as releaseLeases } from "./lease-delivery.js";
 import * as v from "./validate.js";
-import { eventToWire, jobToWire, leaseToWire, statsToWire } from "./wire.js";
+import { eventToWire, jobToWire, statsToWire } from "./wire.js";
 import { workStream } from "./work-stream.js";
 
 /** The HTTP / gRPC metadata header that may carry a Submit's idempotency key. */
@@ -37,6 +40,8 @@ export interface LeaseQueueServiceOptions {
   onIdempotentReplay?: (queue: string) => void;
   /** Idle interval between Work keepalive messages. Default 15 s. */
   workKeepaliveMs?: number;
+  /** Where leases that could not be delivered are reported. Default: nowhere. */
+  log?: Logger;
 }
 
 export function createLeaseQueueService(opts: LeaseQueueServiceOptions): ServiceImpl<typeof LeaseQueueService> {
@@ -50,6 +55,10 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
   function submitOutcome(o: SubmitOutcome, basic = false) {
     return { job: jobToWire(o.job, basic), deduplicated: o.deduplicated };
   }
+
+  const deliverable = async (leases: ClaimedLease[]): Promise<Lease[]> =>
+    (await deliverableLeases(store, opts.log, leases)).map((d) => d.lease);
+  const releaseUnsent = (leases: ClaimedLease[]): Promise<void> => releaseLeases(store, opts.log, leases);
 
   function headerKey(ctx: HandlerContext): string | undefined {
     const value = ctx.requestHeader.get(IDEMPOTENCY_KEY_HEADER);
@@ -89,10 +98,17 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       const deadline = clock.now() + waitMs;
       for (;;) {
         const generation = wakeups.generation(spec.queue);
-        const leases = await store.claim(spec);
-        if (leases.length > 0 || clock.now() >= deadline || ctx.signal.aborted) {
-          return { leases: leases.map(leaseToWire) };
+        const claimed = await store.claim(spec);
+        if (ctx.signal.aborted) {
+          // The caller went while the claim committed: nobody can receive these.
+          await releaseUnsent(claimed);
+          return { leases: [] };
         }
+        const leases = await deliverable(claimed);
+        if (leases.length > 0) return { leases };
+        // Only undeliverable jobs (now dead): claim again, the next eligible job may be fine.
+        if (claimed.length > 0) continue;
+        if (clock.now() >= deadline) return { leases };
         await wakeups.waitForWork(spec.queue, generation, deadline, ctx.signal);
         // A caller that has gone (or a server shutting down) must not be handed
         // a lease nobody will work on: it would sit until it expires.
@@ -102,8 +118,21 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
 
     async *streamClaims(req, ctx) {
       const spec = v.claimStreamSpec("", req);
-      for await (const lease of opts.claimStreams.open(spec, ctx.signal)) {
-        yield lease === null ? {} : { lease: leaseToWire(lease) };
+      for await (const claimed of opts.claimStreams.open(spec, ctx.signal)) {
+        if (claimed === null) {
+          yield {};
+          continue;
+        }
+        // One lease a worker cannot decode must not break the stream for its
+        // neighbours: it is dead-lettered and never sent (its finished event
+        // frees its place in max_in_flight).
+        const [lease] = await deliverable([claimed]);
+        if (ctx.signal.aborted) {
+          // The stream ended while the lease was checked: it was never sent.
+          await releaseUnsent(lease === undefined ? [] : [claimed]);
+          break;
+        }
+        if (lease !== undefined) yield { lease };
       }
       // Ended by the server (shutdown: unavailable) or the client (nobody listens).
       if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);
@@ -144,6 +173,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
     work(requests, ctx) {
       return workStream(requests, ctx, {
         store,
+        log: opts.log,
         claimStreams: opts.claimStreams,
         keepaliveMs: opts.workKeepaliveMs ?? 15_000,
       });

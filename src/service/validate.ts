@@ -23,6 +23,17 @@ export const BOUNDS = {
   workerId: /^[A-Za-z0-9._:@/-]{1,128}$/,
   idempotencyKey: /^[\x21-\x7e]{1,128}$/,
   jsonBytes: 64 * 1024,
+  /**
+   * Nesting levels of a payload or result (`1` is level 0, `[1]` level 1).
+   * Each level is two nested protobuf messages (Value, then Struct or
+   * ListValue), three for an object where the decoder counts map entries
+   * (C++ protobuf, as in Python grpcio), and decoders stop at 100 nested
+   * messages. Inside a StreamClaimsResponse (response, Lease, Job) a
+   * 32-level object is 99 deep for Python and 33 levels fail there; arrays
+   * and protobuf-es (about 48 levels) have more room. So 32 is the most
+   * every client can read, with no message wrapped any deeper than a Lease.
+   */
+  jsonDepth: 32,
   priority: [-100, 100],
   maxAttempts: [1, 100],
   retryBaseDelayMs: [0, HOUR],
@@ -141,9 +152,46 @@ function formatMs(ms: number): string {
   return `${ms / 1000}s`;
 }
 
-/** A google.protobuf.Value as compact JSON text, within the 64 KiB bound. */
+/**
+ * How deeply a google.protobuf.Value nests (`1` is 0, `[1]` and `{}` are 1),
+ * or `limit + 1` as soon as it is known to be deeper than `limit`. Walks the
+ * message with an explicit stack, never recursion, so a value nested far
+ * past the bound (the request decoder lets about 98 levels through) costs
+ * one pass and no call stack.
+ */
+export function valueDepth(value: Value, limit: number): number {
+  let deepest = 0;
+  const pending: Array<[Value, number]> = [[value, 0]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [v, depth] = next;
+    const kind = v.kind;
+    let children: Value[];
+    if (kind.case === "listValue") children = kind.value.values;
+    else if (kind.case === "structValue") children = Object.values(kind.value.fields);
+    else continue;
+    const level = depth + 1;
+    if (level > limit) return limit + 1;
+    if (level > deepest) deepest = level;
+    for (const child of children) pending.push([child, level]);
+  }
+  return deepest;
+}
+
+/**
+ * Refuses a Value nested deeper than api.md allows (32 levels): clients'
+ * protobuf decoders give up not far past it, so a job nested deeper could
+ * be stored but never read back or leased by a gRPC or Connect binary client.
+ */
+export function assertJsonDepth(field: string, value: Value): void {
+  if (valueDepth(value, BOUNDS.jsonDepth) > BOUNDS.jsonDepth) {
+    throw invalidArgument(field, `is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
+  }
+}
+
+/** A google.protobuf.Value as compact JSON text, within the 64 KiB and 32-level bounds. */
 export function jsonText(field: string, value: Value | undefined): string {
   if (value === undefined) return "null";
+  assertJsonDepth(field, value);
   let json: JsonValue;
   try {
     json = toJson(ValueSchema, value);

@@ -25,30 +25,34 @@
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, type HandlerContext } from "@connectrpc/connect";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
-import type { ClaimedLease, Store } from "../store/store.js";
+import type { Logger } from "../logger.js";
+import type { Store } from "../store/store.js";
 import {
   WorkResponseSchema,
   type AcknowledgementResult,
+  type Lease,
   type WorkRequest,
   type WorkResponse,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
 import * as v from "./validate.js";
-import { leaseToWire } from "./wire.js";
+import { deliverableLeases, releaseUnsent } from "./lease-delivery.js";
 
 export interface WorkStreamDeps {
   store: Store;
+  /** Where leases that could not be delivered are reported. */
+  log?: Logger;
   claimStreams: ClaimStreams;
   /** Idle interval between keepalive messages. */
   keepaliveMs: number;
 }
 
 /**
- * Most payload and result bytes of leases in one response. gRPC clients
- * refuse messages over 4 MiB by default; a response stays well under it
- * however large the jobs are (one lease always fits: a job is at most
- * 2 x 64 KiB of JSON).
+ * Most (estimated) encoded lease bytes in one response. gRPC clients refuse
+ * messages over 4 MiB by default; a response stays well under it however
+ * large the jobs are (a single lease over 4 MiB is never sent: see
+ * lease-delivery.ts).
  */
 const MAX_LEASE_BYTES_PER_MESSAGE = 1024 * 1024;
 
@@ -110,7 +114,13 @@ export async function* workStream(
     yield create(WorkResponseSchema, {});
     for (;;) {
       if (failure !== undefined) throw failure;
-      const leases = inputDone ? [] : stream.takeReady();
+      const claimed = inputDone ? [] : stream.takeReady();
+      // A lease a worker could not decode is dead-lettered, never sent (lease-delivery.ts).
+      const leases = claimed.length === 0 ? [] : await deliverableLeases(deps.store, deps.log, claimed);
+      if (ctx.signal.aborted) {
+        await releaseUnsent(deps.store, deps.log, claimed.filter((c) => leases.some((l) => l.lease.job?.id === c.job.id)));
+        break;
+      }
       const ready = results.splice(0);
       if (leases.length > 0 || ready.length > 0) {
         for (const message of responses(leases, ready)) yield message;
@@ -129,18 +139,17 @@ export async function* workStream(
 }
 
 /** Leases and results as one response, or several when the leases are large. */
-function responses(leases: ClaimedLease[], results: AcknowledgementResult[]): WorkResponse[] {
+function responses(leases: Array<{ lease: Lease; bytes: number }>, results: AcknowledgementResult[]): WorkResponse[] {
   const out: WorkResponse[] = [create(WorkResponseSchema, { results })];
   let bytes = 0;
-  for (const lease of leases) {
-    const size = lease.job.payloadJson.length + (lease.job.resultJson?.length ?? 0);
+  for (const { lease, bytes: size } of leases) {
     let current = out[out.length - 1]!;
     if (current.leases.length > 0 && bytes + size > MAX_LEASE_BYTES_PER_MESSAGE) {
       current = create(WorkResponseSchema, {});
       out.push(current);
       bytes = 0;
     }
-    current.leases.push(leaseToWire(lease));
+    current.leases.push(lease);
     bytes += size;
   }
   return out;

@@ -139,7 +139,15 @@ const MAX_RETRY_DELAY_MS = 30 * 24 * 3600 * 1000;
 const FINAL_ACK_GRACE_MS = 5000;
 /** Per-call deadline of Complete and Fail. */
 const ACK_TIMEOUT_MS = 10_000;
+/**
+ * Failures of Complete/Fail/Release worth retrying while the lease lasts.
+ * `canceled` is among them: connect-node reports a connection reset under
+ * an HTTP/2 call as "stream closed with error code CANCEL", and giving up
+ * there would leave a finished job to expire. The SDK's own cancellation
+ * (close() past its grace) is told apart by the cutoff signal.
+ */
 const TRANSIENT: ReadonlySet<Code> = new Set([
+  Code.Canceled,
   Code.Unavailable,
   Code.DeadlineExceeded,
   Code.ResourceExhausted,

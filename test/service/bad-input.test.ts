@@ -10,7 +10,14 @@
  * tested to the millisecond and lease expiry needs no sleep.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ManualClock } from "../../src/domain/clock.js";
+import { assertJsonDepth, valueDepth } from "../../src/service/validate.js";
+import { BadRequestSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
+import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -358,6 +365,105 @@ describe("payload and result: at most 64 KiB of compact UTF-8 JSON", () => {
   it("defaults to null", async () => {
     const { job } = await submitOk({ queue: "big", task: "t" });
     expect(job.payload).toBeNull();
+  });
+});
+
+describe("payload and result: at most 32 levels of nesting (`1` is level 0, `[1]` level 1)", () => {
+  /** `levels` arrays or objects around the number 1 (`1` itself when 0). */
+  function nested(kind: "array" | "object", levels: number): JsonValue {
+    let value: JsonValue = 1;
+    for (let i = 0; i < levels; i++) value = kind === "array" ? [value] : { k: value };
+    return value;
+  }
+
+  /** The same, as the google.protobuf.Value a typed client sends. */
+  function nestedValue(kind: "array" | "object", levels: number): Value {
+    return fromJson(ValueSchema, nested(kind, levels));
+  }
+
+  function grpcClient() {
+    return createClient(LeaseQueueService, createGrpcTransport({ baseUrl: s.apiUrl }));
+  }
+
+  /** invalid_argument over gRPC, naming `field` in the message and in a BadRequest. */
+  async function expectGrpcInvalid(call: Promise<unknown>, field: string): Promise<void> {
+    const err = await call.then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(err, `expected ${field} to be refused`).toBeInstanceOf(ConnectError);
+    expect(err!.code, err!.message).toBe(Code.InvalidArgument);
+    expect(err!.rawMessage).toContain(field);
+    expect(err!.findDetails(BadRequestSchema).flatMap((d) => d.fieldViolations.map((v) => v.field))).toEqual([field]);
+  }
+
+  it.each(["array", "object"] as const)("Connect JSON: a %s payload of 32 levels is stored and read back whole; 33 is refused", async (kind) => {
+    const { job } = await submitOk({ queue: "depth", task: "t", payload: nested(kind, 32) });
+    expect(job.payload).toEqual(nested(kind, 32));
+    expect((await ok("GetJob", { jobId: job.id })).job.payload).toEqual(nested(kind, 32));
+    expectInvalid(await s.call("Submit", { ...base, payload: nested(kind, 33) }), "payload");
+  });
+
+  it("counts the deepest branch, and empty containers as a level", async () => {
+    // 31 levels of arrays around an empty object: 32 levels.
+    await submitOk({ queue: "depth", task: "t", payload: { wide: [1, 2, 3], deep: nested("array", 30), leaf: [[{}]] } });
+    let thirtyThree: JsonValue = {};
+    for (let i = 0; i < 32; i++) thirtyThree = [thirtyThree];
+    expectInvalid(await s.call("Submit", { ...base, payload: { shallow: 1, deep: thirtyThree } }), "payload");
+  });
+
+  it("refuses a payload nested 97 levels deep (the deepest the JSON decoder lets through)", async () => {
+    expectInvalid(await s.call("Submit", { ...base, payload: nested("array", 97) }), "payload");
+    expectInvalid(await s.call("Submit", { ...base, payload: nested("object", 97) }), "payload");
+  });
+
+  it("measures depth without recursion: a Value nested 200 000 levels deep is measured, not a stack overflow", () => {
+    let value = create(ValueSchema, { kind: { case: "numberValue", value: 1 } });
+    for (let i = 0; i < 200_000; i++) {
+      value = create(ValueSchema, i % 2 === 0
+        ? { kind: { case: "listValue", value: { values: [value] } } }
+        : { kind: { case: "structValue", value: { fields: { k: value } } } });
+    }
+    expect(valueDepth(value, 32)).toBe(33);
+    expect(valueDepth(value, 1_000_000)).toBe(200_000);
+    expect(() => assertJsonDepth("payload", value)).toThrow(/payload: is nested more than 32 levels/);
+  });
+
+  it.each(["array", "object"] as const)("gRPC binary: a %s payload of 32 levels is accepted; 33 is refused naming payload", async (kind) => {
+    const client = grpcClient();
+    const { job } = await client.submit({ queue: "depth", task: "t", payload: nestedValue(kind, 32) });
+    created++;
+    expect(job?.payload).toBeDefined();
+    await expectGrpcInvalid(client.submit({ ...base, payload: nestedValue(kind, 33) }), "payload");
+    // The deepest a SubmitRequest can carry through the binary decoder.
+    await expectGrpcInvalid(client.submit({ ...base, payload: nestedValue(kind, 48) }), "payload");
+  });
+
+  it("SubmitBatch names the job: jobs[3].payload, and creates nothing", async () => {
+    const before = await totalJobs();
+    const good = { queue: "depth-batch", task: "t", payload: nested("object", 32) };
+    const bad = { ...good, payload: nested("array", 33) };
+    expectInvalid(await s.call("SubmitBatch", { jobs: [good, good, good, bad] }), "jobs[3].payload");
+    const goodValue = { ...good, payload: nestedValue("object", 32) };
+    const badValue = { ...good, payload: nestedValue("array", 33) };
+    await expectGrpcInvalid(grpcClient().submitBatch({ jobs: [goodValue, goodValue, goodValue, badValue] }), "jobs[3].payload");
+    expect(await queueJobs("depth-batch")).toEqual([]);
+    expect(await totalJobs()).toBe(before);
+  });
+
+  it.each(["array", "object"] as const)("Complete: a %s result of 32 levels completes the job; 33 is refused and keeps the lease", async (kind) => {
+    const json = await runningJob("depth-results");
+    expectInvalid(await s.call("Complete", { jobId: json.id, leaseToken: json.token, result: nested(kind, 33) }), "result");
+    expect((await ok("GetJob", { jobId: json.id })).job.state).toBe("JOB_STATE_RUNNING");
+    const done = await ok("Complete", { jobId: json.id, leaseToken: json.token, result: nested(kind, 32) });
+    expect(done.job.result).toEqual(nested(kind, 32));
+
+    const client = grpcClient();
+    const grpc = await runningJob("depth-results");
+    await expectGrpcInvalid(client.complete({ jobId: grpc.id, leaseToken: grpc.token, result: nestedValue(kind, 33) }), "result");
+    expect((await ok("GetJob", { jobId: grpc.id })).job.state).toBe("JOB_STATE_RUNNING");
+    const res = await client.complete({ jobId: grpc.id, leaseToken: grpc.token, result: nestedValue(kind, 32) });
+    expect(res.job?.state).toBe(4 /* COMPLETED */);
   });
 });
 
@@ -809,7 +915,8 @@ describe("request body over LEASEQUEUE_MAX_REQUEST_BYTES", () => {
 });
 
 describe("after all the bad input", () => {
-  it("the server is healthy and holds exactly the accepted jobs", async () => {
+  // Reads every job and its timeline (a few hundred calls, some 64 KiB): seconds on a loaded machine.
+  it("the server is healthy and holds exactly the accepted jobs", { timeout: 30_000 }, async () => {
     const health = await fetch(`${s.apiUrl}/grpc.health.v1.Health/Check`, {
       method: "POST",
       headers: { "content-type": "application/json" },

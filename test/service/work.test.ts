@@ -228,6 +228,25 @@ describe("Work", () => {
     expect((await stats(t, "gone")).running).toBe(0);
   });
 
+  it("dead-letters a lease no client could decode and sends its neighbours", async () => {
+    const { t, grpc } = await server();
+    // A job stored before the nesting bound existed (written past validation).
+    const deep = "[".repeat(60) + "1" + "]".repeat(60);
+    const base = { queue: "poison-work", task: "t", priority: 0, maxAttempts: 3, retryBaseDelayMs: 1000, schedule: null, idempotencyKey: null };
+    const [poison, healthy] = await t.server.store.submit([
+      { ...base, payloadJson: deep },
+      { ...base, payloadJson: '{"ok":1}' },
+    ]);
+    const w = openWork(grpc);
+    w.send({ start: { queue: "poison-work", workerId: "w", maxInFlight: 5 } });
+    const [lease] = await w.leases(1);
+    expect(lease!.job!.id).toBe(healthy!.job.id);
+    const dead = (await t.call("GetJob", { jobId: poison!.job.id })).body.job;
+    expect(dead.state).toBe("JOB_STATE_DEAD");
+    expect(dead.lastError).toMatch(/cannot be encoded for delivery to a worker/);
+    w.abort.abort();
+  });
+
   it("ends with unavailable on server shutdown", async () => {
     const { t, grpc } = await server();
     const w = openWork(grpc);

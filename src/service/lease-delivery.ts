@@ -1,0 +1,123 @@
+/**
+ * Whether a claimed lease can reach a worker, decided before it leaves the
+ * handler.
+ *
+ * The server's own encoder never refuses a deep google.protobuf.Value; the
+ * worker's decoder does (protobuf-es, C++ and upb stop at 100 nested
+ * messages: inside a Lease, 48 JSON levels for protobuf-es, 32 levels of
+ * objects for Python grpcio). Connect serializes a
+ * response after the handler has returned (Claim) or yielded (StreamClaims),
+ * where a failure ends the whole call and no one learns which lease caused
+ * it. So the handler checks each lease against what a client's decoder
+ * takes (payload and result readable from the database and nested at most
+ * 32 levels, api.md's bound; the encoded lease within the 4 MiB that gRPC
+ * clients receive by default) and keeps the ones that fail out of the
+ * response. Encoding each lease once here also catches whatever else the
+ * encoder refuses (an int32 out of range in a damaged row); that costs
+ * about 0.2 ms for a lease near 64 KiB.
+ *
+ * Only a job written before those bounds were enforced (or written to the
+ * database by other means) can fail: validation refuses such payloads and
+ * results on Submit, SubmitBatch and Complete.
+ */
+import { toBinary } from "@bufbuild/protobuf";
+import type { Value } from "@bufbuild/protobuf/wkt";
+import type { Logger } from "../logger.js";
+import type { ClaimedLease, Store } from "../store/store.js";
+import { LeaseSchema, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { BOUNDS, valueDepth } from "./validate.js";
+import { leaseToWire } from "./wire.js";
+
+/** The default receive limit of grpc-go, grpc-js and grpcio (4 MiB). */
+const CLIENT_MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Stored JSON up to this many characters (payload plus result: twice api.md's
+ * 64 KiB) cannot encode to more than 4 MiB: a JSON character becomes at most
+ * about 6 bytes of google.protobuf.Value. Such leases skip the trial
+ * encoding; their size is estimated from the JSON.
+ */
+const TRIAL_ENCODING_ABOVE_CHARS = 2 * BOUNDS.jsonBytes;
+
+export type LeaseDelivery =
+  | { deliverable: true; lease: Lease; bytes: number }
+  /** `problem` names the field and the reason, for the job's last_error. */
+  | { deliverable: false; problem: string };
+
+/** The lease as a wire message every client can decode, or why it cannot be one. */
+export function leaseForDelivery(claimed: ClaimedLease): LeaseDelivery {
+  let lease: Lease;
+  try {
+    lease = leaseToWire(claimed);
+  } catch (err) {
+    return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: its stored payload or result cannot be read (${(err as Error).message})` };
+  }
+  for (const [field, value] of [["payload", lease.job?.payload], ["result", lease.job?.result]] as const) {
+    if (value !== undefined && tooDeep(value)) {
+      return undeliverable(field, `it is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
+    }
+  }
+  const jsonChars = claimed.job.payloadJson.length + (claimed.job.resultJson?.length ?? 0);
+  if (jsonChars <= TRIAL_ENCODING_ABOVE_CHARS) return { deliverable: true, lease, bytes: jsonChars + 512 };
+  let bytes: number;
+  try {
+    bytes = toBinary(LeaseSchema, lease).byteLength;
+  } catch (err) {
+    return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: ${(err as Error).message}` };
+  }
+  if (bytes > CLIENT_MAX_RECEIVE_BYTES) {
+    return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: the lease is ${bytes} bytes; gRPC clients receive at most ${CLIENT_MAX_RECEIVE_BYTES} by default` };
+  }
+  return { deliverable: true, lease, bytes };
+}
+
+/**
+ * The claimed leases a client can decode, as wire messages with their
+ * (estimated) encoded size. A lease that cannot be encoded for a worker
+ * would fail the whole response, and every retry would fail the same way
+ * until its budget was spent by expiries; its job is dead-lettered at once
+ * instead, with last_error saying why, so an operator sees it and nothing
+ * waits for a lease nobody holds.
+ */
+export async function deliverableLeases(
+  store: Store,
+  log: Logger | undefined,
+  leases: ClaimedLease[],
+): Promise<Array<{ lease: Lease; bytes: number }>> {
+  const wire: Array<{ lease: Lease; bytes: number }> = [];
+  for (const claimed of leases) {
+    const delivery = leaseForDelivery(claimed);
+    if (delivery.deliverable) {
+      wire.push(delivery);
+      continue;
+    }
+    const { id: jobId, queue } = claimed.job;
+    log?.error("lease cannot be encoded for a worker; job dead-lettered", { jobId, queue, problem: delivery.problem });
+    try {
+      await store.fail(jobId, claimed.leaseToken, { error: delivery.problem, permanent: true });
+    } catch (err) {
+      // The database is failing too: the lease expires instead, as any lease whose holder vanished.
+      log?.warn("could not dead-letter an undeliverable job", { jobId, queue, error: err });
+    }
+  }
+  return wire;
+}
+
+/** Gives back leases that were claimed for a caller who can no longer receive them (attempts refunded). */
+export async function releaseUnsent(store: Store, log: Logger | undefined, leases: ClaimedLease[]): Promise<void> {
+  await Promise.all(
+    leases.map(({ job, leaseToken }) =>
+      store.release(job.id, leaseToken).catch((err: unknown) => {
+        log?.warn("could not release an unsent lease", { jobId: job.id, queue: job.queue, error: err });
+      }),
+    ),
+  );
+}
+
+function tooDeep(value: Value): boolean {
+  return valueDepth(value, BOUNDS.jsonDepth) > BOUNDS.jsonDepth;
+}
+
+function undeliverable(field: "payload" | "result", reason: string): LeaseDelivery {
+  return { deliverable: false, problem: `${field} cannot be encoded for delivery to a worker: ${reason}` };
+}
