@@ -4,7 +4,6 @@
  */
 import { setMaxListeners } from "node:events";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { ClaimStreams } from "./dispatch/claim-streams.js";
@@ -16,7 +15,9 @@ import { createMetrics } from "./metrics/metrics.js";
 import { startApiListener, type ApiListener } from "./server/api-listener.js";
 import { createConsoleHandler, defaultConsoleDir } from "./server/console-files.js";
 import { HealthStatus, ServingStatus } from "./server/health.js";
+import { acceptedCompressions } from "./server/request-compression.js";
 import { boundaryInterceptor, routes } from "./server/routes.js";
+import { createRpcHandler, strictUtf8Decoder } from "./server/rpc-handler.js";
 import { startSideListener } from "./server/side-listener.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
 import { openSqliteStore } from "./store/sqlite/sqlite-store.js";
@@ -80,11 +81,20 @@ export async function startServer(
   // abort listener per call, removed when the call ends): more than 10
   // concurrent calls is normal, not a leak, so lift Node's warning threshold.
   setMaxListeners(0, shutdown.signal);
-  const handler = connectNodeAdapter({
+  // connect's JSON serialization reads `textDecoder` from these options,
+  // although the router's option type does not declare it.
+  const jsonOptions = { ignoreUnknownFields: false, textDecoder: strictUtf8Decoder() };
+  const rpc = createRpcHandler({
     routes: routes({ service, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],
-    jsonOptions: { ignoreUnknownFields: false },
+    log,
+    metrics,
+    jsonOptions,
     readMaxBytes: config.maxRequestBytes,
+    // Request encodings, and the ones responses may use: gzip unless configured.
+    acceptCompression: acceptedCompressions(config.requestCompression),
+    // connect compresses responses of at least this many bytes (default 1 KiB).
+    compressMinBytes: config.responseCompression ? 1024 : Number.MAX_SAFE_INTEGER,
     shutdownSignal: shutdown.signal,
     // Everything that is not an RPC: the operations console at / (else 404).
     fallback: createConsoleHandler(defaultConsoleDir(), {
@@ -99,9 +109,14 @@ export async function startServer(
     api = await startApiListener({
       host: config.host,
       port: config.port,
-      handler,
+      handler: rpc.handler,
       tls: config.tls,
       maxRequestBytes: config.maxRequestBytes,
+      http2MaxConcurrentStreams: config.http2MaxConcurrentStreams,
+      requestHeadersTimeoutMs: config.requestHeadersTimeoutMs,
+      requestTimeoutMs: config.requestTimeoutMs,
+      keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+      isStreamingRequest: rpc.isStreamingRequest,
       onError: (err) => log.warn("api connection error", { error: err }),
     });
     log.info("api listening", {

@@ -1,0 +1,157 @@
+/**
+ * The Node request handler of the API port: connect's router served by our
+ * own thin adapter instead of connect-node's `connectNodeAdapter`, so that
+ * what connect decides before any interceptor runs is still answered in
+ * api.md's terms and counted:
+ *
+ * - a request message that is not valid protobuf binary is `invalid_argument`,
+ *   not `internal` (see call-outcome.ts for why it is rewritten there);
+ * - calls refused before the interceptor (undecodable, unsupported encoding,
+ *   too large after decompression, reset by the client) still reach the RPC
+ *   metrics, with their code;
+ * - a client that resets its stream or drops its connection is `canceled`,
+ *   logged at debug, never a server failure (connect-node would write
+ *   "handler for rpc ... failed" to stderr for it).
+ *
+ * Request and response bytes are otherwise those of connect-node: the same
+ * universalRequestFromNodeRequest / universalResponseToNodeResponse it uses.
+ */
+import type * as http from "node:http";
+import * as http2 from "node:http2";
+import { TextDecoder } from "node:util";
+import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import type { Logger } from "../logger.js";
+import type { Metrics } from "../metrics/metrics.js";
+import type { NodeRequestHandler } from "./api-listener.js";
+import { watchOutcome } from "./call-outcome.js";
+import { callRecordKey, type CallRecord } from "./call-record.js";
+
+export interface RpcHandlerOptions extends ConnectRouterOptions {
+  /** Registers the services. */
+  routes: (router: ConnectRouter) => void;
+  /** Serves every path that is not an RPC (default: 404). */
+  fallback?: NodeRequestHandler;
+  log: Logger;
+  /** Calls the boundary interceptor never saw are recorded here. */
+  metrics: Pick<Metrics, "observeRpc">;
+}
+
+export interface RpcHandler {
+  handler: NodeRequestHandler;
+  /**
+   * True for the paths of client-streaming and bidi methods, whose request
+   * body legitimately stays open as long as the call (see
+   * http2-request-timeout.ts).
+   */
+  isStreamingRequest(path: string): boolean;
+}
+
+/**
+ * Whether the client went away before the response was complete: an HTTP/2
+ * stream it reset (any code but NO_ERROR), or a closed connection.
+ */
+function clientGone(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse): boolean {
+  if (res.writableFinished) return false;
+  if (req instanceof http2.Http2ServerRequest) {
+    const stream = req.stream;
+    const rst = stream.rstCode;
+    if (rst !== undefined && rst !== http2.constants.NGHTTP2_NO_ERROR) return true;
+    return stream.destroyed || stream.session === undefined || stream.session.destroyed;
+  }
+  // Not the request's state: Node destroys a request (and detaches its
+  // socket) as soon as its body is read. The response lives until it is sent.
+  return res.destroyed || res.socket?.destroyed === true;
+}
+
+/** Builds the API port's RPC handler over connect's router. */
+export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
+  const router = createConnectRouter(opts);
+  opts.routes(router);
+  const paths = new Map<string, UniversalHandler>();
+  for (const uHandler of router.handlers) paths.set(uHandler.requestPath, uHandler);
+  const fallback: NodeRequestHandler =
+    opts.fallback ??
+    ((_req, res) => {
+      res.writeHead(404);
+      res.end();
+    });
+
+  const handler: NodeRequestHandler = (req, res) => {
+    const uHandler = paths.get(req.url?.split("?", 2)[0] ?? "");
+    if (uHandler === undefined) {
+      fallback(req, res);
+      return;
+    }
+    const started = performance.now();
+    const method = uHandler.method.name;
+    const record: CallRecord = { observed: false, clientGone: () => clientGone(req, res) };
+    let outcome: { code: Code | "ok" | undefined } = { code: undefined };
+    const finish = (failure?: unknown): void => {
+      const gone = record.clientGone();
+      if (failure !== undefined) {
+        const error = ConnectError.from(failure);
+        if (gone || error.code === Code.Canceled || error.code === Code.Aborted) {
+          opts.log.debug("client went away during the response", { method: `${uHandler.service.typeName}/${method}`, error: error.message });
+        } else {
+          opts.log.error("writing the response failed", { method: `${uHandler.service.typeName}/${method}`, error: failure });
+        }
+      }
+      if (record.observed) return;
+      const code = gone ? Code.Canceled : outcome.code === "ok" ? undefined : (outcome.code ?? Code.Unknown);
+      opts.metrics.observeRpc(method, code, (performance.now() - started) / 1000);
+    };
+    let uReq;
+    try {
+      const contextValues = createContextValues().set(callRecordKey, record);
+      uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
+    } catch (err) {
+      // No authority: not a request connect can serve.
+      res.writeHead(400);
+      res.end();
+      finish(err);
+      return;
+    }
+    uHandler(uReq)
+      .then((uRes) => {
+        const watched = watchOutcome(uRes, uHandler.method.input.typeName);
+        outcome = watched.outcome;
+        return universalResponseToNodeResponse(watched.response, res);
+      })
+      .then(
+        () => finish(),
+        (reason: unknown) => finish(reason),
+      );
+  };
+
+  const streamingRequests = new Set(
+    router.handlers
+      .filter((h) => h.method.methodKind === "client_streaming" || h.method.methodKind === "bidi_streaming")
+      .map((h) => h.requestPath),
+  );
+  return { handler, isStreamingRequest: (path) => streamingRequests.has(path.split("?", 2)[0]) };
+}
+
+/**
+ * A JSON text decoder that refuses invalid UTF-8 instead of replacing it with
+ * U+FFFD (which would store something the client never sent). connect keeps a
+ * ConnectError thrown while decoding, so the client gets `invalid_argument`
+ * with this message.
+ */
+export function strictUtf8Decoder(): TextDecoder {
+  const fatal = new TextDecoder("utf-8", { fatal: true });
+  const strict: Pick<TextDecoder, "decode" | "encoding" | "fatal" | "ignoreBOM"> = {
+    encoding: fatal.encoding,
+    fatal: true,
+    ignoreBOM: fatal.ignoreBOM,
+    decode(...args: Parameters<TextDecoder["decode"]>): string {
+      try {
+        return fatal.decode(...args);
+      } catch {
+        throw new ConnectError("request body is not valid UTF-8 (JSON text must be UTF-8, RFC 8259 §8.1)", Code.InvalidArgument);
+      }
+    },
+  };
+  return strict as TextDecoder;
+}
