@@ -88,19 +88,22 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
     const method = uHandler.method.name;
     const record: CallRecord = { observed: false, clientGone: () => clientGone(req, res) };
     let outcome: { code: Code | "ok" | undefined } = { code: undefined };
-    const finish = (failure?: unknown): void => {
-      const gone = record.clientGone();
-      if (failure !== undefined) {
-        const error = ConnectError.from(failure);
-        if (gone || error.code === Code.Canceled || error.code === Code.Aborted) {
-          opts.log.debug("client went away during the response", { method: `${uHandler.service.typeName}/${method}`, error: error.message });
-        } else {
-          opts.log.error("writing the response failed", { method: `${uHandler.service.typeName}/${method}`, error: failure });
-        }
-      }
+    const name = `${uHandler.service.typeName}/${method}`;
+    // Counted when the response closes (sent, or cut by the client):
+    // universalResponseToNodeResponse waits for an 'end' event that Node's
+    // responses never emit, so its promise only ever settles by failing.
+    res.once("close", () => {
       if (record.observed) return;
-      const code = gone ? Code.Canceled : outcome.code === "ok" ? undefined : (outcome.code ?? Code.Unknown);
+      const code = record.clientGone() ? Code.Canceled : outcome.code === "ok" ? undefined : (outcome.code ?? Code.Unknown);
       opts.metrics.observeRpc(method, code, (performance.now() - started) / 1000);
+    });
+    const logFailure = (failure: unknown): void => {
+      const error = ConnectError.from(failure);
+      if (record.clientGone() || error.code === Code.Canceled || error.code === Code.Aborted) {
+        opts.log.debug("client went away during the response", { method: name, error: error.message });
+      } else {
+        opts.log.error("writing the response failed", { method: name, error: failure });
+      }
     };
     let uReq;
     try {
@@ -108,9 +111,9 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
       uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
     } catch (err) {
       // No authority: not a request connect can serve.
+      logFailure(err);
       res.writeHead(400);
       res.end();
-      finish(err);
       return;
     }
     uHandler(uReq)
@@ -119,10 +122,7 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
         outcome = watched.outcome;
         return universalResponseToNodeResponse(watched.response, res);
       })
-      .then(
-        () => finish(),
-        (reason: unknown) => finish(reason),
-      );
+      .catch(logFailure);
   };
 
   const streamingRequests = new Set(
