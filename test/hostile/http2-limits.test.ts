@@ -1,0 +1,93 @@
+/**
+ * One HTTP/2 connection opening 1,000 long-lived streams: the server
+ * advertises and enforces LEASEQUEUE_HTTP2_MAX_CONCURRENT_STREAMS (256), so
+ * at most 256 are open at once, memory stays bounded, and other clients are
+ * served.
+ */
+import type * as http2 from "node:http2";
+import { afterEach, describe, expect, it } from "vitest";
+import { processCpuMs } from "../helpers/proc-stats.js";
+import { okJson } from "../helpers/process.js";
+import { connectH2, envelope, spawnHostileServer, type HostileServer } from "./raw-http2.js";
+
+const STREAMS = 1_000;
+const LIMIT = 256;
+
+let server: HostileServer | undefined;
+afterEach(async () => {
+  await server?.cleanup();
+  server = undefined;
+});
+
+/** Resolves once `predicate()` holds, checking whenever `emitter` says something changed. */
+function until(predicate: () => boolean, subscribe: (wake: () => void) => void): Promise<void> {
+  return new Promise((resolve) => {
+    if (predicate()) return resolve();
+    subscribe(() => {
+      if (predicate()) resolve();
+    });
+  });
+}
+
+describe("HTTP/2 stream limit", () => {
+  it("serves at most 256 concurrent streams of one connection, with memory bounded and others served", async () => {
+    server = await spawnHostileServer();
+    const session = await connectH2(server.apiUrl);
+    expect(session.remoteSettings.maxConcurrentStreams).toBe(LIMIT);
+    const before = server.memory();
+    const cpuBefore = processCpuMs(server.pid);
+
+    // grpc.health.v1.Health/Watch answers at once and then stays open: every
+    // stream the server accepted shows up as a response.
+    let answered = 0;
+    let refused = 0;
+    let closed = 0;
+    const wakers = new Set<() => void>();
+    const wake = () => wakers.forEach((w) => w());
+    const streams: http2.ClientHttp2Stream[] = [];
+    for (let i = 0; i < STREAMS; i++) {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/grpc.health.v1.Health/Watch",
+        "content-type": "application/grpc",
+        te: "trailers",
+      });
+      stream.end(envelope(new Uint8Array(0)));
+      stream.once("response", () => {
+        answered++;
+        wake();
+      });
+      stream.on("data", () => {});
+      stream.on("error", () => {});
+      stream.once("close", () => {
+        closed++;
+        if (stream.rstCode === 7) refused++; // REFUSED_STREAM
+        wake();
+      });
+      streams.push(stream);
+    }
+    await until(() => answered - closed >= LIMIT || answered + refused >= STREAMS, (w) => wakers.add(w));
+
+    // Another client, on its own connection, is served while they are held.
+    const honest = await okJson(server.apiUrl, "Submit", { queue: "honest", task: "t" });
+    expect(honest.job.queue).toBe("honest");
+    const openNow = answered - closed;
+    console.log(
+      `${STREAMS} streams on one connection: ${answered} answered, ${refused} refused, ${openNow} open at once; ` +
+        `${server.describeMemory()} (before ${Math.round(before.rssBytes / 2 ** 20)} MiB), server CPU ${Math.round(processCpuMs(server.pid) - cpuBefore)} ms`,
+    );
+    expect(openNow).toBeLessThanOrEqual(LIMIT);
+    expect(openNow).toBeGreaterThan(0);
+    // Memory grows by what 256 streams cost, not 1,000 (the unbounded server held 742 MB for 10,000).
+    expect(server.memory().rssBytes - before.rssBytes).toBeLessThan(150 * 2 ** 20);
+
+    // Ending some streams lets the client's queued ones in, still within the limit.
+    const toEnd = streams.filter((s) => !s.closed).slice(0, 50);
+    const answeredBefore = answered;
+    for (const s of toEnd) s.close();
+    await until(() => answered >= Math.min(STREAMS, answeredBefore + 50) || answered + refused >= STREAMS, (w) => wakers.add(w));
+    expect(answered - closed).toBeLessThanOrEqual(LIMIT);
+
+    session.destroy();
+  }, 60_000);
+});
