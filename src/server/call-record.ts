@@ -8,7 +8,7 @@
 import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
 
 export interface CallRecord {
-  /** Set by the boundary interceptor once it has recorded the call in the RPC metrics. */
+  /** Set once the call is in the RPC metrics, by the boundary interceptor or (for calls it never saw, or saw after the client left) by the adapter. */
   observed: boolean;
   /** True once the client reset the stream or closed the connection before the response was complete. */
   clientGone(): boolean;

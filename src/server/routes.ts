@@ -60,9 +60,11 @@ export function boundaryInterceptor(log: Logger, metrics: Metrics): Interceptor 
       }
       return error;
     };
+    // The adapter records a call whose client left before this did.
     const observe = (code: Code | undefined) => {
-      metrics.observeRpc(method, code, (performance.now() - started) / 1000);
+      if (record?.observed) return;
       if (record) record.observed = true;
+      metrics.observeRpc(method, code, (performance.now() - started) / 1000);
     };
     try {
       const res = await next(req);

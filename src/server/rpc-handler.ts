@@ -53,16 +53,35 @@ export interface RpcHandler {
  * stream it reset (any code but NO_ERROR), or a closed connection.
  */
 function clientGone(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse): boolean {
-  if (res.writableFinished) return false;
   if (req instanceof http2.Http2ServerRequest) {
     const stream = req.stream;
     const rst = stream.rstCode;
+    // Before writableFinished: Node marks a reset stream's response finished.
     if (rst !== undefined && rst !== http2.constants.NGHTTP2_NO_ERROR) return true;
+    if (res.writableFinished) return false;
     return stream.destroyed || stream.session === undefined || stream.session.destroyed;
   }
+  if (res.writableFinished) return false;
   // Not the request's state: Node destroys a request (and detaches its
   // socket) as soon as its body is read. The response lives until it is sent.
   return res.destroyed || res.socket?.destroyed === true;
+}
+
+/**
+ * The request body, failing with `canceled` if the client reset the stream.
+ *
+ * Node ends the body of an HTTP/2 stream reset by its client as if END_STREAM
+ * had arrived, and sets the stream's rstCode only later in the same I/O turn.
+ * Without this check a reset unary call would be served with an empty
+ * request message, and a reset server stream would fail as "missing input".
+ */
+async function* bodyUnlessReset(req: http2.Http2ServerRequest, body: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+  yield* body;
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  const rst = req.stream.rstCode;
+  if (rst !== undefined && rst !== http2.constants.NGHTTP2_NO_ERROR) {
+    throw new ConnectError(`the client reset the stream (HTTP/2 error code ${rst})`, Code.Canceled);
+  }
 }
 
 /** Builds the API port's RPC handler over connect's router. */
@@ -92,9 +111,12 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
     // Counted when the response closes (sent, or cut by the client):
     // universalResponseToNodeResponse waits for an 'end' event that Node's
     // responses never emit, so its promise only ever settles by failing.
+    // Whichever of this and the interceptor comes first records the call.
     res.once("close", () => {
       if (record.observed) return;
-      const code = record.clientGone() ? Code.Canceled : outcome.code === "ok" ? undefined : (outcome.code ?? Code.Unknown);
+      record.observed = true;
+      const known = outcome.code;
+      const code = known === "ok" ? undefined : (known ?? (record.clientGone() ? Code.Canceled : Code.Unknown));
       opts.metrics.observeRpc(method, code, (performance.now() - started) / 1000);
     });
     const logFailure = (failure: unknown): void => {
@@ -109,6 +131,9 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
     try {
       const contextValues = createContextValues().set(callRecordKey, record);
       uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
+      if (req instanceof http2.Http2ServerRequest) {
+        uReq = { ...uReq, body: bodyUnlessReset(req, uReq.body as AsyncIterable<Uint8Array>) };
+      }
     } catch (err) {
       // No authority: not a request connect can serve.
       logFailure(err);
