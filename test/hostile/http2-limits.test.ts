@@ -4,11 +4,11 @@
  * at most 256 are open at once, memory stays bounded, and other clients are
  * served.
  */
-import type * as http2 from "node:http2";
+import * as http2 from "node:http2";
 import { afterEach, describe, expect, it } from "vitest";
 import { processCpuMs } from "../helpers/proc-stats.js";
 import { okJson } from "../helpers/process.js";
-import { connectH2, envelope, spawnHostileServer, type HostileServer } from "./raw-http2.js";
+import { connectH2, envelope, errorLines, grpcStatus, readReply, SERVICE, spawnHostileServer, type HostileServer, type RawReply } from "./raw-http2.js";
 
 const STREAMS = 1_000;
 const LIMIT = 256;
@@ -89,5 +89,90 @@ describe("HTTP/2 stream limit", () => {
     expect(answered - closed).toBeLessThanOrEqual(LIMIT);
 
     session.destroy();
+  }, 60_000);
+});
+
+const REQUEST_TIMEOUT_MS = 1_000;
+const TRICKLERS = 50;
+
+/**
+ * Opens a stream that sends its body one byte every 200 ms and never
+ * finishes it (gRPC: after an envelope prefix declaring a 1,000-byte message).
+ */
+function trickle(session: http2.ClientHttp2Session, contentType: string): { reply: Promise<RawReply>; opened: number } {
+  const stream = session.request({ ":method": "POST", ":path": `${SERVICE}/Submit`, "content-type": contentType, "connect-protocol-version": "1", te: "trailers" });
+  if (contentType === "application/grpc") stream.write(Buffer.from([0, 0, 0, 0x03, 0xe8]));
+  const timer = setInterval(() => {
+    if (!stream.closed && !stream.destroyed) stream.write(Buffer.from("{"));
+  }, 200);
+  const reply = readReply(stream).finally(() => clearInterval(timer));
+  return { reply, opened: performance.now() };
+}
+
+describe("HTTP/2 request timeout", () => {
+  it("answers streams that trickle a unary body with deadline_exceeded, and serves others meanwhile", async () => {
+    server = await spawnHostileServer({
+      LEASEQUEUE_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+      LEASEQUEUE_REQUEST_HEADERS_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+    });
+    const session = await connectH2(server.apiUrl);
+    const started = performance.now();
+    const tricklers = Array.from({ length: TRICKLERS }, (_, i) => trickle(session, i % 2 === 0 ? "application/json" : "application/grpc"));
+
+    const honest = await okJson(server.apiUrl, "Submit", { queue: "honest", task: "t" });
+    expect(honest.job.queue).toBe("honest");
+
+    const replies = await Promise.all(tricklers.map((t) => t.reply));
+    const elapsed = performance.now() - started;
+    console.log(`${TRICKLERS} trickling streams all answered within ${Math.round(elapsed)} ms (timeout ${REQUEST_TIMEOUT_MS} ms); ${server.describeMemory()}`);
+    replies.forEach((reply, i) => {
+      if (i % 2 === 0) {
+        expect(reply.status).toBe(504); // Connect's HTTP status for deadline_exceeded
+        expect(JSON.parse(reply.body.toString("utf8"))).toMatchObject({ code: "deadline_exceeded" });
+      } else {
+        expect(grpcStatus(reply)).toBe(4); // DEADLINE_EXCEEDED
+      }
+    });
+    // Generous: the unbounded server still held such streams after 66 s.
+    expect(elapsed).toBeLessThan(15_000);
+    expect(errorLines(server)).toEqual([]);
+    session.close();
+  }, 60_000);
+
+  it("never cuts a StreamClaims stream whose request is complete, however long it stays open", async () => {
+    server = await spawnHostileServer({
+      LEASEQUEUE_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+      LEASEQUEUE_REQUEST_HEADERS_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+    });
+    const session = await connectH2(server.apiUrl);
+    const stream = session.request({
+      ":method": "POST",
+      ":path": `${SERVICE}/StreamClaims`,
+      "content-type": "application/connect+json",
+      "connect-protocol-version": "1",
+    });
+    stream.end(envelope(Buffer.from(JSON.stringify({ queue: "long", workerId: "w1", maxInFlight: 1 }))));
+    const received: Buffer[] = [];
+    let gotLease!: () => void;
+    const leaseArrived = new Promise<void>((resolve) => (gotLease = resolve));
+    stream.on("data", (c: Buffer) => {
+      received.push(c);
+      // Keepalive messages ({}) come too; wait for the lease.
+      if (Buffer.concat(received).includes('"queue":"long"')) gotLease();
+    });
+    let closed = false;
+    stream.on("close", () => (closed = true));
+    stream.on("error", () => {});
+
+    // Three timeouts long: a timer measuring the request would have fired by now.
+    await new Promise((r) => setTimeout(r, 3 * REQUEST_TIMEOUT_MS));
+    expect(closed).toBe(false);
+
+    // The stream still works: a job submitted now reaches it.
+    await okJson(server.apiUrl, "Submit", { queue: "long", task: "t" });
+    await leaseArrived;
+    expect(closed).toBe(false);
+    stream.close();
+    session.close();
   }, 60_000);
 });
