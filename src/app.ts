@@ -114,6 +114,8 @@ export async function startServer(
       maxRequestBytes: config.maxRequestBytes,
       http2MaxConcurrentStreams: config.http2MaxConcurrentStreams,
       requestHeadersTimeoutMs: config.requestHeadersTimeoutMs,
+      // A connection that has not sent its first byte has not sent its headers either.
+      firstByteTimeoutMs: Math.min(10_000, config.requestHeadersTimeoutMs),
       requestTimeoutMs: config.requestTimeoutMs,
       keepAliveTimeoutMs: config.keepAliveTimeoutMs,
       isStreamingRequest: rpc.isStreamingRequest,
