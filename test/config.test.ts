@@ -67,6 +67,54 @@ describe("configuration", () => {
     }
   });
 
+  it("defaults the transport limits: gzip only, 256 HTTP/2 streams, HTTP/1.1's timeouts", () => {
+    expect(resolveConfig({}, {})).toMatchObject({
+      requestCompression: ["gzip"],
+      responseCompression: true,
+      http2MaxConcurrentStreams: 256,
+      requestHeadersTimeoutMs: 30_000,
+      requestTimeoutMs: 60_000,
+      keepAliveTimeoutMs: 65_000,
+    });
+  });
+
+  it("reads the transport limits from flags and the environment", () => {
+    const env = {
+      LEASEQUEUE_REQUEST_COMPRESSION: "gzip,br",
+      LEASEQUEUE_RESPONSE_COMPRESSION: "off",
+      LEASEQUEUE_HTTP2_MAX_CONCURRENT_STREAMS: "64",
+      LEASEQUEUE_REQUEST_HEADERS_TIMEOUT_MS: "1000",
+      LEASEQUEUE_REQUEST_TIMEOUT_MS: "2000",
+      LEASEQUEUE_KEEPALIVE_TIMEOUT_MS: "3000",
+    };
+    expect(resolveConfig({}, env)).toMatchObject({
+      requestCompression: ["gzip", "br"],
+      responseCompression: false,
+      http2MaxConcurrentStreams: 64,
+      requestHeadersTimeoutMs: 1000,
+      requestTimeoutMs: 2000,
+      keepAliveTimeoutMs: 3000,
+    });
+    expect(resolveConfig({ "request-compression": "none" }, env).requestCompression).toEqual([]);
+  });
+
+  it("refuses bad transport limits, naming the setting", () => {
+    const cases: Array<[Record<string, string>, Record<string, string>, RegExp]> = [
+      [{ "request-compression": "deflate" }, {}, /--request-compression/],
+      [{}, { LEASEQUEUE_REQUEST_COMPRESSION: "gzip,gzip" }, /LEASEQUEUE_REQUEST_COMPRESSION/],
+      [{ "response-compression": "maybe" }, {}, /--response-compression/],
+      [{ "http2-max-concurrent-streams": "0" }, {}, /--http2-max-concurrent-streams/],
+      [{}, { LEASEQUEUE_HTTP2_MAX_CONCURRENT_STREAMS: "4294967295" }, /LEASEQUEUE_HTTP2_MAX_CONCURRENT_STREAMS/],
+      [{ "request-timeout-ms": "abc" }, {}, /--request-timeout-ms/],
+      [{ "keepalive-timeout-ms": "5" }, {}, /--keepalive-timeout-ms/],
+      [{ "request-headers-timeout-ms": "5000", "request-timeout-ms": "1000" }, {}, /must not exceed --request-timeout-ms/],
+    ];
+    for (const [flags, env, message] of cases) {
+      expect(() => resolveConfig(flags, env)).toThrow(ConfigError);
+      expect(() => resolveConfig(flags, env)).toThrow(message);
+    }
+  });
+
   it("reads the TLS certificate and key files", () => {
     const dir = mkdtempSync(join(tmpdir(), "lq-tls-"));
     writeFileSync(join(dir, "c.pem"), "CERT");

@@ -122,4 +122,24 @@ describe("request compression", () => {
     expect(server.memory().peakRssBytes).toBeLessThan(PEAK_RSS_LIMIT);
     console.log(`peak RSS with brotli on: ${mib(server.memory().peakRssBytes)}`);
   }, 60_000);
+
+  it("compresses responses over 1 KiB by default, and never with LEASEQUEUE_RESPONSE_COMPRESSION=off", async () => {
+    for (const [setting, expected] of [["on", "gzip"], ["off", undefined]] as const) {
+      server = await spawnHostileServer({ LEASEQUEUE_RESPONSE_COMPRESSION: setting });
+      for (let i = 0; i < 20; i++) await okJson(server.apiUrl, "Submit", { queue: "big", task: "t", payload: { i, pad: "x".repeat(100) } });
+      const [session] = await connectMany(server.apiUrl, 1);
+      const reply = await rawRequest(
+        session,
+        { ":path": `${SERVICE}/ListJobs`, "content-type": "application/json", "accept-encoding": "gzip", "connect-protocol-version": "1" },
+        Buffer.from(JSON.stringify({ queue: "big" })),
+      );
+      session.close();
+      expect(reply.status).toBe(200);
+      expect(reply.headers["content-encoding"], `LEASEQUEUE_RESPONSE_COMPRESSION=${setting}`).toBe(expected);
+      const json = expected === "gzip" ? zlib.gunzipSync(reply.body) : reply.body;
+      expect(JSON.parse(json.toString("utf8")).jobs).toHaveLength(20);
+      await server.cleanup();
+      server = undefined;
+    }
+  }, 60_000);
 });
