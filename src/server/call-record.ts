@@ -2,16 +2,21 @@
  * What the RPC adapter and the boundary interceptor share about one call:
  * whether the interceptor saw it (connect parses and refuses some requests
  * before any interceptor runs, and the adapter must then count them), and
- * whether the client has gone (a reset or a closed connection is the
- * client's choice, answered `canceled`, never a server failure).
+ * whether the call was cut short (a reset or a closed connection is the
+ * client's choice, `canceled`, never a server failure).
  */
 import { Code, ConnectError, createContextKey } from "@connectrpc/connect";
 
 export interface CallRecord {
   /** Set once the call is in the RPC metrics, by the boundary interceptor or (for calls it never saw, or saw after the client left) by the adapter. */
   observed: boolean;
-  /** True once the client reset the stream or closed the connection before the response was complete. */
-  clientGone(): boolean;
+  /**
+   * Why the call was cut short, if it was: `canceled` once the client reset
+   * the stream or closed the connection before the response was complete,
+   * `deadline_exceeded` if the listener refused a request that did not
+   * arrive in time (http2-request-timeout.ts); undefined otherwise.
+   */
+  cutShort(): Code.Canceled | Code.DeadlineExceeded | undefined;
 }
 
 /** Context value carrying the {@link CallRecord} of the current call; undefined outside the adapter (tests in memory). */

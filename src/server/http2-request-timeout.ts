@@ -33,6 +33,14 @@ export interface Http2RequestTimeoutOptions {
   isStreamingRequest?: (path: string) => boolean;
 }
 
+/** Requests this module refused for arriving too slowly, so that the RPC layer counts them as deadline_exceeded. */
+const timedOut = new WeakSet<object>();
+
+/** True if `req` was refused by {@link limitHttp2RequestTime} for not arriving in time. */
+export function requestTimedOut(req: object): boolean {
+  return timedOut.has(req);
+}
+
 /** Wraps `handler` so that HTTP/2 requests follow the rule above; HTTP/1.1 requests pass untouched (Node times those). */
 export function limitHttp2RequestTime(handler: NodeRequestHandler, opts: Http2RequestTimeoutOptions): NodeRequestHandler {
   return (req, res) => {
@@ -47,6 +55,7 @@ export function limitHttp2RequestTime(handler: NodeRequestHandler, opts: Http2Re
     }
     const timer = setTimeout(() => {
       if (stream.destroyed) return;
+      timedOut.add(req);
       refuseRequest(req, res, {
         code: Code.DeadlineExceeded,
         message: `request not received in full within ${opts.requestTimeoutMs} ms (LEASEQUEUE_REQUEST_TIMEOUT_MS)`,

@@ -9,7 +9,7 @@ import { file_google_rpc_error_details } from "../../gen/ts/google/rpc/error_det
 import { Health } from "../../gen/ts/grpc/health/v1/health_pb.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import type { Logger } from "../logger.js";
-import type { Metrics } from "../metrics/metrics.js";
+import { codeLabel, type Metrics } from "../metrics/metrics.js";
 import { toConnectError } from "../service/errors.js";
 import { callRecordKey, requestParseError } from "./call-record.js";
 import { registerHealth, type HealthStatus } from "./health.js";
@@ -48,9 +48,11 @@ export function boundaryInterceptor(log: Logger, metrics: Metrics): Interceptor 
     const method = req.method.name;
     const record = req.contextValues.get(callRecordKey);
     const fail = (err: unknown) => {
-      if (record?.clientGone()) {
-        log.debug("client canceled the call", { method: `${req.service.typeName}/${method}` });
-        return new ConnectError("the client canceled the call", Code.Canceled, undefined, undefined, err);
+      const cutShort = record?.cutShort();
+      if (cutShort !== undefined) {
+        log.debug("call cut short", { method: `${req.service.typeName}/${method}`, code: codeLabel(cutShort) });
+        const why = cutShort === Code.Canceled ? "the client canceled the call" : "the request did not arrive in time";
+        return new ConnectError(why, cutShort, undefined, undefined, err);
       }
       const error = toConnectError(err);
       const parseError = requestParseError(error.code, error.rawMessage, req.method.input.typeName);

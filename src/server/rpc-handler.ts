@@ -27,6 +27,7 @@ import type { Metrics } from "../metrics/metrics.js";
 import type { NodeRequestHandler } from "./api-listener.js";
 import { watchOutcome } from "./call-outcome.js";
 import { callRecordKey, type CallRecord } from "./call-record.js";
+import { requestTimedOut } from "./http2-request-timeout.js";
 
 export interface RpcHandlerOptions extends ConnectRouterOptions {
   /** Registers the services. */
@@ -105,7 +106,10 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
     }
     const started = performance.now();
     const method = uHandler.method.name;
-    const record: CallRecord = { observed: false, clientGone: () => clientGone(req, res) };
+    const record: CallRecord = {
+      observed: false,
+      cutShort: () => (requestTimedOut(req) ? Code.DeadlineExceeded : clientGone(req, res) ? Code.Canceled : undefined),
+    };
     let outcome: { code: Code | "ok" | undefined } = { code: undefined };
     const name = `${uHandler.service.typeName}/${method}`;
     // Counted when the response closes (sent, or cut by the client):
@@ -116,12 +120,12 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
       if (record.observed) return;
       record.observed = true;
       const known = outcome.code;
-      const code = known === "ok" ? undefined : (known ?? (record.clientGone() ? Code.Canceled : Code.Unknown));
+      const code = known === "ok" ? undefined : (known ?? record.cutShort() ?? Code.Unknown);
       opts.metrics.observeRpc(method, code, (performance.now() - started) / 1000);
     });
     const logFailure = (failure: unknown): void => {
       const error = ConnectError.from(failure);
-      if (record.clientGone() || error.code === Code.Canceled || error.code === Code.Aborted) {
+      if (record.cutShort() !== undefined || error.code === Code.Canceled || error.code === Code.Aborted) {
         opts.log.debug("client went away during the response", { method: name, error: error.message });
       } else {
         opts.log.error("writing the response failed", { method: name, error: failure });

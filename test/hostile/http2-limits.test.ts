@@ -8,7 +8,7 @@ import * as http2 from "node:http2";
 import { afterEach, describe, expect, it } from "vitest";
 import { processCpuMs } from "../helpers/proc-stats.js";
 import { okJson } from "../helpers/process.js";
-import { connectH2, envelope, errorLines, grpcStatus, readReply, SERVICE, spawnHostileServer, type HostileServer, type RawReply } from "./raw-http2.js";
+import { connectH2, envelope, errorLines, grpcStatus, readReply, rpcCount, SERVICE, spawnHostileServer, type HostileServer, type RawReply } from "./raw-http2.js";
 
 const STREAMS = 1_000;
 const LIMIT = 256;
@@ -136,6 +136,7 @@ describe("HTTP/2 request timeout", () => {
     // Generous: the unbounded server still held such streams after 66 s.
     expect(elapsed).toBeLessThan(15_000);
     expect(errorLines(server)).toEqual([]);
+    expect(await rpcCount(server.metricsUrl, "Submit", "deadline_exceeded")).toBe(TRICKLERS);
     session.close();
   }, 60_000);
 
