@@ -33,6 +33,7 @@ export interface CallOutcome {
 }
 
 const compressedFlag = 0b01;
+const endStream = createEndStreamSerialization(undefined);
 
 /**
  * Wraps `response` so that `outcome.code` is set once its status is known,
@@ -74,7 +75,6 @@ export function watchOutcome(
     };
   }
   if (contentType.startsWith("application/connect+")) {
-    const endStream = createEndStreamSerialization(undefined);
     return {
       response: {
         ...response,

@@ -119,8 +119,10 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
     res.once("close", () => {
       if (record.observed) return;
       record.observed = true;
+      // A call cut short is that, whatever connect answered into the void.
+      const cutShort = record.cutShort();
       const known = outcome.code;
-      const code = known === "ok" ? undefined : (known ?? record.cutShort() ?? Code.Unknown);
+      const code = cutShort ?? (known === "ok" ? undefined : (known ?? Code.Unknown));
       opts.metrics.observeRpc(method, code, (performance.now() - started) / 1000);
     });
     const logFailure = (failure: unknown): void => {

@@ -6,6 +6,7 @@
  */
 import * as zlib from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
+import { brotliWindowBits } from "../../src/server/request-compression.js";
 import { mib, processCpuMs } from "../helpers/proc-stats.js";
 import { okJson } from "../helpers/process.js";
 import { connectMany, rawRequest, rpcCount, SERVICE, spawnHostileServer, type HostileServer, type RawReply } from "./raw-http2.js";
@@ -57,6 +58,17 @@ async function bombard(s: HostileServer, encoding: string, body: Buffer): Promis
     for (const session of sessions) session.close();
   }
 }
+
+describe("brotliWindowBits", () => {
+  it("reads the window every encoder setting declares (RFC 7932 §9.1)", () => {
+    for (let lgwin = 10; lgwin <= 24; lgwin++) {
+      const stream = zlib.brotliCompressSync(Buffer.alloc(100_000, 7), { params: { [zlib.constants.BROTLI_PARAM_LGWIN]: lgwin } });
+      expect(brotliWindowBits(stream), `lgwin ${lgwin}`).toBe(lgwin);
+    }
+    expect(brotliWindowBits(new Uint8Array(0))).toBeUndefined();
+    expect(brotliWindowBits(Uint8Array.of(0b0010001))).toBe("large"); // n = 0, m = 1: the large-window extension
+  });
+});
 
 describe("request compression", () => {
   it("refuses 400 concurrent brotli bombs as an unsupported encoding, with memory bounded and others served", async () => {

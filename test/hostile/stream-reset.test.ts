@@ -3,7 +3,9 @@
  * server-stream methods, in gRPC and Connect: a client's cancel is logged at
  * debug and counted as `canceled`, never as a server failure.
  */
+import { once } from "node:events";
 import * as http2 from "node:http2";
+import * as net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { processCpuMs } from "../helpers/proc-stats.js";
 import { okJson } from "../helpers/process.js";
@@ -69,5 +71,36 @@ describe("client resets", () => {
     }
     // Node dispatches every stream whose HEADERS arrived, reset or not.
     expect(counted).toBe(RESETS);
+  }, 60_000);
+
+  it("counts HTTP/1.1 connections dropped in the middle of a request body as canceled, never logged as failures", async () => {
+    server = await spawnHostileServer();
+    const { hostname, port } = new URL(server.apiUrl);
+    const DROPS = 200;
+    await Promise.all(
+      Array.from({ length: DROPS }, async (_, i) => {
+        const socket = net.connect({ host: hostname, port: Number(port) });
+        socket.on("error", () => {});
+        await once(socket, "connect");
+        const method = i % 2 === 0 ? "Submit" : "WatchEvents";
+        const contentType = i % 2 === 0 ? "application/json" : "application/connect+json";
+        socket.write(`POST ${SERVICE}/${method} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${contentType}\r\nContent-Length: 1000\r\n\r\n{`);
+        // Dropped once the server has begun reading the body.
+        await new Promise((r) => setTimeout(r, 50));
+        socket.destroy();
+      }),
+    );
+    const counted = async () => (await rpcCount(server!.metricsUrl, "Submit", "canceled")) + (await rpcCount(server!.metricsUrl, "WatchEvents", "canceled"));
+    let canceled = await counted();
+    for (let i = 0; i < 50 && canceled < DROPS; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      canceled = await counted();
+    }
+    console.log(`${DROPS} HTTP/1.1 connections dropped mid-body: ${canceled} counted as canceled, ${errorLines(server).length} error lines`);
+    expect(errorLines(server)).toEqual([]);
+    expect(canceled).toBe(DROPS);
+    for (const method of ["Submit", "WatchEvents"]) expect(await rpcCount(server.metricsUrl, method, "internal")).toBe(0);
+    const { job } = await okJson(server.apiUrl, "Submit", { queue: "after-drops", task: "t" });
+    expect(job.queue).toBe("after-drops");
   }, 60_000);
 });
