@@ -168,6 +168,11 @@ function declaredBodyBytes(req: http.IncomingMessage | http2.Http2ServerRequest)
  *
  * HTTP/2 sessions are pinged every `http2PingIntervalMs` (30 s) so idle
  * streams survive proxies; see {@link ApiListenerOptions.http2PingIntervalMs}.
+ *
+ * Hostile clients are bounded here, below any RPC: declared bodies over
+ * `maxRequestBytes` (refuseOversizedBodies), HTTP/1.1 header, request and
+ * keep-alive timeouts (Node's own), the HTTP/2 stream and header limits
+ * (http2-limits.ts) and the HTTP/2 request timeout (http2-request-timeout.ts).
  */
 export async function startApiListener(opts: ApiListenerOptions): Promise<ApiListener> {
   const firstByteTimeoutMs = opts.firstByteTimeoutMs ?? DEFAULT_FIRST_BYTE_TIMEOUT_MS;
