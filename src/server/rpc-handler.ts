@@ -141,8 +141,9 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
         uReq = { ...uReq, body: bodyUnlessReset(req, uReq.body as AsyncIterable<Uint8Array>) };
       }
     } catch (err) {
-      // No authority: not a request connect can serve.
-      logFailure(err);
+      // No authority (an HTTP/1.0 request without Host): the client's mistake.
+      opts.log.debug("request without an authority refused", { method: name, error: (err as Error).message });
+      outcome.code = Code.InvalidArgument;
       res.writeHead(400);
       res.end();
       return;
