@@ -20,9 +20,9 @@ export interface RawReply {
   rstCode: number;
 }
 
-/** Connects with prior knowledge (h2c); resolves once the server's SETTINGS arrived. */
-export async function connectH2(url: string): Promise<http2.ClientHttp2Session> {
-  const session = http2.connect(url);
+/** Connects (h2c with prior knowledge, or TLS with ALPN h2 for an https url); resolves once the server's SETTINGS arrived. */
+export async function connectH2(url: string, options: http2.SecureClientSessionOptions = {}): Promise<http2.ClientHttp2Session> {
+  const session = http2.connect(url, options);
   session.on("error", () => {});
   await new Promise<void>((resolve, reject) => {
     session.once("remoteSettings", () => resolve());
