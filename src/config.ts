@@ -61,7 +61,7 @@ export const SETTINGS = {
     env: "LEASEQUEUE_REQUEST_COMPRESSION",
     flag: "request-compression",
     default: "gzip",
-    help: "request encodings accepted: gzip, gzip,br or none",
+    help: "request encodings accepted: gzip, br, gzip,br or none",
   },
   responseCompression: {
     env: "LEASEQUEUE_RESPONSE_COMPRESSION",

@@ -1,10 +1,10 @@
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, resolveConfig } from "../src/config.js";
+import { ConfigError, resolveConfig, SETTINGS } from "../src/config.js";
 import { ServerReflection } from "../gen/ts/grpc/reflection/v1/reflection_pb.js";
 import { startTestServer } from "./helpers/server.js";
 
@@ -113,6 +113,11 @@ describe("configuration", () => {
       expect(() => resolveConfig(flags, env)).toThrow(ConfigError);
       expect(() => resolveConfig(flags, env)).toThrow(message);
     }
+  });
+
+  it("documents every setting in README's settings table", () => {
+    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+    for (const s of Object.values(SETTINGS)) expect(readme).toContain(`| \`${s.env}\` | \`--${s.flag}\` |`);
   });
 
   it("reads the TLS certificate and key files", () => {
