@@ -17,9 +17,14 @@
  *   messages to send; they are bounded by the per-connection stream limit
  *   and by the session PINGs that detect dead peers.
  *
- * Headers need no timer of their own on HTTP/2: Node hands a stream over only
- * once its whole header block has arrived, bounded in size by the session's
- * header limits (see http2-limits.ts).
+ * Headers have no timer of their own on HTTP/2: Node hands a stream over only
+ * once its whole header block has arrived, so a slow block is invisible here.
+ * It is bounded anyway: in size by the header limits (http2-limits.ts), in
+ * frames by nghttp2 (it ends a connection after a handful of CONTINUATION
+ * frames; trickled at 200 ms each, one was cut after 1.8 s), and in time by
+ * the session PINGs, which a client cannot answer in the middle of a header
+ * block (a PING there is a protocol error), so it is closed within two PING
+ * intervals.
  */
 import * as http2 from "node:http2";
 import { Code } from "@connectrpc/connect";
