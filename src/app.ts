@@ -5,7 +5,6 @@
 import { setMaxListeners } from "node:events";
 import { createRegistry } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { file_google_rpc_error_details } from "../gen/ts/google/rpc/error_details_pb.js";
 import type { Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
@@ -18,7 +17,9 @@ import { createMetrics } from "./metrics/metrics.js";
 import { startApiListener, type ApiListener } from "./server/api-listener.js";
 import { createConsoleHandler, defaultConsoleDir } from "./server/console-files.js";
 import { HealthStatus, ServingStatus } from "./server/health.js";
+import { acceptedCompressions } from "./server/request-compression.js";
 import { boundaryInterceptor, routes } from "./server/routes.js";
+import { createRpcHandler, strictUtf8Decoder } from "./server/rpc-handler.js";
 import { startSideListener } from "./server/side-listener.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
 import { openSqliteStore } from "./store/sqlite/sqlite-store.js";
@@ -84,13 +85,26 @@ export async function startServer(
   // abort listener per call, removed when the call ends): more than 10
   // concurrent calls is normal, not a leak, so lift Node's warning threshold.
   setMaxListeners(0, shutdown.signal);
-  const handler = connectNodeAdapter({
+  // connect's JSON serialization reads `textDecoder` from these options,
+  // although the router's option type does not declare it.
+  // The registry lets JSON carry the google.rpc details packed in an
+  // AcknowledgementResult's status (google.protobuf.Any).
+  const jsonOptions = {
+    ignoreUnknownFields: false,
+    textDecoder: strictUtf8Decoder(),
+    registry: createRegistry(file_google_rpc_error_details),
+  };
+  const rpc = createRpcHandler({
     routes: routes({ service, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],
-    // The registry lets JSON carry the google.rpc details packed in an
-    // AcknowledgementResult's status (google.protobuf.Any).
-    jsonOptions: { ignoreUnknownFields: false, registry: createRegistry(file_google_rpc_error_details) },
+    log,
+    metrics,
+    jsonOptions,
     readMaxBytes: config.maxRequestBytes,
+    // Request encodings, and the ones responses may use: gzip unless configured.
+    acceptCompression: acceptedCompressions(config.requestCompression),
+    // connect compresses responses of at least this many bytes (default 1 KiB).
+    compressMinBytes: config.responseCompression ? 1024 : Number.MAX_SAFE_INTEGER,
     shutdownSignal: shutdown.signal,
     // Everything that is not an RPC: the operations console at / (else 404).
     fallback: createConsoleHandler(defaultConsoleDir(), {
@@ -105,9 +119,16 @@ export async function startServer(
     api = await startApiListener({
       host: config.host,
       port: config.port,
-      handler,
+      handler: rpc.handler,
       tls: config.tls,
       maxRequestBytes: config.maxRequestBytes,
+      http2MaxConcurrentStreams: config.http2MaxConcurrentStreams,
+      requestHeadersTimeoutMs: config.requestHeadersTimeoutMs,
+      // A connection that has not sent its first byte has not sent its headers either.
+      firstByteTimeoutMs: Math.min(10_000, config.requestHeadersTimeoutMs),
+      requestTimeoutMs: config.requestTimeoutMs,
+      keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+      isStreamingRequest: rpc.isStreamingRequest,
       onError: (err) => log.warn("api connection error", { error: err }),
     });
     log.info("api listening", {

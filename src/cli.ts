@@ -22,8 +22,11 @@ function version(): string {
 }
 
 function usage(): string {
-  const rows = Object.values(SETTINGS).map(
-    (s) => `  --${s.flag.padEnd(20)} ${s.env.padEnd(31)} ${s.help}${s.default ? ` (default ${s.default})` : ""}`,
+  const settings = Object.values(SETTINGS);
+  const flagWidth = Math.max(...settings.map((s) => s.flag.length));
+  const envWidth = Math.max(...settings.map((s) => s.env.length));
+  const rows = settings.map(
+    (s) => `  --${s.flag.padEnd(flagWidth)} ${s.env.padEnd(envWidth)} ${s.help}${s.default ? ` (default ${s.default})` : ""}`,
   );
   return `leasequeue ${version()} - a durable background-job server (gRPC, gRPC-Web and Connect on one port)
 

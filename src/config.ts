@@ -19,7 +19,22 @@ export interface Config {
   sqliteSynchronous: "full" | "normal";
   tls?: { cert: string; key: string; certPath: string; keyPath: string };
   logLevel: "debug" | "info" | "warn" | "error";
+  /** Request encodings the API port decompresses; brotli only on request, its window bounded. */
+  requestCompression: RequestCompression[];
+  /** Whether responses may be compressed (with an encoding of requestCompression the client accepts). */
+  responseCompression: boolean;
+  /** Most concurrent streams one HTTP/2 connection may open (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  http2MaxConcurrentStreams: number;
+  /** A request's headers must arrive within this (HTTP/1.1; HTTP/2 delivers headers whole). */
+  requestHeadersTimeoutMs: number;
+  /** A whole request (a unary or server-stream request's body included) must arrive within this, HTTP/1.1 and HTTP/2. */
+  requestTimeoutMs: number;
+  /** An idle HTTP/1.1 keep-alive connection is closed after this. */
+  keepAliveTimeoutMs: number;
 }
+
+/** A request Content-Encoding / grpc-encoding the server may accept. */
+export type RequestCompression = "gzip" | "br";
 
 interface Setting {
   env: string;
@@ -42,6 +57,42 @@ export const SETTINGS = {
   tlsCert: { env: "LEASEQUEUE_TLS_CERT", flag: "tls-cert", default: "", help: "PEM certificate file; enables TLS with --tls-key" },
   tlsKey: { env: "LEASEQUEUE_TLS_KEY", flag: "tls-key", default: "", help: "PEM private key file" },
   logLevel: { env: "LEASEQUEUE_LOG_LEVEL", flag: "log-level", default: "info", help: "debug, info, warn or error" },
+  requestCompression: {
+    env: "LEASEQUEUE_REQUEST_COMPRESSION",
+    flag: "request-compression",
+    default: "gzip",
+    help: "request encodings accepted: gzip, br, gzip,br or none",
+  },
+  responseCompression: {
+    env: "LEASEQUEUE_RESPONSE_COMPRESSION",
+    flag: "response-compression",
+    default: "on",
+    help: "compress responses over 1 KiB for clients that accept it: on or off",
+  },
+  http2MaxConcurrentStreams: {
+    env: "LEASEQUEUE_HTTP2_MAX_CONCURRENT_STREAMS",
+    flag: "http2-max-concurrent-streams",
+    default: "256",
+    help: "most concurrent streams per HTTP/2 connection (1-10000)",
+  },
+  requestHeadersTimeoutMs: {
+    env: "LEASEQUEUE_REQUEST_HEADERS_TIMEOUT_MS",
+    flag: "request-headers-timeout-ms",
+    default: "30000",
+    help: "a request's headers must arrive within this (ms)",
+  },
+  requestTimeoutMs: {
+    env: "LEASEQUEUE_REQUEST_TIMEOUT_MS",
+    flag: "request-timeout-ms",
+    default: "60000",
+    help: "a whole request must arrive within this (ms); never cuts a response",
+  },
+  keepAliveTimeoutMs: {
+    env: "LEASEQUEUE_KEEPALIVE_TIMEOUT_MS",
+    flag: "keepalive-timeout-ms",
+    default: "65000",
+    help: "idle HTTP/1.1 keep-alive connections are closed after this (ms)",
+  },
 } satisfies Record<string, Setting>;
 
 export class ConfigError extends Error {
@@ -59,6 +110,22 @@ function oneOf<T extends string>(name: string, raw: string, values: readonly T[]
     throw new ConfigError(`${name} must be one of ${values.join(", ")}, got "${raw}"`);
   }
   return raw as T;
+}
+
+function integer(name: string, raw: string, min: number, max: number, what: string): number {
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n < min || n > max) throw new ConfigError(`${name} must be ${what} from ${min} to ${max}, got "${raw}"`);
+  return n;
+}
+
+function requestCompression(name: string, raw: string): RequestCompression[] {
+  if (raw === "none") return [];
+  const names = raw.split(",").map((part) => part.trim());
+  const known: readonly string[] = ["gzip", "br"];
+  if (names.length === 0 || names.some((n) => !known.includes(n)) || new Set(names).size !== names.length) {
+    throw new ConfigError(`${name} must be gzip, br, gzip,br or none, got "${raw}"`);
+  }
+  return names as RequestCompression[];
 }
 
 /**
@@ -104,6 +171,15 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
     tls = { cert: read(certPath, "certificate"), key: read(keyPath, "key"), certPath, keyPath };
   }
 
+  const timeout = (s: Setting, min: number) => integer(get(s).name, get(s).raw, min, 3_600_000, "milliseconds");
+  const requestHeadersTimeoutMs = timeout(S.requestHeadersTimeoutMs, 100);
+  const requestTimeoutMs = timeout(S.requestTimeoutMs, 100);
+  if (requestHeadersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(
+      `${get(S.requestHeadersTimeoutMs).name} (${requestHeadersTimeoutMs}) must not exceed ${get(S.requestTimeoutMs).name} (${requestTimeoutMs})`,
+    );
+  }
+
   return {
     databasePath,
     host,
@@ -116,6 +192,18 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
     sqliteSynchronous: oneOf(get(S.sqliteSynchronous).name, get(S.sqliteSynchronous).raw, ["full", "normal"] as const),
     tls,
     logLevel: oneOf(get(S.logLevel).name, get(S.logLevel).raw, ["debug", "info", "warn", "error"] as const),
+    requestCompression: requestCompression(get(S.requestCompression).name, get(S.requestCompression).raw),
+    responseCompression: oneOf(get(S.responseCompression).name, get(S.responseCompression).raw, ["on", "off"]) === "on",
+    http2MaxConcurrentStreams: integer(
+      get(S.http2MaxConcurrentStreams).name,
+      get(S.http2MaxConcurrentStreams).raw,
+      1,
+      10_000,
+      "a stream count",
+    ),
+    requestHeadersTimeoutMs,
+    requestTimeoutMs,
+    keepAliveTimeoutMs: timeout(S.keepAliveTimeoutMs, 100),
   };
 }
 

@@ -1,10 +1,10 @@
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, resolveConfig } from "../src/config.js";
+import { ConfigError, resolveConfig, SETTINGS } from "../src/config.js";
 import { ServerReflection } from "../gen/ts/grpc/reflection/v1/reflection_pb.js";
 import { startTestServer } from "./helpers/server.js";
 
@@ -65,6 +65,59 @@ describe("configuration", () => {
       expect(() => resolveConfig(flags, env)).toThrow(ConfigError);
       expect(() => resolveConfig(flags, env)).toThrow(message);
     }
+  });
+
+  it("defaults the transport limits: gzip only, 256 HTTP/2 streams, HTTP/1.1's timeouts", () => {
+    expect(resolveConfig({}, {})).toMatchObject({
+      requestCompression: ["gzip"],
+      responseCompression: true,
+      http2MaxConcurrentStreams: 256,
+      requestHeadersTimeoutMs: 30_000,
+      requestTimeoutMs: 60_000,
+      keepAliveTimeoutMs: 65_000,
+    });
+  });
+
+  it("reads the transport limits from flags and the environment", () => {
+    const env = {
+      LEASEQUEUE_REQUEST_COMPRESSION: "gzip,br",
+      LEASEQUEUE_RESPONSE_COMPRESSION: "off",
+      LEASEQUEUE_HTTP2_MAX_CONCURRENT_STREAMS: "64",
+      LEASEQUEUE_REQUEST_HEADERS_TIMEOUT_MS: "1000",
+      LEASEQUEUE_REQUEST_TIMEOUT_MS: "2000",
+      LEASEQUEUE_KEEPALIVE_TIMEOUT_MS: "3000",
+    };
+    expect(resolveConfig({}, env)).toMatchObject({
+      requestCompression: ["gzip", "br"],
+      responseCompression: false,
+      http2MaxConcurrentStreams: 64,
+      requestHeadersTimeoutMs: 1000,
+      requestTimeoutMs: 2000,
+      keepAliveTimeoutMs: 3000,
+    });
+    expect(resolveConfig({ "request-compression": "none" }, env).requestCompression).toEqual([]);
+  });
+
+  it("refuses bad transport limits, naming the setting", () => {
+    const cases: Array<[Record<string, string>, Record<string, string>, RegExp]> = [
+      [{ "request-compression": "deflate" }, {}, /--request-compression/],
+      [{}, { LEASEQUEUE_REQUEST_COMPRESSION: "gzip,gzip" }, /LEASEQUEUE_REQUEST_COMPRESSION/],
+      [{ "response-compression": "maybe" }, {}, /--response-compression/],
+      [{ "http2-max-concurrent-streams": "0" }, {}, /--http2-max-concurrent-streams/],
+      [{}, { LEASEQUEUE_HTTP2_MAX_CONCURRENT_STREAMS: "4294967295" }, /LEASEQUEUE_HTTP2_MAX_CONCURRENT_STREAMS/],
+      [{ "request-timeout-ms": "abc" }, {}, /--request-timeout-ms/],
+      [{ "keepalive-timeout-ms": "5" }, {}, /--keepalive-timeout-ms/],
+      [{ "request-headers-timeout-ms": "5000", "request-timeout-ms": "1000" }, {}, /must not exceed --request-timeout-ms/],
+    ];
+    for (const [flags, env, message] of cases) {
+      expect(() => resolveConfig(flags, env)).toThrow(ConfigError);
+      expect(() => resolveConfig(flags, env)).toThrow(message);
+    }
+  });
+
+  it("documents every setting in README's settings table", () => {
+    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+    for (const s of Object.values(SETTINGS)) expect(readme).toContain(`| \`${s.env}\` | \`--${s.flag}\` |`);
   });
 
   it("reads the TLS certificate and key files", () => {

@@ -1,6 +1,10 @@
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
+import { Code } from "@connectrpc/connect";
+import { http2ServerLimits } from "./http2-limits.js";
+import { limitHttp2RequestTime } from "./http2-request-timeout.js";
+import { refuseRequest } from "./protocol-refusal.js";
 
 /**
  * A Node request handler that serves HTTP/1.1 and HTTP/2 requests alike, such
@@ -38,6 +42,20 @@ export interface ApiListenerOptions {
    * next tick is treated as a dead peer and destroyed. Default 30_000.
    */
   http2PingIntervalMs?: number;
+  /** Most concurrent streams per HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS). Default 256. */
+  http2MaxConcurrentStreams?: number;
+  /** A request's headers must arrive within this (HTTP/1.1 `headersTimeout`). Default 30_000. */
+  requestHeadersTimeoutMs?: number;
+  /**
+   * A whole request must arrive within this: HTTP/1.1 `requestTimeout`, and
+   * for HTTP/2 the rule of http2-request-timeout.ts. Never cuts a response.
+   * Default 60_000.
+   */
+  requestTimeoutMs?: number;
+  /** Idle HTTP/1.1 keep-alive connections are closed after this. Default 65_000. */
+  keepAliveTimeoutMs?: number;
+  /** Paths of client-streaming and bidi methods, exempt from the HTTP/2 request timeout. */
+  isStreamingRequest?: (path: string) => boolean;
   /**
    * Errors that belong to no single request (e.g. a failed accept()). Default:
    * written to stderr, never thrown.
@@ -73,16 +91,26 @@ const DEFAULT_CLOSE_GRACE_MS = 10_000;
  * (a server stream) may then last hours. `server.timeout` (socket idleness)
  * stays 0 for the same reason.
  */
-const HTTP1_TIMEOUTS = {
+export const DEFAULT_HTTP1_TIMEOUTS = {
   /** Headers of one request must arrive within this (slowloris guard). */
   headersTimeout: 30_000,
   /** A whole request, body included, must arrive within this; bodies are small (maxRequestBytes). */
   requestTimeout: 60_000,
   /** An idle keep-alive connection is closed after this; longer than the 60 s idle timeout of common load balancers. */
   keepAliveTimeout: 65_000,
-  /** How often Node checks the two timeouts above. */
-  connectionsCheckingInterval: 5_000,
 } as const;
+
+function http1Timeouts(opts: ApiListenerOptions) {
+  const headersTimeout = opts.requestHeadersTimeoutMs ?? DEFAULT_HTTP1_TIMEOUTS.headersTimeout;
+  const requestTimeout = opts.requestTimeoutMs ?? DEFAULT_HTTP1_TIMEOUTS.requestTimeout;
+  return {
+    headersTimeout,
+    requestTimeout,
+    keepAliveTimeout: opts.keepAliveTimeoutMs ?? DEFAULT_HTTP1_TIMEOUTS.keepAliveTimeout,
+    // How often Node checks the two timeouts above: 5 s, or finer for short timeouts.
+    connectionsCheckingInterval: Math.min(5_000, Math.max(50, Math.floor(Math.min(headersTimeout, requestTimeout) / 4))),
+  };
+}
 
 /**
  * Looks at the first bytes of a cleartext connection: "h2" once they are the
@@ -99,20 +127,11 @@ export function sniffProtocol(firstBytes: Uint8Array): "h2" | "http/1.1" | undef
 
 /**
  * Wraps a handler so that a request whose Content-Length exceeds `maxBytes` is
- * answered at once, without reading its body, in the error shape of the
- * request's own protocol:
- *
- * - gRPC and gRPC-Web (`application/grpc*`): HTTP 200, trailers-only,
- *   `grpc-status: 8` (RESOURCE_EXHAUSTED) and `grpc-message`.
- * - Connect streaming (`application/connect+*`): HTTP 200 and an end-stream
- *   message carrying the error.
- * - Connect unary (`application/json`, `application/proto`): HTTP 429 — the
- *   Connect protocol's status for resource_exhausted — with a JSON error body.
- *   https://connectrpc.com/docs/protocol#error-codes
- * - Anything else: HTTP 413.
- *
- * The body is then not drained: an HTTP/1.1 connection is closed after the
- * response (`Connection: close`), and an HTTP/2 stream is reset with NO_ERROR,
+ * answered at once, `resource_exhausted` without reading its body, in the
+ * error shape of the request's own protocol (see protocol-refusal.ts: HTTP 429
+ * for Connect unary, `grpc-status: 8` for gRPC, 413 for anything else). An
+ * HTTP/1.1 connection is closed after the response; an HTTP/2 stream is reset
+ * with NO_ERROR,
  * which asks the client to stop sending (RFC 9113 §8.1). Bodies without a
  * Content-Length (chunked, or HTTP/2 without the header) pass through; the
  * adapter's `readMaxBytes` refuses those while reading.
@@ -121,7 +140,11 @@ export function refuseOversizedBodies(maxBytes: number, handler: NodeRequestHand
   return (req, res) => {
     const declared = declaredBodyBytes(req);
     if (declared !== undefined && declared > maxBytes) {
-      refuseOversizedBody(req, res, declared, maxBytes);
+      refuseRequest(req, res, {
+        code: Code.ResourceExhausted,
+        message: `request body of ${declared} bytes exceeds the limit of ${maxBytes} bytes (LEASEQUEUE_MAX_REQUEST_BYTES)`,
+        plainStatus: 413,
+      });
       return;
     }
     handler(req, res);
@@ -132,71 +155,6 @@ function declaredBodyBytes(req: http.IncomingMessage | http2.Http2ServerRequest)
   const value = req.headers["content-length"];
   if (typeof value !== "string" || !/^\d+$/.test(value)) return undefined;
   return Number(value);
-}
-
-function refuseOversizedBody(
-  req: http.IncomingMessage | http2.Http2ServerRequest,
-  res: http.ServerResponse | http2.Http2ServerResponse,
-  declared: number,
-  maxBytes: number,
-): void {
-  const message = `request body of ${declared} bytes exceeds the limit of ${maxBytes} bytes (LEASEQUEUE_MAX_REQUEST_BYTES)`;
-  const contentType = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
-  if (contentType.startsWith("application/grpc")) {
-    // Trailers-only: the status travels in the only HEADERS frame.
-    sendAndStopReading(res, 200, {
-      "content-type": contentType,
-      "grpc-status": "8",
-      "grpc-message": encodeGrpcMessage(message),
-    });
-  } else if (contentType.startsWith("application/connect+")) {
-    const endStream = Buffer.from(JSON.stringify({ error: { code: "resource_exhausted", message } }));
-    const envelope = Buffer.alloc(5 + endStream.length);
-    envelope.writeUInt8(0b10, 0); // end-stream flag
-    envelope.writeUInt32BE(endStream.length, 1);
-    endStream.copy(envelope, 5);
-    sendAndStopReading(res, 200, { "content-type": contentType }, envelope);
-  } else if (contentType === "application/json" || contentType === "application/proto") {
-    const body = Buffer.from(JSON.stringify({ code: "resource_exhausted", message }));
-    sendAndStopReading(res, 429, { "content-type": "application/json" }, body);
-  } else {
-    sendAndStopReading(res, 413, { "content-type": "text/plain; charset=utf-8" }, Buffer.from(message + "\n"));
-  }
-}
-
-function sendAndStopReading(
-  res: http.ServerResponse | http2.Http2ServerResponse,
-  status: number,
-  headers: Record<string, string>,
-  body?: Buffer,
-): void {
-  if (res instanceof http2.Http2ServerResponse) {
-    const stream = res.stream;
-    if (stream.destroyed || stream.headersSent) return;
-    if (body === undefined) {
-      stream.respond({ ":status": status, ...headers }, { endStream: true });
-    } else {
-      stream.respond({ ":status": status, ...headers, "content-length": String(body.length) });
-      stream.end(body);
-    }
-    // Node sends the RST_STREAM only after our frames (it waits for 'finish').
-    stream.close(http2.constants.NGHTTP2_NO_ERROR);
-    return;
-  }
-  // Node ends the connection once this response is flushed; until then it
-  // discards whatever body bytes arrive.
-  res.writeHead(status, { ...headers, "content-length": String(body?.length ?? 0), connection: "close" });
-  res.end(body);
-}
-
-/** gRPC's Percent-Encoded: everything outside printable ASCII, and '%' itself. */
-function encodeGrpcMessage(message: string): string {
-  let out = "";
-  for (const byte of Buffer.from(message, "utf8")) {
-    const plain = byte >= 0x20 && byte <= 0x7e && byte !== 0x25;
-    out += plain ? String.fromCharCode(byte) : "%" + byte.toString(16).toUpperCase().padStart(2, "0");
-  }
-  return out;
 }
 
 /**
@@ -210,12 +168,22 @@ function encodeGrpcMessage(message: string): string {
  *
  * HTTP/2 sessions are pinged every `http2PingIntervalMs` (30 s) so idle
  * streams survive proxies; see {@link ApiListenerOptions.http2PingIntervalMs}.
+ *
+ * Hostile clients are bounded here, below any RPC: declared bodies over
+ * `maxRequestBytes` (refuseOversizedBodies), HTTP/1.1 header, request and
+ * keep-alive timeouts (Node's own), the HTTP/2 stream and header limits
+ * (http2-limits.ts) and the HTTP/2 request timeout (http2-request-timeout.ts).
  */
 export async function startApiListener(opts: ApiListenerOptions): Promise<ApiListener> {
   const firstByteTimeoutMs = opts.firstByteTimeoutMs ?? DEFAULT_FIRST_BYTE_TIMEOUT_MS;
   const pingIntervalMs = opts.http2PingIntervalMs ?? DEFAULT_HTTP2_PING_INTERVAL_MS;
   const onError = opts.onError ?? ((error: Error) => console.error("api listener:", error));
-  const guarded = refuseOversizedBodies(opts.maxRequestBytes, opts.handler);
+  const guarded = limitHttp2RequestTime(refuseOversizedBodies(opts.maxRequestBytes, opts.handler), {
+    requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_HTTP1_TIMEOUTS.requestTimeout,
+    isStreamingRequest: opts.isStreamingRequest,
+  });
+  const http1TimeoutSettings = http1Timeouts(opts);
+  const h2Limits = http2ServerLimits({ maxConcurrentStreams: opts.http2MaxConcurrentStreams });
 
   let closing = false;
   /** Every TCP connection the port accepted and that is not closed yet. */
@@ -304,6 +272,7 @@ export async function startApiListener(opts: ApiListenerOptions): Promise<ApiLis
 
   if (opts.tls) {
     const secure = http2.createSecureServer({
+      ...h2Limits,
       cert: opts.tls.cert,
       key: opts.tls.key,
       allowHTTP1: true,
@@ -315,7 +284,7 @@ export async function startApiListener(opts: ApiListenerOptions): Promise<ApiLis
     });
     // With allowHTTP1 the secure server runs Node's HTTP/1.1 connection code
     // itself and reads these fields from itself.
-    Object.assign(secure, HTTP1_TIMEOUTS);
+    Object.assign(secure, http1TimeoutSettings);
     secure.on("connection", trackSocket);
     secure.on("session", trackSession);
     secure.on("request", serve);
@@ -326,12 +295,12 @@ export async function startApiListener(opts: ApiListenerOptions): Promise<ApiLis
     http1Owner = { closeIdleConnections: () => secureHttp1.closeIdleConnections?.() };
     listening = secure;
   } else {
-    const h1 = http.createServer({ ...HTTP1_TIMEOUTS, noDelay: true }, serve);
+    const h1 = http.createServer({ ...http1TimeoutSettings, noDelay: true }, serve);
     h1.on("checkContinue", serveExpectingContinue);
     // h1 never listens itself, but Node starts its connection tracking (the
     // headers/request timeouts and closeIdleConnections) on 'listening'.
     h1.emit("listening");
-    const h2 = http2.createServer({});
+    const h2 = http2.createServer(h2Limits);
     h2.on("session", trackSession);
     h2.on("request", serve);
     h2.on("checkContinue", serveExpectingContinue);

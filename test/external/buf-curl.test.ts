@@ -33,6 +33,8 @@ const METHODS = [
   "ListJobEvents",
   "GetStats",
   "WatchEvents",
+  "Acknowledge",
+  "Work",
 ];
 /** gRPC over cleartext HTTP/2; the schema comes from server reflection. */
 const GRPC = ["--protocol", "grpc", "--http2-prior-knowledge"];

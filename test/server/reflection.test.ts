@@ -16,7 +16,15 @@ import { registerHealth, HealthStatus } from "../../src/server/health.js";
 import { registerReflection } from "../../src/server/reflection.js";
 
 const LEASEQUEUE_FILE = "leasequeue/v1/leasequeue.proto";
-const LEASEQUEUE_DEPS = ["google/protobuf/duration.proto", "google/protobuf/struct.proto", "google/protobuf/timestamp.proto"];
+/** What leasequeue.proto imports, in its order. */
+const LEASEQUEUE_IMPORTS = [
+  "google/protobuf/duration.proto",
+  "google/protobuf/struct.proto",
+  "google/protobuf/timestamp.proto",
+  "google/rpc/status.proto",
+];
+/** Its transitive dependencies (google.rpc.Status holds google.protobuf.Any), sorted. */
+const LEASEQUEUE_DEPS = [...LEASEQUEUE_IMPORTS, "google/protobuf/any.proto"].sort();
 
 let server: http2.Http2Server;
 let baseUrl: string;
@@ -95,7 +103,7 @@ describe("grpc.reflection.v1", () => {
     const protos = files(res);
     expect(protos[0].name).toBe(LEASEQUEUE_FILE);
     expect(protos.slice(1).map((p) => p.name).sort()).toEqual(LEASEQUEUE_DEPS);
-    expect(protos[0].dependency).toEqual(LEASEQUEUE_DEPS);
+    expect(protos[0].dependency).toEqual(LEASEQUEUE_IMPORTS);
     // A client (buf curl, grpcurl) must be able to build descriptors from this alone.
     const registry = createFileRegistry(protos[0], (name) => protos.find((p) => p.name === name));
     const service = registry.getService("leasequeue.v1.LeaseQueueService");

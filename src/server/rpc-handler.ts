@@ -1,0 +1,189 @@
+/**
+ * The Node request handler of the API port: connect's router served by our
+ * own thin adapter instead of connect-node's `connectNodeAdapter`, so that
+ * what connect decides before any interceptor runs is still answered in
+ * api.md's terms and counted:
+ *
+ * - a request message that is not valid protobuf binary is `invalid_argument`,
+ *   not `internal` (see call-outcome.ts for why it is rewritten there);
+ * - calls refused before the interceptor (undecodable, unsupported encoding,
+ *   too large after decompression, reset by the client) still reach the RPC
+ *   metrics, with their code;
+ * - a client that resets its stream or drops its connection is `canceled`,
+ *   logged at debug, never a server failure (connect-node would write
+ *   "handler for rpc ... failed" to stderr for it).
+ *
+ * Request and response bytes are otherwise those of connect-node: the same
+ * universalRequestFromNodeRequest / universalResponseToNodeResponse it uses.
+ */
+import type * as http from "node:http";
+import * as http2 from "node:http2";
+import { TextDecoder } from "node:util";
+import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import type { Logger } from "../logger.js";
+import type { Metrics } from "../metrics/metrics.js";
+import type { NodeRequestHandler } from "./api-listener.js";
+import { watchOutcome } from "./call-outcome.js";
+import { callRecordKey, type CallRecord } from "./call-record.js";
+import { requestTimedOut } from "./http2-request-timeout.js";
+
+export interface RpcHandlerOptions extends ConnectRouterOptions {
+  /** Registers the services. */
+  routes: (router: ConnectRouter) => void;
+  /** Serves every path that is not an RPC (default: 404). */
+  fallback?: NodeRequestHandler;
+  log: Logger;
+  /** Calls the boundary interceptor never saw are recorded here. */
+  metrics: Pick<Metrics, "observeRpc">;
+}
+
+export interface RpcHandler {
+  handler: NodeRequestHandler;
+  /**
+   * True for the paths of client-streaming and bidi methods, whose request
+   * body legitimately stays open as long as the call (see
+   * http2-request-timeout.ts).
+   */
+  isStreamingRequest(path: string): boolean;
+}
+
+/**
+ * Whether the client went away before the response was complete: an HTTP/2
+ * stream it reset (any code but NO_ERROR), or a closed connection.
+ */
+function clientGone(req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse): boolean {
+  if (req instanceof http2.Http2ServerRequest) {
+    const stream = req.stream;
+    const rst = stream.rstCode;
+    // Before writableFinished: Node marks a reset stream's response finished.
+    if (rst !== undefined && rst !== http2.constants.NGHTTP2_NO_ERROR) return true;
+    if (res.writableFinished) return false;
+    return stream.destroyed || stream.session === undefined || stream.session.destroyed;
+  }
+  if (res.writableFinished) return false;
+  // Not the request's state: Node destroys a request (and detaches its
+  // socket) as soon as its body is read. The response lives until it is sent.
+  return res.destroyed || res.socket?.destroyed === true;
+}
+
+/**
+ * The request body, failing with `canceled` if the client reset the stream.
+ *
+ * Node ends the body of an HTTP/2 stream reset by its client as if END_STREAM
+ * had arrived, and sets the stream's rstCode only later in the same I/O turn.
+ * Without this check a reset unary call would be served with an empty
+ * request message, and a reset server stream would fail as "missing input".
+ */
+async function* bodyUnlessReset(req: http2.Http2ServerRequest, body: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
+  yield* body;
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  const rst = req.stream.rstCode;
+  if (rst !== undefined && rst !== http2.constants.NGHTTP2_NO_ERROR) {
+    throw new ConnectError(`the client reset the stream (HTTP/2 error code ${rst})`, Code.Canceled);
+  }
+}
+
+/** Builds the API port's RPC handler over connect's router. */
+export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
+  const router = createConnectRouter(opts);
+  opts.routes(router);
+  const paths = new Map<string, UniversalHandler>();
+  for (const uHandler of router.handlers) paths.set(uHandler.requestPath, uHandler);
+  const fallback: NodeRequestHandler =
+    opts.fallback ??
+    ((_req, res) => {
+      res.writeHead(404);
+      res.end();
+    });
+
+  const handler: NodeRequestHandler = (req, res) => {
+    const uHandler = paths.get(req.url?.split("?", 2)[0] ?? "");
+    if (uHandler === undefined) {
+      fallback(req, res);
+      return;
+    }
+    const started = performance.now();
+    const method = uHandler.method.name;
+    const record: CallRecord = {
+      observed: false,
+      cutShort: () => (requestTimedOut(req) ? Code.DeadlineExceeded : clientGone(req, res) ? Code.Canceled : undefined),
+    };
+    let outcome: { code: Code | "ok" | undefined } = { code: undefined };
+    const name = `${uHandler.service.typeName}/${method}`;
+    // Counted when the response closes (sent, or cut by the client):
+    // universalResponseToNodeResponse waits for an 'end' event that Node's
+    // responses never emit, so its promise only ever settles by failing.
+    // Whichever of this and the interceptor comes first records the call.
+    res.once("close", () => {
+      if (record.observed) return;
+      record.observed = true;
+      // A call cut short is that, whatever connect answered into the void.
+      const cutShort = record.cutShort();
+      const known = outcome.code;
+      const code = cutShort ?? (known === "ok" ? undefined : (known ?? Code.Unknown));
+      opts.metrics.observeRpc(method, code, (performance.now() - started) / 1000);
+    });
+    const logFailure = (failure: unknown): void => {
+      const error = ConnectError.from(failure);
+      if (record.cutShort() !== undefined || error.code === Code.Canceled || error.code === Code.Aborted) {
+        opts.log.debug("client went away during the response", { method: name, error: error.message });
+      } else {
+        opts.log.error("writing the response failed", { method: name, error: failure });
+      }
+    };
+    let uReq;
+    try {
+      const contextValues = createContextValues().set(callRecordKey, record);
+      uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
+      if (req instanceof http2.Http2ServerRequest) {
+        uReq = { ...uReq, body: bodyUnlessReset(req, uReq.body as AsyncIterable<Uint8Array>) };
+      }
+    } catch (err) {
+      // No authority (an HTTP/1.0 request without Host): the client's mistake.
+      opts.log.debug("request without an authority refused", { method: name, error: (err as Error).message });
+      outcome.code = Code.InvalidArgument;
+      res.writeHead(400);
+      res.end();
+      return;
+    }
+    uHandler(uReq)
+      .then((uRes) => {
+        const watched = watchOutcome(uRes, uHandler.method.input.typeName);
+        outcome = watched.outcome;
+        return universalResponseToNodeResponse(watched.response, res);
+      })
+      .catch(logFailure);
+  };
+
+  const streamingRequests = new Set(
+    router.handlers
+      .filter((h) => h.method.methodKind === "client_streaming" || h.method.methodKind === "bidi_streaming")
+      .map((h) => h.requestPath),
+  );
+  return { handler, isStreamingRequest: (path) => streamingRequests.has(path.split("?", 2)[0]) };
+}
+
+/**
+ * A JSON text decoder that refuses invalid UTF-8 instead of replacing it with
+ * U+FFFD (which would store something the client never sent). connect keeps a
+ * ConnectError thrown while decoding, so the client gets `invalid_argument`
+ * with this message.
+ */
+export function strictUtf8Decoder(): TextDecoder {
+  const fatal = new TextDecoder("utf-8", { fatal: true });
+  const strict: Pick<TextDecoder, "decode" | "encoding" | "fatal" | "ignoreBOM"> = {
+    encoding: fatal.encoding,
+    fatal: true,
+    ignoreBOM: fatal.ignoreBOM,
+    decode(...args: Parameters<TextDecoder["decode"]>): string {
+      try {
+        return fatal.decode(...args);
+      } catch {
+        throw new ConnectError("request body is not valid UTF-8 (JSON text must be UTF-8, RFC 8259 §8.1)", Code.InvalidArgument);
+      }
+    },
+  };
+  return strict as TextDecoder;
+}
