@@ -1,12 +1,16 @@
 // Command go-worker is a LeaseQueue example worker in Go: grpc-go over
-// StreamClaims.
+// StreamClaims for leases, with every outcome and heartbeat batched into
+// Acknowledge calls (api.md section A).
 //
 // The server pushes leases on one long-lived stream, never more than
 // LEASEQUEUE_CONCURRENCY unfinished at a time. Each lease runs in its own
 // goroutine; another goroutine extends the lease every third of its duration
 // while the handler runs. A handler's result completes the job; an error
 // wrapping ErrPermanent dead-letters it at once; any other error fails it for
-// a retry with the server's backoff.
+// a retry with the server's backoff. Completions, failures and heartbeats of
+// all running jobs go to one batcher, which sends what is pending in one
+// Acknowledge call every few milliseconds (or at once when 100 are pending):
+// a busy worker makes one unary call per batch instead of one per job.
 //
 // SIGTERM or SIGINT: stop taking work (the stream is cancelled), let running
 // jobs finish, then exit 0. A job still running after
@@ -111,6 +115,85 @@ func handle(ctx context.Context, job *lq.Job, payload interface{}) (interface{},
 
 const callTimeout = 10 * time.Second // unary calls
 
+// The Acknowledge batcher sends what is pending this long after the first
+// acknowledgement of a batch arrives, or at once when ackBatchMax are
+// pending (the server takes up to 1000 per call).
+const (
+	ackFlushInterval = 5 * time.Millisecond
+	ackBatchMax      = 100
+)
+
+// pendingAck is one acknowledgement waiting for its batch, and where its
+// result goes.
+type pendingAck struct {
+	ack   *lq.Acknowledgement
+	reply chan error
+}
+
+// acknowledger batches acknowledgements from every job into Acknowledge
+// calls. Each acknowledgement is answered on its own: nil, or exactly the
+// error the single RPC (Complete, Fail, Heartbeat) would have returned.
+type acknowledger struct {
+	client  lq.LeaseQueueServiceClient
+	pending chan pendingAck
+}
+
+func newAcknowledger(client lq.LeaseQueueServiceClient) *acknowledger {
+	a := &acknowledger{client: client, pending: make(chan pendingAck, ackBatchMax)}
+	go a.batch()
+	return a
+}
+
+// acknowledge queues ack for the next batch and waits for its result.
+func (a *acknowledger) acknowledge(ack *lq.Acknowledgement) error {
+	reply := make(chan error, 1)
+	a.pending <- pendingAck{ack: ack, reply: reply}
+	return <-reply
+}
+
+// batch collects pending acknowledgements and sends each batch in its own
+// goroutine, so that a slow call does not hold up the next batch.
+func (a *acknowledger) batch() {
+	var batch []pendingAck
+	var due <-chan time.Time
+	for {
+		select {
+		case p := <-a.pending:
+			batch = append(batch, p)
+			if len(batch) < ackBatchMax {
+				if due == nil {
+					due = time.After(ackFlushInterval)
+				}
+				continue
+			}
+		case <-due:
+		}
+		go a.send(batch)
+		batch, due = nil, nil
+	}
+}
+
+func (a *acknowledger) send(batch []pendingAck) {
+	req := &lq.AcknowledgeRequest{Acks: make([]*lq.Acknowledgement, len(batch))}
+	for i, p := range batch {
+		req.Acks[i] = p.ack
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	res, err := a.client.Acknowledge(ctx, req)
+	if err == nil && len(res.GetResults()) != len(batch) {
+		err = status.Errorf(codes.Internal, "Acknowledge answered %d of %d acknowledgements", len(res.GetResults()), len(batch))
+	}
+	for i, p := range batch {
+		if err != nil {
+			p.reply <- err // the call failed as a whole: every acknowledgement in it did
+			continue
+		}
+		// A refused one carries the single RPC's code, message and details.
+		p.reply <- status.ErrorProto(res.GetResults()[i].GetStatus())
+	}
+}
+
 type config struct {
 	url, target     string
 	tls             bool
@@ -145,6 +228,7 @@ func (r *runningJob) isLost() bool {
 type worker struct {
 	cfg    config
 	client lq.LeaseQueueServiceClient
+	acks   *acknowledger
 
 	mu           sync.Mutex
 	changed      *sync.Cond // a job finished, a stop was asked, the grace period ended
@@ -158,7 +242,7 @@ type worker struct {
 }
 
 func newWorker(cfg config, client lq.LeaseQueueServiceClient) *worker {
-	w := &worker{cfg: cfg, client: client, running: map[string]*runningJob{}, stopped: make(chan struct{})}
+	w := &worker{cfg: cfg, client: client, acks: newAcknowledger(client), running: map[string]*runningJob{}, stopped: make(chan struct{})}
 	w.changed = sync.NewCond(&w.mu)
 	return w
 }
@@ -400,21 +484,20 @@ func (r *runningJob) claimAck() bool {
 
 func (w *worker) complete(r *runningJob, result interface{}) {
 	id := r.lease.GetJob().GetId()
-	req := &lq.CompleteRequest{JobId: id, LeaseToken: r.lease.GetLeaseToken()}
+	outcome := &lq.AckComplete{}
 	if result != nil {
 		v, err := structpb.NewValue(result)
 		if err != nil {
 			w.fail(r, "result is not JSON: "+err.Error(), true, false)
 			return
 		}
-		req.Result = v
+		outcome.Result = v
 	}
 	if !r.claimAck() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if _, err := w.client.Complete(ctx, req); err != nil {
+	ack := &lq.Acknowledgement{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Outcome: &lq.Acknowledgement_Complete{Complete: outcome}}
+	if err := w.acks.acknowledge(ack); err != nil {
 		// Aborted: the lease expired or was taken over; the job is someone
 		// else's now. Anything else: it is retried when the lease expires.
 		log.Printf("job %s: complete refused: %s %s", id, status.Code(err), status.Convert(err).Message())
@@ -431,14 +514,12 @@ func (w *worker) fail(r *runningJob, message string, permanent, retryNow bool) {
 	if len(message) > 4096 {
 		message = message[:4096]
 	}
-	req := &lq.FailRequest{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Error: message, Permanent: permanent}
+	outcome := &lq.AckFail{Error: message, Permanent: permanent}
 	if retryNow {
-		req.RetryDelay = durationpb.New(0)
+		outcome.RetryDelay = durationpb.New(0)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	res, err := w.client.Fail(ctx, req)
-	if err != nil {
+	ack := &lq.Acknowledgement{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Outcome: &lq.Acknowledgement_Fail{Fail: outcome}}
+	if err := w.acks.acknowledge(ack); err != nil {
 		log.Printf("job %s: fail refused: %s %s", id, status.Code(err), status.Convert(err).Message())
 		return
 	}
@@ -446,32 +527,28 @@ func (w *worker) fail(r *runningJob, message string, permanent, retryNow bool) {
 	if permanent {
 		kind = "permanent"
 	}
-	log.Printf("failed job %s (%s): %s -> %s", id, kind, message, res.GetJob().GetState())
+	log.Printf("failed job %s (%s): %s", id, kind, message)
 }
 
-// heartbeat extends the lease every third of its duration until done closes.
+// heartbeat extends the lease every third of its duration until done closes,
+// in the batcher's next Acknowledge call.
 func (w *worker) heartbeat(r *runningJob, done <-chan struct{}) {
 	interval := w.cfg.lease / 3
 	if interval < 200*time.Millisecond {
 		interval = 200 * time.Millisecond
 	}
-	timeout := interval
-	if timeout > callTimeout {
-		timeout = callTimeout
-	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	id := r.lease.GetJob().GetId()
+	// Without lease_duration the server extends by the claim's duration.
+	ack := &lq.Acknowledgement{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Outcome: &lq.Acknowledgement_Heartbeat{Heartbeat: &lq.AckHeartbeat{}}}
 	for {
 		select {
 		case <-done:
 			return
 		case <-ticker.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		// Without lease_duration the server extends by the claim's duration.
-		_, err := w.client.Heartbeat(ctx, &lq.HeartbeatRequest{JobId: id, LeaseToken: r.lease.GetLeaseToken()})
-		cancel()
+		err := w.acks.acknowledge(ack)
 		if err == nil {
 			continue
 		}

@@ -1,7 +1,8 @@
 /**
  * The Go example worker (examples/go-worker/main.go) built offline from
  * Debian's Go packages in GOPATH mode, as its README says, against the code
- * committed in gen/go, then run against a live server over StreamClaims.
+ * committed in gen/go, then run against a live server: leases over
+ * StreamClaims, outcomes and heartbeats batched into Acknowledge calls.
  *
  * Debian packages: golang-go, golang-google-grpc-dev (grpc-go 1.33),
  * golang-google-protobuf-dev, golang-github-golang-protobuf-1-5-dev. Under
@@ -13,7 +14,17 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { REPO_ROOT, requireTool, run, skipUnlessAvailable, works } from "./tools.js";
-import { drainOnSigterm, endToEnd, killWorkers, maxJobsThenExit, shutdownGraceFailsLeftovers, type WorkerCommand } from "./worker-scenarios.js";
+import {
+  acknowledgesInBatches,
+  drainOnSigterm,
+  endToEnd,
+  killWorkers,
+  maxJobsThenExit,
+  rpcCounts,
+  serverRestartMidJob,
+  shutdownGraceFailsLeftovers,
+  type WorkerCommand,
+} from "./worker-scenarios.js";
 
 const GO = "go";
 const GOCODE = "/usr/share/gocode";
@@ -89,5 +100,25 @@ describe.skipIf(skip)("Go example worker", () => {
     requireTool(available, TOOLS);
     expect(worker, "the build failed").toBeDefined();
     await maxJobsThenExit(server, worker, "go");
+  }, 30_000);
+
+  it("batches outcomes and heartbeats into Acknowledge: no Complete, Fail or Heartbeat call", async () => {
+    requireTool(available, TOOLS);
+    expect(worker, "the build failed").toBeDefined();
+    await acknowledgesInBatches(server, worker, "go", {
+      used: ["StreamClaims", "Acknowledge"],
+      unused: ["Complete", "Fail", "Heartbeat", "Work"],
+    });
+  }, 30_000);
+
+  it("keeps a job across a server restart: heartbeats go on, the outcome is acknowledged after it", async () => {
+    requireTool(available, TOOLS);
+    expect(worker, "the build failed").toBeDefined();
+    await serverRestartMidJob(worker, "go", async (restarted) => {
+      const counts = await rpcCounts(restarted);
+      expect(counts.get("StreamClaims") ?? 0).toBeGreaterThan(0);
+      expect(counts.get("Acknowledge") ?? 0).toBeGreaterThan(0);
+      expect(counts.get("Complete") ?? 0).toBe(0);
+    });
   }, 30_000);
 });

@@ -381,9 +381,11 @@ export async function serverRestartMidJob(
   let server = await startTestServer({ db });
   let second: TestServer | undefined;
   try {
-    // Heartbeats every second; the job runs 4 s, across the restart.
-    const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "2", LEASEQUEUE_LEASE_SECONDS: "3" }));
-    const slow = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 4 } });
+    // Heartbeats every 2 s; the job runs 5 s, across the restart. A client
+    // may need a second or two to reconnect (grpc-go's first redial backoff
+    // is 1 s), so the first heartbeat may fail; the second one keeps the lease.
+    const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "2", LEASEQUEUE_LEASE_SECONDS: "6" }));
+    const slow = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 5 } });
     await waitState(server, slow, "JOB_STATE_RUNNING", worker);
     await worker.waitForLog(/claimed job/);
 
@@ -398,7 +400,7 @@ export async function serverRestartMidJob(
 
     const later = await submit(server, { queue, task: "demo.add", payload: { a: 20, b: 22 } });
     const jobs = await waitFinished(server, [slow, later], worker);
-    expect(jobs.get(slow), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { slept: 4 } });
+    expect(jobs.get(slow), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { slept: 5 } });
     expect(jobs.get(later), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { sum: 42 } });
     const slowEvents = await events(server, slow);
     expect(kinds(slowEvents), worker.stderr()).not.toContain("EVENT_KIND_LEASE_EXPIRED");
