@@ -1,23 +1,38 @@
 #!/usr/bin/python3
-"""LeaseQueue example worker in Python: grpcio over StreamClaims.
+"""LeaseQueue example worker in Python: grpcio over the Work stream.
 
-The server pushes leases on one long-lived stream, never more than
-LEASEQUEUE_CONCURRENCY unfinished at a time. Each lease runs in its own
-thread; a heartbeat thread extends the lease every third of its duration
-while the handler runs. A handler's return value completes the job; a
-ValueError dead-letters it at once (input that will never work); any other
-exception fails it for a retry with the server's backoff.
+One bidirectional Work stream (api.md section A) carries leases down, many
+per message, never more than LEASEQUEUE_CONCURRENCY unfinished at a time,
+and acknowledgements up: the outcomes of finished handlers and the
+heartbeats of running jobs wait in one queue, and the stream's request
+iterator sends everything pending in one WorkRequest (at most 1000). Their
+results come back on the stream in the order they were sent. A busy worker
+makes no unary call at all.
 
-SIGTERM or SIGINT: stop taking work (the stream is cancelled), let running
-jobs finish, then exit 0. A job still running after
-LEASEQUEUE_SHUTDOWN_SECONDS is failed (retry now) so another worker gets it
-at once instead of after its lease expires. A second signal skips the wait.
+Each lease runs in its own thread; a heartbeat thread queues an AckHeartbeat
+every third of the lease while the handler runs. A handler's return value
+completes the job; a ValueError dead-letters it at once (input that will
+never work); any other exception fails it for a retry with the server's
+backoff. A heartbeat or outcome answered ABORTED or NOT_FOUND means the lease
+is gone: the handler's lease_lost event is set.
+
+If the stream breaks, the worker reconnects with jittered backoff; jobs
+still running go on, their heartbeats and outcomes are sent on the new
+stream, or with the unary Acknowledge RPC while no stream is open.
+Acknowledgements the broken stream left unanswered are sent again.
+
+SIGTERM or SIGINT: stop taking work (the stream is half-closed once what is
+queued is sent; a lease the server pushed meanwhile is released), let running
+jobs finish and acknowledge them with Acknowledge, then exit 0. A job still
+running after LEASEQUEUE_SHUTDOWN_SECONDS is failed (retry now) so another
+worker gets it at once instead of after its lease expires. A second signal
+skips the wait.
 
 Environment (all optional):
   LEASEQUEUE_URL               http://127.0.0.1:8080 (https:// uses TLS; host:port works too)
   LEASEQUEUE_QUEUE             default
   LEASEQUEUE_WORKER_ID         py-<hostname>-<pid>
-  LEASEQUEUE_CONCURRENCY       4      jobs at once (the stream's max_in_flight)
+  LEASEQUEUE_CONCURRENCY       4      jobs at once (the Work stream's max_in_flight)
   LEASEQUEUE_LEASE_SECONDS     30     lease duration; heartbeats every third of it
   LEASEQUEUE_SHUTDOWN_SECONDS  30     how long a shutdown waits for running jobs
   LEASEQUEUE_MAX_JOBS          0      stop after this many leases (0: never)
