@@ -115,82 +115,246 @@ func handle(ctx context.Context, job *lq.Job, payload interface{}) (interface{},
 
 const callTimeout = 10 * time.Second // unary calls
 
-// The Acknowledge batcher sends what is pending this long after the first
-// acknowledgement of a batch arrives, or at once when ackBatchMax are
-// pending (the server takes up to 1000 per call).
+// Acknowledgements go up the Work stream while one is open, many per
+// message (at most ackBatchMax). Without a stream (between reconnects, and
+// after a shutdown half-closed it) they go in Acknowledge calls: the batcher
+// sends what is pending ackFlushInterval after the first of a batch arrives.
 const (
 	ackFlushInterval = 5 * time.Millisecond
-	ackBatchMax      = 100
+	ackBatchMax      = 1000 // per WorkRequest or AcknowledgeRequest (api.md)
+	unaryRetry       = 500 * time.Millisecond
 )
 
-// pendingAck is one acknowledgement waiting for its batch, and where its
-// result goes.
+// pendingAck is one acknowledgement on its way, and where its result goes.
 type pendingAck struct {
-	ack   *lq.Acknowledgement
-	reply chan error
+	ack        *lq.Acknowledgement
+	reply      chan error
+	retryUntil time.Time // an outcome is sent again after a failed call until then (its lease surely ended)
+	resent     bool      // an earlier send got no answer: it may have been applied
 }
 
-// acknowledger batches acknowledgements from every job into Acknowledge
-// calls. Each acknowledgement is answered on its own: nil, or exactly the
-// error the single RPC (Complete, Fail, Heartbeat) would have returned.
+// ackStream is one Work stream as the acknowledger sees it: the
+// acknowledgements sent on it that wait for their results, in order.
+type ackStream struct {
+	accepting bool // its sender still sends acknowledgements
+	awaiting  []*pendingAck
+}
+
+// acknowledger carries the acknowledgements of every job: on the open Work
+// stream, or batched into Acknowledge calls while none is open. Each is
+// answered on its own: nil, or exactly the error the single RPC (Complete,
+// Fail, Heartbeat, Release) would have returned.
 type acknowledger struct {
-	client  lq.LeaseQueueServiceClient
-	pending chan pendingAck
+	client lq.LeaseQueueServiceClient
+
+	mu         sync.Mutex
+	changed    *sync.Cond // something was queued, a stream came or went, a half-close was asked
+	queue      []*pendingAck
+	stream     *ackStream // the stream that takes acknowledgements, if any
+	halfClosed bool       // stopping: streams half-close once the queue is sent
 }
 
 func newAcknowledger(client lq.LeaseQueueServiceClient) *acknowledger {
-	a := &acknowledger{client: client, pending: make(chan pendingAck, ackBatchMax)}
-	go a.batch()
+	a := &acknowledger{client: client}
+	a.changed = sync.NewCond(&a.mu)
+	go a.sendUnary()
 	return a
 }
 
-// acknowledge queues ack for the next batch and waits for its result.
-func (a *acknowledger) acknowledge(ack *lq.Acknowledgement) error {
-	reply := make(chan error, 1)
-	a.pending <- pendingAck{ack: ack, reply: reply}
-	return <-reply
+// acknowledge queues ack and waits for its result. An outcome whose send
+// fails as a whole is sent again until retryUntil.
+func (a *acknowledger) acknowledge(ack *lq.Acknowledgement, retryUntil time.Time) error {
+	p := &pendingAck{ack: ack, reply: make(chan error, 1), retryUntil: retryUntil}
+	a.mu.Lock()
+	a.queue = append(a.queue, p)
+	a.changed.Broadcast()
+	a.mu.Unlock()
+	return <-p.reply
 }
 
-// batch collects pending acknowledgements and sends each batch in its own
-// goroutine, so that a slow call does not hold up the next batch.
-func (a *acknowledger) batch() {
-	var batch []pendingAck
-	var due <-chan time.Time
-	for {
-		select {
-		case p := <-a.pending:
-			batch = append(batch, p)
-			if len(batch) < ackBatchMax {
-				if due == nil {
-					due = time.After(ackFlushInterval)
-				}
-				continue
-			}
-		case <-due:
-		}
-		go a.send(batch)
-		batch, due = nil, nil
+// halfClose makes the open stream (and any later one) half-close once what
+// is queued is sent; acknowledgements after that go by Acknowledge.
+func (a *acknowledger) halfClose() {
+	a.mu.Lock()
+	a.halfClosed = true
+	a.changed.Broadcast()
+	a.mu.Unlock()
+}
+
+// take removes up to ackBatchMax acknowledgements from the queue (a.mu held).
+func (a *acknowledger) take() []*pendingAck {
+	n := len(a.queue)
+	if n > ackBatchMax {
+		n = ackBatchMax
 	}
+	batch := append([]*pendingAck(nil), a.queue[:n]...)
+	a.queue = a.queue[n:]
+	return batch
 }
 
-func (a *acknowledger) send(batch []pendingAck) {
-	req := &lq.AcknowledgeRequest{Acks: make([]*lq.Acknowledgement, len(batch))}
+func acksOf(batch []*pendingAck) []*lq.Acknowledgement {
+	acks := make([]*lq.Acknowledgement, len(batch))
 	for i, p := range batch {
-		req.Acks[i] = p.ack
+		acks[i] = p.ack
 	}
+	return acks
+}
+
+// attach makes a new stream the one that takes acknowledgements.
+func (a *acknowledger) attach() *ackStream {
+	s := &ackStream{accepting: true}
+	a.mu.Lock()
+	a.stream = s
+	a.changed.Broadcast()
+	a.mu.Unlock()
+	return s
+}
+
+// sendOn is the only goroutine that sends on stream: start, then every
+// queued acknowledgement, many per message; it half-closes when asked to and
+// the queue is empty. It returns when the stream is over.
+func (a *acknowledger) sendOn(s *ackStream, stream lq.LeaseQueueService_WorkClient, start *lq.WorkRequest) {
+	if err := stream.Send(start); err != nil {
+		return // Recv reports why
+	}
+	for {
+		a.mu.Lock()
+		for s.accepting && len(a.queue) == 0 && !a.halfClosed {
+			a.changed.Wait()
+		}
+		if !s.accepting {
+			a.mu.Unlock()
+			return
+		}
+		if len(a.queue) == 0 {
+			// Stopping, and everything queued went out: the server sends the
+			// remaining results and ends the stream.
+			s.accepting = false
+			if a.stream == s {
+				a.stream = nil
+			}
+			a.changed.Broadcast()
+			a.mu.Unlock()
+			_ = stream.CloseSend()
+			return
+		}
+		batch := a.take()
+		s.awaiting = append(s.awaiting, batch...)
+		a.mu.Unlock()
+		if err := stream.Send(&lq.WorkRequest{Acks: acksOf(batch)}); err != nil {
+			return // the stream is over: Recv reports why, detach sends the batch again
+		}
+	}
+}
+
+// answer hands a result from the stream to the acknowledgement it answers.
+func (a *acknowledger) answer(s *ackStream, result *lq.AcknowledgementResult) {
+	a.mu.Lock()
+	if len(s.awaiting) == 0 {
+		a.mu.Unlock()
+		log.Printf("result for job %s matches no acknowledgement sent on this stream", result.GetJobId())
+		return
+	}
+	p := s.awaiting[0]
+	s.awaiting = s.awaiting[1:]
+	a.mu.Unlock()
+	if p.ack.GetJobId() != result.GetJobId() {
+		log.Printf("result for job %s answers the acknowledgement of job %s", result.GetJobId(), p.ack.GetJobId())
+	}
+	p.reply <- resultError(p, status.ErrorProto(result.GetStatus()))
+}
+
+// resultError notes on a refusal of an acknowledgement sent twice that the
+// first send may have been applied.
+func resultError(p *pendingAck, err error) error {
+	if err == nil || !p.resent {
+		return err
+	}
+	st := status.Convert(err)
+	return status.Errorf(st.Code(), "%s (sent again: the first send may have been applied)", st.Message())
+}
+
+// detach ends a stream: outcomes it left unanswered are queued again at the
+// front; unanswered heartbeats fail (the next one comes at its tick).
+func (a *acknowledger) detach(s *ackStream) {
+	a.mu.Lock()
+	s.accepting = false
+	if a.stream == s {
+		a.stream = nil
+	}
+	var again []*pendingAck
+	for _, p := range s.awaiting {
+		if p.ack.GetHeartbeat() != nil {
+			p.reply <- status.Error(codes.Unavailable, "the stream ended before the heartbeat was answered")
+			continue
+		}
+		p.resent = true
+		again = append(again, p)
+	}
+	s.awaiting = nil
+	a.queue = append(again, a.queue...)
+	a.changed.Broadcast()
+	a.mu.Unlock()
+	if len(again) > 0 {
+		log.Printf("sending %d unanswered acknowledgement(s) again", len(again))
+	}
+}
+
+// sendUnary sends what is queued with Acknowledge while no stream takes
+// acknowledgements, each batch in its own goroutine so that a slow call
+// does not hold up the next batch.
+func (a *acknowledger) sendUnary() {
+	for {
+		a.mu.Lock()
+		for len(a.queue) == 0 || a.stream != nil {
+			a.changed.Wait()
+		}
+		a.mu.Unlock()
+		time.Sleep(ackFlushInterval) // let the rest of the batch arrive
+		a.mu.Lock()
+		if len(a.queue) == 0 || a.stream != nil {
+			a.mu.Unlock()
+			continue
+		}
+		batch := a.take()
+		a.mu.Unlock()
+		go a.sendBatch(batch)
+	}
+}
+
+func (a *acknowledger) sendBatch(batch []*pendingAck) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	res, err := a.client.Acknowledge(ctx, req)
+	res, err := a.client.Acknowledge(ctx, &lq.AcknowledgeRequest{Acks: acksOf(batch)})
 	if err == nil && len(res.GetResults()) != len(batch) {
 		err = status.Errorf(codes.Internal, "Acknowledge answered %d of %d acknowledgements", len(res.GetResults()), len(batch))
 	}
-	for i, p := range batch {
-		if err != nil {
-			p.reply <- err // the call failed as a whole: every acknowledgement in it did
+	if err == nil {
+		for i, p := range batch {
+			// A refused one carries the single RPC's code, message and details.
+			p.reply <- resultError(p, status.ErrorProto(res.GetResults()[i].GetStatus()))
+		}
+		return
+	}
+	// The call failed as a whole: outcomes are sent again while their lease
+	// may still hold; the rest get the error.
+	var again []*pendingAck
+	for _, p := range batch {
+		if !fatal(status.Code(err)) && time.Now().Before(p.retryUntil) {
+			p.resent = true
+			again = append(again, p)
 			continue
 		}
-		// A refused one carries the single RPC's code, message and details.
-		p.reply <- status.ErrorProto(res.GetResults()[i].GetStatus())
+		p.reply <- err
+	}
+	if len(again) > 0 {
+		log.Printf("Acknowledge failed, will retry %d acknowledgement(s): %s %s", len(again), status.Code(err), status.Convert(err).Message())
+		time.AfterFunc(unaryRetry, func() {
+			a.mu.Lock()
+			a.queue = append(again, a.queue...)
+			a.changed.Broadcast()
+			a.mu.Unlock()
+		})
 	}
 }
 
@@ -204,12 +368,26 @@ type config struct {
 }
 
 type runningJob struct {
-	lease  *lq.Lease
-	ctx    context.Context
-	cancel context.CancelFunc // the lease is lost, or shutdown gave up
-	mu     sync.Mutex
-	lost   bool
-	acked  bool // Complete or Fail was sent (once)
+	lease   *lq.Lease
+	ctx     context.Context
+	cancel  context.CancelFunc // the lease is lost, or shutdown gave up
+	mu      sync.Mutex
+	lost    bool
+	acked   bool      // complete or fail was sent (once)
+	expires time.Time // when the lease surely ends without another heartbeat
+}
+
+// extend records a successful heartbeat sent at sent.
+func (r *runningJob) extend(sent time.Time, lease time.Duration) {
+	r.mu.Lock()
+	r.expires = sent.Add(lease)
+	r.mu.Unlock()
+}
+
+func (r *runningJob) leaseEnd() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.expires
 }
 
 func (r *runningJob) markLost() {
@@ -247,7 +425,8 @@ func newWorker(cfg config, client lq.LeaseQueueServiceClient) *worker {
 	return w
 }
 
-// stop stops taking work: the stream is cancelled, running jobs go on.
+// stop stops taking work: the stream half-closes once what is queued is
+// sent, running jobs go on.
 func (w *worker) stop(why string) {
 	w.mu.Lock()
 	if w.stopping {
@@ -256,13 +435,11 @@ func (w *worker) stop(why string) {
 	}
 	w.stopping = true
 	close(w.stopped)
-	cancel, running := w.cancelStream, len(w.running)
+	running := len(w.running)
 	w.changed.Broadcast()
 	w.mu.Unlock()
 	log.Printf("stopping (%s): taking no new work, finishing %d running job(s)", why, running)
-	if cancel != nil {
-		cancel()
-	}
+	w.acks.halfClose()
 }
 
 // forceStop ends the wait for running jobs (second signal).
@@ -270,8 +447,12 @@ func (w *worker) forceStop(why string) {
 	log.Printf("%s again: not waiting for running jobs", why)
 	w.mu.Lock()
 	w.force = true
+	cancel := w.cancelStream
 	w.changed.Broadcast()
 	w.mu.Unlock()
+	if cancel != nil {
+		cancel() // a stream still open after the half-close
+	}
 }
 
 // room waits until fewer than concurrency jobs run and returns how many more
@@ -326,12 +507,12 @@ func (w *worker) run() int {
 		stopping = w.stopping
 		w.mu.Unlock()
 		if stopping {
-			break
+			break // we half-closed (every result has arrived), or the stream broke: Acknowledge carries the rest
 		}
 		if err == io.EOF {
 			log.Printf("the server ended the stream")
 		} else if code := status.Code(err); fatal(code) {
-			log.Printf("StreamClaims refused: %s %s", code, status.Convert(err).Message())
+			log.Printf("Work refused: %s %s", code, status.Convert(err).Message())
 			w.mu.Lock()
 			w.exitCode = 1
 			w.mu.Unlock()
@@ -357,35 +538,70 @@ func (w *worker) run() int {
 	return w.exitCode
 }
 
-// consume reads one stream until it ends and starts a job per lease.
+// consume runs one Work stream until it ends: leases start jobs, results
+// answer the acknowledgements sent on it.
 func (w *worker) consume(ctx context.Context, room int32, backoff *time.Duration) error {
-	stream, err := w.client.StreamClaims(ctx, &lq.StreamClaimsRequest{
+	stream, err := w.client.Work(ctx)
+	if err != nil {
+		return err
+	}
+	s := w.acks.attach()
+	defer w.acks.detach(s)
+	go w.acks.sendOn(s, stream, &lq.WorkRequest{Start: &lq.WorkStart{
 		Queue:         w.cfg.queue,
 		WorkerId:      w.cfg.workerID,
 		LeaseDuration: durationpb.New(w.cfg.lease),
 		MaxInFlight:   room,
-	})
-	if err != nil {
-		return err
-	}
+	}})
+	opened := false
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		*backoff = 500 * time.Millisecond // the stream works
-		if msg.GetLease() == nil {
-			continue // the opening message and idle keepalives carry no lease
+		if !opened {
+			log.Printf("Work stream open: max_in_flight %d", room)
+			opened = true
 		}
-		w.start(msg.GetLease())
-		w.mu.Lock()
-		reached := w.cfg.maxJobs > 0 && w.received >= w.cfg.maxJobs
-		received := w.received
-		w.mu.Unlock()
-		if reached {
-			w.stop(fmt.Sprintf("received %d job(s), LEASEQUEUE_MAX_JOBS", received))
+		*backoff = 500 * time.Millisecond // the stream works
+		// A message without results or leases is a keepalive.
+		for _, result := range msg.GetResults() {
+			w.acks.answer(s, result)
+		}
+		for _, lease := range msg.GetLeases() {
+			w.take(lease)
 		}
 	}
+}
+
+// take starts a job for the lease, or gives the lease back when the worker
+// is stopping (the server pushed it before it saw the half-close).
+func (w *worker) take(lease *lq.Lease) {
+	w.mu.Lock()
+	refuse := w.stopping || (w.cfg.maxJobs > 0 && w.received >= w.cfg.maxJobs)
+	w.mu.Unlock()
+	if refuse {
+		go w.release(lease)
+		return
+	}
+	w.start(lease)
+	w.mu.Lock()
+	reached := w.cfg.maxJobs > 0 && w.received >= w.cfg.maxJobs
+	received := w.received
+	w.mu.Unlock()
+	if reached {
+		w.stop(fmt.Sprintf("received %d job(s), LEASEQUEUE_MAX_JOBS", received))
+	}
+}
+
+func (w *worker) release(lease *lq.Lease) {
+	id := lease.GetJob().GetId()
+	ack := &lq.Acknowledgement{JobId: id, LeaseToken: lease.GetLeaseToken(), Outcome: &lq.Acknowledgement_Release{Release: &lq.AckRelease{}}}
+	if err := w.acks.acknowledge(ack, time.Time{}); err != nil {
+		log.Printf("job %s: release refused: %s %s", id, status.Code(err), status.Convert(err).Message())
+		return
+	}
+	log.Printf("released job %s (the worker is stopping)", id)
 }
 
 // drain waits for running jobs; those that outlast the grace period are
@@ -416,7 +632,7 @@ func (w *worker) drain() {
 
 func (w *worker) start(lease *lq.Lease) {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningJob{lease: lease, ctx: ctx, cancel: cancel}
+	r := &runningJob{lease: lease, ctx: ctx, cancel: cancel, expires: time.Now().Add(w.cfg.lease)}
 	job := lease.GetJob()
 	w.mu.Lock()
 	w.running[job.GetId()] = r
@@ -497,7 +713,7 @@ func (w *worker) complete(r *runningJob, result interface{}) {
 		return
 	}
 	ack := &lq.Acknowledgement{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Outcome: &lq.Acknowledgement_Complete{Complete: outcome}}
-	if err := w.acks.acknowledge(ack); err != nil {
+	if err := w.acks.acknowledge(ack, r.leaseEnd()); err != nil {
 		// Aborted: the lease expired or was taken over; the job is someone
 		// else's now. Anything else: it is retried when the lease expires.
 		log.Printf("job %s: complete refused: %s %s", id, status.Code(err), status.Convert(err).Message())
@@ -519,7 +735,11 @@ func (w *worker) fail(r *runningJob, message string, permanent, retryNow bool) {
 		outcome.RetryDelay = durationpb.New(0)
 	}
 	ack := &lq.Acknowledgement{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Outcome: &lq.Acknowledgement_Fail{Fail: outcome}}
-	if err := w.acks.acknowledge(ack); err != nil {
+	retryUntil := r.leaseEnd()
+	if retryNow {
+		retryUntil = time.Time{} // a shutdown giving up: one try, not a wait
+	}
+	if err := w.acks.acknowledge(ack, retryUntil); err != nil {
 		log.Printf("job %s: fail refused: %s %s", id, status.Code(err), status.Convert(err).Message())
 		return
 	}
@@ -548,8 +768,10 @@ func (w *worker) heartbeat(r *runningJob, done <-chan struct{}) {
 			return
 		case <-ticker.C:
 		}
-		err := w.acks.acknowledge(ack)
+		sent := time.Now()
+		err := w.acks.acknowledge(ack, time.Time{})
 		if err == nil {
+			r.extend(sent, w.cfg.lease)
 			continue
 		}
 		switch status.Code(err) {
