@@ -51,6 +51,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -844,7 +845,10 @@ func main() {
 	if cfg.tls {
 		creds = grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{}))
 	}
-	conn, err := grpc.Dial(cfg.target, creds)
+	// HTTP/2 pings while a call is open: a connection that died silently
+	// breaks the Work stream within half a minute, so its acknowledgements
+	// are sent again instead of waiting for results that never come.
+	conn, err := grpc.Dial(cfg.target, creds, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}))
 	if err != nil {
 		log.Fatalf("dial %s: %v", cfg.target, err)
 	}

@@ -145,15 +145,21 @@ def duration(seconds):
     return d
 
 
+# HTTP/2 pings while a call is open: a connection that died silently breaks
+# the Work stream within half a minute, so its acknowledgements are sent
+# again instead of waiting for results that never come.
+CHANNEL_OPTIONS = [("grpc.keepalive_time_ms", 20_000), ("grpc.keepalive_timeout_ms", 10_000)]
+
+
 def open_channel(url):
     """grpc channel for http://host:port (h2c), https://host:port (TLS) or host:port."""
     if "://" not in url:
-        return grpc.insecure_channel(url)
+        return grpc.insecure_channel(url, options=CHANNEL_OPTIONS)
     parts = urlsplit(url)
     if parts.scheme == "https":
-        return grpc.secure_channel(parts.netloc, grpc.ssl_channel_credentials())
+        return grpc.secure_channel(parts.netloc, grpc.ssl_channel_credentials(), options=CHANNEL_OPTIONS)
     if parts.scheme == "http":
-        return grpc.insecure_channel(parts.netloc)
+        return grpc.insecure_channel(parts.netloc, options=CHANNEL_OPTIONS)
     sys.exit(f"LEASEQUEUE_URL={url!r}: use http://host:port, https://host:port or host:port")
 
 
@@ -481,7 +487,7 @@ class Worker:
             # again after a stream broke, the first send was applied); the job
             # is someone else's now. Anything else: it is retried when the
             # lease expires.
-            again = " (sent again after a stream break: the first may have been applied)" if ack.resent else ""
+            again = " (sent again: the first send may have been applied)" if ack.resent else ""
             log.warning("job %s: %s refused: %s %s%s", job_id, ack.kind, code.name, message, again)
             if code in LEASE_GONE:
                 rj.lost.set()

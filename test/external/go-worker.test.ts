@@ -84,10 +84,13 @@ describe.skipIf(skip)("Go example worker", () => {
     await endToEnd(server, worker, "go");
   }, 60_000);
 
-  it("drains on SIGTERM: finishes the running job, takes no new one", async () => {
+  it("drains on SIGTERM: half-closes the stream, finishes the running job with Acknowledge, takes no new one", async () => {
     requireTool(available, TOOLS);
     expect(worker, "the build failed").toBeDefined();
+    const before = (await rpcCounts(server)).get("Acknowledge") ?? 0;
     await drainOnSigterm(server, worker, "go");
+    // After the half-close no stream carries the job's heartbeats and outcome.
+    expect((await rpcCounts(server)).get("Acknowledge") ?? 0).toBeGreaterThan(before);
   }, 30_000);
 
   it("fails a job that outlasts the shutdown grace period so it retries at once", async () => {

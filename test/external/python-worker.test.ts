@@ -63,9 +63,12 @@ describe.skipIf(skip)("Python example worker", () => {
     await endToEnd(server, WORKER, "py");
   }, 60_000);
 
-  it("drains on SIGTERM: finishes the running job, takes no new one", async () => {
+  it("drains on SIGTERM: half-closes the stream, finishes the running job with Acknowledge, takes no new one", async () => {
     requireTool(available, TOOLS);
+    const before = (await rpcCounts(server)).get("Acknowledge") ?? 0;
     await drainOnSigterm(server, WORKER, "py");
+    // After the half-close no stream carries the job's heartbeats and outcome.
+    expect((await rpcCounts(server)).get("Acknowledge") ?? 0).toBeGreaterThan(before);
   }, 30_000);
 
   it("fails a job that outlasts the shutdown grace period so it retries at once", async () => {
