@@ -1,29 +1,37 @@
-// Command go-worker is a LeaseQueue example worker in Go: grpc-go over
-// StreamClaims for leases, with every outcome and heartbeat batched into
-// Acknowledge calls (api.md section A).
+// Command go-worker is a LeaseQueue example worker in Go: grpc-go over the
+// Work stream (api.md section A).
 //
-// The server pushes leases on one long-lived stream, never more than
-// LEASEQUEUE_CONCURRENCY unfinished at a time. Each lease runs in its own
-// goroutine; another goroutine extends the lease every third of its duration
-// while the handler runs. A handler's result completes the job; an error
-// wrapping ErrPermanent dead-letters it at once; any other error fails it for
-// a retry with the server's backoff. Completions, failures and heartbeats of
-// all running jobs go to one batcher, which sends what is pending in one
-// Acknowledge call every few milliseconds (or at once when 100 are pending):
-// a busy worker makes one unary call per batch instead of one per job.
+// One bidirectional Work stream carries leases down, many per message, never
+// more than LEASEQUEUE_CONCURRENCY unfinished at a time, and
+// acknowledgements up: the completions, failures and heartbeats of all
+// running jobs wait in one queue, and the stream's sender goroutine sends
+// everything pending in one WorkRequest (at most 1000). Their results come
+// back on the stream in the order they were sent. A busy worker makes no
+// unary call at all.
 //
-// SIGTERM or SIGINT: stop taking work (the stream is cancelled), let running
-// jobs finish, then exit 0. A job still running after
-// LEASEQUEUE_SHUTDOWN_SECONDS is failed (retry now) so another worker gets
-// it at once instead of after its lease expires. A second signal skips the
-// wait.
+// Each lease runs in its own goroutine; another goroutine queues a heartbeat
+// every third of the lease while the handler runs. A handler's result
+// completes the job; an error wrapping ErrPermanent dead-letters it at once;
+// any other error fails it for a retry with the server's backoff.
+//
+// If the stream breaks, the worker reconnects with jittered backoff; running
+// jobs go on, their heartbeats and outcomes are sent on the new stream, or
+// batched into Acknowledge calls while no stream is open. Outcomes the broken
+// stream left unanswered are sent again.
+//
+// SIGTERM or SIGINT: stop taking work (the stream half-closes once what is
+// queued is sent; a lease the server pushed meanwhile is released), let
+// running jobs finish and acknowledge them with Acknowledge, then exit 0. A
+// job still running after LEASEQUEUE_SHUTDOWN_SECONDS is failed (retry now)
+// so another worker gets it at once instead of after its lease expires. A
+// second signal skips the wait.
 //
 // Environment (all optional):
 //
 //	LEASEQUEUE_URL               http://127.0.0.1:8080 (https:// uses TLS; host:port works too)
 //	LEASEQUEUE_QUEUE             default
 //	LEASEQUEUE_WORKER_ID         go-<hostname>-<pid>
-//	LEASEQUEUE_CONCURRENCY       4      jobs at once (the stream's max_in_flight)
+//	LEASEQUEUE_CONCURRENCY       4      jobs at once (the Work stream's max_in_flight)
 //	LEASEQUEUE_LEASE_SECONDS     30     lease duration; heartbeats every third of it
 //	LEASEQUEUE_SHUTDOWN_SECONDS  30     how long a shutdown waits for running jobs
 //	LEASEQUEUE_MAX_JOBS          0      stop after this many leases (0: never)
