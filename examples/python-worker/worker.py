@@ -285,10 +285,11 @@ class Worker:
                     self.call = stream.call
                 if self.force.is_set():
                     stream.call.cancel()
+                opened = False
                 for message in stream.call:
-                    if backoff:
+                    if not opened:
                         log.info("Work stream open: max_in_flight %d", room)
-                    backoff = 0  # the stream works
+                        opened, backoff = True, 0.5  # the stream works
                     for result in message.results:
                         self.on_stream_result(stream, result)
                     for lease in message.leases:
@@ -310,7 +311,6 @@ class Worker:
                 with self.lock:
                     self.call = None
                 self.end_stream(stream)
-            backoff = max(backoff, 0.5)
             delay = backoff * random.uniform(0.5, 1.5)
             log.info("reconnecting in %.1fs", delay)
             if self.stopping.wait(delay):
@@ -443,7 +443,7 @@ class Worker:
                 with self.lock:
                     rj.beat_pending = False
                 log.warning("job %s: heartbeat failed, will retry: %s %s", rj.job.id, code.name, err.details())
-            elif code not in FATAL and not self.force.is_set() and (rj is None or time.monotonic() < rj.expires):
+            elif rj is not None and code not in FATAL and not self.force.is_set() and time.monotonic() < rj.expires:
                 ack.resent = True
                 again.append(ack)
             else:
