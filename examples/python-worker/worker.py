@@ -147,8 +147,15 @@ def duration(seconds):
 
 # HTTP/2 pings while a call is open: a connection that died silently breaks
 # the Work stream within half a minute, so its acknowledgements are sent
-# again instead of waiting for results that never come.
-CHANNEL_OPTIONS = [("grpc.keepalive_time_ms", 20_000), ("grpc.keepalive_timeout_ms", 10_000)]
+# again instead of waiting for results that never come. Redials start after
+# 0.5 s and back off to 5 s (grpc's defaults: 1 s to 120 s), so a restarted
+# server gets its outcomes while their leases still hold.
+CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.initial_reconnect_backoff_ms", 500),
+    ("grpc.max_reconnect_backoff_ms", 5_000),
+]
 
 
 def open_channel(url):
@@ -161,6 +168,10 @@ def open_channel(url):
     if parts.scheme == "http":
         return grpc.insecure_channel(parts.netloc, options=CHANNEL_OPTIONS)
     sys.exit(f"LEASEQUEUE_URL={url!r}: use http://host:port, https://host:port or host:port")
+
+
+def _ignore_connectivity(_state):
+    pass
 
 
 class RunningJob:
@@ -208,6 +219,11 @@ class Worker:
         self.shutdown_seconds = env_number("LEASEQUEUE_SHUTDOWN_SECONDS", 30.0, 0, 86400, float)
         self.max_jobs = env_number("LEASEQUEUE_MAX_JOBS", 0, 0, 10**9)
         self.channel = open_channel(self.url)
+        # A connectivity watch keeps a thread polling the channel, so a
+        # reconnect after the server comes back completes at once; without
+        # it, calls that fail fast leave the connection attempt to grpc's
+        # backup poller (every 5 s), and an outcome may wait past its lease.
+        self.channel.subscribe(_ignore_connectivity, try_to_connect=True)
         self.stub = pb_grpc.LeaseQueueServiceStub(self.channel)
         self.lock = threading.Lock()
         # Any change: a job or an acknowledgement came or went, a stream opened
@@ -321,6 +337,7 @@ class Worker:
         with self.lock:
             self.changed.notify_all()
         sender.join(CALL_TIMEOUT)
+        self.channel.unsubscribe(_ignore_connectivity)
         self.channel.close()
         log.info("stopped")
         return self.exit_code

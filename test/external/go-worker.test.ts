@@ -21,6 +21,7 @@ import {
   killWorkers,
   maxJobsThenExit,
   rpcCounts,
+  serverDownWhileJobFinishes,
   serverRestartMidJob,
   shutdownGraceFailsLeftovers,
   type WorkerCommand,
@@ -122,5 +123,11 @@ describe.skipIf(skip)("Go example worker", () => {
       expect(counts.get("Work") ?? 0).toBeGreaterThan(0);
       expect(counts.get("Complete") ?? 0).toBe(0);
     });
+  }, 30_000);
+
+  it("keeps the outcome of a job that finishes while the server is down and delivers it once it is back", async () => {
+    requireTool(available, TOOLS);
+    expect(worker, "the build failed").toBeDefined();
+    await serverDownWhileJobFinishes(worker, "go");
   }, 30_000);
 });

@@ -19,6 +19,7 @@ import {
   killWorkers,
   maxJobsThenExit,
   rpcCounts,
+  serverDownWhileJobFinishes,
   serverRestartMidJob,
   shutdownGraceFailsLeftovers,
   type WorkerCommand,
@@ -96,5 +97,10 @@ describe.skipIf(skip)("Python example worker", () => {
       expect(counts.get("Work") ?? 0).toBeGreaterThan(0);
       expect(counts.get("Complete") ?? 0).toBe(0);
     });
+  }, 30_000);
+
+  it("keeps the outcome of a job that finishes while the server is down and delivers it once it is back", async () => {
+    requireTool(available, TOOLS);
+    await serverDownWhileJobFinishes(WORKER, "py");
   }, 30_000);
 });

@@ -417,3 +417,43 @@ export async function serverRestartMidJob(
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * The server is down when a job finishes: the outcome cannot go on a stream
+ * nor by Acknowledge, so the worker keeps it and sends it again (every
+ * 0.5 s while the lease may hold) until the server is back on the same port
+ * and database. The job completes on its first delivery; nothing expires.
+ */
+export async function serverDownWhileJobFinishes(cmd: WorkerCommand, lang: string): Promise<void> {
+  const queue = `${lang}-down`;
+  const workerId = `${lang}-worker-down`;
+  const dir = mkdtempSync(join(tmpdir(), "leasequeue-down-"));
+  const db = join(dir, "jobs.db");
+  let server = await startTestServer({ db });
+  try {
+    // A 10 s lease outlasts the outage and the clients' redial backoff.
+    const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "1", LEASEQUEUE_LEASE_SECONDS: "10" }));
+    const id = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 1 } });
+    await waitState(server, id, "JOB_STATE_RUNNING", worker);
+
+    const port = new URL(server.apiUrl).port;
+    await server.close();
+    await worker.waitForLog(/Acknowledge failed, will retry/);
+    server = await startTestServer({ db, port });
+    const back = Date.now();
+
+    const job = (await waitFinished(server, [id], worker)).get(id);
+    console.log(`${lang} worker: outcome delivered ${Date.now() - back} ms after the server came back`);
+    expect(job, worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { slept: 1 } });
+    const evs = await events(server, id);
+    expect(kinds(evs), worker.stderr()).not.toContain("EVENT_KIND_LEASE_EXPIRED");
+    expect(evs.at(-1)).toMatchObject({ kind: "EVENT_KIND_COMPLETED", workerId });
+
+    worker.child.kill("SIGTERM");
+    expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
+    if (process.env.LEASEQUEUE_TEST_PRINT_WORKER_LOG) console.log(worker.stderr());
+  } finally {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
