@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -855,8 +856,14 @@ func main() {
 	}
 	// HTTP/2 pings while a call is open: a connection that died silently
 	// breaks the Work stream within half a minute, so its acknowledgements
-	// are sent again instead of waiting for results that never come.
-	conn, err := grpc.Dial(cfg.target, creds, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}))
+	// are sent again instead of waiting for results that never come. Redials
+	// start after 0.5 s and back off to 5 s (grpc's defaults: 1 s to 120 s),
+	// so a restarted server gets its outcomes while their leases still hold.
+	redial := backoff.DefaultConfig
+	redial.BaseDelay, redial.MaxDelay = 500*time.Millisecond, 5*time.Second
+	conn, err := grpc.Dial(cfg.target, creds,
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: redial, MinConnectTimeout: 20 * time.Second}))
 	if err != nil {
 		log.Fatalf("dial %s: %v", cfg.target, err)
 	}
