@@ -419,8 +419,8 @@ type worker struct {
 	acks   *acknowledger
 
 	mu           sync.Mutex
-	changed      *sync.Cond // a job finished, a stop was asked, the grace period ended
-	running      map[string]*runningJob
+	changed      *sync.Cond             // a job finished, a stop was asked, the grace period ended
+	running      map[string]*runningJob // by lease token: after an expiry a job can come back on a new lease while its old handler winds down
 	received     int
 	stopping     bool
 	force        bool
@@ -645,7 +645,7 @@ func (w *worker) start(lease *lq.Lease) {
 	r := &runningJob{lease: lease, ctx: ctx, cancel: cancel, expires: time.Now().Add(w.cfg.lease)}
 	job := lease.GetJob()
 	w.mu.Lock()
-	w.running[job.GetId()] = r
+	w.running[lease.GetLeaseToken()] = r
 	w.received++
 	w.mu.Unlock()
 	log.Printf("claimed job %s task=%s attempt=%d", job.GetId(), job.GetTask(), job.GetAttempts())
@@ -657,7 +657,7 @@ func (w *worker) work(r *runningJob) {
 	defer func() {
 		r.cancel()
 		w.mu.Lock()
-		delete(w.running, job.GetId())
+		delete(w.running, r.lease.GetLeaseToken())
 		w.changed.Broadcast()
 		w.mu.Unlock()
 	}()

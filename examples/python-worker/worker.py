@@ -229,7 +229,9 @@ class Worker:
         # Any change: a job or an acknowledgement came or went, a stream opened
         # or closed, a stop was asked.
         self.changed = threading.Condition(self.lock)
-        self.running = {}  # job id -> RunningJob
+        # lease token -> RunningJob: after an expiry the same job can come
+        # back on a new lease while its old handler is still winding down.
+        self.running = {}
         self.received = 0  # leases taken
         self.pending = collections.deque()  # PendingAck not sent yet
         self.stream = None  # the WorkStream that takes acknowledgements, if any
@@ -512,7 +514,7 @@ class Worker:
 
     def finish(self, rj):
         with self.lock:
-            self.running.pop(rj.job.id, None)
+            self.running.pop(rj.lease.lease_token, None)
             self.changed.notify_all()
 
     def drain(self):
@@ -544,7 +546,7 @@ class Worker:
     def start(self, lease):
         rj = RunningJob(lease, self.lease_seconds)
         with self.lock:
-            self.running[rj.job.id] = rj
+            self.running[rj.lease.lease_token] = rj
             self.received += 1
         log.info("claimed job %s task=%s attempt=%d", rj.job.id, rj.job.task, rj.job.attempts)
         threading.Thread(target=self.work, args=(rj,), name=f"job-{rj.job.id}", daemon=True).start()

@@ -19,6 +19,7 @@ import {
   drainOnSigterm,
   endToEnd,
   killWorkers,
+  leaseLostStopsTheHandler,
   maxJobsThenExit,
   rpcCounts,
   serverDownWhileJobFinishes,
@@ -129,5 +130,11 @@ describe.skipIf(skip)("Go example worker", () => {
     requireTool(available, TOOLS);
     expect(worker, "the build failed").toBeDefined();
     await serverDownWhileJobFinishes(worker, "go");
+  }, 30_000);
+
+  it("stops a handler whose lease was lost (heartbeat answered aborted) and reports nothing for it", async () => {
+    requireTool(available, TOOLS);
+    expect(worker, "the build failed").toBeDefined();
+    await leaseLostStopsTheHandler(server, worker, "go");
   }, 30_000);
 });

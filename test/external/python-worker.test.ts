@@ -17,6 +17,7 @@ import {
   drainOnSigterm,
   endToEnd,
   killWorkers,
+  leaseLostStopsTheHandler,
   maxJobsThenExit,
   rpcCounts,
   serverDownWhileJobFinishes,
@@ -102,5 +103,10 @@ describe.skipIf(skip)("Python example worker", () => {
   it("keeps the outcome of a job that finishes while the server is down and delivers it once it is back", async () => {
     requireTool(available, TOOLS);
     await serverDownWhileJobFinishes(WORKER, "py");
+  }, 30_000);
+
+  it("stops a handler whose lease was lost (heartbeat answered aborted) and reports nothing for it", async () => {
+    requireTool(available, TOOLS);
+    await leaseLostStopsTheHandler(server, WORKER, "py");
   }, 30_000);
 });

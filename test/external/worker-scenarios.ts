@@ -457,3 +457,41 @@ export async function serverDownWhileJobFinishes(cmd: WorkerCommand, lang: strin
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * Lease lost: the worker is frozen (SIGSTOP) past its 1 s lease, the sweep
+ * expires it, and the server hands the job out again. Once thawed, the next
+ * heartbeat's result is `aborted`: the worker sets the handler's lost signal,
+ * reports nothing for that attempt, and finishes the job on its new lease.
+ */
+export async function leaseLostStopsTheHandler(server: TestServer, cmd: WorkerCommand, lang: string): Promise<void> {
+  const queue = `${lang}-lost`;
+  const workerId = `${lang}-worker-lost`;
+  const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "1", LEASEQUEUE_LEASE_SECONDS: "1" }));
+  const id = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 2 }, maxAttempts: 5 });
+  await waitState(server, id, "JOB_STATE_RUNNING", worker);
+  await worker.waitForLog(/claimed job .* attempt=1/);
+
+  worker.child.kill("SIGSTOP");
+  try {
+    const deadline = Date.now() + 10_000;
+    while (!kinds(await events(server, id)).includes("EVENT_KIND_LEASE_EXPIRED")) {
+      if (Date.now() > deadline) throw new Error(`the lease of ${id} never expired`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } finally {
+    worker.child.kill("SIGCONT");
+  }
+
+  await worker.waitForLog(/lease lost/);
+  const job = (await waitFinished(server, [id], worker)).get(id);
+  expect(job, worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { slept: 2 } });
+  expect(job.attempts, worker.stderr()).toBeGreaterThanOrEqual(2);
+  expect(worker.stderr()).toMatch(/lease lost; its outcome is not reported/);
+  // Only the final attempt's outcome reached the server.
+  expect(kinds(await events(server, id)).filter((k) => k === "EVENT_KIND_COMPLETED" || k === "EVENT_KIND_FAILED")).toEqual(["EVENT_KIND_COMPLETED"]);
+
+  worker.child.kill("SIGTERM");
+  expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
+  if (process.env.LEASEQUEUE_TEST_PRINT_WORKER_LOG) console.log(worker.stderr());
+}
