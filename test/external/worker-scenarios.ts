@@ -382,8 +382,8 @@ export async function serverRestartMidJob(
   let second: TestServer | undefined;
   try {
     // Heartbeats every 2 s; the job runs 5 s, across the restart. A client
-    // may need a second or two to reconnect (grpc-go's first redial backoff
-    // is 1 s), so the first heartbeat may fail; the second one keeps the lease.
+    // may need a second or so to redial, so the first heartbeat after the
+    // restart may fail; the next one keeps the lease.
     const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "2", LEASEQUEUE_LEASE_SECONDS: "6" }));
     const slow = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 5 } });
     await waitState(server, slow, "JOB_STATE_RUNNING", worker);
