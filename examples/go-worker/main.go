@@ -1,25 +1,37 @@
-// Command go-worker is a LeaseQueue example worker in Go: grpc-go over
-// StreamClaims.
+// Command go-worker is a LeaseQueue example worker in Go: grpc-go over the
+// Work stream (api.md section A).
 //
-// The server pushes leases on one long-lived stream, never more than
-// LEASEQUEUE_CONCURRENCY unfinished at a time. Each lease runs in its own
-// goroutine; another goroutine extends the lease every third of its duration
-// while the handler runs. A handler's result completes the job; an error
-// wrapping ErrPermanent dead-letters it at once; any other error fails it for
-// a retry with the server's backoff.
+// One bidirectional Work stream carries leases down, many per message, never
+// more than LEASEQUEUE_CONCURRENCY unfinished at a time, and
+// acknowledgements up: the completions, failures and heartbeats of all
+// running jobs wait in one queue, and the stream's sender goroutine sends
+// everything pending in one WorkRequest (at most 1000). Their results come
+// back on the stream in the order they were sent. A busy worker makes no
+// unary call at all.
 //
-// SIGTERM or SIGINT: stop taking work (the stream is cancelled), let running
-// jobs finish, then exit 0. A job still running after
-// LEASEQUEUE_SHUTDOWN_SECONDS is failed (retry now) so another worker gets
-// it at once instead of after its lease expires. A second signal skips the
-// wait.
+// Each lease runs in its own goroutine; another goroutine queues a heartbeat
+// every third of the lease while the handler runs. A handler's result
+// completes the job; an error wrapping ErrPermanent dead-letters it at once;
+// any other error fails it for a retry with the server's backoff.
+//
+// If the stream breaks, the worker reconnects with jittered backoff; running
+// jobs go on, their heartbeats and outcomes are sent on the new stream, or
+// batched into Acknowledge calls while no stream is open. Outcomes the broken
+// stream left unanswered are sent again.
+//
+// SIGTERM or SIGINT: stop taking work (the stream half-closes once what is
+// queued is sent; a lease the server pushed meanwhile is released), let
+// running jobs finish and acknowledge them with Acknowledge, then exit 0. A
+// job still running after LEASEQUEUE_SHUTDOWN_SECONDS is failed (retry now)
+// so another worker gets it at once instead of after its lease expires. A
+// second signal skips the wait.
 //
 // Environment (all optional):
 //
 //	LEASEQUEUE_URL               http://127.0.0.1:8080 (https:// uses TLS; host:port works too)
 //	LEASEQUEUE_QUEUE             default
 //	LEASEQUEUE_WORKER_ID         go-<hostname>-<pid>
-//	LEASEQUEUE_CONCURRENCY       4      jobs at once (the stream's max_in_flight)
+//	LEASEQUEUE_CONCURRENCY       4      jobs at once (the Work stream's max_in_flight)
 //	LEASEQUEUE_LEASE_SECONDS     30     lease duration; heartbeats every third of it
 //	LEASEQUEUE_SHUTDOWN_SECONDS  30     how long a shutdown waits for running jobs
 //	LEASEQUEUE_MAX_JOBS          0      stop after this many leases (0: never)
@@ -45,8 +57,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -111,6 +125,249 @@ func handle(ctx context.Context, job *lq.Job, payload interface{}) (interface{},
 
 const callTimeout = 10 * time.Second // unary calls
 
+// Acknowledgements go up the Work stream while one is open, many per
+// message (at most ackBatchMax). Without a stream (between reconnects, and
+// after a shutdown half-closed it) they go in Acknowledge calls: the batcher
+// sends what is pending ackFlushInterval after the first of a batch arrives.
+const (
+	ackFlushInterval = 5 * time.Millisecond
+	ackBatchMax      = 1000 // per WorkRequest or AcknowledgeRequest (api.md)
+	unaryRetry       = 500 * time.Millisecond
+)
+
+// pendingAck is one acknowledgement on its way, and where its result goes.
+type pendingAck struct {
+	ack        *lq.Acknowledgement
+	reply      chan error
+	retryUntil time.Time // an outcome is sent again after a failed call until then (its lease surely ended)
+	resent     bool      // an earlier send got no answer: it may have been applied
+}
+
+// ackStream is one Work stream as the acknowledger sees it: the
+// acknowledgements sent on it that wait for their results, in order.
+type ackStream struct {
+	accepting bool // its sender still sends acknowledgements
+	awaiting  []*pendingAck
+}
+
+// acknowledger carries the acknowledgements of every job: on the open Work
+// stream, or batched into Acknowledge calls while none is open. Each is
+// answered on its own: nil, or exactly the error the single RPC (Complete,
+// Fail, Heartbeat, Release) would have returned.
+type acknowledger struct {
+	client lq.LeaseQueueServiceClient
+
+	mu         sync.Mutex
+	changed    *sync.Cond // something was queued, a stream came or went, a half-close was asked
+	queue      []*pendingAck
+	stream     *ackStream // the stream that takes acknowledgements, if any
+	halfClosed bool       // stopping: streams half-close once the queue is sent
+}
+
+func newAcknowledger(client lq.LeaseQueueServiceClient) *acknowledger {
+	a := &acknowledger{client: client}
+	a.changed = sync.NewCond(&a.mu)
+	go a.sendUnary()
+	return a
+}
+
+// acknowledge queues ack and waits for its result. An outcome whose send
+// fails as a whole is sent again until retryUntil.
+func (a *acknowledger) acknowledge(ack *lq.Acknowledgement, retryUntil time.Time) error {
+	p := &pendingAck{ack: ack, reply: make(chan error, 1), retryUntil: retryUntil}
+	a.mu.Lock()
+	a.queue = append(a.queue, p)
+	a.changed.Broadcast()
+	a.mu.Unlock()
+	return <-p.reply
+}
+
+// halfClose makes the open stream (and any later one) half-close once what
+// is queued is sent; acknowledgements after that go by Acknowledge.
+func (a *acknowledger) halfClose() {
+	a.mu.Lock()
+	a.halfClosed = true
+	a.changed.Broadcast()
+	a.mu.Unlock()
+}
+
+// take removes up to ackBatchMax acknowledgements from the queue (a.mu held).
+func (a *acknowledger) take() []*pendingAck {
+	n := len(a.queue)
+	if n > ackBatchMax {
+		n = ackBatchMax
+	}
+	batch := append([]*pendingAck(nil), a.queue[:n]...)
+	a.queue = a.queue[n:]
+	return batch
+}
+
+func acksOf(batch []*pendingAck) []*lq.Acknowledgement {
+	acks := make([]*lq.Acknowledgement, len(batch))
+	for i, p := range batch {
+		acks[i] = p.ack
+	}
+	return acks
+}
+
+// attach makes a new stream the one that takes acknowledgements.
+func (a *acknowledger) attach() *ackStream {
+	s := &ackStream{accepting: true}
+	a.mu.Lock()
+	a.stream = s
+	a.changed.Broadcast()
+	a.mu.Unlock()
+	return s
+}
+
+// sendOn is the only goroutine that sends on stream: start, then every
+// queued acknowledgement, many per message; it half-closes when asked to and
+// the queue is empty. It returns when the stream is over.
+func (a *acknowledger) sendOn(s *ackStream, stream lq.LeaseQueueService_WorkClient, start *lq.WorkRequest) {
+	if err := stream.Send(start); err != nil {
+		return // Recv reports why
+	}
+	for {
+		a.mu.Lock()
+		for s.accepting && len(a.queue) == 0 && !a.halfClosed {
+			a.changed.Wait()
+		}
+		if !s.accepting {
+			a.mu.Unlock()
+			return
+		}
+		if len(a.queue) == 0 {
+			// Stopping, and everything queued went out: the server sends the
+			// remaining results and ends the stream.
+			s.accepting = false
+			if a.stream == s {
+				a.stream = nil
+			}
+			a.changed.Broadcast()
+			a.mu.Unlock()
+			_ = stream.CloseSend()
+			return
+		}
+		batch := a.take()
+		s.awaiting = append(s.awaiting, batch...)
+		a.mu.Unlock()
+		if err := stream.Send(&lq.WorkRequest{Acks: acksOf(batch)}); err != nil {
+			return // the stream is over: Recv reports why, detach sends the batch again
+		}
+	}
+}
+
+// answer hands a result from the stream to the acknowledgement it answers.
+func (a *acknowledger) answer(s *ackStream, result *lq.AcknowledgementResult) {
+	a.mu.Lock()
+	if len(s.awaiting) == 0 {
+		a.mu.Unlock()
+		log.Printf("result for job %s matches no acknowledgement sent on this stream", result.GetJobId())
+		return
+	}
+	p := s.awaiting[0]
+	s.awaiting = s.awaiting[1:]
+	a.mu.Unlock()
+	if p.ack.GetJobId() != result.GetJobId() {
+		log.Printf("result for job %s answers the acknowledgement of job %s", result.GetJobId(), p.ack.GetJobId())
+	}
+	p.reply <- resultError(p, status.ErrorProto(result.GetStatus()))
+}
+
+// resultError notes on a refusal of an acknowledgement sent twice that the
+// first send may have been applied.
+func resultError(p *pendingAck, err error) error {
+	if err == nil || !p.resent {
+		return err
+	}
+	st := status.Convert(err)
+	return status.Errorf(st.Code(), "%s (sent again: the first send may have been applied)", st.Message())
+}
+
+// detach ends a stream: outcomes it left unanswered are queued again at the
+// front; unanswered heartbeats fail (the next one comes at its tick).
+func (a *acknowledger) detach(s *ackStream) {
+	a.mu.Lock()
+	s.accepting = false
+	if a.stream == s {
+		a.stream = nil
+	}
+	var again []*pendingAck
+	for _, p := range s.awaiting {
+		if p.ack.GetHeartbeat() != nil {
+			p.reply <- status.Error(codes.Unavailable, "the stream ended before the heartbeat was answered")
+			continue
+		}
+		p.resent = true
+		again = append(again, p)
+	}
+	s.awaiting = nil
+	a.queue = append(again, a.queue...)
+	a.changed.Broadcast()
+	a.mu.Unlock()
+	if len(again) > 0 {
+		log.Printf("sending %d unanswered acknowledgement(s) again", len(again))
+	}
+}
+
+// sendUnary sends what is queued with Acknowledge while no stream takes
+// acknowledgements, each batch in its own goroutine so that a slow call
+// does not hold up the next batch.
+func (a *acknowledger) sendUnary() {
+	for {
+		a.mu.Lock()
+		for len(a.queue) == 0 || a.stream != nil {
+			a.changed.Wait()
+		}
+		a.mu.Unlock()
+		time.Sleep(ackFlushInterval) // let the rest of the batch arrive
+		a.mu.Lock()
+		if len(a.queue) == 0 || a.stream != nil {
+			a.mu.Unlock()
+			continue
+		}
+		batch := a.take()
+		a.mu.Unlock()
+		go a.sendBatch(batch)
+	}
+}
+
+func (a *acknowledger) sendBatch(batch []*pendingAck) {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	res, err := a.client.Acknowledge(ctx, &lq.AcknowledgeRequest{Acks: acksOf(batch)})
+	if err == nil && len(res.GetResults()) != len(batch) {
+		err = status.Errorf(codes.Internal, "Acknowledge answered %d of %d acknowledgements", len(res.GetResults()), len(batch))
+	}
+	if err == nil {
+		for i, p := range batch {
+			// A refused one carries the single RPC's code, message and details.
+			p.reply <- resultError(p, status.ErrorProto(res.GetResults()[i].GetStatus()))
+		}
+		return
+	}
+	// The call failed as a whole: outcomes are sent again while their lease
+	// may still hold; the rest get the error.
+	var again []*pendingAck
+	for _, p := range batch {
+		if !fatal(status.Code(err)) && time.Now().Before(p.retryUntil) {
+			p.resent = true
+			again = append(again, p)
+			continue
+		}
+		p.reply <- err
+	}
+	if len(again) > 0 {
+		log.Printf("Acknowledge failed, will retry %d acknowledgement(s): %s %s", len(again), status.Code(err), status.Convert(err).Message())
+		time.AfterFunc(unaryRetry, func() {
+			a.mu.Lock()
+			a.queue = append(again, a.queue...)
+			a.changed.Broadcast()
+			a.mu.Unlock()
+		})
+	}
+}
+
 type config struct {
 	url, target     string
 	tls             bool
@@ -121,12 +378,26 @@ type config struct {
 }
 
 type runningJob struct {
-	lease  *lq.Lease
-	ctx    context.Context
-	cancel context.CancelFunc // the lease is lost, or shutdown gave up
-	mu     sync.Mutex
-	lost   bool
-	acked  bool // Complete or Fail was sent (once)
+	lease   *lq.Lease
+	ctx     context.Context
+	cancel  context.CancelFunc // the lease is lost, or shutdown gave up
+	mu      sync.Mutex
+	lost    bool
+	acked   bool      // complete or fail was sent (once)
+	expires time.Time // when the lease surely ends without another heartbeat
+}
+
+// extend records a successful heartbeat sent at sent.
+func (r *runningJob) extend(sent time.Time, lease time.Duration) {
+	r.mu.Lock()
+	r.expires = sent.Add(lease)
+	r.mu.Unlock()
+}
+
+func (r *runningJob) leaseEnd() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.expires
 }
 
 func (r *runningJob) markLost() {
@@ -145,10 +416,11 @@ func (r *runningJob) isLost() bool {
 type worker struct {
 	cfg    config
 	client lq.LeaseQueueServiceClient
+	acks   *acknowledger
 
 	mu           sync.Mutex
-	changed      *sync.Cond // a job finished, a stop was asked, the grace period ended
-	running      map[string]*runningJob
+	changed      *sync.Cond             // a job finished, a stop was asked, the grace period ended
+	running      map[string]*runningJob // by lease token: after an expiry a job can come back on a new lease while its old handler winds down
 	received     int
 	stopping     bool
 	force        bool
@@ -158,12 +430,13 @@ type worker struct {
 }
 
 func newWorker(cfg config, client lq.LeaseQueueServiceClient) *worker {
-	w := &worker{cfg: cfg, client: client, running: map[string]*runningJob{}, stopped: make(chan struct{})}
+	w := &worker{cfg: cfg, client: client, acks: newAcknowledger(client), running: map[string]*runningJob{}, stopped: make(chan struct{})}
 	w.changed = sync.NewCond(&w.mu)
 	return w
 }
 
-// stop stops taking work: the stream is cancelled, running jobs go on.
+// stop stops taking work: the stream half-closes once what is queued is
+// sent, running jobs go on.
 func (w *worker) stop(why string) {
 	w.mu.Lock()
 	if w.stopping {
@@ -172,13 +445,11 @@ func (w *worker) stop(why string) {
 	}
 	w.stopping = true
 	close(w.stopped)
-	cancel, running := w.cancelStream, len(w.running)
+	running := len(w.running)
 	w.changed.Broadcast()
 	w.mu.Unlock()
 	log.Printf("stopping (%s): taking no new work, finishing %d running job(s)", why, running)
-	if cancel != nil {
-		cancel()
-	}
+	w.acks.halfClose()
 }
 
 // forceStop ends the wait for running jobs (second signal).
@@ -186,8 +457,12 @@ func (w *worker) forceStop(why string) {
 	log.Printf("%s again: not waiting for running jobs", why)
 	w.mu.Lock()
 	w.force = true
+	cancel := w.cancelStream
 	w.changed.Broadcast()
 	w.mu.Unlock()
+	if cancel != nil {
+		cancel() // a stream still open after the half-close
+	}
 }
 
 // room waits until fewer than concurrency jobs run and returns how many more
@@ -242,12 +517,12 @@ func (w *worker) run() int {
 		stopping = w.stopping
 		w.mu.Unlock()
 		if stopping {
-			break
+			break // we half-closed (every result has arrived), or the stream broke: Acknowledge carries the rest
 		}
 		if err == io.EOF {
 			log.Printf("the server ended the stream")
 		} else if code := status.Code(err); fatal(code) {
-			log.Printf("StreamClaims refused: %s %s", code, status.Convert(err).Message())
+			log.Printf("Work refused: %s %s", code, status.Convert(err).Message())
 			w.mu.Lock()
 			w.exitCode = 1
 			w.mu.Unlock()
@@ -273,35 +548,70 @@ func (w *worker) run() int {
 	return w.exitCode
 }
 
-// consume reads one stream until it ends and starts a job per lease.
+// consume runs one Work stream until it ends: leases start jobs, results
+// answer the acknowledgements sent on it.
 func (w *worker) consume(ctx context.Context, room int32, backoff *time.Duration) error {
-	stream, err := w.client.StreamClaims(ctx, &lq.StreamClaimsRequest{
+	stream, err := w.client.Work(ctx)
+	if err != nil {
+		return err
+	}
+	s := w.acks.attach()
+	defer w.acks.detach(s)
+	go w.acks.sendOn(s, stream, &lq.WorkRequest{Start: &lq.WorkStart{
 		Queue:         w.cfg.queue,
 		WorkerId:      w.cfg.workerID,
 		LeaseDuration: durationpb.New(w.cfg.lease),
 		MaxInFlight:   room,
-	})
-	if err != nil {
-		return err
-	}
+	}})
+	opened := false
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		*backoff = 500 * time.Millisecond // the stream works
-		if msg.GetLease() == nil {
-			continue // the opening message and idle keepalives carry no lease
+		if !opened {
+			log.Printf("Work stream open: max_in_flight %d", room)
+			opened = true
 		}
-		w.start(msg.GetLease())
-		w.mu.Lock()
-		reached := w.cfg.maxJobs > 0 && w.received >= w.cfg.maxJobs
-		received := w.received
-		w.mu.Unlock()
-		if reached {
-			w.stop(fmt.Sprintf("received %d job(s), LEASEQUEUE_MAX_JOBS", received))
+		*backoff = 500 * time.Millisecond // the stream works
+		// A message without results or leases is a keepalive.
+		for _, result := range msg.GetResults() {
+			w.acks.answer(s, result)
+		}
+		for _, lease := range msg.GetLeases() {
+			w.take(lease)
 		}
 	}
+}
+
+// take starts a job for the lease, or gives the lease back when the worker
+// is stopping (the server pushed it before it saw the half-close).
+func (w *worker) take(lease *lq.Lease) {
+	w.mu.Lock()
+	refuse := w.stopping || (w.cfg.maxJobs > 0 && w.received >= w.cfg.maxJobs)
+	w.mu.Unlock()
+	if refuse {
+		go w.release(lease)
+		return
+	}
+	w.start(lease)
+	w.mu.Lock()
+	reached := w.cfg.maxJobs > 0 && w.received >= w.cfg.maxJobs
+	received := w.received
+	w.mu.Unlock()
+	if reached {
+		w.stop(fmt.Sprintf("received %d job(s), LEASEQUEUE_MAX_JOBS", received))
+	}
+}
+
+func (w *worker) release(lease *lq.Lease) {
+	id := lease.GetJob().GetId()
+	ack := &lq.Acknowledgement{JobId: id, LeaseToken: lease.GetLeaseToken(), Outcome: &lq.Acknowledgement_Release{Release: &lq.AckRelease{}}}
+	if err := w.acks.acknowledge(ack, time.Time{}); err != nil {
+		log.Printf("job %s: release refused: %s %s", id, status.Code(err), status.Convert(err).Message())
+		return
+	}
+	log.Printf("released job %s (the worker is stopping)", id)
 }
 
 // drain waits for running jobs; those that outlast the grace period are
@@ -332,10 +642,10 @@ func (w *worker) drain() {
 
 func (w *worker) start(lease *lq.Lease) {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningJob{lease: lease, ctx: ctx, cancel: cancel}
+	r := &runningJob{lease: lease, ctx: ctx, cancel: cancel, expires: time.Now().Add(w.cfg.lease)}
 	job := lease.GetJob()
 	w.mu.Lock()
-	w.running[job.GetId()] = r
+	w.running[lease.GetLeaseToken()] = r
 	w.received++
 	w.mu.Unlock()
 	log.Printf("claimed job %s task=%s attempt=%d", job.GetId(), job.GetTask(), job.GetAttempts())
@@ -347,7 +657,7 @@ func (w *worker) work(r *runningJob) {
 	defer func() {
 		r.cancel()
 		w.mu.Lock()
-		delete(w.running, job.GetId())
+		delete(w.running, r.lease.GetLeaseToken())
 		w.changed.Broadcast()
 		w.mu.Unlock()
 	}()
@@ -400,21 +710,20 @@ func (r *runningJob) claimAck() bool {
 
 func (w *worker) complete(r *runningJob, result interface{}) {
 	id := r.lease.GetJob().GetId()
-	req := &lq.CompleteRequest{JobId: id, LeaseToken: r.lease.GetLeaseToken()}
+	outcome := &lq.AckComplete{}
 	if result != nil {
 		v, err := structpb.NewValue(result)
 		if err != nil {
 			w.fail(r, "result is not JSON: "+err.Error(), true, false)
 			return
 		}
-		req.Result = v
+		outcome.Result = v
 	}
 	if !r.claimAck() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if _, err := w.client.Complete(ctx, req); err != nil {
+	ack := &lq.Acknowledgement{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Outcome: &lq.Acknowledgement_Complete{Complete: outcome}}
+	if err := w.acks.acknowledge(ack, r.leaseEnd()); err != nil {
 		// Aborted: the lease expired or was taken over; the job is someone
 		// else's now. Anything else: it is retried when the lease expires.
 		log.Printf("job %s: complete refused: %s %s", id, status.Code(err), status.Convert(err).Message())
@@ -431,14 +740,16 @@ func (w *worker) fail(r *runningJob, message string, permanent, retryNow bool) {
 	if len(message) > 4096 {
 		message = message[:4096]
 	}
-	req := &lq.FailRequest{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Error: message, Permanent: permanent}
+	outcome := &lq.AckFail{Error: message, Permanent: permanent}
 	if retryNow {
-		req.RetryDelay = durationpb.New(0)
+		outcome.RetryDelay = durationpb.New(0)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	res, err := w.client.Fail(ctx, req)
-	if err != nil {
+	ack := &lq.Acknowledgement{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Outcome: &lq.Acknowledgement_Fail{Fail: outcome}}
+	retryUntil := r.leaseEnd()
+	if retryNow {
+		retryUntil = time.Time{} // a shutdown giving up: one try, not a wait
+	}
+	if err := w.acks.acknowledge(ack, retryUntil); err != nil {
 		log.Printf("job %s: fail refused: %s %s", id, status.Code(err), status.Convert(err).Message())
 		return
 	}
@@ -446,33 +757,31 @@ func (w *worker) fail(r *runningJob, message string, permanent, retryNow bool) {
 	if permanent {
 		kind = "permanent"
 	}
-	log.Printf("failed job %s (%s): %s -> %s", id, kind, message, res.GetJob().GetState())
+	log.Printf("failed job %s (%s): %s", id, kind, message)
 }
 
-// heartbeat extends the lease every third of its duration until done closes.
+// heartbeat extends the lease every third of its duration until done closes,
+// in the batcher's next Acknowledge call.
 func (w *worker) heartbeat(r *runningJob, done <-chan struct{}) {
 	interval := w.cfg.lease / 3
 	if interval < 200*time.Millisecond {
 		interval = 200 * time.Millisecond
 	}
-	timeout := interval
-	if timeout > callTimeout {
-		timeout = callTimeout
-	}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	id := r.lease.GetJob().GetId()
+	// Without lease_duration the server extends by the claim's duration.
+	ack := &lq.Acknowledgement{JobId: id, LeaseToken: r.lease.GetLeaseToken(), Outcome: &lq.Acknowledgement_Heartbeat{Heartbeat: &lq.AckHeartbeat{}}}
 	for {
 		select {
 		case <-done:
 			return
 		case <-ticker.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		// Without lease_duration the server extends by the claim's duration.
-		_, err := w.client.Heartbeat(ctx, &lq.HeartbeatRequest{JobId: id, LeaseToken: r.lease.GetLeaseToken()})
-		cancel()
+		sent := time.Now()
+		err := w.acks.acknowledge(ack, time.Time{})
 		if err == nil {
+			r.extend(sent, w.cfg.lease)
 			continue
 		}
 		switch status.Code(err) {
@@ -545,7 +854,16 @@ func main() {
 	if cfg.tls {
 		creds = grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{}))
 	}
-	conn, err := grpc.Dial(cfg.target, creds)
+	// HTTP/2 pings while a call is open: a connection that died silently
+	// breaks the Work stream within half a minute, so its acknowledgements
+	// are sent again instead of waiting for results that never come. Redials
+	// start after 0.5 s and back off to 5 s (grpc's defaults: 1 s to 120 s),
+	// so a restarted server gets its outcomes while their leases still hold.
+	redial := backoff.DefaultConfig
+	redial.BaseDelay, redial.MaxDelay = 500*time.Millisecond, 5*time.Second
+	conn, err := grpc.Dial(cfg.target, creds,
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: redial, MinConnectTimeout: 20 * time.Second}))
 	if err != nil {
 		log.Fatalf("dial %s: %v", cfg.target, err)
 	}

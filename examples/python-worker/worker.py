@@ -1,23 +1,38 @@
 #!/usr/bin/python3
-"""LeaseQueue example worker in Python: grpcio over StreamClaims.
+"""LeaseQueue example worker in Python: grpcio over the Work stream.
 
-The server pushes leases on one long-lived stream, never more than
-LEASEQUEUE_CONCURRENCY unfinished at a time. Each lease runs in its own
-thread; a heartbeat thread extends the lease every third of its duration
-while the handler runs. A handler's return value completes the job; a
-ValueError dead-letters it at once (input that will never work); any other
-exception fails it for a retry with the server's backoff.
+One bidirectional Work stream (api.md section A) carries leases down, many
+per message, never more than LEASEQUEUE_CONCURRENCY unfinished at a time,
+and acknowledgements up: the outcomes of finished handlers and the
+heartbeats of running jobs wait in one queue, and the stream's request
+iterator sends everything pending in one WorkRequest (at most 1000). Their
+results come back on the stream in the order they were sent. A busy worker
+makes no unary call at all.
 
-SIGTERM or SIGINT: stop taking work (the stream is cancelled), let running
-jobs finish, then exit 0. A job still running after
-LEASEQUEUE_SHUTDOWN_SECONDS is failed (retry now) so another worker gets it
-at once instead of after its lease expires. A second signal skips the wait.
+Each lease runs in its own thread; a heartbeat thread queues an AckHeartbeat
+every third of the lease while the handler runs. A handler's return value
+completes the job; a ValueError dead-letters it at once (input that will
+never work); any other exception fails it for a retry with the server's
+backoff. A heartbeat or outcome answered ABORTED or NOT_FOUND means the lease
+is gone: the handler's lease_lost event is set.
+
+If the stream breaks, the worker reconnects with jittered backoff; jobs
+still running go on, their heartbeats and outcomes are sent on the new
+stream, or with the unary Acknowledge RPC while no stream is open.
+Acknowledgements the broken stream left unanswered are sent again.
+
+SIGTERM or SIGINT: stop taking work (the stream is half-closed once what is
+queued is sent; a lease the server pushed meanwhile is released), let running
+jobs finish and acknowledge them with Acknowledge, then exit 0. A job still
+running after LEASEQUEUE_SHUTDOWN_SECONDS is failed (retry now) so another
+worker gets it at once instead of after its lease expires. A second signal
+skips the wait.
 
 Environment (all optional):
   LEASEQUEUE_URL               http://127.0.0.1:8080 (https:// uses TLS; host:port works too)
   LEASEQUEUE_QUEUE             default
   LEASEQUEUE_WORKER_ID         py-<hostname>-<pid>
-  LEASEQUEUE_CONCURRENCY       4      jobs at once (the stream's max_in_flight)
+  LEASEQUEUE_CONCURRENCY       4      jobs at once (the Work stream's max_in_flight)
   LEASEQUEUE_LEASE_SECONDS     30     lease duration; heartbeats every third of it
   LEASEQUEUE_SHUTDOWN_SECONDS  30     how long a shutdown waits for running jobs
   LEASEQUEUE_MAX_JOBS          0      stop after this many leases (0: never)
@@ -26,6 +41,7 @@ Environment (all optional):
 Runtime: Debian's /usr/bin/python3 with python3-grpcio and python3-protobuf.
 """
 
+import collections
 import logging
 import os
 import random
@@ -95,16 +111,19 @@ def _is_number(v):
 # ---------------------------------------------------------------------------
 # The worker loop.
 
-# Heartbeat, Complete and Fail answer these when the lease is no longer ours.
+# Acknowledgement results with these codes mean the lease is no longer ours.
 LEASE_GONE = (grpc.StatusCode.ABORTED, grpc.StatusCode.NOT_FOUND)
-# The stream cannot work by retrying (bad settings, a server without StreamClaims).
+# The stream cannot work by retrying (bad settings, a server without Work).
 FATAL = (
     grpc.StatusCode.INVALID_ARGUMENT,
     grpc.StatusCode.UNIMPLEMENTED,
     grpc.StatusCode.PERMISSION_DENIED,
     grpc.StatusCode.UNAUTHENTICATED,
 )
+CODES = {code.value[0]: code for code in grpc.StatusCode}  # google.rpc.Status.code -> grpc.StatusCode
 CALL_TIMEOUT = 10  # seconds, unary calls
+MAX_ACKS = 1000  # per WorkRequest or AcknowledgeRequest (api.md)
+UNARY_RETRY = 0.5  # seconds between Acknowledge attempts while the server is unreachable
 
 
 def env_number(name, default, lo, hi, kind=int):
@@ -126,26 +145,68 @@ def duration(seconds):
     return d
 
 
+# HTTP/2 pings while a call is open: a connection that died silently breaks
+# the Work stream within half a minute, so its acknowledgements are sent
+# again instead of waiting for results that never come. Redials start after
+# 0.5 s and back off to 5 s (grpc's defaults: 1 s to 120 s), so a restarted
+# server gets its outcomes while their leases still hold.
+CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.initial_reconnect_backoff_ms", 500),
+    ("grpc.max_reconnect_backoff_ms", 5_000),
+]
+
+
 def open_channel(url):
     """grpc channel for http://host:port (h2c), https://host:port (TLS) or host:port."""
     if "://" not in url:
-        return grpc.insecure_channel(url)
+        return grpc.insecure_channel(url, options=CHANNEL_OPTIONS)
     parts = urlsplit(url)
     if parts.scheme == "https":
-        return grpc.secure_channel(parts.netloc, grpc.ssl_channel_credentials())
+        return grpc.secure_channel(parts.netloc, grpc.ssl_channel_credentials(), options=CHANNEL_OPTIONS)
     if parts.scheme == "http":
-        return grpc.insecure_channel(parts.netloc)
+        return grpc.insecure_channel(parts.netloc, options=CHANNEL_OPTIONS)
     sys.exit(f"LEASEQUEUE_URL={url!r}: use http://host:port, https://host:port or host:port")
 
 
+def _ignore_connectivity(_state):
+    pass
+
+
 class RunningJob:
-    def __init__(self, lease):
+    """A lease this worker holds: from its arrival until its outcome is answered (or given up)."""
+
+    def __init__(self, lease, lease_seconds):
         self.lease = lease
         self.job = lease.job
         self.done = threading.Event()  # the handler returned or raised
         self.lost = threading.Event()  # the lease is gone
-        self.ack_lock = threading.Lock()
-        self.acked = False  # Complete or Fail was sent (once)
+        # Guarded by Worker.lock:
+        self.outcome_queued = False  # complete or fail was queued (once), or the outcome was dropped
+        self.beat_pending = False  # a heartbeat is queued or awaiting its result
+        self.expires = time.monotonic() + lease_seconds  # when the lease surely ends without a heartbeat
+
+
+class PendingAck:
+    """One Acknowledgement on its way: queued, then sent, until its result arrives."""
+
+    def __init__(self, kind, rj, message, note=""):
+        self.kind = kind  # complete, fail, heartbeat or release
+        self.rj = rj  # the RunningJob (None for a release of a lease never started)
+        self.message = message  # the leasequeue.v1.Acknowledgement
+        self.note = note  # what the log says about it
+        self.sent_at = 0.0
+        self.resent = False  # an earlier send got no answer: it may have been applied already
+
+
+class WorkStream:
+    """One Work call: the acknowledgements sent on it and waiting for their results, in order."""
+
+    def __init__(self):
+        self.accepting = True  # its request iterator still sends acknowledgements
+        self.awaiting = collections.deque()
+        self.call = None
 
 
 class Worker:
@@ -158,33 +219,47 @@ class Worker:
         self.shutdown_seconds = env_number("LEASEQUEUE_SHUTDOWN_SECONDS", 30.0, 0, 86400, float)
         self.max_jobs = env_number("LEASEQUEUE_MAX_JOBS", 0, 0, 10**9)
         self.channel = open_channel(self.url)
+        # A connectivity watch keeps a thread polling the channel, so a
+        # reconnect after the server comes back completes at once; without
+        # it, calls that fail fast leave the connection attempt to grpc's
+        # backup poller (every 5 s), and an outcome may wait past its lease.
+        self.channel.subscribe(_ignore_connectivity, try_to_connect=True)
         self.stub = pb_grpc.LeaseQueueServiceStub(self.channel)
         self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)  # a job finished, or a stop was asked
-        self.running = {}  # job id -> RunningJob
-        self.received = 0  # leases received
-        self.call = None  # the open StreamClaims call
+        # Any change: a job or an acknowledgement came or went, a stream opened
+        # or closed, a stop was asked.
+        self.changed = threading.Condition(self.lock)
+        # lease token -> RunningJob: after an expiry the same job can come
+        # back on a new lease while its old handler is still winding down.
+        self.running = {}
+        self.received = 0  # leases taken
+        self.pending = collections.deque()  # PendingAck not sent yet
+        self.stream = None  # the WorkStream that takes acknowledgements, if any
+        self.call = None  # the open Work call, until its last result is read
         self.stopping = threading.Event()
         self.force = threading.Event()  # second signal: stop waiting for jobs
+        self.closed = threading.Event()  # the worker is done: the unary sender ends
         self.exit_code = 0
 
     # -- stopping ---------------------------------------------------------
 
     def stop(self, why):
-        """Stop taking work: cancel the stream. Running jobs go on."""
+        """Stop taking work: the stream half-closes once what is queued is sent. Running jobs go on."""
         with self.lock:
-            if self.stopping.is_set():
-                if why.startswith("SIG"):
-                    log.warning("%s again: not waiting for running jobs", why)
-                    self.force.set()
-                    self.changed.notify_all()
+            again = self.stopping.is_set()
+            if again and not why.startswith("SIG"):
                 return
+            if again:
+                self.force.set()
             self.stopping.set()
             call, running = self.call, len(self.running)
             self.changed.notify_all()
+        if again:
+            log.warning("%s again: not waiting for running jobs", why)
+            if call is not None:
+                call.cancel()
+            return
         log.info("stopping (%s): taking no new work, finishing %d running job(s)", why, running)
-        if call is not None:
-            call.cancel()
 
     def on_signal(self, signum, _frame):
         # Called between two bytecodes of the main thread, which may hold a
@@ -210,38 +285,42 @@ class Worker:
             "worker %s: queue %s at %s, concurrency %d, lease %gs",
             self.worker_id, self.queue, self.url, self.concurrency, self.lease_seconds,
         )
+        sender = threading.Thread(target=self.send_unary, name="acknowledge", daemon=True)
+        sender.start()
         backoff = 0.5
         while True:
             # Leases of an earlier stream still count: ask only for the room left.
             room = self.room()
             if room <= 0:
                 break
-            request = pb.StreamClaimsRequest(
-                queue=self.queue,
-                worker_id=self.worker_id,
-                lease_duration=duration(self.lease_seconds),
-                max_in_flight=room,
-            )
-            call = self.stub.StreamClaims(request)  # no deadline: it lives as long as the worker
+            stream = WorkStream()
             with self.lock:
-                self.call = call
-                cancelled = self.stopping.is_set()
-            if cancelled:
-                call.cancel()
+                self.stream = stream  # from now on acknowledgements wait for this stream
+                self.changed.notify_all()
             try:
-                for message in call:
-                    backoff = 0.5  # the stream works
-                    if not message.HasField("lease"):
-                        continue  # the opening message and idle keepalives carry no lease
-                    self.start(message.lease)
-                    if self.max_jobs and self.received >= self.max_jobs:
-                        self.stop(f"received {self.received} job(s), LEASEQUEUE_MAX_JOBS")
+                stream.call = self.stub.Work(self.requests(stream, room))  # no deadline: it lives as long as the worker
+                with self.lock:
+                    self.call = stream.call
+                if self.force.is_set():
+                    stream.call.cancel()
+                opened = False
+                for message in stream.call:
+                    if not opened:
+                        log.info("Work stream open: max_in_flight %d", room)
+                        opened, backoff = True, 0.5  # the stream works
+                    for result in message.results:
+                        self.on_stream_result(stream, result)
+                    for lease in message.leases:
+                        self.on_lease(lease)
+                    # A message without leases or results is a keepalive.
+                if self.stopping.is_set():
+                    break  # we half-closed; every result has arrived
                 log.warning("the server ended the stream")
             except grpc.RpcError as err:
-                if self.stopping.is_set() and err.code() == grpc.StatusCode.CANCELLED:
-                    break
+                if self.stopping.is_set():
+                    break  # running jobs are acknowledged with Acknowledge now
                 if err.code() in FATAL:
-                    log.error("StreamClaims refused: %s %s", err.code().name, err.details())
+                    log.error("Work refused: %s %s", err.code().name, err.details())
                     self.exit_code = 1
                     self.stop("fatal error")
                     break
@@ -249,15 +328,194 @@ class Worker:
             finally:
                 with self.lock:
                     self.call = None
+                self.end_stream(stream)
             delay = backoff * random.uniform(0.5, 1.5)
             log.info("reconnecting in %.1fs", delay)
             if self.stopping.wait(delay):
                 break
             backoff = min(backoff * 2, 30)
         self.drain()
+        self.closed.set()
+        with self.lock:
+            self.changed.notify_all()
+        sender.join(CALL_TIMEOUT)
+        self.channel.unsubscribe(_ignore_connectivity)
         self.channel.close()
         log.info("stopped")
         return self.exit_code
+
+    def requests(self, stream, room):
+        """The Work request iterator: `start`, then every queued acknowledgement, many per message.
+
+        It ends (the client half-closes) when the worker stops and nothing is
+        left to send, or when the stream is over.
+        """
+        yield pb.WorkRequest(
+            start=pb.WorkStart(
+                queue=self.queue,
+                worker_id=self.worker_id,
+                lease_duration=duration(self.lease_seconds),
+                max_in_flight=room,
+            )
+        )
+        while True:
+            with self.lock:
+                while stream.accepting and not self.pending and not self.stopping.is_set():
+                    self.changed.wait()
+                if not stream.accepting:
+                    return
+                batch = self.take_pending()
+                if not batch:
+                    # Stopping, and everything queued went out: half-close. The
+                    # server sends the remaining results and ends the stream;
+                    # acknowledgements from now on go by Acknowledge.
+                    stream.accepting = False
+                    if self.stream is stream:
+                        self.stream = None
+                    self.changed.notify_all()
+                    return
+                stream.awaiting.extend(batch)
+            yield pb.WorkRequest(acks=[ack.message for ack in batch])
+
+    def take_pending(self):
+        """Takes up to MAX_ACKS queued acknowledgements (caller holds the lock)."""
+        batch = []
+        now = time.monotonic()
+        while self.pending and len(batch) < MAX_ACKS:
+            ack = self.pending.popleft()
+            ack.sent_at = now
+            batch.append(ack)
+        return batch
+
+    def end_stream(self, stream):
+        """The stream is over: what it left unanswered is queued again (heartbeats are not: the next one comes)."""
+        with self.lock:
+            stream.accepting = False
+            if self.stream is stream:
+                self.stream = None
+            unanswered = list(stream.awaiting)
+            stream.awaiting.clear()
+            again = []
+            for ack in unanswered:
+                if ack.kind == "heartbeat":
+                    ack.rj.beat_pending = False
+                else:
+                    ack.resent = True
+                    again.append(ack)
+            self.pending.extendleft(reversed(again))
+            self.changed.notify_all()
+        if again:
+            log.info("sending %d unanswered acknowledgement(s) again", len(again))
+
+    def on_stream_result(self, stream, result):
+        with self.lock:
+            ack = stream.awaiting.popleft() if stream.awaiting else None
+        if ack is None or ack.message.job_id != result.job_id:
+            log.error("result for job %s matches no acknowledgement sent on this stream", result.job_id)
+            return
+        self.settle(ack, CODES.get(result.status.code, grpc.StatusCode.UNKNOWN), result.status.message)
+
+    def on_lease(self, lease):
+        with self.lock:
+            take = not self.stopping.is_set() and not (self.max_jobs and self.received >= self.max_jobs)
+            if not take:
+                # Pushed just as the worker stopped: give it back for another worker now.
+                ack = pb.Acknowledgement(job_id=lease.job.id, lease_token=lease.lease_token, release=pb.AckRelease())
+                self.pending.append(PendingAck("release", None, ack, "worker is stopping"))
+                self.changed.notify_all()
+        if not take:
+            log.info("releasing job %s: the worker is stopping", lease.job.id)
+            return
+        self.start(lease)
+        if self.max_jobs and self.received >= self.max_jobs:
+            self.stop(f"received {self.received} job(s), LEASEQUEUE_MAX_JOBS")
+
+    # -- acknowledgements without a stream -------------------------------
+
+    def send_unary(self):
+        """Sends what is queued with the Acknowledge RPC while no stream takes acknowledgements."""
+        while True:
+            with self.lock:
+                while not self.closed.is_set() and not (self.pending and self.stream is None):
+                    self.changed.wait()
+                if self.closed.is_set():
+                    return
+                batch = self.take_pending()
+            try:
+                response = self.stub.Acknowledge(
+                    pb.AcknowledgeRequest(acks=[ack.message for ack in batch]), timeout=CALL_TIMEOUT
+                )
+            except grpc.RpcError as err:
+                self.unsent(batch, err)
+                self.closed.wait(UNARY_RETRY)
+                continue
+            for ack, result in zip(batch, response.results):
+                self.settle(ack, CODES.get(result.status.code, grpc.StatusCode.UNKNOWN), result.status.message)
+
+    def unsent(self, batch, err):
+        """Acknowledge failed as a whole: outcomes are queued again while their lease may still hold."""
+        code = err.code()
+        again = []
+        for ack in batch:
+            rj = ack.rj
+            if ack.kind == "heartbeat":
+                with self.lock:
+                    rj.beat_pending = False
+                log.warning("job %s: heartbeat failed, will retry: %s %s", rj.job.id, code.name, err.details())
+            elif rj is not None and code not in FATAL and not self.force.is_set() and time.monotonic() < rj.expires:
+                ack.resent = True
+                again.append(ack)
+            else:
+                self.settle(ack, code, err.details() or "")
+        if again:
+            with self.lock:
+                self.pending.extendleft(reversed(again))
+                self.changed.notify_all()
+            log.warning("Acknowledge failed, will retry %d acknowledgement(s): %s %s", len(again), code.name, err.details())
+
+    # -- results ------------------------------------------------------------
+
+    def settle(self, ack, code, message):
+        """Acts on the result of one acknowledgement, from the stream or from Acknowledge."""
+        rj, job_id = ack.rj, ack.message.job_id
+        ok = code == grpc.StatusCode.OK
+        if ack.kind == "heartbeat":
+            with self.lock:
+                rj.beat_pending = False
+                if ok:
+                    rj.expires = ack.sent_at + self.lease_seconds
+                finished = rj.done.is_set()
+            if ok or finished:
+                return  # a refusal after the handler returned says nothing its outcome will not
+            if code in LEASE_GONE:
+                log.warning("job %s: lease lost (%s %s)", job_id, code.name, message)
+                rj.lost.set()
+            else:
+                log.warning("job %s: heartbeat failed, will retry: %s %s", job_id, code.name, message)
+            return
+        if ack.kind == "release":
+            if ok:
+                log.info("released job %s (%s)", job_id, ack.note)
+            else:
+                log.warning("job %s: release refused: %s %s", job_id, code.name, message)
+            return
+        if ok:
+            log.info("%s job %s%s", "completed" if ack.kind == "complete" else "failed", job_id, ack.note)
+        else:
+            # ABORTED: the lease expired or was taken over (or, when sent
+            # again after a stream broke, the first send was applied); the job
+            # is someone else's now. Anything else: it is retried when the
+            # lease expires.
+            again = " (sent again: the first send may have been applied)" if ack.resent else ""
+            log.warning("job %s: %s refused: %s %s%s", job_id, ack.kind, code.name, message, again)
+            if code in LEASE_GONE:
+                rj.lost.set()
+        self.finish(rj)
+
+    def finish(self, rj):
+        with self.lock:
+            self.running.pop(rj.lease.lease_token, None)
+            self.changed.notify_all()
 
     def drain(self):
         """Waits for running jobs; fails (for a prompt retry) those that outlast the grace period."""
@@ -270,15 +528,25 @@ class Worker:
                 self.changed.wait(left)
             leftovers = list(self.running.values())
         for rj in leftovers:
-            rj.lost.set()  # the handler should give up; its outcome is no longer reported
-            self.acknowledge(rj, "fail", "worker shut down before the job finished", permanent=False, retry_now=True)
+            # Queued before the handler hears of it: its own outcome is no longer reported.
+            self.queue_outcome(rj, "fail", "worker shut down before the job finished", permanent=False, retry_now=True)
+            rj.lost.set()  # the handler should give up
+        # The outcomes on their way get their answers, within one call's timeout.
+        deadline = time.monotonic() + CALL_TIMEOUT
+        with self.lock:
+            while self.running:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("%d job(s) not acknowledged: they are retried when their lease expires", len(self.running))
+                    break
+                self.changed.wait(left)
 
     # -- one job ------------------------------------------------------------
 
     def start(self, lease):
-        rj = RunningJob(lease)
+        rj = RunningJob(lease, self.lease_seconds)
         with self.lock:
-            self.running[rj.job.id] = rj
+            self.running[rj.lease.lease_token] = rj
             self.received += 1
         log.info("claimed job %s task=%s attempt=%d", rj.job.id, rj.job.task, rj.job.attempts)
         threading.Thread(target=self.work, args=(rj,), name=f"job-{rj.job.id}", daemon=True).start()
@@ -297,57 +565,54 @@ class Worker:
         finally:
             rj.done.set()
             beat.join()
-        try:
-            if rj.lost.is_set():
-                log.warning("job %s: lease lost; its outcome is not reported", rj.job.id)
-            else:
-                self.acknowledge(rj, *outcome)
-        finally:
-            with self.lock:
-                self.running.pop(rj.job.id, None)
-                self.changed.notify_all()
+        if not rj.lost.is_set():
+            self.queue_outcome(rj, *outcome)
+            return
+        with self.lock:
+            reported = rj.outcome_queued  # a shutdown failed it already
+            rj.outcome_queued = True
+        if not reported:
+            log.warning("job %s: lease lost; its outcome is not reported", rj.job.id)
+            self.finish(rj)
 
-    def acknowledge(self, rj, kind, value, permanent=False, retry_now=False):
-        """Completes or fails the job, once."""
-        with rj.ack_lock:
-            if rj.acked:
-                return
-            rj.acked = True
-        job_id, token = rj.job.id, rj.lease.lease_token
-        try:
-            if kind == "complete":
-                request = pb.CompleteRequest(job_id=job_id, lease_token=token)
+    def queue_outcome(self, rj, kind, value, permanent=False, retry_now=False):
+        """Queues the job's complete or fail, once."""
+        ack = pb.Acknowledgement(job_id=rj.job.id, lease_token=rj.lease.lease_token)
+        note = ""
+        if kind == "complete":
+            try:
+                ack.complete.SetInParent()
                 if value is not None:
-                    request.result.CopyFrom(json_format.ParseDict(value, struct_pb2.Value()))
-                self.stub.Complete(request, timeout=CALL_TIMEOUT)
-                log.info("completed job %s", job_id)
-            else:
-                request = pb.FailRequest(job_id=job_id, lease_token=token, error=str(value)[:4096], permanent=permanent)
-                if retry_now:
-                    request.retry_delay.CopyFrom(duration(0))
-                state = pb.JobState.Name(self.stub.Fail(request, timeout=CALL_TIMEOUT).job.state)
-                log.info("failed job %s (%s): %s -> %s", job_id, "permanent" if permanent else "retry", value, state)
-        except grpc.RpcError as err:
-            # ABORTED: the lease expired or was taken over; the job is someone
-            # else's now. Anything else: it is retried when the lease expires.
-            log.warning("job %s: %s refused: %s %s", job_id, kind, err.code().name, err.details())
+                    ack.complete.result.CopyFrom(json_format.ParseDict(value, struct_pb2.Value()))
+            except (json_format.ParseError, TypeError, ValueError) as err:
+                kind, value, permanent = "fail", f"result is not JSON: {err}", True
+        if kind == "fail":
+            ack.fail.error = str(value)[:4096]
+            ack.fail.permanent = permanent
+            if retry_now:
+                ack.fail.retry_delay.CopyFrom(duration(0))
+            note = f" ({'permanent' if permanent else 'retry'}): {value}"
+        with self.lock:
+            if rj.outcome_queued:
+                return
+            rj.outcome_queued = True
+            self.pending.append(PendingAck(kind, rj, ack, note))
+            self.changed.notify_all()
 
     def heartbeat(self, rj):
-        """Extends the lease every third of its duration until the handler returns."""
+        """Queues a heartbeat every third of the lease until the handler returns."""
         interval = max(self.lease_seconds / 3, 0.2)
+        # Without lease_duration the server extends by the claim's duration.
+        ack = pb.Acknowledgement(job_id=rj.job.id, lease_token=rj.lease.lease_token, heartbeat=pb.AckHeartbeat())
         while not rj.done.wait(interval):
-            try:
-                # Without lease_duration the server extends by the claim's duration.
-                self.stub.Heartbeat(
-                    pb.HeartbeatRequest(job_id=rj.job.id, lease_token=rj.lease.lease_token),
-                    timeout=min(interval, CALL_TIMEOUT),
-                )
-            except grpc.RpcError as err:
-                if err.code() in LEASE_GONE:
-                    log.warning("job %s: lease lost (%s %s)", rj.job.id, err.code().name, err.details())
-                    rj.lost.set()
-                    return
-                log.warning("job %s: heartbeat failed, will retry: %s %s", rj.job.id, err.code().name, err.details())
+            if rj.lost.is_set():
+                return
+            with self.lock:
+                if rj.beat_pending:
+                    continue  # the last one is not answered yet
+                rj.beat_pending = True
+                self.pending.append(PendingAck("heartbeat", rj, ack))
+                self.changed.notify_all()
 
 
 def main():

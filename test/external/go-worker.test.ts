@@ -1,7 +1,8 @@
 /**
  * The Go example worker (examples/go-worker/main.go) built offline from
  * Debian's Go packages in GOPATH mode, as its README says, against the code
- * committed in gen/go, then run against a live server over StreamClaims.
+ * committed in gen/go, then run against a live server over the Work stream
+ * (api.md section A): leases down, batched acknowledgements up.
  *
  * Debian packages: golang-go, golang-google-grpc-dev (grpc-go 1.33),
  * golang-google-protobuf-dev, golang-github-golang-protobuf-1-5-dev. Under
@@ -13,7 +14,19 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { REPO_ROOT, requireTool, run, skipUnlessAvailable, works } from "./tools.js";
-import { drainOnSigterm, endToEnd, killWorkers, maxJobsThenExit, shutdownGraceFailsLeftovers, type WorkerCommand } from "./worker-scenarios.js";
+import {
+  acknowledgesInBatches,
+  drainOnSigterm,
+  endToEnd,
+  killWorkers,
+  leaseLostStopsTheHandler,
+  maxJobsThenExit,
+  rpcCounts,
+  serverDownWhileJobFinishes,
+  serverRestartMidJob,
+  shutdownGraceFailsLeftovers,
+  type WorkerCommand,
+} from "./worker-scenarios.js";
 
 const GO = "go";
 const GOCODE = "/usr/share/gocode";
@@ -73,10 +86,13 @@ describe.skipIf(skip)("Go example worker", () => {
     await endToEnd(server, worker, "go");
   }, 60_000);
 
-  it("drains on SIGTERM: finishes the running job, takes no new one", async () => {
+  it("drains on SIGTERM: half-closes the stream, finishes the running job with Acknowledge, takes no new one", async () => {
     requireTool(available, TOOLS);
     expect(worker, "the build failed").toBeDefined();
+    const before = (await rpcCounts(server)).get("Acknowledge") ?? 0;
     await drainOnSigterm(server, worker, "go");
+    // After the half-close no stream carries the job's heartbeats and outcome.
+    expect((await rpcCounts(server)).get("Acknowledge") ?? 0).toBeGreaterThan(before);
   }, 30_000);
 
   it("fails a job that outlasts the shutdown grace period so it retries at once", async () => {
@@ -89,5 +105,36 @@ describe.skipIf(skip)("Go example worker", () => {
     requireTool(available, TOOLS);
     expect(worker, "the build failed").toBeDefined();
     await maxJobsThenExit(server, worker, "go");
+  }, 30_000);
+
+  it("acknowledges on the Work stream: no StreamClaims, Complete, Fail or Heartbeat call", async () => {
+    requireTool(available, TOOLS);
+    expect(worker, "the build failed").toBeDefined();
+    await acknowledgesInBatches(server, worker, "go", {
+      used: ["Work"],
+      unused: ["StreamClaims", "Complete", "Fail", "Heartbeat", "Acknowledge"],
+    });
+  }, 30_000);
+
+  it("keeps a job across a server restart: heartbeats go on, the outcome is acknowledged after it, not by Complete", async () => {
+    requireTool(available, TOOLS);
+    expect(worker, "the build failed").toBeDefined();
+    await serverRestartMidJob(worker, "go", async (restarted) => {
+      const counts = await rpcCounts(restarted);
+      expect(counts.get("Work") ?? 0).toBeGreaterThan(0);
+      expect(counts.get("Complete") ?? 0).toBe(0);
+    });
+  }, 30_000);
+
+  it("keeps the outcome of a job that finishes while the server is down and delivers it once it is back", async () => {
+    requireTool(available, TOOLS);
+    expect(worker, "the build failed").toBeDefined();
+    await serverDownWhileJobFinishes(worker, "go");
+  }, 30_000);
+
+  it("stops a handler whose lease was lost (heartbeat answered aborted) and reports nothing for it", async () => {
+    requireTool(available, TOOLS);
+    expect(worker, "the build failed").toBeDefined();
+    await leaseLostStopsTheHandler(server, worker, "go");
   }, 30_000);
 });

@@ -10,8 +10,11 @@
  * (a transient error until that attempt).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { expect } from "vitest";
-import type { TestServer } from "../helpers/server.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
 import { REPO_ROOT } from "./tools.js";
 
 export interface WorkerCommand {
@@ -302,4 +305,193 @@ export async function maxJobsThenExit(server: TestServer, cmd: WorkerCommand, la
   const third = await getJob(server, ids[2]);
   expect(third.state).toBe("JOB_STATE_QUEUED");
   expect(third.deliveries ?? 0).toBe(0);
+}
+
+/** RPCs answered so far, by method (all codes), from leasequeue_rpc_duration_seconds_count on /metrics. */
+export async function rpcCounts(server: TestServer): Promise<Map<string, number>> {
+  const res = await fetch(`${server.metricsUrl}/metrics`);
+  expect(res.status).toBe(200);
+  const counts = new Map<string, number>();
+  for (const m of (await res.text()).matchAll(/^leasequeue_rpc_duration_seconds_count\{([^}]*)\} (\S+)$/gm)) {
+    const method = /method="([^"]+)"/.exec(m[1]!)?.[1];
+    if (method !== undefined) counts.set(method, (counts.get(method) ?? 0) + Number(m[2]));
+  }
+  return counts;
+}
+
+export interface RpcExpectation {
+  /** Methods the worker must have called (at least once). */
+  used: string[];
+  /** Methods the worker must not have called at all. */
+  unused: string[];
+}
+
+/**
+ * The worker acknowledges on the batched path (api.md section A): jobs of
+ * every outcome, heartbeats included, finish while the single-job RPCs the
+ * batch replaces are never called. Counts RPCs by method on /metrics before
+ * and after; the test itself calls only Submit, GetJob and ListJobEvents.
+ * Prints the calls per job.
+ */
+export async function acknowledgesInBatches(server: TestServer, cmd: WorkerCommand, lang: string, rpcs: RpcExpectation): Promise<void> {
+  const queue = `${lang}-batched`;
+  const workerId = `${lang}-worker-batched`;
+  const before = await rpcCounts(server);
+  const ids: string[] = [];
+  for (let i = 0; i < 20; i++) ids.push(await submit(server, { queue, task: "demo.add", payload: { a: i, b: 1 } }));
+  ids.push(await submit(server, { queue, task: "demo.add", payload: { a: "x", b: 1 } }));
+  ids.push(await submit(server, { queue, task: "demo.flaky", payload: { succeedOnAttempt: 2 }, retryBaseDelay: "0.1s" }));
+  const slow = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 2 } });
+  ids.push(slow);
+
+  const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "8", LEASEQUEUE_LEASE_SECONDS: "1" }));
+  const jobs = await waitFinished(server, ids, worker);
+  worker.child.kill("SIGTERM");
+  expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
+
+  expect([...jobs.values()].filter((j) => j.state === "JOB_STATE_COMPLETED")).toHaveLength(22);
+  expect(jobs.get(slow), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", deliveries: 1 });
+  expect(kinds(await events(server, slow))).toContain("EVENT_KIND_HEARTBEAT");
+
+  const after = await rpcCounts(server);
+  const delta = (method: string) => (after.get(method) ?? 0) - (before.get(method) ?? 0);
+  const figures = ["StreamClaims", "Work", "Acknowledge", "Complete", "Fail", "Heartbeat", "Release"].map((m) => `${m}=${delta(m)}`);
+  console.log(`${lang} worker, ${ids.length} jobs (24 deliveries, heartbeats on a 1 s lease): ${figures.join(" ")}`);
+  for (const method of rpcs.used) expect(delta(method), `${method} calls\n${figures.join(" ")}`).toBeGreaterThan(0);
+  for (const method of rpcs.unused) expect(delta(method), `${method} calls\n${figures.join(" ")}`).toBe(0);
+}
+
+/**
+ * The server goes away mid-job and comes back on the same port and
+ * database (its streams end with `unavailable`): the worker reconnects with
+ * backoff, keeps heartbeating the job it still runs, and acknowledges it
+ * after the restart, so the job completes on its first delivery without a
+ * lease expiry. New work flows on the new connection. `onRestarted` runs
+ * checks against the second server before it closes.
+ */
+export async function serverRestartMidJob(
+  cmd: WorkerCommand,
+  lang: string,
+  onRestarted: (server: TestServer) => Promise<void> = async () => {},
+): Promise<void> {
+  const queue = `${lang}-restart`;
+  const workerId = `${lang}-worker-restart`;
+  const dir = mkdtempSync(join(tmpdir(), "leasequeue-restart-"));
+  const db = join(dir, "jobs.db");
+  let server = await startTestServer({ db });
+  let second: TestServer | undefined;
+  try {
+    // Heartbeats every 2 s; the job runs 5 s, across the restart. A client
+    // may need a second or so to redial, so the first heartbeat after the
+    // restart may fail; the next one keeps the lease.
+    const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "2", LEASEQUEUE_LEASE_SECONDS: "6" }));
+    const slow = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 5 } });
+    await waitState(server, slow, "JOB_STATE_RUNNING", worker);
+    await worker.waitForLog(/claimed job/);
+
+    const port = new URL(server.apiUrl).port;
+    const down = Date.now();
+    await server.close();
+    second = await startTestServer({ db, port });
+    server = second;
+    const restarted = Date.now();
+    console.log(`${lang} worker: server restarted in ${restarted - down} ms`);
+    await worker.waitForLog(/stream broke|the server ended the stream/);
+
+    const later = await submit(server, { queue, task: "demo.add", payload: { a: 20, b: 22 } });
+    const jobs = await waitFinished(server, [slow, later], worker);
+    expect(jobs.get(slow), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { slept: 5 } });
+    expect(jobs.get(later), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { sum: 42 } });
+    const slowEvents = await events(server, slow);
+    expect(kinds(slowEvents), worker.stderr()).not.toContain("EVENT_KIND_LEASE_EXPIRED");
+    expect(slowEvents.at(-1)).toMatchObject({ kind: "EVENT_KIND_COMPLETED", workerId });
+    const beatsAfter = slowEvents.filter((e) => e.kind === "EVENT_KIND_HEARTBEAT" && Date.parse(e.eventTime) >= restarted);
+    expect(beatsAfter.length, worker.stderr()).toBeGreaterThanOrEqual(1);
+    await onRestarted(server);
+
+    worker.child.kill("SIGTERM");
+    expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
+    if (process.env.LEASEQUEUE_TEST_PRINT_WORKER_LOG) console.log(worker.stderr());
+  } finally {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The server is down when a job finishes: the outcome cannot go on a stream
+ * nor by Acknowledge, so the worker keeps it and sends it again (every
+ * 0.5 s while the lease may hold) until the server is back on the same port
+ * and database. The job completes on its first delivery; nothing expires.
+ */
+export async function serverDownWhileJobFinishes(cmd: WorkerCommand, lang: string): Promise<void> {
+  const queue = `${lang}-down`;
+  const workerId = `${lang}-worker-down`;
+  const dir = mkdtempSync(join(tmpdir(), "leasequeue-down-"));
+  const db = join(dir, "jobs.db");
+  let server = await startTestServer({ db });
+  try {
+    // A 10 s lease outlasts the outage and the clients' redial backoff.
+    const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "1", LEASEQUEUE_LEASE_SECONDS: "10" }));
+    const id = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 1 } });
+    await waitState(server, id, "JOB_STATE_RUNNING", worker);
+
+    const port = new URL(server.apiUrl).port;
+    await server.close();
+    await worker.waitForLog(/Acknowledge failed, will retry/);
+    server = await startTestServer({ db, port });
+    const back = Date.now();
+
+    const job = (await waitFinished(server, [id], worker)).get(id);
+    console.log(`${lang} worker: outcome delivered ${Date.now() - back} ms after the server came back`);
+    expect(job, worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { slept: 1 } });
+    const evs = await events(server, id);
+    expect(kinds(evs), worker.stderr()).not.toContain("EVENT_KIND_LEASE_EXPIRED");
+    expect(evs.at(-1)).toMatchObject({ kind: "EVENT_KIND_COMPLETED", workerId });
+
+    worker.child.kill("SIGTERM");
+    expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
+    if (process.env.LEASEQUEUE_TEST_PRINT_WORKER_LOG) console.log(worker.stderr());
+  } finally {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Lease lost: the worker is frozen (SIGSTOP) past its 1 s lease, the sweep
+ * expires it, and the server hands the job out again. Once thawed, the next
+ * heartbeat's result is `aborted`: the worker sets the handler's lost signal,
+ * reports nothing for that attempt, and finishes the job on its new lease.
+ */
+export async function leaseLostStopsTheHandler(server: TestServer, cmd: WorkerCommand, lang: string): Promise<void> {
+  const queue = `${lang}-lost`;
+  const workerId = `${lang}-worker-lost`;
+  const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "1", LEASEQUEUE_LEASE_SECONDS: "1" }));
+  const id = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 2 }, maxAttempts: 5 });
+  await waitState(server, id, "JOB_STATE_RUNNING", worker);
+  await worker.waitForLog(/claimed job .* attempt=1/);
+
+  worker.child.kill("SIGSTOP");
+  try {
+    const deadline = Date.now() + 10_000;
+    while (!kinds(await events(server, id)).includes("EVENT_KIND_LEASE_EXPIRED")) {
+      if (Date.now() > deadline) throw new Error(`the lease of ${id} never expired`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  } finally {
+    worker.child.kill("SIGCONT");
+  }
+
+  await worker.waitForLog(/lease lost/);
+  const job = (await waitFinished(server, [id], worker)).get(id);
+  expect(job, worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { slept: 2 } });
+  expect(job.attempts, worker.stderr()).toBeGreaterThanOrEqual(2);
+  expect(worker.stderr()).toMatch(/lease lost; its outcome is not reported/);
+  // Only the final attempt's outcome reached the server.
+  expect(kinds(await events(server, id)).filter((k) => k === "EVENT_KIND_COMPLETED" || k === "EVENT_KIND_FAILED")).toEqual(["EVENT_KIND_COMPLETED"]);
+
+  worker.child.kill("SIGTERM");
+  expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
+  if (process.env.LEASEQUEUE_TEST_PRINT_WORKER_LOG) console.log(worker.stderr());
 }
