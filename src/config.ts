@@ -15,7 +15,7 @@ export interface Config {
   maxRequestBytes: number;
   /** gRPC reflection: on in development, off in production unless LEASEQUEUE_REFLECTION=on. */
   reflection: boolean;
-  /** SQLite synchronous mode; "full" fsyncs every commit. */
+  /** "full": every answer waits for an fsync of the WAL holding its commit; "normal": no fsync per commit. */
   sqliteSynchronous: "full" | "normal";
   tls?: { cert: string; key: string; certPath: string; keyPath: string };
   logLevel: "debug" | "info" | "warn" | "error";
@@ -53,7 +53,7 @@ export const SETTINGS = {
   environment: { env: "LEASEQUEUE_ENVIRONMENT", flag: "environment", default: "development", help: "development or production" },
   maxRequestBytes: { env: "LEASEQUEUE_MAX_REQUEST_BYTES", flag: "max-request-bytes", default: "131072", help: "largest request body accepted" },
   reflection: { env: "LEASEQUEUE_REFLECTION", flag: "reflection", default: "", help: "gRPC reflection on|off (default: on unless production)" },
-  sqliteSynchronous: { env: "LEASEQUEUE_SQLITE_SYNCHRONOUS", flag: "sqlite-synchronous", default: "full", help: "full (fsync every commit) or normal" },
+  sqliteSynchronous: { env: "LEASEQUEUE_SQLITE_SYNCHRONOUS", flag: "sqlite-synchronous", default: "full", help: "full (answer after an fsync of each commit) or normal" },
   tlsCert: { env: "LEASEQUEUE_TLS_CERT", flag: "tls-cert", default: "", help: "PEM certificate file; enables TLS with --tls-key" },
   tlsKey: { env: "LEASEQUEUE_TLS_KEY", flag: "tls-key", default: "", help: "PEM private key file" },
   logLevel: { env: "LEASEQUEUE_LOG_LEVEL", flag: "log-level", default: "info", help: "debug, info, warn or error" },

@@ -39,10 +39,12 @@ describe("SQLite store specifics", () => {
     return store;
   }
 
-  it("runs in WAL mode with synchronous=FULL and a 5 s busy timeout by default", () => {
+  it("runs in WAL mode, fsyncing the WAL itself before answering, with a 5 s busy timeout by default", () => {
     const store = open();
     expect(store.db.pragma("journal_mode", { simple: true })).toBe("wal");
-    expect(store.db.pragma("synchronous", { simple: true })).toBe(2);
+    // NORMAL: COMMIT does not fsync on the event loop; the store fsyncs the WAL off it.
+    expect(store.db.pragma("synchronous", { simple: true })).toBe(1);
+    expect(store.durability).toBe("wal-fsync");
     expect(store.db.pragma("busy_timeout", { simple: true })).toBe(5000);
   });
 
@@ -79,6 +81,46 @@ describe("SQLite store specifics", () => {
     expect(events.map((e) => e.sequence)).toEqual(Array.from({ length: 500 }, (_, i) => i + 1));
     expect(events.map((e) => e.jobId)).toEqual(outcomes.map((o) => o.job.id));
     expect(await store.eventBounds()).toEqual({ oldest: 1, latest: 500 });
+  });
+
+  it("answers a write only after an fsync of the WAL, sharing one fsync among concurrent writes", async () => {
+    const store = open();
+    await store.submit([newJob()]);
+    expect(store.walSyncs).toBe(1);
+    const before = store.walSyncs;
+    await Promise.all(Array.from({ length: 50 }, (_, i) => store.submit([newJob({ task: `t${i}` })])));
+    // One transaction for the 50 (one turn of the event loop), so one more fsync.
+    expect(store.walSyncs - before).toBe(1);
+    // Nothing is announced before its fsync either.
+    let announcedAtSync = -1;
+    store.onCommitted(() => (announcedAtSync = store.walSyncs));
+    await store.submit([newJob({ task: "last" })]);
+    expect(announcedAtSync).toBe(before + 2);
+  });
+
+  it("does not fsync with synchronous normal", async () => {
+    const dir = tempDir();
+    dirs.push(dir);
+    const store = openSqliteStore({ path: join(dir, "jobs.db"), clock: new ManualClock(), synchronous: "normal" });
+    stores.push(store);
+    await store.submit([newJob()]);
+    expect(store.durability).toBe("none");
+    expect(store.walSyncs).toBe(0);
+  });
+
+  it("keeps every answered write across a reopen", async () => {
+    const dir = tempDir();
+    dirs.push(dir);
+    const path = join(dir, "jobs.db");
+    const first = openSqliteStore({ path, clock: new ManualClock() });
+    const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => first.submit([newJob({ task: `t${i}` })])));
+    await first.close();
+    const second = openSqliteStore({ path, clock: new ManualClock() });
+    stores.push(second);
+    for (const [o] of outcomes) expect((await second.getJob(o!.job.id))?.state).toBe("queued");
+    // A second store on a reopened file syncs its (new) WAL too.
+    await second.submit([newJob({ task: "after-reopen" })]);
+    expect(second.walSyncs).toBe(1);
   });
 
   it("applies every migration once and records the schema version", () => {
