@@ -20,11 +20,12 @@
  * database by other means) can fail: validation refuses such payloads and
  * results on Submit, SubmitBatch and Complete.
  */
-import { toBinary } from "@bufbuild/protobuf";
+import { toBinary, type Message, type UnknownField } from "@bufbuild/protobuf";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import { LeaseSchema, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { asField, encodeLease, NestingTooDeep } from "./lease-encoding.js";
 import { BOUNDS, valueDepth } from "./validate.js";
 import { leaseToWire } from "./wire.js";
 
@@ -39,13 +40,28 @@ const CLIENT_MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
  */
 const TRIAL_ENCODING_ABOVE_CHARS = 2 * BOUNDS.jsonBytes;
 
+/**
+ * A lease ready to send: a message for JSON clients, its protobuf bytes for
+ * binary ones (lease-encoding.ts), and its (estimated) encoded size.
+ */
+export interface WireLease {
+  jobId: string;
+  lease?: Lease;
+  encoded?: Uint8Array;
+  bytes: number;
+}
+
+/** How the client reads responses: decides whether leases go as messages or as bytes. */
+export type WireFormat = "binary" | "json";
+
 export type LeaseDelivery =
-  | { deliverable: true; lease: Lease; bytes: number }
+  | ({ deliverable: true } & WireLease)
   /** `problem` names the field and the reason, for the job's last_error. */
   | { deliverable: false; problem: string };
 
-/** The lease as a wire message every client can decode, or why it cannot be one. */
-export function leaseForDelivery(claimed: ClaimedLease): LeaseDelivery {
+/** The lease as a wire message (or bytes) every client can decode, or why it cannot be one. */
+export function leaseForDelivery(claimed: ClaimedLease, format: WireFormat = "json"): LeaseDelivery {
+  if (format === "binary") return encodedForDelivery(claimed);
   let lease: Lease;
   try {
     lease = leaseToWire(claimed);
@@ -58,7 +74,7 @@ export function leaseForDelivery(claimed: ClaimedLease): LeaseDelivery {
     }
   }
   const jsonChars = claimed.job.payloadJson.length + (claimed.job.resultJson?.length ?? 0);
-  if (jsonChars <= TRIAL_ENCODING_ABOVE_CHARS) return { deliverable: true, lease, bytes: jsonChars + 512 };
+  if (jsonChars <= TRIAL_ENCODING_ABOVE_CHARS) return { deliverable: true, jobId: claimed.job.id, lease, bytes: jsonChars + 512 };
   let bytes: number;
   try {
     bytes = toBinary(LeaseSchema, lease).byteLength;
@@ -68,7 +84,7 @@ export function leaseForDelivery(claimed: ClaimedLease): LeaseDelivery {
   if (bytes > CLIENT_MAX_RECEIVE_BYTES) {
     return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: the lease is ${bytes} bytes; gRPC clients receive at most ${CLIENT_MAX_RECEIVE_BYTES} by default` };
   }
-  return { deliverable: true, lease, bytes };
+  return { deliverable: true, jobId: claimed.job.id, lease, bytes };
 }
 
 /**
@@ -83,12 +99,13 @@ export async function deliverableLeases(
   store: Store,
   log: Logger | undefined,
   leases: ClaimedLease[],
-): Promise<Array<{ lease: Lease; bytes: number }>> {
-  const wire: Array<{ lease: Lease; bytes: number }> = [];
+  format: WireFormat,
+): Promise<WireLease[]> {
+  const wire: WireLease[] = [];
   for (const claimed of leases) {
-    const delivery = leaseForDelivery(claimed);
+    const delivery = leaseForDelivery(claimed, format);
     if (delivery.deliverable) {
-      wire.push(delivery);
+      wire.push({ jobId: delivery.jobId, lease: delivery.lease, encoded: delivery.encoded, bytes: delivery.bytes });
       continue;
     }
     const { id: jobId, queue } = claimed.job;
@@ -112,6 +129,45 @@ export async function releaseUnsent(store: Store, log: Logger | undefined, lease
       }),
     ),
   );
+}
+
+/** Binary clients: the encoder checks the nesting while it writes, and the size is exact. */
+function encodedForDelivery(claimed: ClaimedLease): LeaseDelivery {
+  let encoded: Uint8Array;
+  try {
+    encoded = encodeLease(claimed);
+  } catch (err) {
+    if (err instanceof NestingTooDeep) {
+      return undeliverable(err.field, `it is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
+    }
+    if (err instanceof SyntaxError) {
+      return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: its stored payload or result cannot be read (${err.message})` };
+    }
+    return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: ${(err as Error).message}` };
+  }
+  if (encoded.length > CLIENT_MAX_RECEIVE_BYTES) {
+    return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: the lease is ${encoded.length} bytes; gRPC clients receive at most ${CLIENT_MAX_RECEIVE_BYTES} by default` };
+  }
+  return { deliverable: true, jobId: claimed.job.id, encoded, bytes: encoded.length };
+}
+
+/**
+ * Puts leases into a response's lease field (`leases` or `lease`, field 1 in
+ * ClaimResponse, StreamClaimsResponse and WorkResponse): messages as
+ * messages, encoded leases as the unknown field protobuf-es writes verbatim.
+ */
+export function withLeases<T extends Message & { $unknown?: UnknownField[] }>(response: T, leases: WireLease[], add: (lease: Lease) => void): T {
+  for (const l of leases) {
+    if (l.encoded !== undefined) (response.$unknown ??= []).push(asField(1, l.encoded));
+    else if (l.lease !== undefined) add(l.lease);
+  }
+  return response;
+}
+
+/** Whether a request's content type carries protobuf binary (gRPC, gRPC-Web, Connect proto). */
+export function wireFormatOf(contentType: string | null): WireFormat {
+  const type = (contentType ?? "").split(";")[0]!.trim().toLowerCase();
+  return type.endsWith("+json") || type === "application/json" ? "json" : "binary";
 }
 
 function tooDeep(value: Value): boolean {

@@ -14,14 +14,22 @@ import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store, SubmitOutcome } from "../store/store.js";
 import {
+  ClaimResponseSchema,
   GetStatsResponseSchema,
+  StreamClaimsResponseSchema,
   LeaseQueueService,
   type Lease,
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
-import { deliverableLeases, releaseUnsent as releaseLeases } from "./lease-delivery.js";
+import {
+  deliverableLeases,
+  releaseUnsent as releaseLeases,
+  wireFormatOf,
+  withLeases,
+  type WireLease,
+} from "./lease-delivery.js";
 import * as v from "./validate.js";
 import { eventToWire, jobToWire, statsToWire } from "./wire.js";
 import { workStream } from "./work-stream.js";
@@ -56,8 +64,8 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
     return { job: jobToWire(o.job, basic), deduplicated: o.deduplicated };
   }
 
-  const deliverable = async (leases: ClaimedLease[]): Promise<Lease[]> =>
-    (await deliverableLeases(store, opts.log, leases)).map((d) => d.lease);
+  const deliverable = (leases: ClaimedLease[], ctx: HandlerContext): Promise<WireLease[]> =>
+    deliverableLeases(store, opts.log, leases, wireFormatOf(ctx.requestHeader.get("content-type")));
   const releaseUnsent = (leases: ClaimedLease[]): Promise<void> => releaseLeases(store, opts.log, leases);
 
   function headerKey(ctx: HandlerContext): string | undefined {
@@ -104,11 +112,14 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
           await releaseUnsent(claimed);
           return { leases: [] };
         }
-        const leases = await deliverable(claimed);
-        if (leases.length > 0) return { leases };
+        const leases = await deliverable(claimed, ctx);
+        if (leases.length > 0) {
+          const response = create(ClaimResponseSchema, {});
+          return withLeases(response, leases, (lease) => response.leases.push(lease));
+        }
         // Only undeliverable jobs (now dead): claim again, the next eligible job may be fine.
         if (claimed.length > 0) continue;
-        if (clock.now() >= deadline) return { leases };
+        if (clock.now() >= deadline) return { leases: [] };
         await wakeups.waitForWork(spec.queue, generation, deadline, ctx.signal);
         // A caller that has gone (or a server shutting down) must not be handed
         // a lease nobody will work on: it would sit until it expires.
@@ -126,13 +137,16 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         // One lease a worker cannot decode must not break the stream for its
         // neighbours: it is dead-lettered and never sent (its finished event
         // frees its place in max_in_flight).
-        const [lease] = await deliverable([claimed]);
+        const [lease] = await deliverable([claimed], ctx);
         if (ctx.signal.aborted) {
           // The stream ended while the lease was checked: it was never sent.
           await releaseUnsent(lease === undefined ? [] : [claimed]);
           break;
         }
-        if (lease !== undefined) yield { lease };
+        if (lease !== undefined) {
+          const response = create(StreamClaimsResponseSchema, {});
+          yield withLeases(response, [lease], (l) => (response.lease = l));
+        }
       }
       // Ended by the server (shutdown: unavailable) or the client (nobody listens).
       if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);

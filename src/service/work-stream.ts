@@ -30,14 +30,13 @@ import type { Store } from "../store/store.js";
 import {
   WorkResponseSchema,
   type AcknowledgementResult,
-  type Lease,
   type WorkRequest,
   type WorkResponse,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
 import * as v from "./validate.js";
-import { deliverableLeases, releaseUnsent } from "./lease-delivery.js";
+import { deliverableLeases, releaseUnsent, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
 
 export interface WorkStreamDeps {
   store: Store;
@@ -69,6 +68,7 @@ export async function* workStream(
   const spec = v.claimStreamSpec("start.", first.value.start);
   const firstAcks = parseAcknowledgements("acks", first.value.acks, 0);
 
+  const format = wireFormatOf(ctx.requestHeader.get("content-type"));
   const stream = deps.claimStreams.register(spec, ctx.signal);
   const results: AcknowledgementResult[] = [];
   /** Settles when every acknowledgement read so far has its result queued. */
@@ -116,9 +116,12 @@ export async function* workStream(
       if (failure !== undefined) throw failure;
       const claimed = inputDone ? [] : stream.takeReady();
       // A lease a worker could not decode is dead-lettered, never sent (lease-delivery.ts).
-      const leases = claimed.length === 0 ? [] : await deliverableLeases(deps.store, deps.log, claimed);
+      const leases = claimed.length === 0 ? [] : await deliverableLeases(deps.store, deps.log, claimed, format);
       if (ctx.signal.aborted) {
-        await releaseUnsent(deps.store, deps.log, claimed.filter((c) => leases.some((l) => l.lease.job?.id === c.job.id)));
+        // Never sent: give back the ones that were not dead-lettered.
+        const dead = new Set(claimed.map((c) => c.job.id));
+        for (const l of leases) dead.delete(l.jobId);
+        await releaseUnsent(deps.store, deps.log, claimed.filter((c) => !dead.has(c.job.id)));
         break;
       }
       const ready = results.splice(0);
@@ -139,18 +142,23 @@ export async function* workStream(
 }
 
 /** Leases and results as one response, or several when the leases are large. */
-function responses(leases: Array<{ lease: Lease; bytes: number }>, results: AcknowledgementResult[]): WorkResponse[] {
-  const out: WorkResponse[] = [create(WorkResponseSchema, { results })];
+function responses(leases: WireLease[], results: AcknowledgementResult[]): WorkResponse[] {
+  const out: WorkResponse[] = [];
+  let current = create(WorkResponseSchema, { results });
+  let batch: WireLease[] = [];
   let bytes = 0;
-  for (const { lease, bytes: size } of leases) {
-    let current = out[out.length - 1]!;
-    if (current.leases.length > 0 && bytes + size > MAX_LEASE_BYTES_PER_MESSAGE) {
-      current = create(WorkResponseSchema, {});
-      out.push(current);
-      bytes = 0;
-    }
-    current.leases.push(lease);
-    bytes += size;
+  const close = () => {
+    const message = current;
+    out.push(withLeases(message, batch, (lease) => message.leases.push(lease)));
+    current = create(WorkResponseSchema, {});
+    batch = [];
+    bytes = 0;
+  };
+  for (const lease of leases) {
+    if (batch.length > 0 && bytes + lease.bytes > MAX_LEASE_BYTES_PER_MESSAGE) close();
+    batch.push(lease);
+    bytes += lease.bytes;
   }
+  close();
   return out;
 }

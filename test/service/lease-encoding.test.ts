@@ -1,0 +1,101 @@
+/**
+ * The hand-written Lease encoder against protobuf-es: the same bytes for
+ * every kind of job and JSON value, the nesting bound enforced while
+ * encoding, and a decoder that reads back the same lease.
+ */
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import type { Job } from "../../src/domain/job.js";
+import { asField, encodeLease, NestingTooDeep } from "../../src/service/lease-encoding.js";
+import { leaseToWire } from "../../src/service/wire.js";
+import { LeaseSchema, WorkResponseSchema } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { create } from "@bufbuild/protobuf";
+
+function job(overrides: Partial<Job> = {}): Job {
+  return {
+    id: "01a230ac-40d4-7659-bdf9-5453cc692072",
+    queue: "billing",
+    task: "invoice.generate",
+    payloadJson: '{"invoiceId":"inv_481"}',
+    priority: 0,
+    state: "running",
+    attempts: 1,
+    maxAttempts: 3,
+    retryBaseDelayMs: 15_000,
+    scheduleTime: 1_764_590_000_123,
+    createTime: 1_764_590_000_000,
+    updateTime: 1_764_590_001_999,
+    finishTime: null,
+    workerId: "worker-01",
+    leaseExpireTime: 1_764_590_061_999,
+    deliveries: 1,
+    lastError: null,
+    resultJson: null,
+    ...overrides,
+  } as Job;
+}
+
+/** A random JSON value of at most `depth` levels, with the awkward cases mixed in. */
+function randomJson(rand: () => number, depth: number): unknown {
+  const r = rand();
+  if (depth === 0 || r < 0.35) {
+    const scalars = [null, true, false, 0, -0, 1, -1, 0.5, 1e300, -(2 ** 60), 2 ** 53 + 2, "", "x", "é✓🙂", "a\u0000b", "long ".repeat(40)];
+    return scalars[Math.floor(rand() * scalars.length)];
+  }
+  const n = Math.floor(rand() * 5);
+  if (r < 0.65) return Array.from({ length: n }, () => randomJson(rand, depth - 1));
+  const keys = ["a", "b", "2", "10", "é", "", "key with space", "z"];
+  return Object.fromEntries(Array.from({ length: n }, (_, i) => [keys[(i * 3 + Math.floor(rand() * 8)) % keys.length], randomJson(rand, depth - 1)]));
+}
+
+function seeded(seed: number): () => number {
+  return () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
+}
+
+const nested = (levels: number) => "[".repeat(levels) + "1" + "]".repeat(levels);
+
+describe("encodeLease", () => {
+  it.each([
+    ["a running job", job()],
+    ["negative priority, zero retry delay, sub-second times", job({ priority: -100, retryBaseDelayMs: 0, scheduleTime: 1, createTime: 999, updateTime: 1000 })],
+    ["a finished job with a result and an error", job({ state: "completed", finishTime: 1_764_590_009_000, workerId: null, leaseExpireTime: null, resultJson: '{"url":"s3://x"}', lastError: "earlier: boom" })],
+    ["a null payload and a null result", job({ payloadJson: "null", resultJson: "null" })],
+    ["big counters", job({ attempts: 100, maxAttempts: 100, deliveries: 2 ** 31 - 1, priority: 100 })],
+    ["an empty object and an empty array", job({ payloadJson: "{}", resultJson: "[]" })],
+    ["32 levels", job({ payloadJson: nested(32), resultJson: JSON.stringify(JSON.parse(nested(31))) })],
+    ["a large payload", job({ payloadJson: JSON.stringify({ data: "x".repeat(60_000), list: Array.from({ length: 300 }, (_, i) => i) }) })],
+  ])("writes the bytes protobuf-es writes: %s", (_, j) => {
+    const lease = { job: j, leaseToken: "KJcpHvCkv1cwOCux5jbS6YS3goYN8Rc-mnKtalMnjis" };
+    expect(Buffer.from(encodeLease(lease)).toString("hex")).toBe(Buffer.from(toBinary(LeaseSchema, leaseToWire(lease))).toString("hex"));
+  });
+
+  it("writes the same bytes as protobuf-es for 500 random JSON payloads and results", () => {
+    const rand = seeded(7);
+    for (let i = 0; i < 500; i++) {
+      const lease = {
+        job: job({ payloadJson: JSON.stringify(randomJson(rand, 6)), resultJson: rand() < 0.5 ? null : JSON.stringify(randomJson(rand, 4)) }),
+        leaseToken: `token-${i}`,
+      };
+      const mine = encodeLease(lease);
+      expect(Buffer.from(mine).equals(Buffer.from(toBinary(LeaseSchema, leaseToWire(lease)))), lease.job.payloadJson).toBe(true);
+      expect(fromBinary(LeaseSchema, mine)).toEqual(leaseToWire(lease));
+    }
+  });
+
+  it("refuses a payload or result nested more than 32 levels", () => {
+    expect(() => encodeLease({ job: job({ payloadJson: nested(33) }), leaseToken: "t" })).toThrow(NestingTooDeep);
+    expect(() => encodeLease({ job: job({ resultJson: JSON.stringify({ a: JSON.parse(nested(32)) }) }), leaseToken: "t" })).toThrow(/result is nested/);
+    expect(() => encodeLease({ job: job({ payloadJson: "{not json" }), leaseToken: "t" })).toThrow(SyntaxError);
+  });
+
+  it("travels as an unknown field that a decoder reads as the repeated leases", () => {
+    const leases = [job(), job({ id: "01a230ac-40d5-76c8-a45d-79cad9938a7f", payloadJson: "[1,2]" })].map((j, i) => ({ job: j, leaseToken: `t${i}` }));
+    const response = create(WorkResponseSchema, {});
+    response.$unknown = leases.map((l) => asField(1, encodeLease(l)));
+    const decoded = fromBinary(WorkResponseSchema, toBinary(WorkResponseSchema, response));
+    expect(decoded.leases).toEqual(leases.map(leaseToWire));
+  });
+});
