@@ -66,8 +66,8 @@ export const SETTINGS = {
   responseCompression: {
     env: "LEASEQUEUE_RESPONSE_COMPRESSION",
     flag: "response-compression",
-    default: "on",
-    help: "compress responses over 1 KiB for clients that accept it: on or off",
+    default: "off",
+    help: "compress responses over 1 KiB for clients that accept it: on or off (off: CPU matters more than bytes on a LAN)",
   },
   http2MaxConcurrentStreams: {
     env: "LEASEQUEUE_HTTP2_MAX_CONCURRENT_STREAMS",

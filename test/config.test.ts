@@ -70,7 +70,7 @@ describe("configuration", () => {
   it("defaults the transport limits: gzip only, 256 HTTP/2 streams, HTTP/1.1's timeouts", () => {
     expect(resolveConfig({}, {})).toMatchObject({
       requestCompression: ["gzip"],
-      responseCompression: true,
+      responseCompression: false,
       http2MaxConcurrentStreams: 256,
       requestHeadersTimeoutMs: 30_000,
       requestTimeoutMs: 60_000,
