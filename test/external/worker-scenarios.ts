@@ -237,6 +237,10 @@ export async function drainOnSigterm(server: TestServer, cmd: WorkerCommand, lan
   const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "1", LEASEQUEUE_LEASE_SECONDS: "2" }));
   const running = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 3 } });
   await waitState(server, running, "JOB_STATE_RUNNING", worker);
+  // RUNNING on the server is not yet running in the worker: a lease still in
+  // transit when the signal lands is released instead (the right thing, but
+  // not what this scenario is about).
+  await worker.waitForLog(new RegExp(`claimed job ${running}`));
 
   worker.child.kill("SIGTERM");
   await worker.waitForLog(/stopping \(SIGTERM\): taking no new work, finishing 1 running job/);
