@@ -1,0 +1,45 @@
+/**
+ * Reads a V8 .cpuprofile (node --cpu-prof) and sums self time per function,
+ * so the bench can say what bounds the server: the top entries by self time,
+ * each with its share of all samples.
+ */
+
+/** Top `n` functions by self time: [{fn, where, selfMs, share}]. */
+export function topSelfTime(profile, n) {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const selfUs = new Map();
+  const deltas = profile.timeDeltas ?? [];
+  let total = 0;
+  for (let k = 0; k < profile.samples.length; k++) {
+    const dt = deltas[k] ?? 0;
+    total += dt;
+    const id = profile.samples[k];
+    selfUs.set(id, (selfUs.get(id) ?? 0) + dt);
+  }
+  const byFunction = new Map();
+  for (const [id, us] of selfUs) {
+    const { callFrame } = byId.get(id);
+    const fn = callFrame.functionName || "(anonymous)";
+    const where = callFrame.url ? `${shortUrl(callFrame.url)}:${callFrame.lineNumber + 1}` : "";
+    const key = `${fn}\u0000${where}`;
+    const entry = byFunction.get(key) ?? { fn, where, selfMs: 0, share: 0 };
+    entry.selfMs += us / 1000;
+    byFunction.set(key, entry);
+  }
+  const entries = [...byFunction.values()].sort((a, b) => b.selfMs - a.selfMs).slice(0, n);
+  for (const e of entries) {
+    e.share = total > 0 ? e.selfMs / (total / 1000) : 0;
+    e.selfMs = Number(e.selfMs.toFixed(1));
+    e.share = Number(e.share.toFixed(4));
+  }
+  return entries;
+}
+
+function shortUrl(url) {
+  const s = url.replace(/^file:\/\//, "");
+  const nm = s.lastIndexOf("/node_modules/");
+  if (nm >= 0) return s.slice(nm + 1);
+  const dist = s.indexOf("/dist/");
+  if (dist >= 0) return s.slice(dist + 1);
+  return s;
+}
