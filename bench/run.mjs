@@ -206,7 +206,7 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       serverCpuMs,
     };
   } finally {
-    await Promise.all([...workers, ...producers].map((c) => c.kill(3000)));
+    await Promise.all([...workers, ...producers].map((c) => c.stop(3000)));
   }
 }
 

@@ -160,7 +160,9 @@ const roles = {
       submitted: results.reduce((a, r) => a + r.submitted, 0),
       calls: results.reduce((a, r) => a + r.calls, 0),
     });
-    await Promise.all(producers.map((p) => p.close()));
+    // Keep the connections (and their PostgreSQL backends, whose CPU the parent meters) until the run ends.
+    await channel.next("stop");
+    await Promise.race([Promise.all(producers.map((p) => p.close())), sleep(3000)]);
   },
 
   async worker() {

@@ -57,6 +57,9 @@ export class Child {
     this.waiters = [];
     this.handlers = new Map();
     this.error = undefined;
+    this.proc.on("error", (err) => {
+      this.error ??= new Error(`${name}: ${err.message}`);
+    });
     this.proc.on("message", (msg) => {
       if (msg.type === "error") {
         this.error = new Error(`${name}: ${msg.message}`);
@@ -114,8 +117,9 @@ export class Child {
     });
   }
 
+  /** Sends a message; a child that has exited meanwhile (EPIPE) is not an error here: `next()` reports it. */
   send(msg) {
-    if (this.proc.connected) this.proc.send(msg);
+    if (this.proc.connected) this.proc.send(msg, () => {});
   }
 
   /** Asks the child to finish (message `stop`), then kills it if it has not exited within `graceMs`. */
