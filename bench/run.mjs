@@ -40,6 +40,7 @@ import { PEERS } from "./lib/peers.mjs";
 import { commandCpuMeter, mib, processCpuMs } from "./lib/proc.mjs";
 import { latencySummary, nowMs, sleep } from "./lib/timing.mjs";
 import { printReport } from "./lib/report.mjs";
+import { verifyExactlyOnce } from "./lib/verify.mjs";
 import { topSelfTime } from "./lib/cpu-profile.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -112,25 +113,6 @@ function machine() {
 }
 
 const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
-
-/** The payload indexes seen by every worker: exactly once each of 0..n-1? */
-function verifyExactlyOnce(arrays, n) {
-  const seen = new Uint8Array(n);
-  let completions = 0;
-  let duplicates = 0;
-  let outOfRange = 0;
-  for (const a of arrays) {
-    for (const i of a) {
-      completions++;
-      if (!Number.isInteger(i) || i < 0 || i >= n) outOfRange++;
-      else if (seen[i]++ > 0) duplicates++;
-    }
-  }
-  let missing = 0;
-  for (let i = 0; i < n; i++) if (seen[i] === 0) missing++;
-  const ok = completions === n && duplicates === 0 && missing === 0 && outOfRange === 0;
-  return { ok, completions, duplicates, missing, outOfRange };
-}
 
 function producerRanges(n) {
   const total = LAYOUT.producerProcesses * LAYOUT.producersPerProcess;
