@@ -22,6 +22,7 @@
  *   npm run bench -- --no-peers   LeaseQueue and ceilings only
  *   options: --scenarios=a,b,c,d  --peers=graphile-worker,pg-boss,bullmq
  *            --cpu-prof (an extra profiled run of (b); top self-time functions)
+ *            --synchronous=normal (server and SQLite ceiling without an fsync per commit)
  *            --out=FILE (default bench/results/<timestamp>.json)
  */
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync, renameSync } from "node:fs";
@@ -53,6 +54,7 @@ const { values: args } = parseArgs({
     "no-peers": { type: "boolean", default: false },
     scenarios: { type: "string" },
     "cpu-prof": { type: "boolean", default: false },
+    synchronous: { type: "string", default: "full" },
     out: { type: "string" },
   },
 });
@@ -70,6 +72,7 @@ const SCENARIOS = {
   c: { name: "(c) batched, 1M completed in the table", kind: "batched", history: true },
   d: { name: "(d) batched, 1000 idle WatchEvents", kind: "batched", watchers: true },
 };
+if (!["full", "normal"].includes(args.synchronous)) throw new Error(`--synchronous: "full" or "normal", not "${args.synchronous}"`);
 const wantedScenarios = (args.scenarios ?? (args.quick ? "a,b,d" : "a,b,c,d")).split(",").map((s) => s.trim()).filter(Boolean);
 for (const s of wantedScenarios) if (SCENARIOS[s] === undefined) throw new Error(`--scenarios: unknown scenario "${s}" (a, b, c, d)`);
 const wantedPeers = args.quick || args["no-peers"] ? [] : (args.peers ?? Object.keys(PEERS).join(",")).split(",").map((s) => s.trim()).filter(Boolean);
@@ -208,7 +211,7 @@ async function latencyPhase(script, config, label) {
 
 async function sqliteCeiling(batch, jobs) {
   const dbPath = join(runDir, `ceiling-${batch}.db`);
-  const child = forkChild(CHILD("sqlite-ceiling.mjs"), { dbPath, jobs, batch, timeLimitMs: 120_000 }, `sqlite ceiling batch ${batch}`);
+  const child = forkChild(CHILD("sqlite-ceiling.mjs"), { dbPath, jobs, batch, synchronous: args.synchronous, timeLimitMs: 120_000 }, `sqlite ceiling batch ${batch}`);
   try {
     const r = await child.next("done", 110_000);
     return { batch, jobs: r.jobs, commits: r.commits, seconds: r.ms / 1000, jobsPerSec: r.jobs / (r.ms / 1000) };
@@ -258,12 +261,12 @@ function historyTemplate(count) {
   return file;
 }
 
-async function runLeaseQueueScenario(key, { cpuProfDir } = {}) {
+async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = {}) {
   const scenario = SCENARIOS[key];
   const { driver, unusedBatchedRpcs, submitBatchView } = selectDriver(scenario.kind, pb.LeaseQueueService, pb);
   const db = join(runDir, `leasequeue-${key}${cpuProfDir ? "-profiled" : ""}.db`);
   if (scenario.history) copyFileSync(historyTemplate(SIZES.historyJobs), db);
-  const server = await startLeaseQueueServer({ db, cpuProfDir });
+  const server = await startLeaseQueueServer({ db, cpuProfDir, env: { LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous } });
   let watchers;
   try {
     const script = CHILD("leasequeue-client.mjs");
@@ -285,7 +288,7 @@ async function runLeaseQueueScenario(key, { cpuProfDir } = {}) {
         return { start: () => (c0 = server.cpuMs()), stop: () => server.cpuMs() - c0 };
       })(),
     });
-    const latency = await latencyPhase(script, { url: server.url, kind: scenario.kind, samples: SIZES.latencySamples, warmup: SIZES.latencyWarmup, queue: "latency" }, `leasequeue ${key}`);
+    const latency = skipLatency ? null : await latencyPhase(script, { url: server.url, kind: scenario.kind, samples: SIZES.latencySamples, warmup: SIZES.latencyWarmup, queue: "latency" }, `leasequeue ${key}`);
     if (watchers !== undefined) {
       watchers.send({ type: "stop" });
       watchersResult = await watchers.next("result", 30_000);
@@ -297,7 +300,7 @@ async function runLeaseQueueScenario(key, { cpuProfDir } = {}) {
       scenario: scenario.name,
       key,
       kind: scenario.kind,
-      system: "leasequeue",
+      system: args.synchronous === "full" ? "leasequeue" : `leasequeue (synchronous=${args.synchronous})`,
       api: driver.label,
       driver: driver.key,
       submitBatchView: scenario.kind === "batched" ? submitBatchView : undefined,
@@ -388,7 +391,8 @@ const report = {
   sizes: SIZES,
   layout: LAYOUT,
   transport: "gRPC over HTTP/2 (h2c), @connectrpc/connect-node createGrpcTransport, binary protobuf, one connection per producer and per worker process",
-  serverCommand: "node bin/leasequeue.js serve --db <fresh file> --port 0 --metrics-port 0 (synchronous=full)",
+  serverCommand: `node bin/leasequeue.js serve --db <fresh file> --port 0 --metrics-port 0 (LEASEQUEUE_SQLITE_SYNCHRONOUS=${args.synchronous})`,
+  synchronous: args.synchronous,
   ceilings: {},
   rows: [],
   skipped: [],
@@ -416,12 +420,12 @@ if (args["cpu-prof"]) {
   log("profiled extra run of (b) (not in the table)");
   const profDir = join(runDir, "profile");
   mkdirSync(profDir);
-  const row = await runLeaseQueueScenario("b", { cpuProfDir: profDir });
+  const row = await runLeaseQueueScenario("b", { cpuProfDir: profDir, skipLatency: true });
   const file = readdirSync(profDir).find((f) => f.endsWith(".cpuprofile"));
   report.cpuProfile = {
-    scenario: "(b) batched, server started with --cpu-prof (whole server lifetime: startup, throughput and latency phases)",
+    scenario: "(b) batched, server started with --cpu-prof (its whole life: startup and the throughput phase; no latency phase)",
     e2eJobsPerSec: row.e2eJobsPerSec,
-    top: file === undefined ? [] : topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25),
+    ...(file === undefined ? { top: [] } : topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25)),
   };
 }
 
@@ -431,7 +435,7 @@ const out = args.out ?? join(RESULTS_DIR, `${runId}.json`);
 printReport(report); // also adds each row's ratios to the report
 writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
 console.log(`\nJSON: ${out}`);
-const failed = report.rows.filter((r) => r.system === "leasequeue" && (!r.check.ok || r.outcome !== "handled"));
+const failed = report.rows.filter((r) => r.system.startsWith("leasequeue") && (!r.check.ok || r.outcome !== "handled"));
 if (failed.length > 0) {
   console.error(`LeaseQueue did not complete every job exactly once in: ${failed.map((r) => r.scenario).join(", ")}`);
   process.exitCode = 1;

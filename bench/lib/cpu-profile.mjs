@@ -1,10 +1,14 @@
 /**
  * Reads a V8 .cpuprofile (node --cpu-prof) and sums self time per function,
  * so the bench can say what bounds the server: the top entries by self time,
- * each with its share of all samples.
+ * each with its share of the time the server was busy.
  */
 
-/** Top `n` functions by self time: [{fn, where, selfMs, share}]. */
+/**
+ * Top `n` functions by self time: [{fn, where, selfMs, share}], where share
+ * is of the busy time (every sample but "(idle)", which is reported apart as
+ * `idleShare` on the returned array's `summary`).
+ */
 export function topSelfTime(profile, n) {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const selfUs = new Map();
@@ -26,13 +30,15 @@ export function topSelfTime(profile, n) {
     entry.selfMs += us / 1000;
     byFunction.set(key, entry);
   }
-  const entries = [...byFunction.values()].sort((a, b) => b.selfMs - a.selfMs).slice(0, n);
+  const idleMs = [...byFunction.values()].filter((e) => e.fn === "(idle)").reduce((a, e) => a + e.selfMs, 0);
+  const busyMs = total / 1000 - idleMs;
+  const entries = [...byFunction.values()].filter((e) => e.fn !== "(idle)").sort((a, b) => b.selfMs - a.selfMs).slice(0, n);
   for (const e of entries) {
-    e.share = total > 0 ? e.selfMs / (total / 1000) : 0;
+    e.share = busyMs > 0 ? e.selfMs / busyMs : 0;
     e.selfMs = Number(e.selfMs.toFixed(1));
     e.share = Number(e.share.toFixed(4));
   }
-  return entries;
+  return { totalMs: Number((total / 1000).toFixed(1)), idleShare: total > 0 ? Number((idleMs / (total / 1000)).toFixed(4)) : 0, top: entries };
 }
 
 function shortUrl(url) {

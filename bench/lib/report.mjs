@@ -75,7 +75,32 @@ export function printReport(report) {
   }
   for (const s of report.skipped) console.log(`  skipped ${s.system}: ${s.skipped}`);
   if (report.cpuProfile !== undefined) {
-    console.log(`\nServer CPU profile, ${report.cpuProfile.scenario}; top self time:`);
+    console.log(`\nServer CPU profile, ${report.cpuProfile.scenario}; idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; top self time, share of busy time:`);
     for (const e of report.cpuProfile.top.slice(0, 15)) console.log(`  ${(e.share * 100).toFixed(1).padStart(5)}%  ${e.fn}  ${e.where}`);
   }
+}
+
+/** The same table as Markdown, for docs/performance.md (ratios must already be on the rows: run printReport first or read a saved JSON). */
+export function markdownReport(report) {
+  const c = report.ceilings;
+  const lines = [
+    "| scenario | system | API | enqueue jobs/s | ÷ ceiling | end-to-end jobs/s | ÷ ceiling | submit-to-lease p50 / p99 ms | server CPU s (ms/job) | peak RSS MiB | exactly once |",
+    "|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
+  ];
+  for (const r of report.rows) {
+    const e2e = r.e2eJobsPerSec !== null ? f0(r.e2eJobsPerSec) : `${f0(r.partialJobsPerSec)} (${r.check.completions} of ${report.sizes.jobs} in ${report.sizes.peerTimeoutMs / 1000} s)`;
+    const check = r.outcome === "handled" ? (r.check.ok ? "yes" : `**no** ${JSON.stringify(r.check)}`) : "timed out";
+    lines.push(
+      `| ${r.scenario} | ${r.system}${r.version ? ` ${r.version}` : ""} | ${r.api} | ${f0(r.enqueueJobsPerSec)} | ${f2(r.ratio?.enqueue)} | ${e2e} | ${f3(r.ratio?.e2e)} | ${f1(r.latency?.p50)} / ${f1(r.latency?.p99)} | ${f1(r.serverCpuSeconds)} (${f2(r.serverCpuMsPerJob)}) | ${r.peakRssMiB === null ? "-" : f0(r.peakRssMiB)} | ${check} |`,
+    );
+  }
+  lines.push(
+    "",
+    "| ceiling (same run) | figure |",
+    "|---|--:|",
+    `| in-process SQLite loop, 1 job per commit (${c.sqliteBatch1.jobs} jobs) | ${f0(c.sqliteBatch1.jobsPerSec)} jobs/s |`,
+    `| in-process SQLite loop, 100 jobs per commit (${c.sqliteBatch100.jobs} jobs) | ${f0(c.sqliteBatch100.jobsPerSec)} jobs/s |`,
+    `| do-nothing gRPC unary handler, 64 callers (${c.noopGrpc.calls} calls) | ${f0(c.noopGrpc.callsPerSec)} calls/s (÷ 3 = ${f0(c.noopGrpc.callsPerSec / 3)}); ${f2(c.noopGrpc.serverCpuMsPerCall)} ms server CPU per call |`,
+  );
+  return lines.join("\n");
 }

@@ -49,11 +49,14 @@ describe("topSelfTime", () => {
         { id: 1, callFrame: { functionName: "(root)", url: "", lineNumber: -1 } },
         { id: 2, callFrame: { functionName: "commit", url: "file:///x/dist/src/store/sqlite/sqlite-store.js", lineNumber: 9 } },
         { id: 3, callFrame: { functionName: "encode", url: "file:///x/node_modules/@bufbuild/protobuf/dist/x.js", lineNumber: 0 } },
+        { id: 4, callFrame: { functionName: "(idle)", url: "", lineNumber: -1 } },
       ],
-      samples: [2, 3, 2, 2],
-      timeDeltas: [1000, 1000, 1000, 1000],
+      samples: [2, 3, 4, 2, 2, 4],
+      timeDeltas: [1000, 1000, 1000, 1000, 1000, 1000],
     };
-    const top = topSelfTime(profile, 2);
+    const { top, idleShare, totalMs } = topSelfTime(profile, 2);
+    expect(totalMs).toBe(6);
+    expect(idleShare).toBeCloseTo(1 / 3, 3);
     expect(top[0]).toEqual({ fn: "commit", where: "dist/src/store/sqlite/sqlite-store.js:10", selfMs: 3, share: 0.75 });
     expect(top[1]).toMatchObject({ fn: "encode", where: "node_modules/@bufbuild/protobuf/dist/x.js:1", share: 0.25 });
   });
