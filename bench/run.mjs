@@ -61,7 +61,7 @@ const { values: args } = parseArgs({
 
 /** Fixed sizes, so that runs compare. */
 const SIZES = args.quick
-  ? { jobs: 1000, latencySamples: 50, latencyWarmup: 10, historyJobs: 0, watchers: 1000, watcherConnections: 50, noopCalls: 3000, sqliteBatch1Jobs: 500, sqliteBatch100Jobs: 5000, scenarioTimeoutMs: 40_000, peerTimeoutMs: 0, peerLatencySamples: 0 }
+  ? { jobs: 1000, latencySamples: 50, latencyWarmup: 10, historyJobs: 0, watchers: 1000, watcherConnections: 50, noopCalls: 2000, sqliteBatch1Jobs: 500, sqliteBatch100Jobs: 5000, scenarioTimeoutMs: 40_000, peerTimeoutMs: 0, peerLatencySamples: 0 }
   : { jobs: 5000, latencySamples: 500, latencyWarmup: 20, historyJobs: 1_000_000, watchers: 1000, watcherConnections: 50, noopCalls: 20_000, sqliteBatch1Jobs: 5000, sqliteBatch100Jobs: 50_000, scenarioTimeoutMs: 120_000, peerTimeoutMs: 60_000, peerLatencySamples: 200 };
 /** Client layout: 8 producers and 16 worker slots, as processes x per process. */
 const LAYOUT = { producerProcesses: 2, producersPerProcess: 4, workerProcesses: 4, slotsPerWorker: 4, maxInFlight: 64, batchSize: 100 };
@@ -115,7 +115,8 @@ function machine() {
   };
 }
 
-const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
+const t0 = performance.now();
+const log = (msg) => process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${msg}\n`);
 
 function producerRanges(n) {
   const total = LAYOUT.producerProcesses * LAYOUT.producersPerProcess;
@@ -144,6 +145,7 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
   );
   try {
     await Promise.all([...workers, ...producers].map((c) => c.next("ready", readyTimeout)));
+    log(`  ${label}: ${workers.length} worker and ${producers.length} producer processes ready`);
     const counts = new Array(workers.length).fill(0);
     let allHandled;
     const handled = new Promise((resolve) => (allHandled = resolve));
@@ -158,8 +160,9 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
     for (const p of producers) p.send({ type: "go" });
     const produced = Promise.all(producers.map((p) => p.next("done", timeoutMs)));
     produced.catch(() => {});
-    const timedOut = sleep(timeoutMs).then(() => "timeout");
-    const outcome = await Promise.race([handled.then(() => "handled"), timedOut, produced.then(() => new Promise(() => {}), (e) => Promise.reject(e))]);
+    let timer;
+    const timedOut = new Promise((resolve) => (timer = setTimeout(() => resolve("timeout"), timeoutMs)));
+    const outcome = await Promise.race([handled.then(() => "handled"), timedOut, produced.then(() => new Promise(() => {}), (e) => Promise.reject(e))]).finally(() => clearTimeout(timer));
     let end;
     let storeCheck;
     if (outcome === "handled" && storeDone !== undefined) {
@@ -267,6 +270,7 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = 
   const db = join(runDir, `leasequeue-${key}${cpuProfDir ? "-profiled" : ""}.db`);
   if (scenario.history) copyFileSync(historyTemplate(SIZES.historyJobs), db);
   const server = await startLeaseQueueServer({ db, cpuProfDir, env: { LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous } });
+  log(`  server listening at ${server.url}`);
   let watchers;
   try {
     const script = CHILD("leasequeue-client.mjs");
@@ -274,6 +278,7 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = 
     if (scenario.watchers) {
       watchers = forkChild(script, { role: "watchers", url: server.url, count: SIZES.watchers, connections: SIZES.watcherConnections, queue: "bench-quiet", timeLimitMs: SIZES.scenarioTimeoutMs + 180_000 }, "watchers");
       await watchers.next("ready", 60_000);
+      log(`  ${SIZES.watchers} WatchEvents streams open`);
     }
     const tp = await throughputPhase({
       label: `leasequeue ${key}`,
@@ -288,14 +293,17 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = 
         return { start: () => (c0 = server.cpuMs()), stop: () => server.cpuMs() - c0 };
       })(),
     });
+    log(`  throughput phase done: ${tp.outcome}, e2e ${tp.e2eSeconds?.toFixed(1)} s`);
     const latency = skipLatency ? null : await latencyPhase(script, { url: server.url, kind: scenario.kind, samples: SIZES.latencySamples, warmup: SIZES.latencyWarmup, queue: "latency" }, `leasequeue ${key}`);
     if (watchers !== undefined) {
       watchers.send({ type: "stop" });
       watchersResult = await watchers.next("result", 30_000);
       if (watchersResult.stillOpen !== SIZES.watchers) throw new Error(`only ${watchersResult.stillOpen} of ${SIZES.watchers} WatchEvents streams were still open at the end`);
     }
+    log("  latency phase done");
     const warnings = server.warnings();
     const final = await server.stop();
+    log("  server stopped");
     return {
       scenario: scenario.name,
       key,
