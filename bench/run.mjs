@@ -162,7 +162,7 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
     produced.catch(() => {});
     let timer;
     const timedOut = new Promise((resolve) => (timer = setTimeout(() => resolve("timeout"), timeoutMs)));
-    const outcome = await Promise.race([handled.then(() => "handled"), timedOut, produced.then(() => new Promise(() => {}), (e) => Promise.reject(e))]).finally(() => clearTimeout(timer));
+    let outcome = await Promise.race([handled.then(() => "handled"), timedOut, produced.then(() => new Promise(() => {}), (e) => Promise.reject(e))]).finally(() => clearTimeout(timer));
     let end;
     let storeCheck;
     if (outcome === "handled" && storeDone !== undefined) {
@@ -173,6 +173,7 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
         await sleep(25);
       }
       end = nowMs();
+      if (storeCheck.done < n) outcome = "store-timeout";
     }
     const serverCpuMs = meter.stop();
     const produceResults = outcome === "handled" ? await produced : await Promise.race([produced, sleep(1000).then(() => [])]);
@@ -187,7 +188,7 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       check,
       storeCheck,
       enqueueJobsPerSec: produceResults.length === producers.length ? n / ((lastSubmit - first) / 1000) : null,
-      e2eJobsPerSec: outcome === "handled" ? n / ((end - first) / 1000) : null,
+      e2eJobsPerSec: outcome === "handled" ? n / ((end - first) / 1000) : null, // first submit -> last completion
       partialJobsPerSec: outcome === "handled" ? null : check.completions / ((nowMs() - goAt) / 1000),
       e2eSeconds: outcome === "handled" ? (end - first) / 1000 : null,
       submitCalls,

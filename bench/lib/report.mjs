@@ -37,7 +37,7 @@ export function printReport(report) {
       e2e: r.e2eJobsPerSec === null ? null : r.e2eJobsPerSec / ceil.e2e,
     };
     const e2e = r.e2eJobsPerSec !== null ? f0(r.e2eJobsPerSec) : `${f0(r.partialJobsPerSec)} (partial)`;
-    const check = r.outcome === "handled" ? (r.check.ok ? "exactly once" : `FAILED ${JSON.stringify(r.check)}`) : `TIMEOUT ${r.check.completions}/${report.sizes.jobs}`;
+    const check = r.outcome === "handled" ? (r.check.ok ? "exactly once" : `FAILED ${JSON.stringify(r.check)}`) : r.outcome === "store-timeout" ? `STORE ${r.storeCheck?.done}/${report.sizes.jobs}` : `TIMEOUT ${r.check.completions}/${report.sizes.jobs}`;
     return [
       r.scenario,
       r.system + (r.version ? ` ${r.version}` : ""),
