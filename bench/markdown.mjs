@@ -15,3 +15,7 @@ if (report.cpuProfile !== undefined) {
   console.log(`\nTop self time, ${report.cpuProfile.scenario}; the server was idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; shares are of its busy time:\n\n| share | function | where |\n|--:|---|---|`);
   for (const e of report.cpuProfile.top) console.log(`| ${(e.share * 100).toFixed(1)}% | \`${e.fn}\` | ${e.where} |`);
 }
+if (report.cpuProfile?.byArea !== undefined) {
+  console.log("\n| share of busy time | area |\n|--:|---|");
+  for (const a of report.cpuProfile.byArea) console.log(`| ${(a.share * 100).toFixed(1)}% | ${a.area} |`);
+}

@@ -38,7 +38,34 @@ export function topSelfTime(profile, n) {
     e.selfMs = Number(e.selfMs.toFixed(1));
     e.share = Number(e.share.toFixed(4));
   }
-  return { totalMs: Number((total / 1000).toFixed(1)), idleShare: total > 0 ? Number((idleMs / (total / 1000)).toFixed(4)) : 0, top: entries };
+  const areas = new Map();
+  for (const e of byFunction.values()) {
+    if (e.fn === "(idle)") continue;
+    const area = areaOf(e);
+    areas.set(area, (areas.get(area) ?? 0) + e.selfMs);
+  }
+  const byArea = [...areas].map(([area, ms]) => ({ area, selfMs: Number(ms.toFixed(1)), share: busyMs > 0 ? Number((ms / busyMs).toFixed(4)) : 0 })).sort((a, b) => b.selfMs - a.selfMs);
+  return { totalMs: Number((total / 1000).toFixed(1)), idleShare: total > 0 ? Number((idleMs / (total / 1000)).toFixed(4)) : 0, top: entries, byArea };
+}
+
+/**
+ * Where a function's self time belongs. SQLite's own work (native, inside
+ * better-sqlite3 calls) is charged to the JavaScript function that called
+ * the statement, so "server: store" is mostly SQLite executing statements.
+ */
+function areaOf({ fn, where }) {
+  if (fn === "(garbage collector)") return "garbage collector";
+  if (fn === "(program)" || fn === "(root)") return "V8/native outside JavaScript";
+  if (where.startsWith("dist/src/store/")) return "server: store (SQL statements run from here)";
+  if (where.startsWith("dist/src/dispatch/")) return "server: dispatch (claim streams, wake-ups, event feed)";
+  if (where.startsWith("dist/src/service/")) return "server: service (validation, wire mapping)";
+  if (where.startsWith("dist/src/") || where.startsWith("dist/gen/")) return "server: other (app, server, metrics, domain, generated code)";
+  if (where.startsWith("node_modules/better-sqlite3/")) return "better-sqlite3 wrappers (exec: BEGIN/COMMIT, fsync)";
+  if (where.startsWith("node_modules/@connectrpc/")) return "connect-es (RPC protocol)";
+  if (where.startsWith("node_modules/@bufbuild/")) return "protobuf-es (encode/decode)";
+  if (where.startsWith("node_modules/")) return `other packages (${where.split("/")[1]}...)`;
+  if (where.startsWith("node:")) return "Node.js internals (http2, net, streams, zlib, crypto, events)";
+  return "other";
 }
 
 function shortUrl(url) {

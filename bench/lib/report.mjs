@@ -77,6 +77,8 @@ export function printReport(report) {
   if (report.cpuProfile !== undefined) {
     console.log(`\nServer CPU profile, ${report.cpuProfile.scenario}; idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; top self time, share of busy time:`);
     for (const e of report.cpuProfile.top.slice(0, 15)) console.log(`  ${(e.share * 100).toFixed(1).padStart(5)}%  ${e.fn}  ${e.where}`);
+    console.log("  by area:");
+    for (const a of report.cpuProfile.byArea ?? []) console.log(`  ${(a.share * 100).toFixed(1).padStart(5)}%  ${a.area}`);
   }
 }
 
