@@ -420,7 +420,15 @@ for (const key of wantedScenarios) {
   report.rows.push(await runLeaseQueueScenario(key));
 }
 for (const name of wantedPeers) {
-  for (const row of await runPeer(name)) {
+  let rows;
+  try {
+    rows = await runPeer(name);
+  } catch (err) {
+    // A peer that breaks mid-run is reported, not allowed to lose the LeaseQueue figures.
+    log(`${name} failed: ${err.message}`);
+    rows = [{ system: name, skipped: `failed during the run: ${err.message.split("\n")[0]}` }];
+  }
+  for (const row of rows) {
     if (row.skipped !== undefined) report.skipped.push(row);
     else report.rows.push(row);
   }
