@@ -1,0 +1,78 @@
+/**
+ * Reads a V8 .cpuprofile (node --cpu-prof) and sums self time per function,
+ * so the bench can say what bounds the server: the top entries by self time,
+ * each with its share of the time the server was busy.
+ */
+
+/**
+ * Top `n` functions by self time: [{fn, where, selfMs, share}], where share
+ * is of the busy time (every sample but "(idle)", which is reported apart as
+ * `idleShare` on the returned array's `summary`).
+ */
+export function topSelfTime(profile, n) {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const selfUs = new Map();
+  const deltas = profile.timeDeltas ?? [];
+  let total = 0;
+  for (let k = 0; k < profile.samples.length; k++) {
+    const dt = deltas[k] ?? 0;
+    total += dt;
+    const id = profile.samples[k];
+    selfUs.set(id, (selfUs.get(id) ?? 0) + dt);
+  }
+  const byFunction = new Map();
+  for (const [id, us] of selfUs) {
+    const { callFrame } = byId.get(id);
+    const fn = callFrame.functionName || "(anonymous)";
+    const where = callFrame.url ? `${shortUrl(callFrame.url)}:${callFrame.lineNumber + 1}` : "";
+    const key = `${fn}\u0000${where}`;
+    const entry = byFunction.get(key) ?? { fn, where, selfMs: 0, share: 0 };
+    entry.selfMs += us / 1000;
+    byFunction.set(key, entry);
+  }
+  const idleMs = [...byFunction.values()].filter((e) => e.fn === "(idle)").reduce((a, e) => a + e.selfMs, 0);
+  const busyMs = total / 1000 - idleMs;
+  const entries = [...byFunction.values()].filter((e) => e.fn !== "(idle)").sort((a, b) => b.selfMs - a.selfMs).slice(0, n);
+  for (const e of entries) {
+    e.share = busyMs > 0 ? e.selfMs / busyMs : 0;
+    e.selfMs = Number(e.selfMs.toFixed(1));
+    e.share = Number(e.share.toFixed(4));
+  }
+  const areas = new Map();
+  for (const e of byFunction.values()) {
+    if (e.fn === "(idle)") continue;
+    const area = areaOf(e);
+    areas.set(area, (areas.get(area) ?? 0) + e.selfMs);
+  }
+  const byArea = [...areas].map(([area, ms]) => ({ area, selfMs: Number(ms.toFixed(1)), share: busyMs > 0 ? Number((ms / busyMs).toFixed(4)) : 0 })).sort((a, b) => b.selfMs - a.selfMs);
+  return { totalMs: Number((total / 1000).toFixed(1)), idleShare: total > 0 ? Number((idleMs / (total / 1000)).toFixed(4)) : 0, top: entries, byArea };
+}
+
+/**
+ * Where a function's self time belongs. SQLite's own work (native, inside
+ * better-sqlite3 calls) is charged to the JavaScript function that called
+ * the statement, so "server: store" is mostly SQLite executing statements.
+ */
+function areaOf({ fn, where }) {
+  if (fn === "(garbage collector)") return "garbage collector";
+  if (fn === "(program)" || fn === "(root)") return "V8/native outside JavaScript";
+  if (where.startsWith("dist/src/store/")) return "server: store (SQL statements run from here)";
+  if (where.startsWith("dist/src/dispatch/")) return "server: dispatch (claim streams, wake-ups, event feed)";
+  if (where.startsWith("dist/src/service/")) return "server: service (validation, wire mapping)";
+  if (where.startsWith("dist/src/") || where.startsWith("dist/gen/")) return "server: other (app, server, metrics, domain, generated code)";
+  if (where.startsWith("node_modules/better-sqlite3/")) return "better-sqlite3 wrappers (exec: BEGIN/COMMIT, fsync)";
+  if (where.startsWith("node_modules/@connectrpc/")) return "connect-es (RPC protocol)";
+  if (where.startsWith("node_modules/@bufbuild/")) return "protobuf-es (encode/decode)";
+  if (where.startsWith("node_modules/")) return `other packages (${where.split("/")[1]}...)`;
+  if (where.startsWith("node:")) return "Node.js internals (http2, net, streams, zlib, crypto, events)";
+  return "other";
+}
+
+function shortUrl(url) {
+  const s = url.replace(/^file:\/\//, "");
+  const nm = s.lastIndexOf("/node_modules/");
+  if (nm >= 0) return s.slice(nm + 1);
+  const dist = s.indexOf("/dist/");
+  if (dist >= 0) return s.slice(dist + 1);
+  return s;
+}

@@ -1,0 +1,212 @@
+/**
+ * How bench client processes drive LeaseQueue, per scenario kind and API.
+ *
+ * DRIVERS maps a scenario kind ("unary", "batched") to the ways of running
+ * it, most preferred first. Each driver lists the RPCs it calls;
+ * `selectDriver` takes the first one whose RPCs the generated service
+ * descriptor has, so a driver for
+ * the batched path of api.md section A (Work + acknowledgements) added to
+ * the front of `batched` is used as soon as the server's protos have it,
+ * and rows are named after the driver that actually ran.
+ *
+ * A driver has:
+ *   label                   what ran, for the table
+ *   calls                   the RPCs it uses; it runs only if the descriptor has them all
+ *   produce(ctx)            submit jobs [from, to) of this producer
+ *   work(ctx)               take and finish jobs until ctx.signal aborts
+ *   latency(ctx)            submit-to-lease samples on an idle worker
+ */
+import { fromJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { nowMs, sleep } from "./timing.mjs";
+
+const LEASE_DURATION = { seconds: 60n };
+
+/** The `i` of a bench job's payload {"i": n}, read without a JSON round trip. */
+export function payloadIndex(job) {
+  const v = job.payload?.kind?.case === "structValue" ? job.payload.kind.value.fields.i : undefined;
+  if (v?.kind?.case !== "numberValue") throw new Error(`job ${job.id} has no payload {"i": n}`);
+  return v.kind.value;
+}
+
+function submitRequest(queue, i) {
+  return { queue, task: "bench", payload: fromJson(ValueSchema, { i }) };
+}
+
+function aborted(err, signal) {
+  return signal.aborted || err?.name === "AbortError" || err?.code === 1; // Code.Canceled
+}
+
+/** One Submit per job, awaited in turn: a producer that has one job at a time. */
+async function submitEach({ client, queue, from, to }) {
+  let first = null;
+  for (let i = from; i < to; i++) {
+    const t = nowMs();
+    first ??= t;
+    await client.submit(submitRequest(queue, i));
+  }
+  return { first, last: nowMs(), submitted: to - from, calls: to - from };
+}
+
+/** SubmitBatch of `batchSize` jobs per call, awaited in turn; asks for JOB_VIEW_BASIC when the request has `view`. */
+async function submitBatches({ client, queue, from, to, batchSize, schemas }) {
+  const basicView = schemas.SubmitBatchRequestSchema.field.view !== undefined ? { view: 2 /* JOB_VIEW_BASIC */ } : {};
+  let first = null;
+  let calls = 0;
+  for (let i = from; i < to; i += batchSize) {
+    const jobs = [];
+    for (let j = i; j < Math.min(to, i + batchSize); j++) jobs.push(submitRequest(queue, j));
+    const t = nowMs();
+    first ??= t;
+    const res = await client.submitBatch({ jobs, ...basicView });
+    if (res.results.length !== jobs.length) throw new Error(`SubmitBatch answered ${res.results.length} results for ${jobs.length} jobs`);
+    calls++;
+  }
+  return { first, last: nowMs(), submitted: to - from, calls };
+}
+
+/** `slots` loops of long-poll Claim (max_jobs 1, wait 5 s) then Complete. */
+async function claimCompleteLoops({ client, queue, workerId, slots, signal, onCompleted, onReady }) {
+  onReady();
+  const loop = async (slot) => {
+    while (!signal.aborted) {
+      let res;
+      try {
+        res = await client.claim({ queue, workerId: `${workerId}-${slot}`, leaseDuration: LEASE_DURATION, maxJobs: 1, wait: { seconds: 5n } }, { signal });
+      } catch (err) {
+        if (aborted(err, signal)) return;
+        throw err;
+      }
+      for (const lease of res.leases) {
+        const i = payloadIndex(lease.job);
+        await client.complete({ jobId: lease.job.id, leaseToken: lease.leaseToken });
+        onCompleted(i, nowMs());
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: slots }, (_, s) => loop(s)));
+}
+
+/** One StreamClaims (max_in_flight) per worker process; each lease is completed with its own Complete as soon as it arrives. */
+async function streamClaimsCompleteEach({ client, queue, workerId, maxInFlight, signal, onCompleted, onReady }) {
+  const pending = new Set();
+  let failure;
+  try {
+    for await (const msg of client.streamClaims({ queue, workerId, leaseDuration: LEASE_DURATION, maxInFlight }, { signal })) {
+      if (msg.lease === undefined) {
+        onReady(); // the first message is a keepalive: the stream is registered
+        continue;
+      }
+      const { job, leaseToken } = msg.lease;
+      const i = payloadIndex(job);
+      const p = client.complete({ jobId: job.id, leaseToken }).then(
+        () => onCompleted(i, nowMs()),
+        (err) => {
+          failure ??= err;
+        },
+      );
+      pending.add(p);
+      p.finally(() => pending.delete(p));
+      if (failure !== undefined) throw failure;
+    }
+  } catch (err) {
+    if (!aborted(err, signal)) throw err;
+  }
+  await Promise.all(pending);
+  if (failure !== undefined && !aborted(failure, signal)) throw failure;
+}
+
+/**
+ * Submit-to-lease on an idle StreamClaims stream (max_in_flight 1): Submit
+ * one job, time until its lease arrives on the stream, Complete it, next.
+ * Producer and worker use separate connections.
+ */
+async function streamLatency({ producer, worker, queue, samples, warmup }) {
+  const abort = new AbortController();
+  const stream = worker.streamClaims({ queue, workerId: "latency", maxInFlight: 1, leaseDuration: LEASE_DURATION }, { signal: abort.signal })[Symbol.asyncIterator]();
+  const nextLease = async () => {
+    for (;;) {
+      const { value, done } = await stream.next();
+      if (done) throw new Error("the claim stream ended");
+      if (value.lease !== undefined) return value.lease;
+    }
+  };
+  const first = await stream.next(); // keepalive: registered and idle
+  if (first.done) throw new Error("the claim stream ended at once");
+  const out = [];
+  try {
+    for (let n = 0; n < warmup + samples; n++) {
+      const t0 = nowMs();
+      const leased = nextLease().then((lease) => ({ lease, at: nowMs() }));
+      const { job } = await producer.submit(submitRequest(queue, n));
+      const { lease, at } = await leased;
+      if (lease.job.id !== job.id) throw new Error("the idle stream leased a different job");
+      if (n >= warmup) out.push(at - t0);
+      await worker.complete({ jobId: lease.job.id, leaseToken: lease.leaseToken });
+    }
+  } finally {
+    abort.abort();
+    await stream.return?.().catch(() => {});
+  }
+  return out;
+}
+
+/**
+ * Submit-to-lease through an idle long-poll Claim (wait 10 s): the Claim is
+ * sent first and given 20 ms to park on the server, then the job is
+ * submitted; the sample is Submit start -> Claim response.
+ */
+async function longPollLatency({ producer, worker, queue, samples, warmup }) {
+  const out = [];
+  for (let n = 0; n < warmup + samples; n++) {
+    const claimed = worker.claim({ queue, workerId: "latency", leaseDuration: LEASE_DURATION, maxJobs: 1, wait: { seconds: 10n } }).then((res) => ({ res, at: nowMs() }));
+    await sleep(20);
+    const t0 = nowMs();
+    const { job } = await producer.submit(submitRequest(queue, n));
+    const { res, at } = await claimed;
+    if (res.leases.length !== 1 || res.leases[0].job.id !== job.id) throw new Error("the long-poll did not lease the submitted job");
+    if (n >= warmup) out.push(at - t0);
+    await worker.complete({ jobId: job.id, leaseToken: res.leases[0].leaseToken });
+  }
+  return out;
+}
+
+export const DRIVERS = {
+  unary: [
+    {
+      key: "submit+claim+complete",
+      label: "Submit; Claim(wait) + Complete",
+      latencyLabel: "idle long-poll Claim",
+      calls: ["submit", "claim", "complete"],
+      produce: submitEach,
+      work: claimCompleteLoops,
+      latency: longPollLatency,
+    },
+  ],
+  batched: [
+    {
+      key: "submitbatch+streamclaims+complete",
+      label: "SubmitBatch(100); StreamClaims(64) + Complete",
+      latencyLabel: "idle StreamClaims",
+      calls: ["submitBatch", "streamClaims", "complete"],
+      produce: submitBatches,
+      work: streamClaimsCompleteEach,
+      latency: streamLatency,
+    },
+  ],
+};
+
+/**
+ * The driver for a scenario kind: the first in DRIVERS[kind] whose RPCs the
+ * descriptor has. Also reports the section-A RPCs that the descriptor has
+ * but no listed driver uses, so a run says what it did not measure.
+ */
+export function selectDriver(kind, service, schemas) {
+  const candidates = DRIVERS[kind];
+  if (candidates === undefined) throw new Error(`no drivers for scenario kind ${kind}`);
+  const driver = candidates.find((d) => d.calls.every((m) => service.method[m] !== undefined));
+  if (driver === undefined) throw new Error(`the service descriptor lacks the RPCs of every ${kind} driver`);
+  const unused = kind === "batched" ? ["work", "acknowledge"].filter((m) => service.method[m] !== undefined && !driver.calls.includes(m)) : [];
+  const view = kind === "batched" && schemas.SubmitBatchRequestSchema.field.view !== undefined ? "JOB_VIEW_BASIC" : "full jobs (no JobView yet)";
+  return { driver, unusedBatchedRpcs: unused, submitBatchView: view };
+}

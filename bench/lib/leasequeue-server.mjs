@@ -1,0 +1,74 @@
+/**
+ * The server under test as its users run it: `node bin/leasequeue.js serve`
+ * in its own process, on a fresh database file, ports chosen by the kernel.
+ * The API URL comes from its "api listening" log line; CPU and peak RSS
+ * from /proc while it runs.
+ */
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { spawnTracked } from "./children.mjs";
+import { processCpuMs, processMemory } from "./proc.mjs";
+
+const BIN = fileURLToPath(new URL("../../bin/leasequeue.js", import.meta.url));
+
+/**
+ * Starts the server; resolves once it listens.
+ * options: db (path), env (extra environment, e.g. LEASEQUEUE_SQLITE_SYNCHRONOUS),
+ * cpuProfDir (write a V8 CPU profile there on exit), startTimeoutMs.
+ */
+export async function startLeaseQueueServer({ db, env = {}, cpuProfDir, startTimeoutMs = 30_000 }) {
+  const nodeArgs = cpuProfDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`];
+  const { proc, exited, stderrTail } = spawnTracked(
+    process.execPath,
+    [...nodeArgs, BIN, "serve", "--db", db, "--port", "0", "--metrics-port", "0"],
+    { env: { ...process.env, ...env } },
+    "leasequeue server",
+  );
+  const lines = createInterface({ input: proc.stdout });
+  const logTail = [];
+  const listening = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not log "api listening" within ${startTimeoutMs} ms\n${logTail.join("\n")}\n${stderrTail()}`)), startTimeoutMs);
+    lines.on("line", (line) => {
+      logTail.push(line);
+      if (logTail.length > 50) logTail.shift();
+      let entry;
+      try {
+        entry = JSON.parse(line);
+      } catch {
+        return;
+      }
+      if (entry.msg === "api listening" && typeof entry.url === "string") {
+        clearTimeout(timer);
+        resolve(entry.url);
+      }
+    });
+    exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited (code ${code}, signal ${signal}) before listening\n${logTail.join("\n")}\n${stderrTail()}`));
+    });
+  });
+  const url = await listening;
+  const pid = proc.pid;
+  let last = { cpuMs: 0, peakRssBytes: 0 };
+  return {
+    url,
+    pid,
+    /** CPU ms used so far. */
+    cpuMs: () => processCpuMs(pid) ?? last.cpuMs,
+    /** Highest RSS since start (VmHWM), bytes. */
+    peakRssBytes: () => processMemory(pid)?.peakRssBytes ?? last.peakRssBytes,
+    /** Log lines at warn level or above seen so far (a healthy run has none). */
+    warnings: () => logTail.filter((l) => /"level":"(warn|error)"/.test(l)),
+    /** SIGTERM (graceful: a CPU profile is written), SIGKILL after `graceMs`. Returns the final figures. */
+    async stop(graceMs = 20_000) {
+      last = { cpuMs: processCpuMs(pid) ?? last.cpuMs, peakRssBytes: processMemory(pid)?.peakRssBytes ?? last.peakRssBytes };
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill("SIGTERM");
+        const timer = setTimeout(() => proc.kill("SIGKILL"), graceMs);
+        await exited;
+        clearTimeout(timer);
+      }
+      return last;
+    },
+  };
+}

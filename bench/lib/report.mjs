@@ -1,0 +1,108 @@
+/**
+ * The printed table of a bench run: every row with its ratio to the ceiling
+ * that bounds it (unary: do-nothing calls/s / 3, since a job needs a Submit,
+ * a Claim and a Complete; batched: the in-process SQLite loop at 100 jobs
+ * per commit), then the ceilings and what each row actually ran.
+ */
+
+/** The ceilings a row is measured against: {enqueue, e2e, name}. */
+export function ceilingFor(row, ceilings) {
+  if (row.kind === "unary") {
+    const calls = ceilings.noopGrpc.callsPerSec;
+    return { enqueue: calls, e2e: calls / 3, name: "do-nothing gRPC calls/s (enqueue) and calls/s / 3 (end to end)" };
+  }
+  const loop = ceilings.sqliteBatch100.jobsPerSec;
+  return { enqueue: loop, e2e: loop, name: "in-process SQLite loop, 100 jobs per commit" };
+}
+
+const f0 = (x) => (x === null || x === undefined || Number.isNaN(x) ? "-" : Math.round(x).toLocaleString("en"));
+const f1 = (x) => (x === null || x === undefined || Number.isNaN(x) ? "-" : x.toFixed(1));
+const f2 = (x) => (x === null || x === undefined || Number.isNaN(x) ? "-" : x.toFixed(2));
+const f3 = (x) => (x === null || x === undefined || Number.isNaN(x) ? "-" : x.toFixed(3));
+
+function table(header, rows) {
+  const widths = header.map((h, k) => Math.max(h.length, ...rows.map((r) => String(r[k]).length)));
+  const line = (cells) => cells.map((c, k) => (k < 2 ? String(c).padEnd(widths[k]) : String(c).padStart(widths[k]))).join("  ");
+  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
+}
+
+/** Adds ratio fields to each row (in place) and prints the report. */
+export function printReport(report) {
+  const c = report.ceilings;
+  const rows = report.rows.map((r) => {
+    const ceil = ceilingFor(r, c);
+    r.ratio = {
+      ceiling: ceil.name,
+      enqueue: r.enqueueJobsPerSec === null ? null : r.enqueueJobsPerSec / ceil.enqueue,
+      e2e: r.e2eJobsPerSec === null ? null : r.e2eJobsPerSec / ceil.e2e,
+    };
+    const e2e = r.e2eJobsPerSec !== null ? f0(r.e2eJobsPerSec) : `${f0(r.partialJobsPerSec)} (partial)`;
+    const check = r.outcome === "handled" ? (r.check.ok ? "exactly once" : `FAILED ${JSON.stringify(r.check)}`) : r.outcome === "store-timeout" ? `STORE ${r.storeCheck?.done}/${report.sizes.jobs}` : `TIMEOUT ${r.check.completions}/${report.sizes.jobs}`;
+    return [
+      r.scenario,
+      r.system + (r.version ? ` ${r.version}` : ""),
+      f0(r.enqueueJobsPerSec),
+      f2(r.ratio.enqueue),
+      e2e,
+      f3(r.ratio.e2e),
+      f1(r.latency?.p50),
+      f1(r.latency?.p99),
+      f1(r.serverCpuSeconds),
+      r.serverCpuMsPerJob === undefined ? "-" : f2(r.serverCpuMsPerJob),
+      r.peakRssMiB === null ? "-" : f0(r.peakRssMiB),
+      check,
+    ];
+  });
+  const m = report.machine;
+  console.log(`\nLeaseQueue bench (${report.mode}), ${report.startedAt}: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB, ${m.disk}, Node ${m.node}, load at start ${m.loadAverage.join(" ")}`);
+  console.log(`${report.sizes.jobs} jobs {"i": n}; 8 producers (2 processes), 16 worker slots (4 processes); ${report.transport}\n`);
+  console.log(
+    table(
+      ["scenario", "system", "enqueue/s", "÷ceil", "e2e jobs/s", "÷ceil", "p50 ms", "p99 ms", "srv CPU s", "CPU ms/job", "peak RSS MiB", "check"],
+      rows,
+    ),
+  );
+  console.log("\nCeilings (same run):");
+  console.log(`  in-process SQLite loop, 1 job per commit:    ${f0(c.sqliteBatch1.jobsPerSec)} jobs/s (${c.sqliteBatch1.jobs} jobs, ${c.sqliteBatch1.commits} commits)`);
+  console.log(`  in-process SQLite loop, 100 jobs per commit: ${f0(c.sqliteBatch100.jobsPerSec)} jobs/s (${c.sqliteBatch100.jobs} jobs, ${c.sqliteBatch100.commits} commits)`);
+  console.log(`  do-nothing gRPC unary handler, 64 callers:   ${f0(c.noopGrpc.callsPerSec)} calls/s (÷3 = ${f0(c.noopGrpc.callsPerSec / 3)} jobs/s), server ${f2(c.noopGrpc.serverCpuMsPerCall)} ms CPU/call`);
+  console.log("\nWhat each row ran (÷ceil: unary rows vs do-nothing calls/s (enqueue) and calls/s / 3 (e2e); batched rows vs the 100-per-commit loop):");
+  for (const r of report.rows) {
+    const extra = [r.submitBatchView ? `SubmitBatch returns ${r.submitBatchView}` : null, r.latencyOn ? `latency: ${r.latencyOn}` : null, r.watchers ? `${r.watchers.streams} WatchEvents on a quiet queue over ${r.watchers.connections} connections, ${r.watchers.eventsReceived} events received` : null, r.historyJobs ? `${r.historyJobs.toLocaleString("en")} completed jobs (+3 events each) in the file at start` : null, r.batchedRpcsNotUsed ? `descriptor also has ${r.batchedRpcsNotUsed.join(", ")}, which no bench driver uses yet` : null]
+      .filter(Boolean)
+      .join("; ");
+    console.log(`  ${r.scenario} / ${r.system}: ${r.api}${extra ? ` (${extra})` : ""}`);
+  }
+  for (const s of report.skipped) console.log(`  skipped ${s.system}: ${s.skipped}`);
+  if (report.cpuProfile !== undefined) {
+    console.log(`\nServer CPU profile, ${report.cpuProfile.scenario}; idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; top self time, share of busy time:`);
+    for (const e of report.cpuProfile.top.slice(0, 15)) console.log(`  ${(e.share * 100).toFixed(1).padStart(5)}%  ${e.fn}  ${e.where}`);
+    console.log("  by area:");
+    for (const a of report.cpuProfile.byArea ?? []) console.log(`  ${(a.share * 100).toFixed(1).padStart(5)}%  ${a.area}`);
+  }
+}
+
+/** The same table as Markdown, for docs/performance.md (ratios must already be on the rows: run printReport first or read a saved JSON). */
+export function markdownReport(report) {
+  const c = report.ceilings;
+  const lines = [
+    "| scenario | system | API | enqueue jobs/s | ÷ ceiling | end-to-end jobs/s | ÷ ceiling | submit-to-lease p50 / p99 ms | server CPU s (ms/job) | peak RSS MiB | exactly once |",
+    "|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
+  ];
+  for (const r of report.rows) {
+    const e2e = r.e2eJobsPerSec !== null ? f0(r.e2eJobsPerSec) : `${f0(r.partialJobsPerSec)} (${r.check.completions} of ${report.sizes.jobs} in ${report.sizes.peerTimeoutMs / 1000} s)`;
+    const check = r.outcome === "handled" ? (r.check.ok ? "yes" : `**no** ${JSON.stringify(r.check)}`) : "timed out";
+    lines.push(
+      `| ${r.scenario} | ${r.system}${r.version ? ` ${r.version}` : ""} | ${r.api} | ${f0(r.enqueueJobsPerSec)} | ${f2(r.ratio?.enqueue)} | ${e2e} | ${f3(r.ratio?.e2e)} | ${f1(r.latency?.p50)} / ${f1(r.latency?.p99)} | ${f1(r.serverCpuSeconds)} (${f2(r.serverCpuMsPerJob)}) | ${r.peakRssMiB === null ? "-" : f0(r.peakRssMiB)} | ${check} |`,
+    );
+  }
+  lines.push(
+    "",
+    "| ceiling (same run) | figure |",
+    "|---|--:|",
+    `| in-process SQLite loop, 1 job per commit (${c.sqliteBatch1.jobs} jobs) | ${f0(c.sqliteBatch1.jobsPerSec)} jobs/s |`,
+    `| in-process SQLite loop, 100 jobs per commit (${c.sqliteBatch100.jobs} jobs) | ${f0(c.sqliteBatch100.jobsPerSec)} jobs/s |`,
+    `| do-nothing gRPC unary handler, 64 callers (${c.noopGrpc.calls} calls) | ${f0(c.noopGrpc.callsPerSec)} calls/s (÷ 3 = ${f0(c.noopGrpc.callsPerSec / 3)}); ${f2(c.noopGrpc.serverCpuMsPerCall)} ms server CPU per call |`,
+  );
+  return lines.join("\n");
+}

@@ -1,0 +1,459 @@
+#!/usr/bin/env node
+/**
+ * `npm run bench`: LeaseQueue's throughput and latency, next to the ceilings
+ * of its two layers and to peer job queues, in one run on one machine.
+ *
+ * The server under test is `node bin/leasequeue.js serve` in its own process
+ * on a fresh SQLite file on a real disk; every client is a separate Node
+ * process (gRPC over HTTP/2, @connectrpc/connect-node createGrpcTransport).
+ * Workload, the same for every system: JOBS jobs with payload {"i": n},
+ * 8 producers (2 processes x 4), 16 worker slots (4 processes x 4); end to
+ * end = first submit to last completion, and every job must be completed
+ * exactly once (checked from the payloads the workers saw).
+ *
+ * Ceilings (same run): the in-process SQLite loop (insert -> claim ->
+ * complete; 1 and 100 jobs per transaction) and a do-nothing handler on the
+ * same gRPC transport (calls/s with 64 concurrent callers). Unary figures
+ * are shown as a ratio of (do-nothing calls/s / 3), since a job needs at
+ * least three calls; batched ones as a ratio of the 100-per-commit loop.
+ *
+ *   npm run bench                 full run with peers (several minutes)
+ *   npm run bench -- --quick      smaller sizes, no (c), no peers (< 1 min)
+ *   npm run bench -- --no-peers   LeaseQueue and ceilings only
+ *   options: --scenarios=a,b,c,d  --peers=graphile-worker,pg-boss,bullmq
+ *            --cpu-prof (an extra profiled run of (b); top self-time functions)
+ *            --synchronous=normal (server and SQLite ceiling without an fsync per commit)
+ *            --out=FILE (default bench/results/<timestamp>.json)
+ */
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync, renameSync } from "node:fs";
+import { createHash } from "node:crypto";
+import os from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import * as pb from "../dist/gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { MIGRATIONS } from "../dist/src/store/sqlite/migrations.js";
+import { forkChild } from "./lib/children.mjs";
+import { seedHistory } from "./lib/history.mjs";
+import { startLeaseQueueServer } from "./lib/leasequeue-server.mjs";
+import { selectDriver } from "./lib/leasequeue-drivers.mjs";
+import { PEERS } from "./lib/peers.mjs";
+import { commandCpuMeter, mib, processCpuMs } from "./lib/proc.mjs";
+import { latencySummary, nowMs, sleep } from "./lib/timing.mjs";
+import { printReport } from "./lib/report.mjs";
+import { verifyExactlyOnce } from "./lib/verify.mjs";
+import { topSelfTime } from "./lib/cpu-profile.mjs";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const CHILD = (name) => join(HERE, "children", name);
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    peers: { type: "string" },
+    "no-peers": { type: "boolean", default: false },
+    scenarios: { type: "string" },
+    "cpu-prof": { type: "boolean", default: false },
+    synchronous: { type: "string", default: "full" },
+    out: { type: "string" },
+  },
+});
+
+/** Fixed sizes, so that runs compare. */
+const SIZES = args.quick
+  ? { jobs: 1000, latencySamples: 50, latencyWarmup: 10, historyJobs: 0, watchers: 1000, watcherConnections: 50, noopCalls: 2000, sqliteBatch1Jobs: 500, sqliteBatch100Jobs: 5000, scenarioTimeoutMs: 40_000, peerTimeoutMs: 0, peerLatencySamples: 0 }
+  : { jobs: 5000, latencySamples: 500, latencyWarmup: 20, historyJobs: 1_000_000, watchers: 1000, watcherConnections: 50, noopCalls: 20_000, sqliteBatch1Jobs: 5000, sqliteBatch100Jobs: 50_000, scenarioTimeoutMs: 120_000, peerTimeoutMs: 60_000, peerLatencySamples: 200 };
+/** Client layout: 8 producers and 16 worker slots, as processes x per process. */
+const LAYOUT = { producerProcesses: 2, producersPerProcess: 4, workerProcesses: 4, slotsPerWorker: 4, maxInFlight: 64, batchSize: 100 };
+
+const SCENARIOS = {
+  a: { name: "(a) unary", kind: "unary" },
+  b: { name: "(b) batched", kind: "batched" },
+  c: { name: "(c) batched, 1M completed in the table", kind: "batched", history: true },
+  d: { name: "(d) batched, 1000 idle WatchEvents", kind: "batched", watchers: true },
+};
+if (!["full", "normal"].includes(args.synchronous)) throw new Error(`--synchronous: "full" or "normal", not "${args.synchronous}"`);
+const wantedScenarios = (args.scenarios ?? (args.quick ? "a,b,d" : "a,b,c,d")).split(",").map((s) => s.trim()).filter(Boolean);
+for (const s of wantedScenarios) if (SCENARIOS[s] === undefined) throw new Error(`--scenarios: unknown scenario "${s}" (a, b, c, d)`);
+const wantedPeers = args.quick || args["no-peers"] ? [] : (args.peers ?? Object.keys(PEERS).join(",")).split(",").map((s) => s.trim()).filter(Boolean);
+for (const p of wantedPeers) if (PEERS[p] === undefined) throw new Error(`--peers: unknown peer "${p}" (${Object.keys(PEERS).join(", ")})`);
+
+// ------------------------------------------------------------------ setup
+
+const DATA_DIR = join(HERE, ".data");
+const RESULTS_DIR = join(HERE, "results");
+mkdirSync(DATA_DIR, { recursive: true });
+mkdirSync(RESULTS_DIR, { recursive: true });
+const TMPFS_MAGIC = 0x01021994;
+const RAMFS_MAGIC = 0x858458f6;
+const fsType = statfsSync(DATA_DIR).type;
+if (fsType === TMPFS_MAGIC || fsType === RAMFS_MAGIC) throw new Error(`${DATA_DIR} is on a RAM file system; the bench needs a real disk (fsync must cost what it costs)`);
+
+const runId = new Date().toISOString().replace(/[:.]/g, "-");
+const runDir = join(DATA_DIR, `run-${runId}`);
+mkdirSync(runDir);
+process.on("exit", () => rmSync(runDir, { recursive: true, force: true }));
+
+function machine() {
+  let disk = "unknown";
+  try {
+    const mounts = readFileSync("/proc/mounts", "utf8").split("\n").map((l) => l.split(" "));
+    const best = mounts.filter((m) => m[1] && DATA_DIR.startsWith(m[1])).sort((x, y) => y[1].length - x[1].length)[0];
+    if (best) disk = `${best[0]} (${best[2]}) mounted at ${best[1]}`;
+  } catch {
+    // no /proc/mounts
+  }
+  return {
+    cpus: os.availableParallelism(),
+    cpuModel: os.cpus()[0]?.model ?? "unknown",
+    memoryGiB: Number((os.totalmem() / 2 ** 30).toFixed(1)),
+    loadAverage: os.loadavg().map((x) => Number(x.toFixed(2))),
+    kernel: os.release(),
+    node: process.version,
+    disk,
+    dataDir: DATA_DIR,
+  };
+}
+
+const t0 = performance.now();
+const log = (msg) => process.stderr.write(`[bench ${((performance.now() - t0) / 1000).toFixed(1).padStart(5)} s] ${msg}\n`);
+
+function producerRanges(n) {
+  const total = LAYOUT.producerProcesses * LAYOUT.producersPerProcess;
+  const per = Math.ceil(n / total);
+  const ranges = [];
+  for (let k = 0; k < total; k++) ranges.push([Math.min(n, k * per), Math.min(n, (k + 1) * per)]);
+  const byProcess = [];
+  for (let p = 0; p < LAYOUT.producerProcesses; p++) byProcess.push(ranges.slice(p * LAYOUT.producersPerProcess, (p + 1) * LAYOUT.producersPerProcess));
+  return byProcess;
+}
+
+/**
+ * The throughput phase shared by every system: workers ready, producers
+ * ready, go; producers report their first and last submit; workers report
+ * progress until every job is done (or the time limit), then their
+ * completions. `storeDone` (peers) is polled after the workers have seen
+ * every job, and its time is the end of the run.
+ */
+async function throughputPhase({ label, workerScript, workerConfig, producerScript, producerConfig, n, timeoutMs, meter, storeDone }) {
+  const readyTimeout = 60_000;
+  const workers = Array.from({ length: LAYOUT.workerProcesses }, (_, k) =>
+    forkChild(workerScript, { ...workerConfig(k), role: "worker", timeLimitMs: timeoutMs + 120_000 }, `${label} worker ${k}`),
+  );
+  const producers = producerRanges(n).map((ranges, k) =>
+    forkChild(producerScript, { ...producerConfig, role: "producer", producers: ranges, timeLimitMs: timeoutMs + 120_000 }, `${label} producer ${k}`),
+  );
+  try {
+    await Promise.all([...workers, ...producers].map((c) => c.next("ready", readyTimeout)));
+    log(`  ${label}: ${workers.length} worker and ${producers.length} producer processes ready`);
+    const counts = new Array(workers.length).fill(0);
+    let allHandled;
+    const handled = new Promise((resolve) => (allHandled = resolve));
+    workers.forEach((w, k) =>
+      w.on("progress", (m) => {
+        counts[k] = m.completed;
+        if (counts.reduce((a, b) => a + b, 0) >= n) allHandled();
+      }),
+    );
+    meter.start();
+    const goAt = nowMs();
+    for (const p of producers) p.send({ type: "go" });
+    const produced = Promise.all(producers.map((p) => p.next("done", timeoutMs)));
+    produced.catch(() => {});
+    let timer;
+    const timedOut = new Promise((resolve) => (timer = setTimeout(() => resolve("timeout"), timeoutMs)));
+    let outcome = await Promise.race([handled.then(() => "handled"), timedOut, produced.then(() => new Promise(() => {}), (e) => Promise.reject(e))]).finally(() => clearTimeout(timer));
+    let end;
+    let storeCheck;
+    if (outcome === "handled" && storeDone !== undefined) {
+      const deadline = goAt + timeoutMs;
+      for (;;) {
+        storeCheck = await storeDone();
+        if (storeCheck.done >= n || nowMs() > deadline) break;
+        await sleep(25);
+      }
+      end = nowMs();
+      if (storeCheck.done < n) outcome = "store-timeout";
+    }
+    const serverCpuMs = meter.stop();
+    const produceResults = outcome === "handled" ? await produced : await Promise.race([produced, sleep(1000).then(() => [])]);
+    const results = await Promise.all(workers.map((w) => (w.send({ type: "stop" }), w.next("result", 30_000))));
+    const check = verifyExactlyOnce(results.map((r) => r.completed), n);
+    const first = Math.min(...produceResults.map((r) => r.first));
+    const lastSubmit = Math.max(...produceResults.map((r) => r.last));
+    end ??= Math.max(...results.map((r) => r.last));
+    const submitCalls = produceResults.reduce((a, r) => a + r.calls, 0);
+    return {
+      outcome,
+      check,
+      storeCheck,
+      enqueueJobsPerSec: produceResults.length === producers.length ? n / ((lastSubmit - first) / 1000) : null,
+      e2eJobsPerSec: outcome === "handled" ? n / ((end - first) / 1000) : null, // first submit -> last completion
+      partialJobsPerSec: outcome === "handled" ? null : check.completions / ((nowMs() - goAt) / 1000),
+      e2eSeconds: outcome === "handled" ? (end - first) / 1000 : null,
+      submitCalls,
+      serverCpuMs,
+    };
+  } finally {
+    await Promise.all([...workers, ...producers].map((c) => c.stop(3000)));
+  }
+}
+
+async function latencyPhase(script, config, label) {
+  const child = forkChild(script, { ...config, role: "latency", timeLimitMs: 120_000 }, `${label} latency`);
+  try {
+    await child.next("ready", 60_000);
+    child.send({ type: "go" });
+    const { samples } = await child.next("done", 110_000);
+    return latencySummary(samples);
+  } finally {
+    await child.kill(3000);
+  }
+}
+
+// --------------------------------------------------------------- ceilings
+
+async function sqliteCeiling(batch, jobs) {
+  const dbPath = join(runDir, `ceiling-${batch}.db`);
+  const child = forkChild(CHILD("sqlite-ceiling.mjs"), { dbPath, jobs, batch, synchronous: args.synchronous, timeLimitMs: 120_000 }, `sqlite ceiling batch ${batch}`);
+  try {
+    const r = await child.next("done", 110_000);
+    return { batch, jobs: r.jobs, commits: r.commits, seconds: r.ms / 1000, jobsPerSec: r.jobs / (r.ms / 1000) };
+  } finally {
+    await child.kill(3000);
+    rmSync(dbPath, { force: true });
+    rmSync(`${dbPath}-wal`, { force: true });
+    rmSync(`${dbPath}-shm`, { force: true });
+  }
+}
+
+async function noopCeiling() {
+  const server = forkChild(CHILD("noop-server.mjs"), { timeLimitMs: 120_000 }, "do-nothing server");
+  try {
+    const { url } = await server.next("ready", 30_000);
+    const client = forkChild(CHILD("leasequeue-client.mjs"), { role: "noop", url, callers: 64, calls: SIZES.noopCalls, warmup: 200, timeLimitMs: 120_000 }, "do-nothing client");
+    try {
+      await client.next("ready", 30_000);
+      const cpu0 = processCpuMs(server.pid);
+      client.send({ type: "go" });
+      const r = await client.next("done", 110_000);
+      const cpuMs = processCpuMs(server.pid) - cpu0;
+      return { callers: 64, calls: r.calls, seconds: r.ms / 1000, callsPerSec: r.calls / (r.ms / 1000), serverCpuMsPerCall: cpuMs / r.calls };
+    } finally {
+      await client.kill(3000);
+    }
+  } finally {
+    await server.stop(3000);
+  }
+}
+
+// ------------------------------------------------------------- LeaseQueue
+
+/** A seeded history file, made once per schema and size and copied for each run (the copy is the fresh database). */
+function historyTemplate(count) {
+  const schemaHash = createHash("sha256").update(JSON.stringify(MIGRATIONS)).digest("hex").slice(0, 12);
+  const file = join(DATA_DIR, `history-${count}-${schemaHash}.db`);
+  if (!existsSync(file)) {
+    for (const old of readdirSync(DATA_DIR)) if (old.startsWith("history-")) rmSync(join(DATA_DIR, old), { force: true });
+    log(`seeding ${count.toLocaleString("en")} completed jobs into a template database (once per schema)`);
+    const partial = `${file}.partial`;
+    rmSync(partial, { force: true });
+    const r = seedHistory(partial, count);
+    renameSync(partial, file);
+    log(`seeded ${r.jobs} jobs and ${r.events} events in ${(r.ms / 1000).toFixed(1)} s`);
+  }
+  return file;
+}
+
+async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = {}) {
+  const scenario = SCENARIOS[key];
+  const { driver, unusedBatchedRpcs, submitBatchView } = selectDriver(scenario.kind, pb.LeaseQueueService, pb);
+  const db = join(runDir, `leasequeue-${key}${cpuProfDir ? "-profiled" : ""}.db`);
+  if (scenario.history) copyFileSync(historyTemplate(SIZES.historyJobs), db);
+  const server = await startLeaseQueueServer({ db, cpuProfDir, env: { LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous } });
+  log(`  server listening at ${server.url}`);
+  let watchers;
+  try {
+    const script = CHILD("leasequeue-client.mjs");
+    let watchersResult;
+    if (scenario.watchers) {
+      watchers = forkChild(script, { role: "watchers", url: server.url, count: SIZES.watchers, connections: SIZES.watcherConnections, queue: "bench-quiet", timeLimitMs: SIZES.scenarioTimeoutMs + 180_000 }, "watchers");
+      await watchers.next("ready", 60_000);
+      log(`  ${SIZES.watchers} WatchEvents streams open`);
+    }
+    const tp = await throughputPhase({
+      label: `leasequeue ${key}`,
+      workerScript: script,
+      workerConfig: (k) => ({ url: server.url, kind: scenario.kind, slots: LAYOUT.slotsPerWorker, maxInFlight: LAYOUT.maxInFlight, queue: "bench", workerId: `bench-worker-${k}` }),
+      producerScript: script,
+      producerConfig: { url: server.url, kind: scenario.kind, batchSize: LAYOUT.batchSize, queue: "bench" },
+      n: SIZES.jobs,
+      timeoutMs: SIZES.scenarioTimeoutMs,
+      meter: (() => {
+        let c0 = 0;
+        return { start: () => (c0 = server.cpuMs()), stop: () => server.cpuMs() - c0 };
+      })(),
+    });
+    log(`  throughput phase done: ${tp.outcome}, e2e ${tp.e2eSeconds?.toFixed(1)} s`);
+    const latency = skipLatency ? null : await latencyPhase(script, { url: server.url, kind: scenario.kind, samples: SIZES.latencySamples, warmup: SIZES.latencyWarmup, queue: "latency" }, `leasequeue ${key}`);
+    if (watchers !== undefined) {
+      watchers.send({ type: "stop" });
+      watchersResult = await watchers.next("result", 30_000);
+      if (watchersResult.stillOpen !== SIZES.watchers) throw new Error(`only ${watchersResult.stillOpen} of ${SIZES.watchers} WatchEvents streams were still open at the end`);
+    }
+    log("  latency phase done");
+    const warnings = server.warnings();
+    const final = await server.stop();
+    log("  server stopped");
+    return {
+      scenario: scenario.name,
+      key,
+      kind: scenario.kind,
+      system: args.synchronous === "full" ? "leasequeue" : `leasequeue (synchronous=${args.synchronous})`,
+      api: driver.label,
+      driver: driver.key,
+      submitBatchView: scenario.kind === "batched" ? submitBatchView : undefined,
+      batchedRpcsNotUsed: unusedBatchedRpcs.length > 0 ? unusedBatchedRpcs : undefined,
+      latencyOn: driver.latencyLabel,
+      ...tp,
+      latency,
+      serverCpuSeconds: tp.serverCpuMs / 1000,
+      serverCpuMsPerJob: tp.serverCpuMs / SIZES.jobs,
+      peakRssMiB: mib(final.peakRssBytes),
+      watchers: watchersResult === undefined ? undefined : { streams: SIZES.watchers, connections: SIZES.watcherConnections, eventsReceived: watchersResult.events },
+      historyJobs: scenario.history ? SIZES.historyJobs : 0,
+      serverWarnings: warnings.slice(0, 5),
+    };
+  } finally {
+    await watchers?.kill(3000);
+    await server.stop();
+    for (const suffix of ["", "-wal", "-shm"]) rmSync(`${db}${suffix}`, { force: true });
+  }
+}
+
+// ------------------------------------------------------------------ peers
+
+async function runPeer(name) {
+  const peer = PEERS[name];
+  const availability = await peer.available();
+  const version = await peer.version();
+  if (!availability.ok) return [{ system: name, version, skipped: availability.why }];
+  const rows = [];
+  const script = CHILD("peer-client.mjs");
+  let latency;
+  for (const kind of ["unary", "batched"]) {
+    const setup = await peer.setup();
+    try {
+      log(`${name} ${version}, ${kind}`);
+      const daemon = commandCpuMeter(peer.daemon);
+      const tp = await throughputPhase({
+        label: `${name} ${kind}`,
+        workerScript: script,
+        workerConfig: () => ({ system: name, setup, kind, slots: LAYOUT.slotsPerWorker, prefetch: LAYOUT.maxInFlight }),
+        producerScript: script,
+        producerConfig: { system: name, setup, kind, batchSize: LAYOUT.batchSize },
+        n: SIZES.jobs,
+        timeoutMs: SIZES.peerTimeoutMs,
+        meter: daemon,
+        storeDone: () => peer.finished(SIZES.jobs, setup),
+      });
+      if (kind === "batched") {
+        const samples = name === "pg-boss" ? Math.min(20, SIZES.peerLatencySamples) : SIZES.peerLatencySamples;
+        latency = await latencyPhase(script, { system: name, setup, samples, warmup: 3 }, name);
+      }
+      rows.push({
+        scenario: kind === "unary" ? SCENARIOS.a.name : SCENARIOS.b.name,
+        key: kind === "unary" ? "a" : "b",
+        kind,
+        system: name,
+        version,
+        api: PEER_API[name][kind],
+        durability: availability.durability,
+        ...tp,
+        serverCpuSeconds: tp.serverCpuMs / 1000,
+        serverCpuMsPerJob: tp.serverCpuMs / SIZES.jobs,
+        peakRssMiB: null,
+      });
+    } finally {
+      await peer.teardown(setup);
+    }
+  }
+  // one idle-worker latency per peer, measured after the batched run
+  for (const r of rows) r.latency = latency;
+  for (const r of rows) r.latencyOn = "idle worker (one measurement per peer)";
+  return rows;
+}
+
+const PEER_API = {
+  "graphile-worker": { unary: "addJob; run(concurrency 4)/process", batched: "addJobs(100); localQueue 64 + batched completes" },
+  "pg-boss": { unary: "send; 4 x work(batchSize 1, poll 0.5 s)/process", batched: "insert(100); work(batchSize 64, poll 0.5 s)/process" },
+  bullmq: { unary: "add; Worker(concurrency 4)/process", batched: "addBulk(100); Worker(concurrency 64)/process" },
+};
+
+// ------------------------------------------------------------------- main
+
+const startedAt = new Date();
+const report = {
+  startedAt: startedAt.toISOString(),
+  mode: args.quick ? "quick" : "full",
+  machine: machine(),
+  sizes: SIZES,
+  layout: LAYOUT,
+  transport: "gRPC over HTTP/2 (h2c), @connectrpc/connect-node createGrpcTransport, binary protobuf, one connection per producer and per worker process",
+  serverCommand: `node bin/leasequeue.js serve --db <fresh file> --port 0 --metrics-port 0 (LEASEQUEUE_SQLITE_SYNCHRONOUS=${args.synchronous})`,
+  synchronous: args.synchronous,
+  ceilings: {},
+  rows: [],
+  skipped: [],
+};
+
+log(`mode ${report.mode}; data on ${report.machine.disk}; ${report.machine.cpus} CPUs; load ${report.machine.loadAverage.join(" ")}`);
+log("ceiling: in-process SQLite loop, batch 1");
+report.ceilings.sqliteBatch1 = await sqliteCeiling(1, SIZES.sqliteBatch1Jobs);
+log("ceiling: in-process SQLite loop, batch 100");
+report.ceilings.sqliteBatch100 = await sqliteCeiling(100, SIZES.sqliteBatch100Jobs);
+log("ceiling: do-nothing gRPC handler, 64 callers");
+report.ceilings.noopGrpc = await noopCeiling();
+
+for (const key of wantedScenarios) {
+  log(`LeaseQueue ${SCENARIOS[key].name}`);
+  report.rows.push(await runLeaseQueueScenario(key));
+}
+for (const name of wantedPeers) {
+  let rows;
+  try {
+    rows = await runPeer(name);
+  } catch (err) {
+    // A peer that breaks mid-run is reported, not allowed to lose the LeaseQueue figures.
+    log(`${name} failed: ${err.message}`);
+    rows = [{ system: name, skipped: `failed during the run: ${err.message.split("\n")[0]}` }];
+  }
+  for (const row of rows) {
+    if (row.skipped !== undefined) report.skipped.push(row);
+    else report.rows.push(row);
+  }
+}
+if (args["cpu-prof"]) {
+  log("profiled extra run of (b) (not in the table)");
+  const profDir = join(runDir, "profile");
+  mkdirSync(profDir);
+  const row = await runLeaseQueueScenario("b", { cpuProfDir: profDir, skipLatency: true });
+  const file = readdirSync(profDir).find((f) => f.endsWith(".cpuprofile"));
+  report.cpuProfile = {
+    scenario: "(b) batched, server started with --cpu-prof (its whole life: startup and the throughput phase; no latency phase)",
+    e2eJobsPerSec: row.e2eJobsPerSec,
+    ...(file === undefined ? { top: [] } : topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25)),
+  };
+}
+
+report.finishedAt = new Date().toISOString();
+report.seconds = (Date.now() - startedAt.getTime()) / 1000;
+const out = args.out ?? join(RESULTS_DIR, `${runId}.json`);
+printReport(report); // also adds each row's ratios to the report
+writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
+console.log(`\nJSON: ${out}`);
+const failed = report.rows.filter((r) => r.system.startsWith("leasequeue") && (!r.check.ok || r.outcome !== "handled"));
+if (failed.length > 0) {
+  console.error(`LeaseQueue did not complete every job exactly once in: ${failed.map((r) => r.scenario).join(", ")}`);
+  process.exitCode = 1;
+}

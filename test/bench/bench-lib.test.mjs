@@ -1,0 +1,82 @@
+// The bench's own logic that its figures depend on: the exactly-once check,
+// the percentile, the /proc readers, the CPU profile summary and the choice
+// of driver from the service descriptor. (The bench itself is `npm run bench`.)
+import { describe, expect, it } from "vitest";
+import * as pb from "../../dist/gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { topSelfTime } from "../../bench/lib/cpu-profile.mjs";
+import { selectDriver } from "../../bench/lib/leasequeue-drivers.mjs";
+import { processCpuMs, processMemory } from "../../bench/lib/proc.mjs";
+import { latencySummary, percentile } from "../../bench/lib/timing.mjs";
+import { verifyExactlyOnce } from "../../bench/lib/verify.mjs";
+
+describe("verifyExactlyOnce", () => {
+  it("accepts every index once, spread over workers", () => {
+    expect(verifyExactlyOnce([Int32Array.from([0, 2]), Int32Array.from([1, 3])], 4)).toEqual({ ok: true, completions: 4, duplicates: 0, missing: 0, outOfRange: 0 });
+  });
+  it("reports a duplicate and the job it displaced", () => {
+    expect(verifyExactlyOnce([Int32Array.from([0, 1]), Int32Array.from([1, 3])], 4)).toEqual({ ok: false, completions: 4, duplicates: 1, missing: 1, outOfRange: 0 });
+  });
+  it("counts many duplicates of one job, and indexes out of range", () => {
+    const r = verifyExactlyOnce([new Int32Array(300).fill(0), Int32Array.from([9])], 2);
+    expect(r).toEqual({ ok: false, completions: 301, duplicates: 299, missing: 1, outOfRange: 1 });
+  });
+});
+
+describe("percentile", () => {
+  it("takes the nearest rank", () => {
+    const s = Array.from({ length: 100 }, (_, i) => i + 1);
+    expect(percentile(s, 50)).toBe(50);
+    expect(percentile(s, 99)).toBe(99);
+    expect(percentile(s, 100)).toBe(100);
+    expect(latencySummary([3, 1, 2])).toMatchObject({ samples: 3, p50: 2, max: 3 });
+  });
+});
+
+describe("/proc readers", () => {
+  it("read this process's CPU and peak RSS", () => {
+    const mem = processMemory(process.pid);
+    expect(mem.peakRssBytes).toBeGreaterThanOrEqual(mem.rssBytes);
+    expect(mem.rssBytes).toBeGreaterThan(1024 * 1024);
+    expect(processCpuMs(process.pid)).toBeGreaterThan(0);
+    expect(processCpuMs(2 ** 30)).toBeNull();
+  });
+});
+
+describe("topSelfTime", () => {
+  it("sums self time per function over samples", () => {
+    const profile = {
+      nodes: [
+        { id: 1, callFrame: { functionName: "(root)", url: "", lineNumber: -1 } },
+        { id: 2, callFrame: { functionName: "commit", url: "file:///x/dist/src/store/sqlite/sqlite-store.js", lineNumber: 9 } },
+        { id: 3, callFrame: { functionName: "encode", url: "file:///x/node_modules/@bufbuild/protobuf/dist/x.js", lineNumber: 0 } },
+        { id: 4, callFrame: { functionName: "(idle)", url: "", lineNumber: -1 } },
+      ],
+      samples: [2, 3, 4, 2, 2, 4],
+      timeDeltas: [1000, 1000, 1000, 1000, 1000, 1000],
+    };
+    const { top, idleShare, totalMs, byArea } = topSelfTime(profile, 2);
+    expect(byArea.map((a) => a.area)).toEqual(["server: store (SQL statements run from here)", "protobuf-es (encode/decode)"]);
+    expect(totalMs).toBe(6);
+    expect(idleShare).toBeCloseTo(1 / 3, 3);
+    expect(top[0]).toEqual({ fn: "commit", where: "dist/src/store/sqlite/sqlite-store.js:10", selfMs: 3, share: 0.75 });
+    expect(top[1]).toMatchObject({ fn: "encode", where: "node_modules/@bufbuild/protobuf/dist/x.js:1", share: 0.25 });
+  });
+});
+
+describe("selectDriver", () => {
+  it("runs today's descriptor with SubmitBatch + StreamClaims + Complete", () => {
+    const { driver, unusedBatchedRpcs } = selectDriver("batched", pb.LeaseQueueService, pb);
+    expect(driver.calls).toEqual(["submitBatch", "streamClaims", "complete"]);
+    if (pb.LeaseQueueService.method.work === undefined) expect(unusedBatchedRpcs).toEqual([]);
+    expect(selectDriver("unary", pb.LeaseQueueService, pb).driver.calls).toEqual(["submit", "claim", "complete"]);
+  });
+  it("names section-A RPCs that the descriptor has and the chosen driver does not use", () => {
+    const service = { method: { ...pb.LeaseQueueService.method, work: {}, acknowledge: {} } };
+    const { driver, unusedBatchedRpcs } = selectDriver("batched", service, pb);
+    if (driver.calls.includes("work")) expect(unusedBatchedRpcs).not.toContain("work");
+    else expect(unusedBatchedRpcs).toEqual(["work", "acknowledge"]);
+  });
+  it("refuses a descriptor without the RPCs of any driver", () => {
+    expect(() => selectDriver("batched", { method: { submit: {} } }, pb)).toThrow(/lacks the RPCs/);
+  });
+});
