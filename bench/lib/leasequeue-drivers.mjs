@@ -171,6 +171,105 @@ async function longPollLatency({ producer, worker, queue, samples, warmup }) {
   return out;
 }
 
+/**
+ * One Work stream (max_in_flight) per worker process: leases arrive many per
+ * message; every lease is completed at once, and the completions of one
+ * turn of the event loop go up together in one WorkRequest (the batching an
+ * SDK does within about a millisecond).
+ */
+async function workStreamBatchedAcks({ client, queue, workerId, maxInFlight, signal, onCompleted, onReady }) {
+  const pending = [];
+  const indexOf = new Map();
+  let wake;
+  let scheduled = false;
+  async function* requests() {
+    yield { start: { queue, workerId, leaseDuration: LEASE_DURATION, maxInFlight } };
+    while (!signal.aborted) {
+      if (pending.length > 0) {
+        yield { acks: pending.splice(0, 1000) };
+        continue;
+      }
+      await new Promise((resolve) => (wake = resolve));
+    }
+  }
+  const onAbort = () => wake?.();
+  signal.addEventListener("abort", onAbort, { once: true });
+  let ready = false;
+  try {
+    for await (const msg of client.work(requests(), { signal })) {
+      if (!ready) {
+        ready = true;
+        onReady(); // the first message is empty: the stream is registered
+      }
+      for (const lease of msg.leases) {
+        indexOf.set(lease.job.id, payloadIndex(lease.job));
+        pending.push({ jobId: lease.job.id, leaseToken: lease.leaseToken, outcome: { case: "complete", value: {} } });
+      }
+      for (const r of msg.results) {
+        if ((r.status?.code ?? 0) !== 0) throw new Error(`acknowledgement of ${r.jobId} refused: ${r.status.message}`);
+        onCompleted(indexOf.get(r.jobId), nowMs());
+        indexOf.delete(r.jobId);
+      }
+      if (pending.length > 0 && !scheduled) {
+        scheduled = true;
+        setImmediate(() => {
+          scheduled = false;
+          wake?.();
+        });
+      }
+    }
+  } catch (err) {
+    if (!aborted(err, signal)) throw err;
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
+
+/** Submit-to-lease on an idle Work stream (max_in_flight 1), acknowledged on the same stream. */
+async function workLatency({ producer, worker, queue, samples, warmup }) {
+  const abort = new AbortController();
+  const acks = [];
+  let wake;
+  async function* requests() {
+    yield { start: { queue, workerId: "latency", maxInFlight: 1, leaseDuration: LEASE_DURATION } };
+    while (!abort.signal.aborted) {
+      if (acks.length > 0) {
+        yield { acks: acks.splice(0) };
+        continue;
+      }
+      await new Promise((resolve) => (wake = resolve));
+    }
+  }
+  const stream = worker.work(requests(), { signal: abort.signal })[Symbol.asyncIterator]();
+  const nextLease = async () => {
+    for (;;) {
+      const { value, done } = await stream.next();
+      if (done) throw new Error("the Work stream ended");
+      if (value.leases.length > 0) return value.leases[0];
+    }
+  };
+  const first = await stream.next(); // empty: registered and idle
+  if (first.done) throw new Error("the Work stream ended at once");
+  const out = [];
+  try {
+    for (let n = 0; n < warmup + samples; n++) {
+      const t0 = nowMs();
+      const leased = nextLease().then((lease) => ({ lease, at: nowMs() }));
+      const { job } = await producer.submit(submitRequest(queue, n));
+      const { lease, at } = await leased;
+      if (lease.job.id !== job.id) throw new Error("the idle stream leased a different job");
+      if (n >= warmup) out.push(at - t0);
+      acks.push({ jobId: lease.job.id, leaseToken: lease.leaseToken, outcome: { case: "complete", value: {} } });
+      wake?.();
+    }
+  } finally {
+    abort.abort();
+    wake?.();
+    await stream.return?.().catch(() => {});
+  }
+  return out;
+}
+
 export const DRIVERS = {
   unary: [
     {
@@ -184,6 +283,15 @@ export const DRIVERS = {
     },
   ],
   batched: [
+    {
+      key: "submitbatch+work",
+      label: "SubmitBatch(100, BASIC); Work(64) with batched acks",
+      latencyLabel: "idle Work stream",
+      calls: ["submitBatch", "work"],
+      produce: submitBatches,
+      work: workStreamBatchedAcks,
+      latency: workLatency,
+    },
     {
       key: "submitbatch+streamclaims+complete",
       label: "SubmitBatch(100); StreamClaims(64) + Complete",
