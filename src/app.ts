@@ -18,6 +18,7 @@ import { createConsoleHandler, defaultConsoleDir } from "./server/console-files.
 import { HealthStatus, ServingStatus } from "./server/health.js";
 import { boundaryInterceptor, routes } from "./server/routes.js";
 import { startSideListener } from "./server/side-listener.js";
+import { WriteReadiness } from "./server/write-readiness.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
 import { openSqliteStore } from "./store/sqlite/sqlite-store.js";
 import type { Store } from "./store/store.js";
@@ -63,10 +64,13 @@ export async function startServer(
     claimStreams: () => claimStreams.streams,
     watchEvents: () => events.stats,
   });
-  const health = new HealthStatus({
-    "": ServingStatus.SERVING,
-    "leasequeue.v1.LeaseQueueService": ServingStatus.SERVING,
+  // Readiness and grpc.health.v1 follow the database's ability to take writes.
+  const healthServices = ["", "leasequeue.v1.LeaseQueueService"] as const;
+  let readiness: WriteReadiness | undefined;
+  const health = new HealthStatus(Object.fromEntries(healthServices.map((s) => [s, ServingStatus.SERVING])), {
+    refresh: async () => readiness?.check(),
   });
+  readiness = new WriteReadiness({ store, health, services: healthServices, log });
   const service = createLeaseQueueService({
     store,
     clock,
@@ -118,7 +122,7 @@ export async function startServer(
       port: config.metricsPort,
       metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
       ready: async () => {
-        await store.checkWritable();
+        await readiness.check();
         return !shutdown.signal.aborted;
       },
     });
@@ -146,6 +150,7 @@ export async function startServer(
     close() {
       closing ??= (async () => {
         log.info("shutting down", { graceMs: SHUTDOWN_GRACE_MS });
+        readiness.close();
         health.set("", ServingStatus.NOT_SERVING);
         health.set("leasequeue.v1.LeaseQueueService", ServingStatus.NOT_SERVING);
         // Streams and long-polls end now (streams with `unavailable`); unary calls finish.
