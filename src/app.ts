@@ -3,7 +3,9 @@
  * shutdown. Everything the server is made of is wired here and only here.
  */
 import { setMaxListeners } from "node:events";
-import { Code, ConnectError } from "@connectrpc/connect";
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
+import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
@@ -16,10 +18,12 @@ import { createMetrics } from "./metrics/metrics.js";
 import { startApiListener, type ApiListener } from "./server/api-listener.js";
 import { createConsoleHandler, defaultConsoleDir } from "./server/console-files.js";
 import { HealthStatus, ServingStatus } from "./server/health.js";
+import { KernelSendQueues } from "./server/kernel-send-queue.js";
 import { boundaryInterceptor, routes } from "./server/routes.js";
 import { startSideListener } from "./server/side-listener.js";
 import { WriteReadiness } from "./server/write-readiness.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
+import { WATCH_OUTPUT } from "./service/watch-output.js";
 import { openSqliteStore } from "./store/sqlite/sqlite-store.js";
 import type { Store } from "./store/store.js";
 
@@ -58,7 +62,12 @@ export async function startServer(
 
   const wakeups = new QueueWakeups(store, clock);
   const claimStreams = new ClaimStreams({ store, wakeups, clock, log, keepaliveMs: claimKeepaliveMs });
-  const events = new EventFeed(store, { keepaliveMs: watchKeepaliveMs, bufferLimit: watchBufferLimit });
+  const events = new EventFeed(store, {
+    keepaliveMs: watchKeepaliveMs,
+    bufferLimit: watchBufferLimit,
+    maxSubscribers: config.maxWatchers,
+    maxPendingBytes: config.watchMaxPendingBytes,
+  });
   const metrics = createMetrics(store, clock, {
     claimWaiters: () => wakeups.waiting,
     claimStreams: () => claimStreams.streams,
@@ -84,7 +93,18 @@ export async function startServer(
   // abort listener per call, removed when the call ends): more than 10
   // concurrent calls is normal, not a leak, so lift Node's warning threshold.
   setMaxListeners(0, shutdown.signal);
-  const handler = connectNodeAdapter({
+  // WatchEvents writes pre-encoded events straight to its response and
+  // watches the bytes waiting in it (service/watch-output.ts): the adapter
+  // hands handlers only the request, so remember each request's response.
+  const responseOf = new WeakMap<object, http.ServerResponse | http2.Http2ServerResponse>();
+  const kernelSendQueues = new KernelSendQueues();
+  const adapter = connectNodeAdapter({
+    contextValues: (req) => {
+      const values = createContextValues();
+      const res = responseOf.get(req);
+      if (res !== undefined && req.url?.endsWith("/WatchEvents")) values.set(WATCH_OUTPUT, watchOutputOf(res, kernelSendQueues));
+      return values;
+    },
     routes: routes({ service, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],
     jsonOptions: { ignoreUnknownFields: false },
@@ -95,6 +115,10 @@ export async function startServer(
       onMissing: (dir) => log.warn("operations console not built; / answers 503 until `npm run build`", { dir }),
     }),
   });
+  const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
+    responseOf.set(req, res);
+    adapter(req, res);
+  };
   const sweeper = startLeaseSweeper({ store, log, intervalMs: sweepIntervalMs });
 
   let api: ApiListener | undefined;
@@ -166,6 +190,31 @@ export async function startServer(
         log.info("stopped");
       })();
       return closing;
+    },
+  };
+}
+
+/**
+ * A WatchEvents response as the service may append to it. Pending bytes are
+ * what the client has not taken: for HTTP/1.1 the response's and its
+ * socket's buffers plus the kernel's send queue of the connection (which
+ * absorbs megabytes before Node's buffers grow), for HTTP/2 the stream's
+ * buffer (what flow control holds back because the client does not read).
+ */
+function watchOutputOf(res: http.ServerResponse | http2.Http2ServerResponse, kernel: KernelSendQueues) {
+  const kernelQueued = "stream" in res ? () => 0 : kernel.probe(res.socket!);
+  return {
+    pendingOutputBytes: () => res.writableLength + kernelQueued(),
+    write(bytes: Uint8Array) {
+      if (res.destroyed || res.writableEnded) return;
+      // A failed write (the client went away) ends the call through its signal.
+      (res as http.ServerResponse).write(bytes, () => {});
+    },
+    closeAfter(graceMs: number) {
+      if (res.destroyed) return;
+      const timer = setTimeout(() => res.destroy(), graceMs);
+      timer.unref();
+      res.once("close", () => clearTimeout(timer));
     },
   };
 }

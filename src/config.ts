@@ -19,6 +19,10 @@ export interface Config {
   sqliteSynchronous: "full" | "normal";
   tls?: { cert: string; key: string; certPath: string; keyPath: string };
   logLevel: "debug" | "info" | "warn" | "error";
+  /** Most WatchEvents streams at once; one more is refused with resource_exhausted. */
+  maxWatchers: number;
+  /** Bytes a WatchEvents client may leave unread in its connection before it is dropped as too slow. */
+  watchMaxPendingBytes: number;
 }
 
 interface Setting {
@@ -42,6 +46,13 @@ export const SETTINGS = {
   tlsCert: { env: "LEASEQUEUE_TLS_CERT", flag: "tls-cert", default: "", help: "PEM certificate file; enables TLS with --tls-key" },
   tlsKey: { env: "LEASEQUEUE_TLS_KEY", flag: "tls-key", default: "", help: "PEM private key file" },
   logLevel: { env: "LEASEQUEUE_LOG_LEVEL", flag: "log-level", default: "info", help: "debug, info, warn or error" },
+  maxWatchers: { env: "LEASEQUEUE_MAX_WATCHERS", flag: "max-watchers", default: "1000", help: "most WatchEvents streams at once (1-100000)" },
+  watchMaxPendingBytes: {
+    env: "LEASEQUEUE_WATCH_MAX_PENDING_BYTES",
+    flag: "watch-max-pending-bytes",
+    default: "1048576",
+    help: "unread bytes a WatchEvents client may leave in its connection before it is dropped (65536-268435456)",
+  },
 } satisfies Record<string, Setting>;
 
 export class ConfigError extends Error {
@@ -51,6 +62,12 @@ export class ConfigError extends Error {
 function port(name: string, raw: string): number {
   const n = Number(raw);
   if (!/^\d+$/.test(raw) || n > 65535) throw new ConfigError(`${name} must be a port number 0-65535, got "${raw}"`);
+  return n;
+}
+
+function intInRange(name: string, raw: string, min: number, max: number, what: string): number {
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n < min || n > max) throw new ConfigError(`${name} must be ${what} from ${min} to ${max}, got "${raw}"`);
   return n;
 }
 
@@ -116,6 +133,14 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
     sqliteSynchronous: oneOf(get(S.sqliteSynchronous).name, get(S.sqliteSynchronous).raw, ["full", "normal"] as const),
     tls,
     logLevel: oneOf(get(S.logLevel).name, get(S.logLevel).raw, ["debug", "info", "warn", "error"] as const),
+    maxWatchers: intInRange(get(S.maxWatchers).name, get(S.maxWatchers).raw, 1, 100_000, "a number"),
+    watchMaxPendingBytes: intInRange(
+      get(S.watchMaxPendingBytes).name,
+      get(S.watchMaxPendingBytes).raw,
+      65_536,
+      256 * 1024 * 1024,
+      "a byte count",
+    ),
   };
 }
 

@@ -6,7 +6,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../domain/clock.js";
-import { jobNotFound } from "../domain/errors.js";
+import { jobNotFound, QueueError } from "../domain/errors.js";
 import type { JobState } from "../domain/job.js";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import type { EventFeed } from "../dispatch/event-feed.js";
@@ -19,6 +19,14 @@ import {
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument } from "./errors.js";
 import * as v from "./validate.js";
+import {
+  KEEPALIVE_RESPONSE,
+  SLOW_SUBSCRIBER_GRACE_MS,
+  WATCH_OUTPUT,
+  watchFrames,
+  watchResponseOf,
+  watchWireFormat,
+} from "./watch-output.js";
 import { eventToWire, jobToWire, leaseToWire, statsToWire } from "./wire.js";
 
 /** The HTTP / gRPC metadata header that may carry a Submit's idempotency key. */
@@ -206,9 +214,25 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         afterSequence,
       };
       // The first message is a keepalive, produced once the subscription is
-      // registered: it makes the transport send the response headers.
-      for await (const event of opts.events.watch(spec, ctx.signal)) {
-        yield event === null ? {} : { event: eventToWire(event) };
+      // registered: it makes the transport send the response headers. After
+      // it, with a WatchOutput, every batch of waiting events goes out as
+      // shared pre-encoded frames in one write (see watch-output.ts).
+      const format = watchWireFormat(ctx.requestHeader.get("content-type"));
+      const output = format === undefined ? undefined : ctx.values.get(WATCH_OUTPUT);
+      let headersSent = false;
+      try {
+        for await (const batch of opts.events.watchBatches(spec, ctx.signal, { output })) {
+          if (output !== undefined && headersSent) {
+            output.write(watchFrames(batch, format!));
+            continue;
+          }
+          if (batch === null) yield KEEPALIVE_RESPONSE;
+          else for (const event of batch) yield watchResponseOf(event);
+          headersSent = true;
+        }
+      } catch (err) {
+        if (err instanceof QueueError && err.reason === "SUBSCRIBER_TOO_SLOW") output?.closeAfter(SLOW_SUBSCRIBER_GRACE_MS);
+        throw err;
       }
       // Ended by the client (nobody listens), a deadline, or shutdown (unavailable).
       if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);

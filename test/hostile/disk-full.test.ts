@@ -108,7 +108,7 @@ describe("a full disk", () => {
 
     const ready = await fetch(`${metricsUrl}/health/ready`);
     expect(ready.status).toBe(503);
-    expect((await ready.json()).reason).toMatch(/disk_full/);
+    expect(((await ready.json()) as { reason: string }).reason).toMatch(/disk_full/);
     expect(await nextStatus()).toBe(ServingStatus.NOT_SERVING);
     expect((await health.check({ service: "" })).status).toBe(ServingStatus.NOT_SERVING);
     expect((await health.check({ service: "leasequeue.v1.LeaseQueueService" })).status).toBe(ServingStatus.NOT_SERVING);

@@ -178,7 +178,7 @@ describe("readiness of a running server", () => {
     expect(await nextStatus()).toBe(ServingStatus.NOT_SERVING);
     const ready = await fetch(`${t.metricsUrl}/health/ready`);
     expect(ready.status).toBe(503);
-    expect((await ready.json()).reason).toMatch(/readonly.*SQLITE_READONLY/);
+    expect(((await ready.json()) as { reason: string }).reason).toMatch(/readonly.*SQLITE_READONLY/);
     expect((await health.check({ service: "" })).status).toBe(ServingStatus.NOT_SERVING);
     expect((await health.check({ service: "leasequeue.v1.LeaseQueueService" })).status).toBe(ServingStatus.NOT_SERVING);
     expect(await failuresOf(t, "readonly")).toBeGreaterThanOrEqual(1);

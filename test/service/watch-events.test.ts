@@ -95,7 +95,7 @@ async function metric(t: TestServer, pattern: RegExp): Promise<number> {
 
 const SUBSCRIBERS = /^leasequeue_watch_subscribers (\d+)$/m;
 const SENT = /^leasequeue_watch_events_sent_total (\d+)$/m;
-const DROPPED = /^leasequeue_watch_subscribers_dropped_total\{reason="buffer_full"\} (\d+)$/m;
+const DROPPED = /^leasequeue_watch_subscribers_dropped_total\{reason="output_full"\} (\d+)$/m;
 
 /** The server ends streams asynchronously after a client disconnects: wait until it has. */
 async function untilMetric(t: TestServer, pattern: RegExp, value: number): Promise<void> {
@@ -261,16 +261,17 @@ describe("WatchEvents", () => {
     expect(await byJob.event()).toMatchObject({ jobId: a!.id, kind: EventKind.COMPLETED });
   });
 
-  it("ends a subscriber that stops reading with resource_exhausted once its buffer is full, naming the sequence to resume from", async () => {
-    const BOUND = 1000;
-    const t = await server({ watchBufferLimit: BOUND }, FAST);
+  it("ends a subscriber that stops reading with resource_exhausted once its connection holds too many unread bytes, naming the sequence to resume from", async () => {
+    const BOUND_BYTES = 65_536;
+    const t = await server({}, { ...FAST, "watch-max-pending-bytes": String(BOUND_BYTES) });
     const grpc = grpcClient(t);
     const slow = openWatch(grpc, {});
     expect((await slow.next()).event).toBeUndefined();
     expect(await metric(t, SUBSCRIBERS)).toBe(1);
 
-    // The client reads nothing more: HTTP/2 flow control stops the server's
-    // writes, the feed's buffer for it fills, and past the bound it is dropped.
+    // The client reads nothing more: HTTP/2 flow control holds the server's
+    // writes back, the bytes waiting in the stream grow, and past the bound
+    // it is dropped.
     let batches = 0;
     while ((await metric(t, DROPPED)) === 0) {
       expect(batches++, "the subscriber was never dropped").toBeLessThan(100);
@@ -281,7 +282,7 @@ describe("WatchEvents", () => {
     expect(await metric(t, SUBSCRIBERS)).toBe(0);
     // What it holds for the subscriber is bounded: it stopped buffering at the drop.
     const committed = Number(await latestSequence(t));
-    expect(committed).toBeGreaterThan(BOUND);
+    expect(committed).toBeGreaterThan(BOUND_BYTES / 100);
 
     // Reading again, the client gets what was in flight, then the error.
     const { events, error } = await slow.untilError();

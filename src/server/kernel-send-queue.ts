@@ -1,0 +1,141 @@
+/**
+ * Bytes waiting in the kernel's send queue of TCP connections (Linux), for
+ * telling a WatchEvents client that does not read from one that does.
+ *
+ * On HTTP/1.1 every write lands in the socket's kernel buffer, which grows
+ * to megabytes when the peer does not read: Node's own buffers stay empty,
+ * so the process alone would see such a client as keeping up while it
+ * copies event after event into the kernel. Linux reports each TCP socket's
+ * send queue (bytes not yet acknowledged by the peer) in /proc/self/net/tcp
+ * and tcp6; this samples those files, at most once per `intervalMs` and
+ * only while someone asks, and answers from the latest sample. Where the
+ * files cannot be read (not Linux), every answer is 0 and only Node's
+ * buffers count.
+ */
+import { readFile } from "node:fs/promises";
+import { isIPv4, type Socket } from "node:net";
+
+export interface KernelSendQueuesOptions {
+  /** Least time between two samples. Default 250 ms. */
+  intervalMs?: number;
+  /** The files to read. Default /proc/self/net/tcp and /proc/self/net/tcp6. */
+  files?: readonly string[];
+}
+
+export class KernelSendQueues {
+  readonly #intervalMs: number;
+  readonly #files: readonly string[];
+  /** tx_queue by "<local address>:<port> <remote address>:<port>" as /proc writes them. */
+  #queues = new Map<string, number>();
+  #sampledAt = -Infinity;
+  #sampling = false;
+  #available = true;
+
+  constructor(options: KernelSendQueuesOptions = {}) {
+    this.#intervalMs = options.intervalMs ?? 250;
+    this.#files = options.files ?? ["/proc/self/net/tcp", "/proc/self/net/tcp6"];
+  }
+
+  /**
+   * A function giving the bytes in `socket`'s kernel send queue as of the
+   * latest sample (0 when unknown). Asking starts a new sample when the
+   * latest is older than the interval.
+   */
+  probe(socket: Socket): () => number {
+    const key = procKey(socket);
+    if (key === undefined) return () => 0;
+    return () => {
+      if (!this.#available) return 0;
+      this.#refreshIfStale();
+      return this.#queues.get(key) ?? 0;
+    };
+  }
+
+  #refreshIfStale(): void {
+    const now = performance.now();
+    if (this.#sampling || now - this.#sampledAt < this.#intervalMs) return;
+    this.#sampling = true;
+    void Promise.all(this.#files.map((f) => readFile(f, "latin1").catch(() => "")))
+      .then((texts) => {
+        const queues = new Map<string, number>();
+        for (const text of texts) parseInto(text, queues);
+        if (texts.every((t) => t === "")) this.#available = false;
+        this.#queues = queues;
+      })
+      .finally(() => {
+        this.#sampling = false;
+        this.#sampledAt = performance.now();
+      });
+  }
+}
+
+/** Adds every established socket's tx_queue of one /proc/net/tcp* text to `into`. */
+function parseInto(text: string, into: Map<string, number>): void {
+  let start = text.indexOf("\n") + 1; // skip the header
+  while (start > 0 && start < text.length) {
+    let end = text.indexOf("\n", start);
+    if (end < 0) end = text.length;
+    // "  12: LOCAL:PORT REMOTE:PORT ST TX:RX ..."
+    const fields = text.slice(start, end).trim().split(/\s+/, 5);
+    start = end + 1;
+    if (fields.length < 5 || fields[3] !== "01") continue; // 01: ESTABLISHED
+    const tx = parseInt(fields[4]!.slice(0, fields[4]!.indexOf(":")), 16);
+    if (tx > 0) into.set(`${fields[1]} ${fields[2]}`, tx);
+  }
+}
+
+/** The socket's "<local>:<port> <remote>:<port>" in /proc's hex notation. */
+function procKey(socket: Socket): string | undefined {
+  const { localAddress, localPort, remoteAddress, remotePort } = socket;
+  if (localAddress === undefined || remoteAddress === undefined || localPort === undefined || remotePort === undefined) {
+    return undefined;
+  }
+  const local = procAddress(localAddress);
+  const remote = procAddress(remoteAddress);
+  if (local === undefined || remote === undefined) return undefined;
+  return `${local}:${procPort(localPort)} ${remote}:${procPort(remotePort)}`;
+}
+
+function procPort(port: number): string {
+  return port.toString(16).toUpperCase().padStart(4, "0");
+}
+
+/** /proc writes addresses as 32-bit words in host (little-endian) byte order. */
+function procAddress(address: string): string | undefined {
+  const bytes = isIPv4(address) ? ipv4Bytes(address) : ipv6Bytes(address);
+  if (bytes === undefined) return undefined;
+  let out = "";
+  for (let word = 0; word < bytes.length; word += 4) {
+    for (let i = 3; i >= 0; i--) out += bytes[word + i]!.toString(16).toUpperCase().padStart(2, "0");
+  }
+  return out;
+}
+
+function ipv4Bytes(address: string): number[] {
+  return address.split(".").map(Number);
+}
+
+function ipv6Bytes(address: string): number[] | undefined {
+  let text = address.split("%", 1)[0]!;
+  let tail: number[] = [];
+  const lastColon = text.lastIndexOf(":");
+  if (isIPv4(text.slice(lastColon + 1))) {
+    tail = ipv4Bytes(text.slice(lastColon + 1));
+    text = text.slice(0, lastColon + 1) + "0:0";
+  }
+  const [head, rest] = text.split("::") as [string, string | undefined];
+  const groups = (s: string) => (s === "" ? [] : s.split(":"));
+  const h = groups(head);
+  const r = rest === undefined ? [] : groups(rest);
+  const missing = 8 - h.length - r.length;
+  if (missing < 0 || (rest === undefined && missing !== 0)) return undefined;
+  const all = [...h, ...Array<string>(missing).fill("0"), ...r];
+  const bytes: number[] = [];
+  for (const g of all) {
+    const n = parseInt(g, 16);
+    if (Number.isNaN(n)) return undefined;
+    bytes.push(n >> 8, n & 0xff);
+  }
+  if (tail.length === 4) bytes.splice(12, 4, ...tail);
+  return bytes;
+}
