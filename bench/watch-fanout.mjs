@@ -135,8 +135,11 @@ async function run(label, open) {
   for (let i = 0; i < (open ? subscribers : 0); i++) closers.push(await open(server.api));
   const subscribed = await metric(server.metrics, "leasequeue_watch_subscribers");
   const cpuBefore = cpuMs(server.pid);
+  const clientBefore = process.cpuUsage();
   const seconds = await submitAll(server.api);
   const cpu = cpuMs(server.pid) - cpuBefore;
+  const clientUsage = process.cpuUsage(clientBefore);
+  const clientCpu = (clientUsage.user + clientUsage.system) / 1000;
   const sent = await metric(server.metrics, "leasequeue_watch_events_sent_total");
   const left = await metric(server.metrics, "leasequeue_watch_subscribers");
   // Keep writing (bounded) until the non-readers are gone, to see how long dropping takes.
@@ -162,7 +165,7 @@ async function run(label, open) {
   const rate = jobs / seconds;
   console.log(
     `${label.padEnd(34)} ${String(jobs).padStart(6)} jobs ${seconds.toFixed(2).padStart(6)} s ${rate.toFixed(0).padStart(6)} jobs/s` +
-      `  server CPU ${(cpu / 1000).toFixed(2)} s, ${sent} events sent to watchers` +
+      `  server CPU ${(cpu / 1000).toFixed(2)} s (this client ${(clientCpu / 1000).toFixed(2)} s), ${sent} events sent to watchers` +
       `  subscribers ${subscribed} -> ${left} after the jobs` +
       (open ? `, ${remaining} after ${dropSeconds.toFixed(1)} s more writing` : "") +
       `; server RSS ${rssDropped.toFixed(0)} MiB, ${rssAfterGrace.toFixed(0)} MiB 6 s later`,

@@ -102,7 +102,7 @@ export async function startServer(
     contextValues: (req) => {
       const values = createContextValues();
       const res = responseOf.get(req);
-      if (res !== undefined && req.url?.endsWith("/WatchEvents")) values.set(WATCH_OUTPUT, watchOutputOf(res, kernelSendQueues));
+      if (res !== undefined && req.url?.endsWith("/WatchEvents")) values.set(WATCH_OUTPUT, watchOutputOf(res, kernelSendQueues, config.watchMaxPendingBytes));
       return values;
     },
     routes: routes({ service, health, reflection: config.reflection }),
@@ -201,8 +201,8 @@ export async function startServer(
  * absorbs megabytes before Node's buffers grow), for HTTP/2 the stream's
  * buffer (what flow control holds back because the client does not read).
  */
-function watchOutputOf(res: http.ServerResponse | http2.Http2ServerResponse, kernel: KernelSendQueues) {
-  const kernelQueued = "stream" in res ? () => 0 : kernel.probe(res.socket!);
+function watchOutputOf(res: http.ServerResponse | http2.Http2ServerResponse, kernel: KernelSendQueues, maxPendingBytes: number) {
+  const kernelQueued = "stream" in res || res.socket === null ? () => 0 : kernel.probe(res.socket, maxPendingBytes);
   return {
     pendingOutputBytes: () => res.writableLength + kernelQueued(),
     write(bytes: Uint8Array) {

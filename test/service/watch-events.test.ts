@@ -5,7 +5,7 @@
  * gRPC (HTTP/2) and over Connect JSON (HTTP/1.1); writes go over Connect JSON.
  */
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   EventKind,
@@ -197,6 +197,44 @@ describe("WatchEvents", () => {
     expect(received).toEqual(stored.map((e) => BigInt(e.sequence)));
     await untilMetric(t, DROPPED, 0);
   }, LOAD_TIMEOUT_MS);
+
+  it("delivers the same events, replayed and live, over every protocol and codec", async () => {
+    const t = await server({}, FAST);
+    const baseUrl = t.apiUrl;
+    const transports = {
+      "gRPC (HTTP/2)": createGrpcTransport({ baseUrl }),
+      "gRPC-Web binary (HTTP/1.1)": createGrpcWebTransport({ baseUrl, httpVersion: "1.1" }),
+      "gRPC-Web JSON (HTTP/1.1)": createGrpcWebTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false }),
+      "Connect binary (HTTP/1.1)": createConnectTransport({ baseUrl, httpVersion: "1.1" }),
+      "Connect JSON (HTTP/1.1)": createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false }),
+      "Connect JSON (HTTP/2)": createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: false }),
+    };
+    // Some stored events to replay, with errors and cancel reasons (non-ASCII too) in them.
+    const { job } = await t.client.submit({ queue: "codecs", task: "t", maxAttempts: 2 });
+    const [lease] = (await t.client.claim({ queue: "codecs", workerId: "w-1" })).leases;
+    await t.client.fail({ jobId: job!.id, leaseToken: lease!.leaseToken, error: "timeout \"smtp\" ✗" });
+    const replayFrom = 0n;
+    const watches = Object.entries(transports).map(([name, transport]) => ({
+      name,
+      watch: openWatch(createClient(LeaseQueueService, transport), { afterSequence: replayFrom }),
+    }));
+    for (const { watch } of watches) expect((await watch.next()).event).toBeUndefined();
+    // Live: single submits (one event per write) and a batch (many events per write).
+    await t.client.cancel({ jobId: (await t.client.submit({ queue: "codecs", task: "t" })).job!.id, reason: "no longer needed ✓" });
+    await t.client.submitBatch({ jobs: Array.from({ length: 50 }, (_, i) => ({ queue: "codecs", task: `t${i}` })) });
+    const latest = await latestSequence(t);
+    const expected = [];
+    for (let seq = 1n; seq <= latest; seq++) expected.push(seq);
+    const stored = await grpcClient(t).listJobEvents({ jobId: job!.id });
+
+    for (const { name, watch } of watches) {
+      const got: JobEvent[] = [];
+      while (got.length < expected.length) got.push(await watch.event());
+      expect(got.map((e) => e.sequence), name).toEqual(expected);
+      expect(got.slice(0, stored.events.length), name).toEqual(stored.events);
+      expect(got.at(-1), name).toMatchObject({ queue: "codecs", kind: EventKind.SUBMITTED });
+    }
+  });
 
   it("fails with out_of_range when the replay would start before the oldest stored event", async () => {
     const t = await server();
