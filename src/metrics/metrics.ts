@@ -114,7 +114,9 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     });
     new client.Counter({
       name: "leasequeue_watch_subscribers_dropped_total",
-      help: "WatchEvents streams ended by the server, by reason (buffer_full: the subscriber read too slowly).",
+      help:
+        "WatchEvents streams ended by the server because the subscriber read too slowly, by reason " +
+        "(buffer_full: too many events waiting to be sent; output_full: too many bytes unread in its connection).",
       labelNames: ["reason"] as const,
       registers: [registry],
       collect() {
