@@ -32,7 +32,7 @@ interface Watched {
   socket: Socket;
   /** Bytes the peer is known to have acknowledged, as of the latest sample. */
   acknowledged: number;
-  /** The socket's bytesWritten when the sample in flight started. */
+  /** Bytes the socket had handed to the kernel when the sample in flight started. */
   writtenAtSample: number;
   /** Its send queue in the latest sample. */
   queued: number;
@@ -43,7 +43,7 @@ export class KernelSendQueues {
   readonly #files: readonly string[];
   readonly #watched = new Set<Watched>();
   #sampledAt = -Infinity;
-  #sampling = false;
+  #sampling: Promise<void> | undefined;
   #available = true;
 
   constructor(options: KernelSendQueuesOptions = {}) {
@@ -63,17 +63,21 @@ export class KernelSendQueues {
     this.#watched.add(watched);
     socket.once("close", () => this.#watched.delete(watched));
     return () => {
-      if (this.#available && socket.bytesWritten - watched.acknowledged > minBytes) this.#sampleIfStale();
+      if (this.#available && handedToKernel(socket) - watched.acknowledged > minBytes) this.#sampleIfStale();
       return watched.queued;
     };
   }
 
+  /** Resolves once the sample in flight (if any) has been read. */
+  async sampled(): Promise<void> {
+    await this.#sampling;
+  }
+
   #sampleIfStale(): void {
     const now = performance.now();
-    if (this.#sampling || now - this.#sampledAt < this.#intervalMs) return;
-    this.#sampling = true;
-    for (const w of this.#watched) w.writtenAtSample = w.socket.bytesWritten;
-    void Promise.all(this.#files.map((f) => readFile(f, "latin1").catch(() => "")))
+    if (this.#sampling !== undefined || now - this.#sampledAt < this.#intervalMs) return;
+    for (const w of this.#watched) w.writtenAtSample = handedToKernel(w.socket);
+    this.#sampling = Promise.all(this.#files.map((f) => readFile(f, "latin1").catch(() => "")))
       .then((texts) => {
         if (texts.every((t) => t === "")) {
           this.#available = false;
@@ -88,10 +92,15 @@ export class KernelSendQueues {
         }
       })
       .finally(() => {
-        this.#sampling = false;
+        this.#sampling = undefined;
         this.#sampledAt = performance.now();
       });
   }
+}
+
+/** Node counts what it still buffers in bytesWritten; the kernel has the rest. */
+function handedToKernel(socket: Socket): number {
+  return socket.bytesWritten - socket.writableLength;
 }
 
 /** Adds every established socket's tx_queue of one /proc/net/tcp* text to `into`. */
