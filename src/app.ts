@@ -202,14 +202,16 @@ export async function startServer(
  * buffer (what flow control holds back because the client does not read).
  */
 function watchOutputOf(res: http.ServerResponse | http2.Http2ServerResponse, kernel: KernelSendQueues, maxPendingBytes: number) {
-  const kernelQueued = "stream" in res || res.socket === null ? () => 0 : kernel.probe(res.socket, maxPendingBytes);
+  const kernelQueue = "stream" in res || res.socket === null ? undefined : kernel.probe(res.socket, maxPendingBytes);
   return {
-    pendingOutputBytes: () => res.writableLength + kernelQueued(),
+    pendingOutputBytes: () => res.writableLength + (kernelQueue?.queued() ?? 0),
     write(bytes: Uint8Array) {
       if (res.destroyed || res.writableEnded) return;
       // A failed write (the client went away) ends the call through its signal.
       (res as http.ServerResponse).write(bytes, () => {});
     },
+    whenWritable: () =>
+      kernelQueue !== undefined && kernelQueue.unconfirmed() > maxPendingBytes ? kernelQueue.nextSample() : undefined,
     closeAfter(graceMs: number) {
       if (res.destroyed) return;
       const timer = setTimeout(() => res.destroy(), graceMs);

@@ -130,16 +130,9 @@ class Subscriber extends Wakeup {
     if (commit !== this.#commit) {
       this.#commit = commit;
       if (!this.replaying) {
-        const reason =
-          this.pending > this.limit
-            ? "buffer_full"
-            : this.output !== undefined && this.output.pendingOutputBytes() > this.maxPendingBytes
-              ? "output_full"
-              : undefined;
+        const reason = this.pending > this.limit ? "buffer_full" : this.outputFull() ? "output_full" : undefined;
         if (reason !== undefined) {
-          this.#clear();
-          this.overflowed = reason;
-          this.wake();
+          this.drop(reason);
           return false;
         }
       }
@@ -152,6 +145,18 @@ class Subscriber extends Wakeup {
     }
     this.wake();
     return true;
+  }
+
+  /** True when the connection holds more than `maxPendingBytes` the client has not read. */
+  outputFull(): boolean {
+    return this.output !== undefined && this.output.pendingOutputBytes() > this.maxPendingBytes;
+  }
+
+  /** Ends the live subscriber: frees the buffer and wakes the watch to end with SUBSCRIBER_TOO_SLOW. */
+  drop(reason: DropReason): void {
+    this.#clear();
+    this.overflowed = reason;
+    this.wake();
   }
 
   /** Takes up to `max` waiting events, oldest first (empty when none waits). */
@@ -297,6 +302,14 @@ export class EventFeed {
               `resume with after_sequence=${sent} (the last sequence sent on this stream)`,
             { reason: sub.overflowed, afterSequence: String(sent) },
           );
+        }
+        // The transport may have learnt meanwhile that the client stopped
+        // reading (a kernel sample): do not hand it more.
+        if (sub.pending > 0 && sub.outputFull()) {
+          sub.drop("output_full");
+          this.#dropped.output_full++;
+          this.#detach(sub);
+          continue;
         }
         const taken = sub.takeUpTo(maxBatch);
         if (taken.length > 0) {

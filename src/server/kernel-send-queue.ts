@@ -14,18 +14,42 @@
  * network namespace (about 12 ms for 450 sockets here), so it happens only
  * when a watched connection could hold more than `minBytes` unread (more
  * than that was written since the last sample showed what the peer had
- * taken), and at most once per `intervalMs`. Where the files cannot be read
+ * taken), at most once per `intervalMs`, and on a busy machine less often
+ * (the interval grows to 10 times what the latest sample took, up to 1 s),
+ * reading only the files of the address families watched. Where the files cannot be read
  * (not Linux), every answer is 0 and only Node's buffers count.
+ *
+ * Between samples nobody knows whether the peer reads, so a writer may also
+ * hold back once more than `minBytes` are unconfirmed and wait for the next
+ * sample: then a peer that never reads gets at most about `minBytes` into
+ * the kernel before the server sees it, and one that reads waits at most an
+ * interval per `minBytes` written.
  */
 import { readFile } from "node:fs/promises";
+import { setTimeout as delay } from "node:timers/promises";
 import { isIPv4, type Socket } from "node:net";
 
 export interface KernelSendQueuesOptions {
-  /** Least time between two samples. Default 500 ms. */
+  /** Least time between two samples. Default 200 ms. */
   intervalMs?: number;
-  /** The files to read. Default /proc/self/net/tcp and /proc/self/net/tcp6. */
+  /** The files to read. Default /proc/self/net/tcp for IPv4 connections and /proc/self/net/tcp6 for IPv6 ones. */
   files?: readonly string[];
 }
+
+const IPV4_FILE = "/proc/self/net/tcp";
+const IPV6_FILE = "/proc/self/net/tcp6";
+
+/** One connection's kernel send queue, as KernelSendQueues follows it. */
+export interface KernelQueueProbe {
+  /** Bytes in the send queue as of the latest sample (0 when unknown). */
+  queued(): number;
+  /** Bytes handed to the kernel since the peer was last seen to have taken everything before: unread at worst. */
+  unconfirmed(): number;
+  /** Resolves once a sample taken after the call has been read (at most an interval away). */
+  nextSample(): Promise<void>;
+}
+
+const UNKNOWN_QUEUE: KernelQueueProbe = { queued: () => 0, unconfirmed: () => 0, nextSample: async () => {} };
 
 interface Watched {
   key: string;
@@ -40,31 +64,38 @@ interface Watched {
 
 export class KernelSendQueues {
   readonly #intervalMs: number;
-  readonly #files: readonly string[];
+  readonly #files: readonly string[] | undefined;
   readonly #watched = new Set<Watched>();
+  /** How long the latest sample took to read: the interval is at least 10 times that (at most 1 s). */
+  #sampleCostMs = 0;
   #sampledAt = -Infinity;
   #sampling: Promise<void> | undefined;
   #available = true;
 
   constructor(options: KernelSendQueuesOptions = {}) {
-    this.#intervalMs = options.intervalMs ?? 500;
-    this.#files = options.files ?? ["/proc/self/net/tcp", "/proc/self/net/tcp6"];
+    this.#intervalMs = options.intervalMs ?? 200;
+    this.#files = options.files;
   }
 
   /**
-   * A function giving the bytes in `socket`'s kernel send queue as of the
-   * latest sample (0 when unknown). Asking starts a new sample when more
-   * than `minBytes` may be unread and the latest is older than the interval.
+   * Follows `socket`'s kernel send queue. Asking `queued()` starts a new
+   * sample when more than `minBytes` may be unread and the latest sample is
+   * older than the interval.
    */
-  probe(socket: Socket, minBytes: number): () => number {
+  probe(socket: Socket, minBytes: number): KernelQueueProbe {
     const key = procKey(socket);
-    if (key === undefined || !this.#available) return () => 0;
+    if (key === undefined || !this.#available) return UNKNOWN_QUEUE;
     const watched: Watched = { key, socket, acknowledged: 0, writtenAtSample: 0, queued: 0 };
     this.#watched.add(watched);
     socket.once("close", () => this.#watched.delete(watched));
-    return () => {
-      if (this.#available && handedToKernel(socket) - watched.acknowledged > minBytes) this.#sampleIfStale();
-      return watched.queued;
+    const unconfirmed = () => (this.#available ? handedToKernel(socket) - watched.acknowledged : 0);
+    return {
+      queued: () => {
+        if (unconfirmed() > minBytes) this.#sampleIfStale();
+        return watched.queued;
+      },
+      unconfirmed,
+      nextSample: () => this.#nextSample(),
     };
   }
 
@@ -73,18 +104,45 @@ export class KernelSendQueues {
     await this.#sampling;
   }
 
+  /** Resolves once a sample that started after this call has been read (at most an interval away). */
+  async #nextSample(): Promise<void> {
+    await this.#sampling;
+    const wait = this.#interval() - (performance.now() - this.#sampledAt);
+    if (wait > 0) await delay(wait);
+    if (!this.#available) return;
+    this.#sampleIfStale();
+    await this.#sampling;
+  }
+
+  #interval(): number {
+    return Math.max(this.#intervalMs, Math.min(1000, 10 * this.#sampleCostMs));
+  }
+
+  /** The files to read for what is watched now. */
+  #filesToRead(): string[] {
+    if (this.#files !== undefined) return [...this.#files];
+    let v4 = false;
+    let v6 = false;
+    for (const w of this.#watched) {
+      if (w.key.indexOf(":") === 8) v4 = true;
+      else v6 = true;
+    }
+    return [...(v4 ? [IPV4_FILE] : []), ...(v6 ? [IPV6_FILE] : [])];
+  }
+
   #sampleIfStale(): void {
-    const now = performance.now();
-    if (this.#sampling !== undefined || now - this.#sampledAt < this.#intervalMs) return;
+    const started = performance.now();
+    if (this.#sampling !== undefined || started - this.#sampledAt < this.#interval()) return;
     for (const w of this.#watched) w.writtenAtSample = handedToKernel(w.socket);
-    this.#sampling = Promise.all(this.#files.map((f) => readFile(f, "latin1").catch(() => "")))
+    const files = this.#filesToRead();
+    this.#sampling = Promise.all(files.map((f) => readFile(f, "latin1").catch(() => undefined)))
       .then((texts) => {
-        if (texts.every((t) => t === "")) {
+        if (texts.length > 0 && texts.every((t) => t === undefined)) {
           this.#available = false;
           return;
         }
         const queues = new Map<string, number>();
-        for (const text of texts) parseInto(text, queues);
+        for (const text of texts) if (text !== undefined) parseInto(text, queues);
         for (const w of this.#watched) {
           w.queued = queues.get(w.key) ?? 0;
           // Everything written before the sample started and not queued was taken.
@@ -94,6 +152,7 @@ export class KernelSendQueues {
       .finally(() => {
         this.#sampling = undefined;
         this.#sampledAt = performance.now();
+        this.#sampleCostMs = this.#sampledAt - started;
       });
   }
 }

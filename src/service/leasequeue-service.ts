@@ -224,6 +224,8 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         for await (const batch of opts.events.watchBatches(spec, ctx.signal, { output })) {
           if (output !== undefined && headersSent) {
             output.write(watchFrames(batch, format!));
+            const writable = output.whenWritable();
+            if (writable !== undefined) await untilSettledOrAborted(writable, ctx.signal);
             continue;
           }
           if (batch === null) yield KEEPALIVE_RESPONSE;
@@ -239,6 +241,18 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       throw new ConnectError("the server is shutting down", Code.Unavailable);
     },
   };
+}
+
+/** Waits for `promise`, or until `signal` aborts (then the caller sees the abort itself). */
+async function untilSettledOrAborted(promise: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return;
+  let onAbort: (() => void) | undefined;
+  try {
+    const aborted = new Promise<void>((resolve) => signal.addEventListener("abort", (onAbort = () => resolve()), { once: true }));
+    await Promise.race([promise, aborted]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+  }
 }
 
 function ageMs(now: number, since: number | null): number {

@@ -35,6 +35,13 @@ export interface WatchOutput extends WatchOutputProbe {
   /** Appends bytes to the response body, after what the framework wrote; does nothing once the response is gone. */
   write(bytes: Uint8Array): void;
   /**
+   * Undefined when more may be written now; otherwise resolves when the
+   * transport knows again how much the client has taken (so that a client
+   * that never reads cannot soak up more than about the limit unseen, as
+   * the kernel's socket buffers would on HTTP/1.1).
+   */
+  whenWritable(): Promise<void> | undefined;
+  /**
    * The watch was dropped for not reading: give the client `graceMs` to read
    * what is waiting and the error after it, then cut the connection (or the
    * HTTP/2 stream), so a client that never reads stops holding the server's

@@ -4,7 +4,8 @@
  * process, 200 subscribers that never read (100 raw HTTP/2 gRPC streams
  * whose window is never reopened, 100 HTTP/1.1 Connect streams whose TCP
  * socket is never read) cost the writers a bounded share of their
- * throughput and are dropped (`output_full`) within a bounded time, while a
+ * throughput and are dropped (`output_full`, or `buffer_full` while the
+ * server waits to learn whether an HTTP/1.1 client reads) within a bounded time, while a
  * subscriber that reads keeps receiving every event. One more watch than
  * LEASEQUEUE_MAX_WATCHERS is refused with resource_exhausted.
  *
@@ -22,7 +23,7 @@ import { openHttp1NonReader, openHttp2NonReader } from "../helpers/never-reading
 import { mib, processCpuMs, processMemory } from "../helpers/proc-stats.js";
 import { okJson, spawnServer, type SpawnedServer } from "../helpers/process.js";
 
-const JOBS = 8000;
+const JOBS = 12_000;
 const BATCH = 100;
 const PRODUCERS = 4;
 const NON_READERS_PER_TRANSPORT = 100;
@@ -119,7 +120,10 @@ describe("WatchEvents subscribers that never read", () => {
     expect(refused?.code).toBe(Code.ResourceExhausted);
     expect(refused?.rawMessage).toMatch(/LEASEQUEUE_MAX_WATCHERS/);
 
-    const droppedBefore = await metric('leasequeue_watch_subscribers_dropped_total{reason="output_full"}');
+    const drops = async () =>
+      (await metric('leasequeue_watch_subscribers_dropped_total{reason="output_full"}')) +
+      (await metric('leasequeue_watch_subscribers_dropped_total{reason="buffer_full"}'));
+    const droppedBefore = await drops();
     cpu = processCpuMs(pid);
     const started = performance.now();
     const watched = await submitJobs(JOBS, "watched");
@@ -131,14 +135,15 @@ describe("WatchEvents subscribers that never read", () => {
       await submitJobs(BATCH, "more");
     }
     const dropSeconds = (performance.now() - started) / 1000;
-    const dropped = (await metric('leasequeue_watch_subscribers_dropped_total{reason="output_full"}')) - droppedBefore;
+    const dropped = (await drops()) - droppedBefore;
+    const droppedByBytes = await metric('leasequeue_watch_subscribers_dropped_total{reason="output_full"}');
     const memory = processMemory(pid);
 
     console.log(
       `watch fan-out: ${JOBS} jobs alone ${alone.toFixed(0)} jobs/s (server CPU ${cpuAlone} ms); ` +
         `with 1 reader + ${2 * NON_READERS_PER_TRANSPORT} non-readers ${watched.toFixed(0)} jobs/s (server CPU ${cpuWatched} ms), ` +
         `${((100 * watched) / alone).toFixed(0)}% of alone; ${subscribersAfterJobs} subscribers left after those jobs, ` +
-        `${dropped} dropped as output_full, only the reader left after ${dropSeconds.toFixed(1)} s; ` +
+        `${dropped} dropped (${droppedByBytes} output_full), only the reader left after ${dropSeconds.toFixed(1)} s; ` +
         `server RSS ${mib(memory.rssBytes)} (peak ${mib(memory.peakRssBytes)})`,
     );
     expect(watched).toBeGreaterThanOrEqual(0.4 * alone);
