@@ -209,6 +209,9 @@ function watchOutputOf(res: http.ServerResponse | http2.Http2ServerResponse, ker
       if (res.destroyed || res.writableEnded) return;
       // A failed write (the client went away) ends the call through its signal.
       (res as http.ServerResponse).write(bytes, () => {});
+      // HTTP/1.1 corks the socket until the next tick; flush now, so that what
+      // Node still holds afterwards is only what the kernel would not take.
+      if (!("stream" in res)) res.socket?.uncork();
     },
     whenWritable: () =>
       kernelQueue !== undefined && kernelQueue.unconfirmed() > maxPendingBytes ? kernelQueue.nextSample() : undefined,

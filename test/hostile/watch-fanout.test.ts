@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { openHttp1NonReader, openHttp2NonReader } from "../helpers/never-reading-watchers.js";
@@ -27,9 +27,10 @@ const JOBS = 12_000;
 const BATCH = 100;
 const PRODUCERS = 4;
 const NON_READERS_PER_TRANSPORT = 100;
-const MAX_WATCHERS = 2 * NON_READERS_PER_TRANSPORT + 1;
+const READERS = 2;
+const MAX_WATCHERS = 2 * NON_READERS_PER_TRANSPORT + READERS;
 /** Low enough that the non-readers are dropped while the measured jobs are written. */
-const MAX_PENDING_BYTES = 131_072;
+const MAX_PENDING_BYTES = 262_144;
 
 let dir = "";
 let server: SpawnedServer;
@@ -84,27 +85,37 @@ describe("WatchEvents subscribers that never read", () => {
     const alone = await submitJobs(JOBS, "alone");
     const cpuAlone = processCpuMs(pid) - cpu;
 
-    // A reader that records every event from here on.
-    const client = createClient(LeaseQueueService, createGrpcTransport({ baseUrl: server.apiUrl }));
+    // Two readers, over HTTP/2 (gRPC) and HTTP/1.1 (Connect JSON), that record every event from here on.
     const subscribedAfter = await lastSequence();
     const readerAbort = new AbortController();
-    const reader = client.watchEvents({}, { signal: readerAbort.signal })[Symbol.asyncIterator]();
-    expect((await reader.next()).value?.event).toBeUndefined();
-    const received: bigint[] = [];
-    let readerReached: { sequence: bigint; resolve: () => void } | undefined;
-    const reading = (async () => {
-      try {
-        for (;;) {
-          const r = await reader.next();
-          if (r.done) return;
-          if (r.value.event === undefined) continue;
-          received.push(r.value.event.sequence);
-          if (readerReached !== undefined && r.value.event.sequence >= readerReached.sequence) readerReached.resolve();
+    const readers = [
+      createGrpcTransport({ baseUrl: server.apiUrl }),
+      createConnectTransport({ baseUrl: server.apiUrl, httpVersion: "1.1", useBinaryFormat: false }),
+    ].map((transport) => {
+      const stream = createClient(LeaseQueueService, transport).watchEvents({}, { signal: readerAbort.signal });
+      const it = stream[Symbol.asyncIterator]();
+      const received: bigint[] = [];
+      let reached: { sequence: bigint; resolve: () => void } | undefined;
+      const subscribed = it.next().then((r) => expect(r.value?.event).toBeUndefined());
+      const reading = subscribed.then(async () => {
+        try {
+          for (;;) {
+            const r = await it.next();
+            if (r.done) return;
+            if (r.value.event === undefined) continue;
+            received.push(r.value.event.sequence);
+            if (reached !== undefined && r.value.event.sequence >= reached.sequence) reached.resolve();
+          }
+        } catch (err) {
+          if (!readerAbort.signal.aborted) throw err;
         }
-      } catch (err) {
-        if (!readerAbort.signal.aborted) throw err;
-      }
-    })();
+      });
+      const until = (sequence: bigint) =>
+        (received.at(-1) ?? 0n) >= sequence ? Promise.resolve() : new Promise<void>((resolve) => (reached = { sequence, resolve }));
+      return { received, subscribed, reading, until };
+    });
+    for (const r of readers) await r.subscribed;
+    const client = createClient(LeaseQueueService, createGrpcTransport({ baseUrl: server.apiUrl }));
 
     const closers: Array<() => void> = [];
     for (let i = 0; i < NON_READERS_PER_TRANSPORT; i++) closers.push(await openHttp2NonReader(server.apiUrl));
@@ -131,7 +142,7 @@ describe("WatchEvents subscribers that never read", () => {
     const subscribersAfterJobs = await metric("leasequeue_watch_subscribers");
 
     // Keep writing (bounded) until only the reader is left.
-    while ((await metric("leasequeue_watch_subscribers")) > 1 && performance.now() - started < 30_000) {
+    while ((await metric("leasequeue_watch_subscribers")) > READERS && performance.now() - started < 30_000) {
       await submitJobs(BATCH, "more");
     }
     const dropSeconds = (performance.now() - started) / 1000;
@@ -141,22 +152,24 @@ describe("WatchEvents subscribers that never read", () => {
 
     console.log(
       `watch fan-out: ${JOBS} jobs alone ${alone.toFixed(0)} jobs/s (server CPU ${cpuAlone} ms); ` +
-        `with 1 reader + ${2 * NON_READERS_PER_TRANSPORT} non-readers ${watched.toFixed(0)} jobs/s (server CPU ${cpuWatched} ms), ` +
+        `with ${READERS} readers + ${2 * NON_READERS_PER_TRANSPORT} non-readers ${watched.toFixed(0)} jobs/s (server CPU ${cpuWatched} ms), ` +
         `${((100 * watched) / alone).toFixed(0)}% of alone; ${subscribersAfterJobs} subscribers left after those jobs, ` +
-        `${dropped} dropped (${droppedByBytes} output_full), only the reader left after ${dropSeconds.toFixed(1)} s; ` +
+        `${dropped} dropped (${droppedByBytes} output_full), only the readers left after ${dropSeconds.toFixed(1)} s; ` +
         `server RSS ${mib(memory.rssBytes)} (peak ${mib(memory.peakRssBytes)})`,
     );
     expect(watched).toBeGreaterThanOrEqual(0.4 * alone);
-    expect(await metric("leasequeue_watch_subscribers")).toBe(1);
+    expect(await metric("leasequeue_watch_subscribers")).toBe(READERS);
     expect(dropped).toBe(2 * NON_READERS_PER_TRANSPORT);
 
-    // The reader got every event committed since it subscribed, once and in order.
+    // The readers got every event committed since they subscribed, once and in order.
     const last = await lastSequence();
-    if ((received.at(-1) ?? 0n) < last) await new Promise<void>((resolve) => (readerReached = { sequence: last, resolve }));
-    expect(received.length).toBe(Number(last - subscribedAfter));
-    expect(received).toEqual(Array.from({ length: received.length }, (_, i) => subscribedAfter + 1n + BigInt(i)));
+    for (const r of readers) {
+      await r.until(last);
+      expect(r.received.length).toBe(Number(last - subscribedAfter));
+      expect(r.received).toEqual(Array.from({ length: r.received.length }, (_, i) => subscribedAfter + 1n + BigInt(i)));
+    }
     readerAbort.abort();
-    await reading;
+    for (const r of readers) await r.reading;
     for (const close of closers) close();
   }, 90_000);
 });
