@@ -3,9 +3,7 @@
  * shutdown. Everything the server is made of is wired here and only here.
  */
 import { setMaxListeners } from "node:events";
-import type * as http from "node:http";
-import type * as http2 from "node:http2";
-import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
@@ -18,12 +16,11 @@ import { createMetrics } from "./metrics/metrics.js";
 import { startApiListener, type ApiListener } from "./server/api-listener.js";
 import { createConsoleHandler, defaultConsoleDir } from "./server/console-files.js";
 import { HealthStatus, ServingStatus } from "./server/health.js";
-import { KernelSendQueues } from "./server/kernel-send-queue.js";
 import { boundaryInterceptor, routes } from "./server/routes.js";
 import { startSideListener } from "./server/side-listener.js";
+import { createWatchOutputs } from "./server/watch-outputs.js";
 import { WriteReadiness } from "./server/write-readiness.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
-import { WATCH_OUTPUT } from "./service/watch-output.js";
 import { openSqliteStore } from "./store/sqlite/sqlite-store.js";
 import type { Store } from "./store/store.js";
 
@@ -75,11 +72,10 @@ export async function startServer(
   });
   // Readiness and grpc.health.v1 follow the database's ability to take writes.
   const healthServices = ["", "leasequeue.v1.LeaseQueueService"] as const;
-  let readiness: WriteReadiness | undefined;
   const health = new HealthStatus(Object.fromEntries(healthServices.map((s) => [s, ServingStatus.SERVING])), {
-    refresh: async () => readiness?.check(),
+    refresh: () => store.checkWritable(),
   });
-  readiness = new WriteReadiness({ store, health, services: healthServices, log });
+  const readiness = new WriteReadiness({ store, health, services: healthServices, log });
   const service = createLeaseQueueService({
     store,
     clock,
@@ -93,18 +89,10 @@ export async function startServer(
   // abort listener per call, removed when the call ends): more than 10
   // concurrent calls is normal, not a leak, so lift Node's warning threshold.
   setMaxListeners(0, shutdown.signal);
-  // WatchEvents writes pre-encoded events straight to its response and
-  // watches the bytes waiting in it (service/watch-output.ts): the adapter
-  // hands handlers only the request, so remember each request's response.
-  const responseOf = new WeakMap<object, http.ServerResponse | http2.Http2ServerResponse>();
-  const kernelSendQueues = new KernelSendQueues();
+  // WatchEvents writes pre-encoded events straight to its response (service/watch-output.ts).
+  const watchOutputs = createWatchOutputs({ maxPendingBytes: config.watchMaxPendingBytes });
   const adapter = connectNodeAdapter({
-    contextValues: (req) => {
-      const values = createContextValues();
-      const res = responseOf.get(req);
-      if (res !== undefined && req.url?.endsWith("/WatchEvents")) values.set(WATCH_OUTPUT, watchOutputOf(res, kernelSendQueues, config.watchMaxPendingBytes));
-      return values;
-    },
+    contextValues: watchOutputs.contextValues,
     routes: routes({ service, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],
     jsonOptions: { ignoreUnknownFields: false },
@@ -115,10 +103,7 @@ export async function startServer(
       onMissing: (dir) => log.warn("operations console not built; / answers 503 until `npm run build`", { dir }),
     }),
   });
-  const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
-    responseOf.set(req, res);
-    adapter(req, res);
-  };
+  const handler = watchOutputs.remember(adapter);
   const sweeper = startLeaseSweeper({ store, log, intervalMs: sweepIntervalMs });
 
   let api: ApiListener | undefined;
@@ -190,36 +175,6 @@ export async function startServer(
         log.info("stopped");
       })();
       return closing;
-    },
-  };
-}
-
-/**
- * A WatchEvents response as the service may append to it. Pending bytes are
- * what the client has not taken: for HTTP/1.1 the response's and its
- * socket's buffers plus the kernel's send queue of the connection (which
- * absorbs megabytes before Node's buffers grow), for HTTP/2 the stream's
- * buffer (what flow control holds back because the client does not read).
- */
-function watchOutputOf(res: http.ServerResponse | http2.Http2ServerResponse, kernel: KernelSendQueues, maxPendingBytes: number) {
-  const kernelQueue = "stream" in res || res.socket === null ? undefined : kernel.probe(res.socket, maxPendingBytes);
-  return {
-    pendingOutputBytes: () => res.writableLength + (kernelQueue?.queued() ?? 0),
-    write(bytes: Uint8Array) {
-      if (res.destroyed || res.writableEnded) return;
-      // A failed write (the client went away) ends the call through its signal.
-      (res as http.ServerResponse).write(bytes, () => {});
-      // HTTP/1.1 corks the socket until the next tick; flush now, so that what
-      // Node still holds afterwards is only what the kernel would not take.
-      if (!("stream" in res)) res.socket?.uncork();
-    },
-    whenWritable: () =>
-      kernelQueue !== undefined && kernelQueue.unconfirmed() > maxPendingBytes ? kernelQueue.nextSample() : undefined,
-    closeAfter(graceMs: number) {
-      if (res.destroyed) return;
-      const timer = setTimeout(() => res.destroy(), graceMs);
-      timer.unref();
-      res.once("close", () => clearTimeout(timer));
     },
   };
 }
