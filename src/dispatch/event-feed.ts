@@ -24,9 +24,10 @@
  * - Bounded output: the transport may report how many bytes of a watch
  *   are still waiting in its connection (`pendingOutputBytes`). A live
  *   subscriber whose connection holds more than `maxPendingBytes` when a
- *   commit arrives is not reading: it is dropped like one whose buffer is
- *   full. This catches clients that never read even where the events leave
- *   the buffer at once (HTTP/1.1 writes that the socket accepts).
+ *   commit arrives, or when it would be handed more events, is not reading:
+ *   it is dropped like one whose buffer is full (`output_full`). This
+ *   catches clients that never read even where the events leave the buffer
+ *   at once (HTTP/1.1 writes that the socket accepts).
  * - Bounded subscribers: at most `maxSubscribers` watches at once; one more
  *   is refused (TOO_MANY_SUBSCRIBERS) before it is registered.
  * - Batches: `watchBatches` hands out everything a subscriber has pending in

@@ -20,10 +20,14 @@
  * (not Linux), every answer is 0 and only Node's buffers count.
  *
  * Between samples nobody knows whether the peer reads, so a writer may also
- * hold back once more than `minBytes` are unconfirmed and wait for the next
- * sample: then a peer that never reads gets at most about `minBytes` into
- * the kernel before the server sees it, and one that reads waits at most an
- * interval per `minBytes` written.
+ * hold back once more than its allowance is unconfirmed and wait for the
+ * next sample: then a peer that never reads gets at most about `minBytes`
+ * into the kernel before the server sees it, and one that reads waits at
+ * most an interval per allowance written. The allowance starts at
+ * `minBytes` and doubles (up to 8 times) with every sample that finds the
+ * peer keeping up, so steady readers cost few samples; the kernel itself
+ * holds at most a few MiB per connection, past which Node's own buffer shows
+ * a reader that stopped.
  */
 import { readFile } from "node:fs/promises";
 import { setTimeout as delay } from "node:timers/promises";
@@ -45,11 +49,21 @@ export interface KernelQueueProbe {
   queued(): number;
   /** Bytes handed to the kernel since the peer was last seen to have taken everything before: unread at worst. */
   unconfirmed(): number;
+  /** How many bytes may go unconfirmed before a writer should wait for the next sample. */
+  allowance(): number;
   /** Resolves once a sample taken after the call has been read (at most an interval away). */
   nextSample(): Promise<void>;
 }
 
-const UNKNOWN_QUEUE: KernelQueueProbe = { queued: () => 0, unconfirmed: () => 0, nextSample: async () => {} };
+const UNKNOWN_QUEUE: KernelQueueProbe = {
+  queued: () => 0,
+  unconfirmed: () => 0,
+  allowance: () => Infinity,
+  nextSample: async () => {},
+};
+
+/** The most an allowance grows, as a multiple of `minBytes`. */
+const MAX_ALLOWANCE_FACTOR = 8;
 
 interface Watched {
   key: string;
@@ -60,6 +74,9 @@ interface Watched {
   writtenAtSample: number;
   /** Its send queue in the latest sample. */
   queued: number;
+  minBytes: number;
+  /** Unconfirmed bytes allowed before a sample is needed. */
+  allowance: number;
 }
 
 export class KernelSendQueues {
@@ -85,16 +102,17 @@ export class KernelSendQueues {
   probe(socket: Socket, minBytes: number): KernelQueueProbe {
     const key = procKey(socket);
     if (key === undefined || !this.#available) return UNKNOWN_QUEUE;
-    const watched: Watched = { key, socket, acknowledged: 0, writtenAtSample: 0, queued: 0 };
+    const watched: Watched = { key, socket, acknowledged: 0, writtenAtSample: 0, queued: 0, minBytes, allowance: minBytes };
     this.#watched.add(watched);
     socket.once("close", () => this.#watched.delete(watched));
     const unconfirmed = () => (this.#available ? handedToKernel(socket) - watched.acknowledged : 0);
     return {
       queued: () => {
-        if (unconfirmed() > minBytes) this.#sampleIfStale();
+        if (unconfirmed() > watched.allowance) this.#sampleIfStale();
         return watched.queued;
       },
       unconfirmed,
+      allowance: () => (this.#available ? watched.allowance : Infinity),
       nextSample: () => this.#nextSample(),
     };
   }
@@ -147,6 +165,9 @@ export class KernelSendQueues {
           w.queued = queues.get(w.key) ?? 0;
           // Everything written before the sample started and not queued was taken.
           w.acknowledged = Math.max(w.acknowledged, w.writtenAtSample - w.queued);
+          // A peer that keeps up earns room; one that falls behind loses it.
+          w.allowance =
+            w.queued <= w.minBytes / 4 ? Math.min(2 * w.allowance, MAX_ALLOWANCE_FACTOR * w.minBytes) : w.minBytes;
         }
       })
       .finally(() => {

@@ -69,7 +69,7 @@ function watchOutputOf(res: NodeResponse, kernel: KernelSendQueues, maxPendingBy
       if (!("stream" in res)) res.socket?.uncork();
     },
     whenWritable: () =>
-      kernelQueue !== undefined && kernelQueue.unconfirmed() > maxPendingBytes ? kernelQueue.nextSample() : undefined,
+      kernelQueue !== undefined && kernelQueue.unconfirmed() > kernelQueue.allowance() ? kernelQueue.nextSample() : undefined,
     closeAfter(graceMs) {
       if (res.destroyed) return;
       const timer = setTimeout(() => res.destroy(), graceMs);

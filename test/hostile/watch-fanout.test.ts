@@ -9,7 +9,8 @@
  * subscriber that reads keeps receiving every event. One more watch than
  * LEASEQUEUE_MAX_WATCHERS is refused with resource_exhausted.
  *
- * Prints the figures; asserts only generous bounds (the machine is shared):
+ * Prints the figures; asserts only generous bounds, on the server's CPU per
+ * job more than on wall-clock throughput (the machine is shared):
  * `node bench/watch-fanout.mjs` measures the same at a larger scale.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -153,11 +154,19 @@ describe("WatchEvents subscribers that never read", () => {
     console.log(
       `watch fan-out: ${JOBS} jobs alone ${alone.toFixed(0)} jobs/s (server CPU ${cpuAlone} ms); ` +
         `with ${READERS} readers + ${2 * NON_READERS_PER_TRANSPORT} non-readers ${watched.toFixed(0)} jobs/s (server CPU ${cpuWatched} ms), ` +
-        `${((100 * watched) / alone).toFixed(0)}% of alone; ${subscribersAfterJobs} subscribers left after those jobs, ` +
+        `${((100 * watched) / alone).toFixed(0)}% of alone (server CPU per job ${((100 * cpuAlone) / cpuWatched).toFixed(0)}% of alone); ` +
+        `${subscribersAfterJobs} subscribers left after those jobs, ` +
         `${dropped} dropped (${droppedByBytes} output_full), only the readers left after ${dropSeconds.toFixed(1)} s; ` +
         `server RSS ${mib(memory.rssBytes)} (peak ${mib(memory.peakRssBytes)})`,
     );
-    expect(watched).toBeGreaterThanOrEqual(0.4 * alone);
+    // Wall-clock throughput on a shared machine swings with its other load
+    // (21% to 105% of alone between identical runs here), while the server's
+    // own CPU per job stays within about 10%: bound the CPU the subscribers
+    // cost (capacity left at least 40%, the one-time cost of the 200 drops
+    // included), and keep only a loose bound on throughput (subscribers that
+    // were never dropped used to leave about 3%).
+    expect(cpuAlone / cpuWatched).toBeGreaterThanOrEqual(0.4);
+    expect(watched).toBeGreaterThanOrEqual(0.1 * alone);
     expect(await metric("leasequeue_watch_subscribers")).toBe(READERS);
     expect(dropped).toBe(2 * NON_READERS_PER_TRANSPORT);
 
