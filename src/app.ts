@@ -21,6 +21,8 @@ import { acceptedCompressions } from "./server/request-compression.js";
 import { boundaryInterceptor, routes } from "./server/routes.js";
 import { createRpcHandler, strictUtf8Decoder } from "./server/rpc-handler.js";
 import { startSideListener } from "./server/side-listener.js";
+import { createWatchOutputs } from "./server/watch-outputs.js";
+import { WriteReadiness } from "./server/write-readiness.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
 import { openSqliteStore } from "./store/sqlite/sqlite-store.js";
 import type { Store } from "./store/store.js";
@@ -60,16 +62,23 @@ export async function startServer(
 
   const wakeups = new QueueWakeups(store, clock);
   const claimStreams = new ClaimStreams({ store, wakeups, clock, log, keepaliveMs: claimKeepaliveMs });
-  const events = new EventFeed(store, { keepaliveMs: watchKeepaliveMs, bufferLimit: watchBufferLimit });
+  const events = new EventFeed(store, {
+    keepaliveMs: watchKeepaliveMs,
+    bufferLimit: watchBufferLimit,
+    maxSubscribers: config.maxWatchers,
+    maxPendingBytes: config.watchMaxPendingBytes,
+  });
   const metrics = createMetrics(store, clock, {
     claimWaiters: () => wakeups.waiting,
     claimStreams: () => claimStreams.streams,
     watchEvents: () => events.stats,
   });
-  const health = new HealthStatus({
-    "": ServingStatus.SERVING,
-    "leasequeue.v1.LeaseQueueService": ServingStatus.SERVING,
+  // Readiness and grpc.health.v1 follow the database's ability to take writes.
+  const healthServices = ["", "leasequeue.v1.LeaseQueueService"] as const;
+  const health = new HealthStatus(Object.fromEntries(healthServices.map((s) => [s, ServingStatus.SERVING])), {
+    refresh: () => store.checkWritable(),
   });
+  const readiness = new WriteReadiness({ store, health, services: healthServices, log });
   const service = createLeaseQueueService({
     store,
     clock,
@@ -94,7 +103,10 @@ export async function startServer(
     textDecoder: strictUtf8Decoder(),
     registry: createRegistry(file_google_rpc_error_details),
   };
+  // WatchEvents writes pre-encoded events straight to its response (service/watch-output.ts).
+  const watchOutputs = createWatchOutputs({ maxPendingBytes: config.watchMaxPendingBytes });
   const rpc = createRpcHandler({
+    contextValues: watchOutputs.addTo,
     routes: routes({ service, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],
     log,
@@ -145,7 +157,7 @@ export async function startServer(
       port: config.metricsPort,
       metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
       ready: async () => {
-        await store.checkWritable();
+        await readiness.check();
         return !shutdown.signal.aborted;
       },
     });
@@ -173,6 +185,7 @@ export async function startServer(
     close() {
       closing ??= (async () => {
         log.info("shutting down", { graceMs: SHUTDOWN_GRACE_MS });
+        readiness.close();
         health.set("", ServingStatus.NOT_SERVING);
         health.set("leasequeue.v1.LeaseQueueService", ServingStatus.NOT_SERVING);
         // Streams and long-polls end now (streams with `unavailable`); unary calls finish.

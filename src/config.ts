@@ -31,6 +31,10 @@ export interface Config {
   requestTimeoutMs: number;
   /** An idle HTTP/1.1 keep-alive connection is closed after this. */
   keepAliveTimeoutMs: number;
+  /** Most WatchEvents streams at once; one more is refused with resource_exhausted. */
+  maxWatchers: number;
+  /** Bytes a WatchEvents client may leave unread in its connection before it is dropped as too slow. */
+  watchMaxPendingBytes: number;
 }
 
 /** A request Content-Encoding / grpc-encoding the server may accept. */
@@ -92,6 +96,13 @@ export const SETTINGS = {
     flag: "keepalive-timeout-ms",
     default: "65000",
     help: "idle HTTP/1.1 keep-alive connections are closed after this (ms)",
+  },
+  maxWatchers: { env: "LEASEQUEUE_MAX_WATCHERS", flag: "max-watchers", default: "1000", help: "most WatchEvents streams at once (1-100000)" },
+  watchMaxPendingBytes: {
+    env: "LEASEQUEUE_WATCH_MAX_PENDING_BYTES",
+    flag: "watch-max-pending-bytes",
+    default: "1048576",
+    help: "unread bytes a WatchEvents client may leave in its connection before it is dropped (65536-268435456)",
   },
 } satisfies Record<string, Setting>;
 
@@ -204,6 +215,14 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
     requestHeadersTimeoutMs,
     requestTimeoutMs,
     keepAliveTimeoutMs: timeout(S.keepAliveTimeoutMs, 100),
+    maxWatchers: integer(get(S.maxWatchers).name, get(S.maxWatchers).raw, 1, 100_000, "a number"),
+    watchMaxPendingBytes: integer(
+      get(S.watchMaxPendingBytes).name,
+      get(S.watchMaxPendingBytes).raw,
+      65_536,
+      256 * 1024 * 1024,
+      "a byte count",
+    ),
   };
 }
 

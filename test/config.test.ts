@@ -120,6 +120,20 @@ describe("configuration", () => {
     for (const s of Object.values(SETTINGS)) expect(readme).toContain(`| \`${s.env}\` | \`--${s.flag}\` |`);
   });
 
+  it("bounds WatchEvents: most watchers and unread bytes per watcher, from the environment or a flag", () => {
+    expect(resolveConfig({}, {})).toMatchObject({ maxWatchers: 1000, watchMaxPendingBytes: 1_048_576 });
+    const env = { LEASEQUEUE_MAX_WATCHERS: "50", LEASEQUEUE_WATCH_MAX_PENDING_BYTES: "65536" };
+    expect(resolveConfig({}, env)).toMatchObject({ maxWatchers: 50, watchMaxPendingBytes: 65_536 });
+    expect(resolveConfig({ "max-watchers": "7" }, env).maxWatchers).toBe(7);
+    for (const [flags, message] of [
+      [{ "max-watchers": "0" }, /--max-watchers must be a number from 1 to 100000, got "0"/],
+      [{ "max-watchers": "many" }, /--max-watchers/],
+      [{ "watch-max-pending-bytes": "1024" }, /--watch-max-pending-bytes must be a byte count from 65536/],
+    ] as const) {
+      expect(() => resolveConfig(flags, {})).toThrow(message);
+    }
+  });
+
   it("reads the TLS certificate and key files", () => {
     const dir = mkdtempSync(join(tmpdir(), "lq-tls-"));
     writeFileSync(join(dir, "c.pem"), "CERT");

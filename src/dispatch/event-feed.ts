@@ -21,6 +21,18 @@
  *   events still waiting means the client reads slower than events are
  *   committed: the buffer is freed, the subscriber detached, and the watch
  *   ends with SUBSCRIBER_TOO_SLOW naming the last sequence it sent.
+ * - Bounded output: the transport may report how many bytes of a watch
+ *   are still waiting in its connection (`pendingOutputBytes`). A live
+ *   subscriber whose connection holds more than `maxPendingBytes` when a
+ *   commit arrives, or when it would be handed more events, is not reading:
+ *   it is dropped like one whose buffer is full (`output_full`). This
+ *   catches clients that never read even where the events leave the buffer
+ *   at once (HTTP/1.1 writes that the socket accepts).
+ * - Bounded subscribers: at most `maxSubscribers` watches at once; one more
+ *   is refused (TOO_MANY_SUBSCRIBERS) before it is registered.
+ * - Batches: `watchBatches` hands out everything a subscriber has pending in
+ *   one array, so a transport can write many events with one write; `watch`
+ *   is the same feed one event at a time.
  * - The first item of every watch is a keepalive, produced after the
  *   subscriber is registered: the transport sends response headers with the
  *   first message, and a client that has seen them knows that everything
@@ -44,6 +56,12 @@ export interface WatchSpec {
 export interface EventFeedOptions {
   /** Most events buffered per subscriber before it is dropped. Default 10 000. */
   bufferLimit?: number;
+  /** Most bytes waiting in a live subscriber's connection before it is dropped (see WatchOutputProbe). Default 1 MiB. */
+  maxPendingBytes?: number;
+  /** Most watches at once; one more is refused with TOO_MANY_SUBSCRIBERS. Default 1000. */
+  maxSubscribers?: number;
+  /** Most events in one batch of watchBatches. Default 1000. */
+  maxBatch?: number;
   /** Idle interval between keepalives. Default 15 s. */
   keepaliveMs?: number;
   /** Stored events read per replay query. Default 500. */
@@ -59,7 +77,18 @@ export interface EventFeedStats {
   dropped: Record<DropReason, number>;
 }
 
-export type DropReason = "buffer_full";
+/**
+ * Why the server ended a watch: `buffer_full` (more than `bufferLimit` events
+ * waited for the transport to take them), `output_full` (more than
+ * `maxPendingBytes` waited in the connection for the client to read them).
+ */
+export type DropReason = "buffer_full" | "output_full";
+
+/** How a transport tells the feed what is still waiting in a watch's connection. */
+export interface WatchOutputProbe {
+  /** Bytes of this watch written to the connection that the client has not taken yet, as far as the server can see. */
+  pendingOutputBytes(): number;
+}
 
 class Subscriber extends Wakeup {
   /** Live events not yet sent: `buffer[head..]`. */
@@ -71,14 +100,16 @@ class Subscriber extends Wakeup {
   replaying: boolean;
   /** Set when the buffer overflowed while replaying; the replay must read again. */
   lossy = false;
-  /** Set when the buffer overflowed while live; the watch must end. */
-  overflowed = false;
+  /** Set when the subscriber was dropped while live; the watch must end. */
+  overflowed: DropReason | undefined;
   detached = false;
 
   constructor(
     readonly spec: WatchSpec,
     readonly limit: number,
     replaying: boolean,
+    readonly output: WatchOutputProbe | undefined,
+    readonly maxPendingBytes: number,
   ) {
     super();
     this.replaying = replaying;
@@ -96,14 +127,15 @@ class Subscriber extends Wakeup {
    * calls) does not drop a subscriber that keeps up.
    */
   push(e: JobEvent, commit: number): boolean {
-    if (this.overflowed) return true;
+    if (this.overflowed !== undefined) return true;
     if (commit !== this.#commit) {
       this.#commit = commit;
-      if (!this.replaying && this.pending > this.limit) {
-        this.#clear();
-        this.overflowed = true;
-        this.wake();
-        return false;
+      if (!this.replaying) {
+        const reason = this.pending > this.limit ? "buffer_full" : this.outputFull() ? "output_full" : undefined;
+        if (reason !== undefined) {
+          this.drop(reason);
+          return false;
+        }
       }
     }
     this.#buffer.push(e);
@@ -116,15 +148,34 @@ class Subscriber extends Wakeup {
     return true;
   }
 
-  take(): JobEvent | undefined {
-    if (this.#head >= this.#buffer.length) return undefined;
-    const e = this.#buffer[this.#head++];
+  /** True when the connection holds more than `maxPendingBytes` the client has not read. */
+  outputFull(): boolean {
+    return this.output !== undefined && this.output.pendingOutputBytes() > this.maxPendingBytes;
+  }
+
+  /** Ends the live subscriber: frees the buffer and wakes the watch to end with SUBSCRIBER_TOO_SLOW. */
+  drop(reason: DropReason): void {
+    this.#clear();
+    this.overflowed = reason;
+    this.wake();
+  }
+
+  /** Takes up to `max` waiting events, oldest first (empty when none waits). */
+  takeUpTo(max: number): JobEvent[] {
+    if (this.#head >= this.#buffer.length) return [];
+    if (this.#head === 0 && this.#buffer.length <= max) {
+      const all = this.#buffer;
+      this.#clear();
+      return all;
+    }
+    const taken = this.#buffer.slice(this.#head, this.#head + max);
+    this.#head += taken.length;
     if (this.#head === this.#buffer.length) this.#clear();
     else if (this.#head >= 1024 && this.#head * 2 >= this.#buffer.length) {
       this.#buffer = this.#buffer.slice(this.#head);
       this.#head = 0;
     }
-    return e;
+    return taken;
   }
 
   #clear(): void {
@@ -136,6 +187,9 @@ class Subscriber extends Wakeup {
 export class EventFeed {
   readonly #store: Store;
   readonly #bufferLimit: number;
+  readonly #maxPendingBytes: number;
+  readonly #maxSubscribers: number;
+  readonly #maxBatch: number;
   readonly #keepaliveMs: number;
   readonly #pageSize: number;
   readonly #all = new Set<Subscriber>();
@@ -144,12 +198,15 @@ export class EventFeed {
   readonly #unsubscribe: () => void;
   #commits = 0;
   #eventsSent = 0;
-  readonly #dropped: Record<DropReason, number> = { buffer_full: 0 };
+  readonly #dropped: Record<DropReason, number> = { buffer_full: 0, output_full: 0 };
   #closed = false;
 
   constructor(store: Store, options: EventFeedOptions = {}) {
     this.#store = store;
     this.#bufferLimit = options.bufferLimit ?? 10_000;
+    this.#maxPendingBytes = options.maxPendingBytes ?? 1024 * 1024;
+    this.#maxSubscribers = options.maxSubscribers ?? 1000;
+    this.#maxBatch = options.maxBatch ?? 1000;
     this.#keepaliveMs = options.keepaliveMs ?? 15_000;
     this.#pageSize = options.pageSize ?? 500;
     this.#unsubscribe = store.onCommitted(({ events }) => {
@@ -159,25 +216,52 @@ export class EventFeed {
   }
 
   get stats(): EventFeedStats {
-    return { subscribers: this.#subscribersList().length, eventsSent: this.#eventsSent, dropped: { ...this.#dropped } };
+    return { subscribers: this.#subscriberCount(), eventsSent: this.#eventsSent, dropped: { ...this.#dropped } };
   }
 
   /**
    * The events of one watch, oldest first; `null` is a keepalive. The
    * subscriber is registered when iteration starts, and the first item is a
    * keepalive produced right after that. Throws QueueError (before the first
-   * keepalive for a bad `afterSequence`; later when the subscriber is too
-   * slow). Ends quietly when `signal` aborts or the feed closes; the caller
-   * decides what that means on the wire.
+   * keepalive for a bad `afterSequence` or when `maxSubscribers` watches are
+   * open; later when the subscriber is too slow). Ends quietly when `signal`
+   * aborts or the feed closes; the caller decides what that means on the wire.
    */
-  async *watch(spec: WatchSpec, signal: AbortSignal): AsyncGenerator<JobEvent | null, void, undefined> {
+  async *watch(spec: WatchSpec, signal: AbortSignal, output?: WatchOutputProbe): AsyncGenerator<JobEvent | null, void, undefined> {
+    // One live event per batch: an event counts as waiting until it is handed out.
+    for await (const batch of this.watchBatches(spec, signal, { output, maxBatch: 1 })) {
+      if (batch === null) yield null;
+      else yield* batch;
+    }
+  }
+
+  /**
+   * Like watch(), but each item holds every event the subscriber had waiting
+   * (at most `maxBatch`, default the feed's; a replay page at most
+   * `pageSize`; never empty), so a transport can send them with one write.
+   * `output` lets the feed see the bytes still waiting in the connection
+   * (dropped past `maxPendingBytes`).
+   */
+  async *watchBatches(
+    spec: WatchSpec,
+    signal: AbortSignal,
+    { output, maxBatch = this.#maxBatch }: { output?: WatchOutputProbe; maxBatch?: number } = {},
+  ): AsyncGenerator<JobEvent[] | null, void, undefined> {
     const replay = spec.afterSequence !== undefined;
     // A live watch starts after the latest sequence read here, before
     // registering: what it buffers is committed later, so has a larger sequence.
     const bounds = await this.#store.eventBounds();
     if (replay) this.#checkResumable(spec.afterSequence!, bounds);
     if (signal.aborted || this.#closed) return;
-    const sub = new Subscriber(spec, this.#bufferLimit, replay);
+    if (this.#subscriberCount() >= this.#maxSubscribers) {
+      throw new QueueError(
+        "TOO_MANY_SUBSCRIBERS",
+        `this server already serves ${this.#maxSubscribers} WatchEvents streams, its limit ` +
+          `(LEASEQUEUE_MAX_WATCHERS); close a watch or retry later`,
+        { limit: String(this.#maxSubscribers) },
+      );
+    }
+    const sub = new Subscriber(spec, this.#bufferLimit, replay, output, this.#maxPendingBytes);
     this.#attach(sub);
     try {
       // The highest sequence this watch has handed out (or its starting point):
@@ -197,30 +281,45 @@ export class EventFeed {
         });
         // Events pruned while replaying must not vanish silently either.
         this.#checkResumable(sent, await this.#store.eventBounds());
-        for (const e of page) {
-          if (signal.aborted || this.#closed) return;
-          sent = e.sequence;
-          this.#eventsSent++;
-          yield e;
+        if (signal.aborted || this.#closed) return;
+        if (page.length > 0) {
+          sent = page.at(-1)!.sequence;
+          this.#eventsSent += page.length;
+          yield page;
         }
         // Caught up, and the buffer holds every event committed since the read.
         if (page.length < this.#pageSize && !sub.lossy) sub.replaying = false;
       }
 
       while (!signal.aborted && !this.#closed) {
-        if (sub.overflowed) {
+        if (sub.overflowed !== undefined) {
+          const why =
+            sub.overflowed === "buffer_full"
+              ? `fell more than ${this.#bufferLimit} events behind`
+              : `left more than ${this.#maxPendingBytes} bytes unread in its connection`;
           throw new QueueError(
             "SUBSCRIBER_TOO_SLOW",
-            `the subscriber fell more than ${this.#bufferLimit} events behind and was dropped; ` +
+            `the subscriber ${why} and was dropped; ` +
               `resume with after_sequence=${sent} (the last sequence sent on this stream)`,
+            { reason: sub.overflowed, afterSequence: String(sent) },
           );
         }
-        const e = sub.take();
-        if (e !== undefined) {
-          if (e.sequence <= sent) continue; // already sent by the replay
-          sent = e.sequence;
-          this.#eventsSent++;
-          yield e;
+        // The transport may have learnt meanwhile that the client stopped
+        // reading (a kernel sample): do not hand it more.
+        if (sub.pending > 0 && sub.outputFull()) {
+          sub.drop("output_full");
+          this.#dropped.output_full++;
+          this.#detach(sub);
+          continue;
+        }
+        const taken = sub.takeUpTo(maxBatch);
+        if (taken.length > 0) {
+          // Skip what the replay already sent (only at the seam).
+          const fresh = taken[0]!.sequence > sent ? taken : taken.filter((e) => e.sequence > sent);
+          if (fresh.length === 0) continue;
+          sent = fresh.at(-1)!.sequence;
+          this.#eventsSent += fresh.length;
+          yield fresh;
           continue;
         }
         const woken = await sub.wait(this.#keepaliveMs, signal);
@@ -272,7 +371,7 @@ export class EventFeed {
 
   #deliver(sub: Subscriber, e: JobEvent, commit: number): void {
     if (!sub.push(e, commit)) {
-      this.#dropped.buffer_full++;
+      this.#dropped[sub.overflowed!]++;
       this.#detach(sub);
     }
   }
@@ -291,6 +390,13 @@ export class EventFeed {
     if (jobId !== undefined) removeFrom(this.#byJob, jobId, sub);
     else if (queue !== undefined) removeFrom(this.#byQueue, queue, sub);
     else this.#all.delete(sub);
+  }
+
+  #subscriberCount(): number {
+    let n = this.#all.size;
+    for (const set of this.#byQueue.values()) n += set.size;
+    for (const set of this.#byJob.values()) n += set.size;
+    return n;
   }
 
   #subscribersList(): Subscriber[] {

@@ -16,7 +16,9 @@ export type QueueErrorReason =
   /** WatchEvents: after_sequence is larger than any sequence this database has issued. */
   | "SEQUENCE_NOT_ISSUED"
   /** WatchEvents: the subscriber fell too far behind and was dropped. */
-  | "SUBSCRIBER_TOO_SLOW";
+  | "SUBSCRIBER_TOO_SLOW"
+  /** WatchEvents: the server already serves as many watches as it allows. */
+  | "TOO_MANY_SUBSCRIBERS";
 
 export class QueueError extends Error {
   constructor(

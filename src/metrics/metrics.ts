@@ -8,7 +8,7 @@ import { Code } from "@connectrpc/connect";
 import client from "prom-client";
 import type { Clock } from "../domain/clock.js";
 import { JOB_STATES } from "../domain/job.js";
-import type { QueueCounts, Store } from "../store/store.js";
+import { WRITE_FAILURE_CAUSES, type QueueCounts, type Store } from "../store/store.js";
 
 export interface Metrics {
   readonly registry: client.Registry;
@@ -114,7 +114,9 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     });
     new client.Counter({
       name: "leasequeue_watch_subscribers_dropped_total",
-      help: "WatchEvents streams ended by the server, by reason (buffer_full: the subscriber read too slowly).",
+      help:
+        "WatchEvents streams ended by the server because the subscriber read too slowly, by reason " +
+        "(buffer_full: too many events waiting to be sent; output_full: too many bytes unread in its connection).",
       labelNames: ["reason"] as const,
       registers: [registry],
       collect() {
@@ -157,6 +159,25 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     }
   });
 
+  // Write health: what readiness follows, counted so an alert can name the cause.
+  const writeFailures = new client.Counter({
+    name: "leasequeue_store_write_failures_total",
+    help: "Write transactions the database refused, by cause (disk_full, io_error, busy, readonly, other).",
+    labelNames: ["cause"] as const,
+    registers: [registry],
+  });
+  for (const cause of WRITE_FAILURE_CAUSES) writeFailures.inc({ cause }, 0);
+  const writable = new client.Gauge({
+    name: "leasequeue_store_writable",
+    help: "1 while the latest write transaction succeeded, 0 while writes fail (readiness says 503).",
+    registers: [registry],
+  });
+  writable.set(1);
+  const unsubscribeWrites = store.onWriteOutcome((outcome) => {
+    if (!outcome.ok) writeFailures.inc({ cause: outcome.cause });
+    writable.set(outcome.ok ? 1 : 0);
+  });
+
   return {
     registry,
     observeRpc(method, code, seconds) {
@@ -165,6 +186,9 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     idempotentReplay(queue) {
       replays.inc({ queue });
     },
-    close: unsubscribe,
+    close() {
+      unsubscribe();
+      unsubscribeWrites();
+    },
   };
 }

@@ -4,6 +4,15 @@ import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../.
 
 export { ServingStatus };
 
+export interface HealthStatusOptions {
+  /**
+   * Brings the statuses up to date before Check and List answer (for the
+   * server: find out whether the database takes writes). Its failure is not
+   * the caller's: it is expected to set the statuses, not to throw.
+   */
+  refresh?: () => Promise<void>;
+}
+
 /**
  * The serving status of each named service, for `grpc.health.v1.Health`.
  *
@@ -16,8 +25,10 @@ export { ServingStatus };
 export class HealthStatus {
   readonly #statuses = new Map<string, ServingStatus>();
   readonly #changes = new EventTarget();
+  readonly #refresh: (() => Promise<void>) | undefined;
 
-  constructor(initial: Record<string, ServingStatus> = { "": ServingStatus.SERVING }) {
+  constructor(initial: Record<string, ServingStatus> = { "": ServingStatus.SERVING }, options: HealthStatusOptions = {}) {
+    this.#refresh = options.refresh;
     setMaxListeners(0, this.#changes); // one listener per open Watch stream; no leak warning
     for (const [service, status] of Object.entries(initial)) this.#statuses.set(service, status);
   }
@@ -27,6 +38,15 @@ export class HealthStatus {
     if (this.#statuses.get(service) === status) return;
     this.#statuses.set(service, status);
     this.#changes.dispatchEvent(new Event(service));
+  }
+
+  /** Runs the `refresh` option, if any, so that get() and list() answer with what is true now. */
+  async refresh(): Promise<void> {
+    try {
+      await this.#refresh?.();
+    } catch {
+      // refresh() reports through set(); a failure to find out leaves the statuses as they are.
+    }
   }
 
   /** The status of `service`, or undefined if it was never set. */
@@ -57,7 +77,8 @@ export class HealthStatus {
  */
 export function registerHealth(router: ConnectRouter, health: HealthStatus): void {
   router.service(Health, {
-    check(request) {
+    async check(request) {
+      await health.refresh();
       const status = health.get(request.service);
       if (status === undefined) throw new ConnectError(`unknown service "${request.service}"`, Code.NotFound);
       return { status };
@@ -85,7 +106,8 @@ export function registerHealth(router: ConnectRouter, health: HealthStatus): voi
       }
     },
 
-    list() {
+    async list() {
+      await health.refresh();
       const statuses: Record<string, { status: ServingStatus }> = {};
       for (const [service, status] of health.list()) statuses[service] = { status };
       return { statuses };

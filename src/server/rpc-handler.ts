@@ -19,7 +19,7 @@
 import type * as http from "node:http";
 import * as http2 from "node:http2";
 import { TextDecoder } from "node:util";
-import { Code, ConnectError, createConnectRouter, createContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
+import { Code, ConnectError, createConnectRouter, createContextValues, type ContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import type { Logger } from "../logger.js";
@@ -37,6 +37,12 @@ export interface RpcHandlerOptions extends ConnectRouterOptions {
   log: Logger;
   /** Calls the boundary interceptor never saw are recorded here. */
   metrics: Pick<Metrics, "observeRpc">;
+  /** Adds per-call values for the handlers (ctx.values), from the Node request and response. */
+  contextValues?: (
+    values: ContextValues,
+    req: http.IncomingMessage | http2.Http2ServerRequest,
+    res: http.ServerResponse | http2.Http2ServerResponse,
+  ) => void;
 }
 
 export interface RpcHandler {
@@ -136,6 +142,7 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
     let uReq;
     try {
       const contextValues = createContextValues().set(callRecordKey, record);
+      opts.contextValues?.(contextValues, req, res);
       uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
       if (req instanceof http2.Http2ServerRequest) {
         uReq = { ...uReq, body: bodyUnlessReset(req, uReq.body as AsyncIterable<Uint8Array>) };

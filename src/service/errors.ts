@@ -22,6 +22,7 @@ const CODE_OF: Record<QueueErrorReason, Code> = {
   REPLAY_TOO_OLD: Code.OutOfRange,
   SEQUENCE_NOT_ISSUED: Code.OutOfRange,
   SUBSCRIBER_TOO_SLOW: Code.ResourceExhausted,
+  TOO_MANY_SUBSCRIBERS: Code.ResourceExhausted,
 };
 
 /** Reasons that api.md does not list travel without an ErrorInfo. */

@@ -6,7 +6,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../domain/clock.js";
-import { jobNotFound } from "../domain/errors.js";
+import { jobNotFound, QueueError } from "../domain/errors.js";
 import type { JobState } from "../domain/job.js";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import type { EventFeed } from "../dispatch/event-feed.js";
@@ -31,6 +31,14 @@ import {
   type WireLease,
 } from "./lease-delivery.js";
 import * as v from "./validate.js";
+import {
+  KEEPALIVE_RESPONSE,
+  SLOW_SUBSCRIBER_GRACE_MS,
+  WATCH_OUTPUT,
+  watchFrames,
+  watchResponseOf,
+  watchWireFormat,
+} from "./watch-output.js";
 import { eventToWire, jobToWire, statsToWire } from "./wire.js";
 import { workStream } from "./work-stream.js";
 
@@ -260,15 +268,45 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         afterSequence,
       };
       // The first message is a keepalive, produced once the subscription is
-      // registered: it makes the transport send the response headers.
-      for await (const event of opts.events.watch(spec, ctx.signal)) {
-        yield event === null ? {} : { event: eventToWire(event) };
+      // registered: it makes the transport send the response headers. After
+      // it, with a WatchOutput, every batch of waiting events goes out as
+      // shared pre-encoded frames in one write (see watch-output.ts).
+      const format = watchWireFormat(ctx.requestHeader.get("content-type"));
+      const output = format === undefined ? undefined : ctx.values.get(WATCH_OUTPUT);
+      let headersSent = false;
+      try {
+        for await (const batch of opts.events.watchBatches(spec, ctx.signal, { output })) {
+          if (output !== undefined && headersSent) {
+            output.write(watchFrames(batch, format!));
+            const writable = output.whenWritable();
+            if (writable !== undefined) await untilSettledOrAborted(writable, ctx.signal);
+            continue;
+          }
+          if (batch === null) yield KEEPALIVE_RESPONSE;
+          else for (const event of batch) yield watchResponseOf(event);
+          headersSent = true;
+        }
+      } catch (err) {
+        if (err instanceof QueueError && err.reason === "SUBSCRIBER_TOO_SLOW") output?.closeAfter(SLOW_SUBSCRIBER_GRACE_MS);
+        throw err;
       }
       // Ended by the client (nobody listens), a deadline, or shutdown (unavailable).
       if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);
       throw new ConnectError("the server is shutting down", Code.Unavailable);
     },
   };
+}
+
+/** Waits for `promise`, or until `signal` aborts (then the caller sees the abort itself). */
+async function untilSettledOrAborted(promise: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return;
+  let onAbort: (() => void) | undefined;
+  try {
+    const aborted = new Promise<void>((resolve) => signal.addEventListener("abort", (onAbort = () => resolve()), { once: true }));
+    await Promise.race([promise, aborted]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+  }
 }
 
 function ageMs(now: number, since: number | null): number {

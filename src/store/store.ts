@@ -61,6 +61,27 @@ export interface CommittedChange {
 
 export type CommitListener = (change: CommittedChange) => void;
 
+/**
+ * Why a write transaction failed, as the database reports it: `disk_full`
+ * (no space left), `io_error` (the files cannot be written, e.g. immutable
+ * or a failing device), `busy` (another process held the write lock past the
+ * busy timeout), `readonly` (the database or its directory is read-only),
+ * `other` (anything else that kept a transaction from committing).
+ */
+export type WriteFailureCause = "disk_full" | "io_error" | "busy" | "readonly" | "other";
+
+export const WRITE_FAILURE_CAUSES: readonly WriteFailureCause[] = ["disk_full", "io_error", "busy", "readonly", "other"];
+
+/**
+ * The outcome of one write transaction that either changed the database or
+ * failed. Transactions that changed nothing (a Claim that found no job)
+ * prove nothing about the disk and are not reported.
+ */
+export type WriteOutcome = { ok: true } | { ok: false; cause: WriteFailureCause; message: string };
+
+/** Told the outcome of write transactions, after each one; readiness and metrics follow it. */
+export type WriteOutcomeListener = (outcome: WriteOutcome) => void;
+
 export interface Store {
   /** Creates the jobs, all or nothing, in request order. */
   submit(jobs: NewJob[]): Promise<SubmitOutcome[]>;
@@ -96,7 +117,14 @@ export interface Store {
 
   /** Subscribes to committed changes; returns the unsubscribe function. */
   onCommitted(listener: CommitListener): () => void;
-  /** Throws unless the database is open, migrated and writable. */
+  /** Subscribes to the outcome of write transactions; returns the unsubscribe function. */
+  onWriteOutcome(listener: WriteOutcomeListener): () => void;
+  /**
+   * Throws (STORE_UNAVAILABLE) unless the database is open, migrated and
+   * takes writes now. Answers from the latest write transaction when it is
+   * recent; otherwise makes a small real write (durable like any commit) to
+   * find out, at most once per probe interval however often it is asked.
+   */
   checkWritable(): Promise<void>;
   close(): Promise<void>;
 }

@@ -399,3 +399,93 @@ describe("fan-out", () => {
     expect(spy).toHaveBeenCalledTimes(1);
   });
 });
+
+describe("the bytes waiting in a subscriber's connection", () => {
+  it("drop a live subscriber at the next commit once they pass maxPendingBytes, with the sequence to resume from", async () => {
+    const { store, feed } = setup({ maxPendingBytes: 1000 });
+    let unread = 0;
+    const abort = new AbortController();
+    const it = feed.watchBatches({}, abort.signal, { output: { pendingOutputBytes: () => unread } });
+    cleanups.push(async () => {
+      abort.abort();
+      await it.return();
+    });
+    expect((await it.next()).value).toBeNull();
+    const first = await submit(store, 3);
+    expect(((await it.next()).value as JobEvent[]).map((e) => e.sequence)).toEqual(first);
+
+    unread = 1000; // at the bound: still fine
+    const second = await submit(store, 2);
+    expect(feed.stats.dropped.output_full).toBe(0);
+    expect(((await it.next()).value as JobEvent[]).map((e) => e.sequence)).toEqual(second);
+    unread = 1001;
+    await submit(store);
+    expect(feed.stats).toMatchObject({ subscribers: 0, dropped: { output_full: 1, buffer_full: 0 } });
+    const err = await feedError(it.next());
+    expect(err.reason).toBe("SUBSCRIBER_TOO_SLOW");
+    expect(err.message).toContain(`more than 1000 bytes unread`);
+    expect(err.message).toContain(`resume with after_sequence=${second.at(-1)}`);
+    expect(err.metadata).toEqual({ reason: "output_full", afterSequence: String(second.at(-1)) });
+  });
+
+  it("do not drop a subscriber that is still replaying", async () => {
+    const { store, feed } = setup({ maxPendingBytes: 10, pageSize: 2 });
+    const stored = await submit(store, 5);
+    const abort = new AbortController();
+    const it = feed.watchBatches({ afterSequence: 0 }, abort.signal, { output: { pendingOutputBytes: () => 1_000_000 } });
+    cleanups.push(async () => {
+      abort.abort();
+      await it.return();
+    });
+    expect((await it.next()).value).toBeNull();
+    const seen: number[] = [];
+    let midReplay: number[] = [];
+    while (seen.length < stored.length + 1) {
+      const batch = (await it.next()).value as JobEvent[];
+      if (seen.length === 0) midReplay = await submit(store); // lands mid-replay
+      seen.push(...batch.map((e) => e.sequence));
+    }
+    expect(seen).toEqual([...stored, ...midReplay]);
+    expect(feed.stats.dropped.output_full).toBe(0);
+  });
+});
+
+describe("batches", () => {
+  it("hand out everything a subscriber has waiting in one item, at most maxBatch, in order", async () => {
+    const { store, feed } = setup({ maxBatch: 4 });
+    const abort = new AbortController();
+    const it = feed.watchBatches({}, abort.signal);
+    cleanups.push(async () => {
+      abort.abort();
+      await it.return();
+    });
+    expect((await it.next()).value).toBeNull();
+    const a = await submit(store, 3);
+    const b = await submit(store, 3);
+    const batches: number[][] = [];
+    while (batches.flat().length < 6) batches.push(((await it.next()).value as JobEvent[]).map((e) => e.sequence));
+    expect(batches.flat()).toEqual([...a, ...b]);
+    expect(batches.every((x) => x.length >= 1 && x.length <= 4)).toBe(true);
+    expect(batches.length).toBeLessThan(6);
+    expect(feed.stats.eventsSent).toBe(6);
+  });
+});
+
+describe("the subscriber limit", () => {
+  it("refuses one watch more than maxSubscribers with TOO_MANY_SUBSCRIBERS, and admits one again when a watch ends", async () => {
+    const { feed } = setup({ maxSubscribers: 2 });
+    const a = watch(feed);
+    const b = watch(feed, { queue: "billing" });
+    expect(await a.next()).toBeNull();
+    expect(await b.next()).toBeNull();
+    const c = watch(feed, { jobId: "01a22c92-89b6-73dc-8350-272757f322bb" });
+    const err = await feedError(c.next());
+    expect(err.reason).toBe("TOO_MANY_SUBSCRIBERS");
+    expect(err.message).toMatch(/already serves 2 WatchEvents streams.*LEASEQUEUE_MAX_WATCHERS/);
+    expect(feed.stats.subscribers).toBe(2);
+    await a.it.return();
+    const d = watch(feed);
+    expect(await d.next()).toBeNull();
+    expect(feed.stats.subscribers).toBe(2);
+  });
+});

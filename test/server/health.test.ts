@@ -104,6 +104,29 @@ describe("grpc.health.v1.Health", () => {
     expect(await codeOf(client.check({ service: "nope" }))).toBe(Code.NotFound);
   });
 
+  it("Check and List bring the statuses up to date first, and a failing refresh leaves them as they are", async () => {
+    let refreshes = 0;
+    let failRefresh = false;
+    const health: HealthStatus = new HealthStatus(
+      { "": ServingStatus.SERVING },
+      {
+        refresh: async () => {
+          refreshes++;
+          if (failRefresh) throw new Error("cannot find out");
+          health.set("", ServingStatus.NOT_SERVING);
+        },
+      },
+    );
+    const client = await start(health);
+    expect((await client.check({ service: "" })).status).toBe(ServingStatus.NOT_SERVING);
+    expect(refreshes).toBe(1);
+    health.set("", ServingStatus.SERVING);
+    failRefresh = true;
+    expect((await client.check({ service: "" })).status).toBe(ServingStatus.SERVING);
+    expect((await client.list({})).statuses[""]?.status).toBe(ServingStatus.SERVING);
+    expect(refreshes).toBe(3);
+  });
+
   it("List returns every known service", async () => {
     const health = new HealthStatus();
     health.set(LQ, ServingStatus.NOT_SERVING);

@@ -88,4 +88,19 @@ CREATE TABLE job_counts (
 CREATE INDEX job_events_by_queue ON job_events (queue, sequence);
 `,
   },
+  {
+    version: 3,
+    name: "write probe",
+    sql: `
+-- Readiness (api.md "Side port"): when no write happened recently, the
+-- store proves that the disk takes writes by updating this one row in a
+-- durable commit. It only ever holds one row.
+CREATE TABLE write_probe (
+  id          INTEGER PRIMARY KEY CHECK (id = 1),
+  probe_time  INTEGER NOT NULL,
+  probes      INTEGER NOT NULL
+) STRICT;
+INSERT INTO write_probe (id, probe_time, probes) VALUES (1, 0, 0);
+`,
+  },
 ];

@@ -77,6 +77,11 @@ export const SQL = {
     ON CONFLICT (queue, state) DO UPDATE SET count = count + excluded.count`,
 
   counts: `SELECT queue, state, count FROM job_counts WHERE count <> 0 ORDER BY queue`,
+
+  /** The readiness probe's write: one row, one page, its own durable commit. */
+  touchWriteProbe: `UPDATE write_probe SET probe_time = ?, probes = probes + 1 WHERE id = 1`,
+
+  /** Rows changed by this connection so far: tells a commit that wrote from one that changed nothing. */
 } as const;
 
 /** Most event rows one INSERT writes (10 parameters a row, far below SQLite's limit of 32766). */

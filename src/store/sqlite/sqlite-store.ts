@@ -9,6 +9,14 @@
  * and the committed events announced to onCommitted listeners, so nothing is
  * acknowledged before it is on disk. Concurrent requests therefore share
  * fsyncs without the service knowing.
+ *
+ * Write health (readiness, api.md "Side port"): each transaction that
+ * changed something or failed is reported to onWriteOutcome listeners, with
+ * the cause of a failure (disk full, I/O error, busy, read-only). A BEGIN
+ * IMMEDIATE alone needs no write I/O in WAL mode, so it cannot tell a full
+ * disk; checkWritable answers from the latest real commit instead, and when
+ * none happened within `writeProbeIntervalMs` it commits one row of
+ * `write_probe` (one page, fsynced like any commit) to find out.
  */
 import { fstatSync, fsync, fsyncSync, openSync, closeSync, statSync } from "node:fs";
 import Database from "better-sqlite3";
@@ -29,6 +37,9 @@ import type {
   QueueCounts,
   Store,
   SubmitOutcome,
+  WriteFailureCause,
+  WriteOutcome,
+  WriteOutcomeListener,
 } from "../store.js";
 import { MIGRATIONS } from "./migrations.js";
 import { EVENT_ROWS_PER_INSERT, insertEventsSql, JOB_ROW_STATEMENTS, listJobsSql, SQL } from "./sql.js";
@@ -45,6 +56,14 @@ export interface SqliteStoreOptions {
   maxBatch?: number;
   /** Most expired leases recovered by one sweep transaction. Default 500. */
   maxRecoveredPerSweep?: number;
+  /**
+   * How long the outcome of the latest write answers checkWritable; older
+   * than this, checkWritable makes a probe write. So probes cost at most one
+   * small commit per interval, and none while real writes flow. Default 1000 ms.
+   */
+  writeProbeIntervalMs?: number;
+  /** Monotonic milliseconds for the probe interval (not domain time). Default performance.now. */
+  monotonicNow?: () => number;
 }
 
 interface Pending<T = unknown> {
@@ -78,6 +97,21 @@ type Row = Record<string, unknown>;
 /** SQLite error codes that mean "the database cannot take writes now", not a bug. */
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|CORRUPT|NOTADB|PROTOCOL)/;
 
+/** The cause of a failed write, from the SQLite (extended) error code. */
+export function writeFailureCause(code: string): WriteFailureCause {
+  if (code.startsWith("SQLITE_FULL")) return "disk_full";
+  if (code.startsWith("SQLITE_IOERR")) return "io_error";
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return "busy";
+  if (code.startsWith("SQLITE_READONLY")) return "readonly";
+  return "other";
+}
+
+/** The failure a write error means for write health; undefined when it is a refusal or a bug, not the disk. */
+function writeFailureOf(err: unknown): WriteOutcome | undefined {
+  if (!(err instanceof Database.SqliteError) || !UNAVAILABLE_CODES.test(err.code)) return undefined;
+  return { ok: false, cause: writeFailureCause(err.code), message: `${err.code}: ${err.message}` };
+}
+
 export function openSqliteStore(options: SqliteStoreOptions): SqliteStore {
   return new SqliteStore(options);
 }
@@ -103,6 +137,13 @@ export class SqliteStore implements Store {
   readonly #maxBatch: number;
   readonly #maxRecovered: number;
   readonly #listeners = new Set<CommitListener>();
+  readonly #writeListeners = new Set<WriteOutcomeListener>();
+  readonly #writeProbeIntervalMs: number;
+  readonly #monotonicNow: () => number;
+  /** The latest reported write outcome and when (monotonic ms) it happened. */
+  #lastWrite: { outcome: WriteOutcome; at: number } | undefined;
+  /** The probe write in flight; concurrent checkWritable calls share it. */
+  #probe: Promise<void> | undefined;
   #queue: Pending[] = [];
   #flushScheduled = false;
   #closed = false;
@@ -133,6 +174,8 @@ export class SqliteStore implements Store {
     this.#clock = options.clock;
     this.#maxBatch = options.maxBatch ?? 256;
     this.#maxRecovered = options.maxRecoveredPerSweep ?? 500;
+    this.#writeProbeIntervalMs = options.writeProbeIntervalMs ?? 1000;
+    this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
     this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5000 });
     try {
       this.db.pragma("journal_mode = WAL");
@@ -394,9 +437,14 @@ export class SqliteStore implements Store {
     } catch (err) {
       if (this.db.inTransaction) this.db.exec("ROLLBACK");
       for (const p of batch) p.reject(storeError(err));
+      this.#reportWrite(writeFailureOf(err) ?? otherWriteFailure(err));
       return undefined;
     }
     let fatal: unknown;
+    // The first failure of the disk seen in this transaction, and whether an
+    // operation that stays in it wrote a row (so its COMMIT really writes).
+    let failure: WriteOutcome | undefined;
+    let wrote = false;
     for (const p of batch) {
       if (fatal !== undefined) {
         outcomes.push({ ok: false, error: fatal });
@@ -408,6 +456,7 @@ export class SqliteStore implements Store {
         try {
           this.#savepoint.run();
         } catch (err) {
+          failure ??= writeFailureOf(err) ?? otherWriteFailure(err);
           fatal = storeError(err);
           outcomes.push({ ok: false, error: fatal });
           continue;
@@ -419,11 +468,14 @@ export class SqliteStore implements Store {
         outcomes.push({ ok: true, value });
         for (const e of tx.events) committed.push(e);
         for (const [key, delta] of tx.counts) counts.set(key, (counts.get(key) ?? 0) + delta);
+        if (tx.wrote) wrote = true;
       } catch (err) {
         this.#nextSequence = firstSequence;
+        failure ??= writeFailureOf(err);
         if (!this.db.inTransaction) {
           // SQLite rolled the whole transaction back (disk full, I/O error):
           // nothing of this batch can commit.
+          failure ??= otherWriteFailure(err);
           fatal = storeError(err);
           outcomes.push({ ok: false, error: fatal });
         } else if (guarded) {
@@ -444,18 +496,21 @@ export class SqliteStore implements Store {
         this.#writeCounts(counts);
         this.db.exec("COMMIT");
       } catch (err) {
+        failure ??= writeFailureOf(err) ?? otherWriteFailure(err);
         fatal = storeError(err);
       }
     }
     if (fatal !== undefined) {
       if (this.db.inTransaction) this.db.exec("ROLLBACK");
       for (const p of batch) p.reject(fatal);
+      this.#reportWrite(failure ?? otherWriteFailure(fatal));
       return undefined;
     }
     this.#whenDurable((syncError) => {
       if (syncError !== undefined) {
         // Committed, but not known to be on disk: answer as for a failed COMMIT.
         for (const p of batch) p.reject(syncError);
+        this.#reportWrite(writeFailureOf(syncError) ?? otherWriteFailure(syncError));
         return;
       }
       batch.forEach((p, i) => {
@@ -463,6 +518,8 @@ export class SqliteStore implements Store {
         if (o.ok) p.resolve(o.value);
         else p.reject(o.error);
       });
+      if (failure !== undefined) this.#reportWrite(failure);
+      else if (wrote || committed.length > 0) this.#reportWrite({ ok: true });
       if (committed.length > 0) {
         for (const listener of this.#listeners) {
           try {
@@ -474,6 +531,17 @@ export class SqliteStore implements Store {
       }
     });
     return undefined;
+  }
+
+  #reportWrite(outcome: WriteOutcome): void {
+    this.#lastWrite = { outcome, at: this.#monotonicNow() };
+    for (const listener of this.#writeListeners) {
+      try {
+        listener(outcome);
+      } catch {
+        // Readiness and metrics observe writes; they must not break them.
+      }
+    }
   }
 
   /** WAL fsyncs started since the store opened: with group commit, far fewer than the writes answered. */
@@ -615,14 +683,30 @@ export class SqliteStore implements Store {
     return () => this.#listeners.delete(listener);
   }
 
+  onWriteOutcome(listener: WriteOutcomeListener): () => void {
+    this.#writeListeners.add(listener);
+    return () => this.#writeListeners.delete(listener);
+  }
+
   async checkWritable(): Promise<void> {
     if (this.#closed || !this.db.open) throw new QueueError("STORE_UNAVAILABLE", "the store is closed");
-    try {
-      // A write lock proves the file is writable without changing anything.
-      this.db.exec("BEGIN IMMEDIATE; ROLLBACK");
-    } catch (err) {
-      if (this.db.inTransaction) this.db.exec("ROLLBACK");
-      throw storeError(err);
+    const last = this.#lastWrite;
+    if (last === undefined || this.#monotonicNow() - last.at >= this.#writeProbeIntervalMs) {
+      // No recent evidence: one small durable write, shared by every caller meanwhile.
+      this.#probe ??= this.#write((tx) => {
+        tx.wrote = true;
+        this.#stmts.touchWriteProbe.run(tx.now);
+      }).finally(() => (this.#probe = undefined));
+      await this.#probe;
+      return;
+    }
+    if (!last.outcome.ok) {
+      const ago = ((this.#monotonicNow() - last.at) / 1000).toFixed(1);
+      throw new QueueError(
+        "STORE_UNAVAILABLE",
+        `the database cannot take writes now (${last.outcome.cause}): the latest write failed ${ago} s ago with ${last.outcome.message}`,
+        { cause: last.outcome.cause },
+      );
     }
   }
 
@@ -648,12 +732,16 @@ export class SqliteStore implements Store {
 
 function syncFailure(err: unknown): QueueError {
   const code = (err as NodeJS.ErrnoException).code ?? "unknown";
-  return new QueueError("STORE_UNAVAILABLE", `the database cannot take writes now (fsync of the WAL failed: ${code})`, { code });
+  const cause: WriteFailureCause = code === "ENOSPC" || code === "EDQUOT" ? "disk_full" : code === "EROFS" ? "readonly" : "io_error";
+  return new QueueError("STORE_UNAVAILABLE", `the database cannot take writes now (fsync of the WAL failed: ${code})`, { code, cause });
 }
 
 function storeError(err: unknown): unknown {
   if (err instanceof Database.SqliteError && UNAVAILABLE_CODES.test(err.code)) {
-    return new QueueError("STORE_UNAVAILABLE", `the database cannot take writes now (${err.code})`, { code: err.code });
+    return new QueueError("STORE_UNAVAILABLE", `the database cannot take writes now (${err.code})`, {
+      code: err.code,
+      cause: writeFailureCause(err.code),
+    });
   }
   return err;
 }
@@ -683,6 +771,14 @@ function newStoredJob(spec: NewJob, requestHash: string | null, now: number): St
     idempotencyKey: spec.idempotencyKey,
     requestHash,
   };
+}
+
+/** A transaction lost to something that is not one of the disk's known failures. */
+function otherWriteFailure(err: unknown): WriteOutcome {
+  if (err instanceof QueueError && err.metadata.cause !== undefined) {
+    return { ok: false, cause: err.metadata.cause as WriteFailureCause, message: err.message };
+  }
+  return { ok: false, cause: "other", message: err instanceof Error ? err.message : String(err) };
 }
 
 function zeroCounts(): Record<JobState, number> {

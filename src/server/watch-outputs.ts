@@ -1,0 +1,65 @@
+/**
+ * The Node side of the WatchEvents fast path (service/watch-output.ts): for
+ * each WatchEvents call, a WatchOutput over its Node response, handed to the
+ * handler through the call's context values.
+ *
+ * The RPC handler (rpc-handler.ts) calls `addTo` for every call with its
+ * Node request and response. Pending bytes are what
+ * the client has not taken: on HTTP/2 the stream's buffer (what flow control
+ * holds back because the client does not read); on HTTP/1.1 the response's
+ * and its socket's buffers plus the kernel's send queue of the connection
+ * (kernel-send-queue.ts), which absorbs megabytes before Node's own grow.
+ */
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
+import type { ContextValues } from "@connectrpc/connect";
+import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { WATCH_OUTPUT, type WatchOutput } from "../service/watch-output.js";
+import { KernelSendQueues } from "./kernel-send-queue.js";
+
+type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
+type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
+
+const WATCH_EVENTS_PATH = `/${LeaseQueueService.typeName}/${LeaseQueueService.method.watchEvents.name}`;
+
+export interface WatchOutputsOptions {
+  /** LEASEQUEUE_WATCH_MAX_PENDING_BYTES: also how much may go unconfirmed into the kernel on HTTP/1.1. */
+  maxPendingBytes: number;
+}
+
+export interface WatchOutputs {
+  /** For the RPC handler's `contextValues`: a WatchOutput for WatchEvents calls. */
+  addTo(values: ContextValues, req: NodeRequest, res: NodeResponse): void;
+}
+
+export function createWatchOutputs({ maxPendingBytes }: WatchOutputsOptions): WatchOutputs {
+  const kernel = new KernelSendQueues();
+  return {
+    addTo(values, req, res) {
+      if (req.url?.split("?", 1)[0] === WATCH_EVENTS_PATH) values.set(WATCH_OUTPUT, watchOutputOf(res, kernel, maxPendingBytes));
+    },
+  };
+}
+
+function watchOutputOf(res: NodeResponse, kernel: KernelSendQueues, maxPendingBytes: number): WatchOutput {
+  const kernelQueue = "stream" in res || res.socket === null ? undefined : kernel.probe(res.socket, maxPendingBytes);
+  return {
+    pendingOutputBytes: () => res.writableLength + (kernelQueue?.queued() ?? 0),
+    write(bytes) {
+      if (res.destroyed || res.writableEnded) return;
+      // A failed write (the client went away) ends the call through its signal.
+      (res as http.ServerResponse).write(bytes, () => {});
+      // HTTP/1.1 corks the socket until the next tick; flush now, so that what
+      // Node still holds afterwards is only what the kernel would not take.
+      if (!("stream" in res)) res.socket?.uncork();
+    },
+    whenWritable: () =>
+      kernelQueue !== undefined && kernelQueue.unconfirmed() > kernelQueue.allowance() ? kernelQueue.nextSample() : undefined,
+    closeAfter(graceMs) {
+      if (res.destroyed) return;
+      const timer = setTimeout(() => res.destroy(), graceMs);
+      timer.unref();
+      res.once("close", () => clearTimeout(timer));
+    },
+  };
+}

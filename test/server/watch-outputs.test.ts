@@ -1,0 +1,135 @@
+/**
+ * The Node side of the WatchEvents fast path: a WatchOutput for WatchEvents
+ * calls only, the bytes a client that never reads leaves waiting (HTTP/1.1:
+ * Node's buffers and the kernel's send queue; HTTP/2: what flow control holds
+ * back), holding back until the kernel is sampled, and cutting a dropped
+ * client's connection after the grace period.
+ */
+import { once } from "node:events";
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+import { createContextValues } from "@connectrpc/connect";
+import { afterEach, describe, expect, it } from "vitest";
+import { createWatchOutputs } from "../../src/server/watch-outputs.js";
+import { WATCH_OUTPUT, type WatchOutput } from "../../src/service/watch-output.js";
+
+const WATCH = "/leasequeue.v1.LeaseQueueService/WatchEvents";
+const MAX_PENDING = 256 * 1024;
+
+const cleanups: Array<() => void> = [];
+afterEach(() => {
+  for (const fn of cleanups.splice(0).reverse()) fn();
+});
+
+/** A server whose handler hands each call's WatchOutput (or undefined) and response to `onCall`. */
+async function serve(kind: "h1" | "h2", onCall: (output: WatchOutput | undefined, res: http.ServerResponse | http2.Http2ServerResponse) => void) {
+  const outputs = createWatchOutputs({ maxPendingBytes: MAX_PENDING });
+  const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
+    const values = createContextValues();
+    outputs.addTo(values, req, res);
+    res.writeHead(200, { "content-type": "application/connect+proto" });
+    (res as http.ServerResponse).write(Buffer.alloc(5)); // what the framework sends first
+    onCall(values.get(WATCH_OUTPUT), res);
+  };
+  const server = kind === "h1" ? http.createServer(handler) : http2.createServer(handler);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  cleanups.push(() => {
+    (server as http.Server).closeAllConnections?.();
+    server.close();
+  });
+  return (server.address() as net.AddressInfo).port;
+}
+
+/** An HTTP/1.1 POST whose response is read up to its first bytes and then never again. */
+async function h1NonReader(port: number, path = WATCH): Promise<net.Socket> {
+  const socket = net.connect({ host: "127.0.0.1", port });
+  cleanups.push(() => socket.destroy());
+  await once(socket, "connect");
+  socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n`);
+  await once(socket, "data");
+  socket.pause();
+  return socket;
+}
+
+/** Writes 64 KiB frames until the output says it holds more than `bytes` for the client. */
+async function fill(output: WatchOutput, bytes: number): Promise<number> {
+  const chunk = Buffer.alloc(64 * 1024, 7);
+  let written = 0;
+  while (output.pendingOutputBytes() <= bytes) {
+    if (written > 64 * 1024 * 1024) throw new Error("64 MiB written and the client still looks like it reads");
+    output.write(chunk);
+    written += chunk.length;
+    const writable = output.whenWritable();
+    if (writable !== undefined) await writable;
+  }
+  return written;
+}
+
+describe("WatchOutputs", () => {
+  it("are made for WatchEvents calls only", async () => {
+    const seen = new Map<string, WatchOutput | undefined>();
+    const port = await serve("h1", (output, res) => {
+      seen.set((res as http.ServerResponse).req.url!, output);
+      res.end();
+    });
+    for (const path of [WATCH, "/leasequeue.v1.LeaseQueueService/GetStats"]) {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: "POST" });
+      await res.arrayBuffer();
+    }
+    expect(seen.get(WATCH)).toBeDefined();
+    expect(seen.get("/leasequeue.v1.LeaseQueueService/GetStats")).toBeUndefined();
+  });
+
+  it("see the bytes an HTTP/1.1 client never reads, the kernel's included, and hold back until they know", async () => {
+    const calls: Array<{ output: WatchOutput; res: http.ServerResponse }> = [];
+    const arrived = new Promise<void>((resolve) => {
+      void serve("h1", (output, res) => {
+        calls.push({ output: output!, res: res as http.ServerResponse });
+        resolve();
+      }).then((port) => h1NonReader(port));
+    });
+    await arrived;
+    const { output, res } = calls[0]!;
+    const written = await fill(output, MAX_PENDING);
+    console.log(`HTTP/1.1 non-reader: ${written} bytes written before ${output.pendingOutputBytes()} were seen waiting`);
+    // Little more than the limit went out unseen: the peer's receive buffer, the limit, one write.
+    expect(written).toBeLessThan(MAX_PENDING + 4 * 1024 * 1024);
+
+    const closed = once(res, "close");
+    output.closeAfter(50);
+    await closed;
+    expect(res.destroyed).toBe(true);
+  });
+
+  it("see what HTTP/2 flow control holds back for a stream that is never read", async () => {
+    let call: { output: WatchOutput; res: http2.Http2ServerResponse } | undefined;
+    let arrived!: () => void;
+    const ready = new Promise<void>((resolve) => (arrived = resolve));
+    const port = await serve("h2", (output, res) => {
+      call = { output: output!, res: res as http2.Http2ServerResponse };
+      arrived();
+    });
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    cleanups.push(() => session.destroy());
+    const stream = session.request({ ":method": "POST", ":path": WATCH });
+    stream.end();
+    await once(stream, "response");
+    stream.pause();
+    await ready;
+    const written = await fill(call!.output, MAX_PENDING);
+    expect(call!.output.whenWritable()).toBeUndefined(); // no kernel to wait for on HTTP/2
+    expect(written).toBeLessThan(MAX_PENDING + 256 * 1024);
+
+    const closed = once(call!.res, "close");
+    call!.output.closeAfter(50);
+    await closed;
+    // The stream is gone with what it held; the connection stays for other calls.
+    expect(call!.res.stream.destroyed).toBe(true);
+    const again = session.request({ ":method": "POST", ":path": "/leasequeue.v1.LeaseQueueService/GetStats" });
+    again.end();
+    const [headers] = (await once(again, "response")) as [http2.IncomingHttpHeaders];
+    expect(headers[":status"]).toBe(200);
+  });
+});
