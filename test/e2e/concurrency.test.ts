@@ -3,7 +3,11 @@
  * receive the same job"), and lease expiry under concurrency: a job whose
  * lease ran out goes back exactly once, recovered by the background sweep.
  */
+import { create } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LeaseQueueService, WorkRequestSchema, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import type { JobEvent } from "../../src/domain/job.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -115,6 +119,74 @@ describe("concurrent claimers", () => {
     const stats = queues.find((q: any) => q.queue === "parallel");
     expect(Number(stats.completed)).toBe(500);
     expect(Number(stats.queued ?? 0) + Number(stats.running ?? 0) + Number(stats.retry ?? 0)).toBe(0);
+  }, 30_000);
+
+  it("lease each of 500 jobs exactly once across 8 Work streams and a unary claimer", async () => {
+    const queue = "parallel-work";
+    const ids = await submitJobs(queue, 500);
+    const client = createClient(LeaseQueueService, createGrpcTransport({ baseUrl: s.apiUrl }));
+    const claimed: Array<{ id: string; worker: string }> = [];
+    const completedOk = new Set<string>();
+    const allDone = new AbortController();
+    const finish = () => {
+      if (completedOk.size === 500) allDone.abort();
+    };
+    const workStreams = Array.from({ length: 8 }, async (_, n) => {
+      const worker = `work-${n}`;
+      const outbox: WorkRequest[] = [create(WorkRequestSchema, { start: { queue, workerId: worker, maxInFlight: 1 + (n % 4) * 10 } })];
+      let wake: (() => void) | undefined;
+      async function* requests(): AsyncGenerator<WorkRequest> {
+        while (!allDone.signal.aborted) {
+          const m = outbox.shift();
+          if (m !== undefined) {
+            yield m;
+            continue;
+          }
+          await new Promise<void>((r) => (wake = r));
+        }
+      }
+      allDone.signal.addEventListener("abort", () => wake?.());
+      try {
+        for await (const res of client.work(requests(), { signal: allDone.signal })) {
+          for (const l of res.leases) claimed.push({ id: l.job!.id, worker });
+          if (res.leases.length > 0) {
+            outbox.push(
+              create(WorkRequestSchema, {
+                acks: res.leases.map((l) => ({ jobId: l.job!.id, leaseToken: l.leaseToken, outcome: { case: "complete" as const, value: {} } })),
+              }),
+            );
+            wake?.();
+          }
+          for (const r of res.results) {
+            expect(r.status?.code ?? 0).toBe(0);
+            completedOk.add(r.jobId);
+          }
+          finish();
+        }
+      } catch (err) {
+        if (!allDone.signal.aborted) throw err;
+      }
+    });
+    // Unary claimers on the same queue at the same time.
+    const unary = (async () => {
+      for (let round = 0; !allDone.signal.aborted && round < 200; round++) {
+        const { leases = [] } = await ok("Claim", { queue, workerId: "unary", leaseDuration: "300s", maxJobs: 3 });
+        for (const lease of leases) {
+          claimed.push({ id: lease.job.id, worker: "unary" });
+          await ok("Complete", { jobId: lease.job.id, leaseToken: lease.leaseToken });
+          completedOk.add(lease.job.id);
+        }
+        finish();
+        if (leases.length === 0) await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    await Promise.all([...workStreams, unary]);
+
+    expectNoDuplicates(claimed.map((c) => c.id));
+    expect(new Set(claimed.map((c) => c.id))).toEqual(ids);
+    expect(new Set(claimed.map((c) => c.worker)).size).toBeGreaterThan(1);
+    const jobs = await jobsOf(queue);
+    for (const job of jobs) expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", deliveries: 1, attempts: 1 });
   }, 30_000);
 
   it("give each expired job back exactly once after the sweep recovers it", async () => {

@@ -12,6 +12,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { LeaseQueueService, WorkRequestSchema, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { callJson, listAllJobs, okJson, spawnServer, type SpawnedServer } from "../helpers/process.js";
 
 const LOOPS = 8;
@@ -291,6 +295,97 @@ describe("SIGKILL while calls are in flight", () => {
     expect(fresh.length).toBe(new Set(fresh).size);
     expect(new Set(fresh)).toEqual(queuedIds);
 
+    expect(await second.stop()).toEqual({ code: 0, signal: null });
+    integrityCheck(dbPath);
+  }, 40_000);
+
+  it("keeps every completion acknowledged on a Work stream, and leases nothing twice", async () => {
+    const dbPath = join(dir, "jobs.db");
+    const first = await start(dbPath);
+    const JOBS = 500;
+    const KILL_AFTER_ACKS = 150;
+    const STREAMS = 3;
+    const submitted = await okJson(first.apiUrl, "SubmitBatch", {
+      jobs: Array.from({ length: JOBS }, (_, i) => ({ queue: "work-stream", task: "crash.work", payload: { i } })),
+      view: "JOB_VIEW_BASIC",
+    });
+    const allIds = new Set<string>(submitted.results.map((r: any) => r.job.id));
+
+    const client = createClient(LeaseQueueService, createGrpcTransport({ baseUrl: first.apiUrl }));
+    const leasedBy = new Map<string, string>(); // job id -> worker
+    const acknowledged = new Set<string>(); // completions whose result said OK
+    let killed = false;
+    const streams = Array.from({ length: STREAMS }, async (_, n) => {
+      const worker = `work-crash-${n}`;
+      const outbox: WorkRequest[] = [create(WorkRequestSchema, { start: { queue: "work-stream", workerId: worker, maxInFlight: 50 } })];
+      let wake: (() => void) | undefined;
+      let done = false;
+      async function* requests(): AsyncGenerator<WorkRequest> {
+        for (;;) {
+          const m = outbox.shift();
+          if (m !== undefined) {
+            yield m;
+            continue;
+          }
+          if (done) return;
+          await new Promise<void>((r) => (wake = r));
+        }
+      }
+      try {
+        for await (const res of client.work(requests())) {
+          for (const lease of res.leases) {
+            const id = lease.job!.id;
+            expect(leasedBy.has(id), `job ${id} leased twice`).toBe(false);
+            leasedBy.set(id, worker);
+          }
+          if (res.leases.length > 0) {
+            outbox.push(
+              create(WorkRequestSchema, {
+                acks: res.leases.map((l) => ({
+                  jobId: l.job!.id,
+                  leaseToken: l.leaseToken,
+                  outcome: { case: "complete" as const, value: { result: { kind: { case: "stringValue" as const, value: worker } } } },
+                })),
+              }),
+            );
+            wake?.();
+          }
+          for (const r of res.results) {
+            expect(r.status?.code ?? 0, r.status?.message).toBe(0);
+            acknowledged.add(r.jobId);
+          }
+          if (!killed && acknowledged.size >= KILL_AFTER_ACKS) {
+            killed = true;
+            first.child.kill("SIGKILL");
+          }
+        }
+      } catch {
+        // The server died under the stream: expected.
+      } finally {
+        done = true;
+        wake?.();
+      }
+    });
+    await Promise.all(streams);
+    expect(killed, "the server was killed mid-load").toBe(true);
+    await first.exited;
+    expect(acknowledged.size).toBeGreaterThanOrEqual(KILL_AFTER_ACKS);
+    expect(acknowledged.size).toBeLessThan(JOBS);
+
+    const second = await start(dbPath);
+    const after = new Map((await listAllJobs(second.apiUrl, "work-stream")).map((j) => [j.id as string, j]));
+    expect(new Set(after.keys())).toEqual(allIds);
+    for (const id of acknowledged) {
+      expect(after.get(id)!.state, id).toBe("JOB_STATE_COMPLETED");
+      expect(after.get(id)!.result).toBe(leasedBy.get(id));
+    }
+    for (const [id, job] of after) {
+      expect(job.deliveries ?? 0, id).toBeLessThanOrEqual(1);
+      if (job.state === "JOB_STATE_QUEUED") expect(leasedBy.has(id), id).toBe(false);
+    }
+    const counts = await totals(second.apiUrl);
+    expect(sum(counts)).toBe(JOBS);
+    expect(counts.completed).toBe([...after.values()].filter((j) => j.state === "JOB_STATE_COMPLETED").length);
     expect(await second.stop()).toEqual({ code: 0, signal: null });
     integrityCheck(dbPath);
   }, 40_000);
