@@ -64,10 +64,12 @@ describe("topSelfTime", () => {
 });
 
 describe("selectDriver", () => {
-  it("runs today's descriptor with SubmitBatch + StreamClaims + Complete", () => {
+  it("runs today's descriptor with SubmitBatch + Work, and falls back to StreamClaims + Complete without Work", () => {
     const { driver, unusedBatchedRpcs } = selectDriver("batched", pb.LeaseQueueService, pb);
-    expect(driver.calls).toEqual(["submitBatch", "streamClaims", "complete"]);
-    if (pb.LeaseQueueService.method.work === undefined) expect(unusedBatchedRpcs).toEqual([]);
+    expect(driver.calls).toEqual(["submitBatch", "work"]);
+    expect(unusedBatchedRpcs).toEqual(["acknowledge"]);
+    const { work: _work, acknowledge: _ack, ...older } = pb.LeaseQueueService.method;
+    expect(selectDriver("batched", { method: older }, pb).driver.calls).toEqual(["submitBatch", "streamClaims", "complete"]);
     expect(selectDriver("unary", pb.LeaseQueueService, pb).driver.calls).toEqual(["submit", "claim", "complete"]);
   });
   it("names section-A RPCs that the descriptor has and the chosen driver does not use", () => {
