@@ -27,7 +27,7 @@
  */
 import type { JsonValue, MessageInitShape } from "@bufbuild/protobuf";
 import { setMaxListeners } from "node:events";
-import { durationFromMs, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { durationFromMs, timestampFromMs, type Value } from "@bufbuild/protobuf/wkt";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { BOUNDS, DEFAULTS } from "../domain/limits.js";
@@ -485,12 +485,13 @@ class LeaseWorker implements Worker {
   async #acknowledge(lease: HeldLease, outcome: Outcome): Promise<void> {
     const { id: jobId } = lease.job;
     for (let attempt = 0; ; attempt++) {
-      const answer = await this.#acks.send({ jobId, leaseToken: lease.token, outcome: ackOutcome(outcome) });
+      const result = outcome.kind === "complete" && outcome.result !== undefined ? jsonToValue(outcome.result) : undefined;
+      const answer = await this.#acks.send({ jobId, leaseToken: lease.token, outcome: ackOutcome(outcome, result) });
       if (lease.state !== "finishing") return;
       const err = answer.error;
       if (err === undefined) {
         lease.settle(outcome.kind === "release" ? "released" : "acknowledged");
-        this.#reportAcknowledged(lease.job, outcome);
+        this.#reportAcknowledged(lease.job, outcome, result);
         return;
       }
       const lost = leaseLostReason(err);
@@ -518,7 +519,7 @@ class LeaseWorker implements Worker {
   }
 
   /** The event of an accepted acknowledgement, with the job as the acknowledgement left it. */
-  #reportAcknowledged(job: Job, outcome: Outcome): void {
+  #reportAcknowledged(job: Job, outcome: Outcome, result: Value | undefined): void {
     const now = Date.now();
     const left = { workerId: "", leaseExpireTime: undefined, updateTime: timestampFromMs(now) };
     switch (outcome.kind) {
@@ -529,7 +530,7 @@ class LeaseWorker implements Worker {
             ...job,
             ...left,
             state: JobState.COMPLETED,
-            result: outcome.result === undefined ? undefined : jsonToValue(outcome.result),
+            result,
             finishTime: timestampFromMs(now),
           },
         });
@@ -632,10 +633,10 @@ async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
 }
 
 /** The acknowledgement's outcome field for an Outcome. */
-function ackOutcome(outcome: Outcome): NonNullable<MessageInitShape<typeof AcknowledgementSchema>["outcome"]> {
+function ackOutcome(outcome: Outcome, result: Value | undefined): NonNullable<MessageInitShape<typeof AcknowledgementSchema>["outcome"]> {
   switch (outcome.kind) {
     case "complete":
-      return { case: "complete", value: { result: outcome.result === undefined ? undefined : jsonToValue(outcome.result) } };
+      return { case: "complete", value: { result } };
     case "release":
       return { case: "release", value: {} };
     case "fail":
