@@ -1,5 +1,5 @@
 /**
- * A typed LeaseQueue client for producers, workers and operators (issue 3),
+ * A typed LeaseQueue client for producers, workers and operators,
  * over the two protocols a Node.js process would pick:
  *
  * - `"grpc"` (the default): gRPC over HTTP/2 (h2c for `http://`, TLS with
