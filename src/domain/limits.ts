@@ -68,4 +68,10 @@ export const DEFAULTS = {
   waitMs: 0,
   maxInFlight: 1,
   pageSize: 50,
+  /**
+   * Largest request body (a unary request, or one message of a stream) the
+   * server reads unless LEASEQUEUE_MAX_REQUEST_BYTES says otherwise. The
+   * SDK keeps each batch of acknowledgements under it.
+   */
+  maxRequestBytes: 128 * 1024,
 } as const;

@@ -2,7 +2,8 @@
  * Batched acknowledgements (api.md section A): every Complete, Fail,
  * Heartbeat and Release the worker makes goes through here as an
  * `Acknowledgement`, and leaves in a batch: as soon as 1000 are waiting (the
- * most one Acknowledge request or Work message may carry), or when the
+ * most one Acknowledge request or Work message may carry) or they fill the
+ * request body the server reads (128 KiB by default), or when the
  * coalescing window (default 1 ms) after the first of them has passed. So
  * the acknowledgements of handlers that finish together, and the heartbeats
  * of leases that arrived together, share one message.
@@ -15,10 +16,10 @@
  * its answer (a broken stream or call) is answered `unavailable` per
  * acknowledgement, and the caller decides whether to send it again.
  */
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { BOUNDS } from "../domain/limits.js";
+import { BOUNDS, DEFAULTS } from "../domain/limits.js";
 import { BadRequestSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import type { Status } from "../../gen/ts/google/rpc/status_pb.js";
 import { AcknowledgementSchema, type Acknowledgement, type AcknowledgementResult } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -35,6 +36,8 @@ export interface AckAnswer {
 /** One acknowledgement waiting to be sent or answered. */
 export interface PendingAck {
   readonly ack: Acknowledgement;
+  /** Its share of an encoded request: the message and its field header. */
+  readonly bytes: number;
   /** performance.now() when it was handed over; a heartbeat's lease is counted from here. */
   readonly queuedAt: number;
   /** Called exactly once. */
@@ -64,9 +67,20 @@ export interface AckBatcherOptions {
  */
 const MAX_CALLS_IN_FLIGHT = 4;
 
+/**
+ * Bytes of acknowledgements in one message: the server's default request
+ * limit less room for the request's own framing. A server configured lower
+ * answers `resource_exhausted`, and the batcher halves this (shrink()).
+ */
+const MAX_BATCH_BYTES = DEFAULTS.maxRequestBytes - 1024;
+/** The least shrink() goes down to; one acknowledgement larger than the limit still goes alone. */
+const MIN_BATCH_BYTES = 4096;
+
 export class AckBatcher {
   readonly #opts: AckBatcherOptions;
   #outbox: PendingAck[] = [];
+  #outboxBytes = 0;
+  #maxBatchBytes = MAX_BATCH_BYTES;
   #stream: AckStream | undefined;
   #timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
   #callsInFlight = 0;
@@ -78,11 +92,35 @@ export class AckBatcher {
   /** Sends `init` in the next batch; resolves with its answer (never rejects). */
   send(init: MessageInitShape<typeof AcknowledgementSchema>): Promise<AckAnswer> {
     const ack = create(AcknowledgementSchema, init);
+    const bytes = toBinary(AcknowledgementSchema, ack).byteLength + 4;
     return new Promise((resolve) => {
-      this.#outbox.push({ ack, queuedAt: performance.now(), settle: resolve });
-      if (this.#outbox.length >= BOUNDS.acks) this.#flush();
+      this.#outbox.push({ ack, bytes, queuedAt: performance.now(), settle: resolve });
+      this.#outboxBytes += bytes;
+      if (this.#outbox.length >= BOUNDS.acks || this.#outboxBytes >= this.#maxBatchBytes) this.#flush();
       else this.#schedule();
     });
+  }
+
+  /** The server refused a message as too large (resource_exhausted): send smaller ones from now on. */
+  shrink(): void {
+    this.#maxBatchBytes = Math.max(MIN_BATCH_BYTES, Math.floor(this.#maxBatchBytes / 2));
+  }
+
+  /** The next batch: up to 1000 acknowledgements within the byte limit, at least one. */
+  #takeBatch(): PendingAck[] {
+    let n = 0;
+    let bytes = 0;
+    while (n < this.#outbox.length && n < BOUNDS.acks && (n === 0 || bytes + this.#outbox[n]!.bytes <= this.#maxBatchBytes)) {
+      bytes += this.#outbox[n]!.bytes;
+      n++;
+    }
+    this.#outboxBytes -= bytes;
+    return this.#outbox.splice(0, n);
+  }
+
+  #putBack(batch: PendingAck[]): void {
+    this.#outbox.unshift(...batch);
+    for (const p of batch) this.#outboxBytes += p.bytes;
   }
 
   /** From now on batches go onto `stream`; anything waiting goes at once. */
@@ -117,15 +155,15 @@ export class AckBatcher {
     while (this.#outbox.length > 0) {
       const stream = this.#stream;
       if (stream !== undefined) {
-        const batch = this.#outbox.splice(0, BOUNDS.acks);
+        const batch = this.#takeBatch();
         if (!stream.send(batch)) {
-          this.#outbox.unshift(...batch);
+          this.#putBack(batch);
           this.#stream = undefined;
         }
         continue;
       }
       if (this.#callsInFlight >= MAX_CALLS_IN_FLIGHT) return; // sent when a call returns
-      void this.#call(this.#outbox.splice(0, BOUNDS.acks));
+      void this.#call(this.#takeBatch());
     }
   }
 
@@ -144,12 +182,13 @@ export class AckBatcher {
       batch.forEach((p, i) => p.settle(answerOf(res.results[i]!)));
     } catch (e) {
       const error = ConnectError.from(e);
+      if (error.code === Code.ResourceExhausted) this.shrink();
       // A malformed acknowledgement fails the whole request and names its
       // index; nothing of the request was applied, so the others go again.
       const bad = error.code === Code.InvalidArgument ? indexOfBadAck(error) : undefined;
       if (bad !== undefined && bad < batch.length) {
         batch[bad]!.settle({ error });
-        this.#outbox.unshift(...batch.filter((_, i) => i !== bad));
+        this.#putBack(batch.filter((_, i) => i !== bad));
       } else {
         for (const p of batch) p.settle({ error });
       }

@@ -27,8 +27,8 @@
  */
 import type { JsonValue, MessageInitShape } from "@bufbuild/protobuf";
 import { setMaxListeners } from "node:events";
-import { durationFromMs, timestampFromMs, type Value } from "@bufbuild/protobuf/wkt";
-import { create } from "@bufbuild/protobuf";
+import { durationFromMs, timestampFromMs, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { BOUNDS, DEFAULTS } from "../domain/limits.js";
 import { AcknowledgementSchema, JobState, WorkStartSchema, type Job, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -164,6 +164,8 @@ export interface Worker {
   close(): Promise<void>;
 }
 
+/** The most a result may take encoded: one acknowledgement alone must fit a request, with room for its other fields. */
+const MAX_RESULT_ENCODED_BYTES = DEFAULTS.maxRequestBytes - 2048;
 /** After shutdownTimeout, how long close() gives the last Complete/Fail. */
 const FINAL_ACK_GRACE_MS = 5000;
 /**
@@ -367,6 +369,8 @@ class LeaseWorker implements Worker {
       if (!closing.aborted) error = new ConnectError("the server ended the stream", Code.Unavailable);
     } catch (e) {
       error = side.failure ?? ConnectError.from(e);
+      // A message over the server's request limit (set lower than the default): batch smaller.
+      if (error.code === Code.ResourceExhausted) this.#acks.shrink();
     } finally {
       clearInterval(watchdog);
       closing.removeEventListener("abort", halfClose);
@@ -660,15 +664,26 @@ function asJsonResult(value: JsonValue | void): JsonValue | undefined {
 
 /**
  * Why the server would refuse `result` (api.md "Bounds": 64 KiB of JSON, 32
- * levels), or undefined. Checked here because an acknowledgement the server
- * finds malformed fails its whole Acknowledge request or Work stream, not
- * just itself.
+ * levels; and no request body over 128 KiB, which protobuf's 9 bytes a
+ * number can reach from 64 KiB of JSON), or undefined. Checked here
+ * because an acknowledgement the server finds malformed or too large fails
+ * its whole Acknowledge request or Work message, not just itself.
  */
 function resultRefusal(result: JsonValue | undefined): ConnectError | undefined {
   if (result === undefined) return undefined;
   const bytes = Buffer.byteLength(JSON.stringify(result), "utf8");
   if (bytes > BOUNDS.jsonBytes) {
     return new ConnectError(`complete.result: is ${bytes} bytes of JSON; the limit is ${BOUNDS.jsonBytes} bytes`, Code.InvalidArgument);
+  }
+  // Protobuf is at most about 11 times the JSON of a tiny value, so only a large one can pass the request limit.
+  if (bytes > 8 * 1024) {
+    const encoded = toBinary(ValueSchema, jsonToValue(result)).byteLength;
+    if (encoded > MAX_RESULT_ENCODED_BYTES) {
+      return new ConnectError(
+        `complete.result: encodes to ${encoded} bytes of protobuf; a request carries at most ${DEFAULTS.maxRequestBytes} bytes`,
+        Code.InvalidArgument,
+      );
+    }
   }
   if (jsonDepth(result, BOUNDS.jsonDepth) > BOUNDS.jsonDepth) {
     return new ConnectError(`complete.result: is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`, Code.InvalidArgument);
