@@ -17,7 +17,7 @@
  * acknowledgement, and the caller decides whether to send it again.
  */
 import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { BOUNDS, DEFAULTS } from "../domain/limits.js";
 import { BadRequestSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
@@ -92,7 +92,7 @@ export class AckBatcher {
   /** Sends `init` in the next batch; resolves with its answer (never rejects). */
   send(init: MessageInitShape<typeof AcknowledgementSchema>): Promise<AckAnswer> {
     const ack = create(AcknowledgementSchema, init);
-    const bytes = toBinary(AcknowledgementSchema, ack).byteLength + 4;
+    const bytes = encodedBytes(ack);
     return new Promise((resolve) => {
       this.#outbox.push({ ack, bytes, queuedAt: performance.now(), settle: resolve });
       this.#outboxBytes += bytes;
@@ -197,6 +197,20 @@ export class AckBatcher {
       if (this.#outbox.length > 0) this.#schedule();
     }
   }
+}
+
+/**
+ * An acknowledgement's size in a request, never under the real one: its
+ * fields and their headers, the result encoded (the only part that can be
+ * large), the rest counted from string lengths (UTF-8 is at most 3 bytes a
+ * UTF-16 unit).
+ */
+function encodedBytes(ack: Acknowledgement): number {
+  const fixed = 48 + ack.jobId.length + ack.leaseToken.length;
+  const o = ack.outcome;
+  if (o.case === "complete" && o.value.result !== undefined) return fixed + toBinary(ValueSchema, o.value.result).byteLength;
+  if (o.case === "fail") return fixed + 3 * o.value.error.length;
+  return fixed;
 }
 
 /** An AcknowledgementResult as an answer: its status becomes the ConnectError the single RPC would have thrown. */
