@@ -38,8 +38,6 @@ export interface PendingAck {
   readonly ack: Acknowledgement;
   /** Its share of an encoded request: the message and its field header. */
   readonly bytes: number;
-  /** performance.now() when it was handed over; a heartbeat's lease is counted from here. */
-  readonly queuedAt: number;
   /** Called exactly once. */
   settle(answer: AckAnswer): void;
 }
@@ -94,7 +92,7 @@ export class AckBatcher {
     const ack = create(AcknowledgementSchema, init);
     const bytes = encodedBytes(ack);
     return new Promise((resolve) => {
-      this.#outbox.push({ ack, bytes, queuedAt: performance.now(), settle: resolve });
+      this.#outbox.push({ ack, bytes, settle: resolve });
       this.#outboxBytes += bytes;
       if (this.#outbox.length >= BOUNDS.acks || this.#outboxBytes >= this.#maxBatchBytes) this.#flush();
       else this.#schedule();

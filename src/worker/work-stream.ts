@@ -26,8 +26,8 @@ export class WorkStreamSide implements AckStream {
   /** No more messages: half-closed by close(), or failed. */
   #ended = false;
   #failure: ConnectError | undefined;
-  /** Sent, in order, waiting for their results. */
-  #unanswered: PendingAck[] = [];
+  /** Sent, in order, waiting for their results, with when they were written. */
+  #unanswered: Array<{ pending: PendingAck; sentAt: number }> = [];
   #head = 0;
 
   constructor(start: WorkStart) {
@@ -44,9 +44,9 @@ export class WorkStreamSide implements AckStream {
     return this.#failure;
   }
 
-  /** When the oldest unanswered acknowledgement was queued (performance.now()), if any. */
+  /** When the oldest unanswered acknowledgement was handed to this stream (performance.now()), if any. */
   get oldestUnansweredAt(): number | undefined {
-    return this.#unanswered[this.#head]?.queuedAt;
+    return this.#unanswered[this.#head]?.sentAt;
   }
 
   /** The request messages, for `client.work()`; ends after halfClose() once everything queued is written. */
@@ -66,7 +66,8 @@ export class WorkStreamSide implements AckStream {
   send(batch: PendingAck[]): boolean {
     if (this.#ended) return false;
     this.#outgoing.push(create(WorkRequestSchema, { acks: batch.map((p) => p.ack) }));
-    for (const p of batch) this.#unanswered.push(p);
+    const sentAt = performance.now();
+    for (const pending of batch) this.#unanswered.push({ pending, sentAt });
     this.#wake?.();
     return true;
   }
@@ -74,7 +75,7 @@ export class WorkStreamSide implements AckStream {
   /** Answers the oldest acknowledgements with `results`; throws when they do not line up (a protocol error). */
   takeResults(results: AcknowledgementResult[]): void {
     for (const result of results) {
-      const pending = this.#unanswered[this.#head];
+      const pending = this.#unanswered[this.#head]?.pending;
       if (pending === undefined || pending.ack.jobId !== result.jobId) {
         throw new ConnectError(
           `the Work stream answered job ${result.jobId} where ${pending === undefined ? "no acknowledgement" : `job ${pending.ack.jobId}`} was due`,
@@ -106,7 +107,7 @@ export class WorkStreamSide implements AckStream {
     this.#ended = true;
     this.#wake?.();
     this.#controller.abort(cause);
-    const unanswered = this.#unanswered.slice(this.#head);
+    const unanswered = this.#unanswered.slice(this.#head).map((u) => u.pending);
     this.#unanswered = [];
     this.#head = 0;
     if (unanswered.length === 0) return;
