@@ -31,6 +31,12 @@ export interface AckAnswer {
   error?: ConnectError;
   /** A successful heartbeat's new lease expiry. */
   leaseExpireTime?: Date;
+  /**
+   * The error is the message's, not the acknowledgement's: the stream or
+   * call broke before the answer came, so it may or may not have been
+   * applied.
+   */
+  outcomeUnknown?: boolean;
 }
 
 /** One acknowledgement waiting to be sent or answered. */
@@ -188,7 +194,9 @@ export class AckBatcher {
         batch[bad]!.settle({ error });
         this.#putBack(batch.filter((_, i) => i !== bad));
       } else {
-        for (const p of batch) p.settle({ error });
+        // Refused whole (invalid, too large) means nothing was applied; anything else may have been.
+        const outcomeUnknown = error.code !== Code.InvalidArgument && error.code !== Code.ResourceExhausted;
+        for (const p of batch) p.settle({ error, outcomeUnknown });
       }
     } finally {
       this.#callsInFlight--;

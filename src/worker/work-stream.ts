@@ -118,6 +118,6 @@ export class WorkStreamSide implements AckStream {
       undefined,
       cause,
     );
-    for (const p of unanswered) p.settle({ error });
+    for (const p of unanswered) p.settle({ error, outcomeUnknown: true });
   }
 }

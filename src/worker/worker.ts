@@ -488,6 +488,8 @@ class LeaseWorker implements Worker {
    */
   async #acknowledge(lease: HeldLease, outcome: Outcome): Promise<void> {
     const { id: jobId } = lease.job;
+    /** An earlier attempt may have been applied without its answer reaching us. */
+    let mayHaveApplied = false;
     for (let attempt = 0; ; attempt++) {
       const result = outcome.kind === "complete" && outcome.result !== undefined ? jsonToValue(outcome.result) : undefined;
       const answer = await this.#acks.send({ jobId, leaseToken: lease.token, outcome: ackOutcome(outcome, result) });
@@ -499,10 +501,21 @@ class LeaseWorker implements Worker {
         return;
       }
       const lost = leaseLostReason(err);
+      if (lost === "LEASE_REJECTED" && mayHaveApplied) {
+        // Refused because an earlier attempt committed? Then it is ours, not lost.
+        const applied = await this.#appliedEarlier(lease, outcome);
+        if (lease.state !== "finishing") return;
+        if (applied !== undefined) {
+          lease.settle(outcome.kind === "release" ? "released" : "acknowledged");
+          this.#reportAcknowledged(lease.job, outcome, result, applied);
+          return;
+        }
+      }
       if (lost !== undefined) {
         lease.markLost(lost, `the server refused ${RPC_OF[outcome.kind]}: ${err.rawMessage}`);
         return;
       }
+      if (answer.outcomeUnknown === true) mayHaveApplied = true;
       if (outcome.kind === "complete" && err.code === Code.InvalidArgument) {
         this.#onEvent({ type: "error", error: err, job: lease.job });
         outcome = { kind: "fail", error: truncate(`the server refused the result: ${err.rawMessage}`), permanent: false, retryDelayMs: undefined };
@@ -522,8 +535,40 @@ class LeaseWorker implements Worker {
     }
   }
 
-  /** The event of an accepted acknowledgement, with the job as the acknowledgement left it. */
-  #reportAcknowledged(job: Job, outcome: Outcome, result: Value | undefined): void {
+  /**
+   * The stored job when it shows that an earlier attempt of `outcome` was
+   * applied (the state it leads to, and no claim since: same deliveries);
+   * undefined when it does not, or cannot be read.
+   */
+  async #appliedEarlier(lease: HeldLease, outcome: Outcome): Promise<Job | undefined> {
+    let job: Job | undefined;
+    try {
+      job = (await this.#client.getJob({ jobId: lease.job.id }, { timeoutMs: ACK_ANSWER_TIMEOUT_MS, signal: this.#ackCutoff.signal })).job;
+    } catch {
+      return undefined;
+    }
+    if (job === undefined || job.deliveries !== lease.job.deliveries) return undefined;
+    switch (outcome.kind) {
+      case "complete":
+        return job.state === JobState.COMPLETED ? job : undefined;
+      case "fail":
+        return (job.state === JobState.RETRY || job.state === JobState.DEAD) && job.lastError === outcome.error ? job : undefined;
+      case "release":
+        return (job.state === JobState.QUEUED || job.state === JobState.RETRY) && job.attempts === lease.job.attempts - 1 ? job : undefined;
+    }
+  }
+
+  /**
+   * The event of an accepted acknowledgement, with the stored job when it
+   * was read, else the job as the acknowledgement left it.
+   */
+  #reportAcknowledged(job: Job, outcome: Outcome, result: Value | undefined, stored?: Job): void {
+    if (stored !== undefined) {
+      if (outcome.kind === "complete") this.#onEvent({ type: "completed", job: stored });
+      else if (outcome.kind === "fail") this.#onEvent({ type: "failed", job: stored, error: outcome.error });
+      else this.#onEvent({ type: "released", job: stored });
+      return;
+    }
     const now = Date.now();
     const left = { workerId: "", leaseExpireTime: undefined, updateTime: timestampFromMs(now) };
     switch (outcome.kind) {

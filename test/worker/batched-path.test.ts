@@ -13,7 +13,7 @@ import { rmSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createLeaseQueueClient, createWorker, EventKind, JobState, type Worker } from "../../src/worker/index.js";
-import type { AcknowledgeRequest, WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import type { AcknowledgeRequest, WorkRequest, WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { gate, workerEventLog, type WorkerEventLog } from "../helpers/worker-events.js";
 
@@ -307,5 +307,56 @@ describe("held leases through a broken Work stream", () => {
     const calls = await rpcCounts(t);
     expect(calls.Heartbeat).toBeUndefined();
     expect(calls.Complete).toBeUndefined();
+  });
+
+  it("reports Completes whose answers were lost after they committed as completed, not as lost leases", { timeout: 20_000 }, async () => {
+    const t = await server();
+    let answersLost = 0;
+    /** The first response carrying results never arrives: the stream breaks after the server committed them. */
+    const loseFirstAnswers: Interceptor = (next) => async (req) => {
+      const res = await next(req);
+      if (!res.stream || req.method.name !== "Work" || answersLost > 0) return res;
+      const messages = res.message as AsyncIterable<WorkResponse>;
+      return {
+        ...res,
+        message: (async function* () {
+          for await (const m of messages) {
+            if (m.results.length > 0 && answersLost++ === 0) throw new ConnectError("connection reset after the commit (simulated)", Code.Unavailable);
+            yield m;
+          }
+        })(),
+      };
+    };
+    const log = workerEventLog();
+    const release = gate();
+    const worker = createWorker({
+      client: createLeaseQueueClient({ url: t.apiUrl, interceptors: [loseFirstAnswers] }),
+      queue: "lost-answers",
+      workerId: "w-lost-answers",
+      concurrency: 3,
+      reconnectBackoff: { initialMs: 50, maxMs: 100 },
+      onEvent: log.onEvent,
+      handler: async (job) => {
+        await release.promise;
+        return { id: job.id };
+      },
+    });
+    cleanups.push(() => worker.close());
+    await log.waitFor("connected");
+    const ids = await submit(t, "lost-answers", 3);
+    await log.waitFor("lease", 3);
+    release.open();
+    for (const id of ids) await log.waitFor("completed", 1, (e) => e.job.id === id);
+    await worker.close();
+
+    expect(answersLost).toBeGreaterThanOrEqual(1);
+    expect(log.all("lease-lost")).toEqual([]);
+    // The Completes that were sent again were refused (already committed), then confirmed from the stored job.
+    for (const e of log.all("completed")) expect(e.job).toMatchObject({ state: JobState.COMPLETED, deliveries: 1 });
+    for (const id of ids) {
+      const { job } = await t.client.getJob({ jobId: id });
+      expect(job).toMatchObject({ state: JobState.COMPLETED, attempts: 1, deliveries: 1 });
+    }
+    expect(log.all("error").filter((e) => e.job !== undefined && ids.includes(e.job.id)).length).toBeGreaterThanOrEqual(1);
   });
 });
