@@ -152,14 +152,13 @@ export interface Worker {
   /**
    * Stops taking work (half-closes the Work stream, whose last
    * acknowledgements are still answered on it; or cancels StreamClaims),
-   * waits up to `shutdownTimeout` for
-   * running handlers and their Complete/Fail, then aborts the handlers still
-   * running (WorkerClosedError) and fails their jobs with `retry_delay` 0 so
+   * waits up to `shutdownTimeout` for running handlers and their
+   * Complete/Fail, then aborts the handlers still running
+   * (WorkerClosedError) and fails their jobs with `retry_delay` 0 so
    * another worker picks them up at once. Leases that arrived but had not
    * started are given back at once with Release (attempt refunded, eligible
-   * again). Resolves when done (at
-   * most about `shutdownTimeout` + 5 s); calling it again returns the same
-   * promise.
+   * again). Resolves when done (at most about `shutdownTimeout` + 5 s);
+   * calling it again returns the same promise.
    */
   close(): Promise<void>;
 }
