@@ -4,6 +4,7 @@
  * the environment, which wins over the default.
  */
 import { readFileSync } from "node:fs";
+import { DEFAULTS } from "./domain/limits.js";
 
 export interface Config {
   databasePath: string;
@@ -55,7 +56,7 @@ export const SETTINGS = {
   metricsHost: { env: "LEASEQUEUE_METRICS_HOST", flag: "metrics-host", default: "", help: "side listener address (default: same as host)" },
   metricsPort: { env: "LEASEQUEUE_METRICS_PORT", flag: "metrics-port", default: "9464", help: "side port (/metrics, /health/*); 0 = any free port" },
   environment: { env: "LEASEQUEUE_ENVIRONMENT", flag: "environment", default: "development", help: "development or production" },
-  maxRequestBytes: { env: "LEASEQUEUE_MAX_REQUEST_BYTES", flag: "max-request-bytes", default: "131072", help: "largest request body accepted" },
+  maxRequestBytes: { env: "LEASEQUEUE_MAX_REQUEST_BYTES", flag: "max-request-bytes", default: String(DEFAULTS.maxRequestBytes), help: "largest request body accepted" },
   reflection: { env: "LEASEQUEUE_REFLECTION", flag: "reflection", default: "", help: "gRPC reflection on|off (default: on unless production)" },
   sqliteSynchronous: { env: "LEASEQUEUE_SQLITE_SYNCHRONOUS", flag: "sqlite-synchronous", default: "full", help: "full (answer after an fsync of each commit) or normal" },
   tlsCert: { env: "LEASEQUEUE_TLS_CERT", flag: "tls-cert", default: "", help: "PEM certificate file; enables TLS with --tls-key" },

@@ -16,6 +16,7 @@
 import { QueueError } from "./errors.js";
 import type { EventDraft, JobState, StoredJob } from "./job.js";
 import { leaseTokenMatches } from "./lease-token.js";
+import { DEFAULTS } from "./limits.js";
 
 export interface Transition {
   job: StoredJob;
@@ -116,7 +117,7 @@ export function assertLeaseHeld(job: StoredJob, token: string, now: number): voi
 
 export function heartbeat(job: StoredJob, token: string, now: number, leaseDurationMs?: number): Transition {
   assertLeaseHeld(job, token, now);
-  const duration = leaseDurationMs ?? job.leaseDurationMs ?? 60_000;
+  const duration = leaseDurationMs ?? job.leaseDurationMs ?? DEFAULTS.leaseDurationMs;
   const next: StoredJob = {
     ...job,
     leaseExpireTime: now + duration,

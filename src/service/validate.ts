@@ -7,60 +7,14 @@ import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, type Duration, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
 import type { JobState as DomainState } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";
+import { BOUNDS, DEFAULTS } from "../domain/limits.js";
 import type { NewJob } from "../domain/submission.js";
 import { JobView, type JobState, type SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument, payloadTooLarge } from "./errors.js";
 import { STATE_FROM_WIRE } from "./wire.js";
 
-const SECOND = 1000;
-const MINUTE = 60 * SECOND;
-const HOUR = 60 * MINUTE;
-const DAY = 24 * HOUR;
-
-/** api.md "Bounds", in one table. */
-export const BOUNDS = {
-  name: /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/,
-  workerId: /^[A-Za-z0-9._:@/-]{1,128}$/,
-  idempotencyKey: /^[\x21-\x7e]{1,128}$/,
-  jsonBytes: 64 * 1024,
-  /**
-   * Nesting levels of a payload or result (`1` is level 0, `[1]` level 1).
-   * Each level is two nested protobuf messages (Value, then Struct or
-   * ListValue), three for an object where the decoder counts map entries
-   * (C++ protobuf, as in Python grpcio), and decoders stop at 100 nested
-   * messages. Inside a StreamClaimsResponse (response, Lease, Job) a
-   * 32-level object is 99 deep for Python and 33 levels fail there; arrays
-   * and protobuf-es (about 48 levels) have more room. So 32 is the most
-   * every client can read, with no message wrapped any deeper than a Lease.
-   */
-  jsonDepth: 32,
-  priority: [-100, 100],
-  maxAttempts: [1, 100],
-  retryBaseDelayMs: [0, HOUR],
-  scheduleAheadMs: 30 * DAY,
-  leaseDurationMs: [SECOND, 12 * HOUR],
-  maxJobs: [1, 100],
-  waitMs: [0, 60 * SECOND],
-  maxInFlight: [1, 1000],
-  textChars: 4096,
-  pageSize: [1, 500],
-  batchJobs: 500,
-  /** Acknowledgements in one Acknowledge request or Work message (api.md section A). */
-  acks: 1000,
-  /** retry_delay on Fail: api.md gives no bound; we allow what a schedule allows. */
-  retryDelayMs: [0, 30 * DAY],
-} as const;
-
-export const DEFAULTS = {
-  queue: "default",
-  maxAttempts: 3,
-  retryBaseDelayMs: 15 * SECOND,
-  leaseDurationMs: 60 * SECOND,
-  maxJobs: 1,
-  waitMs: 0,
-  maxInFlight: 1,
-  pageSize: 50,
-} as const;
+/** api.md "Bounds" and "Defaults and identity": one table, shared with the state machine and the worker SDK. */
+export { BOUNDS, DEFAULTS } from "../domain/limits.js";
 
 export function queueName(field: string, value: string, fallback?: string): string {
   if (value === "" && fallback !== undefined) return fallback;

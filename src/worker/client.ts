@@ -1,5 +1,5 @@
 /**
- * A typed LeaseQueue client for producers, workers and operators (issue 3),
+ * A typed LeaseQueue client for producers, workers and operators,
  * over the two protocols a Node.js process would pick:
  *
  * - `"grpc"` (the default): gRPC over HTTP/2 (h2c for `http://`, TLS with
@@ -12,8 +12,13 @@
  *   when reading traffic.
  *
  * HTTP/2 connections send a PING every `pingIntervalMs` (default 30 s)
- * while streams are open, so a dead connection under an idle StreamClaims
- * stream is noticed and the worker reconnects.
+ * while streams are open, so a dead connection under an idle stream is
+ * noticed and the worker reconnects.
+ *
+ * A client made here remembers whether its transport can carry a
+ * bidirectional stream (HTTP/2: gRPC, or Connect with httpVersion "2"), so
+ * a worker on it takes the Work stream (api.md section A) and one on
+ * Connect over HTTP/1.1 takes StreamClaims plus Acknowledge.
  */
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
@@ -42,6 +47,18 @@ export interface LeaseQueueClientOptions {
   nodeOptions?: http2.SecureClientSessionOptions;
 }
 
+/** Clients made by createLeaseQueueClient over HTTP/2. */
+const BIDI_CAPABLE = new WeakSet<object>();
+
+/**
+ * Whether `client` can open the Work stream: true for a client that
+ * createLeaseQueueClient made over HTTP/2, false for Connect over HTTP/1.1
+ * and for clients made elsewhere (whose HTTP version the SDK cannot see).
+ */
+export function canStreamBothWays(client: LeaseQueueClient): boolean {
+  return BIDI_CAPABLE.has(client);
+}
+
 /** Creates a typed client. Calls reject with `ConnectError`; see api.md "Errors" for codes and reasons. */
 export function createLeaseQueueClient(options: LeaseQueueClientOptions): LeaseQueueClient {
   const { url, transport = "grpc", httpVersion = "2", interceptors = [], nodeOptions } = options;
@@ -53,16 +70,18 @@ export function createLeaseQueueClient(options: LeaseQueueClientOptions): LeaseQ
   switch (transport) {
     case "grpc":
       if (options.useBinaryFormat === false) throw new TypeError("createLeaseQueueClient: gRPC is binary only; use transport \"connect\" for JSON");
-      return createClient(LeaseQueueService, createGrpcTransport({ baseUrl: url, interceptors, ...http2Options }));
+      return bidiCapable(createClient(LeaseQueueService, createGrpcTransport({ baseUrl: url, interceptors, ...http2Options })));
     case "connect": {
       const common = { baseUrl: url, interceptors, useBinaryFormat: options.useBinaryFormat ?? true };
-      const t =
-        httpVersion === "1.1"
-          ? createConnectTransport({ ...common, httpVersion: "1.1" })
-          : createConnectTransport({ ...common, httpVersion: "2", ...http2Options });
-      return createClient(LeaseQueueService, t);
+      if (httpVersion === "1.1") return createClient(LeaseQueueService, createConnectTransport({ ...common, httpVersion: "1.1" }));
+      return bidiCapable(createClient(LeaseQueueService, createConnectTransport({ ...common, httpVersion: "2", ...http2Options })));
     }
     default:
       throw new TypeError(`createLeaseQueueClient: unknown transport ${JSON.stringify(transport)}; use "grpc" or "connect"`);
   }
+}
+
+function bidiCapable(client: LeaseQueueClient): LeaseQueueClient {
+  BIDI_CAPABLE.add(client);
+  return client;
 }

@@ -1,5 +1,5 @@
 /**
- * The errors a worker's handler throws to steer Fail (issue 3), and the
+ * The errors a worker's handler throws to steer Fail, and the
  * reasons its AbortSignal carries when the SDK takes the job away.
  */
 

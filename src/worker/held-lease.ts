@@ -1,36 +1,60 @@
 /**
- * One lease the worker holds, from the moment it arrives on the stream until
- * it is acknowledged (Complete/Fail) or lost: heartbeats on a timer, the
- * local expiry deadline, and the AbortController behind the handler's
- * signal.
+ * One lease the worker holds, from the moment it arrives until the worker
+ * is done with it, in exactly one state at a time:
  *
- * The local deadline runs on this machine's monotonic clock: a lease is
- * assumed to last `leaseDurationMs` from its arrival, and from the moment a
- * successful heartbeat was *sent*. That errs early (the server extended the
- * lease later than we sent), so the handler is told before another worker
- * can get the job. The server stays the authority: its refusal
- * (`aborted` LEASE_REJECTED / LEASE_EXPIRED) also ends the lease here.
+ *     waiting ──start()──> running ──finish()──> finishing ──settle()──> acknowledged | released | dropped
+ *        │                    │                      │
+ *        └────────────────────┴──────────────────────┴──markLost()──> lost
+ *
+ * - waiting: arrived, its handler has not started (no free slot yet).
+ * - running: its handler runs.
+ * - finishing: Complete, Fail or Release is on its way (batched, sent, or
+ *   being sent again after a passing failure).
+ * - acknowledged / released: the server took the Complete or Fail / the
+ *   Release.
+ * - dropped: the worker stopped trying to acknowledge (a refusal that is not
+ *   about the lease, or close() past its grace); the lease runs out on the
+ *   server.
+ * - lost: the server refused the lease, or the local deadline passed. The
+ *   handler's signal fires; nothing is acknowledged.
+ *
+ * Heartbeats run on a timer in every live state (a Complete may need
+ * sending again for a while) and travel as AckHeartbeat acknowledgements in
+ * the worker's batches. The local deadline runs on this machine's monotonic
+ * clock: a lease is assumed to last `leaseDurationMs` from its arrival, and
+ * from the moment a successful heartbeat was queued. That errs early, so the
+ * handler is told before another worker can get the job. The server stays
+ * the authority: its refusal (`aborted` LEASE_REJECTED / LEASE_EXPIRED,
+ * `not_found`) also ends the lease here, except while finishing, when our
+ * own Complete may be what ended it.
  */
-import { Code, ConnectError } from "@connectrpc/connect";
-import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
+import { Code, type ConnectError } from "@connectrpc/connect";
+import { durationFromMs, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import type { Job, Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import type { LeaseQueueClient } from "./client.js";
+import type { AckBatcher } from "./ack-batcher.js";
 import { LeaseLostError, type LeaseLostReason } from "./errors.js";
 
+export type LeaseState = "waiting" | "running" | "finishing" | "acknowledged" | "released" | "dropped" | "lost";
+
+/** The states the worker is done with. */
+const TERMINAL: ReadonlySet<LeaseState> = new Set(["acknowledged", "released", "dropped", "lost"]);
+
 export interface HeldLeaseOptions {
-  client: LeaseQueueClient;
+  acks: AckBatcher;
   leaseDurationMs: number;
   heartbeatIntervalMs: number;
   onHeartbeat(job: Job): void;
   onHeartbeatError(error: ConnectError): void;
   onLost(error: LeaseLostError): void;
+  /** The lease reached a terminal state. */
+  onDone(): void;
 }
 
 /** After a heartbeat fails for a passing reason (network, unavailable), try again this soon. */
 const HEARTBEAT_RETRY_MS = 1000;
 
-/** The lease-loss reason of a refused Heartbeat/Complete/Fail, or undefined when the refusal is not about the lease. */
+/** The lease-loss reason of a refused acknowledgement, or undefined when the refusal is not about the lease. */
 export function leaseLostReason(err: ConnectError): LeaseLostReason | undefined {
   if (err.code === Code.NotFound) return "JOB_NOT_FOUND";
   if (err.code !== Code.Aborted) return undefined;
@@ -43,14 +67,12 @@ export class HeldLease {
   readonly token: string;
   readonly #opts: HeldLeaseOptions;
   readonly #controller = new AbortController();
+  #state: LeaseState = "waiting";
   #expiresAt: number;
   #leaseExpireTime: Date;
   #beatTimer: NodeJS.Timeout | undefined;
   #expiryTimer: NodeJS.Timeout | undefined;
-  #inFlight: Promise<void> | undefined;
-  #released = false;
-  #acknowledging = false;
-  #expiredLocally = false;
+  #beating: Promise<void> | undefined;
   #lost: LeaseLostError | undefined;
 
   constructor(lease: Lease, options: HeldLeaseOptions) {
@@ -67,6 +89,10 @@ export class HeldLease {
     this.#scheduleBeat(options.heartbeatIntervalMs);
   }
 
+  get state(): LeaseState {
+    return this.#state;
+  }
+
   /** Aborted when the lease is lost (a LeaseLostError) or the worker gave up on the job at close (a WorkerClosedError). */
   get signal(): AbortSignal {
     return this.#controller.signal;
@@ -77,26 +103,39 @@ export class HeldLease {
     return this.#leaseExpireTime;
   }
 
-  /** Set once the lease is known lost. */
-  get lost(): LeaseLostError | undefined {
-    return this.#lost;
+  /** The local deadline has passed (no heartbeat succeeded for a lease duration). */
+  get expiredLocally(): boolean {
+    return performance.now() >= this.#expiresAt;
   }
 
-  /** True while the worker still holds the lease (not acknowledged, not lost). */
-  get held(): boolean {
-    return !this.#released && this.#lost === undefined;
+  /** waiting -> running: its handler starts. */
+  start(): void {
+    this.#move(["waiting"], "running");
+  }
+
+  /** waiting | running -> finishing: Complete, Fail or Release is on its way. */
+  finish(): void {
+    this.#move(["waiting", "running"], "finishing");
+  }
+
+  /** finishing -> acknowledged | released | dropped: the worker is done with the lease. */
+  settle(state: "acknowledged" | "released" | "dropped"): void {
+    if (TERMINAL.has(this.#state)) return;
+    this.#state = state;
+    this.#stopTimers();
+    this.#opts.onDone();
   }
 
   /**
-   * Extends the lease now (joining a heartbeat already in flight). Rejects
+   * Extends the lease now (joining a heartbeat already on its way). Rejects
    * with LeaseLostError when the lease is gone, with the ConnectError when
-   * the call failed for another reason (the timer keeps trying).
+   * it failed for another reason (the timer keeps trying).
    */
   heartbeat(): Promise<void> {
     if (this.#lost !== undefined) return Promise.reject(this.#lost);
-    if (this.#released) return Promise.reject(new Error(`the lease on job ${this.job.id} was already released`));
-    this.#inFlight ??= this.#beat().finally(() => (this.#inFlight = undefined));
-    return this.#inFlight;
+    if (TERMINAL.has(this.#state)) return Promise.reject(new Error(`the lease on job ${this.job.id} is no longer held (${this.#state})`));
+    this.#beating ??= this.#beat().finally(() => (this.#beating = undefined));
+    return this.#beating;
   }
 
   /** Aborts the handler's signal without giving up the lease (close() still has to Fail the job). */
@@ -104,71 +143,60 @@ export class HeldLease {
     this.#controller.abort(reason);
   }
 
-  /**
-   * Complete or Fail is on its way. Heartbeats go on (an acknowledgement may
-   * be retried), but from now on the acknowledgement's answer decides whether
-   * the lease was lost: a heartbeat refused because our own Complete just
-   * committed is no loss.
-   */
-  beginAcknowledgement(): void {
-    this.#acknowledging = true;
-  }
-
-  /** The local deadline passed while acknowledging; stop retrying. */
-  get expiredLocally(): boolean {
-    return this.#expiredLocally || performance.now() >= this.#expiresAt;
-  }
-
-  /** The lease was acknowledged: stop heartbeating. */
-  release(): void {
-    this.#released = true;
-    this.#stopTimers();
-  }
-
   /** The lease is gone (a server refusal, or the local deadline): stop, and abort the handler. */
   markLost(reason: LeaseLostReason, detail: string): LeaseLostError {
     if (this.#lost !== undefined) return this.#lost;
     this.#lost = new LeaseLostError(this.job.id, reason, detail);
+    this.#state = "lost";
     this.#stopTimers();
-    if (!this.#released) this.#controller.abort(this.#lost);
+    this.#controller.abort(this.#lost);
     this.#opts.onLost(this.#lost);
+    this.#opts.onDone();
     return this.#lost;
   }
 
+  #move(from: LeaseState[], to: LeaseState): void {
+    if (!from.includes(this.#state)) throw new Error(`invariant: lease on job ${this.job.id} is ${this.#state}, not ${from.join(" or ")}`);
+    this.#state = to;
+  }
+
   async #beat(): Promise<void> {
-    const { client, leaseDurationMs, heartbeatIntervalMs } = this.#opts;
+    const { acks, leaseDurationMs, heartbeatIntervalMs } = this.#opts;
     clearTimeout(this.#beatTimer);
-    const sentAt = performance.now();
-    try {
-      const res = await client.heartbeat(
-        { jobId: this.job.id, leaseToken: this.token, leaseDuration: durationFromMs(leaseDurationMs) },
-        { timeoutMs: Math.max(1000, heartbeatIntervalMs) },
-      );
-      if (!this.held) return;
-      this.#expiresAt = sentAt + leaseDurationMs;
+    const queuedAt = performance.now();
+    const answer = await acks.send({
+      jobId: this.job.id,
+      leaseToken: this.token,
+      outcome: { case: "heartbeat", value: { leaseDuration: durationFromMs(leaseDurationMs) } },
+    });
+    if (this.#lost !== undefined) throw this.#lost;
+    const err = answer.error;
+    if (err === undefined) {
+      if (TERMINAL.has(this.#state)) return;
+      // Counted from when it was queued, not answered: errs early.
+      this.#expiresAt = queuedAt + leaseDurationMs;
       this.#armExpiry();
-      if (res.job?.leaseExpireTime !== undefined) this.#leaseExpireTime = timestampDate(res.job.leaseExpireTime);
+      if (answer.leaseExpireTime !== undefined) this.#leaseExpireTime = answer.leaseExpireTime;
       this.#scheduleBeat(heartbeatIntervalMs);
-      if (res.job !== undefined) this.#opts.onHeartbeat(res.job);
-    } catch (e) {
-      if (this.#lost !== undefined) throw this.#lost;
-      const err = ConnectError.from(e);
-      if (this.#released) throw err;
-      const reason = leaseLostReason(err);
-      if (reason !== undefined && this.#acknowledging) {
-        this.#stopTimers();
-        throw err;
-      }
-      if (reason !== undefined) throw this.markLost(reason, `the server refused the heartbeat: ${err.rawMessage}`);
-      this.#scheduleBeat(Math.min(heartbeatIntervalMs, HEARTBEAT_RETRY_MS));
-      this.#opts.onHeartbeatError(err);
+      this.#opts.onHeartbeat({ ...this.job, leaseExpireTime: timestampFromDate(this.#leaseExpireTime) });
+      return;
+    }
+    if (TERMINAL.has(this.#state)) throw err;
+    const reason = leaseLostReason(err);
+    if (reason !== undefined && this.#state === "finishing") {
+      // Our own Complete/Fail may have ended the lease; its answer decides.
+      this.#stopTimers();
       throw err;
     }
+    if (reason !== undefined) throw this.markLost(reason, `the server refused the heartbeat: ${err.rawMessage}`);
+    this.#scheduleBeat(Math.min(heartbeatIntervalMs, HEARTBEAT_RETRY_MS));
+    this.#opts.onHeartbeatError(err);
+    throw err;
   }
 
   #scheduleBeat(ms: number): void {
     clearTimeout(this.#beatTimer);
-    if (!this.held) return;
+    if (TERMINAL.has(this.#state)) return;
     this.#beatTimer = setTimeout(() => this.heartbeat().catch(() => undefined), ms);
     this.#beatTimer.unref();
   }
@@ -177,8 +205,8 @@ export class HeldLease {
     clearTimeout(this.#expiryTimer);
     const ms = Math.max(0, this.#expiresAt - performance.now());
     this.#expiryTimer = setTimeout(() => {
-      if (this.#acknowledging) {
-        this.#expiredLocally = true;
+      if (this.#state === "finishing") {
+        // The acknowledgement's own retries stop at the deadline (expiredLocally); heartbeating on is pointless.
         clearTimeout(this.#beatTimer);
         return;
       }

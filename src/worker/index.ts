@@ -1,10 +1,11 @@
 /**
- * LeaseQueue's client side for Node.js (issue 3), exported as `leasequeue`
+ * LeaseQueue's client side for Node.js, exported as `leasequeue`
  * and `leasequeue/worker`:
  *
  * - createLeaseQueueClient(): a typed client for producers and operators
  *   (gRPC or Connect).
- * - createWorker(): a worker over StreamClaims with heartbeats, retries,
+ * - createWorker(): a worker over the Work stream (StreamClaims plus
+ *   Acknowledge on HTTP/1.1) with batched acknowledgements, heartbeats, retries,
  *   reconnects and a bounded close().
  *
  * Guide: docs/writing-a-worker.md. Wire contract: proto/leasequeue/v1.

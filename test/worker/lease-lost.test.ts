@@ -3,7 +3,10 @@
  * worker then neither completes nor fails the job: whoever holds the lease
  * now owns the outcome.
  */
-import { Code, ConnectError } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { StatusSchema } from "../../gen/ts/google/rpc/status_pb.js";
+import type { AcknowledgeRequest, WorkRequest, WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import {
@@ -30,6 +33,43 @@ async function server(options: Parameters<typeof startTestServer>[1] = {}) {
   servers.push(t);
   return t;
 }
+
+/**
+ * Answers every heartbeat `unavailable`, as a network that loses their
+ * answers would: on the Work stream, the result of each AckHeartbeat (known
+ * by its position: results come in the order acknowledgements were sent)
+ * is replaced; an Acknowledge call carrying a heartbeat fails.
+ */
+const loseHeartbeatAnswers: Interceptor = (next) => async (req) => {
+  if (req.method.name === "Acknowledge" && (req.message as AcknowledgeRequest).acks.some((a) => a.outcome.case === "heartbeat")) {
+    throw new ConnectError("partitioned", Code.Unavailable);
+  }
+  if (req.method.name !== "Work" || !req.stream) return next(req);
+  const sentKinds: Array<string | undefined> = [];
+  const requests = req.message as AsyncIterable<WorkRequest>;
+  const res = await next({
+    ...req,
+    message: (async function* () {
+      for await (const m of requests) {
+        for (const a of m.acks) sentKinds.push(a.outcome.case);
+        yield m;
+      }
+    })(),
+  });
+  if (!res.stream) return res;
+  const responses = res.message as AsyncIterable<WorkResponse>;
+  return {
+    ...res,
+    message: (async function* () {
+      for await (const m of responses) {
+        for (const r of m.results) {
+          if (sentKinds.shift() === "heartbeat") r.status = create(StatusSchema, { code: Code.Unavailable, message: "partitioned" });
+        }
+        yield m;
+      }
+    })(),
+  };
+};
 
 /** A handler that reports its context, then waits for its signal and reports the reason. */
 function abortWatchingHandler() {
@@ -108,17 +148,11 @@ describe("a lost lease", () => {
     const t = await server({ sweepIntervalMs: 100 });
     const log = workerEventLog();
     const h = abortWatchingHandler();
-    // A network partition for Heartbeat calls only: the stream still works.
-    const client = createLeaseQueueClient({
-      url: t.apiUrl,
-      interceptors: [
-        (next) => async (req) => {
-          if (req.method.name === "Heartbeat") throw new ConnectError("partitioned", Code.Unavailable);
-          return next(req);
-        },
-      ],
-    });
-    const worker = createWorker({ client, queue: "cut", workerId: "w-cut", leaseDuration: 1000, handler: h.handler, onEvent: log.onEvent });
+    // Every heartbeat's answer is lost (the server extends the lease, the
+    // worker never hears it), while leases and the stream itself still work:
+    // the worker must give up on its own clock.
+    const client = createLeaseQueueClient({ url: t.apiUrl, interceptors: [loseHeartbeatAnswers] });
+    const worker = createWorker({ client, queue: "cut", workerId: "w-cut", leaseDuration: 1000, shutdownTimeout: 200, handler: h.handler, onEvent: log.onEvent });
     workers.push(worker);
     const { body } = await t.call("Submit", { queue: "cut", task: "t", maxAttempts: 3 });
     await h.started;

@@ -19,6 +19,9 @@ describe("createWorker", () => {
     ["a queue name the server refuses", { queue: "no spaces" }, /queue/],
     ["an empty worker id", { workerId: "" }, /workerId/],
     ["both url and client", { client: {} as never }, /exactly one of `url` and `client`/],
+    ["a negative batching window", { ackBatchWindow: -1 }, /ackBatchWindow/],
+    ["a batching window of an hour", { ackBatchWindow: 3_600_000 }, /ackBatchWindow is in milliseconds/],
+    ["a workStream that is not a boolean", { workStream: "yes" as never }, /workStream must be a boolean/],
   ])("refuses %s", (_name, override, message) => {
     expect(() => createWorker({ ...base, ...override })).toThrow(message);
   });

@@ -17,11 +17,13 @@ import {
   type Worker,
 } from "../../src/worker/index.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { workerEventLog, type WorkerEventLog } from "../helpers/worker-events.js";
+import { gate, workerEventLog, type WorkerEventLog } from "../helpers/worker-events.js";
 
 let t: TestServer;
 let worker: Worker;
 let log: WorkerEventLog;
+let bigStarted = 0;
+const bigTogether = gate();
 
 beforeAll(async () => {
   t = await startTestServer();
@@ -46,6 +48,13 @@ beforeAll(async () => {
           throw new RetryJobError("rate limited", { retryDelayMs: 120_000 });
         case "huge-result":
           return "x".repeat(70 * 1024);
+        case "numbers-result":
+          return Array.from({ length: 20_000 }, () => 0); // 40 KB of JSON, about 220 KB as protobuf
+        case "big-result":
+          // The four return in the same turn, so their Completes share one flush.
+          if (++bigStarted === 4) bigTogether.open();
+          await bigTogether.promise;
+          return "y".repeat(60 * 1024);
         default:
           throw new Error(`unknown task ${job.task}`);
       }
@@ -106,6 +115,21 @@ describe("a handler's outcome", () => {
     const job = await run("huge-result");
     expect(job.state).toBe(JobState.RETRY);
     expect(job.lastError).toMatch(/refused the result.*65536/);
+  });
+
+  it("fails the job when the result is within 64 KiB of JSON but larger than a request once encoded, and the stream goes on", async () => {
+    const job = await run("numbers-result");
+    expect(job.state).toBe(JobState.RETRY);
+    expect(job.lastError).toMatch(/refused the result.*encodes to \d+ bytes of protobuf/);
+    expect(log.all("disconnected")).toEqual([]);
+  });
+
+  it("completes four 60 KiB results finishing together, in messages within the request limit", async () => {
+    const res = await t.call("SubmitBatch", { jobs: [1, 2, 3, 4].map(() => ({ queue: "outcomes", task: "big-result" })) });
+    const ids: string[] = res.body.results.map((r: { job: { id: string } }) => r.job.id);
+    for (const id of ids) await log.waitFor("completed", 1, (e) => e.job.id === id);
+    expect(log.all("disconnected")).toEqual([]);
+    for (const id of ids) expect((await t.client.getJob({ jobId: id })).job!.state).toBe(JobState.COMPLETED);
   });
 
   it("accepts payloads built with jsonToValue from the SDK client", async () => {

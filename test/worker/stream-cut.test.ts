@@ -1,5 +1,5 @@
 /**
- * A StreamClaims stream that breaks under running handlers costs the worker
+ * A Work stream that breaks under running handlers costs the worker
  * nothing: the leases it holds are heartbeated through the break and the
  * reconnect, and completed normally afterwards. None expires, none is
  * claimed twice, none is dead-lettered.
@@ -16,7 +16,7 @@ import { createServer, connect, type Server, type Socket } from "node:net";
 import { afterEach, expect, it } from "vitest";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createLeaseQueueClient, createWorker, EventKind, JobState, type Worker } from "../../src/worker/index.js";
-import type { StreamClaimsResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import type { WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { gate, workerEventLog, type WorkerEventLog } from "../helpers/worker-events.js";
 
@@ -149,14 +149,15 @@ it("keeps heartbeating and completes its leases when the client side breaks the 
   /** Breaks the first stream right after its third lease, the way a message that cannot be decoded does. */
   const breakAfterThirdLease: Interceptor = (next) => async (req) => {
     const res = await next(req);
-    if (!res.stream || req.method.name !== "StreamClaims" || breaks > 0) return res;
+    if (!res.stream || req.method.name !== "Work" || breaks > 0) return res;
     const messages = res.message;
     return {
       ...res,
       message: (async function* () {
         for await (const m of messages) {
           yield m;
-          if ((m as StreamClaimsResponse).lease !== undefined && ++leasesOnThisStream === JOBS) {
+          leasesOnThisStream += (m as WorkResponse).leases.length;
+          if (leasesOnThisStream === JOBS) {
             breaks++;
             throw new ConnectError("cannot decode message (simulated by the test)", Code.Internal);
           }

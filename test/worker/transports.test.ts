@@ -1,6 +1,7 @@
 /**
  * The same worker and producer code over each transport the SDK offers:
- * gRPC (HTTP/2), Connect over HTTP/2 and Connect over HTTP/1.1.
+ * gRPC (HTTP/2) and Connect over HTTP/2 (the Work stream), and Connect over
+ * HTTP/1.1 (StreamClaims plus Acknowledge).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -24,6 +25,7 @@ afterAll(async () => {
 const transports: Array<[string, Omit<LeaseQueueClientOptions, "url">]> = [
   ["gRPC", { transport: "grpc" }],
   ["Connect over HTTP/2", { transport: "connect" }],
+  ["Connect over HTTP/2 (JSON)", { transport: "connect", useBinaryFormat: false }],
   ["Connect over HTTP/1.1 (JSON)", { transport: "connect", httpVersion: "1.1", useBinaryFormat: false }],
 ];
 

@@ -1,0 +1,77 @@
+/**
+ * api.md's "Bounds" and "Defaults and identity" tables, in one place: the
+ * server validates requests against them (service/validate.ts), the state
+ * machine falls back on the default lease (domain/state-machine.ts), and the
+ * worker SDK refuses options and results the server would refuse
+ * (worker/worker.ts) instead of finding out on the wire.
+ *
+ * Why it lives in domain/ and why the SDK may import it: the SDK's rule is
+ * "depends on gen/ only", so that `leasequeue/worker` never drags server
+ * code (SQLite, the listeners) into a worker process. This module imports
+ * nothing at all, so importing it drags nothing either, and the package
+ * ships it: tsconfig.build.json compiles all of src/ into dist/ and
+ * package.json "files" publishes dist/. A copy under src/worker/ would
+ * have made domain/ import from the SDK's folder instead, against "domain
+ * imports nothing of ours". test/worker/layering.test.ts holds both rules:
+ * src/worker imports only gen/, itself and this file, and this file
+ * imports nothing.
+ */
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** api.md "Bounds". Ranges are `[min, max]`, inclusive; durations in milliseconds. */
+export const BOUNDS = {
+  name: /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/,
+  workerId: /^[A-Za-z0-9._:@/-]{1,128}$/,
+  idempotencyKey: /^[\x21-\x7e]{1,128}$/,
+  /** Bytes of a payload or result as compact JSON text. */
+  jsonBytes: 64 * 1024,
+  /**
+   * Nesting levels of a payload or result (`1` is level 0, `[1]` level 1).
+   * Each level is two nested protobuf messages (Value, then Struct or
+   * ListValue), three for an object where the decoder counts map entries
+   * (C++ protobuf, as in Python grpcio), and decoders stop at 100 nested
+   * messages. Inside a StreamClaimsResponse (response, Lease, Job) a
+   * 32-level object is 99 deep for Python and 33 levels fail there; arrays
+   * and protobuf-es (about 48 levels) have more room. So 32 is the most
+   * every client can read, with no message wrapped any deeper than a Lease.
+   */
+  jsonDepth: 32,
+  priority: [-100, 100],
+  maxAttempts: [1, 100],
+  retryBaseDelayMs: [0, HOUR],
+  scheduleAheadMs: 30 * DAY,
+  leaseDurationMs: [SECOND, 12 * HOUR],
+  maxJobs: [1, 100],
+  waitMs: [0, 60 * SECOND],
+  maxInFlight: [1, 1000],
+  /** Characters (code points) of a task, an error, a message. */
+  textChars: 4096,
+  pageSize: [1, 500],
+  batchJobs: 500,
+  /** Acknowledgements in one Acknowledge request or Work message (api.md section A). */
+  acks: 1000,
+  /** retry_delay on Fail: api.md gives no bound; we allow what a schedule allows. */
+  retryDelayMs: [0, 30 * DAY],
+} as const;
+
+/** api.md "Defaults and identity": what an absent (or zero) field means. */
+export const DEFAULTS = {
+  queue: "default",
+  maxAttempts: 3,
+  retryBaseDelayMs: 15 * SECOND,
+  leaseDurationMs: 60 * SECOND,
+  maxJobs: 1,
+  waitMs: 0,
+  maxInFlight: 1,
+  pageSize: 50,
+  /**
+   * Largest request body (a unary request, or one message of a stream) the
+   * server reads unless LEASEQUEUE_MAX_REQUEST_BYTES says otherwise. The
+   * SDK keeps each batch of acknowledgements under it.
+   */
+  maxRequestBytes: 128 * 1024,
+} as const;
