@@ -333,7 +333,7 @@ describe("a stored job that no binary client could decode", () => {
   });
 
   it.each(["grpc", "connect"] as const)(
-    "StreamClaims with the SDK (%s): the stream never breaks, the healthy jobs around it complete, none expires",
+    "the SDK (%s, on its lease stream): the stream never breaks, the healthy jobs around it complete, none expires",
     async (transport) => {
       const queue = `poison-stream-${transport}`;
       const healthy = [await storeLegacy(queue, '{"n":1}', 20), await storeLegacy(queue, '{"n":2}')];
