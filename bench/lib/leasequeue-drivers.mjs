@@ -124,29 +124,47 @@ async function streamClaimsCompleteEach({ client, queue, workerId, maxInFlight, 
 async function streamLatency({ producer, worker, queue, samples, warmup }) {
   const abort = new AbortController();
   const stream = worker.streamClaims({ queue, workerId: "latency", maxInFlight: 1, leaseDuration: LEASE_DURATION }, { signal: abort.signal })[Symbol.asyncIterator]();
-  const nextLease = async () => {
-    for (;;) {
-      const { value, done } = await stream.next();
-      if (done) throw new Error("the claim stream ended");
-      if (value.lease !== undefined) return value.lease;
-    }
-  };
-  const first = await stream.next(); // keepalive: registered and idle
-  if (first.done) throw new Error("the claim stream ended at once");
-  const out = [];
   try {
-    for (let n = 0; n < warmup + samples; n++) {
-      const t0 = nowMs();
-      const leased = nextLease().then((lease) => ({ lease, at: nowMs() }));
-      const { job } = await producer.submit(submitRequest(queue, n));
-      const { lease, at } = await leased;
-      if (lease.job.id !== job.id) throw new Error("the idle stream leased a different job");
-      if (n >= warmup) out.push(at - t0);
-      await worker.complete({ jobId: lease.job.id, leaseToken: lease.leaseToken });
-    }
+    return await sampleIdleStream({
+      producer,
+      queue,
+      samples,
+      warmup,
+      stream,
+      leaseOf: (message) => message.lease,
+      finish: (lease) => worker.complete({ jobId: lease.job.id, leaseToken: lease.leaseToken }),
+    });
   } finally {
     abort.abort();
     await stream.return?.().catch(() => {});
+  }
+}
+
+/**
+ * The submit-to-lease loop of an idle stream (StreamClaims or Work): wait
+ * for the stream's first (empty) message, then submit one job at a time and
+ * time Submit start -> its lease on the stream; `finish` acknowledges it.
+ */
+async function sampleIdleStream({ producer, queue, samples, warmup, stream, leaseOf, finish }) {
+  const nextLease = async () => {
+    for (;;) {
+      const { value, done } = await stream.next();
+      if (done) throw new Error("the stream ended");
+      const lease = leaseOf(value);
+      if (lease !== undefined) return lease;
+    }
+  };
+  const first = await stream.next(); // empty: registered and idle
+  if (first.done) throw new Error("the stream ended at once");
+  const out = [];
+  for (let n = 0; n < warmup + samples; n++) {
+    const t0 = nowMs();
+    const leased = nextLease().then((lease) => ({ lease, at: nowMs() }));
+    const { job } = await producer.submit(submitRequest(queue, n));
+    const { lease, at } = await leased;
+    if (lease.job.id !== job.id) throw new Error("the idle stream leased a different job");
+    if (n >= warmup) out.push(at - t0);
+    await finish(lease);
   }
   return out;
 }
@@ -241,33 +259,24 @@ async function workLatency({ producer, worker, queue, samples, warmup }) {
     }
   }
   const stream = worker.work(requests(), { signal: abort.signal })[Symbol.asyncIterator]();
-  const nextLease = async () => {
-    for (;;) {
-      const { value, done } = await stream.next();
-      if (done) throw new Error("the Work stream ended");
-      if (value.leases.length > 0) return value.leases[0];
-    }
-  };
-  const first = await stream.next(); // empty: registered and idle
-  if (first.done) throw new Error("the Work stream ended at once");
-  const out = [];
   try {
-    for (let n = 0; n < warmup + samples; n++) {
-      const t0 = nowMs();
-      const leased = nextLease().then((lease) => ({ lease, at: nowMs() }));
-      const { job } = await producer.submit(submitRequest(queue, n));
-      const { lease, at } = await leased;
-      if (lease.job.id !== job.id) throw new Error("the idle stream leased a different job");
-      if (n >= warmup) out.push(at - t0);
-      acks.push({ jobId: lease.job.id, leaseToken: lease.leaseToken, outcome: { case: "complete", value: {} } });
-      wake?.();
-    }
+    return await sampleIdleStream({
+      producer,
+      queue,
+      samples,
+      warmup,
+      stream,
+      leaseOf: (message) => message.leases[0],
+      finish: (lease) => {
+        acks.push({ jobId: lease.job.id, leaseToken: lease.leaseToken, outcome: { case: "complete", value: {} } });
+        wake?.();
+      },
+    });
   } finally {
     abort.abort();
     wake?.();
     await stream.return?.().catch(() => {});
   }
-  return out;
 }
 
 export const DRIVERS = {
