@@ -23,9 +23,16 @@ export class QueueWakeups {
     this.#store = store;
     this.#clock = clock;
     this.#unsubscribe = store.onCommitted(({ events }) => {
+      // Once per queue and commit: a SubmitBatch of 100 is one wake-up, not 100.
+      let woken: string | undefined;
+      let more: Set<string> | undefined;
       for (const e of events) {
-        if (e.toState === "queued" || e.toState === "retry") this.#wake(e.queue);
+        if (e.toState !== "queued" && e.toState !== "retry") continue;
+        if (woken === undefined) woken = e.queue;
+        else if (e.queue !== woken) (more ??= new Set()).add(e.queue);
       }
+      if (woken !== undefined) this.#wake(woken);
+      if (more !== undefined) for (const queue of more) if (queue !== woken) this.#wake(queue);
     });
   }
 
