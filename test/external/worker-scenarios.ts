@@ -272,6 +272,7 @@ export async function shutdownGraceFailsLeftovers(server: TestServer, cmd: Worke
   );
   const id = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 60 } });
   await waitState(server, id, "JOB_STATE_RUNNING", worker);
+  await worker.waitForLog(new RegExp(`claimed job ${id}`)); // running in the worker, not only leased
 
   const signalled = Date.now();
   worker.child.kill("SIGTERM");
@@ -439,6 +440,7 @@ export async function serverDownWhileJobFinishes(cmd: WorkerCommand, lang: strin
     const worker = startWorker(cmd, workerEnv(server, queue, workerId, { LEASEQUEUE_CONCURRENCY: "1", LEASEQUEUE_LEASE_SECONDS: "10" }));
     const id = await submit(server, { queue, task: "demo.sleep", payload: { seconds: 1 } });
     await waitState(server, id, "JOB_STATE_RUNNING", worker);
+    await worker.waitForLog(new RegExp(`claimed job ${id}`)); // running in the worker, not only leased
 
     const port = new URL(server.apiUrl).port;
     await server.close();
