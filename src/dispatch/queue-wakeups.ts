@@ -24,15 +24,9 @@ export class QueueWakeups {
     this.#clock = clock;
     this.#unsubscribe = store.onCommitted(({ events }) => {
       // Once per queue and commit: a SubmitBatch of 100 is one wake-up, not 100.
-      let woken: string | undefined;
-      let more: Set<string> | undefined;
-      for (const e of events) {
-        if (e.toState !== "queued" && e.toState !== "retry") continue;
-        if (woken === undefined) woken = e.queue;
-        else if (e.queue !== woken) (more ??= new Set()).add(e.queue);
-      }
-      if (woken !== undefined) this.#wake(woken);
-      if (more !== undefined) for (const queue of more) if (queue !== woken) this.#wake(queue);
+      const queues = new Set<string>();
+      for (const e of events) if (e.toState === "queued" || e.toState === "retry") queues.add(e.queue);
+      for (const queue of queues) this.#wake(queue);
     });
   }
 
