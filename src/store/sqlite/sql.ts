@@ -84,8 +84,12 @@ export const SQL = {
   /** Rows changed by this connection so far: tells a commit that wrote from one that changed nothing. */
 } as const;
 
-/** Most event rows one INSERT writes (10 parameters a row, far below SQLite's limit of 32766). */
-export const EVENT_ROWS_PER_INSERT = 256;
+/**
+ * Row counts of the multi-row event INSERTs, largest first; a commit's
+ * events are written with the largest that fits, then the next (at most 256
+ * rows, 2,560 parameters, far below SQLite's limit of 32766).
+ */
+export const EVENT_INSERT_SIZES = [256, 64, 16, 4, 1] as const;
 
 /**
  * Inserts `rows` events with the sequences the store assigned (it holds the

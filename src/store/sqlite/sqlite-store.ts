@@ -42,7 +42,7 @@ import type {
   WriteOutcomeListener,
 } from "../store.js";
 import { MIGRATIONS } from "./migrations.js";
-import { EVENT_ROWS_PER_INSERT, insertEventsSql, JOB_ROW_STATEMENTS, listJobsSql, SQL } from "./sql.js";
+import { EVENT_INSERT_SIZES, insertEventsSql, JOB_ROW_STATEMENTS, listJobsSql, SQL } from "./sql.js";
 
 export interface SqliteStoreOptions {
   /** Database file, or ":memory:". */
@@ -374,7 +374,8 @@ export class SqliteStore implements Store {
   #writeEvents(events: JobEvent[]): void {
     let i = 0;
     while (i < events.length) {
-      const rows = Math.min(EVENT_ROWS_PER_INSERT, events.length - i);
+      // The largest prepared size that fits: a handful of statements serve every count.
+      const rows = EVENT_INSERT_SIZES.find((size) => size <= events.length - i)!;
       const params: unknown[] = [];
       for (const e of events.slice(i, i + rows)) {
         params.push(e.sequence, e.jobId, e.queue, e.kind, e.fromState, e.toState, e.eventTime, e.workerId, e.attempt, e.message);
