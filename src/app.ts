@@ -11,6 +11,7 @@ import { systemClock, type Clock } from "./domain/clock.js";
 import { ClaimStreams } from "./dispatch/claim-streams.js";
 import { EventFeed } from "./dispatch/event-feed.js";
 import { startLeaseSweeper } from "./dispatch/lease-sweeper.js";
+import { startPruner } from "./dispatch/pruner.js";
 import { QueueWakeups } from "./dispatch/queue-wakeups.js";
 import type { Logger } from "./logger.js";
 import { createMetrics } from "./metrics/metrics.js";
@@ -51,11 +52,13 @@ export interface StartOptions {
   watchKeepaliveMs?: number;
   /** Events buffered per WatchEvents subscriber before it is dropped; default 10 000. */
   watchBufferLimit?: number;
+  /** Time between retention passes (the first runs at start); default 60 s. */
+  pruneIntervalMs?: number;
 }
 
 export async function startServer(
   config: Config,
-  { log, clock = systemClock, sweepIntervalMs, claimKeepaliveMs, watchKeepaliveMs, watchBufferLimit }: StartOptions,
+  { log, clock = systemClock, sweepIntervalMs, claimKeepaliveMs, watchKeepaliveMs, watchBufferLimit, pruneIntervalMs }: StartOptions,
 ): Promise<RunningServer> {
   const store = openSqliteStore({ path: config.databasePath, clock, synchronous: config.sqliteSynchronous });
   log.info("database open", { path: config.databasePath, synchronous: config.sqliteSynchronous });
@@ -124,6 +127,14 @@ export async function startServer(
     }),
   });
   const sweeper = startLeaseSweeper({ store, log, intervalMs: sweepIntervalMs });
+  const pruner = startPruner({
+    store,
+    clock,
+    log,
+    policy: config.retention,
+    intervalMs: pruneIntervalMs,
+    onPruned: (pruned) => metrics.pruned(pruned),
+  });
 
   let api: ApiListener | undefined;
   let side: Awaited<ReturnType<typeof startSideListener>> | undefined;
@@ -171,6 +182,7 @@ export async function startServer(
   } catch (err) {
     await api?.close(0);
     await sweeper.stop();
+    await pruner.stop();
     await store.close();
     throw err;
   }
@@ -191,6 +203,7 @@ export async function startServer(
         // Streams and long-polls end now (streams with `unavailable`); unary calls finish.
         shutdown.abort(new ConnectError("the server is shutting down", Code.Unavailable));
         await sweeper.stop();
+        await pruner.stop();
         await apiListener.close(SHUTDOWN_GRACE_MS);
         claimStreams.close();
         events.close();

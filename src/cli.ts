@@ -1,6 +1,6 @@
 /**
  * The `leasequeue` command: parse flags and environment into a Config, then
- * run `serve` (the default) or `migrate`.
+ * run `serve` (the default), `migrate` or `prune`.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -8,6 +8,7 @@ import Database from "better-sqlite3";
 import { startServer } from "./app.js";
 import { ConfigError, resolveConfig, settingFlags, SETTINGS } from "./config.js";
 import { createLogger } from "./logger.js";
+import { formatPruneSummary, pruneNow } from "./prune-command.js";
 import { migrate } from "./store/sqlite/sqlite-store.js";
 
 function version(): string {
@@ -34,6 +35,9 @@ Usage:
   leasequeue [serve] [flags]   run the server (the default command)
   leasequeue migrate [--db PATH]
                                apply database migrations and exit
+  leasequeue prune [--db PATH] [--retention DURATION] [--dead-retention DURATION]
+                               one retention pass now over the whole backlog (safe beside
+                               a running server: small batches); prints what it deleted
   leasequeue --help | --version
 
 Flags (each also an environment variable; a flag wins):
@@ -67,7 +71,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     return 0;
   }
   const command = positionals[0] ?? "serve";
-  if (positionals.length > 1 || !["serve", "migrate"].includes(command)) {
+  if (positionals.length > 1 || !["serve", "migrate", "prune"].includes(command)) {
     process.stderr.write(`leasequeue: unknown command "${positionals.join(" ")}"\nRun "leasequeue --help" for usage.\n`);
     return 2;
   }
@@ -92,6 +96,21 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
       log.info("migrations applied", { path: config.databasePath, applied, version: db.pragma("user_version", { simple: true }) });
     } finally {
       db.close();
+    }
+    return 0;
+  }
+
+  if (command === "prune") {
+    if (!existsSync(config.databasePath)) {
+      process.stderr.write(`leasequeue: no database at ${config.databasePath} (set --db or LEASEQUEUE_DATABASE_PATH)\n`);
+      return 1;
+    }
+    try {
+      const summary = await pruneNow(config);
+      process.stdout.write(formatPruneSummary(summary, config.retention));
+    } catch (err) {
+      process.stderr.write(`leasequeue: prune failed: ${(err as Error).message}\n`);
+      return 1;
     }
     return 0;
   }

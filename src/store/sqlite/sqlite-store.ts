@@ -28,12 +28,16 @@ import { newJobId } from "../../domain/ids.js";
 import { newLeaseToken } from "../../domain/lease-token.js";
 import * as machine from "../../domain/state-machine.js";
 import { scheduleTimeOf, submitFingerprint, type NewJob } from "../../domain/submission.js";
+import type { PrunableState } from "../../domain/retention.js";
 import type {
   ClaimedLease,
   ClaimRequestSpec,
   CommitListener,
   ListEventsSpec,
   ListJobsSpec,
+  PrunedJobs,
+  PruneOutcome,
+  PruneSpec,
   QueueCounts,
   Store,
   SubmitOutcome,
@@ -80,6 +84,10 @@ interface Pending<T = unknown> {
 interface Tx {
   now: number;
   events: JobEvent[];
+  /** Heartbeats applied without a stored event (the heartbeat policy). */
+  unrecorded: EventDraft[];
+  /** Events of the operations before this one in the same transaction, not yet written (see #writeEvents). */
+  pending: readonly JobEvent[];
   counts: CountDeltas;
   /**
    * Set by the first row the operation writes. Operations decide every
@@ -309,6 +317,39 @@ export class SqliteStore implements Store {
     );
   }
 
+  pruneJobs(spec: PruneSpec): Promise<PruneOutcome> {
+    return this.#write((tx) => {
+      // A job whose events are still waiting to be written in this
+      // transaction changed a moment ago: never due, and deleting it now
+      // would orphan those events.
+      const changedNow = new Set(tx.pending.map((e) => e.jobId));
+      const due: Array<{ id: string; queue: string; state: PrunableState }> = [];
+      for (const [state, before] of Object.entries(spec.finishedBefore) as Array<[PrunableState, number]>) {
+        if (due.length >= spec.limit) break;
+        const rows = this.#stmts.prunableJobs.all(state, before, spec.limit - due.length) as typeof due;
+        for (const row of rows) if (!changedNow.has(row.id)) due.push(row);
+      }
+      let events = 0;
+      let prunedThrough = 0;
+      const byQueueState = new Map<string, PrunedJobs>();
+      for (const job of due) {
+        tx.wrote = true;
+        for (const { sequence } of this.#stmts.deleteEventsOfJob.all(job.id) as Array<{ sequence: number }>) {
+          events++;
+          if (sequence > prunedThrough) prunedThrough = sequence;
+        }
+        this.#stmts.deleteJob.run(job.id);
+        this.#adjustCount(tx, job.queue, job.state, -1);
+        const key = `${job.queue}\0${job.state}`;
+        const entry = byQueueState.get(key) ?? { queue: job.queue, state: job.state, jobs: 0 };
+        entry.jobs++;
+        byQueueState.set(key, entry);
+      }
+      if (prunedThrough > 0) this.#stmts.advancePrunedThrough.run(prunedThrough);
+      return { pruned: [...byQueueState.values()], events, exhausted: due.length < spec.limit };
+    });
+  }
+
   #recoverExpired(tx: Tx, rows: JobRow[]): number {
     for (const row of rows) this.#apply(tx, "running", machine.expireLease(toStoredJob(row), tx.now));
     return rows.length;
@@ -342,6 +383,7 @@ export class SqliteStore implements Store {
       j.deliveries,
       j.lastError,
       j.resultJson,
+      j.heartbeatEventTime,
       j.id,
     );
     if (fromState !== t.job.state) {
@@ -349,6 +391,7 @@ export class SqliteStore implements Store {
       this.#adjustCount(tx, t.job.queue, t.job.state, 1);
     }
     this.#recordEvents(tx, t.events);
+    if (t.unrecorded !== undefined) for (const e of t.unrecorded) tx.unrecorded.push(e);
   }
 
   #adjustCount(tx: Tx, queue: string, state: JobState, delta: number): void {
@@ -431,6 +474,7 @@ export class SqliteStore implements Store {
   #runBatch(batch: Pending[], guarded: boolean): "replay" | undefined {
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
     const committed: JobEvent[] = [];
+    const unrecorded: EventDraft[] = [];
     const counts: CountDeltas = new Map();
     try {
       this.db.exec("BEGIN IMMEDIATE");
@@ -451,7 +495,7 @@ export class SqliteStore implements Store {
         outcomes.push({ ok: false, error: fatal });
         continue;
       }
-      const tx: Tx = { now: this.#clock.now(), events: [], counts: new Map(), wrote: false };
+      const tx: Tx = { now: this.#clock.now(), events: [], unrecorded: [], pending: committed, counts: new Map(), wrote: false };
       const firstSequence = this.#nextSequence;
       if (guarded) {
         try {
@@ -468,6 +512,7 @@ export class SqliteStore implements Store {
         if (guarded) this.#release.run();
         outcomes.push({ ok: true, value });
         for (const e of tx.events) committed.push(e);
+        for (const e of tx.unrecorded) unrecorded.push(e);
         for (const [key, delta] of tx.counts) counts.set(key, (counts.get(key) ?? 0) + delta);
         if (tx.wrote) wrote = true;
       } catch (err) {
@@ -521,10 +566,10 @@ export class SqliteStore implements Store {
       });
       if (failure !== undefined) this.#reportWrite(failure);
       else if (wrote || committed.length > 0) this.#reportWrite({ ok: true });
-      if (committed.length > 0) {
+      if (committed.length > 0 || unrecorded.length > 0) {
         for (const listener of this.#listeners) {
           try {
-            listener({ events: committed });
+            listener({ events: committed, unrecorded });
           } catch {
             // A listener's failure must not undo or block the commit it observes.
           }
@@ -648,9 +693,13 @@ export class SqliteStore implements Store {
   }
 
   async eventBounds(): Promise<{ oldest: number; latest: number }> {
-    const { oldest } = this.#stmts.eventBounds.get() as { oldest: number };
-    const { seq } = this.#stmts.lastSequence.get() as { seq: number };
-    return { oldest, latest: seq };
+    // One read transaction, so the three agree even while another process prunes.
+    return this.db.transaction(() => {
+      const { oldest } = this.#stmts.eventBounds.get() as { oldest: number };
+      const { seq } = this.#stmts.lastSequence.get() as { seq: number };
+      const pruned = (this.#stmts.prunedThrough.get() as { seq: number }).seq;
+      return { oldest: oldest === 0 ? 0 : Math.max(oldest, pruned + 1), latest: seq };
+    })();
   }
 
   async queueCounts(): Promise<QueueCounts[]> {
@@ -771,6 +820,7 @@ function newStoredJob(spec: NewJob, requestHash: string | null, now: number): St
     leaseDurationMs: null,
     idempotencyKey: spec.idempotencyKey,
     requestHash,
+    heartbeatEventTime: null,
   };
 }
 
@@ -813,6 +863,7 @@ function toStoredJob(r: JobRow): StoredJob {
     resultJson: r[19] as string | null,
     idempotencyKey: r[20] as string | null,
     requestHash: r[21] as string | null,
+    heartbeatEventTime: r[22] as number | null,
   };
 }
 
@@ -841,6 +892,7 @@ function jobRow(j: StoredJob): JobRow {
     j.resultJson,
     j.idempotencyKey,
     j.requestHash,
+    j.heartbeatEventTime,
   ];
 }
 
