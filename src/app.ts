@@ -8,6 +8,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { file_google_rpc_error_details } from "../gen/ts/google/rpc/error_details_pb.js";
 import type { Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
+import { formatDurationText } from "./domain/duration-text.js";
 import { ClaimStreams } from "./dispatch/claim-streams.js";
 import { EventFeed } from "./dispatch/event-feed.js";
 import { startLeaseSweeper } from "./dispatch/lease-sweeper.js";
@@ -61,7 +62,12 @@ export async function startServer(
   { log, clock = systemClock, sweepIntervalMs, claimKeepaliveMs, watchKeepaliveMs, watchBufferLimit, pruneIntervalMs }: StartOptions,
 ): Promise<RunningServer> {
   const store = openSqliteStore({ path: config.databasePath, clock, synchronous: config.sqliteSynchronous });
-  log.info("database open", { path: config.databasePath, synchronous: config.sqliteSynchronous });
+  log.info("database open", {
+    path: config.databasePath,
+    synchronous: config.sqliteSynchronous,
+    retention: formatDurationText(config.retention.retentionMs),
+    deadRetention: config.retention.deadRetentionMs === null ? "kept" : formatDurationText(config.retention.deadRetentionMs),
+  });
 
   const wakeups = new QueueWakeups(store, clock);
   const claimStreams = new ClaimStreams({ store, wakeups, clock, log, keepaliveMs: claimKeepaliveMs });

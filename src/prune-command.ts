@@ -40,7 +40,8 @@ export function formatPruneSummary(summary: PassSummary, policy: RetentionPolicy
     lines.push("nothing to prune: this policy keeps every job");
     return `${lines.join("\n")}\n`;
   }
-  lines.push(`pruned ${summary.jobs} jobs and ${summary.events} events in ${summary.batches} batches`);
+  const batches = summary.batches === 1 ? "1 batch" : `${summary.batches} batches`;
+  lines.push(`pruned ${summary.jobs} jobs and ${summary.events} events in ${batches}`);
   if (summary.pruned.length > 0) {
     const width = Math.max(5, ...summary.pruned.map((p) => p.queue.length));
     lines.push(`${"queue".padEnd(width)}  ${"state".padEnd(9)}  jobs`);

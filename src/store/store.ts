@@ -4,8 +4,9 @@
  * suite in test/store/contract.ts unchanged.
  *
  * Rules every implementation keeps:
- * - Each mutating call is atomic: the state change and its events commit
- *   together, before the returned promise resolves.
+ * - Each mutating call is atomic: the state change and its events (those
+ *   the state machine returns to be stored) commit together, before the
+ *   returned promise resolves.
  * - Transitions are computed by src/domain/state-machine.ts, never by SQL.
  * - Calls may be grouped into one transaction (group commit); a refused call
  *   never affects another call of the same group.
