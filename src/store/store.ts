@@ -134,7 +134,7 @@ export interface Store {
   recoverExpiredLeases(): Promise<number>;
   /**
    * Deletes, in one transaction, up to `limit` jobs finished before their
-   * state's cutoff, oldest first, with all their events; keeps the counts
+   * state's cutoff (oldest first within a state), with all their events; keeps the counts
    * right and frees their idempotency keys. Advances the pruned-through
    * sequence (see eventBounds) past every event it deleted.
    */
