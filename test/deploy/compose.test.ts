@@ -97,8 +97,9 @@ describe("compose.yaml hardening", () => {
     expect(mounts[0]).toMatchObject({ type: "volume", target: posix.dirname(dbPath) });
     expect(Object.keys(compose.volumes)).toContain(mounts[0].source);
     expect(service.tmpfs).toEqual([expect.stringMatching(/^\/tmp:.*noexec.*size=\d+m/)]);
-    // The image creates that directory for the unprivileged user.
-    expect(dockerfile).toContain(`mkdir -p ${posix.dirname(dbPath)} && chown node:node ${posix.dirname(dbPath)}`);
+    // The image creates that directory for the unprivileged user, closed to everyone else.
+    const dir = posix.dirname(dbPath);
+    expect(dockerfile).toContain(`mkdir -p ${dir} && chown node:node ${dir} && chmod 700 ${dir}`);
   });
 
   it("runs in production mode with reflection off", () => {
