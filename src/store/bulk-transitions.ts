@@ -28,6 +28,11 @@ export const PURGE_REASON = "purged";
 export interface BulkOptions {
   /** Jobs per batch and transaction. Default BULK_BATCH_JOBS. */
   batchJobs?: number;
+  /**
+   * Stops between batches when aborted (a server shutting down), throwing
+   * its reason; the batches committed so far stay. Default: never.
+   */
+  signal?: AbortSignal;
 }
 
 /** DEAD -> QUEUED for every dead job of the queue (of `task` when given), at most `limit` (0: all). */
@@ -56,7 +61,7 @@ export function bulkTransitionOf(job: StoredJob, now: number, action: BulkAction
 async function transitionAll(
   store: Store,
   spec: { queue: string; task?: string; limit: number; states: Array<BulkBatchSpec["state"]>; action: BulkAction },
-  { batchJobs = BULK_BATCH_JOBS }: BulkOptions,
+  { batchJobs = BULK_BATCH_JOBS, signal }: BulkOptions,
 ): Promise<number> {
   let moved = 0;
   for (const state of spec.states) {
@@ -66,6 +71,7 @@ async function transitionAll(
     for (;;) {
       const take = spec.limit === 0 ? batchJobs : Math.min(batchJobs, spec.limit - moved);
       if (take <= 0) return moved;
+      signal?.throwIfAborted();
       const batch = await store.bulkTransition({
         queue: spec.queue,
         state,
