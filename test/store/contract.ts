@@ -703,6 +703,16 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await purgeQueue(store, "billing")).toBe(0);
       });
 
+      it("stops between batches when its signal aborts, keeping the batches committed", async () => {
+        const ids = await deadJobs(5);
+        const abort = new AbortController();
+        const { store: recorded } = recordingBatches(async () => abort.abort(new Error("shutting down")));
+        await expect(redriveAll(recorded, { queue: "billing", limit: 0 }, { batchJobs: 2, signal: abort.signal })).rejects.toThrow(
+          "shutting down",
+        );
+        expect(await states(ids)).toEqual(["queued", "queued", "dead", "dead", "dead"]);
+      });
+
       it("purges a paused queue, and a queue without jobs reports 0", async () => {
         await store.pauseQueue("billing");
         await store.submit([newJob(), newJob()]);
