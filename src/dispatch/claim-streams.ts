@@ -15,6 +15,11 @@
  * - When a stream ends, the leases it sent stay owned by the worker until
  *   they are acknowledged or expire; nothing is handed out twice. Leases it
  *   claimed but had not sent yet are released (attempt refunded).
+ * - A paused queue (api.md section B) needs no state here: the store's
+ *   claim hands out nothing for it, so its streams park until a commit
+ *   resumes it (QueueWakeups wakes the queue). When a pause commits, the
+ *   leases claimed before it but not sent yet are released, so none goes
+ *   out after the pause.
  */
 import type { Clock } from "../domain/clock.js";
 import type { EventKind } from "../domain/job.js";
@@ -100,7 +105,8 @@ export class ClaimStreams {
     this.#opts = { ...options, keepaliveMs: options.keepaliveMs ?? 15_000 };
     this.#unsubscribe = [
       options.wakeups.onWork((queue) => this.#pump(queue)),
-      options.store.onCommitted(({ events }) => {
+      options.store.onCommitted(({ events, queueControls }) => {
+        for (const c of queueControls) if (c.paused) this.#releaseReady(c.queue);
         for (const e of events) {
           if (!LEASE_FINISHED.has(e.kind)) continue;
           const owner = this.#owners.get(e.jobId);
@@ -277,6 +283,13 @@ export class ClaimStreams {
         if (next !== null) this.#schedule(queue, state, next);
       }
     } while (state.again);
+  }
+
+  /** Releases what the queue's streams claimed but have not sent (their released events free their room). */
+  #releaseReady(queue: string): void {
+    const state = this.#queues.get(queue);
+    if (state === undefined) return;
+    for (const sub of state.subscribers) this.#releaseUnsent(sub.ready.splice(0));
   }
 
   /**

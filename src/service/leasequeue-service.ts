@@ -7,12 +7,13 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../domain/clock.js";
 import { jobNotFound, QueueError } from "../domain/errors.js";
-import type { JobState } from "../domain/job.js";
+import { JOB_STATES, type JobState } from "../domain/job.js";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import type { EventFeed } from "../dispatch/event-feed.js";
 import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
 import type { Logger } from "../logger.js";
-import type { ClaimedLease, Store, SubmitOutcome } from "../store/store.js";
+import { purgeQueue, redriveAll } from "../store/bulk-transitions.js";
+import type { ClaimedLease, QueueCounts, Store, SubmitOutcome } from "../store/store.js";
 import {
   ClaimResponseSchema,
   GetStatsResponseSchema,
@@ -56,7 +57,7 @@ export interface LeaseQueueServiceOptions {
   onIdempotentReplay?: (queue: string) => void;
   /** Idle interval between Work keepalive messages. Default 15 s. */
   workKeepaliveMs?: number;
-  /** Where leases that could not be delivered are reported. Default: nowhere. */
+  /** Where leases that could not be delivered, and operators' queue controls, are reported. Default: nowhere. */
   log?: Logger;
 }
 
@@ -75,6 +76,17 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
   const deliverable = (leases: ClaimedLease[], ctx: HandlerContext): Promise<WireLease[]> =>
     deliverableLeases(store, opts.log, leases, wireFormatOf(ctx.requestHeader.get("content-type")));
   const releaseUnsent = (leases: ClaimedLease[]): Promise<void> => releaseLeases(store, opts.log, leases);
+
+  /** One queue's stats as GetStats would list them (zeros for a queue that has no jobs and is not paused). */
+  async function statsOfQueue(queue: string) {
+    const q: QueueCounts = (await store.queueCounts()).find((c) => c.queue === queue) ?? {
+      queue,
+      counts: Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as QueueCounts["counts"],
+      oldestPendingSince: null,
+      paused: false,
+    };
+    return statsToWire(q.queue, q.counts, ageMs(clock.now(), q.oldestPendingSince), q.paused);
+  }
 
   function headerKey(ctx: HandlerContext): string | undefined {
     const value = ctx.requestHeader.get(IDEMPOTENCY_KEY_HEADER);
@@ -210,6 +222,40 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       return { job: jobToWire(await store.cancel(jobId, v.text("reason", req.reason))) };
     },
 
+    // Queue controls (api.md section B). Pause and resume are queue-level
+    // changes, not job events: they are logged here and announced by the
+    // store beside the events of their commit.
+    async pauseQueue(req) {
+      const queue = v.queueName("queue", req.queue);
+      if (await store.pauseQueue(queue)) opts.log?.info("queue paused", { queue });
+      return { stats: await statsOfQueue(queue) };
+    },
+
+    async resumeQueue(req) {
+      const queue = v.queueName("queue", req.queue);
+      if (await store.resumeQueue(queue)) opts.log?.info("queue resumed", { queue });
+      return { stats: await statsOfQueue(queue) };
+    },
+
+    async redriveAll(req, ctx) {
+      const spec = {
+        queue: v.queueName("queue", req.queue),
+        task: v.optionalName("task", req.task),
+        limit: v.limitOrAll("limit", req.limit),
+      };
+      const redriven = await redriveAll(store, spec, { signal: ctx.signal });
+      opts.log?.info("dead jobs redriven", { ...spec, redriven });
+      return { redriven: BigInt(redriven) };
+    },
+
+    async purgeQueue(req, ctx) {
+      const queue = v.queueName("queue", req.queue);
+      v.purgeConfirmation("confirm", req.confirm, queue);
+      const cancelled = await purgeQueue(store, queue, { signal: ctx.signal });
+      opts.log?.info("queue purged", { queue, cancelled });
+      return { cancelled: BigInt(cancelled) };
+    },
+
     async getJob(req) {
       const jobId = v.jobId("job_id", req.jobId);
       const job = await store.getJob(jobId);
@@ -250,7 +296,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         if (q.oldestPendingSince !== null && (oldest === null || q.oldestPendingSince < oldest)) {
           oldest = q.oldestPendingSince;
         }
-        return statsToWire(q.queue, q.counts, ageMs(now, q.oldestPendingSince));
+        return statsToWire(q.queue, q.counts, ageMs(now, q.oldestPendingSince), q.paused);
       });
       return create(GetStatsResponseSchema, { queues: perQueue, total: statsToWire("", total, ageMs(now, oldest)) });
     },

@@ -6,7 +6,9 @@
  * reload (live from WatchEvents; and, with WatchEvents failing, through the
  * visible polling fallback); the job page shows the timeline and follows it;
  * a dead job is redriven with the button (after a confirmation step) and
- * becomes queued; a queued job is cancelled; an unreachable server is said
+ * becomes queued; a queued job is cancelled; a queue is paused and resumed,
+ * its dead jobs redriven all at once, and it is purged only when its name
+ * is typed, each showing the API's error when refused; an unreachable server is said
  * to be one; `/` carries the security headers; the page logs no console
  * error and no CSP violation.
  *
@@ -302,6 +304,118 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await page.getByTestId("timeline").locator('tr[data-kind="cancelled"]', { hasText: "duplicate digest" }).waitFor();
     expect((await t.call("GetJob", { jobId: id })).body.job.state).toBe("JOB_STATE_CANCELLED");
     expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  /** The console errors Chromium logs for API refusals a test provoked on purpose (status `status`). */
+  function withoutRefusals(errors: string[], status: number): string[] {
+    return errors.filter((e) => !e.includes(`the server responded with a status of ${status}`));
+  }
+
+  /** Answers the next call of `method` as the API would refuse it (e.g. without the operator role). */
+  async function refuseOnce(page: Page, method: string): Promise<void> {
+    await page.route(
+      `**/leasequeue.v1.LeaseQueueService/${method}`,
+      (route) =>
+        route.fulfill({
+          status: 403,
+          contentType: "application/json",
+          body: '{"code":"permission_denied","message":"this token lacks the operator role"}',
+        }),
+      { times: 1 },
+    );
+  }
+
+  it("pauses and resumes a queue from the queues page, and shows the API's error", async () => {
+    const id = await submit({ queue: "ctl-pause", task: "report.build" });
+    const { page, errors } = await openConsole("#/");
+    const row = page.locator('tr[data-queue="ctl-pause"]');
+    await row.and(page.locator('[data-paused="false"]')).waitFor();
+
+    await page.getByRole("button", { name: "Pause queue ctl-pause" }).click();
+    const outcome = page.getByTestId("queue-outcome");
+    await outcome.getByText("Paused ctl-pause: it keeps accepting jobs but hands out none until resumed.").waitFor();
+    await row.and(page.locator('[data-paused="true"]')).waitFor();
+    expect(await row.locator(".badge.paused").textContent()).toBe("Paused");
+    // The server really is paused: nothing is leased.
+    expect((await t.call("Claim", { queue: "ctl-pause", workerId: "browser-test-worker" })).body).toEqual({});
+    await page.screenshot({ path: `${ARTIFACTS}console-paused.png` });
+
+    await refuseOnce(page, "ResumeQueue");
+    await page.getByRole("button", { name: "Resume queue ctl-pause" }).click();
+    await outcome.getByText("Resume failed: permission_denied: this token lacks the operator role").waitFor();
+    expect(await row.getAttribute("data-paused")).toBe("true");
+
+    await page.getByRole("button", { name: "Resume queue ctl-pause" }).click();
+    await outcome.getByText("Resumed ctl-pause: workers get its jobs again.").waitFor();
+    await row.and(page.locator('[data-paused="false"]')).waitFor();
+    expect((await t.call("Claim", { queue: "ctl-pause", workerId: "browser-test-worker" })).body.leases[0].job.id).toBe(id);
+    expect(withoutRefusals(errors, 403)).toEqual([]);
+    await page.context().close();
+  });
+
+  it("redrives all dead jobs of a queue from its dead jobs view, after a confirmation step", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const id = await submit({ queue: "ctl-dead", task: "email.send", maxAttempts: 1 });
+      await claimAndFail("ctl-dead", id);
+      ids.push(id);
+    }
+    const { page, errors } = await openConsole("#/jobs?queue=ctl-dead&state=dead");
+    await waitForLive(page);
+    for (const id of ids) await page.locator(`tr[data-job-id="${id}"]`).waitFor();
+
+    await refuseOnce(page, "RedriveAll");
+    await page.getByRole("button", { name: "Redrive all dead jobs…" }).click();
+    await page.getByTestId("redrive-all-form").getByRole("button", { name: "Yes, redrive all" }).click();
+    const outcome = page.getByTestId("queue-outcome");
+    await outcome.getByText("Redrive all failed: permission_denied: this token lacks the operator role").waitFor();
+
+    await page.getByRole("button", { name: "Redrive all dead jobs…" }).click();
+    const confirm = page.getByTestId("redrive-all-form");
+    expect(await confirm.textContent()).toContain("Redrive every dead job of queue ctl-dead?");
+    for (const id of ids) expect((await t.call("GetJob", { jobId: id })).body.job.state).toBe("JOB_STATE_DEAD");
+    await page.screenshot({ path: `${ARTIFACTS}console-redrive-all-confirm.png` });
+    await confirm.getByRole("button", { name: "Yes, redrive all" }).click();
+    await outcome.getByText("Redriven: 3 jobs of ctl-dead back to Queued.").waitFor();
+    await page.getByTestId("no-matching-jobs").waitFor();
+    for (const id of ids) expect((await t.call("GetJob", { jobId: id })).body.job.state).toBe("JOB_STATE_QUEUED");
+    expect(withoutRefusals(errors, 403)).toEqual([]);
+    await page.context().close();
+  });
+
+  it("purges a queue only when its name is typed, showing the API's refusal of a wrong one", async () => {
+    const batch = await t.call("SubmitBatch", { jobs: Array.from({ length: 4 }, (_, i) => ({ queue: "ctl-purge", task: "t", payload: { i } })) });
+    expect(batch.status).toBe(200);
+    const { page, errors } = await openConsole("#/");
+    const row = page.locator('tr[data-queue="ctl-purge"]');
+    await row.waitFor();
+
+    await page.getByRole("button", { name: "Purge queue ctl-purge" }).click();
+    const form = page.getByTestId("purge-form");
+    await page.getByRole("button", { name: "No, keep the jobs" }).click();
+    await form.waitFor({ state: "detached" });
+
+    await page.getByRole("button", { name: "Purge queue ctl-purge" }).click();
+    await page.getByLabel("Type the queue name to confirm").fill("ctl-purg");
+    await form.getByRole("button", { name: "Purge ctl-purge" }).click();
+    const outcome = page.getByTestId("queue-outcome");
+    await outcome.getByText('Purge failed: failed_precondition: confirm: must equal the queue name "ctl-purge"', { exact: false }).waitFor();
+    expect(await row.locator('td[data-state="queued"]').textContent()).toBe("4");
+    expect((await t.call("GetStats", {})).body.queues.find((q: any) => q.queue === "ctl-purge").queued).toBe("4");
+    await page.screenshot({ path: `${ARTIFACTS}console-purge-refused.png` });
+
+    await page.getByLabel("Type the queue name to confirm").fill("ctl-purge");
+    await form.getByRole("button", { name: "Purge ctl-purge" }).click();
+    await outcome.getByText("Purged ctl-purge: 4 jobs cancelled.").waitFor();
+    await form.waitFor({ state: "detached" });
+    await page.waitForFunction(
+      () => (globalThis as any).document.querySelector('tr[data-queue="ctl-purge"] td[data-state="cancelled"]')?.textContent === "4",
+    );
+    const stats = (await t.call("GetStats", {})).body.queues.find((q: any) => q.queue === "ctl-purge");
+    expect(stats).toMatchObject({ cancelled: "4" });
+    expect(stats.queued).toBeUndefined();
+    expect(withoutRefusals(errors, 400)).toEqual([]);
     await page.context().close();
   });
 

@@ -60,6 +60,9 @@ async function traffic(queue: string): Promise<void> {
   expect((await server.call("Complete", { jobId: job.id, leaseToken: first.leases[0].leaseToken })).status).toBe(409);
   expect((await server.call("GetJob", { jobId: "not-a-uuid" })).status).toBe(400);
 
+  // A paused queue without jobs, so the paused gauge has a 1 beside the 0 of `queue`.
+  await ok("PauseQueue", { queue: `${queue}-paused` });
+
   // One job left waiting, so the oldest-pending gauge has something to measure.
   await ok("Submit", { queue, task: "metrics.probe" });
   clock.advance(2_000);
@@ -92,6 +95,10 @@ describe("Prometheus metrics on the side port", () => {
 
     expect(labelNames("leasequeue_oldest_pending_seconds")).toEqual(new Set(["queue"]));
     expect(find("leasequeue_oldest_pending_seconds", { queue })[0]?.value).toBe(2);
+
+    expect(labelNames("leasequeue_queue_paused")).toEqual(new Set(["queue"]));
+    expect(find("leasequeue_queue_paused", { queue })[0]?.value).toBe(0);
+    expect(find("leasequeue_queue_paused", { queue: `${queue}-paused` })[0]?.value).toBe(1);
 
     expect(labelNames("leasequeue_transitions_total")).toEqual(new Set(["kind,queue"]));
     const transitions = Object.fromEntries(find("leasequeue_transitions_total", { queue }).map((s) => [s.labels.kind, s.value]));

@@ -103,4 +103,19 @@ CREATE TABLE write_probe (
 INSERT INTO write_probe (id, probe_time, probes) VALUES (1, 0, 0);
 `,
   },
+  // Branch wip-controls: numbered 4 here so that migrations stay contiguous;
+  // it becomes 5 when it is merged after retention's migration 4.
+  {
+    version: 4,
+    name: "paused queues",
+    sql: `
+-- Queue controls (api.md section B): a queue with a row here is paused and
+-- hands out no leases until it is resumed (the row is deleted). Kept apart
+-- from job_counts so that a queue with no jobs can be paused, and listed.
+CREATE TABLE paused_queues (
+  queue       TEXT PRIMARY KEY,
+  pause_time  INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`,
+  },
 ];

@@ -25,7 +25,9 @@ export const UPDATED_JOB_COLUMN_NAMES = [
 ] as const;
 
 /** Statements whose rows are jobs, read as arrays in JOB_COLUMN_NAMES order. */
-export const JOB_ROW_STATEMENTS = ["jobById", "jobByIdempotencyKey", "claimableJobs", "expiredLeases", "expiredLeasesOfQueue"] as const;
+export const JOB_ROW_STATEMENTS = [
+  "jobById", "jobByIdempotencyKey", "claimableJobs", "expiredLeases", "expiredLeasesOfQueue", "jobsInStateBetween",
+] as const;
 
 export const SQL = {
   insertJob: `INSERT INTO jobs (${JOB_COLUMNS}) VALUES (${JOB_COLUMN_NAMES.map(() => "?").join(", ")})`,
@@ -77,6 +79,17 @@ export const SQL = {
     ON CONFLICT (queue, state) DO UPDATE SET count = count + excluded.count`,
 
   counts: `SELECT queue, state, count FROM job_counts WHERE count <> 0 ORDER BY queue`,
+
+  /** Queue controls: a paused queue has a row in paused_queues. */
+  pauseQueue: `INSERT INTO paused_queues (queue, pause_time) VALUES (?, ?) ON CONFLICT (queue) DO NOTHING`,
+  resumeQueue: `DELETE FROM paused_queues WHERE queue = ?`,
+  queuePaused: `SELECT 1 AS paused FROM paused_queues WHERE queue = ?`,
+  pausedQueues: `SELECT queue FROM paused_queues ORDER BY queue`,
+
+  /** Bulk transitions (RedriveAll, PurgeQueue): the upper keyset bound, then batches in id order. */
+  lastJobId: `SELECT max(id) AS id FROM jobs INDEXED BY jobs_queue_state_recent WHERE queue = ? AND state = ?`,
+  jobsInStateBetween: `SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_queue_state_recent
+    WHERE queue = ? AND state = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?`,
 
   /** The readiness probe's write: one row, one page, its own durable commit. */
   touchWriteProbe: `UPDATE write_probe SET probe_time = ?, probes = probes + 1 WHERE id = 1`,

@@ -28,12 +28,16 @@ import { newJobId } from "../../domain/ids.js";
 import { newLeaseToken } from "../../domain/lease-token.js";
 import * as machine from "../../domain/state-machine.js";
 import { scheduleTimeOf, submitFingerprint, type NewJob } from "../../domain/submission.js";
+import { bulkTransitionOf } from "../bulk-transitions.js";
 import type {
+  BulkBatchOutcome,
+  BulkBatchSpec,
   ClaimedLease,
   ClaimRequestSpec,
   CommitListener,
   ListEventsSpec,
   ListJobsSpec,
+  QueueControlChange,
   QueueCounts,
   Store,
   SubmitOutcome,
@@ -81,6 +85,8 @@ interface Tx {
   now: number;
   events: JobEvent[];
   counts: CountDeltas;
+  /** Queues the operation paused or resumed, announced with the commit. */
+  queueControls: QueueControlChange[];
   /**
    * Set by the first row the operation writes. Operations decide every
    * refusal before they write (the state machine runs before the UPDATE), so
@@ -260,6 +266,8 @@ export class SqliteStore implements Store {
       // when nothing is eligible (an O(log n) look at jobs_pending_since).
       const { t } = this.#stmts.oldestPendingSince.get(spec.queue, tx.now) as { t: number | null };
       if (t === null) return [];
+      // A paused queue hands out nothing, on every path that leases (api.md section B).
+      if (this.#stmts.queuePaused.get(spec.queue) !== undefined) return [];
       const rows = this.#stmts.claimableJobs.all(spec.queue, tx.now, spec.maxJobs) as JobRow[];
       return rows.map((row) => {
         const { token, hash } = newLeaseToken();
@@ -307,6 +315,51 @@ export class SqliteStore implements Store {
     return this.#write((tx) =>
       this.#recoverExpired(tx, this.#stmts.expiredLeases.all(tx.now, this.#maxRecovered) as JobRow[]),
     );
+  }
+
+  pauseQueue(queue: string): Promise<boolean> {
+    return this.#write((tx) => {
+      const changed = this.#stmts.pauseQueue.run(queue, tx.now).changes > 0;
+      if (changed) this.#controlled(tx, { queue, paused: true });
+      return changed;
+    });
+  }
+
+  resumeQueue(queue: string): Promise<boolean> {
+    return this.#write((tx) => {
+      const changed = this.#stmts.resumeQueue.run(queue).changes > 0;
+      if (changed) this.#controlled(tx, { queue, paused: false });
+      return changed;
+    });
+  }
+
+  #controlled(tx: Tx, change: QueueControlChange): void {
+    tx.wrote = true;
+    tx.queueControls.push(change);
+  }
+
+  async lastJobId(queue: string, state: JobState): Promise<string | null> {
+    const { id } = this.#stmts.lastJobId.get(queue, state) as { id: string | null };
+    return id;
+  }
+
+  bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome> {
+    return this.#write((tx) => {
+      const rows = this.#stmts.jobsInStateBetween.all(spec.queue, spec.state, spec.afterId, spec.upToId, spec.scan) as JobRow[];
+      let moved = 0;
+      let lastExaminedId: string | null = null;
+      let examined = 0;
+      for (const row of rows) {
+        if (moved >= spec.take) break;
+        const job = toStoredJob(row);
+        examined++;
+        lastExaminedId = job.id;
+        if (spec.task !== undefined && job.task !== spec.task) continue;
+        this.#apply(tx, job.state, bulkTransitionOf(job, tx.now, spec.action));
+        moved++;
+      }
+      return { moved, lastExaminedId, exhausted: rows.length < spec.scan && examined === rows.length };
+    });
   }
 
   #recoverExpired(tx: Tx, rows: JobRow[]): number {
@@ -431,6 +484,7 @@ export class SqliteStore implements Store {
   #runBatch(batch: Pending[], guarded: boolean): "replay" | undefined {
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
     const committed: JobEvent[] = [];
+    const controls: QueueControlChange[] = [];
     const counts: CountDeltas = new Map();
     try {
       this.db.exec("BEGIN IMMEDIATE");
@@ -451,7 +505,7 @@ export class SqliteStore implements Store {
         outcomes.push({ ok: false, error: fatal });
         continue;
       }
-      const tx: Tx = { now: this.#clock.now(), events: [], counts: new Map(), wrote: false };
+      const tx: Tx = { now: this.#clock.now(), events: [], counts: new Map(), queueControls: [], wrote: false };
       const firstSequence = this.#nextSequence;
       if (guarded) {
         try {
@@ -468,6 +522,7 @@ export class SqliteStore implements Store {
         if (guarded) this.#release.run();
         outcomes.push({ ok: true, value });
         for (const e of tx.events) committed.push(e);
+        for (const c of tx.queueControls) controls.push(c);
         for (const [key, delta] of tx.counts) counts.set(key, (counts.get(key) ?? 0) + delta);
         if (tx.wrote) wrote = true;
       } catch (err) {
@@ -521,10 +576,10 @@ export class SqliteStore implements Store {
       });
       if (failure !== undefined) this.#reportWrite(failure);
       else if (wrote || committed.length > 0) this.#reportWrite({ ok: true });
-      if (committed.length > 0) {
+      if (committed.length > 0 || controls.length > 0) {
         for (const listener of this.#listeners) {
           try {
-            listener({ events: committed });
+            listener({ events: committed, queueControls: controls });
           } catch {
             // A listener's failure must not undo or block the commit it observes.
           }
@@ -659,17 +714,28 @@ export class SqliteStore implements Store {
     for (const row of this.#stmts.counts.all() as Array<{ queue: string; state: JobState; count: number }>) {
       let entry = byQueue.get(row.queue);
       if (entry === undefined) {
-        entry = { queue: row.queue, counts: zeroCounts(), oldestPendingSince: null };
+        entry = { queue: row.queue, counts: zeroCounts(), oldestPendingSince: null, paused: false };
         byQueue.set(row.queue, entry);
       }
       entry.counts[row.state] = row.count;
+    }
+    // A paused queue is listed even while it has no jobs (api.md section B).
+    let unlisted = false;
+    for (const { queue } of this.#stmts.pausedQueues.all() as Array<{ queue: string }>) {
+      const entry = byQueue.get(queue);
+      if (entry !== undefined) entry.paused = true;
+      else {
+        byQueue.set(queue, { queue, counts: zeroCounts(), oldestPendingSince: null, paused: true });
+        unlisted = true;
+      }
     }
     for (const entry of byQueue.values()) {
       if (entry.counts.queued + entry.counts.retry === 0) continue;
       const { t } = this.#stmts.oldestPendingSince.get(entry.queue, now) as { t: number | null };
       entry.oldestPendingSince = t;
     }
-    return [...byQueue.values()];
+    const queues = [...byQueue.values()];
+    return unlisted ? queues.sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0)) : queues;
   }
 
   async nextScheduledTime(queue: string): Promise<number | null> {
