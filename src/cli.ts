@@ -6,14 +6,14 @@
 import { existsSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import Database from "better-sqlite3";
-import { startServer } from "./app.js";
+import { startServer, type RunningServer } from "./app.js";
 import { backupCommand } from "./commands/backup.js";
 import { checkCommand } from "./commands/check.js";
 import type { Command } from "./commands/command.js";
 import { importLitequeueCommand } from "./commands/import-litequeue.js";
 import { restoreCommand } from "./commands/restore.js";
-import { ConfigError, resolveConfig, settingFlags, SETTINGS } from "./config.js";
-import { createLogger } from "./logger.js";
+import { ConfigError, resolveConfig, settingFlags, SETTINGS, type Config } from "./config.js";
+import { createLogger, type Logger } from "./logger.js";
 import { DatabaseRefusal } from "./store/database-refusal.js";
 import { migrate } from "./store/sqlite/sqlite-store.js";
 
@@ -85,6 +85,39 @@ use, a bad backup or litequeue file); 2 a usage error.
 
 /** Runs the command line; resolves to the process exit code (serve resolves when stopped). */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const line = parseCommandLine(argv);
+  if (typeof line === "number") return line;
+  let config;
+  try {
+    config = resolveConfig(line.settings, env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`leasequeue: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  if (line.spec.run !== undefined) return runCommand(line.command, line.spec.run, config.databasePath, line.args, line.options);
+  const log = createLogger({ level: config.logLevel, base: { service: "leasequeue" } });
+  return line.command === "migrate" ? migrateCommand(config, log) : serveCommand(config, log);
+}
+
+interface CommandLine {
+  command: string;
+  spec: (typeof COMMANDS)[string];
+  args: string[];
+  /** The command's own options that were given. */
+  options: Record<string, string | boolean | undefined>;
+  /** Setting flags by name, for resolveConfig. */
+  settings: Record<string, string | undefined>;
+}
+
+/** The command, its arguments and options; or the exit code when that is all (--help, --version, a usage error). */
+function parseCommandLine(argv: string[]): CommandLine | number {
+  const usageError = (message: string) => {
+    process.stderr.write(`leasequeue: ${message}\nRun "leasequeue --help" for usage.\n`);
+    return 2;
+  };
   let parsed;
   try {
     parsed = parseArgs({
@@ -98,10 +131,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
       },
     });
   } catch (err) {
-    process.stderr.write(`leasequeue: ${(err as Error).message}\nRun "leasequeue --help" for usage.\n`);
-    return 2;
+    return usageError((err as Error).message);
   }
-  const { values, positionals } = parsed;
+  const values = parsed.values as Record<string, string | boolean | undefined>;
   if (values.help) {
     process.stdout.write(usage());
     return 0;
@@ -110,56 +142,41 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     process.stdout.write(`${version()}\n`);
     return 0;
   }
-  const command = positionals[0] ?? "serve";
+  const [command = "serve", ...args] = parsed.positionals;
   const spec = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
-  const usageError = (message: string) => {
-    process.stderr.write(`leasequeue: ${message}\nRun "leasequeue --help" for usage.\n`);
-    return 2;
-  };
-  if (spec === undefined) return usageError(`unknown command "${positionals.join(" ")}"`);
-  const args = positionals.slice(1);
+  if (spec === undefined) return usageError(`unknown command "${parsed.positionals.join(" ")}"`);
   if (args.length !== spec.args.length) {
-    return usageError(`${command} takes ${spec.args.length === 0 ? "no arguments" : spec.args.join(" ")}, got ${args.length === 0 ? "none" : `"${args.join(" ")}"`}`);
+    const wanted = spec.args.length === 0 ? "no arguments" : spec.args.join(" ");
+    return usageError(`${command} takes ${wanted}, got ${args.length === 0 ? "none" : `"${args.join(" ")}"`}`);
   }
-  const commandOptions: Record<string, string | boolean | undefined> = {};
+  const options: CommandLine["options"] = {};
   for (const name of Object.values(COMMANDS).flatMap((c) => Object.keys(c.options))) {
-    const value = (values as Record<string, string | boolean | undefined>)[name];
-    if (value === undefined) continue;
+    if (values[name] === undefined) continue;
     if (!(name in spec.options)) return usageError(`--${name} is not an option of ${command}`);
-    commandOptions[name] = value;
+    options[name] = values[name];
   }
+  return { command, spec, args, options, settings: values as Record<string, string | undefined> };
+}
 
-  let config;
+function migrateCommand(config: Config, log: Logger): number {
+  const db = new Database(config.databasePath, { timeout: 5000 });
   try {
-    config = resolveConfig(values as Record<string, string | undefined>, env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`leasequeue: ${err.message}\n`);
-      return 2;
-    }
-    throw err;
-  }
-  if (spec.run !== undefined) return runCommand(command, spec.run, config.databasePath, args, commandOptions);
-  const log = createLogger({ level: config.logLevel, base: { service: "leasequeue" } });
-
-  if (command === "migrate") {
-    const db = new Database(config.databasePath, { timeout: 5000 });
-    try {
-      db.pragma("journal_mode = WAL");
-      const applied = migrate(db);
-      log.info("migrations applied", { path: config.databasePath, applied, version: db.pragma("user_version", { simple: true }) });
-    } catch (err) {
-      if (!(err instanceof DatabaseRefusal)) throw err;
-      process.stderr.write(`leasequeue: ${err.message}\n`);
-      return 1;
-    } finally {
-      db.close();
-    }
+    db.pragma("journal_mode = WAL");
+    const applied = migrate(db);
+    log.info("migrations applied", { path: config.databasePath, applied, version: db.pragma("user_version", { simple: true }) });
     return 0;
+  } catch (err) {
+    if (!(err instanceof DatabaseRefusal)) throw err;
+    process.stderr.write(`leasequeue: ${err.message}\n`);
+    return 1;
+  } finally {
+    db.close();
   }
+}
 
+async function serveCommand(config: Config, log: Logger): Promise<number> {
   log.info("starting", { version: version(), environment: config.environment, node: process.version });
-  let server;
+  let server: RunningServer;
   try {
     server = await startServer(config, { log });
   } catch (err) {

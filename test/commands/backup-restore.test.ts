@@ -282,6 +282,18 @@ describe("leasequeue restore", () => {
     expect(check.code, check.stderr).toBe(0);
   });
 
+  it("replaces a database file that is no database any more", async () => {
+    const live = join(dir, "live.db");
+    const ids = await seed(live, 5);
+    const backup = join(dir, "backup.db");
+    expect((await runCli(["backup", backup, "--db", live])).code).toBe(0);
+    writeFileSync(live, "overwritten by accident ".repeat(200));
+    const r = await runCli(["restore", backup, "--db", live]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("note: the replaced file was not a readable database (SQLITE_NOTADB");
+    expect(jobIds(live)).toEqual(new Set(ids));
+  });
+
   it("refuses while a server holds the database, or any other process has it open", async () => {
     const live = join(dir, "live.db");
     await seed(live, 10);
