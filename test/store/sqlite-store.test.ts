@@ -123,12 +123,12 @@ describe("SQLite store specifics", () => {
     expect(second.walSyncs).toBe(1);
   });
 
-  it("applies every migration once and records the schema version", () => {
+  it("applies every migration once and records the schema version", async () => {
     const store = open();
     const path = store.db.name;
     expect(store.db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
     stores.pop();
-    store.db.close();
+    await store.close();
     const again = open(path);
     expect(again.db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
   });

@@ -132,3 +132,33 @@ export function listJobsSql(filter: { queue: boolean; states: number; before: bo
 }
 
 export type StateParams = Record<`state${number}`, JobState>;
+
+/**
+ * Statements of the maintenance commands (check, backup, restore,
+ * import-litequeue). They run on their own connections, never the store's.
+ */
+export const MAINTENANCE_SQL = {
+  jobTables: `SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN ('jobs', 'job_events', 'job_counts')`,
+  recordedCounts: `SELECT queue, state, count FROM job_counts WHERE count <> 0`,
+  /** Served by jobs_queue_state_recent alone (a covering index scan). */
+  actualCounts: `SELECT queue, state, count(*) AS count FROM jobs GROUP BY queue, state`,
+  jobsByState: `SELECT state, count(*) AS count FROM jobs GROUP BY state`,
+  eventCount: `SELECT count(*) AS n FROM job_events`,
+  queueOfJob: `SELECT queue FROM jobs WHERE id = ?`,
+  /** An imported job's event; AUTOINCREMENT gives it the next sequence, as the store would. */
+  insertEvent: `INSERT INTO job_events (job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+} as const;
+
+/** litequeue's table (see store/litequeue-mapping.ts): its columns, and its rows in insertion order. */
+export const LITEQUEUE_SQL = {
+  columns: `SELECT name FROM pragma_table_info('Queue')`,
+  /** Text comes as its bytes, so that text which is not UTF-8 is seen, not replaced. */
+  rows: `SELECT rowid, CASE typeof(data) WHEN 'text' THEN CAST(data AS BLOB) ELSE data END AS data,
+      message_id, status, in_time, lock_time, done_time
+    FROM "Queue" ORDER BY rowid`,
+  rowCount: `SELECT count(*) AS n FROM "Queue"`,
+  /** Ids that appear more than once (ignoring letter case); litequeue's unique index normally rules this out. */
+  duplicateIds: `SELECT lower(message_id) AS id FROM "Queue" WHERE message_id IS NOT NULL
+    GROUP BY lower(message_id) HAVING count(*) > 1 LIMIT 10`,
+} as const;

@@ -17,6 +17,12 @@
  * disk; checkWritable answers from the latest real commit instead, and when
  * none happened within `writeProbeIntervalMs` it commits one row of
  * `write_probe` (one page, fsynced like any commit) to find out.
+ *
+ * Ownership: an open store holds `<db>.lock` (database-lock.ts), so that
+ * `leasequeue restore` and `import-litequeue` refuse to run under it and a
+ * second server on the same file refuses to start (its dispatch would not
+ * see this one's commits). migrate() refuses a database whose schema is
+ * newer than this release's last migration (store/schema-version.ts).
  */
 import { fstatSync, fsync, fsyncSync, openSync, closeSync, statSync } from "node:fs";
 import Database from "better-sqlite3";
@@ -45,6 +51,8 @@ import type {
   WriteOutcome,
   WriteOutcomeListener,
 } from "../store.js";
+import { assertSchemaNotNewer } from "../schema-version.js";
+import { acquireDatabaseLock, type DatabaseLock } from "./database-lock.js";
 import { MIGRATIONS } from "./migrations.js";
 import { EVENT_INSERT_SIZES, insertEventsSql, JOB_ROW_STATEMENTS, listJobsSql, SQL } from "./sql.js";
 
@@ -122,9 +130,17 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteStore {
   return new SqliteStore(options);
 }
 
-/** Applies pending migrations; returns the versions applied. */
+/** The schema version this release's migrations end at. */
+export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+/**
+ * Applies pending migrations; returns the versions applied. Refuses
+ * (DatabaseRefusal SCHEMA_TOO_NEW) a database that a newer release has
+ * migrated past the last migration this one knows.
+ */
 export function migrate(db: Database.Database): number[] {
   const current = db.pragma("user_version", { simple: true }) as number;
+  assertSchemaNotNewer(db.name, current, LATEST_SCHEMA_VERSION);
   const applied: number[] = [];
   for (const m of MIGRATIONS) {
     if (m.version <= current) continue;
@@ -175,6 +191,8 @@ export class SqliteStore implements Store {
   readonly #savepoint: Database.Statement;
   readonly #release: Database.Statement;
   readonly #rollbackTo: Database.Statement;
+  /** Held from open to close, so restore and import refuse to run under this store (see database-lock.ts). */
+  readonly #lock: DatabaseLock | undefined;
 
   constructor(options: SqliteStoreOptions) {
     this.#clock = options.clock;
@@ -182,7 +200,14 @@ export class SqliteStore implements Store {
     this.#maxRecovered = options.maxRecoveredPerSweep ?? 500;
     this.#writeProbeIntervalMs = options.writeProbeIntervalMs ?? 1000;
     this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
-    this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5000 });
+    const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+    this.#lock = options.path === ":memory:" ? undefined : acquireDatabaseLock(options.path, busyTimeoutMs);
+    try {
+      this.db = new Database(options.path, { timeout: busyTimeoutMs });
+    } catch (err) {
+      this.#lock?.release();
+      throw err;
+    }
     try {
       this.db.pragma("journal_mode = WAL");
       // "full" is kept by fsyncing the WAL after each COMMIT off the event loop (see the top of this file).
@@ -203,6 +228,7 @@ export class SqliteStore implements Store {
       this.#rollbackTo = this.db.prepare("ROLLBACK TO op");
     } catch (err) {
       this.db.close();
+      this.#lock?.release();
       throw err;
     }
   }
@@ -794,6 +820,7 @@ export class SqliteStore implements Store {
       this.#walFd = undefined;
     }
     this.db.close();
+    this.#lock?.release();
   }
 }
 
@@ -882,8 +909,8 @@ function toStoredJob(r: JobRow): StoredJob {
   };
 }
 
-/** The values of a job in JOB_COLUMN_NAMES order, for insertJob. */
-function jobRow(j: StoredJob): JobRow {
+/** The values of a job in JOB_COLUMN_NAMES order, for insertJob (also used by the litequeue import). */
+export function jobRow(j: StoredJob): JobRow {
   return [
     j.id,
     j.queue,
