@@ -24,7 +24,7 @@ import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
-import type { NodeRequestHandler } from "./api-listener.js";
+import type { NodeRequestHandler } from "./node-request-handler.js";
 import { watchOutcome } from "./call-outcome.js";
 import { callRecordKey, type CallRecord } from "./call-record.js";
 import { requestTimedOut } from "./http2-request-timeout.js";

@@ -10,7 +10,9 @@ import { jobNotFound, QueueError } from "../domain/errors.js";
 import type { JobState } from "../domain/job.js";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import type { EventFeed } from "../dispatch/event-feed.js";
+import { claimWithin } from "../dispatch/long-poll-claim.js";
 import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
+import { releaseUnsent as releaseLeases } from "../dispatch/unsent-leases.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store, SubmitOutcome } from "../store/store.js";
 import {
@@ -18,18 +20,11 @@ import {
   GetStatsResponseSchema,
   StreamClaimsResponseSchema,
   LeaseQueueService,
-  type Lease,
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
-import {
-  deliverableLeases,
-  releaseUnsent as releaseLeases,
-  wireFormatOf,
-  withLeases,
-  type WireLease,
-} from "./lease-delivery.js";
+import { deliverableLeases, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
 import * as v from "./validate.js";
 import {
   KEEPALIVE_RESPONSE,
@@ -62,6 +57,7 @@ export interface LeaseQueueServiceOptions {
 
 export function createLeaseQueueService(opts: LeaseQueueServiceOptions): ServiceImpl<typeof LeaseQueueService> {
   const { store, clock, wakeups } = opts;
+  const longPoll = { store, wakeups, clock, log: opts.log };
 
   function replayed(outcomes: SubmitOutcome[]): SubmitOutcome[] {
     for (const o of outcomes) if (o.deduplicated) opts.onIdempotentReplay?.(o.job.queue);
@@ -104,35 +100,9 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
     },
 
     async claim(req, ctx) {
-      const spec = {
-        queue: v.queueName("queue", req.queue, v.DEFAULTS.queue),
-        workerId: v.workerId("worker_id", req.workerId),
-        leaseDurationMs: v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs, v.DEFAULTS.leaseDurationMs)!,
-        maxJobs: v.intInRange("max_jobs", req.maxJobs, v.BOUNDS.maxJobs, v.DEFAULTS.maxJobs),
-      };
-      const waitMs = v.durationInRange("wait", req.wait, v.BOUNDS.waitMs, v.DEFAULTS.waitMs)!;
-      const deadline = clock.now() + waitMs;
-      for (;;) {
-        const generation = wakeups.generation(spec.queue);
-        const claimed = await store.claim(spec);
-        if (ctx.signal.aborted) {
-          // The caller went while the claim committed: nobody can receive these.
-          await releaseUnsent(claimed);
-          return { leases: [] };
-        }
-        const leases = await deliverable(claimed, ctx);
-        if (leases.length > 0) {
-          const response = create(ClaimResponseSchema, {});
-          return withLeases(response, leases, (lease) => response.leases.push(lease));
-        }
-        // Only undeliverable jobs (now dead): claim again, the next eligible job may be fine.
-        if (claimed.length > 0) continue;
-        if (clock.now() >= deadline) return { leases: [] };
-        await wakeups.waitForWork(spec.queue, generation, deadline, ctx.signal);
-        // A caller that has gone (or a server shutting down) must not be handed
-        // a lease nobody will work on: it would sit until it expires.
-        if (ctx.signal.aborted) return { leases: [] };
-      }
+      const spec = v.claimSpec(req);
+      const leases = await claimWithin(longPoll, spec, ctx.signal, (claimed) => deliverable(claimed, ctx));
+      return claimResponse(leases);
     },
 
     async *streamClaims(req, ctx) {
@@ -295,6 +265,12 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       throw new ConnectError("the server is shutting down", Code.Unavailable);
     },
   };
+}
+
+function claimResponse(leases: WireLease[]) {
+  if (leases.length === 0) return { leases: [] };
+  const response = create(ClaimResponseSchema, {});
+  return withLeases(response, leases, (lease) => response.leases.push(lease));
 }
 
 /** Waits for `promise`, or until `signal` aborts (then the caller sees the abort itself). */

@@ -25,6 +25,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, type HandlerContext } from "@connectrpc/connect";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
+import { releaseUnsent } from "../dispatch/unsent-leases.js";
 import type { Logger } from "../logger.js";
 import type { Store } from "../store/store.js";
 import {
@@ -36,7 +37,7 @@ import {
 import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
 import * as v from "./validate.js";
-import { deliverableLeases, releaseUnsent, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
+import { deliverableLeases, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
 
 export interface WorkStreamDeps {
   store: Store;
