@@ -1,13 +1,15 @@
 /**
  * The `leasequeue` command: parse flags and environment into a Config, then
- * run `serve` (the default) or `migrate`.
+ * run `serve` (the default) or `migrate`; or `hash-token` (no Config).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import Database from "better-sqlite3";
 import { startServer } from "./app.js";
+import { HASH_TOKEN_USAGE, hashTokenCommand, UsageError } from "./commands/hash-token.js";
 import { ConfigError, resolveConfig, settingFlags, SETTINGS } from "./config.js";
 import { createLogger } from "./logger.js";
+import { AuthFileError } from "./server/auth-file.js";
 import { migrate } from "./store/sqlite/sqlite-store.js";
 
 function version(): string {
@@ -34,18 +36,21 @@ Usage:
   leasequeue [serve] [flags]   run the server (the default command)
   leasequeue migrate [--db PATH]
                                apply database migrations and exit
+  ${HASH_TOKEN_USAGE}
   leasequeue --help | --version
 
 Flags (each also an environment variable; a flag wins):
 ${rows.join("\n")}
 
 Signals: SIGTERM or SIGINT stops accepting, lets in-flight calls finish (up to 10 s)
-and closes the database cleanly.
+and closes the database cleanly. SIGHUP rereads LEASEQUEUE_AUTH_FILE (a bad file keeps
+the tokens in force and logs why).
 `;
 }
 
 /** Runs the command line; resolves to the process exit code (serve resolves when stopped). */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  if (argv[0] === "hash-token") return hashToken(argv.slice(1));
   let parsed;
   try {
     parsed = parseArgs({
@@ -97,7 +102,21 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   }
 
   log.info("starting", { version: version(), environment: config.environment, node: process.version });
-  const server = await startServer(config, { log });
+  let server;
+  try {
+    server = await startServer(config, { log });
+  } catch (err) {
+    if (err instanceof AuthFileError) {
+      process.stderr.write(`leasequeue: not starting: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const reload = () => {
+    log.info("signal received", { signal: "SIGHUP" });
+    server.reloadAuth();
+  };
+  process.on("SIGHUP", reload);
   await new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
       log.info("signal received", { signal });
@@ -113,5 +132,27 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
   });
+  process.off("SIGHUP", reload);
   return 0;
+}
+
+async function hashToken(args: string[]): Promise<number> {
+  try {
+    await hashTokenCommand(args, {
+      readStdin: async () => {
+        let input = "";
+        for await (const chunk of process.stdin) input += String(chunk);
+        return input;
+      },
+      write: (text) => process.stdout.write(text),
+    });
+    return 0;
+  } catch (err) {
+    // parseArgs throws TypeError (ERR_PARSE_ARGS_*) for unknown or malformed flags.
+    if (err instanceof UsageError || (err instanceof TypeError && "code" in err)) {
+      process.stderr.write(`leasequeue hash-token: ${err.message}\nUsage: ${HASH_TOKEN_USAGE}\n`);
+      return 2;
+    }
+    throw err;
+  }
 }

@@ -24,6 +24,7 @@ import {
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
+import { refusedJobs, requireJobQueue, requireQueue, requireQueueFilter, visibleQueues } from "./queue-access.js";
 import { deliverableLeases, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
 import * as v from "./validate.js";
 import {
@@ -80,6 +81,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
   return {
     async submit(req, ctx) {
       const spec = v.newJob(req, clock.now(), "", headerKey(ctx));
+      requireQueue(ctx, "queue", spec.queue);
       const [outcome] = replayed(await store.submit([spec]));
       return submitOutcome(outcome!);
     },
@@ -95,18 +97,21 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       const basic = v.basicView("view", req.view);
       const now = clock.now();
       const specs = req.jobs.map((job: SubmitRequest, i: number) => v.newJob(job, now, `jobs[${i}].`));
+      specs.forEach((spec, i) => requireQueue(ctx, `jobs[${i}].queue`, spec.queue));
       const outcomes = replayed(await store.submit(specs));
       return { results: outcomes.map((o) => submitOutcome(o, basic)) };
     },
 
     async claim(req, ctx) {
       const spec = v.claimSpec(req);
+      requireQueue(ctx, "queue", spec.queue);
       const leases = await claimWithin(longPoll, spec, ctx.signal, (claimed) => deliverable(claimed, ctx));
       return claimResponse(leases);
     },
 
     async *streamClaims(req, ctx) {
       const spec = v.claimStreamSpec("", req);
+      requireQueue(ctx, "queue", spec.queue);
       for await (const claimed of opts.claimStreams.open(spec, ctx.signal)) {
         if (claimed === null) {
           yield {};
@@ -130,35 +135,41 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);
     },
 
-    async heartbeat(req) {
+    async heartbeat(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
       const duration = v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs);
+      await requireJobQueue(ctx, store, "job_id", jobId);
       return { job: jobToWire(await store.heartbeat(jobId, token, duration)) };
     },
 
-    async complete(req) {
+    async complete(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
       const result = v.optionalJsonText("result", req.result);
+      await requireJobQueue(ctx, store, "job_id", jobId);
       return { job: jobToWire(await store.complete(jobId, token, result)) };
     },
 
-    async fail(req) {
+    async fail(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
-      return { job: jobToWire(await store.fail(jobId, token, v.failure("", req))) };
+      const failure = v.failure("", req);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      return { job: jobToWire(await store.fail(jobId, token, failure)) };
     },
 
-    async release(req) {
+    async release(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
+      await requireJobQueue(ctx, store, "job_id", jobId);
       return { job: jobToWire(await store.release(jobId, token)) };
     },
 
-    async acknowledge(req) {
+    async acknowledge(req, ctx) {
       const acks = parseAcknowledgements("acks", req.acks, 1);
-      const outcomes = await applyAcknowledgements(store, acks);
+      const refused = await refusedJobs(ctx, store, "acks", acks.map((a) => a.jobId));
+      const outcomes = await applyAcknowledgements(store, acks, refused);
       return { results: outcomes.map(ackResultToWire) };
     },
 
@@ -171,27 +182,33 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       });
     },
 
-    async redrive(req) {
-      return { job: jobToWire(await store.redrive(v.jobId("job_id", req.jobId))) };
+    async redrive(req, ctx) {
+      const jobId = v.jobId("job_id", req.jobId);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      return { job: jobToWire(await store.redrive(jobId)) };
     },
 
-    async cancel(req) {
+    async cancel(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
-      return { job: jobToWire(await store.cancel(jobId, v.text("reason", req.reason))) };
+      const reason = v.text("reason", req.reason);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      return { job: jobToWire(await store.cancel(jobId, reason)) };
     },
 
-    async getJob(req) {
+    async getJob(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
+      await requireJobQueue(ctx, store, "job_id", jobId);
       const job = await store.getJob(jobId);
       if (job === undefined) throw jobNotFound(jobId);
       return { job: jobToWire(job) };
     },
 
-    async listJobs(req) {
+    async listJobs(req, ctx) {
       const queue = req.queue === "" ? undefined : v.queueName("queue", req.queue);
       const states = v.jobStates("states", req.states);
       const limit = v.intInRange("page_size", req.pageSize, v.BOUNDS.pageSize, v.DEFAULTS.pageSize);
       const basic = v.basicView("view", req.view);
+      requireQueueFilter(ctx, "queue", queue);
       const filter = filterKey(queue, states);
       const beforeId = req.pageToken === "" ? undefined : decodePageToken(req.pageToken, filter);
       const jobs = await store.listJobs({ queue, states: states.length > 0 ? states : undefined, limit: limit + 1, beforeId });
@@ -203,16 +220,17 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       };
     },
 
-    async listJobEvents(req) {
+    async listJobEvents(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
+      await requireJobQueue(ctx, store, "job_id", jobId);
       const events = await store.listJobEvents(jobId);
       if (events.length === 0 && (await store.getJob(jobId)) === undefined) throw jobNotFound(jobId);
       return { events: events.map(eventToWire) };
     },
 
-    async getStats() {
+    async getStats(_req, ctx) {
       const now = clock.now();
-      const queues = await store.queueCounts();
+      const queues = visibleQueues(ctx, await store.queueCounts());
       const total = { queued: 0, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0 };
       let oldest: number | null = null;
       const perQueue = queues.map((q) => {
@@ -237,6 +255,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         jobId: req.jobId === "" ? undefined : v.jobId("job_id", req.jobId),
         afterSequence,
       };
+      requireQueueFilter(ctx, "queue", spec.queue);
       // The first message is a keepalive, produced once the subscription is
       // registered: it makes the transport send the response headers. After
       // it, with a WatchOutput, every batch of waiting events goes out as
