@@ -1,7 +1,8 @@
 /**
  * The `leasequeue` command: parse flags and environment into a Config, then
- * run `serve` (the default), `migrate`, or one of the maintenance commands
- * (backup, check, restore, import-litequeue; each in src/commands/).
+ * run `serve` (the default), `migrate`, one of the maintenance commands
+ * (backup, check, restore, import-litequeue; each in src/commands/), or
+ * `hash-token` (needs no Config).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -13,7 +14,9 @@ import type { Command } from "./commands/command.js";
 import { importLitequeueCommand } from "./commands/import-litequeue.js";
 import { restoreCommand } from "./commands/restore.js";
 import { ConfigError, resolveConfig, settingFlags, SETTINGS, type Config } from "./config.js";
+import { HASH_TOKEN_USAGE, hashTokenCommand, UsageError } from "./commands/hash-token.js";
 import { createLogger, type Logger } from "./logger.js";
+import { AuthFileError } from "./server/auth-file.js";
 import { DatabaseRefusal } from "./store/database-refusal.js";
 import { migrate } from "./store/sqlite/sqlite-store.js";
 
@@ -70,21 +73,24 @@ Usage:
                                import a litequeue database's messages as jobs of queue NAME
                                (task "litequeue" unless --task), server stopped; --dry-run
                                only counts
+  ${HASH_TOKEN_USAGE}
   leasequeue --help | --version
 
 Flags (each also an environment variable; a flag wins):
 ${rows.join("\n")}
 
 Signals: SIGTERM or SIGINT stops accepting, lets in-flight calls finish (up to 10 s)
-and closes the database cleanly.
+and closes the database cleanly. SIGHUP rereads LEASEQUEUE_AUTH_FILE (a bad file keeps
+the tokens in force and logs why).
 
 Exit codes: 0 success; 1 refused or failed (a check that found problems, a database in
-use, a bad backup or litequeue file); 2 a usage error.
+use, a bad backup or litequeue file); 2 a usage error (also a bad auth file at start).
 `;
 }
 
 /** Runs the command line; resolves to the process exit code (serve resolves when stopped). */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  if (argv[0] === "hash-token") return hashToken(argv.slice(1));
   const line = parseCommandLine(argv);
   if (typeof line === "number") return line;
   let config;
@@ -180,11 +186,20 @@ async function serveCommand(config: Config, log: Logger): Promise<number> {
   try {
     server = await startServer(config, { log });
   } catch (err) {
+    if (err instanceof AuthFileError) {
+      process.stderr.write(`leasequeue: not starting: ${err.message}\n`);
+      return 2;
+    }
     if (!(err instanceof DatabaseRefusal)) throw err;
     log.error("cannot open the database", { path: config.databasePath, reason: err.reason, error: err.message });
     process.stderr.write(`leasequeue: ${err.message}\n`);
     return 1;
   }
+  const reload = () => {
+    log.info("signal received", { signal: "SIGHUP" });
+    server.reloadAuth();
+  };
+  process.on("SIGHUP", reload);
   await new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
       log.info("signal received", { signal });
@@ -200,6 +215,7 @@ async function serveCommand(config: Config, log: Logger): Promise<number> {
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
   });
+  process.off("SIGHUP", reload);
   return 0;
 }
 
@@ -226,5 +242,26 @@ function runCommand(
     else if (err instanceof Error && typeof code === "string") process.stderr.write(`leasequeue ${name}: ${code}: ${err.message}\n`);
     else throw err;
     return 1;
+  }
+}
+
+async function hashToken(args: string[]): Promise<number> {
+  try {
+    await hashTokenCommand(args, {
+      readStdin: async () => {
+        let input = "";
+        for await (const chunk of process.stdin) input += String(chunk);
+        return input;
+      },
+      write: (text) => process.stdout.write(text),
+    });
+    return 0;
+  } catch (err) {
+    // parseArgs throws TypeError (ERR_PARSE_ARGS_*) for unknown or malformed flags.
+    if (err instanceof UsageError || (err instanceof TypeError && "code" in err)) {
+      process.stderr.write(`leasequeue hash-token: ${err.message}\nUsage: ${HASH_TOKEN_USAGE}\n`);
+      return 2;
+    }
+    throw err;
   }
 }

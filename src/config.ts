@@ -36,6 +36,8 @@ export interface Config {
   maxWatchers: number;
   /** Bytes a WatchEvents client may leave unread in its connection before it is dropped as too slow. */
   watchMaxPendingBytes: number;
+  /** The auth file (bearer tokens, roles, queues); undefined: authentication is off. Read at start and on SIGHUP. */
+  authFile?: string;
 }
 
 /** A request Content-Encoding / grpc-encoding the server may accept. */
@@ -104,6 +106,12 @@ export const SETTINGS = {
     flag: "watch-max-pending-bytes",
     default: "1048576",
     help: "unread bytes a WatchEvents client may leave in its connection before it is dropped (65536-268435456)",
+  },
+  authFile: {
+    env: "LEASEQUEUE_AUTH_FILE",
+    flag: "auth-file",
+    default: "",
+    help: "JSON file of hashed bearer tokens with roles and queues; every RPC then needs a token (off unless set; reread on SIGHUP)",
   },
 } satisfies Record<string, Setting>;
 
@@ -224,6 +232,7 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
       256 * 1024 * 1024,
       "a byte count",
     ),
+    authFile: get(S.authFile).raw === "" ? undefined : get(S.authFile).raw,
   };
 }
 

@@ -26,6 +26,7 @@ import type { EventKind } from "../domain/job.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import type { QueueWakeups } from "./queue-wakeups.js";
+import { releaseUnsent } from "./unsent-leases.js";
 import { Wakeup } from "./wakeup.js";
 
 export interface ClaimStreamSpec {
@@ -292,17 +293,9 @@ export class ClaimStreams {
     for (const sub of state.subscribers) this.#releaseUnsent(sub.ready.splice(0));
   }
 
-  /**
-   * Gives back leases that were claimed for a stream but never sent: the jobs
-   * are eligible again at once and their attempts are refunded.
-   */
+  /** Gives back leases claimed for a stream but never sent (unsent-leases.ts). */
   #releaseUnsent(leases: ClaimedLease[]): void {
-    for (const { job, leaseToken } of leases) {
-      this.#opts.store.release(job.id, leaseToken).catch((err: unknown) => {
-        // It expires instead, as any lease whose holder vanished.
-        this.#opts.log.warn("could not release an unsent lease", { jobId: job.id, error: err });
-      });
-    }
+    if (leases.length > 0) void releaseUnsent(this.#opts.store, this.#opts.log, leases);
   }
 
   /** Pumps the queue again at `at` (epoch ms), replacing an earlier timer. */

@@ -238,6 +238,23 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
 }
 
 /** StreamClaimsRequest or WorkStart: the stream's queue, worker, lease duration and room. */
+/** A Claim request as a long-poll claim (api.md ClaimRequest), validated in field order. */
+export function claimSpec(req: {
+  queue: string;
+  workerId: string;
+  leaseDuration?: Duration;
+  maxJobs: number;
+  wait?: Duration;
+}): { queue: string; workerId: string; leaseDurationMs: number; maxJobs: number; waitMs: number } {
+  return {
+    queue: queueName("queue", req.queue, DEFAULTS.queue),
+    workerId: workerId("worker_id", req.workerId),
+    leaseDurationMs: durationInRange("lease_duration", req.leaseDuration, BOUNDS.leaseDurationMs, DEFAULTS.leaseDurationMs)!,
+    maxJobs: intInRange("max_jobs", req.maxJobs, BOUNDS.maxJobs, DEFAULTS.maxJobs),
+    waitMs: durationInRange("wait", req.wait, BOUNDS.waitMs, DEFAULTS.waitMs)!,
+  };
+}
+
 export function claimStreamSpec(
   path: string,
   req: { queue: string; workerId: string; leaseDuration?: Duration; maxInFlight: number },
