@@ -40,9 +40,10 @@ COPY --from=build --chown=root:root /app/dist/src ./dist/src
 COPY --from=build --chown=root:root /app/dist/gen ./dist/gen
 # The operations console (esbuild bundle), served at / on the API port.
 COPY --from=build --chown=root:root /app/dist/console ./dist/console
-# The database lives on a volume owned by the unprivileged `node` user; the
-# rest of the filesystem can be mounted read-only (--read-only).
-RUN mkdir -p /data && chown node:node /data
+# The database lives on a volume owned by the unprivileged `node` user (mode
+# 700: job payloads and results are readable by nobody else); the rest of the
+# filesystem can be mounted read-only (--read-only; compose.yaml does).
+RUN mkdir -p /data && chown node:node /data && chmod 700 /data
 VOLUME ["/data"]
 USER node
 EXPOSE 8080 9464

@@ -19,6 +19,7 @@ import { createMetrics } from "./metrics/metrics.js";
 import { startApiListener, type ApiListener } from "./server/api-listener.js";
 import { createConsoleHandler, defaultConsoleDir } from "./server/console-files.js";
 import { HealthStatus, ServingStatus } from "./server/health.js";
+import { Authenticator } from "./server/authenticator.js";
 import { acceptedCompressions } from "./server/request-compression.js";
 import { boundaryInterceptor, routes } from "./server/routes.js";
 import { createRpcHandler, strictUtf8Decoder } from "./server/rpc-handler.js";
@@ -26,6 +27,7 @@ import { startSideListener } from "./server/side-listener.js";
 import { createWatchOutputs } from "./server/watch-outputs.js";
 import { WriteReadiness } from "./server/write-readiness.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
+import { callerKey } from "./service/queue-access.js";
 import { openSqliteStore } from "./store/sqlite/sqlite-store.js";
 import type { Store } from "./store/store.js";
 
@@ -38,6 +40,12 @@ export interface RunningServer {
   /** e.g. http://127.0.0.1:9464 */
   readonly metricsUrl: string;
   readonly store: Store;
+  /**
+   * Reads the auth file again (SIGHUP): a valid file replaces the tokens, a
+   * bad one is logged and the tokens in force stay. Returns whether the
+   * tokens were replaced (false too when authentication is off).
+   */
+  reloadAuth(): boolean;
   /** Stops accepting, lets in-flight calls finish (bounded), closes the database. */
   close(): Promise<void>;
 }
@@ -61,6 +69,9 @@ export async function startServer(
   config: Config,
   { log, clock = systemClock, sweepIntervalMs, claimKeepaliveMs, watchKeepaliveMs, watchBufferLimit, pruneIntervalMs }: StartOptions,
 ): Promise<RunningServer> {
+  // First: a bad auth file refuses to start before anything is opened (AuthFileError).
+  const auth = config.authFile === undefined ? undefined : new Authenticator(config.authFile, log);
+  if (auth !== undefined) log.info("authentication on", { authFile: config.authFile, tokens: auth.size });
   const store = openSqliteStore({ path: config.databasePath, clock, synchronous: config.sqliteSynchronous });
   log.info("database open", {
     path: config.databasePath,
@@ -115,7 +126,11 @@ export async function startServer(
   // WatchEvents writes pre-encoded events straight to its response (service/watch-output.ts).
   const watchOutputs = createWatchOutputs({ maxPendingBytes: config.watchMaxPendingBytes });
   const rpc = createRpcHandler({
-    contextValues: watchOutputs.addTo,
+    contextValues: (values, req, res, method) => {
+      // Authentication first: a refused call gets nothing else prepared.
+      if (auth !== undefined) values.set(callerKey, auth.authorize(method, req.headers.authorization));
+      watchOutputs.addTo(values, req, res);
+    },
     routes: routes({ service, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],
     log,
@@ -168,6 +183,7 @@ export async function startServer(
       protocols: ["grpc", "grpc-web", "connect"],
       tls: config.tls !== undefined,
       reflection: config.reflection,
+      authentication: auth !== undefined,
     });
     side = await startSideListener({
       host: config.metricsHost,
@@ -200,6 +216,13 @@ export async function startServer(
     apiUrl: apiListener.address.url,
     metricsUrl: sideListener.address.url,
     store,
+    reloadAuth() {
+      if (auth === undefined) {
+        log.info("nothing to reload: authentication is off (LEASEQUEUE_AUTH_FILE is not set)");
+        return false;
+      }
+      return auth.reload();
+    },
     close() {
       closing ??= (async () => {
         log.info("shutting down", { graceMs: SHUTDOWN_GRACE_MS });

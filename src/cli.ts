@@ -1,15 +1,42 @@
 /**
  * The `leasequeue` command: parse flags and environment into a Config, then
- * run `serve` (the default), `migrate` or `prune`.
+ * run `serve` (the default), `migrate`, one of the maintenance commands
+ * (backup, check, restore, import-litequeue, prune; each in src/commands/),
+ * or `hash-token` (needs no Config).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import Database from "better-sqlite3";
-import { startServer } from "./app.js";
-import { ConfigError, resolveConfig, settingFlags, SETTINGS } from "./config.js";
-import { createLogger } from "./logger.js";
-import { formatPruneSummary, pruneNow } from "./prune-command.js";
+import { startServer, type RunningServer } from "./app.js";
+import { backupCommand } from "./commands/backup.js";
+import { checkCommand } from "./commands/check.js";
+import type { Command } from "./commands/command.js";
+import { importLitequeueCommand } from "./commands/import-litequeue.js";
+import { pruneCommand } from "./commands/prune.js";
+import { restoreCommand } from "./commands/restore.js";
+import { ConfigError, resolveConfig, settingFlags, SETTINGS, type Config } from "./config.js";
+import { HASH_TOKEN_USAGE, hashTokenCommand, UsageError } from "./commands/hash-token.js";
+import { createLogger, type Logger } from "./logger.js";
+import { AuthFileError } from "./server/auth-file.js";
+import { DatabaseRefusal } from "./store/database-refusal.js";
 import { migrate } from "./store/sqlite/sqlite-store.js";
+
+type OptionSpec = { type: "string" } | { type: "boolean" };
+
+/** Each command: its positional arguments and its own options (beside the settings, which every command accepts). */
+const COMMANDS: Record<string, { args: string[]; options: Record<string, OptionSpec>; run?: Command }> = {
+  serve: { args: [], options: {} },
+  migrate: { args: [], options: {} },
+  prune: { args: [], options: {} },
+  backup: { args: ["FILE"], options: { force: { type: "boolean" } }, run: backupCommand },
+  check: { args: [], options: { quick: { type: "boolean" } }, run: checkCommand },
+  restore: { args: ["BACKUP"], options: {}, run: restoreCommand },
+  "import-litequeue": {
+    args: ["FILE"],
+    options: { queue: { type: "string" }, task: { type: "string" }, "dry-run": { type: "boolean" } },
+    run: importLitequeueCommand,
+  },
+};
 
 function version(): string {
   for (const rel of ["../../package.json", "../package.json"]) {
@@ -35,33 +62,95 @@ Usage:
   leasequeue [serve] [flags]   run the server (the default command)
   leasequeue migrate [--db PATH]
                                apply database migrations and exit
+  leasequeue backup FILE [--force] [--db PATH]
+                               write a consistent copy of the database to FILE, also while a
+                               server runs; refuses an existing FILE unless --force
+  leasequeue check [--quick] [--db PATH]
+                               check integrity, schema version and job counts (also while a
+                               server runs); exit 1 and one line per problem when wrong
+  leasequeue restore BACKUP [--db PATH]
+                               with the server stopped: verify BACKUP, then replace the database
+                               with it (the replaced one is kept as PATH.replaced-TIME)
+  leasequeue import-litequeue FILE --queue NAME [--task NAME] [--dry-run] [--db PATH]
+                               import a litequeue database's messages as jobs of queue NAME
+                               (task "litequeue" unless --task), server stopped; --dry-run
+                               only counts
   leasequeue prune [--db PATH] [--retention DURATION] [--dead-retention DURATION]
-                               one retention pass now over the whole backlog (safe beside
-                               a running server: small batches); prints what it deleted
+                               one retention pass now over the whole backlog, in small batches
+                               (also while a server runs); prints what it deleted
+  ${HASH_TOKEN_USAGE}
   leasequeue --help | --version
 
 Flags (each also an environment variable; a flag wins):
 ${rows.join("\n")}
 
 Signals: SIGTERM or SIGINT stops accepting, lets in-flight calls finish (up to 10 s)
-and closes the database cleanly.
+and closes the database cleanly. SIGHUP rereads LEASEQUEUE_AUTH_FILE (a bad file keeps
+the tokens in force and logs why).
+
+Exit codes: 0 success; 1 refused or failed (a check that found problems, a database in
+use, a bad backup or litequeue file); 2 a usage error (also a bad auth file at start).
 `;
 }
 
 /** Runs the command line; resolves to the process exit code (serve resolves when stopped). */
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  if (argv[0] === "hash-token") return hashToken(argv.slice(1));
+  const line = parseCommandLine(argv);
+  if (typeof line === "number") return line;
+  let config;
+  try {
+    config = resolveConfig(line.settings, env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`leasequeue: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  if (line.spec.run !== undefined) return runCommand(line.command, line.spec.run, config.databasePath, line.args, line.options);
+  if (line.command === "prune") {
+    return pruneCommand(config, {
+      print: (text) => process.stdout.write(`${text}\n`),
+      complain: (text) => process.stderr.write(`${text}\n`),
+    });
+  }
+  const log = createLogger({ level: config.logLevel, base: { service: "leasequeue" } });
+  return line.command === "migrate" ? migrateCommand(config, log) : serveCommand(config, log);
+}
+
+interface CommandLine {
+  command: string;
+  spec: (typeof COMMANDS)[string];
+  args: string[];
+  /** The command's own options that were given. */
+  options: Record<string, string | boolean | undefined>;
+  /** Setting flags by name, for resolveConfig. */
+  settings: Record<string, string | undefined>;
+}
+
+/** The command, its arguments and options; or the exit code when that is all (--help, --version, a usage error). */
+function parseCommandLine(argv: string[]): CommandLine | number {
+  const usageError = (message: string) => {
+    process.stderr.write(`leasequeue: ${message}\nRun "leasequeue --help" for usage.\n`);
+    return 2;
+  };
   let parsed;
   try {
     parsed = parseArgs({
       args: argv,
       allowPositionals: true,
-      options: { ...settingFlags(), help: { type: "boolean", short: "h" }, version: { type: "boolean", short: "v" } },
+      options: {
+        ...settingFlags(),
+        ...(Object.assign({}, ...Object.values(COMMANDS).map((c) => c.options)) as Record<string, OptionSpec>),
+        help: { type: "boolean", short: "h" },
+        version: { type: "boolean", short: "v" },
+      },
     });
   } catch (err) {
-    process.stderr.write(`leasequeue: ${(err as Error).message}\nRun "leasequeue --help" for usage.\n`);
-    return 2;
+    return usageError((err as Error).message);
   }
-  const { values, positionals } = parsed;
+  const values = parsed.values as Record<string, string | boolean | undefined>;
   if (values.help) {
     process.stdout.write(usage());
     return 0;
@@ -70,53 +159,58 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     process.stdout.write(`${version()}\n`);
     return 0;
   }
-  const command = positionals[0] ?? "serve";
-  if (positionals.length > 1 || !["serve", "migrate", "prune"].includes(command)) {
-    process.stderr.write(`leasequeue: unknown command "${positionals.join(" ")}"\nRun "leasequeue --help" for usage.\n`);
-    return 2;
+  const [command = "serve", ...args] = parsed.positionals;
+  const spec = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
+  if (spec === undefined) return usageError(`unknown command "${parsed.positionals.join(" ")}"`);
+  if (args.length !== spec.args.length) {
+    const wanted = spec.args.length === 0 ? "no arguments" : spec.args.join(" ");
+    return usageError(`${command} takes ${wanted}, got ${args.length === 0 ? "none" : `"${args.join(" ")}"`}`);
   }
+  const options: CommandLine["options"] = {};
+  for (const name of Object.values(COMMANDS).flatMap((c) => Object.keys(c.options))) {
+    if (values[name] === undefined) continue;
+    if (!(name in spec.options)) return usageError(`--${name} is not an option of ${command}`);
+    options[name] = values[name];
+  }
+  return { command, spec, args, options, settings: values as Record<string, string | undefined> };
+}
 
-  let config;
+function migrateCommand(config: Config, log: Logger): number {
+  const db = new Database(config.databasePath, { timeout: 5000 });
   try {
-    config = resolveConfig(values as Record<string, string | undefined>, env);
+    db.pragma("journal_mode = WAL");
+    const applied = migrate(db);
+    log.info("migrations applied", { path: config.databasePath, applied, version: db.pragma("user_version", { simple: true }) });
+    return 0;
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`leasequeue: ${err.message}\n`);
+    if (!(err instanceof DatabaseRefusal)) throw err;
+    process.stderr.write(`leasequeue: ${err.message}\n`);
+    return 1;
+  } finally {
+    db.close();
+  }
+}
+
+async function serveCommand(config: Config, log: Logger): Promise<number> {
+  log.info("starting", { version: version(), environment: config.environment, node: process.version });
+  let server: RunningServer;
+  try {
+    server = await startServer(config, { log });
+  } catch (err) {
+    if (err instanceof AuthFileError) {
+      process.stderr.write(`leasequeue: not starting: ${err.message}\n`);
       return 2;
     }
-    throw err;
+    if (!(err instanceof DatabaseRefusal)) throw err;
+    log.error("cannot open the database", { path: config.databasePath, reason: err.reason, error: err.message });
+    process.stderr.write(`leasequeue: ${err.message}\n`);
+    return 1;
   }
-  const log = createLogger({ level: config.logLevel, base: { service: "leasequeue" } });
-
-  if (command === "migrate") {
-    const db = new Database(config.databasePath, { timeout: 5000 });
-    try {
-      db.pragma("journal_mode = WAL");
-      const applied = migrate(db);
-      log.info("migrations applied", { path: config.databasePath, applied, version: db.pragma("user_version", { simple: true }) });
-    } finally {
-      db.close();
-    }
-    return 0;
-  }
-
-  if (command === "prune") {
-    if (!existsSync(config.databasePath)) {
-      process.stderr.write(`leasequeue: no database at ${config.databasePath} (set --db or LEASEQUEUE_DATABASE_PATH)\n`);
-      return 1;
-    }
-    try {
-      const summary = await pruneNow(config);
-      process.stdout.write(formatPruneSummary(summary, config.retention));
-    } catch (err) {
-      process.stderr.write(`leasequeue: prune failed: ${(err as Error).message}\n`);
-      return 1;
-    }
-    return 0;
-  }
-
-  log.info("starting", { version: version(), environment: config.environment, node: process.version });
-  const server = await startServer(config, { log });
+  const reload = () => {
+    log.info("signal received", { signal: "SIGHUP" });
+    server.reloadAuth();
+  };
+  process.on("SIGHUP", reload);
   await new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
       log.info("signal received", { signal });
@@ -132,5 +226,53 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
   });
+  process.off("SIGHUP", reload);
   return 0;
+}
+
+/** Runs a maintenance command; a refusal is its message on stderr and exit code 1. */
+function runCommand(
+  name: string,
+  run: Command,
+  databasePath: string,
+  args: string[],
+  options: Record<string, string | boolean | undefined>,
+): number {
+  try {
+    return run({
+      databasePath,
+      args,
+      options,
+      print: (line) => process.stdout.write(`${line}\n`),
+      complain: (line) => process.stderr.write(`${line}\n`),
+    });
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (err instanceof DatabaseRefusal) process.stderr.write(`leasequeue ${name}: ${err.message}\n`);
+    // SQLite's errors (a full disk, I/O) and the system's (EACCES) say enough without a stack.
+    else if (err instanceof Error && typeof code === "string") process.stderr.write(`leasequeue ${name}: ${code}: ${err.message}\n`);
+    else throw err;
+    return 1;
+  }
+}
+
+async function hashToken(args: string[]): Promise<number> {
+  try {
+    await hashTokenCommand(args, {
+      readStdin: async () => {
+        let input = "";
+        for await (const chunk of process.stdin) input += String(chunk);
+        return input;
+      },
+      write: (text) => process.stdout.write(text),
+    });
+    return 0;
+  } catch (err) {
+    // parseArgs throws TypeError (ERR_PARSE_ARGS_*) for unknown or malformed flags.
+    if (err instanceof UsageError || (err instanceof TypeError && "code" in err)) {
+      process.stderr.write(`leasequeue hash-token: ${err.message}\nUsage: ${HASH_TOKEN_USAGE}\n`);
+      return 2;
+    }
+    throw err;
+  }
 }

@@ -40,6 +40,8 @@ export interface Config {
   watchMaxPendingBytes: number;
   /** How long finished jobs are kept (api.md section B "Retention"). */
   retention: RetentionPolicy;
+  /** The auth file (bearer tokens, roles, queues); undefined: authentication is off. Read at start and on SIGHUP. */
+  authFile?: string;
 }
 
 /** A request Content-Encoding / grpc-encoding the server may accept. */
@@ -120,6 +122,12 @@ export const SETTINGS = {
     flag: "dead-retention",
     default: "",
     help: "dead jobs are deleted this long after they died (default: kept until redriven; 0s = keep forever)",
+  },
+  authFile: {
+    env: "LEASEQUEUE_AUTH_FILE",
+    flag: "auth-file",
+    default: "",
+    help: "JSON file of hashed bearer tokens with roles and queues; every RPC then needs a token (off unless set; reread on SIGHUP)",
   },
 } satisfies Record<string, Setting>;
 
@@ -261,6 +269,7 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
       "a byte count",
     ),
     retention,
+    authFile: get(S.authFile).raw === "" ? undefined : get(S.authFile).raw,
   };
 }
 

@@ -115,6 +115,13 @@ describe("configuration", () => {
     }
   });
 
+  it("leaves authentication off unless LEASEQUEUE_AUTH_FILE (--auth-file) names a file", () => {
+    expect(resolveConfig({}, {}).authFile).toBeUndefined();
+    expect(resolveConfig({}, { LEASEQUEUE_AUTH_FILE: "" }).authFile).toBeUndefined();
+    expect(resolveConfig({}, { LEASEQUEUE_AUTH_FILE: "/etc/leasequeue/auth.json" }).authFile).toBe("/etc/leasequeue/auth.json");
+    expect(resolveConfig({ "auth-file": "auth.json" }, { LEASEQUEUE_AUTH_FILE: "/etc/x.json" }).authFile).toBe("auth.json");
+  });
+
   it("documents every setting in README's settings table", () => {
     const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
     for (const s of Object.values(SETTINGS)) expect(readme).toContain(`| \`${s.env}\` | \`--${s.flag}\` |`);

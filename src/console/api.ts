@@ -1,13 +1,18 @@
 /**
  * The console's only way to the server: the generated LeaseQueueService
  * client over same-origin Connect JSON (the console is served by the API port
- * itself, so no CORS and no configuration).
+ * itself, so no CORS and no configuration), with the access token when the
+ * server requires one (auth.ts).
  */
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { authInterceptor } from "./auth.js";
 
-export const client = createClient(LeaseQueueService, createConnectTransport({ baseUrl: location.origin }));
+export const client = createClient(
+  LeaseQueueService,
+  createConnectTransport({ baseUrl: location.origin, interceptors: [authInterceptor] }),
+);
 
 export interface ApiProblem {
   /** Connect code in its wire form, e.g. "not_found". */

@@ -38,6 +38,8 @@ export class LiveFeed {
   private lastSequence: bigint | undefined;
   private pollTimer: ReturnType<typeof setInterval> | undefined;
   private running = false;
+  /** Ends the wait before the next attempt, while the feed backs off. */
+  private retryNow: (() => void) | undefined;
 
   /** Receives every event and every resync; returns the unsubscribe function. */
   subscribe(listener: (signal: LiveSignal) => void): () => void {
@@ -48,6 +50,15 @@ export class LiveFeed {
   onStatus(listener: (status: LiveStatus) => void): () => void {
     this.statusListeners.add(listener);
     return () => this.statusListeners.delete(listener);
+  }
+
+  /**
+   * Re-subscribes at once instead of after the backoff (the reason it failed
+   * is gone, e.g. a token was given) and tells views to refetch.
+   */
+  reconnectNow(): void {
+    this.retryNow?.();
+    this.emit({ kind: "resync" });
   }
 
   start(): void {
@@ -102,8 +113,23 @@ export class LiveFeed {
       const delay = Math.min(BACKOFF_FIRST_MS * 2 ** (failures - 1), BACKOFF_MAX_MS) * (0.8 + Math.random() * 0.4);
       this.setStatus({ mode: "degraded", reason, retryInMs: delay });
       this.startPolling();
-      await new Promise((resolve) => setTimeout(resolve, delay));
+      if (await this.pause(delay)) failures = 0;
     }
+  }
+
+  /** Waits `ms`; resolves true if reconnectNow() ended the wait early. */
+  private pause(ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.retryNow = undefined;
+        resolve(false);
+      }, ms);
+      this.retryNow = () => {
+        clearTimeout(timer);
+        this.retryNow = undefined;
+        resolve(true);
+      };
+    });
   }
 
   private startPolling(): void {

@@ -7,11 +7,13 @@ import "./app.css";
 import { render } from "preact";
 import { useEffect } from "preact/hooks";
 import { LiveBanner, LiveIndicator } from "./components.js";
+import { consoleAuth } from "./auth.js";
 import { liveFeed } from "./live.js";
 import { jobsHref, useRoute, type Route } from "./router.js";
 import { JobPage } from "./views/job.js";
 import { Jobs } from "./views/jobs.js";
 import { Overview } from "./views/overview.js";
+import { ForgetToken, TokenPrompt } from "./token-prompt.js";
 
 function title(route: Route): string {
   switch (route.name) {
@@ -49,8 +51,10 @@ function App() {
           </a>
         </nav>
         <LiveIndicator />
+        <ForgetToken />
       </header>
       <LiveBanner />
+      <TokenPrompt />
       <main id="main" tabIndex={-1}>
         {route.name === "overview" && <Overview />}
         {route.name === "jobs" && <Jobs queue={route.queue} state={route.state} page={route.page} />}
@@ -74,5 +78,7 @@ function skipToMain(e: MouseEvent): void {
   document.getElementById("main")?.focus();
 }
 
+// A token given (or forgotten): reopen the event stream now and refetch what failed.
+consoleAuth.onToken(() => liveFeed.reconnectNow());
 liveFeed.start();
 render(<App />, document.getElementById("app")!);

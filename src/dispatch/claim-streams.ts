@@ -15,12 +15,18 @@
  * - When a stream ends, the leases it sent stay owned by the worker until
  *   they are acknowledged or expire; nothing is handed out twice. Leases it
  *   claimed but had not sent yet are released (attempt refunded).
+ * - A paused queue (api.md section B) needs no state here: the store's
+ *   claim hands out nothing for it, so its streams park until a commit
+ *   resumes it (QueueWakeups wakes the queue). When a pause commits, the
+ *   leases claimed before it but not sent yet are released, so none goes
+ *   out after the pause.
  */
 import type { Clock } from "../domain/clock.js";
 import type { EventKind } from "../domain/job.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import type { QueueWakeups } from "./queue-wakeups.js";
+import { releaseUnsent } from "./unsent-leases.js";
 import { Wakeup } from "./wakeup.js";
 
 export interface ClaimStreamSpec {
@@ -100,7 +106,8 @@ export class ClaimStreams {
     this.#opts = { ...options, keepaliveMs: options.keepaliveMs ?? 15_000 };
     this.#unsubscribe = [
       options.wakeups.onWork((queue) => this.#pump(queue)),
-      options.store.onCommitted(({ events }) => {
+      options.store.onCommitted(({ events, queueControls }) => {
+        for (const c of queueControls) if (c.paused) this.#releaseReady(c.queue);
         for (const e of events) {
           if (!LEASE_FINISHED.has(e.kind)) continue;
           const owner = this.#owners.get(e.jobId);
@@ -279,17 +286,16 @@ export class ClaimStreams {
     } while (state.again);
   }
 
-  /**
-   * Gives back leases that were claimed for a stream but never sent: the jobs
-   * are eligible again at once and their attempts are refunded.
-   */
+  /** Releases what the queue's streams claimed but have not sent (their released events free their room). */
+  #releaseReady(queue: string): void {
+    const state = this.#queues.get(queue);
+    if (state === undefined) return;
+    for (const sub of state.subscribers) this.#releaseUnsent(sub.ready.splice(0));
+  }
+
+  /** Gives back leases claimed for a stream but never sent (unsent-leases.ts). */
   #releaseUnsent(leases: ClaimedLease[]): void {
-    for (const { job, leaseToken } of leases) {
-      this.#opts.store.release(job.id, leaseToken).catch((err: unknown) => {
-        // It expires instead, as any lease whose holder vanished.
-        this.#opts.log.warn("could not release an unsent lease", { jobId: job.id, error: err });
-      });
-    }
+    if (leases.length > 0) void releaseUnsent(this.#opts.store, this.#opts.log, leases);
   }
 
   /** Pumps the queue again at `at` (epoch ms), replacing an earlier timer. */

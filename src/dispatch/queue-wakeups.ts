@@ -1,8 +1,11 @@
 /**
  * Wakes claimers that wait for work on a queue (long-poll Claim) without
  * polling the database: a committed event that makes a job pending (submit,
- * retry, lease expiry, redrive) wakes the queue's waiters at once, and a
- * timer covers the next delayed job or retry reaching its schedule_time.
+ * retry, lease expiry, redrive) wakes the queue's waiters at once, and so
+ * does a committed ResumeQueue (api.md section B: leases flow again at
+ * once); a timer covers the next delayed job or retry reaching its
+ * schedule_time. A paused queue needs nothing here: the store's claim hands
+ * out nothing for it, so its claimers simply wait on.
  *
  * Each queue has a generation number that every such commit increments. A
  * claimer reads it before trying to claim and passes it to waitForWork, so a
@@ -22,10 +25,11 @@ export class QueueWakeups {
   constructor(store: Store, clock: Clock) {
     this.#store = store;
     this.#clock = clock;
-    this.#unsubscribe = store.onCommitted(({ events }) => {
+    this.#unsubscribe = store.onCommitted(({ events, queueControls }) => {
       // Once per queue and commit: a SubmitBatch of 100 is one wake-up, not 100.
       const queues = new Set<string>();
       for (const e of events) if (e.toState === "queued" || e.toState === "retry") queues.add(e.queue);
+      for (const c of queueControls) if (!c.paused) queues.add(c.queue);
       for (const queue of queues) this.#wake(queue);
     });
   }

@@ -48,7 +48,7 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
   // totals are `sum()` of those.
   for (const name of NON_COUNTER_TOTALS) registry.removeSingleMetric(name);
 
-  // Both job gauges read the same counts: one store read per scrape, shared
+  // The job gauges and the paused gauge read the same counts: one store read per scrape, shared
   // by the collect() calls that run together while the registry renders.
   let scrapeCounts: Promise<QueueCounts[]> | undefined;
   const countsOfThisScrape = () => {
@@ -84,6 +84,17 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
         const age = q.oldestPendingSince === null ? 0 : Math.max(0, now - q.oldestPendingSince) / 1000;
         this.set({ queue: q.queue }, age);
       }
+    },
+  });
+
+  new client.Gauge({
+    name: "leasequeue_queue_paused",
+    help: "1 while a queue is paused (PauseQueue: it hands out no leases), else 0; by queue.",
+    labelNames: ["queue"] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const q of await countsOfThisScrape()) this.set({ queue: q.queue }, q.paused ? 1 : 0);
     },
   });
 

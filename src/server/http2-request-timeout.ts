@@ -28,7 +28,7 @@
  */
 import * as http2 from "node:http2";
 import { Code } from "@connectrpc/connect";
-import type { NodeRequestHandler } from "./api-listener.js";
+import type { NodeRequestHandler } from "./node-request-handler.js";
 import { refuseRequest } from "./protocol-refusal.js";
 
 export interface Http2RequestTimeoutOptions {

@@ -27,17 +27,20 @@ export interface Refusal {
   message: string;
   /** HTTP status for a request that is not gRPC or Connect (e.g. 413, 408). */
   plainStatus: number;
+  /** Sent with the response whatever its protocol (e.g. `www-authenticate`). Default: none. */
+  headers?: Record<string, string>;
 }
 
 export function refuseRequest(
   req: http.IncomingMessage | http2.Http2ServerRequest,
   res: http.ServerResponse | http2.Http2ServerResponse,
-  { code, message, plainStatus }: Refusal,
+  { code, message, plainStatus, headers: extra = {} }: Refusal,
 ): void {
   const contentType = (req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
   if (contentType.startsWith("application/grpc")) {
     // Trailers-only: the status travels in the only HEADERS frame.
     sendAndStopReading(res, 200, {
+      ...extra,
       "content-type": contentType,
       "grpc-status": String(code),
       "grpc-message": encodeGrpcMessage(message),
@@ -48,12 +51,12 @@ export function refuseRequest(
     envelope.writeUInt8(0b10, 0); // end-stream flag
     envelope.writeUInt32BE(endStream.length, 1);
     endStream.copy(envelope, 5);
-    sendAndStopReading(res, 200, { "content-type": contentType }, envelope);
+    sendAndStopReading(res, 200, { ...extra, "content-type": contentType }, envelope);
   } else if (contentType === "application/json" || contentType === "application/proto") {
     const body = Buffer.from(JSON.stringify({ code: codeToString(code), message }));
-    sendAndStopReading(res, codeToHttpStatus(code), { "content-type": "application/json" }, body);
+    sendAndStopReading(res, codeToHttpStatus(code), { ...extra, "content-type": "application/json" }, body);
   } else {
-    sendAndStopReading(res, plainStatus, { "content-type": "text/plain; charset=utf-8" }, Buffer.from(message + "\n"));
+    sendAndStopReading(res, plainStatus, { ...extra, "content-type": "text/plain; charset=utf-8" }, Buffer.from(message + "\n"));
   }
 }
 

@@ -21,13 +21,16 @@ import * as http2 from "node:http2";
 import { TextDecoder } from "node:util";
 import { Code, ConnectError, createConnectRouter, createContextValues, type ContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { codeToHttpStatus, codeToString as codeName } from "@connectrpc/connect/protocol-connect";
+import type { DescMethod } from "@bufbuild/protobuf";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
-import type { NodeRequestHandler } from "./api-listener.js";
+import type { NodeRequestHandler } from "./node-request-handler.js";
 import { watchOutcome } from "./call-outcome.js";
 import { callRecordKey, type CallRecord } from "./call-record.js";
 import { requestTimedOut } from "./http2-request-timeout.js";
+import { refuseRequest } from "./protocol-refusal.js";
 
 export interface RpcHandlerOptions extends ConnectRouterOptions {
   /** Registers the services. */
@@ -37,11 +40,17 @@ export interface RpcHandlerOptions extends ConnectRouterOptions {
   log: Logger;
   /** Calls the boundary interceptor never saw are recorded here. */
   metrics: Pick<Metrics, "observeRpc">;
-  /** Adds per-call values for the handlers (ctx.values), from the Node request and response. */
+  /**
+   * Adds per-call values for the handlers (ctx.values), from the Node request
+   * and response, before connect reads the request body. A ConnectError it
+   * throws refuses the call in the request's protocol (authentication: its
+   * code, message and metadata as headers), without reading the body.
+   */
   contextValues?: (
     values: ContextValues,
     req: http.IncomingMessage | http2.Http2ServerRequest,
     res: http.ServerResponse | http2.Http2ServerResponse,
+    method: DescMethod,
   ) => void;
 }
 
@@ -89,6 +98,34 @@ async function* bodyUnlessReset(req: http2.Http2ServerRequest, body: AsyncIterab
   if (rst !== undefined && rst !== http2.constants.NGHTTP2_NO_ERROR) {
     throw new ConnectError(`the client reset the stream (HTTP/2 error code ${rst})`, Code.Canceled);
   }
+}
+
+/**
+ * Answers a call that `contextValues` refused (a ConnectError: its code,
+ * message and metadata) in the request's protocol, without reading its
+ * body; returns the code. A plain Error there is a bug: `internal`, logged,
+ * its message kept from the client.
+ */
+function refuseBeforeHandler(
+  log: Logger,
+  name: string,
+  req: http.IncomingMessage | http2.Http2ServerRequest,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+  err: unknown,
+): Code {
+  const refusal = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal);
+  if (err instanceof ConnectError) {
+    log.debug("call refused before its handler", { method: name, code: codeName(refusal.code), error: refusal.rawMessage });
+  } else {
+    log.error("preparing the call failed", { method: name, error: err });
+  }
+  refuseRequest(req, res, {
+    code: refusal.code,
+    message: refusal.rawMessage,
+    plainStatus: codeToHttpStatus(refusal.code),
+    headers: Object.fromEntries(refusal.metadata.entries()),
+  });
+  return refusal.code;
 }
 
 /** Builds the API port's RPC handler over connect's router. */
@@ -139,10 +176,15 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
         opts.log.error("writing the response failed", { method: name, error: failure });
       }
     };
+    const contextValues = createContextValues().set(callRecordKey, record);
+    try {
+      opts.contextValues?.(contextValues, req, res, uHandler.method);
+    } catch (err) {
+      outcome.code = refuseBeforeHandler(opts.log, name, req, res, err);
+      return;
+    }
     let uReq;
     try {
-      const contextValues = createContextValues().set(callRecordKey, record);
-      opts.contextValues?.(contextValues, req, res);
       uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
       if (req instanceof http2.Http2ServerRequest) {
         uReq = { ...uReq, body: bodyUnlessReset(req, uReq.body as AsyncIterable<Uint8Array>) };

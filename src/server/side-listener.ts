@@ -1,5 +1,5 @@
 import * as http from "node:http";
-import type * as net from "node:net";
+import { listen, type BoundAddress } from "./listen.js";
 
 export interface SideListenerOptions {
   /** Interface to bind, e.g. "127.0.0.1". */
@@ -14,7 +14,7 @@ export interface SideListenerOptions {
 
 export interface SideListener {
   /** Real bound address, url like http://127.0.0.1:9464. */
-  readonly address: { host: string; port: number; url: string };
+  readonly address: BoundAddress;
   /** Stop accepting, let in-flight requests finish up to `graceMs` (default 5_000), then cut the rest. */
   close(graceMs?: number): Promise<void>;
 }
@@ -43,20 +43,8 @@ export async function startSideListener(opts: SideListenerOptions): Promise<Side
     );
   });
 
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen({ host: opts.host, port: opts.port }, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  server.on("error", () => {
-    /* accept errors: nothing to do on a probe port */
-  });
-
-  const bound = server.address() as net.AddressInfo;
-  const hostInUrl = bound.address.includes(":") ? `[${bound.address}]` : bound.address;
-  const address = Object.freeze({ host: bound.address, port: bound.port, url: `http://${hostInUrl}:${bound.port}` });
+  // No onError: accept errors after the bind need nothing on a probe port.
+  const address = await listen(server, { host: opts.host, port: opts.port, scheme: "http" });
 
   let closed: Promise<void> | undefined;
   const close = (graceMs = 5_000): Promise<void> => {

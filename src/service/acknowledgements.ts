@@ -90,14 +90,22 @@ function applyOne(store: Store, ack: AckSpec): Promise<Job> {
  * Resolves once each is committed or refused; a refusal is an outcome, not a
  * rejection. Anything that is not a refusal (a bug) rejects, so that the
  * caller's boundary reports it instead of hiding it in one result.
+ * `refused[i]`, when set, refuses acknowledgement i without applying it (a
+ * job in a queue the caller may not use: queue-access.ts).
  */
-export async function applyAcknowledgements(store: Store, acks: AckSpec[]): Promise<AckOutcome[]> {
+export async function applyAcknowledgements(
+  store: Store,
+  acks: AckSpec[],
+  refused?: readonly (ConnectError | undefined)[],
+): Promise<AckOutcome[]> {
   // Issued synchronously, one after the other: the store queues them in this
   // order and commits them together.
-  const settled = await Promise.allSettled(acks.map((ack) => applyOne(store, ack)));
+  const settled = await Promise.allSettled(acks.map((ack, i) => (refused?.[i] !== undefined ? undefined : applyOne(store, ack))));
   return settled.map((s, i): AckOutcome => {
     const jobId = acks[i]!.jobId;
-    if (s.status === "fulfilled") return { jobId, ok: true, job: s.value };
+    const refusal = refused?.[i];
+    if (refusal !== undefined) return { jobId, ok: false, error: refusal };
+    if (s.status === "fulfilled") return { jobId, ok: true, job: s.value! };
     if (!(s.reason instanceof QueueError)) throw s.reason;
     return { jobId, ok: false, error: toConnectError(s.reason) };
   });

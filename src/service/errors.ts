@@ -53,6 +53,19 @@ export function payloadTooLarge(field: string, bytes: number, limit: number): Co
   ]);
 }
 
+/**
+ * PurgeQueue without its confirmation (api.md section B): `confirm` must
+ * repeat the queue name, since a purge cannot be undone.
+ */
+export function purgeNotConfirmed(field: string, queue: string): ConnectError {
+  return new ConnectError(
+    `${field}: must equal the queue name "${queue}" to purge it; a purge cannot be undone`,
+    Code.FailedPrecondition,
+    undefined,
+    [errorInfo("PURGE_NOT_CONFIRMED", { field, queue })],
+  );
+}
+
 /** Translates anything a handler throws into the ConnectError the client sees. */
 export function toConnectError(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;

@@ -120,17 +120,6 @@ export async function deliverableLeases(
   return wire;
 }
 
-/** Gives back leases that were claimed for a caller who can no longer receive them (attempts refunded). */
-export async function releaseUnsent(store: Store, log: Logger | undefined, leases: ClaimedLease[]): Promise<void> {
-  await Promise.all(
-    leases.map(({ job, leaseToken }) =>
-      store.release(job.id, leaseToken).catch((err: unknown) => {
-        log?.warn("could not release an unsent lease", { jobId: job.id, queue: job.queue, error: err });
-      }),
-    ),
-  );
-}
-
 /** Binary clients: the encoder checks the nesting while it writes, and the size is exact. */
 function encodedForDelivery(claimed: ClaimedLease): LeaseDelivery {
   let encoded: Uint8Array;

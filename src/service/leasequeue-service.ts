@@ -7,29 +7,26 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../domain/clock.js";
 import { jobNotFound, QueueError } from "../domain/errors.js";
-import type { JobState } from "../domain/job.js";
+import { JOB_STATES, type JobState } from "../domain/job.js";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import type { EventFeed } from "../dispatch/event-feed.js";
+import { claimWithin } from "../dispatch/long-poll-claim.js";
 import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
+import { releaseUnsent as releaseLeases } from "../dispatch/unsent-leases.js";
 import type { Logger } from "../logger.js";
-import type { ClaimedLease, Store, SubmitOutcome } from "../store/store.js";
+import { purgeQueue, redriveAll } from "../store/bulk-transitions.js";
+import type { ClaimedLease, QueueCounts, Store, SubmitOutcome } from "../store/store.js";
 import {
   ClaimResponseSchema,
   GetStatsResponseSchema,
   StreamClaimsResponseSchema,
   LeaseQueueService,
-  type Lease,
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
-import {
-  deliverableLeases,
-  releaseUnsent as releaseLeases,
-  wireFormatOf,
-  withLeases,
-  type WireLease,
-} from "./lease-delivery.js";
+import { refusedJobs, requireJobQueue, requireQueue, requireQueueFilter, visibleQueues } from "./queue-access.js";
+import { deliverableLeases, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
 import * as v from "./validate.js";
 import {
   KEEPALIVE_RESPONSE,
@@ -56,12 +53,13 @@ export interface LeaseQueueServiceOptions {
   onIdempotentReplay?: (queue: string) => void;
   /** Idle interval between Work keepalive messages. Default 15 s. */
   workKeepaliveMs?: number;
-  /** Where leases that could not be delivered are reported. Default: nowhere. */
+  /** Where leases that could not be delivered, and operators' queue controls, are reported. Default: nowhere. */
   log?: Logger;
 }
 
 export function createLeaseQueueService(opts: LeaseQueueServiceOptions): ServiceImpl<typeof LeaseQueueService> {
   const { store, clock, wakeups } = opts;
+  const longPoll = { store, wakeups, clock, log: opts.log };
 
   function replayed(outcomes: SubmitOutcome[]): SubmitOutcome[] {
     for (const o of outcomes) if (o.deduplicated) opts.onIdempotentReplay?.(o.job.queue);
@@ -76,6 +74,17 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
     deliverableLeases(store, opts.log, leases, wireFormatOf(ctx.requestHeader.get("content-type")));
   const releaseUnsent = (leases: ClaimedLease[]): Promise<void> => releaseLeases(store, opts.log, leases);
 
+  /** One queue's stats as GetStats would list them (zeros for a queue that has no jobs and is not paused). */
+  async function statsOfQueue(queue: string) {
+    const q: QueueCounts = (await store.queueCounts()).find((c) => c.queue === queue) ?? {
+      queue,
+      counts: Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as QueueCounts["counts"],
+      oldestPendingSince: null,
+      paused: false,
+    };
+    return statsToWire(q.queue, q.counts, ageMs(clock.now(), q.oldestPendingSince), q.paused);
+  }
+
   function headerKey(ctx: HandlerContext): string | undefined {
     const value = ctx.requestHeader.get(IDEMPOTENCY_KEY_HEADER);
     return value === null ? undefined : value;
@@ -84,6 +93,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
   return {
     async submit(req, ctx) {
       const spec = v.newJob(req, clock.now(), "", headerKey(ctx));
+      requireQueue(ctx, "queue", spec.queue);
       const [outcome] = replayed(await store.submit([spec]));
       return submitOutcome(outcome!);
     },
@@ -99,44 +109,21 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       const basic = v.basicView("view", req.view);
       const now = clock.now();
       const specs = req.jobs.map((job: SubmitRequest, i: number) => v.newJob(job, now, `jobs[${i}].`));
+      specs.forEach((spec, i) => requireQueue(ctx, `jobs[${i}].queue`, spec.queue));
       const outcomes = replayed(await store.submit(specs));
       return { results: outcomes.map((o) => submitOutcome(o, basic)) };
     },
 
     async claim(req, ctx) {
-      const spec = {
-        queue: v.queueName("queue", req.queue, v.DEFAULTS.queue),
-        workerId: v.workerId("worker_id", req.workerId),
-        leaseDurationMs: v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs, v.DEFAULTS.leaseDurationMs)!,
-        maxJobs: v.intInRange("max_jobs", req.maxJobs, v.BOUNDS.maxJobs, v.DEFAULTS.maxJobs),
-      };
-      const waitMs = v.durationInRange("wait", req.wait, v.BOUNDS.waitMs, v.DEFAULTS.waitMs)!;
-      const deadline = clock.now() + waitMs;
-      for (;;) {
-        const generation = wakeups.generation(spec.queue);
-        const claimed = await store.claim(spec);
-        if (ctx.signal.aborted) {
-          // The caller went while the claim committed: nobody can receive these.
-          await releaseUnsent(claimed);
-          return { leases: [] };
-        }
-        const leases = await deliverable(claimed, ctx);
-        if (leases.length > 0) {
-          const response = create(ClaimResponseSchema, {});
-          return withLeases(response, leases, (lease) => response.leases.push(lease));
-        }
-        // Only undeliverable jobs (now dead): claim again, the next eligible job may be fine.
-        if (claimed.length > 0) continue;
-        if (clock.now() >= deadline) return { leases: [] };
-        await wakeups.waitForWork(spec.queue, generation, deadline, ctx.signal);
-        // A caller that has gone (or a server shutting down) must not be handed
-        // a lease nobody will work on: it would sit until it expires.
-        if (ctx.signal.aborted) return { leases: [] };
-      }
+      const spec = v.claimSpec(req);
+      requireQueue(ctx, "queue", spec.queue);
+      const leases = await claimWithin(longPoll, spec, ctx.signal, (claimed) => deliverable(claimed, ctx));
+      return claimResponse(leases);
     },
 
     async *streamClaims(req, ctx) {
       const spec = v.claimStreamSpec("", req);
+      requireQueue(ctx, "queue", spec.queue);
       for await (const claimed of opts.claimStreams.open(spec, ctx.signal)) {
         if (claimed === null) {
           yield {};
@@ -160,35 +147,41 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       if (ctx.signal.aborted) throw ConnectError.from(ctx.signal.reason);
     },
 
-    async heartbeat(req) {
+    async heartbeat(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
       const duration = v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs);
+      await requireJobQueue(ctx, store, "job_id", jobId);
       return { job: jobToWire(await store.heartbeat(jobId, token, duration)) };
     },
 
-    async complete(req) {
+    async complete(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
       const result = v.optionalJsonText("result", req.result);
+      await requireJobQueue(ctx, store, "job_id", jobId);
       return { job: jobToWire(await store.complete(jobId, token, result)) };
     },
 
-    async fail(req) {
+    async fail(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
-      return { job: jobToWire(await store.fail(jobId, token, v.failure("", req))) };
+      const failure = v.failure("", req);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      return { job: jobToWire(await store.fail(jobId, token, failure)) };
     },
 
-    async release(req) {
+    async release(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
+      await requireJobQueue(ctx, store, "job_id", jobId);
       return { job: jobToWire(await store.release(jobId, token)) };
     },
 
-    async acknowledge(req) {
+    async acknowledge(req, ctx) {
       const acks = parseAcknowledgements("acks", req.acks, 1);
-      const outcomes = await applyAcknowledgements(store, acks);
+      const refused = await refusedJobs(ctx, store, "acks", acks.map((a) => a.jobId));
+      const outcomes = await applyAcknowledgements(store, acks, refused);
       return { results: outcomes.map(ackResultToWire) };
     },
 
@@ -201,27 +194,71 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       });
     },
 
-    async redrive(req) {
-      return { job: jobToWire(await store.redrive(v.jobId("job_id", req.jobId))) };
+    async redrive(req, ctx) {
+      const jobId = v.jobId("job_id", req.jobId);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      return { job: jobToWire(await store.redrive(jobId)) };
     },
 
-    async cancel(req) {
+    async cancel(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
-      return { job: jobToWire(await store.cancel(jobId, v.text("reason", req.reason))) };
+      const reason = v.text("reason", req.reason);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      return { job: jobToWire(await store.cancel(jobId, reason)) };
     },
 
-    async getJob(req) {
+    // Queue controls (api.md section B). Pause and resume are queue-level
+    // changes, not job events: they are logged here and announced by the
+    // store beside the events of their commit.
+    async pauseQueue(req, ctx) {
+      const queue = v.queueName("queue", req.queue);
+      requireQueue(ctx, "queue", queue);
+      if (await store.pauseQueue(queue)) opts.log?.info("queue paused", { queue });
+      return { stats: await statsOfQueue(queue) };
+    },
+
+    async resumeQueue(req, ctx) {
+      const queue = v.queueName("queue", req.queue);
+      requireQueue(ctx, "queue", queue);
+      if (await store.resumeQueue(queue)) opts.log?.info("queue resumed", { queue });
+      return { stats: await statsOfQueue(queue) };
+    },
+
+    async redriveAll(req, ctx) {
+      const spec = {
+        queue: v.queueName("queue", req.queue),
+        task: v.optionalName("task", req.task),
+        limit: v.limitOrAll("limit", req.limit),
+      };
+      requireQueue(ctx, "queue", spec.queue);
+      const redriven = await redriveAll(store, spec, { signal: ctx.signal });
+      opts.log?.info("dead jobs redriven", { ...spec, redriven });
+      return { redriven: BigInt(redriven) };
+    },
+
+    async purgeQueue(req, ctx) {
+      const queue = v.queueName("queue", req.queue);
+      requireQueue(ctx, "queue", queue);
+      v.purgeConfirmation("confirm", req.confirm, queue);
+      const cancelled = await purgeQueue(store, queue, { signal: ctx.signal });
+      opts.log?.info("queue purged", { queue, cancelled });
+      return { cancelled: BigInt(cancelled) };
+    },
+
+    async getJob(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
+      await requireJobQueue(ctx, store, "job_id", jobId);
       const job = await store.getJob(jobId);
       if (job === undefined) throw jobNotFound(jobId);
       return { job: jobToWire(job) };
     },
 
-    async listJobs(req) {
+    async listJobs(req, ctx) {
       const queue = req.queue === "" ? undefined : v.queueName("queue", req.queue);
       const states = v.jobStates("states", req.states);
       const limit = v.intInRange("page_size", req.pageSize, v.BOUNDS.pageSize, v.DEFAULTS.pageSize);
       const basic = v.basicView("view", req.view);
+      requireQueueFilter(ctx, "queue", queue);
       const filter = filterKey(queue, states);
       const beforeId = req.pageToken === "" ? undefined : decodePageToken(req.pageToken, filter);
       const jobs = await store.listJobs({ queue, states: states.length > 0 ? states : undefined, limit: limit + 1, beforeId });
@@ -233,16 +270,17 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       };
     },
 
-    async listJobEvents(req) {
+    async listJobEvents(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
+      await requireJobQueue(ctx, store, "job_id", jobId);
       const events = await store.listJobEvents(jobId);
       if (events.length === 0 && (await store.getJob(jobId)) === undefined) throw jobNotFound(jobId);
       return { events: events.map(eventToWire) };
     },
 
-    async getStats() {
+    async getStats(_req, ctx) {
       const now = clock.now();
-      const queues = await store.queueCounts();
+      const queues = visibleQueues(ctx, await store.queueCounts());
       const total = { queued: 0, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0 };
       let oldest: number | null = null;
       const perQueue = queues.map((q) => {
@@ -250,7 +288,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         if (q.oldestPendingSince !== null && (oldest === null || q.oldestPendingSince < oldest)) {
           oldest = q.oldestPendingSince;
         }
-        return statsToWire(q.queue, q.counts, ageMs(now, q.oldestPendingSince));
+        return statsToWire(q.queue, q.counts, ageMs(now, q.oldestPendingSince), q.paused);
       });
       return create(GetStatsResponseSchema, { queues: perQueue, total: statsToWire("", total, ageMs(now, oldest)) });
     },
@@ -267,6 +305,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         jobId: req.jobId === "" ? undefined : v.jobId("job_id", req.jobId),
         afterSequence,
       };
+      requireQueueFilter(ctx, "queue", spec.queue);
       // The first message is a keepalive, produced once the subscription is
       // registered: it makes the transport send the response headers. After
       // it, with a WatchOutput, every batch of waiting events goes out as
@@ -295,6 +334,12 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       throw new ConnectError("the server is shutting down", Code.Unavailable);
     },
   };
+}
+
+function claimResponse(leases: WireLease[]) {
+  if (leases.length === 0) return { leases: [] };
+  const response = create(ClaimResponseSchema, {});
+  return withLeases(response, leases, (lease) => response.leases.push(lease));
 }
 
 /** Waits for `promise`, or until `signal` aborts (then the caller sees the abort itself). */

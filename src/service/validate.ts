@@ -10,7 +10,7 @@ import { isJobId } from "../domain/ids.js";
 import { BOUNDS, DEFAULTS } from "../domain/limits.js";
 import type { NewJob } from "../domain/submission.js";
 import { JobView, type JobState, type SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { invalidArgument, payloadTooLarge } from "./errors.js";
+import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
 import { STATE_FROM_WIRE } from "./wire.js";
 
 /** api.md "Bounds" and "Defaults and identity": one table, shared with the state machine and the worker SDK. */
@@ -23,6 +23,22 @@ export function queueName(field: string, value: string, fallback?: string): stri
     throw invalidArgument(field, "must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit");
   }
   return value;
+}
+
+/** An optional name filter (RedriveAll's task): empty means any; otherwise a valid name. */
+export function optionalName(field: string, value: string): string | undefined {
+  return value === "" ? undefined : queueName(field, value);
+}
+
+/** A count limit where 0 means "all" (RedriveAll's limit); never negative. */
+export function limitOrAll(field: string, value: number): number {
+  if (!Number.isInteger(value) || value < 0) throw invalidArgument(field, "must not be negative (0 means all)");
+  return value;
+}
+
+/** PurgeQueue's confirmation: it must equal the queue name, else failed_precondition (api.md section B). */
+export function purgeConfirmation(field: string, value: string, queue: string): void {
+  if (value !== queue) throw purgeNotConfirmed(field, queue);
 }
 
 export function workerId(field: string, value: string): string {
@@ -222,6 +238,23 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
 }
 
 /** StreamClaimsRequest or WorkStart: the stream's queue, worker, lease duration and room. */
+/** A Claim request as a long-poll claim (api.md ClaimRequest), validated in field order. */
+export function claimSpec(req: {
+  queue: string;
+  workerId: string;
+  leaseDuration?: Duration;
+  maxJobs: number;
+  wait?: Duration;
+}): { queue: string; workerId: string; leaseDurationMs: number; maxJobs: number; waitMs: number } {
+  return {
+    queue: queueName("queue", req.queue, DEFAULTS.queue),
+    workerId: workerId("worker_id", req.workerId),
+    leaseDurationMs: durationInRange("lease_duration", req.leaseDuration, BOUNDS.leaseDurationMs, DEFAULTS.leaseDurationMs)!,
+    maxJobs: intInRange("max_jobs", req.maxJobs, BOUNDS.maxJobs, DEFAULTS.maxJobs),
+    waitMs: durationInRange("wait", req.wait, BOUNDS.waitMs, DEFAULTS.waitMs)!,
+  };
+}
+
 export function claimStreamSpec(
   path: string,
   req: { queue: string; workerId: string; leaseDuration?: Duration; maxInFlight: number },

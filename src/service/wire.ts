@@ -106,7 +106,12 @@ export function eventToWire(e: DomainEvent): JobEvent {
   });
 }
 
-export function statsToWire(queue: string, counts: QueueCounts["counts"], oldestPendingAgeMs: number): QueueStats {
+export function statsToWire(
+  queue: string,
+  counts: QueueCounts["counts"],
+  oldestPendingAgeMs: number,
+  paused = false,
+): QueueStats {
   return create(QueueStatsSchema, {
     queue,
     queued: BigInt(counts.queued),
@@ -116,5 +121,6 @@ export function statsToWire(queue: string, counts: QueueCounts["counts"], oldest
     dead: BigInt(counts.dead),
     cancelled: BigInt(counts.cancelled),
     oldestPendingAge: durationFromMs(oldestPendingAgeMs),
+    paused,
   });
 }

@@ -25,6 +25,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, type HandlerContext } from "@connectrpc/connect";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
+import { releaseUnsent } from "../dispatch/unsent-leases.js";
 import type { Logger } from "../logger.js";
 import type { Store } from "../store/store.js";
 import {
@@ -33,10 +34,11 @@ import {
   type WorkRequest,
   type WorkResponse,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
+import { ackResultToWire, applyAcknowledgements, parseAcknowledgements, type AckOutcome, type AckSpec } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
+import { hasQueueLimit, refusedJobs, requireQueue } from "./queue-access.js";
 import * as v from "./validate.js";
-import { deliverableLeases, releaseUnsent, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
+import { deliverableLeases, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
 
 export interface WorkStreamDeps {
   store: Store;
@@ -66,6 +68,7 @@ export async function* workStream(
     throw invalidArgument("start", "is required in the first message of a Work stream");
   }
   const spec = v.claimStreamSpec("start.", first.value.start);
+  requireQueue(ctx, "start.queue", spec.queue);
   const firstAcks = parseAcknowledgements("acks", first.value.acks, 0);
 
   const format = wireFormatOf(ctx.requestHeader.get("content-type"));
@@ -76,9 +79,20 @@ export async function* workStream(
   let failure: unknown;
   let inputDone = false;
 
-  const apply = (acks: ReturnType<typeof parseAcknowledgements>): void => {
+  /** For a caller limited to queues: settles once the latest message's acknowledgements are issued. */
+  let issued: Promise<void> = Promise.resolve();
+  /** Issues a message's acknowledgements once its jobs' queues are checked, after the previous message's. */
+  const issueChecked = (acks: AckSpec[]): Promise<AckOutcome[]> => {
+    const refused = issued.then(() => refusedJobs(ctx, deps.store, "acks", acks.map((a) => a.jobId)));
+    const outcomes = refused.then((r) => applyAcknowledgements(deps.store, acks, r));
+    issued = refused.then(() => undefined, () => undefined);
+    return outcomes;
+  };
+
+  const apply = (acks: AckSpec[]): void => {
     if (acks.length === 0) return;
-    const outcomes = applyAcknowledgements(deps.store, acks); // issued now, in arrival order
+    // Issued now (or, with a queue limit, after the check), in arrival order.
+    const outcomes = hasQueueLimit(ctx) ? issueChecked(acks) : applyAcknowledgements(deps.store, acks);
     applied = applied.then(async () => {
       for (const o of await outcomes) results.push(ackResultToWire(o));
       stream.wake();

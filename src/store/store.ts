@@ -54,6 +54,17 @@ export interface QueueCounts {
   counts: Record<JobState, number>;
   /** Schedule time of the longest-waiting eligible job, or null if none. */
   oldestPendingSince: number | null;
+  /** Paused by pauseQueue: claims hand out nothing. A paused queue is listed even without jobs. */
+  paused: boolean;
+}
+
+/**
+ * A queue paused or resumed (api.md section B). Queue-level changes are not
+ * job events: they are announced beside them, never stored as JobEvents.
+ */
+export interface QueueControlChange {
+  queue: string;
+  paused: boolean;
 }
 
 /** What one committed transaction changed, announced after the commit. */
@@ -66,6 +77,8 @@ export interface CommittedChange {
    * or WatchEvents; for counting only.
    */
   unrecorded: EventDraft[];
+  /** Queues whose paused state this commit changed, in commit order (usually none). */
+  queueControls: QueueControlChange[];
 }
 
 /** One bounded pruning transaction: which finished jobs may go, and how many at most. */
@@ -88,6 +101,39 @@ export interface PruneOutcome {
   /** Events deleted with them. */
   events: number;
   /** Fewer than `limit` jobs matched: nothing else is due now. */
+  exhausted: boolean;
+}
+
+/** What a bulk transition does to each job it selects; the state machine decides the rest. */
+export type BulkAction = { kind: "redrive" } | { kind: "cancel"; reason: string };
+
+/**
+ * One batch of a bulk transition (RedriveAll, PurgeQueue): jobs of `queue`
+ * in `state` with `afterId < id <= upToId`, in id order. Keyset bounds make
+ * every job visited at most once per operation and the whole operation
+ * finite while producers keep submitting (src/store/bulk-transitions.ts).
+ */
+export interface BulkBatchSpec {
+  queue: string;
+  state: JobState;
+  /** Only jobs of this task; others are examined and passed over. */
+  task?: string;
+  /** Exclusive lower bound of the ids ("" for the first batch). */
+  afterId: string;
+  /** Inclusive upper bound of the ids: the largest id in the state when the operation began. */
+  upToId: string;
+  /** Most jobs examined: bounds the transaction (and so the write-lock hold). */
+  scan: number;
+  /** Most jobs moved. */
+  take: number;
+  action: BulkAction;
+}
+
+export interface BulkBatchOutcome {
+  moved: number;
+  /** The largest id examined: the next batch starts after it. */
+  lastExaminedId: string | null;
+  /** True when no job is left in the range after lastExaminedId. */
   exhausted: boolean;
 }
 
@@ -140,6 +186,21 @@ export interface Store {
    */
   pruneJobs(spec: PruneSpec): Promise<PruneOutcome>;
 
+  /**
+   * Pauses a queue (api.md section B): from this commit on, claim hands out
+   * no lease of it (every path: Claim, long-polls, StreamClaims, Work); it
+   * keeps accepting submits, and its leases already out run on. Persisted;
+   * any valid name may be paused, with or without jobs. True when it was
+   * not paused before.
+   */
+  pauseQueue(queue: string): Promise<boolean>;
+  /** Resumes a paused queue; true when it was paused. The change is announced so claimers wake at once. */
+  resumeQueue(queue: string): Promise<boolean>;
+  /** The largest id among the queue's jobs in `state`, or null: where a bulk transition stops. */
+  lastJobId(queue: string, state: JobState): Promise<string | null>;
+  /** One bounded batch of a bulk transition, in a transaction of its own. */
+  bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome>;
+
   getJob(jobId: string): Promise<Job | undefined>;
   /** Newest first. */
   listJobs(spec: ListJobsSpec): Promise<Job[]>;
@@ -156,7 +217,7 @@ export interface Store {
    * sequence if that is larger; 0 when no event is stored.
    */
   eventBounds(): Promise<{ oldest: number; latest: number }>;
-  /** Counts per queue and state, maintained transactionally. */
+  /** Counts per queue and state, maintained transactionally, and paused queues; ordered by queue. */
   queueCounts(): Promise<QueueCounts[]>;
   /** Earliest schedule_time among pending jobs of a queue that are not yet eligible. */
   nextScheduledTime(queue: string): Promise<number | null>;

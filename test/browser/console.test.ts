@@ -6,9 +6,12 @@
  * reload (live from WatchEvents; and, with WatchEvents failing, through the
  * visible polling fallback); the job page shows the timeline and follows it;
  * a dead job is redriven with the button (after a confirmation step) and
- * becomes queued; a queued job is cancelled; an unreachable server is said
+ * becomes queued; a queued job is cancelled; a queue is paused and resumed,
+ * its dead jobs redriven all at once, and it is purged only when its name
+ * is typed, each showing the API's error when refused; an unreachable server is said
  * to be one; `/` carries the security headers; the page logs no console
- * error and no CSP violation.
+ * error and no CSP violation. With authentication on: the token prompt,
+ * a refused token, sessionStorage only, live updates and actions with a token.
  *
  * Screenshots go to test-artifacts/ (git-ignored). With
  * LEASEQUEUE_DOCS_SCREENSHOT=1 the last test also rewrites docs/console.png.
@@ -17,12 +20,15 @@
  * fails. Debian package: chromium.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, type Browser, type ConsoleMessage, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import { defaultConsoleDir, loadConsoleFiles } from "../../src/server/console-files.js";
+import { bearer, writeAuthFile } from "../helpers/auth.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -305,6 +311,118 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await page.context().close();
   });
 
+  /** The console errors Chromium logs for API refusals a test provoked on purpose (status `status`). */
+  function withoutRefusals(errors: string[], status: number): string[] {
+    return errors.filter((e) => !e.includes(`the server responded with a status of ${status}`));
+  }
+
+  /** Answers the next call of `method` as the API would refuse it (e.g. without the operator role). */
+  async function refuseOnce(page: Page, method: string): Promise<void> {
+    await page.route(
+      `**/leasequeue.v1.LeaseQueueService/${method}`,
+      (route) =>
+        route.fulfill({
+          status: 403,
+          contentType: "application/json",
+          body: '{"code":"permission_denied","message":"this token lacks the operator role"}',
+        }),
+      { times: 1 },
+    );
+  }
+
+  it("pauses and resumes a queue from the queues page, and shows the API's error", async () => {
+    const id = await submit({ queue: "ctl-pause", task: "report.build" });
+    const { page, errors } = await openConsole("#/");
+    const row = page.locator('tr[data-queue="ctl-pause"]');
+    await row.and(page.locator('[data-paused="false"]')).waitFor();
+
+    await page.getByRole("button", { name: "Pause queue ctl-pause" }).click();
+    const outcome = page.getByTestId("queue-outcome");
+    await outcome.getByText("Paused ctl-pause: it keeps accepting jobs but hands out none until resumed.").waitFor();
+    await row.and(page.locator('[data-paused="true"]')).waitFor();
+    expect(await row.locator(".badge.paused").textContent()).toBe("Paused");
+    // The server really is paused: nothing is leased.
+    expect((await t.call("Claim", { queue: "ctl-pause", workerId: "browser-test-worker" })).body).toEqual({});
+    await page.screenshot({ path: `${ARTIFACTS}console-paused.png` });
+
+    await refuseOnce(page, "ResumeQueue");
+    await page.getByRole("button", { name: "Resume queue ctl-pause" }).click();
+    await outcome.getByText("Resume failed: permission_denied: this token lacks the operator role").waitFor();
+    expect(await row.getAttribute("data-paused")).toBe("true");
+
+    await page.getByRole("button", { name: "Resume queue ctl-pause" }).click();
+    await outcome.getByText("Resumed ctl-pause: workers get its jobs again.").waitFor();
+    await row.and(page.locator('[data-paused="false"]')).waitFor();
+    expect((await t.call("Claim", { queue: "ctl-pause", workerId: "browser-test-worker" })).body.leases[0].job.id).toBe(id);
+    expect(withoutRefusals(errors, 403)).toEqual([]);
+    await page.context().close();
+  });
+
+  it("redrives all dead jobs of a queue from its dead jobs view, after a confirmation step", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const id = await submit({ queue: "ctl-dead", task: "email.send", maxAttempts: 1 });
+      await claimAndFail("ctl-dead", id);
+      ids.push(id);
+    }
+    const { page, errors } = await openConsole("#/jobs?queue=ctl-dead&state=dead");
+    await waitForLive(page);
+    for (const id of ids) await page.locator(`tr[data-job-id="${id}"]`).waitFor();
+
+    await refuseOnce(page, "RedriveAll");
+    await page.getByRole("button", { name: "Redrive all dead jobs…" }).click();
+    await page.getByTestId("redrive-all-form").getByRole("button", { name: "Yes, redrive all" }).click();
+    const outcome = page.getByTestId("queue-outcome");
+    await outcome.getByText("Redrive all failed: permission_denied: this token lacks the operator role").waitFor();
+
+    await page.getByRole("button", { name: "Redrive all dead jobs…" }).click();
+    const confirm = page.getByTestId("redrive-all-form");
+    expect(await confirm.textContent()).toContain("Redrive every dead job of queue ctl-dead?");
+    for (const id of ids) expect((await t.call("GetJob", { jobId: id })).body.job.state).toBe("JOB_STATE_DEAD");
+    await page.screenshot({ path: `${ARTIFACTS}console-redrive-all-confirm.png` });
+    await confirm.getByRole("button", { name: "Yes, redrive all" }).click();
+    await outcome.getByText("Redriven: 3 jobs of ctl-dead back to Queued.").waitFor();
+    await page.getByTestId("no-matching-jobs").waitFor();
+    for (const id of ids) expect((await t.call("GetJob", { jobId: id })).body.job.state).toBe("JOB_STATE_QUEUED");
+    expect(withoutRefusals(errors, 403)).toEqual([]);
+    await page.context().close();
+  });
+
+  it("purges a queue only when its name is typed, showing the API's refusal of a wrong one", async () => {
+    const batch = await t.call("SubmitBatch", { jobs: Array.from({ length: 4 }, (_, i) => ({ queue: "ctl-purge", task: "t", payload: { i } })) });
+    expect(batch.status).toBe(200);
+    const { page, errors } = await openConsole("#/");
+    const row = page.locator('tr[data-queue="ctl-purge"]');
+    await row.waitFor();
+
+    await page.getByRole("button", { name: "Purge queue ctl-purge" }).click();
+    const form = page.getByTestId("purge-form");
+    await page.getByRole("button", { name: "No, keep the jobs" }).click();
+    await form.waitFor({ state: "detached" });
+
+    await page.getByRole("button", { name: "Purge queue ctl-purge" }).click();
+    await page.getByLabel("Type the queue name to confirm").fill("ctl-purg");
+    await form.getByRole("button", { name: "Purge ctl-purge" }).click();
+    const outcome = page.getByTestId("queue-outcome");
+    await outcome.getByText('Purge failed: failed_precondition: confirm: must equal the queue name "ctl-purge"', { exact: false }).waitFor();
+    expect(await row.locator('td[data-state="queued"]').textContent()).toBe("4");
+    expect((await t.call("GetStats", {})).body.queues.find((q: any) => q.queue === "ctl-purge").queued).toBe("4");
+    await page.screenshot({ path: `${ARTIFACTS}console-purge-refused.png` });
+
+    await page.getByLabel("Type the queue name to confirm").fill("ctl-purge");
+    await form.getByRole("button", { name: "Purge ctl-purge" }).click();
+    await outcome.getByText("Purged ctl-purge: 4 jobs cancelled.").waitFor();
+    await form.waitFor({ state: "detached" });
+    await page.waitForFunction(
+      () => (globalThis as any).document.querySelector('tr[data-queue="ctl-purge"] td[data-state="cancelled"]')?.textContent === "4",
+    );
+    const stats = (await t.call("GetStats", {})).body.queues.find((q: any) => q.queue === "ctl-purge");
+    expect(stats).toMatchObject({ cancelled: "4" });
+    expect(stats.queued).toBeUndefined();
+    expect(withoutRefusals(errors, 400)).toEqual([]);
+    await page.context().close();
+  });
+
   it("says so when the server is unreachable", async () => {
     const context = await browser.newContext();
     await context.route("**/leasequeue.v1.LeaseQueueService/**", (route) => route.abort("connectionrefused"));
@@ -317,6 +435,154 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await page.getByTestId("live-degraded").waitFor();
     await page.screenshot({ path: `${ARTIFACTS}console-unreachable.png` });
     await context.close();
+  });
+});
+
+/**
+ * With LEASEQUEUE_AUTH_FILE set: the console asks for a token when the API
+ * says `unauthenticated`, says so when the token is refused, keeps the token
+ * in the tab's sessionStorage only (not localStorage, a cookie or the URL),
+ * sends it on every call (the WatchEvents stream too), and works: live
+ * updates and actions. A token without a role shows the API's refusal.
+ */
+describe.skipIf(!available && !IN_CI)("operations console in chromium, with authentication on", { timeout: 60_000 }, () => {
+  let browser: Browser;
+  let t: TestServer;
+  let dir: string;
+  let tokens: Record<string, string>;
+
+  beforeAll(async () => {
+    expect(available, `missing ${CHROMIUM} (Debian package chromium; CI=true turns this into a failure)`).toBe(true);
+    if (loadConsoleFiles(defaultConsoleDir()) === undefined) {
+      execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: REPO_ROOT, stdio: "inherit" });
+    }
+    mkdirSync(ARTIFACTS, { recursive: true });
+    dir = mkdtempSync(join(tmpdir(), "leasequeue-console-auth-"));
+    const file = writeAuthFile(dir, [
+      { name: "ops", roles: ["operator", "reader"] },
+      { name: "viewer", roles: ["reader"] },
+      { name: "ci", roles: ["producer", "worker", "operator", "reader"] },
+    ]);
+    tokens = file.tokens;
+    t = await startTestServer({ "auth-file": file.path });
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--no-first-run"] });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A fresh tab (its own sessionStorage), its console errors except the 401/403 answers Chromium reports. */
+  async function openTab(hash = "#/"): Promise<ConsolePage & { sentTokens: string[] }> {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    const page = await context.newPage();
+    const errors: string[] = [];
+    const sentTokens: string[] = [];
+    page.on("console", (msg: ConsoleMessage) => {
+      if (msg.type() === "error" && !/status of 40[13]/.test(msg.text())) errors.push(msg.text());
+    });
+    page.on("pageerror", (err) => errors.push(`uncaught: ${err.message}`));
+    page.on("request", (req) => {
+      if (req.url().includes("/leasequeue.v1.LeaseQueueService/")) sentTokens.push(req.headers()["authorization"] ?? "");
+    });
+    await page.addInitScript({ content: REPORT_CSP_VIOLATIONS });
+    page.setDefaultTimeout(UI_TIMEOUT_MS);
+    await page.goto(`${t.apiUrl}/${hash}`);
+    return { page, errors, sentTokens };
+  }
+
+  async function markTab(page: Page): Promise<void> {
+    await page.evaluate(() => {
+      (globalThis as { __tab?: boolean }).__tab = true;
+    });
+  }
+
+  async function giveToken(page: Page, token: string): Promise<void> {
+    await page.getByLabel("Access token", { exact: true }).fill(token);
+    await page.getByRole("button", { name: "Use token" }).click();
+  }
+
+  const as = (name: string) => bearer(tokens[name]!);
+
+  it("asks for a token, says when it is refused, then works live with the right one", async () => {
+    const before = await t.call("Submit", { queue: "secured", task: "report.build" }, as("ci"));
+    expect(before.status).toBe(200);
+    const { page, errors, sentTokens } = await openTab();
+    const prompt = page.getByTestId("token-prompt");
+    await prompt.waitFor();
+    expect(await page.getByTestId("token-reason").textContent()).toMatch(/requires a bearer token/);
+    await page.screenshot({ path: `${ARTIFACTS}console-token-prompt.png` });
+
+    await giveToken(page, "lq_" + "w".repeat(43));
+    await page.getByTestId("token-reason").getByText(/refused that token/).waitFor();
+    expect(await page.evaluate(() => (globalThis as any).sessionStorage.getItem("leasequeue.token"))).toBeNull();
+
+    await giveToken(page, tokens.ops!);
+    await page.locator('tr[data-queue="secured"] td[data-state="queued"]').getByText("1").waitFor();
+    expect(await prompt.count()).toBe(0);
+    await page.locator('[data-live-mode="live"]').waitFor({ timeout: 45_000 });
+    await markTab(page);
+
+    // Live: a job submitted now shows up without a reload, over the authenticated stream.
+    await t.call("Submit", { queue: "secured", task: "report.build" }, as("ci"));
+    await page.locator('tr[data-queue="secured"] td[data-state="queued"]').getByText("2").waitFor();
+    expect(await page.evaluate(() => (globalThis as { __tab?: boolean }).__tab)).toBe(true);
+
+    // Kept in this tab's sessionStorage, nowhere else.
+    expect(await page.evaluate(() => (globalThis as any).sessionStorage.getItem("leasequeue.token"))).toBe(tokens.ops);
+    expect(await page.evaluate(() => Object.keys((globalThis as any).localStorage))).toEqual([]);
+    expect(await page.evaluate(() => (globalThis as any).document.cookie)).toBe("");
+    expect(page.url()).not.toContain(tokens.ops!);
+    // Every call after the right token was given carried it, WatchEvents included.
+    const afterToken = sentTokens.slice(sentTokens.lastIndexOf(`Bearer ${"lq_" + "w".repeat(43)}`) + 1);
+    expect(afterToken.length).toBeGreaterThan(0);
+    expect(new Set(afterToken)).toEqual(new Set([`Bearer ${tokens.ops}`]));
+    await page.screenshot({ path: `${ARTIFACTS}console-authenticated.png` });
+
+    // A reload of the tab keeps the token; a new tab asks again.
+    await page.reload();
+    await page.locator('tr[data-queue="secured"]').waitFor();
+    expect(await prompt.count()).toBe(0);
+    const other = await openTab();
+    await other.page.getByTestId("token-prompt").waitFor();
+    await other.page.context().close();
+
+    // Forgetting the token asks for one again.
+    await page.getByTestId("forget-token").click();
+    await prompt.waitFor();
+    expect(await page.evaluate(() => (globalThis as any).sessionStorage.getItem("leasequeue.token"))).toBeNull();
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("redrives with an operator's token, and shows the API's refusal to a reader's", async () => {
+    const submitted = await t.call("Submit", { queue: "secured-mail", task: "email.send", maxAttempts: 1 }, as("ci"));
+    const id = submitted.body.job.id as string;
+    const lease = (await t.call("Claim", { queue: "secured-mail", workerId: "w" }, as("ci"))).body.leases[0];
+    await t.call("Fail", { jobId: id, leaseToken: lease.leaseToken, error: "smtp down" }, as("ci"));
+
+    const viewer = await openTab(`#/jobs/${id}`);
+    await giveToken(viewer.page, tokens.viewer!);
+    await viewer.page.getByTestId("job-state").getByText("Dead").waitFor();
+    await viewer.page.getByRole("button", { name: "Redrive…" }).click();
+    await viewer.page.getByRole("button", { name: "Yes, redrive" }).click();
+    const refused = viewer.page.getByTestId("action-outcome");
+    await refused.waitFor();
+    expect(await refused.textContent()).toBe('Redrive failed: permission_denied: Redrive needs the role "operator"; token "viewer" has reader');
+    expect(viewer.errors).toEqual([]);
+    await viewer.page.context().close();
+
+    const ops = await openTab(`#/jobs/${id}`);
+    await giveToken(ops.page, tokens.ops!);
+    await ops.page.getByTestId("job-state").getByText("Dead").waitFor();
+    await ops.page.getByRole("button", { name: "Redrive…" }).click();
+    await ops.page.getByRole("button", { name: "Yes, redrive" }).click();
+    await ops.page.getByTestId("action-outcome").getByText("Redriven: the job is now Queued.").waitFor();
+    expect((await t.call("GetJob", { jobId: id }, as("ci"))).body.job.state).toBe("JOB_STATE_QUEUED");
+    expect(ops.errors).toEqual([]);
+    await ops.page.context().close();
   });
 });
 

@@ -68,6 +68,45 @@ describe("ClaimStreams", () => {
     expect((await store.getJob(sent.job.id))?.state).toBe("running");
   });
 
+  it("parks a stream on a paused queue, and sends the job once the queue is resumed", async () => {
+    await store.pauseQueue("billing");
+    const abort = new AbortController();
+    const it = streams.open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 1 }, abort.signal)[
+      Symbol.asyncIterator
+    ]();
+    expect((await it.next()).value).toBeNull(); // keepalive: registered
+    const job = (await store.submit([newJob()]))[0]!.job;
+    // The submit woke the pump, whose claim was queued before this write: once it commits, so has the claim.
+    await store.submit([newJob({ queue: "barrier" })]);
+    expect((await store.getJob(job.id))?.state).toBe("queued");
+    const next = it.next();
+    await store.resumeQueue("billing");
+    expect((await next).value!.job.id).toBe(job.id);
+    abort.abort();
+  });
+
+  it("releases the leases a stream claimed before a pause but had not sent", async () => {
+    await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
+    const abort = new AbortController();
+    const claimed = nextEvents("claimed", 3);
+    const it = streams.open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 3 }, abort.signal)[
+      Symbol.asyncIterator
+    ]();
+    expect((await it.next()).value).toBeNull();
+    await claimed;
+    const sent = (await it.next()).value!;
+    const released = nextEvents("released", 2);
+    await store.pauseQueue("billing");
+    const ids = await released;
+    expect(ids).not.toContain(sent.job.id);
+    for (const id of ids) expect(await store.getJob(id)).toMatchObject({ state: "queued", attempts: 0 });
+    // Resumed, the stream gets them again: their release freed its room.
+    const again = [it.next(), it.next()];
+    await store.resumeQueue("billing");
+    expect((await Promise.all(again)).map((r) => r.value!.job.id).sort()).toEqual([...ids].sort());
+    abort.abort();
+  });
+
   it("counts a sent lease until a committed event finishes it", async () => {
     await store.submit([newJob({ task: "a" }), newJob({ task: "b" })]);
     const abort = new AbortController();

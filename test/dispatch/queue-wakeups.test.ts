@@ -49,3 +49,17 @@ it("does not wake a queue for a commit that makes nothing eligible", async () =>
   await store.complete(lease!.job.id, lease!.leaseToken, null);
   expect(woken).toEqual([]);
 });
+
+it("wakes a queue when it is resumed, not when it is paused", async () => {
+  const { store, wakeups } = setup();
+  const woken: string[] = [];
+  wakeups.onWork((queue) => woken.push(queue));
+  await store.pauseQueue("a");
+  expect(woken).toEqual([]);
+  const generation = wakeups.generation("a");
+  const waiting = wakeups.waitForWork("a", generation, Date.now() + 60_000, new AbortController().signal);
+  await store.resumeQueue("a");
+  await waiting;
+  expect(woken).toEqual(["a"]);
+  expect(wakeups.generation("a")).toBe(generation + 1);
+});

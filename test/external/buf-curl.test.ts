@@ -35,6 +35,10 @@ const METHODS = [
   "WatchEvents",
   "Acknowledge",
   "Work",
+  "PauseQueue",
+  "ResumeQueue",
+  "RedriveAll",
+  "PurgeQueue",
 ];
 /** gRPC over cleartext HTTP/2; the schema comes from server reflection. */
 const GRPC = ["--protocol", "grpc", "--http2-prior-knowledge"];

@@ -2,38 +2,25 @@
  * The side port as Prometheus sees it: after real traffic, `/metrics` passes
  * `promtool check metrics` (the exposition format and Prometheus' naming lint)
  * and carries the series dashboards and alerts are written against. The API
- * port and the side port serve nothing of each other.
+ * port and the side port serve nothing of each other. The alerting rules and
+ * dashboard of deploy/ pass promtool too.
  *
  * Debian package: prometheus (provides promtool).
  */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { ManualClock } from "../../src/domain/clock.js";
+import { alertExpressions, dashboardExpressions } from "../helpers/deploy-expressions.js";
+import { parseExposition } from "../helpers/exposition.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { requireTool, run, skipUnlessAvailable, works } from "./tools.js";
+import { REPO_ROOT, requireTool, run, skipUnlessAvailable, works } from "./tools.js";
 
 const PROMTOOL = "promtool";
 const available = await works(PROMTOOL, ["--version"]);
 const skip = skipUnlessAvailable(available);
-
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-/** Samples of a Prometheus text exposition (enough of the format for these assertions). */
-function parseExposition(text: string): Sample[] {
-  const samples: Sample[] = [];
-  for (const line of text.split("\n")) {
-    if (line === "" || line.startsWith("#")) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$/.exec(line);
-    if (!m) throw new Error(`unparseable exposition line: ${line}`);
-    const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2];
-    samples.push({ name: m[1], labels, value: Number(m[3]) });
-  }
-  return samples;
-}
 
 let server: TestServer;
 let clock: ManualClock;
@@ -73,6 +60,9 @@ async function traffic(queue: string): Promise<void> {
   expect((await server.call("Complete", { jobId: job.id, leaseToken: first.leases[0].leaseToken })).status).toBe(409);
   expect((await server.call("GetJob", { jobId: "not-a-uuid" })).status).toBe(400);
 
+  // A paused queue without jobs, so the paused gauge has a 1 beside the 0 of `queue`.
+  await ok("PauseQueue", { queue: `${queue}-paused` });
+
   // One job left waiting, so the oldest-pending gauge has something to measure.
   await ok("Submit", { queue, task: "metrics.probe" });
   clock.advance(2_000);
@@ -105,6 +95,10 @@ describe("Prometheus metrics on the side port", () => {
 
     expect(labelNames("leasequeue_oldest_pending_seconds")).toEqual(new Set(["queue"]));
     expect(find("leasequeue_oldest_pending_seconds", { queue })[0]?.value).toBe(2);
+
+    expect(labelNames("leasequeue_queue_paused")).toEqual(new Set(["queue"]));
+    expect(find("leasequeue_queue_paused", { queue })[0]?.value).toBe(0);
+    expect(find("leasequeue_queue_paused", { queue: `${queue}-paused` })[0]?.value).toBe(1);
 
     expect(labelNames("leasequeue_transitions_total")).toEqual(new Set(["kind,queue"]));
     const transitions = Object.fromEntries(find("leasequeue_transitions_total", { queue }).map((s) => [s.labels.kind, s.value]));
@@ -146,4 +140,68 @@ describe("Prometheus metrics on the side port", () => {
     // The same RPC is served on the API port.
     expect((await server.call("GetStats", {})).status).toBe(200);
   }, 30_000);
+});
+
+/**
+ * The shipped monitoring (deploy/prometheus, deploy/grafana) as Prometheus
+ * reads it: the alerting rules load, their unit tests pass (each alert firing
+ * and staying quiet), the example configuration loads them, and every
+ * dashboard query parses as PromQL.
+ */
+describe("deploy/prometheus and deploy/grafana", () => {
+  const promDir = join(REPO_ROOT, "deploy", "prometheus");
+
+  it.skipIf(skip)("alerts.yaml passes promtool check rules", async () => {
+    requireTool(available, "promtool (Debian package prometheus)");
+    const check = await run(PROMTOOL, ["check", "rules", "alerts.yaml"], { cwd: promDir });
+    expect(check.code, `promtool check rules:\n${check.stdout}${check.stderr}`).toBe(0);
+    expect(check.stdout).toMatch(/SUCCESS: 6 rules found/);
+  }, 60_000);
+
+  it.skipIf(skip)("alerts.yaml passes its unit tests (promtool test rules alerts.test.yaml)", async () => {
+    requireTool(available, "promtool (Debian package prometheus)");
+    const test = await run(PROMTOOL, ["test", "rules", "alerts.test.yaml"], { cwd: promDir });
+    expect(test.code, `promtool test rules:\n${test.stdout}${test.stderr}`).toBe(0);
+  }, 60_000);
+
+  it("the unit tests cover every alert both firing and quiet", () => {
+    const alerts = alertExpressions().map((e) => e.where.split("/").pop()!);
+    const tests = parseYaml(readFileSync(join(promDir, "alerts.test.yaml"), "utf8")) as {
+      tests: { alert_rule_test: { alertname: string; exp_alerts: unknown[] }[] }[];
+    };
+    const cases = tests.tests.flatMap((t) => t.alert_rule_test);
+    for (const alert of alerts) {
+      const mine = cases.filter((c) => c.alertname === alert);
+      expect(mine.some((c) => c.exp_alerts.length > 0), `${alert} is never shown firing`).toBe(true);
+      expect(mine.some((c) => c.exp_alerts.length === 0), `${alert} is never shown quiet`).toBe(true);
+    }
+    expect(new Set(cases.map((c) => c.alertname))).toEqual(new Set(alerts));
+  });
+
+  it.skipIf(skip)("prometheus.yml passes promtool check config (and loads alerts.yaml)", async () => {
+    requireTool(available, "promtool (Debian package prometheus)");
+    const check = await run(PROMTOOL, ["check", "config", "prometheus.yml"], { cwd: promDir });
+    expect(check.code, `promtool check config:\n${check.stdout}${check.stderr}`).toBe(0);
+    expect(check.stdout).toMatch(/SUCCESS: 6 rules found/);
+  }, 60_000);
+
+  it.skipIf(skip)("every dashboard query parses as PromQL (promtool check rules over them as recording rules)", async () => {
+    requireTool(available, "promtool (Debian package prometheus)");
+    const queries = dashboardExpressions();
+    expect(queries.length).toBeGreaterThan(20);
+    // Grafana's template variables stay inside label values, where they are plain strings to PromQL.
+    const rules = {
+      groups: [{ name: "dashboard", rules: queries.map((q, i) => ({ record: `dashboard:query_${i}`, expr: q.expr })) }],
+    };
+    const dir = mkdtempSync(join(tmpdir(), "leasequeue-dashboard-"));
+    try {
+      writeFileSync(join(dir, "dashboard-rules.yaml"), stringifyYaml(rules));
+      const check = await run(PROMTOOL, ["check", "rules", "dashboard-rules.yaml"], { cwd: dir });
+      const named = queries.map((q, i) => `query_${i}: ${q.where}`).join("\n");
+      expect(check.code, `promtool check rules:\n${check.stdout}${check.stderr}\n${named}`).toBe(0);
+      expect(check.stdout).toContain(`SUCCESS: ${queries.length} rules found`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -169,16 +169,17 @@ export interface CliResult extends ExitStatus {
   stderr: string;
 }
 
-/** Runs `node bin/leasequeue.js ...args` to completion (for --help, migrate, bad flags). */
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+/** Runs `node bin/leasequeue.js ...args` to completion (for --help, migrate, bad flags); `input`, if given, is its stdin. */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, input?: string): Promise<CliResult> {
   assertBuilt();
   return new Promise((resolveRun, rejectRun) => {
     const child = spawn(process.execPath, [CLI_PATH, ...args], {
       cwd: PACKAGE_ROOT,
       env: { ...process.env, ...env },
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     });
     live.add(child);
+    if (input !== undefined) child.stdin!.end(input);
     let stdout = "";
     let stderr = "";
     child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d));

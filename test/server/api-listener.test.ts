@@ -22,14 +22,10 @@ import {
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { Health, HealthCheckResponse_ServingStatus } from "../../gen/ts/grpc/health/v1/health_pb.js";
-import {
-  refuseOversizedBodies,
-  sniffProtocol,
-  startApiListener,
-  type ApiListener,
-  type ApiListenerOptions,
-  type NodeRequestHandler,
-} from "../../src/server/api-listener.js";
+import { startApiListener, type ApiListener, type ApiListenerOptions } from "../../src/server/api-listener.js";
+import { refuseOversizedBodies } from "../../src/server/body-limits.js";
+import type { NodeRequestHandler } from "../../src/server/node-request-handler.js";
+import { sniffProtocol } from "../../src/server/protocol-sniffing.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CHECK_PATH = "/grpc.health.v1.Health/Check";

@@ -124,12 +124,12 @@ describe("SQLite store specifics", () => {
     expect(second.walSyncs).toBe(1);
   });
 
-  it("applies every migration once and records the schema version", () => {
+  it("applies every migration once and records the schema version", async () => {
     const store = open();
     const path = store.db.name;
     expect(store.db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
     stores.pop();
-    store.db.close();
+    await store.close();
     const again = open(path);
     expect(again.db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
   });
@@ -161,12 +161,12 @@ describe("SQLite store specifics", () => {
     await first.close();
     // Take the file back to schema 3, as the release before retention left it.
     const db = new Database(path);
-    db.exec(`DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;`);
+    db.exec(`DROP TABLE paused_queues; DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;`);
     db.pragma("user_version = 3");
     db.close();
 
     const reopened = open(path, clock);
-    expect(reopened.db.pragma("user_version", { simple: true })).toBe(4);
+    expect(reopened.db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
     expect((await reopened.queueCounts())[0]!.counts).toMatchObject({ running: 1, completed: 1 });
     // A lease from before the upgrade stores its first heartbeat as any lease does.
     await reopened.heartbeat(leases[0]!.job.id, leases[0]!.leaseToken);
@@ -210,6 +210,25 @@ describe("SQLite store specifics", () => {
     expect(orphans.n).toBe(0);
   });
 
+  it("keeps a paused queue paused across a reopen, with or without jobs", async () => {
+    const clock = new ManualClock();
+    const first = open(undefined, clock);
+    const path = first.db.name;
+    await first.pauseQueue("billing");
+    await first.pauseQueue("empty");
+    await first.submit([newJob()]);
+    await first.close();
+    stores.splice(stores.indexOf(first), 1);
+    const second = open(path, clock);
+    expect((await second.queueCounts()).map((q) => [q.queue, q.paused, q.counts.queued])).toEqual([
+      ["billing", true, 1],
+      ["empty", true, 0],
+    ]);
+    expect(await second.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 })).toEqual([]);
+    await second.resumeQueue("billing");
+    expect(await second.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 })).toHaveLength(1);
+  });
+
   describe("query plans match the indexes exactly", () => {
     function plan(sql: string, params: unknown = {}): string {
       const store = stores[0] ?? open();
@@ -249,6 +268,17 @@ describe("SQLite store specifics", () => {
       expect(plan(SQL.eventsOfJobAfter, { jobId: "j", queue: null, after: 0, limit: 10 })).toContain(
         "job_events_by_job (job_id=? AND sequence>?)",
       );
+    });
+
+    it("walks a bulk transition's batches and finds its bound through jobs_queue_state_recent, with no sort step", () => {
+      const batch = plan(SQL.jobsInStateBetween.replaceAll("?", "NULL"));
+      expect(batch).toContain("USING INDEX jobs_queue_state_recent (queue=? AND state=? AND id>? AND id<?)");
+      expect(batch).not.toContain("TEMP B-TREE");
+      expect(plan(SQL.lastJobId.replaceAll("?", "NULL"))).toContain("jobs_queue_state_recent");
+    });
+
+    it("checks a queue's paused state by its primary key", () => {
+      expect(plan(SQL.queuePaused.replaceAll("?", "NULL"))).toContain("USING PRIMARY KEY (queue=?)");
     });
 
     it("lists jobs newest first through a matching index for each filter", () => {

@@ -1,11 +1,13 @@
 /** #/jobs : recent jobs, newest first, filtered by queue and state, one page at a time. */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useState } from "preact/hooks";
+import { JobState } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client } from "../api.js";
 import { ErrorNotice, NoJobsYet, StateBadge, Time } from "../components.js";
 import { stateFromName, STATES } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
 import { jobHref, jobsHref } from "../router.js";
+import { RedriveAllControl } from "./queue-controls.js";
 
 const PAGE_SIZE = 25;
 const JOBS_REFRESH_MS = 500;
@@ -96,6 +98,9 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
         )}
       </form>
 
+      {queue !== "" && stateFilter === JobState.DEAD && page === "" && (
+        <RedriveAllControl key={queue} queue={queue} onChanged={jobs.reload} />
+      )}
       {jobs.error && <ErrorNotice problem={jobs.error} what="jobs" onRetry={jobs.reload} />}
       {data === undefined ? (
         !jobs.error && <p class="muted">Loading…</p>

@@ -1,10 +1,15 @@
-/** #/ : every queue with its counts per state and its oldest pending job's age. */
+/**
+ * #/ : every queue with its counts per state and its oldest pending job's
+ * age, and the operator's controls of each queue: pause or resume, purge.
+ */
+import { useState } from "preact/hooks";
 import type { QueueStats } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client } from "../api.js";
 import { ErrorNotice, NoJobsYet } from "../components.js";
 import { durationMs, formatCount, formatDuration, STATES } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
 import { jobsHref } from "../router.js";
+import { OutcomeLine, PauseButton, PurgeForm, type Outcome } from "./queue-controls.js";
 
 /** Stats are refetched at most this often while events stream in. */
 const STATS_REFRESH_MS = 1_000;
@@ -15,6 +20,19 @@ export function Overview() {
   const stats = useResource((signal) => client.getStats({}, { signal }), []);
   const refresh = useThrottled(stats.reload, STATS_REFRESH_MS);
   useLive(refresh);
+  const [outcome, setOutcome] = useState<Outcome | undefined>();
+  const [purging, setPurging] = useState<string | undefined>();
+  const onOutcome = (o: Outcome): void => {
+    setOutcome(o);
+    stats.reload();
+  };
+  const controls: RowControls = {
+    onOutcome,
+    onPurge: (queue) => {
+      setOutcome(undefined);
+      setPurging(queue);
+    },
+  };
 
   return (
     <section aria-labelledby="overview-title">
@@ -42,11 +60,12 @@ export function Overview() {
                 <th scope="col" class="num">
                   Oldest pending
                 </th>
+                <th scope="col">Controls</th>
               </tr>
             </thead>
             <tbody>
               {stats.data.queues.map((q) => (
-                <StatsRow key={q.queue} stats={q} />
+                <StatsRow key={q.queue} stats={q} controls={controls} />
               ))}
             </tbody>
             {stats.data.total && stats.data.queues.length > 1 && (
@@ -57,16 +76,37 @@ export function Overview() {
           </table>
         </div>
       )}
+      {purging !== undefined && <PurgeForm key={purging} queue={purging} onOutcome={onOutcome} onClose={() => setPurging(undefined)} />}
+      <OutcomeLine outcome={outcome} />
     </section>
   );
 }
 
-function StatsRow({ stats }: { stats: QueueStats }) {
+interface RowControls {
+  onOutcome: (o: Outcome) => void;
+  onPurge: (queue: string) => void;
+}
+
+/** One queue's row; the totals row (`controls` absent) has no controls. */
+function StatsRow({ stats, controls }: { stats: QueueStats; controls?: RowControls }) {
   const queue = stats.queue;
   const pending = stats.queued + stats.retry;
   return (
-    <tr data-queue={queue || undefined}>
-      <th scope="row">{queue === "" ? "All queues" : <a href={jobsHref({ queue })}>{queue}</a>}</th>
+    <tr data-queue={queue || undefined} data-paused={queue === "" ? undefined : String(stats.paused)}>
+      <th scope="row">
+        {queue === "" ? (
+          "All queues"
+        ) : (
+          <>
+            <a href={jobsHref({ queue })}>{queue}</a>
+            {stats.paused && (
+              <span class="badge paused" title="Paused: hands out no leases until resumed">
+                Paused
+              </span>
+            )}
+          </>
+        )}
+      </th>
       {COUNT_FIELDS.map((field, i) => {
         const n = stats[field];
         return (
@@ -80,6 +120,16 @@ function StatsRow({ stats }: { stats: QueueStats }) {
         );
       })}
       <td class="num">{pending === 0n ? <span class="muted">—</span> : formatDuration(durationMs(stats.oldestPendingAge))}</td>
+      <td>
+        {controls && (
+          <div class="buttons compact">
+            <PauseButton queue={queue} paused={stats.paused} onOutcome={controls.onOutcome} />
+            <button type="button" class="quiet" aria-label={`Purge queue ${queue}`} onClick={() => controls.onPurge(queue)}>
+              Purge…
+            </button>
+          </div>
+        )}
+      </td>
     </tr>
   );
 }

@@ -123,4 +123,17 @@ INSERT INTO event_retention (id, pruned_through) VALUES (1, 0);
 ALTER TABLE jobs ADD COLUMN heartbeat_event_time INTEGER;
 `,
   },
+  {
+    version: 5,
+    name: "paused queues",
+    sql: `
+-- Queue controls (api.md section B): a queue with a row here is paused and
+-- hands out no leases until it is resumed (the row is deleted). Kept apart
+-- from job_counts so that a queue with no jobs can be paused, and listed.
+CREATE TABLE paused_queues (
+  queue       TEXT PRIMARY KEY,
+  pause_time  INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`,
+  },
 ];

@@ -25,7 +25,9 @@ export const UPDATED_JOB_COLUMN_NAMES = [
 ] as const;
 
 /** Statements whose rows are jobs, read as arrays in JOB_COLUMN_NAMES order. */
-export const JOB_ROW_STATEMENTS = ["jobById", "jobByIdempotencyKey", "claimableJobs", "expiredLeases", "expiredLeasesOfQueue"] as const;
+export const JOB_ROW_STATEMENTS = [
+  "jobById", "jobByIdempotencyKey", "claimableJobs", "expiredLeases", "expiredLeasesOfQueue", "jobsInStateBetween",
+] as const;
 
 export const SQL = {
   insertJob: `INSERT INTO jobs (${JOB_COLUMNS}) VALUES (${JOB_COLUMN_NAMES.map(() => "?").join(", ")})`,
@@ -92,6 +94,17 @@ export const SQL = {
 
   counts: `SELECT queue, state, count FROM job_counts WHERE count <> 0 ORDER BY queue`,
 
+  /** Queue controls: a paused queue has a row in paused_queues. */
+  pauseQueue: `INSERT INTO paused_queues (queue, pause_time) VALUES (?, ?) ON CONFLICT (queue) DO NOTHING`,
+  resumeQueue: `DELETE FROM paused_queues WHERE queue = ?`,
+  queuePaused: `SELECT 1 AS paused FROM paused_queues WHERE queue = ?`,
+  pausedQueues: `SELECT queue FROM paused_queues ORDER BY queue`,
+
+  /** Bulk transitions (RedriveAll, PurgeQueue): the upper keyset bound, then batches in id order. */
+  lastJobId: `SELECT max(id) AS id FROM jobs INDEXED BY jobs_queue_state_recent WHERE queue = ? AND state = ?`,
+  jobsInStateBetween: `SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_queue_state_recent
+    WHERE queue = ? AND state = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?`,
+
   /** The readiness probe's write: one row, one page, its own durable commit. */
   touchWriteProbe: `UPDATE write_probe SET probe_time = ?, probes = probes + 1 WHERE id = 1`,
 
@@ -133,3 +146,33 @@ export function listJobsSql(filter: { queue: boolean; states: number; before: bo
 }
 
 export type StateParams = Record<`state${number}`, JobState>;
+
+/**
+ * Statements of the maintenance commands (check, backup, restore,
+ * import-litequeue). They run on their own connections, never the store's.
+ */
+export const MAINTENANCE_SQL = {
+  jobTables: `SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN ('jobs', 'job_events', 'job_counts')`,
+  recordedCounts: `SELECT queue, state, count FROM job_counts WHERE count <> 0`,
+  /** Served by jobs_queue_state_recent alone (a covering index scan). */
+  actualCounts: `SELECT queue, state, count(*) AS count FROM jobs GROUP BY queue, state`,
+  jobsByState: `SELECT state, count(*) AS count FROM jobs GROUP BY state`,
+  eventCount: `SELECT count(*) AS n FROM job_events`,
+  queueOfJob: `SELECT queue FROM jobs WHERE id = ?`,
+  /** An imported job's event; AUTOINCREMENT gives it the next sequence, as the store would. */
+  insertEvent: `INSERT INTO job_events (job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+} as const;
+
+/** litequeue's table (see store/litequeue-mapping.ts): its columns, and its rows in insertion order. */
+export const LITEQUEUE_SQL = {
+  columns: `SELECT name FROM pragma_table_info('Queue')`,
+  /** Text comes as its bytes, so that text which is not UTF-8 is seen, not replaced. */
+  rows: `SELECT rowid, CASE typeof(data) WHEN 'text' THEN CAST(data AS BLOB) ELSE data END AS data,
+      message_id, status, in_time, lock_time, done_time
+    FROM "Queue" ORDER BY rowid`,
+  rowCount: `SELECT count(*) AS n FROM "Queue"`,
+  /** Ids that appear more than once (ignoring letter case); litequeue's unique index normally rules this out. */
+  duplicateIds: `SELECT lower(message_id) AS id FROM "Queue" WHERE message_id IS NOT NULL
+    GROUP BY lower(message_id) HAVING count(*) > 1 LIMIT 10`,
+} as const;

@@ -17,6 +17,12 @@
  * disk; checkWritable answers from the latest real commit instead, and when
  * none happened within `writeProbeIntervalMs` it commits one row of
  * `write_probe` (one page, fsynced like any commit) to find out.
+ *
+ * Ownership: an open store holds `<db>.lock` (database-lock.ts), so that
+ * `leasequeue restore` and `import-litequeue` refuse to run under it and a
+ * second server on the same file refuses to start (its dispatch would not
+ * see this one's commits). migrate() refuses a database whose schema is
+ * newer than this release's last migration (store/schema-version.ts).
  */
 import { fstatSync, fsync, fsyncSync, openSync, closeSync, statSync } from "node:fs";
 import Database from "better-sqlite3";
@@ -29,7 +35,10 @@ import { newLeaseToken } from "../../domain/lease-token.js";
 import * as machine from "../../domain/state-machine.js";
 import { scheduleTimeOf, submitFingerprint, type NewJob } from "../../domain/submission.js";
 import type { PrunableState } from "../../domain/retention.js";
+import { bulkTransitionOf } from "../bulk-transitions.js";
 import type {
+  BulkBatchOutcome,
+  BulkBatchSpec,
   ClaimedLease,
   ClaimRequestSpec,
   CommitListener,
@@ -38,6 +47,7 @@ import type {
   PrunedJobs,
   PruneOutcome,
   PruneSpec,
+  QueueControlChange,
   QueueCounts,
   Store,
   SubmitOutcome,
@@ -45,6 +55,8 @@ import type {
   WriteOutcome,
   WriteOutcomeListener,
 } from "../store.js";
+import { assertSchemaNotNewer } from "../schema-version.js";
+import { acquireDatabaseLock, type DatabaseLock } from "./database-lock.js";
 import { MIGRATIONS } from "./migrations.js";
 import { EVENT_INSERT_SIZES, insertEventsSql, JOB_ROW_STATEMENTS, listJobsSql, SQL } from "./sql.js";
 
@@ -54,6 +66,15 @@ export interface SqliteStoreOptions {
   clock: Clock;
   /** SQLite synchronous mode. Default "full": every commit is fsynced. */
   synchronous?: "full" | "normal";
+  /**
+   * Whether this store owns the database: takes `<db>.lock` (database-lock.ts)
+   * for as long as it is open. Default true. False opens it beside its owner
+   * (a running server), for `leasequeue prune`, whose commits only delete
+   * finished jobs, which the owner's streams need not be told about. restore
+   * and import still refuse to run meanwhile: they need an exclusive lock on
+   * the file itself, which this store's open connection denies.
+   */
+  ownsDatabase?: boolean;
   /** How long a writer waits for a lock held by another process. Default 5000 ms. */
   busyTimeoutMs?: number;
   /** Most operations sharing one transaction. Default 256. */
@@ -89,6 +110,8 @@ interface Tx {
   /** Events of the operations before this one in the same transaction, not yet written (see #writeEvents). */
   pending: readonly JobEvent[];
   counts: CountDeltas;
+  /** Queues the operation paused or resumed, announced with the commit. */
+  queueControls: QueueControlChange[];
   /**
    * Set by the first row the operation writes. Operations decide every
    * refusal before they write (the state machine runs before the UPDATE), so
@@ -124,9 +147,17 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteStore {
   return new SqliteStore(options);
 }
 
-/** Applies pending migrations; returns the versions applied. */
+/** The schema version this release's migrations end at. */
+export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+/**
+ * Applies pending migrations; returns the versions applied. Refuses
+ * (DatabaseRefusal SCHEMA_TOO_NEW) a database that a newer release has
+ * migrated past the last migration this one knows.
+ */
 export function migrate(db: Database.Database): number[] {
   const current = db.pragma("user_version", { simple: true }) as number;
+  assertSchemaNotNewer(db.name, current, LATEST_SCHEMA_VERSION);
   const applied: number[] = [];
   for (const m of MIGRATIONS) {
     if (m.version <= current) continue;
@@ -177,6 +208,8 @@ export class SqliteStore implements Store {
   readonly #savepoint: Database.Statement;
   readonly #release: Database.Statement;
   readonly #rollbackTo: Database.Statement;
+  /** Held from open to close, so restore and import refuse to run under this store (see database-lock.ts). */
+  readonly #lock: DatabaseLock | undefined;
 
   constructor(options: SqliteStoreOptions) {
     this.#clock = options.clock;
@@ -184,7 +217,15 @@ export class SqliteStore implements Store {
     this.#maxRecovered = options.maxRecoveredPerSweep ?? 500;
     this.#writeProbeIntervalMs = options.writeProbeIntervalMs ?? 1000;
     this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
-    this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5000 });
+    const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+    this.#lock =
+      options.path === ":memory:" || options.ownsDatabase === false ? undefined : acquireDatabaseLock(options.path, busyTimeoutMs);
+    try {
+      this.db = new Database(options.path, { timeout: busyTimeoutMs });
+    } catch (err) {
+      this.#lock?.release();
+      throw err;
+    }
     try {
       this.db.pragma("journal_mode = WAL");
       // "full" is kept by fsyncing the WAL after each COMMIT off the event loop (see the top of this file).
@@ -205,6 +246,7 @@ export class SqliteStore implements Store {
       this.#rollbackTo = this.db.prepare("ROLLBACK TO op");
     } catch (err) {
       this.db.close();
+      this.#lock?.release();
       throw err;
     }
   }
@@ -268,6 +310,8 @@ export class SqliteStore implements Store {
       // when nothing is eligible (an O(log n) look at jobs_pending_since).
       const { t } = this.#stmts.oldestPendingSince.get(spec.queue, tx.now) as { t: number | null };
       if (t === null) return [];
+      // A paused queue hands out nothing, on every path that leases (api.md section B).
+      if (this.#stmts.queuePaused.get(spec.queue) !== undefined) return [];
       const rows = this.#stmts.claimableJobs.all(spec.queue, tx.now, spec.maxJobs) as JobRow[];
       return rows.map((row) => {
         const { token, hash } = newLeaseToken();
@@ -347,6 +391,51 @@ export class SqliteStore implements Store {
       }
       if (prunedThrough > 0) this.#stmts.advancePrunedThrough.run(prunedThrough);
       return { pruned: [...byQueueState.values()], events, exhausted: due.length < spec.limit };
+    });
+  }
+
+  pauseQueue(queue: string): Promise<boolean> {
+    return this.#write((tx) => {
+      const changed = this.#stmts.pauseQueue.run(queue, tx.now).changes > 0;
+      if (changed) this.#controlled(tx, { queue, paused: true });
+      return changed;
+    });
+  }
+
+  resumeQueue(queue: string): Promise<boolean> {
+    return this.#write((tx) => {
+      const changed = this.#stmts.resumeQueue.run(queue).changes > 0;
+      if (changed) this.#controlled(tx, { queue, paused: false });
+      return changed;
+    });
+  }
+
+  #controlled(tx: Tx, change: QueueControlChange): void {
+    tx.wrote = true;
+    tx.queueControls.push(change);
+  }
+
+  async lastJobId(queue: string, state: JobState): Promise<string | null> {
+    const { id } = this.#stmts.lastJobId.get(queue, state) as { id: string | null };
+    return id;
+  }
+
+  bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome> {
+    return this.#write((tx) => {
+      const rows = this.#stmts.jobsInStateBetween.all(spec.queue, spec.state, spec.afterId, spec.upToId, spec.scan) as JobRow[];
+      let moved = 0;
+      let lastExaminedId: string | null = null;
+      let examined = 0;
+      for (const row of rows) {
+        if (moved >= spec.take) break;
+        const job = toStoredJob(row);
+        examined++;
+        lastExaminedId = job.id;
+        if (spec.task !== undefined && job.task !== spec.task) continue;
+        this.#apply(tx, job.state, bulkTransitionOf(job, tx.now, spec.action));
+        moved++;
+      }
+      return { moved, lastExaminedId, exhausted: rows.length < spec.scan && examined === rows.length };
     });
   }
 
@@ -475,6 +564,7 @@ export class SqliteStore implements Store {
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
     const committed: JobEvent[] = [];
     const unrecorded: EventDraft[] = [];
+    const controls: QueueControlChange[] = [];
     const counts: CountDeltas = new Map();
     try {
       this.db.exec("BEGIN IMMEDIATE");
@@ -495,7 +585,15 @@ export class SqliteStore implements Store {
         outcomes.push({ ok: false, error: fatal });
         continue;
       }
-      const tx: Tx = { now: this.#clock.now(), events: [], unrecorded: [], pending: committed, counts: new Map(), wrote: false };
+      const tx: Tx = {
+        now: this.#clock.now(),
+        events: [],
+        unrecorded: [],
+        pending: committed,
+        counts: new Map(),
+        queueControls: [],
+        wrote: false,
+      };
       const firstSequence = this.#nextSequence;
       if (guarded) {
         try {
@@ -513,6 +611,7 @@ export class SqliteStore implements Store {
         outcomes.push({ ok: true, value });
         for (const e of tx.events) committed.push(e);
         for (const e of tx.unrecorded) unrecorded.push(e);
+        for (const c of tx.queueControls) controls.push(c);
         for (const [key, delta] of tx.counts) counts.set(key, (counts.get(key) ?? 0) + delta);
         if (tx.wrote) wrote = true;
       } catch (err) {
@@ -566,10 +665,10 @@ export class SqliteStore implements Store {
       });
       if (failure !== undefined) this.#reportWrite(failure);
       else if (wrote || committed.length > 0) this.#reportWrite({ ok: true });
-      if (committed.length > 0 || unrecorded.length > 0) {
+      if (committed.length > 0 || unrecorded.length > 0 || controls.length > 0) {
         for (const listener of this.#listeners) {
           try {
-            listener({ events: committed, unrecorded });
+            listener({ events: committed, unrecorded, queueControls: controls });
           } catch {
             // A listener's failure must not undo or block the commit it observes.
           }
@@ -708,17 +807,28 @@ export class SqliteStore implements Store {
     for (const row of this.#stmts.counts.all() as Array<{ queue: string; state: JobState; count: number }>) {
       let entry = byQueue.get(row.queue);
       if (entry === undefined) {
-        entry = { queue: row.queue, counts: zeroCounts(), oldestPendingSince: null };
+        entry = { queue: row.queue, counts: zeroCounts(), oldestPendingSince: null, paused: false };
         byQueue.set(row.queue, entry);
       }
       entry.counts[row.state] = row.count;
+    }
+    // A paused queue is listed even while it has no jobs (api.md section B).
+    let unlisted = false;
+    for (const { queue } of this.#stmts.pausedQueues.all() as Array<{ queue: string }>) {
+      const entry = byQueue.get(queue);
+      if (entry !== undefined) entry.paused = true;
+      else {
+        byQueue.set(queue, { queue, counts: zeroCounts(), oldestPendingSince: null, paused: true });
+        unlisted = true;
+      }
     }
     for (const entry of byQueue.values()) {
       if (entry.counts.queued + entry.counts.retry === 0) continue;
       const { t } = this.#stmts.oldestPendingSince.get(entry.queue, now) as { t: number | null };
       entry.oldestPendingSince = t;
     }
-    return [...byQueue.values()];
+    const queues = [...byQueue.values()];
+    return unlisted ? queues.sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0)) : queues;
   }
 
   async nextScheduledTime(queue: string): Promise<number | null> {
@@ -777,6 +887,7 @@ export class SqliteStore implements Store {
       this.#walFd = undefined;
     }
     this.db.close();
+    this.#lock?.release();
   }
 }
 
@@ -867,8 +978,8 @@ function toStoredJob(r: JobRow): StoredJob {
   };
 }
 
-/** The values of a job in JOB_COLUMN_NAMES order, for insertJob. */
-function jobRow(j: StoredJob): JobRow {
+/** The values of a job in JOB_COLUMN_NAMES order, for insertJob (also used by the litequeue import). */
+export function jobRow(j: StoredJob): JobRow {
   return [
     j.id,
     j.queue,

@@ -57,6 +57,21 @@ type LeaseQueueServiceClient interface {
 	// message. It needs HTTP/2; clients on HTTP/1.1 use StreamClaims plus
 	// Acknowledge.
 	Work(ctx context.Context, opts ...grpc.CallOption) (LeaseQueueService_WorkClient, error)
+	// PauseQueue stops a queue from handing out leases (Claim, long-polls,
+	// StreamClaims, Work) until it is resumed; it keeps accepting submits, and
+	// the paused state survives a restart. A valid name with no jobs yet may be
+	// paused.
+	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
+	// ResumeQueue lets leases flow again at once: waiting streams and
+	// long-polls are woken.
+	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
+	// RedriveAll moves every dead job of a queue (optionally of one task, at
+	// most limit) back to queued with a fresh attempt budget, in bounded
+	// batches.
+	RedriveAll(ctx context.Context, in *RedriveAllRequest, opts ...grpc.CallOption) (*RedriveAllResponse, error)
+	// PurgeQueue cancels every queued and retrying job of a queue with the
+	// reason "purged", in bounded batches. confirm must equal the queue name.
+	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
 }
 
 type leaseQueueServiceClient struct {
@@ -288,6 +303,42 @@ func (x *leaseQueueServiceWorkClient) Recv() (*WorkResponse, error) {
 	return m, nil
 }
 
+func (c *leaseQueueServiceClient) PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error) {
+	out := new(PauseQueueResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/PauseQueue", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *leaseQueueServiceClient) ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error) {
+	out := new(ResumeQueueResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/ResumeQueue", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *leaseQueueServiceClient) RedriveAll(ctx context.Context, in *RedriveAllRequest, opts ...grpc.CallOption) (*RedriveAllResponse, error) {
+	out := new(RedriveAllResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/RedriveAll", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *leaseQueueServiceClient) PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error) {
+	out := new(PurgeQueueResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/PurgeQueue", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LeaseQueueServiceServer is the server API for LeaseQueueService service.
 // All implementations must embed UnimplementedLeaseQueueServiceServer
 // for forward compatibility
@@ -332,6 +383,21 @@ type LeaseQueueServiceServer interface {
 	// message. It needs HTTP/2; clients on HTTP/1.1 use StreamClaims plus
 	// Acknowledge.
 	Work(LeaseQueueService_WorkServer) error
+	// PauseQueue stops a queue from handing out leases (Claim, long-polls,
+	// StreamClaims, Work) until it is resumed; it keeps accepting submits, and
+	// the paused state survives a restart. A valid name with no jobs yet may be
+	// paused.
+	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
+	// ResumeQueue lets leases flow again at once: waiting streams and
+	// long-polls are woken.
+	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
+	// RedriveAll moves every dead job of a queue (optionally of one task, at
+	// most limit) back to queued with a fresh attempt budget, in bounded
+	// batches.
+	RedriveAll(context.Context, *RedriveAllRequest) (*RedriveAllResponse, error)
+	// PurgeQueue cancels every queued and retrying job of a queue with the
+	// reason "purged", in bounded batches. confirm must equal the queue name.
+	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
 	mustEmbedUnimplementedLeaseQueueServiceServer()
 }
 
@@ -389,6 +455,18 @@ func (UnimplementedLeaseQueueServiceServer) Acknowledge(context.Context, *Acknow
 }
 func (UnimplementedLeaseQueueServiceServer) Work(LeaseQueueService_WorkServer) error {
 	return status.Errorf(codes.Unimplemented, "method Work not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PauseQueue not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ResumeQueue not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) RedriveAll(context.Context, *RedriveAllRequest) (*RedriveAllResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RedriveAll not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PurgeQueue not implemented")
 }
 func (UnimplementedLeaseQueueServiceServer) mustEmbedUnimplementedLeaseQueueServiceServer() {}
 
@@ -723,6 +801,78 @@ func (x *leaseQueueServiceWorkServer) Recv() (*WorkRequest, error) {
 	return m, nil
 }
 
+func _LeaseQueueService_PauseQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).PauseQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/PauseQueue",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).PauseQueue(ctx, req.(*PauseQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LeaseQueueService_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).ResumeQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/ResumeQueue",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).ResumeQueue(ctx, req.(*ResumeQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LeaseQueueService_RedriveAll_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedriveAllRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).RedriveAll(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/RedriveAll",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).RedriveAll(ctx, req.(*RedriveAllRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LeaseQueueService_PurgeQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).PurgeQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/PurgeQueue",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).PurgeQueue(ctx, req.(*PurgeQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "leasequeue.v1.LeaseQueueService",
 	HandlerType: (*LeaseQueueServiceServer)(nil),
@@ -782,6 +932,22 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Acknowledge",
 			Handler:    _LeaseQueueService_Acknowledge_Handler,
+		},
+		{
+			MethodName: "PauseQueue",
+			Handler:    _LeaseQueueService_PauseQueue_Handler,
+		},
+		{
+			MethodName: "ResumeQueue",
+			Handler:    _LeaseQueueService_ResumeQueue_Handler,
+		},
+		{
+			MethodName: "RedriveAll",
+			Handler:    _LeaseQueueService_RedriveAll_Handler,
+		},
+		{
+			MethodName: "PurgeQueue",
+			Handler:    _LeaseQueueService_PurgeQueue_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -100,6 +100,26 @@ class LeaseQueueServiceStub(object):
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.WorkRequest.SerializeToString,
                 response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.WorkResponse.FromString,
                 )
+        self.PauseQueue = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/PauseQueue',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.PauseQueueRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.PauseQueueResponse.FromString,
+                )
+        self.ResumeQueue = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/ResumeQueue',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ResumeQueueRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ResumeQueueResponse.FromString,
+                )
+        self.RedriveAll = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/RedriveAll',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.RedriveAllRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.RedriveAllResponse.FromString,
+                )
+        self.PurgeQueue = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/PurgeQueue',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueResponse.FromString,
+                )
 
 
 class LeaseQueueServiceServicer(object):
@@ -231,6 +251,41 @@ class LeaseQueueServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseQueue(self, request, context):
+        """PauseQueue stops a queue from handing out leases (Claim, long-polls,
+        StreamClaims, Work) until it is resumed; it keeps accepting submits, and
+        the paused state survives a restart. A valid name with no jobs yet may be
+        paused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeQueue(self, request, context):
+        """ResumeQueue lets leases flow again at once: waiting streams and
+        long-polls are woken.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RedriveAll(self, request, context):
+        """RedriveAll moves every dead job of a queue (optionally of one task, at
+        most limit) back to queued with a fresh attempt budget, in bounded
+        batches.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PurgeQueue(self, request, context):
+        """PurgeQueue cancels every queued and retrying job of a queue with the
+        reason "purged", in bounded batches. confirm must equal the queue name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LeaseQueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -318,6 +373,26 @@ def add_LeaseQueueServiceServicer_to_server(servicer, server):
                     servicer.Work,
                     request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.WorkRequest.FromString,
                     response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.WorkResponse.SerializeToString,
+            ),
+            'PauseQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseQueue,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.PauseQueueRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.PauseQueueResponse.SerializeToString,
+            ),
+            'ResumeQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeQueue,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ResumeQueueRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ResumeQueueResponse.SerializeToString,
+            ),
+            'RedriveAll': grpc.unary_unary_rpc_method_handler(
+                    servicer.RedriveAll,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.RedriveAllRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.RedriveAllResponse.SerializeToString,
+            ),
+            'PurgeQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeQueue,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -616,5 +691,73 @@ class LeaseQueueService(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/leasequeue.v1.LeaseQueueService/Work',
             leasequeue_dot_v1_dot_leasequeue__pb2.WorkRequest.SerializeToString,
             leasequeue_dot_v1_dot_leasequeue__pb2.WorkResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PauseQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/PauseQueue',
+            leasequeue_dot_v1_dot_leasequeue__pb2.PauseQueueRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.PauseQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResumeQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/ResumeQueue',
+            leasequeue_dot_v1_dot_leasequeue__pb2.ResumeQueueRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.ResumeQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RedriveAll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/RedriveAll',
+            leasequeue_dot_v1_dot_leasequeue__pb2.RedriveAllRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.RedriveAllResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PurgeQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/PurgeQueue',
+            leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,0 +1,173 @@
+/**
+ * An operator's controls over a whole queue (api.md section B): pause and
+ * resume, redrive every dead job, purge every pending job. Each shows the
+ * API's answer, or its error code and message, in an outcome line. The
+ * server decides every refusal: a purge sends what the operator typed as
+ * `confirm`, and the server refuses it unless it is the queue name.
+ */
+import type { TargetedSubmitEvent } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { client, describeError } from "../api.js";
+
+export interface Outcome {
+  ok: boolean;
+  text: string;
+}
+
+/** Runs one API call; its success text, or "<what> failed: <code>: <message>". */
+async function attempt(what: string, call: () => Promise<string>): Promise<Outcome> {
+  try {
+    return { ok: true, text: await call() };
+  } catch (err) {
+    const problem = describeError(err);
+    return { ok: false, text: `${what} failed: ${problem.code}: ${problem.message}` };
+  }
+}
+
+function jobsCount(n: bigint): string {
+  return n === 1n ? "1 job" : `${n} jobs`;
+}
+
+export function OutcomeLine({ outcome }: { outcome: Outcome | undefined }) {
+  return (
+    <div role="status" class="outcome-slot">
+      {outcome && (
+        <p class={outcome.ok ? "outcome ok" : "outcome fail"} data-testid="queue-outcome">
+          {outcome.text}
+        </p>
+      )}
+    </div>
+  );
+}
+
+/** Pause or Resume in one click: each undoes the other, so neither asks for confirmation. */
+export function PauseButton({ queue, paused, onOutcome }: { queue: string; paused: boolean; onOutcome: (o: Outcome) => void }) {
+  const [busy, setBusy] = useState(false);
+  const toggle = async (): Promise<void> => {
+    setBusy(true);
+    const outcome = await attempt(paused ? "Resume" : "Pause", async () => {
+      if (paused) {
+        await client.resumeQueue({ queue });
+        return `Resumed ${queue}: workers get its jobs again.`;
+      }
+      await client.pauseQueue({ queue });
+      return `Paused ${queue}: it keeps accepting jobs but hands out none until resumed.`;
+    });
+    setBusy(false);
+    onOutcome(outcome);
+  };
+  const label = paused ? "Resume" : "Pause";
+  return (
+    <button type="button" class="quiet" disabled={busy} onClick={() => void toggle()} aria-label={`${label} queue ${queue}`}>
+      {label}
+    </button>
+  );
+}
+
+/** Purge behind a typed confirmation: the operator types the queue name. */
+export function PurgeForm({ queue, onOutcome, onClose }: { queue: string; onOutcome: (o: Outcome) => void; onClose: () => void }) {
+  const [typed, setTyped] = useState("");
+  const [busy, setBusy] = useState(false);
+  const inputRef = useRef<HTMLInputElement>(null);
+  useEffect(() => inputRef.current?.focus(), []);
+
+  const onSubmit = async (e: TargetedSubmitEvent<HTMLFormElement>): Promise<void> => {
+    e.preventDefault();
+    setBusy(true);
+    const outcome = await attempt("Purge", async () => {
+      const res = await client.purgeQueue({ queue, confirm: typed });
+      return `Purged ${queue}: ${jobsCount(res.cancelled)} cancelled.`;
+    });
+    setBusy(false);
+    onOutcome(outcome);
+    if (outcome.ok) onClose();
+  };
+
+  return (
+    <form class="confirm" onSubmit={(e) => void onSubmit(e)} aria-labelledby="purge-text" data-testid="purge-form">
+      <p id="purge-text">
+        Purge queue <strong>{queue}</strong>? Every queued and retry job is cancelled with the reason "purged"; running,
+        dead and finished jobs stay. This cannot be undone.
+      </p>
+      <div class="field">
+        <label for="purge-confirm">Type the queue name to confirm</label>
+        <input
+          id="purge-confirm"
+          ref={inputRef}
+          type="text"
+          name="confirm"
+          autoComplete="off"
+          spellcheck={false}
+          value={typed}
+          onInput={(e) => setTyped(e.currentTarget.value)}
+        />
+      </div>
+      <div class="buttons">
+        <button type="submit" class="danger" disabled={busy}>
+          Purge {queue}
+        </button>
+        <button type="button" disabled={busy} onClick={onClose}>
+          No, keep the jobs
+        </button>
+      </div>
+    </form>
+  );
+}
+
+/** "Redrive all" on a queue's dead jobs, after a confirmation step. */
+export function RedriveAllControl({ queue, onChanged }: { queue: string; onChanged: () => void }) {
+  const [confirming, setConfirming] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [outcome, setOutcome] = useState<Outcome | undefined>();
+  const confirmRef = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (confirming) confirmRef.current?.focus();
+  }, [confirming]);
+
+  const onSubmit = async (e: TargetedSubmitEvent<HTMLFormElement>): Promise<void> => {
+    e.preventDefault();
+    setBusy(true);
+    const result = await attempt("Redrive all", async () => {
+      const res = await client.redriveAll({ queue });
+      return `Redriven: ${jobsCount(res.redriven)} of ${queue} back to Queued.`;
+    });
+    setBusy(false);
+    setConfirming(false);
+    setOutcome(result);
+    if (result.ok) onChanged();
+  };
+
+  return (
+    <section class="actions bulk" aria-label={`Dead jobs of ${queue}`}>
+      {confirming ? (
+        <form class="confirm" onSubmit={(e) => void onSubmit(e)} aria-labelledby="redrive-all-text" data-testid="redrive-all-form">
+          <p id="redrive-all-text">
+            Redrive every dead job of queue <strong>{queue}</strong>? They go back to Queued with their attempts reset to 0,
+            and workers can claim them at once.
+          </p>
+          <div class="buttons">
+            <button type="submit" ref={confirmRef} disabled={busy}>
+              Yes, redrive all
+            </button>
+            <button type="button" disabled={busy} onClick={() => setConfirming(false)}>
+              No
+            </button>
+          </div>
+        </form>
+      ) : (
+        <div class="buttons">
+          <button
+            type="button"
+            onClick={() => {
+              setOutcome(undefined);
+              setConfirming(true);
+            }}
+          >
+            Redrive all dead jobs…
+          </button>
+        </div>
+      )}
+      <OutcomeLine outcome={outcome} />
+    </section>
+  );
+}

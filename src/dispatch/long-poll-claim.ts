@@ -1,0 +1,62 @@
+/**
+ * Claim's long-poll (api.md ClaimRequest `wait`): claim at once, and while
+ * nothing is eligible park until a commit makes work pending on the queue,
+ * the next delayed job is due (QueueWakeups), the wait ends or the caller
+ * goes away. StreamClaims (claim-streams.ts) is the same idea for callers
+ * that stay.
+ */
+import type { Clock } from "../domain/clock.js";
+import type { Logger } from "../logger.js";
+import type { ClaimedLease, ClaimRequestSpec, Store } from "../store/store.js";
+import type { QueueWakeups } from "./queue-wakeups.js";
+import { releaseUnsent } from "./unsent-leases.js";
+
+export interface LongPollClaimSpec extends ClaimRequestSpec {
+  /** How long to wait for work when none is eligible; 0 answers at once. */
+  waitMs: number;
+}
+
+export interface LongPollClaimDeps {
+  store: Store;
+  wakeups: QueueWakeups;
+  clock: Clock;
+  /** Where leases that could not be released are reported. Default: nowhere. */
+  log?: Logger;
+}
+
+/**
+ * Claims up to `spec.maxJobs` leases, long-polling up to `spec.waitMs`.
+ *
+ * `deliver` turns claimed leases into what the caller can send and leaves out
+ * those it cannot (it dead-letters them itself). When every claimed lease
+ * was left out, the next eligible job may be fine, so it claims again.
+ * Resolves to `[]` when the wait ends with nothing, or when `signal` aborts:
+ * a caller that has gone (or a server shutting down) is never handed a lease
+ * nobody will work on; what was claimed for it is released.
+ */
+export async function claimWithin<T>(
+  deps: LongPollClaimDeps,
+  spec: LongPollClaimSpec,
+  signal: AbortSignal,
+  deliver: (claimed: ClaimedLease[]) => Promise<T[]>,
+): Promise<T[]> {
+  const { store, wakeups, clock } = deps;
+  const { waitMs, ...claim } = spec;
+  const deadline = clock.now() + waitMs;
+  for (;;) {
+    const generation = wakeups.generation(claim.queue);
+    const claimed = await store.claim(claim);
+    if (signal.aborted) {
+      // The caller went while the claim committed: nobody can receive these.
+      await releaseUnsent(store, deps.log, claimed);
+      return [];
+    }
+    const delivered = await deliver(claimed);
+    if (delivered.length > 0) return delivered;
+    // Only undeliverable jobs (now dead): claim again.
+    if (claimed.length > 0) continue;
+    if (clock.now() >= deadline) return [];
+    await wakeups.waitForWork(claim.queue, generation, deadline, signal);
+    if (signal.aborted) return [];
+  }
+}

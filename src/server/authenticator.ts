@@ -1,0 +1,104 @@
+/**
+ * Authentication at the edge (api.md section B), when LEASEQUEUE_AUTH_FILE
+ * is set: every call of leasequeue.v1 must carry `Authorization: Bearer
+ * <token>` of a token in the file (missing or unknown: `unauthenticated`)
+ * whose roles include the one its RPC needs (rpc-roles.ts; otherwise
+ * `permission_denied`). grpc.health.v1 and reflection stay open.
+ *
+ * It runs in the RPC adapter before connect reads the request body
+ * (rpc-handler.ts `contextValues`), so a caller without a token gets
+ * nothing decompressed or parsed. What it lets through carries the Caller
+ * (service/queue-access.ts), whose queue list the handlers apply.
+ *
+ * The file is read at start (a bad file refuses to start) and again on
+ * `reload()` (SIGHUP): a bad file then keeps the tokens in force and logs
+ * why. Neither the token nor the header is ever logged or put in an error.
+ */
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import type { Logger } from "../logger.js";
+import type { Caller } from "../service/queue-access.js";
+import { RPC_ROLES } from "../service/rpc-roles.js";
+import { readAuthFile, type TokenEntry } from "./auth-file.js";
+import { TOKEN_PATTERN, TokenTable } from "./bearer-tokens.js";
+
+/** `Bearer` (any case, RFC 9110 §11.1), one or more spaces, the token. */
+const BEARER = /^bearer +(\S+) *$/i;
+
+/** RFC 6750 §3: a 401 names the scheme the client should use. */
+const CHALLENGE = new Headers({ "www-authenticate": 'Bearer realm="leasequeue"' });
+
+export class Authenticator {
+  readonly #path: string;
+  readonly #log: Logger;
+  #tokens: TokenTable<Caller>;
+
+  /** Reads the file at `path`; throws AuthFileError when it cannot be read or is not valid. */
+  constructor(path: string, log: Logger) {
+    this.#path = path;
+    this.#log = log;
+    this.#tokens = tableOf(readAuthFile(path));
+  }
+
+  /** Tokens in force. */
+  get size(): number {
+    return this.#tokens.size;
+  }
+
+  /**
+   * Reads the file again. A valid file replaces the tokens at once (calls
+   * already running keep the caller they started with); a bad one is
+   * logged and the tokens in force stay. Returns whether it was replaced.
+   */
+  reload(): boolean {
+    let entries: TokenEntry[];
+    try {
+      entries = readAuthFile(this.#path);
+    } catch (err) {
+      this.#log.error("auth file reload failed; the tokens in force stay", { path: this.#path, error: (err as Error).message, tokens: this.size });
+      return false;
+    }
+    this.#tokens = tableOf(entries);
+    this.#log.info("auth file reloaded", { path: this.#path, tokens: this.size });
+    return true;
+  }
+
+  /**
+   * The caller of a call to `method` with this Authorization header, or
+   * undefined for a method that needs none (health, reflection). Throws
+   * `unauthenticated` or `permission_denied`.
+   */
+  authorize(method: DescMethod, authorization: string | undefined): Caller | undefined {
+    if (method.parent.typeName !== LeaseQueueService.typeName) return undefined;
+    if (authorization === undefined || authorization === "") {
+      throw new ConnectError('this server requires "Authorization: Bearer <token>"', Code.Unauthenticated, CHALLENGE);
+    }
+    const token = BEARER.exec(authorization)?.[1];
+    if (token === undefined || !TOKEN_PATTERN.test(token)) {
+      throw new ConnectError('the Authorization header must be "Bearer <token>"', Code.Unauthenticated, CHALLENGE);
+    }
+    const caller = this.#tokens.lookup(token);
+    if (caller === undefined) throw new ConnectError("the bearer token is not known to this server", Code.Unauthenticated, CHALLENGE);
+    const role = RPC_ROLES[method.name];
+    if (role === undefined) throw new ConnectError(`no role may call ${method.name}`, Code.PermissionDenied);
+    if (!caller.roles.has(role)) {
+      const held = [...caller.roles].join(", ");
+      throw new ConnectError(`${method.name} needs the role "${role}"; token "${caller.name}" has ${held}`, Code.PermissionDenied);
+    }
+    return caller;
+  }
+}
+
+function tableOf(entries: TokenEntry[]): TokenTable<Caller> {
+  return new TokenTable(
+    entries.map((e) => ({
+      sha256: e.sha256,
+      value: Object.freeze({
+        name: e.name,
+        roles: new Set(e.roles),
+        ...(e.queues === undefined ? {} : { queues: new Set(e.queues) }),
+      }),
+    })),
+  );
+}

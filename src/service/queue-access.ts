@@ -1,0 +1,109 @@
+/**
+ * Queue limits of authenticated callers (api.md section B: "a token may be
+ * limited to a list of queues"; a queue it lacks is `permission_denied`).
+ * The edge (server/) authenticates the call and checks its role; the queue
+ * a call touches is often known only here, so the handlers check it:
+ *
+ * - a request that names its queue (Submit, each job of SubmitBatch, Claim,
+ *   StreamClaims, Work's start): that queue, after defaults (an empty queue
+ *   is `default`);
+ * - a request that names a job (Heartbeat, Complete, Fail, Release, Redrive,
+ *   Cancel, GetJob, ListJobEvents): the job's queue. A job id that names no
+ *   job is let through, to be answered `not_found` as without a limit;
+ * - Acknowledge and the acknowledgements of a Work stream: each job's queue,
+ *   refused one by one (`permission_denied` in that acknowledgement's
+ *   status; the others are applied), like any other refused acknowledgement;
+ * - ListJobs and WatchEvents: the `queue` filter, which a limited caller must
+ *   set (to one of its queues); without it the call is refused rather than
+ *   silently narrowed;
+ * - GetStats: answered over the caller's queues only (`total` too).
+ *
+ * Without authentication, or for a token without a queue list, there is no
+ * limit and nothing here costs anything.
+ */
+import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
+import type { Store } from "../store/store.js";
+import type { Role } from "./rpc-roles.js";
+
+/** The authenticated caller of a call: a token of the auth file. */
+export interface Caller {
+  /** The token's name in the auth file (never the token). */
+  name: string;
+  roles: ReadonlySet<Role>;
+  /** The only queues the token may touch; undefined: every queue. */
+  queues?: ReadonlySet<string>;
+}
+
+/** Set by the edge for every authenticated call; undefined when authentication is off (or in memory, in tests). */
+export const callerKey = createContextKey<Caller | undefined>(undefined, { description: "leasequeue caller" });
+
+interface LimitedCaller {
+  name: string;
+  queues: ReadonlySet<string>;
+}
+
+function limited(ctx: HandlerContext): LimitedCaller | undefined {
+  const caller = ctx.values.get(callerKey);
+  return caller?.queues === undefined ? undefined : { name: caller.name, queues: caller.queues };
+}
+
+function denied(caller: LimitedCaller, field: string, what: string): ConnectError {
+  const allowed = [...caller.queues].sort().join(", ");
+  return new ConnectError(`${field}: ${what}; token "${caller.name}" may use only the queues ${allowed}`, Code.PermissionDenied);
+}
+
+/** Whether the caller is limited to some queues (false without authentication). */
+export function hasQueueLimit(ctx: HandlerContext): boolean {
+  return limited(ctx) !== undefined;
+}
+
+/** Throws permission_denied unless the caller may use `queue` (named by the request's `field`). */
+export function requireQueue(ctx: HandlerContext, field: string, queue: string): void {
+  const caller = limited(ctx);
+  if (caller !== undefined && !caller.queues.has(queue)) throw denied(caller, field, `queue "${queue}" is not permitted`);
+}
+
+/** For ListJobs and WatchEvents: a limited caller must filter by one of its queues. */
+export function requireQueueFilter(ctx: HandlerContext, field: string, queue: string | undefined): void {
+  const caller = limited(ctx);
+  if (caller === undefined) return;
+  if (queue === undefined) throw denied(caller, field, "is required for a token limited to queues");
+  requireQueue(ctx, field, queue);
+}
+
+/** Throws permission_denied if the job exists in a queue the caller may not use. */
+export async function requireJobQueue(ctx: HandlerContext, store: Store, field: string, jobId: string): Promise<void> {
+  const caller = limited(ctx);
+  if (caller === undefined) return;
+  const job = await store.getJob(jobId);
+  if (job !== undefined && !caller.queues.has(job.queue)) {
+    throw denied(caller, field, `job ${jobId} is in queue "${job.queue}", which is not permitted`);
+  }
+}
+
+/** The entries of the caller's queues (GetStats). */
+export function visibleQueues<T extends { queue: string }>(ctx: HandlerContext, entries: T[]): T[] {
+  const caller = limited(ctx);
+  return caller === undefined ? entries : entries.filter((e) => caller.queues.has(e.queue));
+}
+
+/**
+ * For a batch of acknowledgements: the refusal of each one whose job is in
+ * a queue the caller may not use (undefined where it may), or undefined
+ * when the caller has no limit.
+ */
+export async function refusedJobs(
+  ctx: HandlerContext,
+  store: Store,
+  field: string,
+  jobIds: readonly string[],
+): Promise<(ConnectError | undefined)[] | undefined> {
+  const caller = limited(ctx);
+  if (caller === undefined) return undefined;
+  const jobs = await Promise.all(jobIds.map((id) => store.getJob(id)));
+  return jobs.map((job, i) =>
+    job !== undefined && !caller.queues.has(job.queue)
+      ? denied(caller, `${field}[${i}].job_id`, `job ${jobIds[i]} is in queue "${job.queue}", which is not permitted`)
+      : undefined,
+  );
+}

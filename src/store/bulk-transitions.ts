@@ -1,0 +1,91 @@
+/**
+ * RedriveAll and PurgeQueue (api.md section B): one transition applied to
+ * every job of a queue in a state, in bounded batches. Engine-neutral: an
+ * engine only selects a batch of rows and persists what the state machine
+ * returns for each (Store.bulkTransition); this module decides the batches.
+ *
+ * Each batch is its own transaction of at most `batchJobs` jobs, so a
+ * backlog of a million jobs never holds the write lock for long, and
+ * workers and producers keep going between batches. The jobs are walked in
+ * id order between two keyset bounds: after the last id examined, and up to
+ * the largest id in the state when the operation began. So every job is
+ * visited at most once (a redriven job that dies again is not redriven a
+ * second time), and the operation ends while producers keep submitting.
+ * What it covers: every job that is in the state when the call begins and
+ * still is when its batch runs; jobs that enter the state meanwhile may or
+ * may not be included. The count returned is exactly the jobs moved.
+ */
+import type { StoredJob } from "../domain/job.js";
+import * as machine from "../domain/state-machine.js";
+import type { BulkAction, BulkBatchSpec, Store } from "./store.js";
+
+/** Jobs per batch (and per transaction). */
+export const BULK_BATCH_JOBS = 500;
+
+/** The cancel reason PurgeQueue records on every job it cancels (api.md section B). */
+export const PURGE_REASON = "purged";
+
+export interface BulkOptions {
+  /** Jobs per batch and transaction. Default BULK_BATCH_JOBS. */
+  batchJobs?: number;
+  /**
+   * Stops between batches when aborted (a server shutting down), throwing
+   * its reason; the batches committed so far stay. Default: never.
+   */
+  signal?: AbortSignal;
+}
+
+/** DEAD -> QUEUED for every dead job of the queue (of `task` when given), at most `limit` (0: all). */
+export function redriveAll(
+  store: Store,
+  spec: { queue: string; task?: string; limit: number },
+  options: BulkOptions = {},
+): Promise<number> {
+  return transitionAll(store, { ...spec, states: ["dead"], action: { kind: "redrive" } }, options);
+}
+
+/** QUEUED/RETRY -> CANCELLED (reason "purged") for every pending job of the queue. */
+export function purgeQueue(store: Store, queue: string, options: BulkOptions = {}): Promise<number> {
+  return transitionAll(
+    store,
+    { queue, limit: 0, states: ["queued", "retry"], action: { kind: "cancel", reason: PURGE_REASON } },
+    options,
+  );
+}
+
+/** What a bulk action does to one job: the state machine's own Redrive or Cancel. */
+export function bulkTransitionOf(job: StoredJob, now: number, action: BulkAction): machine.Transition {
+  return action.kind === "redrive" ? machine.redrive(job, now) : machine.cancel(job, now, action.reason);
+}
+
+async function transitionAll(
+  store: Store,
+  spec: { queue: string; task?: string; limit: number; states: Array<BulkBatchSpec["state"]>; action: BulkAction },
+  { batchJobs = BULK_BATCH_JOBS, signal }: BulkOptions,
+): Promise<number> {
+  let moved = 0;
+  for (const state of spec.states) {
+    const upToId = await store.lastJobId(spec.queue, state);
+    if (upToId === null) continue;
+    let afterId = "";
+    for (;;) {
+      const take = spec.limit === 0 ? batchJobs : Math.min(batchJobs, spec.limit - moved);
+      if (take <= 0) return moved;
+      signal?.throwIfAborted();
+      const batch = await store.bulkTransition({
+        queue: spec.queue,
+        state,
+        task: spec.task,
+        afterId,
+        upToId,
+        scan: batchJobs,
+        take,
+        action: spec.action,
+      });
+      moved += batch.moved;
+      if (batch.exhausted || batch.lastExaminedId === null) break;
+      afterId = batch.lastExaminedId;
+    }
+  }
+  return moved;
+}

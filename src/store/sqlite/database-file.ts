@@ -1,0 +1,70 @@
+/**
+ * Files of the maintenance commands (backup, check, restore, import): opening
+ * a database that must already exist without ever writing to it, making a
+ * new file durable, and naming the temporary files that become it.
+ */
+import { randomBytes } from "node:crypto";
+import { closeSync, fsyncSync, openSync, statSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import Database from "better-sqlite3";
+import { DatabaseRefusal } from "../database-refusal.js";
+
+/**
+ * Opens an existing SQLite file read-only (a read-only connection never
+ * checkpoints, so it changes nothing, even as the last one to close), with a
+ * busy timeout for the moments a writer holds the WAL. `what` names the file
+ * in messages ("database", "backup", "litequeue file").
+ */
+export function openExistingReadOnly(path: string, what: string): Database.Database {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (stat === undefined) throw new DatabaseRefusal("BAD_FILE", `${what} ${path} does not exist`);
+  if (!stat.isFile()) throw new DatabaseRefusal("BAD_FILE", `${what} ${path} is not a file`);
+  const db = new Database(path, { readonly: true, fileMustExist: true, timeout: 5000 });
+  try {
+    // Reads the header: a file that is not a database fails here.
+    db.pragma("schema_version", { simple: true });
+  } catch (err) {
+    db.close();
+    if (err instanceof Database.SqliteError && /^SQLITE_(NOTADB|CORRUPT)/.test(err.code)) {
+      throw new DatabaseRefusal("BAD_FILE", `${what} ${path} is not a SQLite database (${err.code}: ${err.message})`);
+    }
+    throw err;
+  }
+  return db;
+}
+
+/** Whether two paths name the same file (same device and inode); false when either does not exist. */
+export function sameFile(a: string, b: string): boolean {
+  const sa = statSync(a, { throwIfNoEntry: false });
+  const sb = statSync(b, { throwIfNoEntry: false });
+  return sa !== undefined && sb !== undefined && sa.dev === sb.dev && sa.ino === sb.ino;
+}
+
+/**
+ * A fresh name beside `path` (same directory, so a rename onto `path` is
+ * atomic), saying what it is: `<name>.<purpose>-<random>`. A file with such
+ * a name left behind by a killed command is incomplete and may be deleted.
+ */
+export function temporaryPathBeside(path: string, purpose: string): string {
+  return join(dirname(path), `${basename(path)}.${purpose}-${randomBytes(4).toString("hex")}`);
+}
+
+/** Flushes a file's data to the disk. */
+export function fsyncFile(path: string): void {
+  const fd = openSync(path, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Makes renames and new names in a directory durable. */
+export function fsyncDirectory(dir: string): void {
+  fsyncFile(dir);
+}
+
+/** Bytes of a file, 0 when it does not exist. */
+export function fileBytes(path: string): number {
+  return statSync(path, { throwIfNoEntry: false })?.size ?? 0;
+}

@@ -1,0 +1,64 @@
+/**
+ * Reads a litequeue database (its table `Queue`, see store/litequeue-mapping.ts)
+ * without writing to it, in one read transaction, so the rows and the
+ * duplicate check see the same snapshot even if a litequeue producer still
+ * writes. Integers are read as bigint: nanosecond times exceed 2^53.
+ */
+import type Database from "better-sqlite3";
+import { DatabaseRefusal } from "../database-refusal.js";
+import type { LitequeueRow } from "../litequeue-mapping.js";
+import { openExistingReadOnly } from "./database-file.js";
+import { LITEQUEUE_SQL } from "./sql.js";
+
+const COLUMNS = ["data", "message_id", "status", "in_time", "lock_time", "done_time"] as const;
+
+export interface LitequeueFile {
+  readonly path: string;
+  /** Rows in the table. */
+  readonly rowCount: number;
+  /** Ids (lower-cased) held by more than one row, at most 10. */
+  readonly duplicateIds: string[];
+  /** The rows in insertion (rowid) order, read as they are needed. */
+  rows(): IterableIterator<LitequeueRow>;
+  close(): void;
+}
+
+export function openLitequeueFile(path: string): LitequeueFile {
+  const db = openExistingReadOnly(path, "litequeue file");
+  try {
+    assertLitequeueTable(db, path);
+    db.exec("BEGIN");
+    const rowCount = Number((db.prepare(LITEQUEUE_SQL.rowCount).safeIntegers(true).get() as { n: bigint }).n);
+    const duplicateIds = (db.prepare(LITEQUEUE_SQL.duplicateIds).all() as Array<{ id: string }>).map((r) => r.id);
+    const rowsStatement = db.prepare(LITEQUEUE_SQL.rows).safeIntegers(true).raw(true);
+    return {
+      path,
+      rowCount,
+      duplicateIds,
+      *rows() {
+        for (const r of rowsStatement.iterate() as IterableIterator<unknown[]>) {
+          yield { rowid: r[0] as bigint, data: r[1], messageId: r[2], status: r[3], inTime: r[4], lockTime: r[5], doneTime: r[6] };
+        }
+      },
+      close() {
+        db.close();
+      },
+    };
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+function assertLitequeueTable(db: Database.Database, path: string): void {
+  const present = new Set((db.prepare(LITEQUEUE_SQL.columns).all() as Array<{ name: string }>).map((c) => c.name));
+  const missing = COLUMNS.filter((c) => !present.has(c));
+  if (missing.length > 0) {
+    throw new DatabaseRefusal(
+      "BAD_FILE",
+      present.size === 0
+        ? `${path} is not a litequeue database: it has no table "Queue"`
+        : `${path} is not a litequeue database: its table "Queue" lacks the column(s) ${missing.join(", ")}`,
+    );
+  }
+}

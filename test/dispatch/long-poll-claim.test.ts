@@ -1,0 +1,81 @@
+/**
+ * Claim's long-poll on its own: it answers as soon as work arrives, hands a
+ * caller that has gone nothing (releasing what it claimed for it), and
+ * claims again when every claimed lease was left out as undeliverable.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, expect, it } from "vitest";
+import { ManualClock } from "../../src/domain/clock.js";
+import { claimWithin, type LongPollClaimDeps } from "../../src/dispatch/long-poll-claim.js";
+import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
+import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import type { ClaimedLease } from "../../src/store/store.js";
+import { newJob } from "../store/contract.js";
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function setup(): LongPollClaimDeps & { store: SqliteStore } {
+  const dir = mkdtempSync(join(tmpdir(), "leasequeue-long-poll-"));
+  const clock = new ManualClock();
+  const store = openSqliteStore({ path: join(dir, "jobs.db"), clock, synchronous: "normal" });
+  const wakeups = new QueueWakeups(store, clock);
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }), () => store.close(), () => wakeups.close());
+  return { store, wakeups, clock };
+}
+
+const spec = { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 };
+const asIs = async (claimed: ClaimedLease[]) => claimed;
+
+it("answers a parked claim with the job submitted while it waits", async () => {
+  const deps = setup();
+  const claiming = claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs);
+  while (deps.wakeups.waiting === 0) await new Promise((resolve) => setImmediate(resolve));
+  const [submitted] = await deps.store.submit([newJob()]);
+  const leases = await claiming;
+  expect(leases.map((l) => l.job.id)).toEqual([submitted!.job.id]);
+});
+
+it("answers at once with nothing when there is no work and no wait", async () => {
+  const deps = setup();
+  expect(await claimWithin(deps, { ...spec, waitMs: 0 }, new AbortController().signal, asIs)).toEqual([]);
+});
+
+it("hands a caller that went away during the claim nothing, and releases what it claimed", async () => {
+  const deps = setup();
+  const [submitted] = await deps.store.submit([newJob()]);
+  const gone = new AbortController();
+  // The caller disconnects exactly while the claim transaction commits.
+  const goneDuringClaim = new Proxy(deps.store, {
+    get(target, prop) {
+      if (prop === "claim") {
+        return async (s: typeof spec) => {
+          const claimed = await target.claim(s);
+          gone.abort();
+          return claimed;
+        };
+      }
+      const value = Reflect.get(target, prop, target) as unknown;
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const leases = await claimWithin({ ...deps, store: goneDuringClaim }, { ...spec, waitMs: 60_000 }, gone.signal, asIs);
+  expect(leases).toEqual([]);
+  expect(await deps.store.getJob(submitted!.job.id)).toMatchObject({ state: "queued", attempts: 0 });
+});
+
+it("claims again when every claimed lease was left out as undeliverable", async () => {
+  const deps = setup();
+  const [first, second] = await deps.store.submit([newJob({ priority: 1 }), newJob()]);
+  const offered: string[] = [];
+  const leases = await claimWithin(deps, { ...spec, waitMs: 0 }, new AbortController().signal, async (claimed) => {
+    offered.push(...claimed.map((l) => l.job.id));
+    return claimed.filter((l) => l.job.id !== first!.job.id);
+  });
+  expect(offered).toEqual([first!.job.id, second!.job.id]);
+  expect(leases.map((l) => l.job.id)).toEqual([second!.job.id]);
+});
