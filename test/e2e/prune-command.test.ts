@@ -73,6 +73,10 @@ describe("leasequeue prune", () => {
     const counts = await countsIn(path);
     expect(counts.billing).toMatchObject({ completed: 2, dead: 3 });
     expect(counts.emails?.cancelled ?? 0).toBe(0);
+    // `check` compares job_counts with the jobs themselves: they still agree.
+    const check = await runCli(["check", "--db", path]);
+    expect(check.code, check.stderr).toBe(0);
+    expect(check.stdout).toContain("job_counts:     match the jobs");
 
     // With a dead retention (flag or environment) the dead jobs go too.
     const dead = await runCli(["prune", "--db", path], { LEASEQUEUE_DEAD_RETENTION: "24h" });
