@@ -8,9 +8,11 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { file_google_rpc_error_details } from "../gen/ts/google/rpc/error_details_pb.js";
 import type { Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
+import { formatDurationText } from "./domain/duration-text.js";
 import { ClaimStreams } from "./dispatch/claim-streams.js";
 import { EventFeed } from "./dispatch/event-feed.js";
 import { startLeaseSweeper } from "./dispatch/lease-sweeper.js";
+import { startPruner } from "./dispatch/pruner.js";
 import { QueueWakeups } from "./dispatch/queue-wakeups.js";
 import type { Logger } from "./logger.js";
 import { createMetrics } from "./metrics/metrics.js";
@@ -59,17 +61,24 @@ export interface StartOptions {
   watchKeepaliveMs?: number;
   /** Events buffered per WatchEvents subscriber before it is dropped; default 10 000. */
   watchBufferLimit?: number;
+  /** Time between retention passes (the first runs at start); default 60 s. */
+  pruneIntervalMs?: number;
 }
 
 export async function startServer(
   config: Config,
-  { log, clock = systemClock, sweepIntervalMs, claimKeepaliveMs, watchKeepaliveMs, watchBufferLimit }: StartOptions,
+  { log, clock = systemClock, sweepIntervalMs, claimKeepaliveMs, watchKeepaliveMs, watchBufferLimit, pruneIntervalMs }: StartOptions,
 ): Promise<RunningServer> {
   // First: a bad auth file refuses to start before anything is opened (AuthFileError).
   const auth = config.authFile === undefined ? undefined : new Authenticator(config.authFile, log);
   if (auth !== undefined) log.info("authentication on", { authFile: config.authFile, tokens: auth.size });
   const store = openSqliteStore({ path: config.databasePath, clock, synchronous: config.sqliteSynchronous });
-  log.info("database open", { path: config.databasePath, synchronous: config.sqliteSynchronous });
+  log.info("database open", {
+    path: config.databasePath,
+    synchronous: config.sqliteSynchronous,
+    retention: formatDurationText(config.retention.retentionMs),
+    deadRetention: config.retention.deadRetentionMs === null ? "kept" : formatDurationText(config.retention.deadRetentionMs),
+  });
 
   const wakeups = new QueueWakeups(store, clock);
   const claimStreams = new ClaimStreams({ store, wakeups, clock, log, keepaliveMs: claimKeepaliveMs });
@@ -139,6 +148,14 @@ export async function startServer(
     }),
   });
   const sweeper = startLeaseSweeper({ store, log, intervalMs: sweepIntervalMs });
+  const pruner = startPruner({
+    store,
+    clock,
+    log,
+    policy: config.retention,
+    intervalMs: pruneIntervalMs,
+    onPruned: (pruned) => metrics.pruned(pruned),
+  });
 
   let api: ApiListener | undefined;
   let side: Awaited<ReturnType<typeof startSideListener>> | undefined;
@@ -187,6 +204,7 @@ export async function startServer(
   } catch (err) {
     await api?.close(0);
     await sweeper.stop();
+    await pruner.stop();
     await store.close();
     throw err;
   }
@@ -214,6 +232,7 @@ export async function startServer(
         // Streams and long-polls end now (streams with `unavailable`); unary calls finish.
         shutdown.abort(new ConnectError("the server is shutting down", Code.Unavailable));
         await sweeper.stop();
+        await pruner.stop();
         await apiListener.close(SHUTDOWN_GRACE_MS);
         claimStreams.close();
         events.close();

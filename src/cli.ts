@@ -1,8 +1,8 @@
 /**
  * The `leasequeue` command: parse flags and environment into a Config, then
  * run `serve` (the default), `migrate`, one of the maintenance commands
- * (backup, check, restore, import-litequeue; each in src/commands/), or
- * `hash-token` (needs no Config).
+ * (backup, check, restore, import-litequeue, prune; each in src/commands/),
+ * or `hash-token` (needs no Config).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -12,6 +12,7 @@ import { backupCommand } from "./commands/backup.js";
 import { checkCommand } from "./commands/check.js";
 import type { Command } from "./commands/command.js";
 import { importLitequeueCommand } from "./commands/import-litequeue.js";
+import { pruneCommand } from "./commands/prune.js";
 import { restoreCommand } from "./commands/restore.js";
 import { ConfigError, resolveConfig, settingFlags, SETTINGS, type Config } from "./config.js";
 import { HASH_TOKEN_USAGE, hashTokenCommand, UsageError } from "./commands/hash-token.js";
@@ -26,6 +27,7 @@ type OptionSpec = { type: "string" } | { type: "boolean" };
 const COMMANDS: Record<string, { args: string[]; options: Record<string, OptionSpec>; run?: Command }> = {
   serve: { args: [], options: {} },
   migrate: { args: [], options: {} },
+  prune: { args: [], options: {} },
   backup: { args: ["FILE"], options: { force: { type: "boolean" } }, run: backupCommand },
   check: { args: [], options: { quick: { type: "boolean" } }, run: checkCommand },
   restore: { args: ["BACKUP"], options: {}, run: restoreCommand },
@@ -73,6 +75,9 @@ Usage:
                                import a litequeue database's messages as jobs of queue NAME
                                (task "litequeue" unless --task), server stopped; --dry-run
                                only counts
+  leasequeue prune [--db PATH] [--retention DURATION] [--dead-retention DURATION]
+                               one retention pass now over the whole backlog, in small batches
+                               (also while a server runs); prints what it deleted
   ${HASH_TOKEN_USAGE}
   leasequeue --help | --version
 
@@ -104,6 +109,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     throw err;
   }
   if (line.spec.run !== undefined) return runCommand(line.command, line.spec.run, config.databasePath, line.args, line.options);
+  if (line.command === "prune") {
+    return pruneCommand(config, {
+      print: (text) => process.stdout.write(`${text}\n`),
+      complain: (text) => process.stderr.write(`${text}\n`),
+    });
+  }
   const log = createLogger({ level: config.logLevel, base: { service: "leasequeue" } });
   return line.command === "migrate" ? migrateCommand(config, log) : serveCommand(config, log);
 }

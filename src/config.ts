@@ -4,7 +4,9 @@
  * the environment, which wins over the default.
  */
 import { readFileSync } from "node:fs";
+import { formatDurationText, parseDurationText } from "./domain/duration-text.js";
 import { DEFAULTS } from "./domain/limits.js";
+import { DEFAULT_RETENTION, type RetentionPolicy } from "./domain/retention.js";
 
 export interface Config {
   databasePath: string;
@@ -36,6 +38,8 @@ export interface Config {
   maxWatchers: number;
   /** Bytes a WatchEvents client may leave unread in its connection before it is dropped as too slow. */
   watchMaxPendingBytes: number;
+  /** How long finished jobs are kept (api.md section B "Retention"). */
+  retention: RetentionPolicy;
   /** The auth file (bearer tokens, roles, queues); undefined: authentication is off. Read at start and on SIGHUP. */
   authFile?: string;
 }
@@ -107,6 +111,18 @@ export const SETTINGS = {
     default: "1048576",
     help: "unread bytes a WatchEvents client may leave in its connection before it is dropped (65536-268435456)",
   },
+  retention: {
+    env: "LEASEQUEUE_RETENTION",
+    flag: "retention",
+    default: formatDurationText(DEFAULT_RETENTION.retentionMs),
+    help: "completed and cancelled jobs are deleted with their events this long after they finished (e.g. 168h, 30d; 0s = keep forever)",
+  },
+  deadRetention: {
+    env: "LEASEQUEUE_DEAD_RETENTION",
+    flag: "dead-retention",
+    default: "",
+    help: "dead jobs are deleted this long after they died (default: kept until redriven; 0s = keep forever)",
+  },
   authFile: {
     env: "LEASEQUEUE_AUTH_FILE",
     flag: "auth-file",
@@ -136,6 +152,20 @@ function integer(name: string, raw: string, min: number, max: number, what: stri
   const n = Number(raw);
   if (!/^\d+$/.test(raw) || n < min || n > max) throw new ConfigError(`${name} must be ${what} from ${min} to ${max}, got "${raw}"`);
   return n;
+}
+
+/** Longest retention accepted: 100 years, far beyond any use and far from overflowing a timestamp. */
+const MAX_RETENTION_MS = 100 * 365 * 86_400_000;
+
+function retentionDuration(name: string, raw: string): number {
+  let ms: number;
+  try {
+    ms = parseDurationText(raw);
+  } catch (err) {
+    throw new ConfigError(`${name} ${(err as Error).message}`);
+  }
+  if (ms > MAX_RETENTION_MS) throw new ConfigError(`${name} must be at most 100 years (876000h), got "${raw}"`);
+  return ms;
 }
 
 function requestCompression(name: string, raw: string): RequestCompression[] {
@@ -200,6 +230,12 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
     );
   }
 
+  const deadRetention = get(S.deadRetention);
+  const retention: RetentionPolicy = {
+    retentionMs: retentionDuration(get(S.retention).name, get(S.retention).raw),
+    deadRetentionMs: deadRetention.raw === "" ? null : retentionDuration(deadRetention.name, deadRetention.raw),
+  };
+
   return {
     databasePath,
     host,
@@ -232,6 +268,7 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
       256 * 1024 * 1024,
       "a byte count",
     ),
+    retention,
     authFile: get(S.authFile).raw === "" ? undefined : get(S.authFile).raw,
   };
 }

@@ -141,6 +141,24 @@ describe("configuration", () => {
     }
   });
 
+  it("keeps finished jobs 168h and dead jobs forever by default; reads both retentions as durations", () => {
+    expect(resolveConfig({}, {}).retention).toEqual({ retentionMs: 168 * 3_600_000, deadRetentionMs: null });
+    const env = { LEASEQUEUE_RETENTION: "30d", LEASEQUEUE_DEAD_RETENTION: "1h30m" };
+    expect(resolveConfig({}, env).retention).toEqual({ retentionMs: 30 * 86_400_000, deadRetentionMs: 90 * 60_000 });
+    expect(resolveConfig({ retention: "0s", "dead-retention": "500ms" }, env).retention).toEqual({ retentionMs: 0, deadRetentionMs: 500 });
+    expect(resolveConfig({ retention: "1.5h" }, {}).retention.retentionMs).toBe(5_400_000);
+    for (const [flags, environment, message] of [
+      [{ retention: "7 days" }, {}, /--retention "7 days" is not a duration/],
+      [{ retention: "-1h" }, {}, /--retention "-1h" is not a duration/],
+      [{}, { LEASEQUEUE_RETENTION: "168" }, /LEASEQUEUE_RETENTION "168" has no unit; write e.g. 168s or 168h/],
+      [{ "dead-retention": "1y" }, {}, /--dead-retention "1y" is not a duration/],
+      [{ retention: "1000000h" }, {}, /--retention must be at most 100 years/],
+    ] as const) {
+      expect(() => resolveConfig(flags, environment)).toThrow(ConfigError);
+      expect(() => resolveConfig(flags, environment)).toThrow(message);
+    }
+  });
+
   it("reads the TLS certificate and key files", () => {
     const dir = mkdtempSync(join(tmpdir(), "lq-tls-"));
     writeFileSync(join(dir, "c.pem"), "CERT");

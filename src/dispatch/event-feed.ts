@@ -33,6 +33,14 @@
  * - Batches: `watchBatches` hands out everything a subscriber has pending in
  *   one array, so a transport can write many events with one write; `watch`
  *   is the same feed one event at a time.
+ * - Pruned history: a replay must not skip events silently, so one that
+ *   starts before the store's `eventBounds().oldest` (the first sequence of
+ *   the unbroken history, past every pruned event; see Store) is refused
+ *   with REPLAY_TOO_OLD, before the first page and again after every page
+ *   (a prune may commit while a replay reads).
+ * - Only stored events are fanned out: a heartbeat the heartbeat policy did
+ *   not store has no sequence, so a live watch and a replay from the same
+ *   sequence always carry the same events.
  * - The first item of every watch is a keepalive, produced after the
  *   subscriber is registered: the transport sends response headers with the
  *   first message, and a client that has seen them knows that everything
@@ -210,6 +218,7 @@ export class EventFeed {
     this.#keepaliveMs = options.keepaliveMs ?? 15_000;
     this.#pageSize = options.pageSize ?? 500;
     this.#unsubscribe = store.onCommitted(({ events }) => {
+      if (events.length === 0) return;
       const commit = ++this.#commits;
       for (const e of events) this.#route(e, commit);
     });

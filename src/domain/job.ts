@@ -53,6 +53,12 @@ export interface StoredJob extends Job {
   idempotencyKey: string | null;
   /** Fingerprint of the normalized submit request, for idempotent replays. */
   requestHash: string | null;
+  /**
+   * When the current lease last stored a HEARTBEAT event; null until its
+   * first one. The state machine stores at most one per lease per
+   * HEARTBEAT_EVENT_INTERVAL_MS (see heartbeat() there).
+   */
+  heartbeatEventTime: number | null;
 }
 
 export interface JobEvent {
@@ -73,6 +79,6 @@ export interface JobEvent {
 export type EventDraft = Omit<JobEvent, "sequence">;
 
 export function publicJob(job: StoredJob): Job {
-  const { leaseTokenHash: _h, leaseDurationMs: _d, idempotencyKey: _k, requestHash: _r, ...rest } = job;
+  const { leaseTokenHash: _h, leaseDurationMs: _d, idempotencyKey: _k, requestHash: _r, heartbeatEventTime: _b, ...rest } = job;
   return rest;
 }

@@ -20,8 +20,23 @@ import { DEFAULTS } from "./limits.js";
 
 export interface Transition {
   job: StoredJob;
+  /** The events to store (each gets a sequence and reaches ListJobEvents and WatchEvents). */
   events: EventDraft[];
+  /**
+   * What happened but is not stored: a heartbeat within
+   * HEARTBEAT_EVENT_INTERVAL_MS of the lease's last stored one. It extends
+   * the lease all the same; metrics count it, nothing else sees it.
+   */
+  unrecorded?: EventDraft[];
 }
+
+/**
+ * The heartbeat policy: a lease stores its first HEARTBEAT event, then at
+ * most one per minute, so a job heartbeating every few seconds for hours
+ * does not make the event table the largest thing on disk. Every other
+ * event (every state change) is always stored.
+ */
+export const HEARTBEAT_EVENT_INTERVAL_MS = 60 * 1000;
 
 /** Backoff ceiling for retries (api.md: min(base * 2^(attempts-1), 1h)). */
 export const MAX_BACKOFF_MS = 60 * 60 * 1000;
@@ -84,6 +99,7 @@ export function claim(
     leaseExpireTime: now + lease.leaseDurationMs,
     leaseDurationMs: lease.leaseDurationMs,
     leaseTokenHash: lease.tokenHash,
+    heartbeatEventTime: null,
     updateTime: now,
   };
   return { job: next, events: [event(next, job.state, "claimed", now)] };
@@ -115,16 +131,24 @@ export function assertLeaseHeld(job: StoredJob, token: string, now: number): voi
   }
 }
 
+/**
+ * Extends an active lease. Its HEARTBEAT event is stored when it is the
+ * lease's first, or when HEARTBEAT_EVENT_INTERVAL_MS have passed since the
+ * last stored one; otherwise it is `unrecorded` (see Transition).
+ */
 export function heartbeat(job: StoredJob, token: string, now: number, leaseDurationMs?: number): Transition {
   assertLeaseHeld(job, token, now);
   const duration = leaseDurationMs ?? job.leaseDurationMs ?? DEFAULTS.leaseDurationMs;
+  const stored = job.heartbeatEventTime === null || now - job.heartbeatEventTime >= HEARTBEAT_EVENT_INTERVAL_MS;
   const next: StoredJob = {
     ...job,
     leaseExpireTime: now + duration,
     leaseDurationMs: duration,
     updateTime: now,
+    heartbeatEventTime: stored ? now : job.heartbeatEventTime,
   };
-  return { job: next, events: [event(next, "running", "heartbeat", now)] };
+  const beat = event(next, "running", "heartbeat", now);
+  return stored ? { job: next, events: [beat] } : { job: next, events: [], unrecorded: [beat] };
 }
 
 function finished(job: StoredJob, state: JobState, now: number, patch: Partial<StoredJob> = {}): StoredJob {

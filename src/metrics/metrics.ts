@@ -8,13 +8,15 @@ import { Code } from "@connectrpc/connect";
 import client from "prom-client";
 import type { Clock } from "../domain/clock.js";
 import { JOB_STATES } from "../domain/job.js";
-import { WRITE_FAILURE_CAUSES, type QueueCounts, type Store } from "../store/store.js";
+import { WRITE_FAILURE_CAUSES, type PrunedJobs, type QueueCounts, type Store } from "../store/store.js";
 
 export interface Metrics {
   readonly registry: client.Registry;
   /** Records one finished RPC. */
   observeRpc(method: string, code: Code | undefined, seconds: number): void;
   idempotentReplay(queue: string): void;
+  /** Counts jobs deleted by retention. */
+  pruned(entries: PrunedJobs[]): void;
   /** Stops following the store. */
   close(): void;
 }
@@ -163,11 +165,20 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     registers: [registry],
   });
 
-  const unsubscribe = store.onCommitted(({ events }) => {
+  const prunedJobs = new client.Counter({
+    name: "leasequeue_pruned_jobs_total",
+    help: "Finished jobs deleted with their events by retention (LEASEQUEUE_RETENTION, LEASEQUEUE_DEAD_RETENTION), by queue and state.",
+    labelNames: ["queue", "state"] as const,
+    registers: [registry],
+  });
+
+  const unsubscribe = store.onCommitted(({ events, unrecorded }) => {
     for (const e of events) {
       transitions.inc({ queue: e.queue, kind: e.kind });
       if (e.kind === "lease_expired") expirations.inc({ queue: e.queue });
     }
+    // Heartbeats the heartbeat policy did not store still happened.
+    for (const e of unrecorded) transitions.inc({ queue: e.queue, kind: e.kind });
   });
 
   // Write health: what readiness follows, counted so an alert can name the cause.
@@ -196,6 +207,9 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     },
     idempotentReplay(queue) {
       replays.inc({ queue });
+    },
+    pruned(entries) {
+      for (const p of entries) prunedJobs.inc({ queue: p.queue, state: p.state }, p.jobs);
     },
     close() {
       unsubscribe();

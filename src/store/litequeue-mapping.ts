@@ -126,6 +126,7 @@ export function mapLitequeueRow(row: LitequeueRow, target: ImportTarget): Mapped
     leaseDurationMs: null,
     idempotencyKey: null,
     requestHash: null,
+    heartbeatEventTime: null,
   };
   const event: EventDraft = {
     jobId: id,

@@ -4,14 +4,16 @@
  * suite in test/store/contract.ts unchanged.
  *
  * Rules every implementation keeps:
- * - Each mutating call is atomic: the state change and its events commit
- *   together, before the returned promise resolves.
+ * - Each mutating call is atomic: the state change and its events (those
+ *   the state machine returns to be stored) commit together, before the
+ *   returned promise resolves.
  * - Transitions are computed by src/domain/state-machine.ts, never by SQL.
  * - Calls may be grouped into one transaction (group commit); a refused call
  *   never affects another call of the same group.
  * - Time comes from the injected Clock.
  */
-import type { Job, JobEvent, JobState } from "../domain/job.js";
+import type { EventDraft, Job, JobEvent, JobState } from "../domain/job.js";
+import type { PrunableState, PruneCutoffs } from "../domain/retention.js";
 import type { NewJob } from "../domain/submission.js";
 
 export interface SubmitOutcome {
@@ -67,9 +69,39 @@ export interface QueueControlChange {
 
 /** What one committed transaction changed, announced after the commit. */
 export interface CommittedChange {
+  /** The stored events, in sequence order. */
   events: JobEvent[];
+  /**
+   * Heartbeats applied in this commit whose event the heartbeat policy did
+   * not store (domain/state-machine.ts): no sequence, never in ListJobEvents
+   * or WatchEvents; for counting only.
+   */
+  unrecorded: EventDraft[];
   /** Queues whose paused state this commit changed, in commit order (usually none). */
   queueControls: QueueControlChange[];
+}
+
+/** One bounded pruning transaction: which finished jobs may go, and how many at most. */
+export interface PruneSpec {
+  /** Jobs of each listed state whose finish_time is before its cutoff (epoch ms). */
+  finishedBefore: PruneCutoffs;
+  /** Most jobs deleted by this call. */
+  limit: number;
+}
+
+export interface PrunedJobs {
+  queue: string;
+  state: PrunableState;
+  jobs: number;
+}
+
+export interface PruneOutcome {
+  /** Jobs deleted, by queue and state (only non-zero entries). */
+  pruned: PrunedJobs[];
+  /** Events deleted with them. */
+  events: number;
+  /** Fewer than `limit` jobs matched: nothing else is due now. */
+  exhausted: boolean;
 }
 
 /** What a bulk transition does to each job it selects; the state machine decides the rest. */
@@ -146,6 +178,13 @@ export interface Store {
   cancel(jobId: string, reason: string): Promise<Job>;
   /** Recovers every expired lease; returns how many jobs moved. */
   recoverExpiredLeases(): Promise<number>;
+  /**
+   * Deletes, in one transaction, up to `limit` jobs finished before their
+   * state's cutoff (oldest first within a state), with all their events; keeps the counts
+   * right and frees their idempotency keys. Advances the pruned-through
+   * sequence (see eventBounds) past every event it deleted.
+   */
+  pruneJobs(spec: PruneSpec): Promise<PruneOutcome>;
 
   /**
    * Pauses a queue (api.md section B): from this commit on, claim hands out
@@ -169,7 +208,14 @@ export interface Store {
   listJobEvents(jobId: string): Promise<JobEvent[]>;
   /** Stored events after a sequence, oldest first. */
   listEvents(spec: ListEventsSpec): Promise<JobEvent[]>;
-  /** Smallest and largest stored sequence (0 when none was ever written). */
+  /**
+   * Where a replay can start. `latest`: the highest sequence ever issued
+   * (0 when none). `oldest`: the first sequence of the unbroken history:
+   * every event with a sequence >= oldest is still stored. Pruning leaves
+   * holes (events of jobs still alive can be older than pruned ones), so
+   * this is one past the highest pruned sequence, or the smallest stored
+   * sequence if that is larger; 0 when no event is stored.
+   */
   eventBounds(): Promise<{ oldest: number; latest: number }>;
   /** Counts per queue and state, maintained transactionally, and paused queues; ordered by queue. */
   queueCounts(): Promise<QueueCounts[]>;

@@ -110,7 +110,8 @@ describe("leasequeue import-litequeue", () => {
   it("leaves jobs that a server serves by their litequeue ids: GetJob, Claim oldest first, Redrive, Cancel", async () => {
     const db = join(dir, "jobs.db");
     expect((await importCli(litequeueFile(), db, "--queue", "emails", "--task", "welcome.send")).code).toBe(0);
-    const s = await spawnServer(db);
+    // The DONE message finished in 2025: the default retention would prune it at start.
+    const s = await spawnServer(db, ["--retention", "0s"]);
     servers.push(s);
 
     const { job: done } = await okJson(s.apiUrl, "GetJob", { jobId: ids[2] });

@@ -22,14 +22,15 @@ afterEach(async () => {
 
 function setup(options: EventFeedOptions = {}) {
   const dir = mkdtempSync(join(tmpdir(), "leasequeue-feed-"));
-  const store = openSqliteStore({ path: join(dir, "jobs.db"), clock: new ManualClock(), synchronous: "normal" });
+  const clock = new ManualClock();
+  const store = openSqliteStore({ path: join(dir, "jobs.db"), clock, synchronous: "normal" });
   const feed = new EventFeed(store, options);
   cleanups.push(async () => {
     feed.close();
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
-  return { store, feed };
+  return { store, feed, clock };
 }
 
 /** Commits one transaction that submits `n` jobs (one SUBMITTED event each); returns their events' sequences. */
@@ -214,12 +215,81 @@ describe("resume points that cannot be honoured", () => {
     expect((await w.event()).sequence).toBe(next);
   });
 
+  it("fail with REPLAY_TOO_OLD when retention pruned events after the resume point, though older events of a live job remain", async () => {
+    const { store, feed, clock } = setup();
+    // An old job that is still waiting (its SUBMITTED event is the oldest stored), then a job that completes.
+    const [waiting] = await submit(store, 1, "emails");
+    await submit(store, 1, "billing");
+    const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+    await store.complete(lease!.job.id, lease!.leaseToken, null);
+    const lastPruned = (await store.eventBounds()).latest;
+    clock.advance(3_600_000);
+    await store.pruneJobs({ finishedBefore: { completed: clock.now() }, limit: 10 });
+    expect((await store.listEvents({ afterSequence: 0, limit: 10 })).map((e) => e.sequence)).toEqual([waiting]);
+
+    // Replaying from before the hole would skip the pruned events silently: refused.
+    for (const after of [0, waiting!, lastPruned - 1]) {
+      const err = await feedError(watch(feed, { afterSequence: after }).next());
+      expect(err.reason).toBe("REPLAY_TOO_OLD");
+      expect(err.message).toContain(`oldest available sequence is ${lastPruned + 1}`);
+    }
+    // From the last pruned event on, the history is unbroken.
+    const w = watch(feed, { afterSequence: lastPruned });
+    expect(await w.next()).toBeNull();
+    const [next] = await submit(store);
+    expect((await w.event()).sequence).toBe(next);
+  });
+
+  it("fail with REPLAY_TOO_OLD when a prune commits while the replay reads", async () => {
+    const { store, feed, clock } = setup({ pageSize: 2 });
+    await submit(store, 6, "billing");
+    const leases = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 6 });
+    for (const l of leases) await store.complete(l.job.id, l.leaseToken, null);
+    clock.advance(3_600_000);
+    const w = watch(feed, { afterSequence: 0 });
+    expect(await w.next()).toBeNull();
+    expect(await w.next()).not.toBeNull(); // the first page is on its way
+    await store.pruneJobs({ finishedBefore: { completed: clock.now() }, limit: 10 });
+    const err = await feedError((async () => {
+      for (;;) await w.next();
+    })());
+    expect(err.reason).toBe("REPLAY_TOO_OLD");
+  });
+
   it("fail with SEQUENCE_NOT_ISSUED when the resume point is beyond every sequence this database issued", async () => {
     const { store, feed } = setup();
     const stored = await submit(store, 2);
     const err = await feedError(watch(feed, { afterSequence: stored[1]! + 1 }).next());
     expect(err.reason).toBe("SEQUENCE_NOT_ISSUED");
     expect(err.message).toContain(`(${stored[1]})`);
+  });
+});
+
+describe("heartbeats the store does not keep", () => {
+  it("reach neither a live watch nor a replay, so both carry the same events with the same sequences", async () => {
+    const { store, feed, clock } = setup();
+    const start = (await store.eventBounds()).latest;
+    const live = watch(feed);
+    expect(await live.next()).toBeNull();
+    const [job] = await store.submit([newJob()]);
+    const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+    for (let i = 0; i < 12; i++) {
+      clock.advance(10_000);
+      await store.heartbeat(job!.job.id, lease!.leaseToken);
+    }
+    await store.complete(job!.job.id, lease!.leaseToken, null);
+    const stored = await store.listJobEvents(job!.job.id);
+    // submitted, claimed, the heartbeats at 10 s and 70 s, completed.
+    expect(stored.map((e) => e.kind)).toEqual(["submitted", "claimed", "heartbeat", "heartbeat", "completed"]);
+
+    const seenLive: JobEvent[] = [];
+    while (seenLive.length < stored.length) seenLive.push(await live.event());
+    const replay = watch(feed, { afterSequence: start });
+    expect(await replay.next()).toBeNull();
+    const replayed: JobEvent[] = [];
+    while (replayed.length < stored.length) replayed.push(await replay.event());
+    expect(seenLive).toEqual(stored);
+    expect(replayed).toEqual(stored);
   });
 });
 

@@ -8,8 +8,9 @@ import { ManualClock } from "../../src/domain/clock.js";
 import { QueueError } from "../../src/domain/errors.js";
 import type { JobEvent } from "../../src/domain/job.js";
 import type { NewJob } from "../../src/domain/submission.js";
+import { HEARTBEAT_EVENT_INTERVAL_MS } from "../../src/domain/state-machine.js";
 import { purgeQueue, redriveAll } from "../../src/store/bulk-transitions.js";
-import type { BulkBatchSpec, CommittedChange, Store } from "../../src/store/store.js";
+import type { BulkBatchSpec, CommittedChange, PrunedJobs, Store } from "../../src/store/store.js";
 
 export interface StoreHarness {
   store: Store;
@@ -620,8 +621,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await store.resumeQueue("never-paused");
         off();
         expect(seen).toEqual([
-          { events: [], queueControls: [{ queue: "billing", paused: true }] },
-          { events: [], queueControls: [{ queue: "billing", paused: false }] },
+          { events: [], unrecorded: [], queueControls: [{ queue: "billing", paused: true }] },
+          { events: [], unrecorded: [], queueControls: [{ queue: "billing", paused: false }] },
         ]);
         expect(await store.eventBounds()).toEqual(before);
         expect(await kinds(job.id)).toEqual(["submitted:->queued"]);
@@ -886,6 +887,231 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const results = await Promise.allSettled(calls);
         expect(results.every((r) => r.status === "fulfilled")).toBe(true);
         expect((await store.queueCounts()).find((q) => q.queue === "billing")!.counts).toMatchObject({ running: 0, completed: 100 });
+      });
+    });
+
+    describe("retention", () => {
+      async function completeOne(overrides: Partial<NewJob> = {}) {
+        const job = await submitOne(overrides);
+        const lease = await store.claim({ queue: job.queue, workerId: "worker-1", leaseDurationMs: MINUTE, maxJobs: 1 });
+        return store.complete(lease[0]!.job.id, lease[0]!.leaseToken, null);
+      }
+
+      async function deadOne() {
+        const job = await submitOne({ maxAttempts: 1 });
+        const [lease] = await store.claim({ queue: job.queue, workerId: "worker-1", leaseDurationMs: MINUTE, maxJobs: 1 });
+        return store.fail(lease!.job.id, lease!.leaseToken, { error: "boom", permanent: true });
+      }
+
+      const sorted = (pruned: PrunedJobs[]) =>
+        [...pruned].sort((a, b) => a.queue.localeCompare(b.queue) || a.state.localeCompare(b.state));
+
+      it("deletes completed and cancelled jobs finished before the cutoff with their events, keeping younger ones", async () => {
+        const done = await completeOne();
+        const cancelled = await store.cancel((await submitOne({ queue: "emails" })).id, "no longer needed");
+        clock.advance(HOUR);
+        const recent = await completeOne();
+        const waiting = await submitOne();
+        const cutoff = clock.now() - 30 * MINUTE;
+
+        const outcome = await store.pruneJobs({ finishedBefore: { completed: cutoff, cancelled: cutoff }, limit: 100 });
+        expect(sorted(outcome.pruned)).toEqual([
+          { queue: "billing", state: "completed", jobs: 1 },
+          { queue: "emails", state: "cancelled", jobs: 1 },
+        ]);
+        expect(outcome.events).toBe(3 + 2); // submitted, claimed, completed; submitted, cancelled
+        expect(outcome.exhausted).toBe(true);
+        for (const gone of [done, cancelled]) {
+          expect(await store.getJob(gone.id)).toBeUndefined();
+          expect(await store.listJobEvents(gone.id)).toEqual([]);
+        }
+        const remaining = await store.listEvents({ afterSequence: 0, limit: 100 });
+        expect(new Set(remaining.map((e) => e.jobId))).toEqual(new Set([recent.id, waiting.id]));
+        expect((await store.getJob(recent.id))!.state).toBe("completed");
+        expect((await store.listJobs({ limit: 10 })).map((j) => j.id)).toEqual([waiting.id, recent.id]);
+        const counts = await store.queueCounts();
+        expect(counts.find((c) => c.queue === "billing")!.counts).toMatchObject({ completed: 1, queued: 1 });
+        expect(counts.find((c) => c.queue === "emails")?.counts.cancelled ?? 0).toBe(0);
+      });
+
+      it("keeps a job finished exactly at the cutoff", async () => {
+        const job = await completeOne();
+        const outcome = await store.pruneJobs({ finishedBefore: { completed: job.finishTime! }, limit: 100 });
+        expect(outcome.pruned).toEqual([]);
+        expect(await store.getJob(job.id)).toBeDefined();
+      });
+
+      it("frees the idempotency key of a pruned job: the same key then creates a new job", async () => {
+        const first = await completeOne({ idempotencyKey: "invoice-481" });
+        const [again] = await store.submit([newJob({ idempotencyKey: "invoice-481" })]);
+        expect(again).toMatchObject({ deduplicated: true, job: { id: first.id } });
+        clock.advance(HOUR);
+        await store.pruneJobs({ finishedBefore: { completed: clock.now() }, limit: 100 });
+
+        // A different request is no mismatch any more: the key names nothing.
+        const [fresh] = await store.submit([newJob({ idempotencyKey: "invoice-481", priority: 7 })]);
+        expect(fresh!.deduplicated).toBe(false);
+        expect(fresh!.job.id).not.toBe(first.id);
+        expect(fresh!.job).toMatchObject({ state: "queued", priority: 7 });
+        const [replay] = await store.submit([newJob({ idempotencyKey: "invoice-481", priority: 7 })]);
+        expect(replay).toMatchObject({ deduplicated: true, job: { id: fresh!.job.id } });
+      });
+
+      it("keeps dead jobs unless a dead cutoff is given", async () => {
+        const dead = await deadOne();
+        clock.advance(HOUR);
+        const keepDead = await store.pruneJobs({ finishedBefore: { completed: clock.now(), cancelled: clock.now() }, limit: 100 });
+        expect(keepDead.pruned).toEqual([]);
+        expect((await store.getJob(dead.id))!.state).toBe("dead");
+
+        const outcome = await store.pruneJobs({ finishedBefore: { dead: clock.now() }, limit: 100 });
+        expect(outcome.pruned).toEqual([{ queue: "billing", state: "dead", jobs: 1 }]);
+        expect(await store.getJob(dead.id)).toBeUndefined();
+        expect(await store.listJobEvents(dead.id)).toEqual([]);
+        expect((await store.queueCounts()).find((c) => c.queue === "billing")?.counts.dead ?? 0).toBe(0);
+      });
+
+      it("never prunes a redriven job by the time it died", async () => {
+        const dead = await deadOne();
+        clock.advance(HOUR);
+        await store.redrive(dead.id);
+        const outcome = await store.pruneJobs({ finishedBefore: { dead: clock.now(), completed: clock.now() }, limit: 100 });
+        expect(outcome.pruned).toEqual([]);
+        expect((await store.getJob(dead.id))!.state).toBe("queued");
+      });
+
+      it("deletes at most `limit` jobs per call, oldest finished first, until exhausted", async () => {
+        const finished = [];
+        for (let i = 0; i < 5; i++) {
+          finished.push(await completeOne({ task: `t${i}` }));
+          clock.advance(SECOND);
+        }
+        const due = { completed: clock.now() };
+        const first = await store.pruneJobs({ finishedBefore: due, limit: 2 });
+        expect(first).toMatchObject({ pruned: [{ queue: "billing", state: "completed", jobs: 2 }], exhausted: false });
+        expect(await store.getJob(finished[0]!.id)).toBeUndefined();
+        expect(await store.getJob(finished[1]!.id)).toBeUndefined();
+        expect(await store.getJob(finished[2]!.id)).toBeDefined();
+        expect((await store.pruneJobs({ finishedBefore: due, limit: 2 })).exhausted).toBe(false);
+        const last = await store.pruneJobs({ finishedBefore: due, limit: 2 });
+        expect(last).toMatchObject({ pruned: [{ jobs: 1 }], exhausted: true });
+        expect(await store.pruneJobs({ finishedBefore: due, limit: 2 })).toEqual({ pruned: [], events: 0, exhausted: true });
+        expect((await store.queueCounts()).find((c) => c.queue === "billing")?.counts.completed ?? 0).toBe(0);
+      });
+
+      it("moves the oldest replayable sequence past every pruned event, even when a live job's events are older", async () => {
+        const alive = await submitOne({ queue: "emails", task: "still-waiting" });
+        const done = await completeOne();
+        const doneEvents = await store.listJobEvents(done.id);
+        clock.advance(HOUR);
+        await store.pruneJobs({ finishedBefore: { completed: clock.now() }, limit: 100 });
+
+        // The live job's SUBMITTED event is older than the pruned ones and is kept...
+        const kept = await store.listJobEvents(alive.id);
+        expect(kept.map((e) => e.kind)).toEqual(["submitted"]);
+        expect(kept[0]!.sequence).toBeLessThan(doneEvents[0]!.sequence);
+        // ...but the history before the last pruned event has a hole, so a replay cannot start there.
+        const bounds = await store.eventBounds();
+        expect(bounds).toEqual({ oldest: doneEvents.at(-1)!.sequence + 1, latest: doneEvents.at(-1)!.sequence });
+
+        // Sequences are never reused: the next event comes after every pruned one.
+        const next = await submitOne();
+        const [submitted] = await store.listJobEvents(next.id);
+        expect(submitted!.sequence).toBeGreaterThan(doneEvents.at(-1)!.sequence);
+        expect(await store.eventBounds()).toEqual({ oldest: bounds.oldest, latest: submitted!.sequence });
+        expect((await store.listEvents({ afterSequence: bounds.oldest - 1, limit: 10 })).map((e) => e.jobId)).toEqual([next.id]);
+      });
+
+      it("never leaves events of a job behind when it finishes while a prune runs", async () => {
+        await submitOne();
+        const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 });
+        // A cutoff in the future makes the job due the moment it completes.
+        const [completed, outcome] = await Promise.all([
+          store.complete(lease!.job.id, lease!.leaseToken, null),
+          store.pruneJobs({ finishedBefore: { completed: clock.now() + HOUR }, limit: 100 }),
+        ]);
+        const job = await store.getJob(completed.id);
+        const events = await store.listJobEvents(completed.id);
+        if (job === undefined) {
+          expect(events).toEqual([]);
+          expect(outcome.pruned).toEqual([{ queue: "billing", state: "completed", jobs: 1 }]);
+        } else {
+          expect(events.map((e) => e.kind)).toEqual(["submitted", "claimed", "completed"]);
+        }
+        // Either way a later pass removes it completely.
+        await store.pruneJobs({ finishedBefore: { completed: clock.now() + HOUR }, limit: 100 });
+        expect(await store.getJob(completed.id)).toBeUndefined();
+        expect(await store.listJobEvents(completed.id)).toEqual([]);
+        expect(await store.listEvents({ afterSequence: 0, limit: 10 })).toEqual([]);
+      });
+    });
+
+    describe("heartbeat events", () => {
+      it("stores a lease's first heartbeat, then at most one a minute, while every heartbeat extends the lease", async () => {
+        const job = await submitOne();
+        const lease = await claimOne("billing", 30 * SECOND);
+        const announced: CommittedChange[] = [];
+        const off = store.onCommitted((c) => announced.push(c));
+        // A heartbeat every 10 s for 130 s: stored at 10 s, 70 s and 130 s.
+        for (let i = 1; i <= 13; i++) {
+          clock.advance(10 * SECOND);
+          const beat = await store.heartbeat(job.id, lease.leaseToken);
+          expect(beat.leaseExpireTime).toBe(clock.now() + 30 * SECOND);
+        }
+        off();
+        const events = await store.listJobEvents(job.id);
+        const beats = events.filter((e) => e.kind === "heartbeat");
+        expect(beats.map((e) => e.eventTime - lease.job.updateTime)).toEqual([10 * SECOND, 70 * SECOND, 130 * SECOND]);
+        expect(HEARTBEAT_EVENT_INTERVAL_MS).toBe(MINUTE);
+        // The others were announced as unrecorded (for counting), with no sequence.
+        expect(announced.flatMap((c) => c.events).map((e) => e.sequence)).toEqual(beats.map((e) => e.sequence));
+        const unrecorded = announced.flatMap((c) => c.unrecorded);
+        expect(unrecorded).toHaveLength(10);
+        expect(unrecorded.every((e) => e.kind === "heartbeat" && e.jobId === job.id && !("sequence" in e))).toBe(true);
+      });
+
+      it("stores the first heartbeat of every new lease", async () => {
+        const job = await submitOne();
+        const first = await claimOne("billing", 20 * SECOND);
+        clock.advance(SECOND);
+        await store.heartbeat(job.id, first.leaseToken);
+        clock.advance(20 * SECOND);
+        const second = await claimOne("billing", 20 * SECOND, "worker-2");
+        clock.advance(SECOND);
+        await store.heartbeat(job.id, second.leaseToken);
+        expect(await kinds(job.id)).toEqual([
+          "submitted:->queued",
+          "claimed:queued>running",
+          "heartbeat:running>running",
+          "lease_expired:running>retry",
+          "claimed:retry>running",
+          "heartbeat:running>running",
+        ]);
+      });
+
+      it("keeps every state transition however many heartbeats are coalesced", async () => {
+        const job = await submitOne({ maxAttempts: 3, retryBaseDelayMs: 0 });
+        let lease = await claimOne("billing", MINUTE);
+        for (let i = 0; i < 20; i++) {
+          clock.advance(SECOND);
+          await store.heartbeat(job.id, lease.leaseToken);
+        }
+        await store.fail(job.id, lease.leaseToken, { error: "flaky", permanent: false });
+        lease = await claimOne("billing", MINUTE);
+        // Twenty heartbeats and the completion issued together (one commit, applied in order).
+        const calls = [...Array.from({ length: 20 }, () => store.heartbeat(job.id, lease.leaseToken)), store.complete(job.id, lease.leaseToken, '"done"')];
+        const results = await Promise.allSettled(calls);
+        expect(results.every((r) => r.status === "fulfilled")).toBe(true);
+        expect((await store.getJob(job.id))!.state).toBe("completed");
+        const timeline = await kinds(job.id);
+        expect(timeline.filter((k) => !k.startsWith("heartbeat"))).toEqual([
+          "submitted:->queued",
+          "claimed:queued>running",
+          "failed:running>retry",
+          "claimed:retry>running",
+          "completed:running>completed",
+        ]);
+        expect(timeline.filter((k) => k.startsWith("heartbeat"))).toHaveLength(2);
       });
     });
 

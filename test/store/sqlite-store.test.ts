@@ -1,11 +1,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
 import { listJobsSql, SQL } from "../../src/store/sqlite/sql.js";
-import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { migrate, openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { describeStoreContract, newJob } from "./contract.js";
 
 function tempDir(): string {
@@ -148,6 +149,67 @@ describe("SQLite store specifics", () => {
     expect(again!.deduplicated).toBe(true);
   });
 
+  it("migrates a version-3 database in place: jobs, counts and running leases carry on", async () => {
+    const dir = tempDir();
+    dirs.push(dir);
+    const path = join(dir, "jobs.db");
+    const clock = new ManualClock();
+    const first = openSqliteStore({ path, clock });
+    await first.submit([newJob({ task: "running" }), newJob({ task: "done" })]);
+    const leases = await first.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 2 });
+    await first.complete(leases[1]!.job.id, leases[1]!.leaseToken, null);
+    await first.close();
+    // Take the file back to schema 3, as the release before retention left it.
+    const db = new Database(path);
+    db.exec(`DROP TABLE paused_queues; DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;`);
+    db.pragma("user_version = 3");
+    db.close();
+
+    const reopened = open(path, clock);
+    expect(reopened.db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
+    expect((await reopened.queueCounts())[0]!.counts).toMatchObject({ running: 1, completed: 1 });
+    // A lease from before the upgrade stores its first heartbeat as any lease does.
+    await reopened.heartbeat(leases[0]!.job.id, leases[0]!.leaseToken);
+    expect((await reopened.listJobEvents(leases[0]!.job.id)).map((e) => e.kind)).toEqual(["submitted", "claimed", "heartbeat"]);
+    const outcome = await reopened.pruneJobs({ finishedBefore: { completed: clock.now() + 1 }, limit: 10 });
+    expect(outcome.pruned).toEqual([{ queue: "billing", state: "completed", jobs: 1 }]);
+    expect(migrate(reopened.db)).toEqual([]);
+  });
+
+  it("gives no sequence to a heartbeat it does not store: stored sequences stay consecutive", async () => {
+    const store = open();
+    const [outcome] = await store.submit([newJob()]);
+    const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+    for (let i = 0; i < 5; i++) await store.heartbeat(outcome!.job.id, lease!.leaseToken);
+    await store.complete(outcome!.job.id, lease!.leaseToken, null);
+    const events = await store.listEvents({ afterSequence: 0, limit: 100 });
+    expect(events.map((e) => [e.sequence, e.kind])).toEqual([
+      [1, "submitted"],
+      [2, "claimed"],
+      [3, "heartbeat"],
+      [4, "completed"],
+    ]);
+    expect(await store.eventBounds()).toEqual({ oldest: 1, latest: 4 });
+  });
+
+  it("does not prune a job that finished earlier in the same transaction (its events are not written yet)", async () => {
+    const clock = new ManualClock();
+    const store = open(undefined, clock);
+    await store.submit([newJob()]);
+    const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+    const commits: number[] = [];
+    store.onCommitted((c) => commits.push(c.events.length));
+    const [, outcome] = await Promise.all([
+      store.complete(lease!.job.id, lease!.leaseToken, null),
+      store.pruneJobs({ finishedBefore: { completed: clock.now() + 1 }, limit: 10 }),
+    ]);
+    expect(commits).toEqual([1]); // one shared transaction
+    expect(outcome).toEqual({ pruned: [], events: 0, exhausted: true });
+    expect((await store.listJobEvents(lease!.job.id)).map((e) => e.kind)).toEqual(["submitted", "claimed", "completed"]);
+    const orphans = store.db.prepare("SELECT count(*) AS n FROM job_events WHERE job_id NOT IN (SELECT id FROM jobs)").get() as { n: number };
+    expect(orphans.n).toBe(0);
+  });
+
   it("keeps a paused queue paused across a reopen, with or without jobs", async () => {
     const clock = new ManualClock();
     const first = open(undefined, clock);
@@ -188,6 +250,13 @@ describe("SQLite store specifics", () => {
     it("finds the oldest pending job and the next scheduled one through jobs_pending_since", () => {
       expect(plan(SQL.oldestPendingSince.replaceAll("?", "NULL"))).toContain("jobs_pending_since");
       expect(plan(SQL.nextScheduledTime.replaceAll("?", "NULL"))).toContain("jobs_pending_since");
+    });
+
+    it("finds prunable jobs through jobs_finished and deletes their events through job_events_by_job", () => {
+      const p = plan(SQL.prunableJobs.replaceAll("?", "NULL"));
+      expect(p).toContain("USING INDEX jobs_finished (state=? AND finish_time<?)");
+      expect(p).not.toContain("TEMP B-TREE");
+      expect(plan(SQL.deleteEventsOfJob.replaceAll("?", "NULL"))).toContain("job_events_by_job (job_id=?)");
     });
 
     it("looks up idempotency keys through their unique index", () => {

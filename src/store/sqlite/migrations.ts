@@ -103,10 +103,28 @@ CREATE TABLE write_probe (
 INSERT INTO write_probe (id, probe_time, probes) VALUES (1, 0, 0);
 `,
   },
-  // Branch wip-controls: numbered 4 here so that migrations stay contiguous;
-  // it becomes 5 when it is merged after retention's migration 4.
   {
     version: 4,
+    name: "retention",
+    sql: `
+-- Retention (api.md section B): finished jobs by state and finish_time, so a
+-- pruning batch seeks straight to the oldest ones due instead of scanning.
+CREATE INDEX jobs_finished ON jobs (state, finish_time)
+  WHERE state IN ('completed','cancelled','dead');
+-- The highest event sequence ever deleted by pruning: replays that would
+-- start before it are refused, since the history up to it has holes.
+CREATE TABLE event_retention (
+  id              INTEGER PRIMARY KEY CHECK (id = 1),
+  pruned_through  INTEGER NOT NULL
+) STRICT;
+INSERT INTO event_retention (id, pruned_through) VALUES (1, 0);
+-- The heartbeat policy (at most one stored HEARTBEAT event per lease per
+-- minute) needs the time of the lease's last stored one.
+ALTER TABLE jobs ADD COLUMN heartbeat_event_time INTEGER;
+`,
+  },
+  {
+    version: 5,
     name: "paused queues",
     sql: `
 -- Queue controls (api.md section B): a queue with a row here is paused and

@@ -13,7 +13,7 @@ import type { JobState } from "../../domain/job.js";
 export const JOB_COLUMN_NAMES = [
   "id", "queue", "task", "payload", "priority", "state", "attempts", "max_attempts", "retry_base_delay_ms",
   "schedule_time", "create_time", "update_time", "finish_time", "worker_id", "lease_expire_time", "lease_duration_ms",
-  "lease_token_hash", "deliveries", "last_error", "result", "idempotency_key", "request_hash",
+  "lease_token_hash", "deliveries", "last_error", "result", "idempotency_key", "request_hash", "heartbeat_event_time",
 ] as const;
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
@@ -21,7 +21,7 @@ const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
 /** The columns a transition may change, bound in this order before the id by updateJob. */
 export const UPDATED_JOB_COLUMN_NAMES = [
   "state", "attempts", "schedule_time", "update_time", "finish_time", "worker_id", "lease_expire_time",
-  "lease_duration_ms", "lease_token_hash", "deliveries", "last_error", "result",
+  "lease_duration_ms", "lease_token_hash", "deliveries", "last_error", "result", "heartbeat_event_time",
 ] as const;
 
 /** Statements whose rows are jobs, read as arrays in JOB_COLUMN_NAMES order. */
@@ -71,6 +71,20 @@ export const SQL = {
     WHERE job_id = @jobId AND sequence > @after AND (@queue IS NULL OR queue = @queue) ORDER BY sequence LIMIT @limit`,
 
   eventBounds: `SELECT coalesce(min(sequence), 0) AS oldest, coalesce(max(sequence), 0) AS latest FROM job_events`,
+
+  /** The highest sequence pruning ever deleted (0: none). */
+  prunedThrough: `SELECT pruned_through AS seq FROM event_retention WHERE id = 1`,
+  advancePrunedThrough: `UPDATE event_retention SET pruned_through = max(pruned_through, ?) WHERE id = 1`,
+
+  /**
+   * Finished jobs of one state due for pruning, oldest first, through
+   * jobs_finished (the literal IN lets the planner use the partial index).
+   */
+  prunableJobs: `SELECT id, queue, state FROM jobs INDEXED BY jobs_finished
+    WHERE state IN ('completed','cancelled','dead') AND state = ? AND finish_time < ? ORDER BY finish_time LIMIT ?`,
+  /** A pruned job's events, through job_events_by_job; answers the deleted sequences. */
+  deleteEventsOfJob: `DELETE FROM job_events WHERE job_id = ? RETURNING sequence`,
+  deleteJob: `DELETE FROM jobs WHERE id = ?`,
 
   /** Highest sequence ever handed out, even if those events were deleted since. */
   lastSequence: `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'job_events'), 0) AS seq`,

@@ -34,6 +34,7 @@ import { newJobId } from "../../domain/ids.js";
 import { newLeaseToken } from "../../domain/lease-token.js";
 import * as machine from "../../domain/state-machine.js";
 import { scheduleTimeOf, submitFingerprint, type NewJob } from "../../domain/submission.js";
+import type { PrunableState } from "../../domain/retention.js";
 import { bulkTransitionOf } from "../bulk-transitions.js";
 import type {
   BulkBatchOutcome,
@@ -43,6 +44,9 @@ import type {
   CommitListener,
   ListEventsSpec,
   ListJobsSpec,
+  PrunedJobs,
+  PruneOutcome,
+  PruneSpec,
   QueueControlChange,
   QueueCounts,
   Store,
@@ -62,6 +66,15 @@ export interface SqliteStoreOptions {
   clock: Clock;
   /** SQLite synchronous mode. Default "full": every commit is fsynced. */
   synchronous?: "full" | "normal";
+  /**
+   * Whether this store owns the database: takes `<db>.lock` (database-lock.ts)
+   * for as long as it is open. Default true. False opens it beside its owner
+   * (a running server), for `leasequeue prune`, whose commits only delete
+   * finished jobs, which the owner's streams need not be told about. restore
+   * and import still refuse to run meanwhile: they need an exclusive lock on
+   * the file itself, which this store's open connection denies.
+   */
+  ownsDatabase?: boolean;
   /** How long a writer waits for a lock held by another process. Default 5000 ms. */
   busyTimeoutMs?: number;
   /** Most operations sharing one transaction. Default 256. */
@@ -92,6 +105,10 @@ interface Pending<T = unknown> {
 interface Tx {
   now: number;
   events: JobEvent[];
+  /** Heartbeats applied without a stored event (the heartbeat policy). */
+  unrecorded: EventDraft[];
+  /** Events of the operations before this one in the same transaction, not yet written (see #writeEvents). */
+  pending: readonly JobEvent[];
   counts: CountDeltas;
   /** Queues the operation paused or resumed, announced with the commit. */
   queueControls: QueueControlChange[];
@@ -201,7 +218,8 @@ export class SqliteStore implements Store {
     this.#writeProbeIntervalMs = options.writeProbeIntervalMs ?? 1000;
     this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
     const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
-    this.#lock = options.path === ":memory:" ? undefined : acquireDatabaseLock(options.path, busyTimeoutMs);
+    this.#lock =
+      options.path === ":memory:" || options.ownsDatabase === false ? undefined : acquireDatabaseLock(options.path, busyTimeoutMs);
     try {
       this.db = new Database(options.path, { timeout: busyTimeoutMs });
     } catch (err) {
@@ -343,6 +361,39 @@ export class SqliteStore implements Store {
     );
   }
 
+  pruneJobs(spec: PruneSpec): Promise<PruneOutcome> {
+    return this.#write((tx) => {
+      // A job whose events are still waiting to be written in this
+      // transaction changed a moment ago: never due, and deleting it now
+      // would orphan those events.
+      const changedNow = new Set(tx.pending.map((e) => e.jobId));
+      const due: Array<{ id: string; queue: string; state: PrunableState }> = [];
+      for (const [state, before] of Object.entries(spec.finishedBefore) as Array<[PrunableState, number]>) {
+        if (due.length >= spec.limit) break;
+        const rows = this.#stmts.prunableJobs.all(state, before, spec.limit - due.length) as typeof due;
+        for (const row of rows) if (!changedNow.has(row.id)) due.push(row);
+      }
+      let events = 0;
+      let prunedThrough = 0;
+      const byQueueState = new Map<string, PrunedJobs>();
+      for (const job of due) {
+        tx.wrote = true;
+        for (const { sequence } of this.#stmts.deleteEventsOfJob.all(job.id) as Array<{ sequence: number }>) {
+          events++;
+          if (sequence > prunedThrough) prunedThrough = sequence;
+        }
+        this.#stmts.deleteJob.run(job.id);
+        this.#adjustCount(tx, job.queue, job.state, -1);
+        const key = `${job.queue}\0${job.state}`;
+        const entry = byQueueState.get(key) ?? { queue: job.queue, state: job.state, jobs: 0 };
+        entry.jobs++;
+        byQueueState.set(key, entry);
+      }
+      if (prunedThrough > 0) this.#stmts.advancePrunedThrough.run(prunedThrough);
+      return { pruned: [...byQueueState.values()], events, exhausted: due.length < spec.limit };
+    });
+  }
+
   pauseQueue(queue: string): Promise<boolean> {
     return this.#write((tx) => {
       const changed = this.#stmts.pauseQueue.run(queue, tx.now).changes > 0;
@@ -421,6 +472,7 @@ export class SqliteStore implements Store {
       j.deliveries,
       j.lastError,
       j.resultJson,
+      j.heartbeatEventTime,
       j.id,
     );
     if (fromState !== t.job.state) {
@@ -428,6 +480,7 @@ export class SqliteStore implements Store {
       this.#adjustCount(tx, t.job.queue, t.job.state, 1);
     }
     this.#recordEvents(tx, t.events);
+    if (t.unrecorded !== undefined) for (const e of t.unrecorded) tx.unrecorded.push(e);
   }
 
   #adjustCount(tx: Tx, queue: string, state: JobState, delta: number): void {
@@ -510,6 +563,7 @@ export class SqliteStore implements Store {
   #runBatch(batch: Pending[], guarded: boolean): "replay" | undefined {
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
     const committed: JobEvent[] = [];
+    const unrecorded: EventDraft[] = [];
     const controls: QueueControlChange[] = [];
     const counts: CountDeltas = new Map();
     try {
@@ -531,7 +585,15 @@ export class SqliteStore implements Store {
         outcomes.push({ ok: false, error: fatal });
         continue;
       }
-      const tx: Tx = { now: this.#clock.now(), events: [], counts: new Map(), queueControls: [], wrote: false };
+      const tx: Tx = {
+        now: this.#clock.now(),
+        events: [],
+        unrecorded: [],
+        pending: committed,
+        counts: new Map(),
+        queueControls: [],
+        wrote: false,
+      };
       const firstSequence = this.#nextSequence;
       if (guarded) {
         try {
@@ -548,6 +610,7 @@ export class SqliteStore implements Store {
         if (guarded) this.#release.run();
         outcomes.push({ ok: true, value });
         for (const e of tx.events) committed.push(e);
+        for (const e of tx.unrecorded) unrecorded.push(e);
         for (const c of tx.queueControls) controls.push(c);
         for (const [key, delta] of tx.counts) counts.set(key, (counts.get(key) ?? 0) + delta);
         if (tx.wrote) wrote = true;
@@ -602,10 +665,10 @@ export class SqliteStore implements Store {
       });
       if (failure !== undefined) this.#reportWrite(failure);
       else if (wrote || committed.length > 0) this.#reportWrite({ ok: true });
-      if (committed.length > 0 || controls.length > 0) {
+      if (committed.length > 0 || unrecorded.length > 0 || controls.length > 0) {
         for (const listener of this.#listeners) {
           try {
-            listener({ events: committed, queueControls: controls });
+            listener({ events: committed, unrecorded, queueControls: controls });
           } catch {
             // A listener's failure must not undo or block the commit it observes.
           }
@@ -729,9 +792,13 @@ export class SqliteStore implements Store {
   }
 
   async eventBounds(): Promise<{ oldest: number; latest: number }> {
-    const { oldest } = this.#stmts.eventBounds.get() as { oldest: number };
-    const { seq } = this.#stmts.lastSequence.get() as { seq: number };
-    return { oldest, latest: seq };
+    // One read transaction, so the three agree even while another process prunes.
+    return this.db.transaction(() => {
+      const { oldest } = this.#stmts.eventBounds.get() as { oldest: number };
+      const { seq } = this.#stmts.lastSequence.get() as { seq: number };
+      const pruned = (this.#stmts.prunedThrough.get() as { seq: number }).seq;
+      return { oldest: oldest === 0 ? 0 : Math.max(oldest, pruned + 1), latest: seq };
+    })();
   }
 
   async queueCounts(): Promise<QueueCounts[]> {
@@ -864,6 +931,7 @@ function newStoredJob(spec: NewJob, requestHash: string | null, now: number): St
     leaseDurationMs: null,
     idempotencyKey: spec.idempotencyKey,
     requestHash,
+    heartbeatEventTime: null,
   };
 }
 
@@ -906,6 +974,7 @@ function toStoredJob(r: JobRow): StoredJob {
     resultJson: r[19] as string | null,
     idempotencyKey: r[20] as string | null,
     requestHash: r[21] as string | null,
+    heartbeatEventTime: r[22] as number | null,
   };
 }
 
@@ -934,6 +1003,7 @@ export function jobRow(j: StoredJob): JobRow {
     j.resultJson,
     j.idempotencyKey,
     j.requestHash,
+    j.heartbeatEventTime,
   ];
 }
 
