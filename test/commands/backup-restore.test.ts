@@ -5,34 +5,17 @@
  * corrupted copy, a restore that a running server must prevent.
  */
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync, closeSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, existsSync, openSync, readdirSync, readFileSync, writeFileSync, writeSync, closeSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { systemClock } from "../../src/domain/clock.js";
 import { LATEST_SCHEMA_VERSION, openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { callJson, okJson, runCli, spawnServer, type SpawnedServer } from "../helpers/process.js";
+import { callJson, okJson, runCli, serversInTempDirs } from "../helpers/process.js";
 import { newJob } from "../store/contract.js";
 
-let dir: string;
-let servers: SpawnedServer[];
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), "leasequeue-backup-"));
-  servers = [];
-});
-
-afterEach(async () => {
-  for (const s of servers) await s.stop("SIGKILL");
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function start(dbPath: string): Promise<SpawnedServer> {
-  const s = await spawnServer(dbPath);
-  servers.push(s);
-  return s;
-}
+const sandbox = serversInTempDirs("backup");
+const start = sandbox.start;
 
 /** A database with `n` jobs in several states (a store in this process, closed again); returns their ids. */
 async function seed(dbPath: string, n: number): Promise<string[]> {
@@ -89,7 +72,7 @@ function setUserVersion(path: string, version: number): void {
 
 describe("leasequeue backup", () => {
   it("copies a database that a server keeps writing to: the copy holds every job acknowledged before it began, and restores", async () => {
-    const live = join(dir, "live.db");
+    const live = join(sandbox.dir(), "live.db");
     await seed(live, 3000);
     const s = await start(live);
     const acknowledged: string[] = [];
@@ -111,7 +94,7 @@ describe("leasequeue backup", () => {
     while (acknowledged.length < 200) await new Promise((r) => setTimeout(r, 10));
 
     const before = [...acknowledged];
-    const target = join(dir, "backup.db");
+    const target = join(sandbox.dir(), "backup.db");
     backupRunning = true;
     const backup = await runCli(["backup", target, "--db", live]);
     backupRunning = false;
@@ -126,11 +109,11 @@ describe("leasequeue backup", () => {
     expect(before.filter((id) => !saved.has(id))).toEqual([]);
     const total = Number(/jobs: +(\d+)/.exec(backup.stdout)![1]);
     expect(total).toBe(saved.size);
-    expect(readdirSync(dir).filter((f) => f.includes(".partial-"))).toEqual([]);
+    expect(readdirSync(sandbox.dir()).filter((f) => f.includes(".partial-"))).toEqual([]);
     const check = await runCli(["check", "--db", target]);
     expect(check.code, check.stdout + check.stderr).toBe(0);
 
-    const restoredPath = join(dir, "restored.db");
+    const restoredPath = join(sandbox.dir(), "restored.db");
     const restore = await runCli(["restore", target, "--db", restoredPath]);
     expect(restore.code, restore.stderr).toBe(0);
     expect(restore.stdout).toContain("replaced:       nothing (there was no database)");
@@ -145,9 +128,9 @@ describe("leasequeue backup", () => {
   }, 60_000);
 
   it("refuses to overwrite a file unless --force, and never the database itself", async () => {
-    const live = join(dir, "live.db");
+    const live = join(sandbox.dir(), "live.db");
     await seed(live, 10);
-    const target = join(dir, "backup.db");
+    const target = join(sandbox.dir(), "backup.db");
     writeFileSync(target, "an older backup");
     const refused = await runCli(["backup", target, "--db", live]);
     expect(refused.code).toBe(1);
@@ -161,20 +144,20 @@ describe("leasequeue backup", () => {
     const itself = await runCli(["backup", live, "--force", "--db", live]);
     expect(itself.code).toBe(1);
     expect(itself.stderr).toContain("is the database itself");
-    const nowhere = await runCli(["backup", join(dir, "no-such-dir", "b.db"), "--db", live]);
+    const nowhere = await runCli(["backup", join(sandbox.dir(), "no-such-sandbox.dir()", "b.db"), "--db", live]);
     expect(nowhere.code).toBe(1);
     expect(nowhere.stderr).toContain("does not exist");
-    const noDatabase = await runCli(["backup", join(dir, "b2.db"), "--db", join(dir, "missing.db")]);
+    const noDatabase = await runCli(["backup", join(sandbox.dir(), "b2.db"), "--db", join(sandbox.dir(), "missing.db")]);
     expect(noDatabase.code).toBe(1);
     expect(noDatabase.stderr).toContain("does not exist");
-    expect(existsSync(join(dir, "missing.db"))).toBe(false);
-    expect(readdirSync(dir).filter((f) => f.includes(".partial-"))).toEqual([]);
+    expect(existsSync(join(sandbox.dir(), "missing.db"))).toBe(false);
+    expect(readdirSync(sandbox.dir()).filter((f) => f.includes(".partial-"))).toEqual([]);
   });
 });
 
 describe("leasequeue check", () => {
   it("passes a sound database, a live one too, and reports its schema version and jobs", async () => {
-    const live = join(dir, "live.db");
+    const live = join(sandbox.dir(), "live.db");
     await seed(live, 60);
     const s = await start(live);
     await okJson(s.apiUrl, "Submit", { queue: "q9", task: "t" });
@@ -192,9 +175,9 @@ describe("leasequeue check", () => {
   });
 
   it("fails on a corrupted copy, a newer schema, counts that differ from the jobs, and a file that is not a database", async () => {
-    const live = join(dir, "live.db");
+    const live = join(sandbox.dir(), "live.db");
     await seed(live, 600);
-    const corrupted = join(dir, "corrupted.db");
+    const corrupted = join(sandbox.dir(), "corrupted.db");
     copyFileSync(live, corrupted);
     corruptPageOf(corrupted, "jobs_queue_state_recent");
     for (const flags of [[], ["--quick"]]) {
@@ -204,7 +187,7 @@ describe("leasequeue check", () => {
       expect(r.stdout).toMatch(/result: \d+ problem\(s\)/);
     }
 
-    const newer = join(dir, "newer.db");
+    const newer = join(sandbox.dir(), "newer.db");
     copyFileSync(live, newer);
     setUserVersion(newer, LATEST_SCHEMA_VERSION + 1);
     const tooNew = await runCli(["check", "--db", newer]);
@@ -213,7 +196,7 @@ describe("leasequeue check", () => {
       `has schema version ${LATEST_SCHEMA_VERSION + 1}, newer than this LeaseQueue release knows (up to ${LATEST_SCHEMA_VERSION})`,
     );
 
-    const miscounted = join(dir, "miscounted.db");
+    const miscounted = join(sandbox.dir(), "miscounted.db");
     copyFileSync(live, miscounted);
     const db = new Database(miscounted);
     db.prepare("UPDATE job_counts SET count = count + 2 WHERE queue = 'q1' AND state = 'queued'").run();
@@ -223,24 +206,24 @@ describe("leasequeue check", () => {
     expect(counts.stderr).toMatch(/job_counts records (\d+) queued jobs in queue "q1", but the jobs table holds (\d+)/);
     expect(counts.stdout).toContain("job_counts:     1 count(s) differ from the jobs");
 
-    const text = join(dir, "notes.txt");
+    const text = join(sandbox.dir(), "notes.txt");
     writeFileSync(text, "not a database at all, but long enough to have a header of sorts ".repeat(20));
     const notDb = await runCli(["check", "--db", text]);
     expect(notDb.code).toBe(1);
     expect(notDb.stderr).toContain("is not a SQLite database");
-    const missing = await runCli(["check", "--db", join(dir, "missing.db")]);
+    const missing = await runCli(["check", "--db", join(sandbox.dir(), "missing.db")]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain("does not exist");
-    expect(existsSync(join(dir, "missing.db"))).toBe(false);
+    expect(existsSync(join(sandbox.dir(), "missing.db"))).toBe(false);
   });
 });
 
 describe("leasequeue restore", () => {
   it("replaces a stopped server's database with the backup, keeps the replaced one, and the server starts on it", async () => {
-    const live = join(dir, "live.db");
+    const live = join(sandbox.dir(), "live.db");
     const first = await seed(live, 30);
     const s = await start(live);
-    const backup = join(dir, "backup.db");
+    const backup = join(sandbox.dir(), "backup.db");
     expect((await runCli(["backup", backup, "--db", live])).code).toBe(0);
     const { job: later } = await okJson(s.apiUrl, "Submit", { queue: "q0", task: "after-the-backup" });
     await s.stop();
@@ -260,9 +243,9 @@ describe("leasequeue restore", () => {
   });
 
   it("discards a crashed server's -wal and -shm with the database they belong to", async () => {
-    const live = join(dir, "live.db");
+    const live = join(sandbox.dir(), "live.db");
     await seed(live, 20);
-    const backup = join(dir, "backup.db");
+    const backup = join(sandbox.dir(), "backup.db");
     expect((await runCli(["backup", backup, "--db", live])).code).toBe(0);
     const s = await start(live);
     const { job: unsaved } = await okJson(s.apiUrl, "Submit", { queue: "q0", task: "only-in-the-wal" });
@@ -283,9 +266,9 @@ describe("leasequeue restore", () => {
   });
 
   it("replaces a database file that is no database any more", async () => {
-    const live = join(dir, "live.db");
+    const live = join(sandbox.dir(), "live.db");
     const ids = await seed(live, 5);
-    const backup = join(dir, "backup.db");
+    const backup = join(sandbox.dir(), "backup.db");
     expect((await runCli(["backup", backup, "--db", live])).code).toBe(0);
     writeFileSync(live, "overwritten by accident ".repeat(200));
     const r = await runCli(["restore", backup, "--db", live]);
@@ -295,9 +278,9 @@ describe("leasequeue restore", () => {
   });
 
   it("refuses while a server holds the database, or any other process has it open", async () => {
-    const live = join(dir, "live.db");
+    const live = join(sandbox.dir(), "live.db");
     await seed(live, 10);
-    const backup = join(dir, "backup.db");
+    const backup = join(sandbox.dir(), "backup.db");
     expect((await runCli(["backup", backup, "--db", live])).code).toBe(0);
     const s = await start(live);
     const r = await runCli(["restore", backup, "--db", live]);
@@ -305,7 +288,7 @@ describe("leasequeue restore", () => {
     expect(r.stderr).toMatch(/is in use by another LeaseQueue process \(a server, a restore or an import holds .*\.lock\); stop it first/);
     expect((await callJson(s.apiUrl, "Submit", { queue: "q0", task: "still-serving" })).status).toBe(200);
     await s.stop();
-    expect(readdirSync(dir).filter((f) => f.includes(".replaced-") || f.includes(".restoring-"))).toEqual([]);
+    expect(readdirSync(sandbox.dir()).filter((f) => f.includes(".replaced-") || f.includes(".restoring-"))).toEqual([]);
 
     // A server of an older release holds no lock file, but its connection keeps the file open.
     const other = new Database(live);
@@ -318,17 +301,17 @@ describe("leasequeue restore", () => {
     } finally {
       other.close();
     }
-    expect(readdirSync(dir).filter((f) => f.includes(".replaced-") || f.includes(".restoring-"))).toEqual([]);
+    expect(readdirSync(sandbox.dir()).filter((f) => f.includes(".replaced-") || f.includes(".restoring-"))).toEqual([]);
   });
 
   it("refuses a bad backup, with a message, and leaves the database as it was", async () => {
-    const live = join(dir, "live.db");
+    const live = join(sandbox.dir(), "live.db");
     await seed(live, 600);
-    const backup = join(dir, "backup.db");
+    const backup = join(sandbox.dir(), "backup.db");
     expect((await runCli(["backup", backup, "--db", live])).code).toBe(0);
     const before = hash(live);
 
-    const corrupted = join(dir, "corrupted.db");
+    const corrupted = join(sandbox.dir(), "corrupted.db");
     copyFileSync(backup, corrupted);
     corruptPageOf(corrupted, "jobs");
     const bad = await runCli(["restore", corrupted, "--db", live]);
@@ -336,31 +319,31 @@ describe("leasequeue restore", () => {
     expect(bad.stderr).toContain(`backup ${corrupted} cannot be restored:`);
     expect(bad.stderr).toMatch(/- integrity: /);
 
-    const newer = join(dir, "newer.db");
+    const newer = join(sandbox.dir(), "newer.db");
     copyFileSync(backup, newer);
     setUserVersion(newer, LATEST_SCHEMA_VERSION + 1);
     const tooNew = await runCli(["restore", newer, "--db", live]);
     expect(tooNew.code).toBe(1);
     expect(tooNew.stderr).toContain("newer than this LeaseQueue release knows");
 
-    const text = join(dir, "notes.txt");
+    const text = join(sandbox.dir(), "notes.txt");
     writeFileSync(text, "not a database ".repeat(100));
     const notDb = await runCli(["restore", text, "--db", live]);
     expect(notDb.code).toBe(1);
     expect(notDb.stderr).toContain("is not a SQLite database");
 
-    const empty = join(dir, "empty.db");
+    const empty = join(sandbox.dir(), "empty.db");
     new Database(empty).close();
     const notOurs = await runCli(["restore", empty, "--db", live]);
     expect(notOurs.code).toBe(1);
     expect(notOurs.stderr).toContain("is not a LeaseQueue database");
 
-    const missing = await runCli(["restore", join(dir, "missing.db"), "--db", live]);
+    const missing = await runCli(["restore", join(sandbox.dir(), "missing.db"), "--db", live]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain("does not exist");
 
     expect(hash(live)).toBe(before);
-    expect(readdirSync(dir).filter((f) => f.includes(".replaced-") || f.includes(".restoring-"))).toEqual([]);
+    expect(readdirSync(sandbox.dir()).filter((f) => f.includes(".replaced-") || f.includes(".restoring-"))).toEqual([]);
   });
 });
 
@@ -370,7 +353,7 @@ describe("the maintenance commands on the command line", () => {
     for (const usage of ["leasequeue backup FILE [--force]", "leasequeue check [--quick]", "leasequeue restore BACKUP", "leasequeue import-litequeue FILE --queue NAME [--task NAME] [--dry-run]"]) {
       expect(help.stdout).toContain(usage);
     }
-    const db = join(dir, "never.db");
+    const db = join(sandbox.dir(), "never.db");
     const misuse = [
       [["backup", "--db", db], "backup takes FILE, got none"],
       [["restore", "a.db", "b.db", "--db", db], 'restore takes BACKUP, got "a.db b.db"'],
@@ -382,6 +365,6 @@ describe("the maintenance commands on the command line", () => {
       expect(r.code, r.stderr).toBe(2);
       expect(r.stderr).toContain(message);
     }
-    expect(readdirSync(dir)).toEqual([]);
+    expect(readdirSync(sandbox.dir())).toEqual([]);
   });
 });

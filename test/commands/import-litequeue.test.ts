@@ -3,26 +3,15 @@
  * against litequeue databases built with litequeue's own schema.
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { DONE, FAILED, LOCKED, LOOSE_LITEQUEUE_SCHEMA, READY, writeLitequeueFile, type LitequeueMessage } from "../helpers/litequeue.js";
-import { okJson, runCli, spawnServer, type SpawnedServer } from "../helpers/process.js";
+import { okJson, runCli, serversInTempDirs } from "../helpers/process.js";
 
-let dir: string;
-let servers: SpawnedServer[];
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), "leasequeue-import-"));
-  servers = [];
-});
-
-afterEach(async () => {
-  for (const s of servers) await s.stop("SIGKILL");
-  rmSync(dir, { recursive: true, force: true });
-});
+const sandbox = serversInTempDirs("import");
+const start = sandbox.start;
 
 /** 2025-12-01T09:06:40Z in nanoseconds; each message is a second later than the one before. */
 const T0 = 1_764_580_000_000_000_000n;
@@ -43,7 +32,7 @@ const MESSAGES: LitequeueMessage[] = [
 ];
 
 function litequeueFile(messages = MESSAGES, schema?: string): string {
-  const path = join(dir, `litequeue-${Math.random().toString(36).slice(2)}.queue.sqlite3`);
+  const path = join(sandbox.dir(), `litequeue-${Math.random().toString(36).slice(2)}.queue.sqlite3`);
   writeLitequeueFile(path, messages, schema);
   return path;
 }
@@ -73,7 +62,7 @@ function fileHash(path: string): string {
 
 describe("leasequeue import-litequeue", () => {
   it("imports every message with its id, times and payload, and counts and events to match", async () => {
-    const db = join(dir, "jobs.db");
+    const db = join(sandbox.dir(), "jobs.db");
     const r = await importCli(litequeueFile(), db, "--queue", "emails");
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('queue "emails", task "litequeue"');
@@ -108,11 +97,10 @@ describe("leasequeue import-litequeue", () => {
   });
 
   it("leaves jobs that a server serves by their litequeue ids: GetJob, Claim oldest first, Redrive, Cancel", async () => {
-    const db = join(dir, "jobs.db");
+    const db = join(sandbox.dir(), "jobs.db");
     expect((await importCli(litequeueFile(), db, "--queue", "emails", "--task", "welcome.send")).code).toBe(0);
     // The DONE message finished in 2025: the default retention would prune it at start.
-    const s = await spawnServer(db, ["--retention", "0s"]);
-    servers.push(s);
+    const s = await start(db, ["--retention", "0s"]);
 
     const { job: done } = await okJson(s.apiUrl, "GetJob", { jobId: ids[2] });
     expect(done).toMatchObject({ id: ids[2], queue: "emails", task: "welcome.send", state: "JOB_STATE_COMPLETED", payload: [1, 2, 3] });
@@ -130,7 +118,7 @@ describe("leasequeue import-litequeue", () => {
   });
 
   it("is a no-op the second time", async () => {
-    const db = join(dir, "jobs.db");
+    const db = join(sandbox.dir(), "jobs.db");
     const file = litequeueFile();
     expect((await importCli(file, db, "--queue", "emails")).code).toBe(0);
     const before = dump(db);
@@ -147,7 +135,7 @@ describe("leasequeue import-litequeue", () => {
   });
 
   it("--dry-run reports the counts and writes nothing, not even a new database", async () => {
-    const db = join(dir, "jobs.db");
+    const db = join(sandbox.dir(), "jobs.db");
     const dry = await importCli(litequeueFile(), db, "--queue", "emails", "--dry-run");
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toMatch(/would import: +6 \(queued 4, completed 1, dead 1\)/);
@@ -169,7 +157,7 @@ describe("leasequeue import-litequeue", () => {
   });
 
   it("refuses bad rows, naming each, and writes nothing", async () => {
-    const db = join(dir, "jobs.db");
+    const db = join(sandbox.dir(), "jobs.db");
     const file = litequeueFile(
       [
         MESSAGES[0]!,
@@ -206,7 +194,7 @@ describe("leasequeue import-litequeue", () => {
   });
 
   it("checks --queue and --task by Submit's rules", async () => {
-    const db = join(dir, "jobs.db");
+    const db = join(sandbox.dir(), "jobs.db");
     const file = litequeueFile();
     const missing = await importCli(file, db);
     expect(missing.code).toBe(2);
@@ -221,18 +209,17 @@ describe("leasequeue import-litequeue", () => {
   });
 
   it("refuses while a server holds the database, and a file that is not litequeue's", async () => {
-    const db = join(dir, "jobs.db");
-    const s = await spawnServer(db);
-    servers.push(s);
+    const db = join(sandbox.dir(), "jobs.db");
+    const s = await start(db);
     const busy = await importCli(litequeueFile(), db, "--queue", "emails");
     expect(busy.code).toBe(1);
     expect(busy.stderr).toMatch(/is in use by another LeaseQueue process .*stop it first/);
     expect((await okJson(s.apiUrl, "GetStats", {})).queues ?? []).toEqual([]);
 
-    const notLitequeue = await importCli(db, join(dir, "other.db"), "--queue", "emails");
+    const notLitequeue = await importCli(db, join(sandbox.dir(), "other.db"), "--queue", "emails");
     expect(notLitequeue.code).toBe(1);
     expect(notLitequeue.stderr).toContain('is not a litequeue database: it has no table "Queue"');
-    const missing = await importCli(join(dir, "nowhere.sqlite3"), join(dir, "other.db"), "--queue", "emails");
+    const missing = await importCli(join(sandbox.dir(), "nowhere.sqlite3"), join(sandbox.dir(), "other.db"), "--queue", "emails");
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain("does not exist");
   });

@@ -7,37 +7,19 @@
  * response goes out before its COMMIT and that the file recovers (WAL replay,
  * counts consistent with rows); it does not simulate power loss.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { LeaseQueueService, WorkRequestSchema, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { callJson, listAllJobs, okJson, spawnServer, type SpawnedServer } from "../helpers/process.js";
+import { callJson, listAllJobs, okJson, serversInTempDirs } from "../helpers/process.js";
 
 const LOOPS = 8;
 
-let dir: string;
-let servers: SpawnedServer[];
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), "leasequeue-crash-"));
-  servers = [];
-});
-
-afterEach(async () => {
-  for (const s of servers) await s.stop("SIGKILL");
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function start(dbPath: string): Promise<SpawnedServer> {
-  const s = await spawnServer(dbPath);
-  servers.push(s);
-  return s;
-}
+const sandbox = serversInTempDirs("crash");
+const start = sandbox.start;
 
 /** Runs `body` in parallel on `n` loops until it returns false or throws; resolves with the errors that ended each loop. */
 async function loops(n: number, body: (loop: number, i: number) => Promise<boolean>): Promise<unknown[]> {
@@ -91,7 +73,7 @@ function integrityCheck(dbPath: string): void {
 
 describe("SIGKILL while calls are in flight", () => {
   it("keeps every acknowledged submit, with its event, its idempotency key and consistent counts", async () => {
-    const dbPath = join(dir, "jobs.db");
+    const dbPath = join(sandbox.dir(), "jobs.db");
     const first = await start(dbPath);
     const KILL_AFTER_ACKS = 400;
     const MAX_PER_LOOP = 250; // bound if the kill never happened
@@ -172,7 +154,7 @@ describe("SIGKILL while calls are in flight", () => {
   }, 40_000);
 
   it("keeps acknowledged completes completed and never leases a job to two workers", async () => {
-    const dbPath = join(dir, "jobs.db");
+    const dbPath = join(sandbox.dir(), "jobs.db");
     const first = await start(dbPath);
     const JOBS = 400;
     const KILL_AFTER_COMPLETES = 120;
@@ -300,7 +282,7 @@ describe("SIGKILL while calls are in flight", () => {
   }, 40_000);
 
   it("keeps every completion acknowledged on a Work stream, and leases nothing twice", async () => {
-    const dbPath = join(dir, "jobs.db");
+    const dbPath = join(sandbox.dir(), "jobs.db");
     const first = await start(dbPath);
     const JOBS = 500;
     const KILL_AFTER_ACKS = 150;

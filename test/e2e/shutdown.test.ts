@@ -4,14 +4,13 @@
  * contain.
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import * as http2 from "node:http2";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
-import { callJson, okJson, runCli, spawnServer, type SpawnedServer } from "../helpers/process.js";
+import { callJson, okJson, runCli, serversInTempDirs } from "../helpers/process.js";
 
 const SERVICE = "/leasequeue.v1.LeaseQueueService";
 
@@ -26,24 +25,8 @@ const DOCUMENTED_SETTINGS = [
   ["LEASEQUEUE_MAX_REQUEST_BYTES", "--max-request-bytes"],
 ] as const;
 
-let dir: string;
-let servers: SpawnedServer[];
-
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), "leasequeue-shutdown-"));
-  servers = [];
-});
-
-afterEach(async () => {
-  for (const s of servers) await s.stop("SIGKILL");
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function start(dbPath: string, extraArgs: string[] = []): Promise<SpawnedServer> {
-  const s = await spawnServer(dbPath, extraArgs);
-  servers.push(s);
-  return s;
-}
+const sandbox = serversInTempDirs("shutdown");
+const start = sandbox.start;
 
 /**
  * A Connect JSON call on an HTTP/2 session whose request body is sent in two
@@ -80,7 +63,7 @@ function h2Call(session: http2.ClientHttp2Session, method: string, body: unknown
 
 describe("SIGTERM", () => {
   it("lets in-flight calls finish, ends the long-poll, exits 0 and leaves a clean database", async () => {
-    const dbPath = join(dir, "jobs.db");
+    const dbPath = join(sandbox.dir(), "jobs.db");
     const server = await start(dbPath);
 
     const acknowledged: string[] = [];
@@ -158,7 +141,7 @@ describe("SIGTERM", () => {
 
 describe("SIGTERM under load", () => {
   it("answers or refuses every call, never loses an acknowledged one, and exits 0 promptly", async () => {
-    const dbPath = join(dir, "jobs.db");
+    const dbPath = join(sandbox.dir(), "jobs.db");
     const server = await start(dbPath);
     const acked = new Map<string, string>(); // idempotency key -> job id
     let signalled: number | undefined;
@@ -224,23 +207,23 @@ describe("the command line", () => {
   });
 
   it("refuses a bad setting with exit code 2 and a message naming it", async () => {
-    const flag = await runCli(["--port", "abc", "--db", join(dir, "never.db")]);
+    const flag = await runCli(["--port", "abc", "--db", join(sandbox.dir(), "never.db")]);
     expect(flag.code).toBe(2);
     expect(flag.stderr).toContain("--port");
     expect(flag.stderr).toContain("abc");
 
-    const env = await runCli(["--db", join(dir, "never.db")], { LEASEQUEUE_PORT: "abc" });
+    const env = await runCli(["--db", join(sandbox.dir(), "never.db")], { LEASEQUEUE_PORT: "abc" });
     expect(env.code).toBe(2);
     expect(env.stderr).toContain("LEASEQUEUE_PORT");
 
     const unknown = await runCli(["--no-such-flag"]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("no-such-flag");
-    expect(existsSync(join(dir, "never.db"))).toBe(false);
+    expect(existsSync(join(sandbox.dir(), "never.db"))).toBe(false);
   });
 
   it("migrate creates a migrated database and exits 0, and is idempotent", async () => {
-    const dbPath = join(dir, "migrated.db");
+    const dbPath = join(sandbox.dir(), "migrated.db");
     const r = await runCli(["migrate", "--db", dbPath]);
     expect(r.code, r.stderr).toBe(0);
     const latest = MIGRATIONS.at(-1)!.version;
@@ -271,7 +254,7 @@ describe("logs", () => {
     const headerKey = `idem-header-${secret}`;
     const payloadValue = `payload-value-${secret}`;
     const resultValue = `result-value-${secret}`;
-    const server = await start(join(dir, "jobs.db"), ["--log-level", "debug"]);
+    const server = await start(join(sandbox.dir(), "jobs.db"), ["--log-level", "debug"]);
     const api = server.apiUrl;
 
     const submit = { queue: "secrets", task: "t", payload: { card: payloadValue }, idempotencyKey: key };

@@ -7,10 +7,12 @@
  * saying so.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { afterEach, beforeEach } from "vitest";
 
 /** /work/main (the package root). */
 export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -236,4 +238,36 @@ export async function listAllJobs(apiUrl: string, queue?: string): Promise<any[]
     pageToken = page.nextPageToken ?? "";
     if (pageToken === "") return jobs;
   }
+}
+
+/**
+ * A temporary directory per test and the servers a test spawned in it: each
+ * test gets a new `dir()`, and after it every server it started is killed
+ * (SIGKILL) and the directory removed. Call once at the top of a test file.
+ */
+export function serversInTempDirs(prefix: string): {
+  dir(): string;
+  start(dbPath: string, extraArgs?: string[], options?: { env?: NodeJS.ProcessEnv }): Promise<SpawnedServer>;
+} {
+  let dir: string | undefined;
+  let servers: SpawnedServer[] = [];
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), `leasequeue-${prefix}-`));
+    servers = [];
+  });
+  afterEach(async () => {
+    for (const s of servers) await s.stop("SIGKILL");
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  });
+  return {
+    dir() {
+      if (dir === undefined) throw new Error("serversInTempDirs: dir() is only available inside a test");
+      return dir;
+    },
+    async start(dbPath, extraArgs = [], options = {}) {
+      const s = await spawnServer(dbPath, extraArgs, options);
+      servers.push(s);
+      return s;
+    },
+  };
 }
