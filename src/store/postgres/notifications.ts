@@ -152,6 +152,7 @@ export class NotificationListener {
     clearTimeout(this.#retryTimer);
     const client = this.#client;
     this.#client = undefined;
+    this.#backendPid = undefined;
     if (client !== undefined) await client.end().catch(() => {});
   }
 
