@@ -14,10 +14,10 @@
  * - `utf16_sort_key(t)`: the UTF-16 code units of a text, as integers, for
  *   ordering keys the way JavaScript compares strings.
  *
- * Every function body avoids backslashes, so it means the same whatever
- * standard_conforming_strings a session has.
+ * Every function body writes a backslash only inside E'' literals, so it
+ * means the same whatever standard_conforming_strings a session has.
  */
-import { quoteIdentifier } from "./identifiers.js";
+import { quoteEscapeLiteral, quoteIdentifier, quoteLiteral } from "./identifiers.js";
 
 /**
  * Exact bounds of the numbers a double holds, as numeric literals: from half
@@ -35,6 +35,15 @@ const UNDERFLOW_TO = `${(5n ** 1075n).toString()}e-1075`;
  * distinct doubles, so no shorter text reads back as the same double.
  */
 const EXACT_DIGITS = 15;
+
+/**
+ * In jsonb's text, a string (kept whole, so nothing inside one is touched),
+ * or the blank after a `,` or `:` between values (dropped).
+ */
+const SEPARATOR_BLANKS = quoteEscapeLiteral(String.raw`("(?:[^"\\]|\\.)*")|(,) |(:) `);
+/** A key holding a character from U+E000 on, anywhere in the value (the characters themselves, not escapes). */
+const UTF16_KEYS = quoteLiteral(`strict $.** ? (@.type() == "object").keyvalue() ? (@.key like_regex "[\uE000-\u{10FFFF}]")`);
+const KEEP_GROUPS = quoteEscapeLiteral(String.raw`\1\2\3`);
 
 /**
  * The functions' SQL. They call each other by schema-qualified names, so they
@@ -145,34 +154,79 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET extra_float_digits = 1
 AS $fn$ SELECT f::text $fn$;
 
--- A container at nesting level L (the top value is level 0) is refused when
--- L >= max_depth: then a value inside it would be deeper than max_depth.
-CREATE OR REPLACE FUNCTION json_text(j jsonb, sort_keys boolean, field text, max_depth integer, level integer DEFAULT 0) RETURNS text
+-- Whether numeric text is already what JavaScript writes for that number:
+-- at most 15 significant digits, no trailing fraction zeros, no exponent
+-- needed (JavaScript writes 1e21 and 1e-7 with one). A cheap test; numbers
+-- that fail it are rewritten by json_number_text.
+CREATE OR REPLACE FUNCTION json_number_is_canonical(t text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+  SELECT t ~ '^-?(0|[1-9][0-9]{0,14})$'
+    OR (t ~ '^-?[1-9][0-9]*[.][0-9]*[1-9]$' AND length(t) - CASE WHEN left(t, 1) = '-' THEN 2 ELSE 1 END <= ${EXACT_DIGITS})
+    OR t ~ '^-?0[.]0{0,5}[1-9]([0-9]{0,13}[1-9])?$'
+$fn$;
+
+-- The compact text of j by walking it, for what json_text's fast path cannot
+-- do: keys sorted as JavaScript sorts them, numbers to rewrite. One
+-- statement, whatever the nesting: every value becomes a token (its
+-- separator, key, and scalar or opening bracket) at the path of its ranks
+-- among its siblings, every container a closing token after its children,
+-- and the tokens in path order are the text.
+-- utf16_order: some key holds a character from U+E000 on (see json_text).
+CREATE OR REPLACE FUNCTION json_text_walk(j jsonb, sort_keys boolean, utf16_order boolean, field text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+  WITH RECURSIVE node(path, key, value) AS (
+    SELECT ARRAY[1], NULL::text, j
+    UNION ALL
+    SELECT n.path || c.rank, c.key, c.value
+    FROM node n
+    CROSS JOIN LATERAL (
+      SELECT e.key, e.value, row_number() OVER (
+          ORDER BY CASE WHEN utf16_order THEN ${s}.utf16_sort_key(e.key) END,
+            CASE WHEN sort_keys THEN e.key COLLATE "C" END, e.ord)::integer AS rank
+        FROM jsonb_each(CASE WHEN jsonb_typeof(n.value) = 'object' THEN n.value ELSE '{}' END) WITH ORDINALITY AS e(key, value, ord)
+      UNION ALL
+      SELECT NULL, e.value, e.ord::integer
+        FROM jsonb_array_elements(CASE WHEN jsonb_typeof(n.value) = 'array' THEN n.value ELSE '[]' END) WITH ORDINALITY AS e(value, ord)
+    ) c
+  ), token(path, text) AS (
+    SELECT path,
+      CASE WHEN path[array_length(path, 1)] > 1 THEN ',' ELSE '' END
+      || CASE WHEN key IS NOT NULL THEN to_json(key)::text || ':' ELSE '' END
+      || CASE jsonb_typeof(value)
+           WHEN 'object' THEN '{'
+           WHEN 'array' THEN '['
+           WHEN 'number' THEN CASE WHEN ${s}.json_number_is_canonical(value #>> '{}') THEN value #>> '{}'
+             ELSE ${s}.json_number_text((value #>> '{}')::numeric, field) END
+           ELSE value::text END
+    FROM node
+    UNION ALL
+    SELECT path || 2147483647, CASE jsonb_typeof(value) WHEN 'object' THEN '}' ELSE ']' END
+    FROM node WHERE jsonb_typeof(value) IN ('object', 'array')
+  )
+  SELECT string_agg(text, '' ORDER BY path) FROM token
+$fn$;
+
+-- The compact JSON text of j (see the top of json-functions.ts), refusing
+-- a value nested deeper than max_depth: one with a container at level
+-- max_depth or deeper (the top value is level 0).
+CREATE OR REPLACE FUNCTION json_text(j jsonb, sort_keys boolean, field text, max_depth integer) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-DECLARE
-  kind text := jsonb_typeof(j);
 BEGIN
-  IF kind = 'object' OR kind = 'array' THEN
-    IF level >= max_depth THEN
-      RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', COLUMN = field,
-        MESSAGE = field || ': is nested more than ' || max_depth || ' levels deep; the limit is ' || max_depth || ' levels';
-    END IF;
-    IF kind = 'object' THEN
-      RETURN '{' || coalesce((
-        SELECT string_agg(to_json(e.key)::text || ':' || ${s}.json_text(e.value, sort_keys, field, max_depth, level + 1), ','
-          ORDER BY CASE WHEN sort_keys THEN ${s}.utf16_sort_key(e.key) END, e.ord)
-        FROM jsonb_each(j) WITH ORDINALITY AS e(key, value, ord)), '') || '}';
-    END IF;
-    RETURN '[' || coalesce((
-      SELECT string_agg(${s}.json_text(e.value, sort_keys, field, max_depth, level + 1), ',' ORDER BY e.ord)
-      FROM jsonb_array_elements(j) WITH ORDINALITY AS e(value, ord)), '') || ']';
-  ELSIF kind = 'string' THEN
-    RETURN to_json(j #>> '{}')::text;
-  ELSIF kind = 'number' THEN
-    RETURN ${s}.json_number_text((j #>> '{}')::numeric, field);
+  IF jsonb_path_exists(j, ('strict $.**{' || max_depth || ' to last} ? (@.type() == "object" || @.type() == "array")')::jsonpath) THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', COLUMN = field,
+      MESSAGE = field || ': is nested more than ' || max_depth || ' levels deep; the limit is ' || max_depth || ' levels';
   END IF;
-  -- boolean or null
-  RETURN j::text;
+  -- Fast path: jsonb's own text less the blank after each separator (found
+  -- outside strings), when every number in it is written as JavaScript would.
+  IF NOT sort_keys AND coalesce((
+      SELECT bool_and(${s}.json_number_is_canonical(n #>> '{}'))
+      FROM jsonb_path_query(j, 'strict $.** ? (@.type() == "number")') AS n), true) THEN
+    RETURN regexp_replace(j::text, ${SEPARATOR_BLANKS}, ${KEEP_GROUPS}, 'g');
+  END IF;
+  -- JavaScript compares keys by UTF-16 code units; UTF-8 bytes (COLLATE "C")
+  -- order them the same unless a key holds a character from U+E000 on.
+  RETURN ${s}.json_text_walk(j, sort_keys,
+    sort_keys AND jsonb_path_exists(j, ${UTF16_KEYS}::jsonpath), field);
 END
 $fn$;
 `;

@@ -347,6 +347,29 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
     const text = `[${samples.join(",")}]`;
     const { rows } = await db.pool.query<{ t: string }>(`SELECT ${s}.json_text($1::jsonb, false, 'payload', 32) AS t`, [text]);
     expect(rows[0]!.t).toBe(JSON.stringify(JSON.parse(text)));
+    // One by one too: a number already written as JavaScript writes it takes the fast path.
+    const each = await db.pool.query<{ t: string[] }>(
+      `SELECT array_agg(${s}.json_text(x, false, 'payload', 32) ORDER BY i) AS t FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(x, i)`,
+      [text],
+    );
+    expect(each.rows[0]!.t).toEqual(samples.map((n) => JSON.stringify(JSON.parse(n))));
+  });
+
+  it("writes the same compact text by its fast path as by walking the value", async () => {
+    const payloads = [
+      { "a, b": "c: d", 'q"uo\\te': ["x, y", "\\", "\\\"", { ": ": ", " }], n: [1, -2, 3.25, 0.001, 12345678901234] },
+      ["", " ", ", ", ": ", "\"", "\\", "\u0001\n\t", "ü 😀 \u2028"],
+      { z: { y: { x: [[], {}, [{}], null, true, false] } }, "": 0, bb: "b", a: "aa" },
+    ];
+    for (const p of payloads) {
+      const { rows } = await db.pool.query<{ fast: string; walked: string }>(
+        `SELECT ${s}.json_text($1::jsonb, false, 'payload', 32) AS fast, ${s}.json_text_walk($1::jsonb, false, false, 'payload') AS walked`,
+        [JSON.stringify(p)],
+      );
+      // The walk writes no blank at all outside strings, so equal texts are compact.
+      expect(rows[0]!.fast).toBe(rows[0]!.walked);
+      expect(JSON.parse(rows[0]!.fast)).toEqual(p);
+    }
   });
 
   it("matches names and keys with domain/limits.ts's own patterns", async () => {
