@@ -66,7 +66,7 @@ export function uniqueSchemaName(label: string): string {
 
 /**
  * Registers beforeAll/afterAll for a fresh schema (not created: the code
- * under test may create it, as migrate does; `created` creates it empty).
+ * under test may create it, as migrate does; `create: true` creates it empty).
  * Under CI an unreachable database fails every test of the file here.
  */
 export function useTestSchema(probe: PostgresProbe, label: string, options: { create?: boolean } = {}): TestSchema {

@@ -47,7 +47,10 @@ export async function migratePostgres(
   await client.query(`SELECT pg_advisory_lock(${lock})`);
   try {
     await assertUtf8(client);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+    // Created only when missing: a role without CREATE on the database can
+    // still migrate a schema that an administrator created for it.
+    const { rows: found } = await client.query<{ exists: boolean }>("SELECT to_regnamespace($1) IS NOT NULL AS exists", [s]);
+    if (!found[0]!.exists) await client.query(`CREATE SCHEMA ${s}`);
     await client.query(`CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (
       version     integer PRIMARY KEY,
       name        text NOT NULL,

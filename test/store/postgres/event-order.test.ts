@@ -79,6 +79,31 @@ describe.skipIf(skipWithoutPostgres(probe))("event sequences across concurrent w
     }
   });
 
+  it("shares one run among the callers that arrive while a run is under way, never the one already running", async () => {
+    let runs = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const counting = {
+      async query(text: string, values?: unknown[]) {
+        runs++;
+        if (runs === 1) await gate; // the first run is under way (its statement not answered yet)
+        return db.pool.query(text, values);
+      },
+    } as unknown as pg.Pool;
+    const sequencer = new EventSequencer(counting, s);
+    const first = sequencer.sequence();
+    await insertEvents(db.pool as unknown as pg.ClientBase, [draft(randomUUID(), "committed while a run is under way")]);
+    const later = Array.from({ length: 10 }, () => sequencer.sequence());
+    expect(runs).toBe(1);
+    release();
+    const [a, ...rest] = await Promise.all([first, ...later]);
+    expect(runs).toBe(2);
+    expect(new Set(rest).size).toBe(1);
+    expect(rest[0]).toBeGreaterThanOrEqual(a!);
+    const { rows } = await db.pool.query(`SELECT sequence::int AS seq FROM ${s}.job_events WHERE message = 'committed while a run is under way'`);
+    expect(rows[0].seq).toBeLessThanOrEqual(rest[0]!);
+  });
+
   it("refuses to run inside a REPEATABLE READ transaction", async () => {
     const client = await db.connect();
     try {

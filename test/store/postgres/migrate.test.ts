@@ -134,6 +134,31 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
     }
   });
 
+  it("migrates a schema an administrator created for a role that may not create schemas", async () => {
+    const s = freshSchema();
+    const role = `${s}_owner`;
+    await db.pool.query(`CREATE ROLE ${role} LOGIN`);
+    try {
+      const url = new URL(db.url);
+      url.username = role;
+      const asRole = async <T>(work: (c: pg.Client) => Promise<T>) => {
+        const client = new pg.Client({ connectionString: url.toString() });
+        await client.connect();
+        try {
+          return await work(client);
+        } finally {
+          await client.end();
+        }
+      };
+      await expect(asRole((c) => migratePostgres(c, s))).rejects.toThrow(/permission denied/);
+      await db.pool.query(`CREATE SCHEMA ${s} AUTHORIZATION ${role}`);
+      expect((await asRole((c) => migratePostgres(c, s))).version).toBe(LATEST_PG_SCHEMA_VERSION);
+    } finally {
+      await dropAll();
+      await db.pool.query(`DROP ROLE ${role}`);
+    }
+  });
+
   it("refuses a schema that a newer release migrated, with the SQLite store's message, and changes nothing", async () => {
     const s = freshSchema();
     try {
