@@ -10,6 +10,11 @@ import { DEFAULT_RETENTION, type RetentionPolicy } from "./domain/retention.js";
 
 export interface Config {
   databasePath: string;
+  /**
+   * The PostgreSQL store (api.md section C), chosen by LEASEQUEUE_DATABASE_URL;
+   * undefined: the SQLite file `databasePath`.
+   */
+  postgres?: PostgresConfig;
   host: string;
   port: number;
   metricsHost: string;
@@ -44,6 +49,18 @@ export interface Config {
   authFile?: string;
 }
 
+/** Where and how the PostgreSQL store connects. */
+export interface PostgresConfig {
+  /** The postgres:// URL as given, password included: hand it to the driver, never to a log (see redactDatabaseUrl). */
+  url: string;
+  /** The schema holding LeaseQueue's tables and `<schema>.submit` (a plain lower-case identifier). */
+  schema: string;
+  /** Most connections of the store's pool (the LISTEN connection is one more). */
+  poolSize: number;
+  /** statement_timeout of the store's connections in ms; 0: none. */
+  statementTimeoutMs: number;
+}
+
 /** A request Content-Encoding / grpc-encoding the server may accept. */
 export type RequestCompression = "gzip" | "br";
 
@@ -57,6 +74,30 @@ interface Setting {
 /** The settings table, which is also the source of `--help`. */
 export const SETTINGS = {
   databasePath: { env: "LEASEQUEUE_DATABASE_PATH", flag: "db", default: "leasequeue.db", help: "SQLite database file" },
+  databaseUrl: {
+    env: "LEASEQUEUE_DATABASE_URL",
+    flag: "database-url",
+    default: "",
+    help: "postgres:// URL: use PostgreSQL instead of the SQLite file (several servers may share it)",
+  },
+  databaseSchema: {
+    env: "LEASEQUEUE_DATABASE_SCHEMA",
+    flag: "database-schema",
+    default: "leasequeue",
+    help: "PostgreSQL schema of LeaseQueue's tables and submit() function (lower-case letters, digits, _)",
+  },
+  databasePoolSize: {
+    env: "LEASEQUEUE_DATABASE_POOL_SIZE",
+    flag: "database-pool-size",
+    default: "10",
+    help: "most PostgreSQL connections per server (1-1000), plus one that listens for other servers' commits",
+  },
+  databaseStatementTimeoutMs: {
+    env: "LEASEQUEUE_DATABASE_STATEMENT_TIMEOUT_MS",
+    flag: "database-statement-timeout-ms",
+    default: "30000",
+    help: "PostgreSQL statement_timeout of the server's connections (ms; 0 = none)",
+  },
   host: { env: "LEASEQUEUE_HOST", flag: "host", default: "127.0.0.1", help: "API listener address" },
   port: { env: "LEASEQUEUE_PORT", flag: "port", default: "8080", help: "API port (gRPC, gRPC-Web, Connect); 0 = any free port" },
   metricsHost: { env: "LEASEQUEUE_METRICS_HOST", flag: "metrics-host", default: "", help: "side listener address (default: same as host)" },
@@ -154,6 +195,63 @@ function integer(name: string, raw: string, min: number, max: number, what: stri
   return n;
 }
 
+/**
+ * The URL with its password (in the user part or a `password` parameter)
+ * replaced by `***`, for logs and messages. Text that is not a URL comes
+ * back as a placeholder, since it may hold a password anywhere.
+ */
+export function redactDatabaseUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return "(not a URL)";
+  }
+  if (url.password !== "") url.password = "***";
+  for (const key of [...url.searchParams.keys()]) {
+    if (key.toLowerCase() === "password") url.searchParams.set(key, "***");
+  }
+  return url.toString();
+}
+
+/** The PostgreSQL URL forms the driver reads (pg-connection-string). */
+const POSTGRES_PROTOCOLS = ["postgres:", "postgresql:"];
+
+function databaseUrl(name: string, raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    // Never echo it: a malformed URL may still hold a password.
+    throw new ConfigError(`${name} is not a URL; write postgres://user:password@host:5432/database`);
+  }
+  if (!POSTGRES_PROTOCOLS.includes(url.protocol)) {
+    throw new ConfigError(`${name} must be a postgres:// (or postgresql://) URL, got "${redactDatabaseUrl(raw)}"`);
+  }
+  if (url.hostname === "" && url.searchParams.get("host") === null) {
+    throw new ConfigError(`${name} names no host: write postgres://user:password@host:5432/database, got "${redactDatabaseUrl(raw)}"`);
+  }
+  if (url.port !== "" && Number(url.port) === 0) throw new ConfigError(`${name} has port 0, got "${redactDatabaseUrl(raw)}"`);
+  return raw;
+}
+
+/**
+ * A PostgreSQL schema name LeaseQueue accepts: an identifier that needs no
+ * quoting and means the same in every client (lower case, so unquoted SQL
+ * such as `SELECT leasequeue.submit(...)` names it), not in PostgreSQL's
+ * reserved `pg_` prefix, and short enough to be a notification channel.
+ */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+function databaseSchema(name: string, raw: string): string {
+  if (!SCHEMA_NAME.test(raw) || raw.startsWith("pg_")) {
+    throw new ConfigError(
+      `${name} must be 1-63 lower-case letters, digits or _, starting with a letter or _ and not with pg_, got "${raw}"`,
+    );
+  }
+  return raw;
+}
+
 /** Longest retention accepted: 100 years, far beyond any use and far from overflowing a timestamp. */
 const MAX_RETENTION_MS = 100 * 365 * 86_400_000;
 
@@ -203,6 +301,7 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
   }
   const databasePath = get(S.databasePath).raw;
   if (databasePath === "") throw new ConfigError(`${get(S.databasePath).name} must not be empty`);
+  const postgres = postgresConfig(flags, get);
 
   const certPath = get(S.tlsCert).raw;
   const keyPath = get(S.tlsKey).raw;
@@ -238,6 +337,7 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
 
   return {
     databasePath,
+    postgres,
     host,
     port: port(get(S.port).name, get(S.port).raw),
     metricsHost: get(S.metricsHost).raw || host,
@@ -270,6 +370,32 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
     ),
     retention,
     authFile: get(S.authFile).raw === "" ? undefined : get(S.authFile).raw,
+  };
+}
+
+/** The PostgreSQL settings, or undefined when LEASEQUEUE_DATABASE_URL is not set (SQLite). */
+function postgresConfig(
+  flags: Record<string, string | undefined>,
+  get: (s: Setting) => { raw: string; name: string },
+): PostgresConfig | undefined {
+  const S = SETTINGS;
+  const url = get(S.databaseUrl);
+  if (url.raw === "") return undefined;
+  // The URL wins over LEASEQUEUE_DATABASE_PATH (a container image may set
+  // that one by default); two flags that contradict each other are refused.
+  if (flags[S.databasePath.flag] !== undefined && flags[S.databaseUrl.flag] !== undefined) {
+    throw new ConfigError(`--${S.databaseUrl.flag} selects PostgreSQL and --${S.databasePath.flag} a SQLite file: give one of them`);
+  }
+  const timeout = get(S.databaseStatementTimeoutMs);
+  const statementTimeoutMs = integer(timeout.name, timeout.raw, 0, 3_600_000, "milliseconds");
+  if (statementTimeoutMs > 0 && statementTimeoutMs < 100) {
+    throw new ConfigError(`${timeout.name} must be 0 (none) or from 100 to 3600000 milliseconds, got "${timeout.raw}"`);
+  }
+  return {
+    url: databaseUrl(url.name, url.raw),
+    schema: databaseSchema(get(S.databaseSchema).name, get(S.databaseSchema).raw),
+    poolSize: integer(get(S.databasePoolSize).name, get(S.databasePoolSize).raw, 1, 1000, "a connection count"),
+    statementTimeoutMs,
   };
 }
 

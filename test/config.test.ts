@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, resolveConfig, SETTINGS } from "../src/config.js";
+import { ConfigError, redactDatabaseUrl, resolveConfig, SETTINGS } from "../src/config.js";
 import { ServerReflection } from "../gen/ts/grpc/reflection/v1/reflection_pb.js";
 import { startTestServer } from "./helpers/server.js";
 
@@ -165,6 +165,95 @@ describe("configuration", () => {
     writeFileSync(join(dir, "k.pem"), "KEY");
     const config = resolveConfig({ "tls-cert": join(dir, "c.pem"), "tls-key": join(dir, "k.pem") }, {});
     expect(config.tls).toMatchObject({ cert: "CERT", key: "KEY" });
+  });
+});
+
+describe("PostgreSQL settings (api.md section C)", () => {
+  const URL_WITH_PASSWORD = "postgres://lq:s3cret-pw@db.internal:5432/jobs";
+
+  it("keeps SQLite unless LEASEQUEUE_DATABASE_URL is set", () => {
+    expect(resolveConfig({}, {}).postgres).toBeUndefined();
+    expect(resolveConfig({}, { LEASEQUEUE_DATABASE_URL: "" }).postgres).toBeUndefined();
+    expect(resolveConfig({}, { LEASEQUEUE_DATABASE_SCHEMA: "jobs" }).postgres).toBeUndefined();
+  });
+
+  it("selects PostgreSQL with a postgres:// URL, with the default schema, pool size and statement timeout", () => {
+    expect(resolveConfig({}, { LEASEQUEUE_DATABASE_URL: URL_WITH_PASSWORD }).postgres).toEqual({
+      url: URL_WITH_PASSWORD,
+      schema: "leasequeue",
+      poolSize: 10,
+      statementTimeoutMs: 30_000,
+    });
+    expect(resolveConfig({ "database-url": "postgresql://127.0.0.1/test" }, {}).postgres?.url).toBe("postgresql://127.0.0.1/test");
+    // A Unix socket directory as the host parameter.
+    expect(resolveConfig({}, { LEASEQUEUE_DATABASE_URL: "postgres:///test?host=/var/run/postgresql" }).postgres?.schema).toBe("leasequeue");
+  });
+
+  it("reads the schema, pool size and statement timeout from the environment, and a flag wins", () => {
+    const env = {
+      LEASEQUEUE_DATABASE_URL: "postgres://db/test",
+      LEASEQUEUE_DATABASE_SCHEMA: "jobs_v2",
+      LEASEQUEUE_DATABASE_POOL_SIZE: "32",
+      LEASEQUEUE_DATABASE_STATEMENT_TIMEOUT_MS: "0",
+    };
+    expect(resolveConfig({}, env).postgres).toMatchObject({ schema: "jobs_v2", poolSize: 32, statementTimeoutMs: 0 });
+    expect(
+      resolveConfig({ "database-schema": "other", "database-pool-size": "2", "database-statement-timeout-ms": "500" }, env).postgres,
+    ).toMatchObject({ schema: "other", poolSize: 2, statementTimeoutMs: 500 });
+  });
+
+  it("lets the URL win over LEASEQUEUE_DATABASE_PATH, but refuses --db together with --database-url", () => {
+    const config = resolveConfig({}, { LEASEQUEUE_DATABASE_PATH: "/data/leasequeue.db", LEASEQUEUE_DATABASE_URL: "postgres://db/test" });
+    expect(config.postgres?.url).toBe("postgres://db/test");
+    expect(() => resolveConfig({ db: "x.db", "database-url": "postgres://db/test" }, {})).toThrow(/--database-url .* --db/);
+  });
+
+  it("refuses a bad URL, schema, pool size or timeout, naming the setting", () => {
+    const cases: Array<[Record<string, string>, Record<string, string>, RegExp]> = [
+      [{}, { LEASEQUEUE_DATABASE_URL: "not a url" }, /LEASEQUEUE_DATABASE_URL is not a URL/],
+      [{}, { LEASEQUEUE_DATABASE_URL: "mysql://db/test" }, /LEASEQUEUE_DATABASE_URL must be a postgres:\/\//],
+      [{ "database-url": "/var/lib/leasequeue.db" }, {}, /--database-url is not a URL/],
+      [{}, { LEASEQUEUE_DATABASE_URL: "postgres:///test" }, /names no host/],
+      [{}, { LEASEQUEUE_DATABASE_URL: "postgres://db/t", LEASEQUEUE_DATABASE_SCHEMA: "Jobs" }, /LEASEQUEUE_DATABASE_SCHEMA must be/],
+      [{}, { LEASEQUEUE_DATABASE_URL: "postgres://db/t", LEASEQUEUE_DATABASE_SCHEMA: 'x"; drop' }, /LEASEQUEUE_DATABASE_SCHEMA/],
+      [{}, { LEASEQUEUE_DATABASE_URL: "postgres://db/t", LEASEQUEUE_DATABASE_SCHEMA: "pg_jobs" }, /not with pg_/],
+      [{}, { LEASEQUEUE_DATABASE_URL: "postgres://db/t", LEASEQUEUE_DATABASE_SCHEMA: "a".repeat(64) }, /1-63/],
+      [{ "database-pool-size": "0" }, { LEASEQUEUE_DATABASE_URL: "postgres://db/t" }, /--database-pool-size/],
+      [{}, { LEASEQUEUE_DATABASE_URL: "postgres://db/t", LEASEQUEUE_DATABASE_POOL_SIZE: "1001" }, /LEASEQUEUE_DATABASE_POOL_SIZE/],
+      [{}, { LEASEQUEUE_DATABASE_URL: "postgres://db/t", LEASEQUEUE_DATABASE_STATEMENT_TIMEOUT_MS: "50" }, /0 \(none\) or from 100/],
+      [{}, { LEASEQUEUE_DATABASE_URL: "postgres://db/t", LEASEQUEUE_DATABASE_STATEMENT_TIMEOUT_MS: "1s" }, /STATEMENT_TIMEOUT_MS/],
+    ];
+    for (const [flags, env, message] of cases) {
+      expect(() => resolveConfig(flags, env)).toThrow(ConfigError);
+      expect(() => resolveConfig(flags, env)).toThrow(message);
+    }
+  });
+
+  it("never puts the password of a refused URL into the error message", () => {
+    for (const url of [
+      "mysql://lq:s3cret-pw@db/test",
+      "postgres://lq:s3cret-pw@/test",
+      "http://lq@db/test?password=s3cret-pw&sslmode=require",
+      "postgres://lq:s3cret-pw@db:0/test",
+      "postgres://lq:s3cret-pw@db:99999/test",
+      "s3cret-pw",
+    ]) {
+      let message = "";
+      try {
+        resolveConfig({}, { LEASEQUEUE_DATABASE_URL: url });
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect(message, url).toMatch(/^LEASEQUEUE_DATABASE_URL /);
+      expect(message).not.toContain("s3cret-pw");
+    }
+  });
+
+  it("redacts the password of a URL for logs, in the user part and as a parameter", () => {
+    expect(redactDatabaseUrl(URL_WITH_PASSWORD)).toBe("postgres://lq:***@db.internal:5432/jobs");
+    expect(redactDatabaseUrl("postgres://lq@db/test?sslmode=require&PassWord=pw")).toBe("postgres://lq@db/test?sslmode=require&PassWord=***");
+    expect(redactDatabaseUrl("postgres://db/test")).toBe("postgres://db/test");
+    expect(redactDatabaseUrl("pw-in-garbage @@")).toBe("(not a URL)");
   });
 });
 

@@ -1,0 +1,147 @@
+/**
+ * Event order across writers (api.md section C): `JobEvent.sequence` must
+ * increase in the order events become visible to every reader, so that a
+ * WatchEvents resume after sequence N never misses an event that commits
+ * later with a smaller number.
+ *
+ * A sequence drawn while a transaction runs (a PostgreSQL SEQUENCE, an
+ * identity column) breaks that: T1 draws 10, T2 draws 11 and commits, a
+ * reader delivers 11, then T1 commits 10, which a resume after 11 skips.
+ * So events are numbered only after they are committed:
+ *
+ * 1. A writer inserts its events into `unsequenced_events` (no number; the
+ *    identity `id` only keeps insertion order) in its own transaction.
+ * 2. After the commit, `sequence_events()` runs in a transaction of its
+ *    own: it locks the single `event_sequence` row, moves every committed
+ *    unsequenced event to `job_events` in `id` order, numbering them from
+ *    the last sequence on, advances the row and notifies `events`. The row
+ *    lock is held to its commit, so runs are serial, each one's numbers are
+ *    larger than the previous one's, and each becomes visible as a whole:
+ *    readers (who read only `job_events`) see sequences in increasing order
+ *    with no gap to fill later.
+ * 3. Whoever commits events runs it (every server after its own commits;
+ *    any server on a `submitted` notification from `<schema>.submit()`; the
+ *    periodic catch-up for anything left). A run with nothing to move
+ *    writes nothing and costs no fsync.
+ *
+ * One job's events keep their order: its writers are serialised by the
+ * job's row lock, so a later transition inserts its event after the earlier
+ * one committed, with a larger id, and is numbered in the same run or a
+ * later one.
+ *
+ * Why not the alternatives:
+ * - Locking one counter row as each writer's last statement serialises
+ *   every writer's commit (fsync included) on that row, and an
+ *   application's transaction that called `submit()` and goes on working
+ *   would block every LeaseQueue writer until it ends.
+ * - Delivering only events of transactions older than the oldest running
+ *   one (pg_snapshot_xmin) stalls every reader behind any long transaction
+ *   in the cluster, an application's included, and still needs numbers.
+ * Here the serial part is only the sequencer's small transaction, and it
+ * numbers everything committed meanwhile in one go, so its cost per event
+ * falls as load rises.
+ */
+import type pg from "pg";
+import { quoteIdentifier, quoteLiteral } from "./identifiers.js";
+import { notificationChannel } from "./notifications.js";
+
+/** Most events moved by one sequencer transaction; sequence() loops while runs are full. */
+export const SEQUENCER_BATCH = 10_000;
+
+export function sequencerFunctionSql(schema: string): string {
+  const channel = quoteLiteral(notificationChannel(schema));
+  return `
+-- Numbers committed events (see event-sequencer.ts). Call it in a
+-- transaction of its own, after the commits whose events it should number.
+CREATE OR REPLACE FUNCTION sequence_events(max_events integer DEFAULT ${SEQUENCER_BATCH}, OUT through bigint, OUT moved integer)
+LANGUAGE plpgsql VOLATILE
+SET search_path FROM CURRENT
+AS $fn$
+DECLARE
+  v_last bigint;
+BEGIN
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_transaction_state',
+      MESSAGE = 'sequence_events() must run under READ COMMITTED, in a transaction of its own';
+  END IF;
+  -- Serial runs: the next one waits here until this one has committed.
+  SELECT s.last_sequence INTO v_last FROM event_sequence s WHERE s.id = 1 FOR UPDATE;
+  -- A new statement, a new snapshot: it sees every event committed before
+  -- the lock was granted, and none that the previous run moved.
+  WITH batch AS (
+    SELECT u.id FROM unsequenced_events u ORDER BY u.id LIMIT max_events
+  ), taken AS (
+    DELETE FROM unsequenced_events u USING batch b WHERE u.id = b.id RETURNING u.*
+  ), numbered AS (
+    INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
+    SELECT v_last + row_number() OVER (ORDER BY t.id), t.job_id, t.queue, t.kind, t.from_state, t.to_state,
+      t.event_time, t.worker_id, t.attempt, t.message
+    FROM taken t
+    RETURNING 1
+  )
+  SELECT count(*) INTO moved FROM numbered;
+  through := v_last + moved;
+  IF moved > 0 THEN
+    UPDATE event_sequence SET last_sequence = through WHERE id = 1;
+    PERFORM pg_notify(${channel}, json_build_object('kind', 'events', 'through', through)::text);
+  END IF;
+END
+$fn$;
+
+-- Whether a sequencer run would find work: cheap enough for every catch-up.
+CREATE OR REPLACE FUNCTION unsequenced_events_waiting() RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path FROM CURRENT
+AS $fn$ SELECT EXISTS (SELECT 1 FROM unsequenced_events) $fn$;
+`;
+}
+
+/** Something that runs one statement: a pool (each call its own transaction) or a client outside a transaction. */
+export interface Queryable {
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+/**
+ * Runs the sequencer for one process, sharing runs among callers: a call is
+ * answered by a run that started after it (so it numbers the caller's
+ * committed events), and every call made while a run is under way shares
+ * the next one. Resolves with the last sequence issued by that run.
+ */
+export class EventSequencer {
+  readonly #db: Queryable;
+  readonly #sql: string;
+  #running: Promise<number> | undefined;
+  #next: Promise<number> | undefined;
+
+  constructor(db: Queryable, schema: string) {
+    this.#db = db;
+    this.#sql = `SELECT through, moved FROM ${quoteIdentifier(schema)}.sequence_events($1)`;
+  }
+
+  /** Numbers every event committed before this call. */
+  sequence(): Promise<number> {
+    if (this.#running === undefined) return this.#start();
+    this.#next ??= this.#running.then(
+      () => this.#start(),
+      () => this.#start(),
+    );
+    return this.#next;
+  }
+
+  #start(): Promise<number> {
+    this.#next = undefined;
+    const run = this.#runUntilDrained().finally(() => {
+      if (this.#running === run) this.#running = undefined;
+    });
+    this.#running = run;
+    return run;
+  }
+
+  async #runUntilDrained(): Promise<number> {
+    for (;;) {
+      const { rows } = await this.#db.query<{ through: string; moved: number }>(this.#sql, [SEQUENCER_BATCH]);
+      const row = rows[0]!;
+      if (row.moved < SEQUENCER_BATCH) return Number(row.through);
+    }
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * Numbered schema migrations of the PostgreSQL store, compiled in. Each runs
+ * in its own transaction with `search_path` set to LeaseQueue's schema (so
+ * the text names no schema and one database can hold several), and is
+ * recorded in `schema_migrations`; migrate.ts applies them under an
+ * advisory lock. Never edit a released migration; add the next one.
+ *
+ * The tables hold what SQLite's schema version 5 holds (sqlite/migrations.ts),
+ * with three differences that only concurrency across servers needs:
+ * - Events are written without a sequence to `unsequenced_events` and
+ *   numbered after their commit (event-sequencer.ts), so that every reader
+ *   sees sequences increase in the order they become visible.
+ * - Counts are deltas appended by each transaction and folded into
+ *   `job_counts` now and then (job-counts.ts), so no row is updated by every
+ *   transition of a queue.
+ * - Times stay epoch milliseconds (bigint), as in SQLite: every time comes
+ *   from the server's injected clock, and rows map to the same domain types.
+ * The functions (submit, the sequencer, count compaction) are not migrations:
+ * definitions.ts creates or replaces them after the migrations.
+ */
+export interface PgMigration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const PG_MIGRATIONS: readonly PgMigration[] = [
+  {
+    version: 1,
+    name: "jobs, events, counts, retention, paused queues, write probe",
+    sql: `
+CREATE TABLE jobs (
+  id                    uuid PRIMARY KEY,
+  queue                 text NOT NULL,
+  task                  text NOT NULL,
+  -- Compact JSON text, as submitted (the same text SQLite keeps).
+  payload               text NOT NULL,
+  priority              integer NOT NULL,
+  state                 text NOT NULL CHECK (state IN ('queued','running','retry','completed','dead','cancelled')),
+  attempts              integer NOT NULL,
+  max_attempts          integer NOT NULL,
+  retry_base_delay_ms   bigint NOT NULL,
+  schedule_time         bigint NOT NULL,
+  create_time           bigint NOT NULL,
+  update_time           bigint NOT NULL,
+  finish_time           bigint,
+  worker_id             text,
+  lease_expire_time     bigint,
+  lease_duration_ms     bigint,
+  lease_token_hash      bytea,
+  deliveries            integer NOT NULL,
+  last_error            text,
+  result                text,
+  idempotency_key       text,
+  request_hash          text,
+  heartbeat_event_time  bigint
+);
+
+-- Claim: eligible jobs of one queue by priority desc, schedule_time, id, read
+-- in index order with FOR UPDATE SKIP LOCKED (no sort, no rows of other
+-- states): SELECT ... WHERE queue = $1 AND state IN ('queued','retry')
+-- AND schedule_time <= $2 ORDER BY priority DESC, schedule_time, id.
+CREATE INDEX jobs_claim_order ON jobs (queue, priority DESC, schedule_time, id)
+  WHERE state IN ('queued','retry');
+-- Oldest pending age and the next scheduled wake-up per queue.
+CREATE INDEX jobs_pending_since ON jobs (queue, schedule_time)
+  WHERE state IN ('queued','retry');
+-- Lease recovery: running jobs by expiry.
+CREATE INDEX jobs_lease_expiry ON jobs (lease_expire_time)
+  WHERE state = 'running';
+-- Idempotency keys are scoped to a queue and reserved while the job exists.
+CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (queue, idempotency_key)
+  WHERE idempotency_key IS NOT NULL;
+-- ListJobs (newest first) by queue, by queue and state, by state; bulk transitions.
+CREATE INDEX jobs_queue_recent ON jobs (queue, id);
+CREATE INDEX jobs_queue_state_recent ON jobs (queue, state, id);
+CREATE INDEX jobs_state_recent ON jobs (state, id);
+-- Retention: finished jobs by state and finish_time.
+CREATE INDEX jobs_finished ON jobs (state, finish_time)
+  WHERE state IN ('completed','cancelled','dead');
+
+-- Events as readers see them: numbered, in the order they became visible.
+CREATE TABLE job_events (
+  sequence    bigint PRIMARY KEY,
+  job_id      uuid NOT NULL,
+  queue       text NOT NULL,
+  kind        text NOT NULL,
+  from_state  text,
+  to_state    text NOT NULL,
+  event_time  bigint NOT NULL,
+  worker_id   text,
+  attempt     integer NOT NULL,
+  message     text
+);
+CREATE INDEX job_events_by_job ON job_events (job_id, sequence);
+CREATE INDEX job_events_by_queue ON job_events (queue, sequence);
+
+-- Events committed but not numbered yet. Writers only ever INSERT here;
+-- the sequencer moves them to job_events in id order (id follows insertion,
+-- so one job's events keep their order: a job's row lock orders its writers).
+CREATE TABLE unsequenced_events (
+  id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  job_id      uuid NOT NULL,
+  queue       text NOT NULL,
+  kind        text NOT NULL,
+  from_state  text,
+  to_state    text NOT NULL,
+  event_time  bigint NOT NULL,
+  worker_id   text,
+  attempt     integer NOT NULL,
+  message     text
+);
+
+-- The last sequence handed out; only the sequencer updates it, holding its
+-- row lock until its commit, which is what orders the numbering.
+CREATE TABLE event_sequence (
+  id             integer PRIMARY KEY CHECK (id = 1),
+  last_sequence  bigint NOT NULL
+);
+INSERT INTO event_sequence (id, last_sequence) VALUES (1, 0);
+
+-- Job counts per queue and state: compacted totals, plus the deltas each
+-- transaction appended since the last compaction. Readers sum both.
+CREATE TABLE job_counts (
+  queue  text NOT NULL,
+  state  text NOT NULL,
+  count  bigint NOT NULL,
+  PRIMARY KEY (queue, state)
+);
+CREATE TABLE job_count_deltas (
+  queue  text NOT NULL,
+  state  text NOT NULL,
+  delta  bigint NOT NULL
+);
+
+-- The highest event sequence ever deleted by pruning (replays that would
+-- start before it are refused, since the history up to it has holes).
+CREATE TABLE event_retention (
+  id              integer PRIMARY KEY CHECK (id = 1),
+  pruned_through  bigint NOT NULL
+);
+INSERT INTO event_retention (id, pruned_through) VALUES (1, 0);
+
+-- Queue controls (api.md section B): a queue with a row here is paused.
+CREATE TABLE paused_queues (
+  queue       text PRIMARY KEY,
+  pause_time  bigint NOT NULL
+);
+
+-- Readiness (api.md "Side port"): when no write happened recently, a
+-- server proves the database takes writes by updating this row.
+CREATE TABLE write_probe (
+  id          integer PRIMARY KEY CHECK (id = 1),
+  probe_time  bigint NOT NULL,
+  probes      bigint NOT NULL
+);
+INSERT INTO write_probe (id, probe_time, probes) VALUES (1, 0, 0);
+`,
+  },
+];
+
+/** The schema version this release's migrations end at. */
+export const PG_LATEST_SCHEMA_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;
