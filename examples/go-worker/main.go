@@ -35,6 +35,7 @@
 //	LEASEQUEUE_LEASE_SECONDS     30     lease duration; heartbeats every third of it
 //	LEASEQUEUE_SHUTDOWN_SECONDS  30     how long a shutdown waits for running jobs
 //	LEASEQUEUE_MAX_JOBS          0      stop after this many leases (0: never)
+//	LEASEQUEUE_TOKEN             none   bearer token for a server with authentication on (bearer.go); never logged
 //
 // Builds offline with Debian's Go packages in GOPATH mode: see README.md.
 package main
@@ -375,6 +376,7 @@ type config struct {
 	concurrency     int
 	lease, shutdown time.Duration
 	maxJobs         int
+	token           string // LEASEQUEUE_TOKEN; never logged
 }
 
 type runningJob struct {
@@ -483,6 +485,20 @@ func (w *worker) room() int {
 	return room
 }
 
+// refusalHint says what to check when the server refuses the worker's
+// token (never the token itself).
+func refusalHint(code codes.Code, token string) string {
+	switch {
+	case code != codes.Unauthenticated && code != codes.PermissionDenied:
+		return ""
+	case token == "":
+		return " (LEASEQUEUE_TOKEN is not set: the server has authentication on)"
+	case code == codes.Unauthenticated:
+		return " (check LEASEQUEUE_TOKEN: the server's auth file does not have it)"
+	}
+	return " (check the token's entry in the server's auth file: role worker, and this queue if it lists queues)"
+}
+
 func fatal(code codes.Code) bool {
 	switch code {
 	case codes.InvalidArgument, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
@@ -492,8 +508,12 @@ func fatal(code codes.Code) bool {
 }
 
 func (w *worker) run() int {
-	log.Printf("worker %s: queue %s at %s, concurrency %d, lease %s",
-		w.cfg.workerID, w.cfg.queue, w.cfg.url, w.cfg.concurrency, w.cfg.lease)
+	withToken := "without a token"
+	if w.cfg.token != "" {
+		withToken = "with a bearer token"
+	}
+	log.Printf("worker %s: queue %s at %s, concurrency %d, lease %s, %s",
+		w.cfg.workerID, w.cfg.queue, w.cfg.url, w.cfg.concurrency, w.cfg.lease, withToken)
 	backoff := 500 * time.Millisecond
 	for {
 		// Leases of an earlier stream still count: ask only for the room left.
@@ -522,7 +542,7 @@ func (w *worker) run() int {
 		if err == io.EOF {
 			log.Printf("the server ended the stream")
 		} else if code := status.Code(err); fatal(code) {
-			log.Printf("Work refused: %s %s", code, status.Convert(err).Message())
+			log.Printf("Work refused: %s %s%s", code, status.Convert(err).Message(), refusalHint(code, w.cfg.token))
 			w.mu.Lock()
 			w.exitCode = 1
 			w.mu.Unlock()
@@ -835,6 +855,11 @@ func loadConfig() config {
 	cfg.lease = time.Duration(envNumber("LEASEQUEUE_LEASE_SECONDS", 30, 1, 43200) * float64(time.Second))
 	cfg.shutdown = time.Duration(envNumber("LEASEQUEUE_SHUTDOWN_SECONDS", 30, 0, 86400) * float64(time.Second))
 	cfg.maxJobs = int(envNumber("LEASEQUEUE_MAX_JOBS", 0, 0, 1e9))
+	token, err := tokenFromEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.token = token
 	return cfg
 }
 
@@ -861,9 +886,17 @@ func main() {
 	// so a restarted server gets its outcomes while their leases still hold.
 	redial := backoff.DefaultConfig
 	redial.BaseDelay, redial.MaxDelay = 500*time.Millisecond, 5*time.Second
-	conn, err := grpc.Dial(cfg.target, creds,
+	options := []grpc.DialOption{creds,
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 20 * time.Second, Timeout: 10 * time.Second}),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: redial, MinConnectTimeout: 20 * time.Second}))
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: redial, MinConnectTimeout: 20 * time.Second})}
+	if cfg.token != "" {
+		// Every call (Work, Acknowledge) carries it.
+		options = append(options, grpc.WithPerRPCCredentials(newBearerToken(cfg.token, cfg.tls)))
+		if sentInClear(cfg.target, cfg.tls) {
+			log.Printf("LEASEQUEUE_TOKEN goes to %s in clear text: use https:// outside a private network", cfg.target)
+		}
+	}
+	conn, err := grpc.Dial(cfg.target, options...)
 	if err != nil {
 		log.Fatalf("dial %s: %v", cfg.target, err)
 	}

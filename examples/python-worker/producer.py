@@ -6,7 +6,9 @@
   /usr/bin/python3 producer.py demo.add '{"a": "x"}'        # dead-lettered by the worker
 
 Environment: LEASEQUEUE_URL (http://127.0.0.1:8080), LEASEQUEUE_QUEUE
-(default), LEASEQUEUE_PYTHON_STUBS (<repository>/gen/python).
+(default), LEASEQUEUE_TOKEN (a bearer token with the producer role, for a
+server with authentication on; never printed), LEASEQUEUE_PYTHON_STUBS
+(<repository>/gen/python).
 """
 
 import argparse
@@ -23,6 +25,8 @@ import grpc  # noqa: E402
 from google.protobuf import duration_pb2, json_format, struct_pb2  # noqa: E402
 from leasequeue.v1 import leasequeue_pb2 as pb  # noqa: E402
 from leasequeue.v1 import leasequeue_pb2_grpc as pb_grpc  # noqa: E402
+
+from bearer import token_from_env, with_token  # noqa: E402
 
 
 def open_channel(url):
@@ -46,8 +50,9 @@ def main():
     args = parser.parse_args()
 
     payload = json_format.ParseDict(json.loads(args.payload), struct_pb2.Value())
+    token = token_from_env()
     with open_channel(os.environ.get("LEASEQUEUE_URL", "http://127.0.0.1:8080")) as channel:
-        stub = pb_grpc.LeaseQueueServiceStub(channel)
+        stub = pb_grpc.LeaseQueueServiceStub(with_token(channel, token))
         for _ in range(args.count):
             request = pb.SubmitRequest(
                 queue=args.queue, task=args.task, payload=payload, priority=args.priority, max_attempts=args.max_attempts
@@ -59,7 +64,8 @@ def main():
             try:
                 job = stub.Submit(request, timeout=10).job
             except grpc.RpcError as err:
-                sys.exit(f"Submit failed: {err.code().name} {err.details()}")
+                hint = " (LEASEQUEUE_TOKEN is not set)" if token is None and err.code() == grpc.StatusCode.UNAUTHENTICATED else ""
+                sys.exit(f"Submit failed: {err.code().name} {err.details()}{hint}")
             print(json.dumps({"id": job.id, "queue": job.queue, "task": job.task, "state": pb.JobState.Name(job.state)}), flush=True)
 
 

@@ -19,11 +19,15 @@
  * bidirectional stream (HTTP/2: gRPC, or Connect with httpVersion "2"), so
  * a worker on it takes the Work stream (api.md section A) and one on
  * Connect over HTTP/1.1 takes StreamClaims plus Acknowledge.
+ *
+ * `token` sends `authorization: Bearer <token>` on every call, for a
+ * server with authentication on (README "Authentication").
  */
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type * as http2 from "node:http2";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { bearerTokenInterceptor } from "./bearer-token.js";
 
 /** The generated service client: every RPC of api.md, typed. */
 export type LeaseQueueClient = Client<typeof LeaseQueueService>;
@@ -41,7 +45,14 @@ export interface LeaseQueueClientOptions {
   useBinaryFormat?: boolean;
   /** HTTP/2 PING interval while calls are open; default 30 000 ms. 0 disables. */
   pingIntervalMs?: number;
-  /** Applied to every call, e.g. to add an authorization header. */
+  /**
+   * A bearer token (as `leasequeue hash-token` printed it), sent as
+   * `authorization: Bearer <token>` on every call, unary and streaming.
+   * For a server with LEASEQUEUE_AUTH_FILE; use TLS (`https://`) outside a
+   * private network. The SDK never logs it nor puts it in an error.
+   */
+  token?: string;
+  /** Applied to every call (after the one that adds `token`, if given). */
   interceptors?: Interceptor[];
   /** Passed to Node's `http2.connect()` (HTTP/2), e.g. `{ ca }` for a private CA. */
   nodeOptions?: http2.SecureClientSessionOptions;
@@ -61,7 +72,8 @@ export function canStreamBothWays(client: LeaseQueueClient): boolean {
 
 /** Creates a typed client. Calls reject with `ConnectError`; see api.md "Errors" for codes and reasons. */
 export function createLeaseQueueClient(options: LeaseQueueClientOptions): LeaseQueueClient {
-  const { url, transport = "grpc", httpVersion = "2", interceptors = [], nodeOptions } = options;
+  const { url, transport = "grpc", httpVersion = "2", nodeOptions } = options;
+  const interceptors = [...(options.token !== undefined ? [bearerTokenInterceptor(options.token)] : []), ...(options.interceptors ?? [])];
   const pingIntervalMs = options.pingIntervalMs ?? 30_000;
   const http2Options = {
     ...(pingIntervalMs > 0 ? { pingIntervalMs } : {}),

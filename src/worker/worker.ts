@@ -38,6 +38,7 @@ import { canStreamBothWays, createLeaseQueueClient, type LeaseQueueClient, type 
 import { LeaseLostError, PermanentJobError, RetryJobError, WorkerClosedError } from "./errors.js";
 import { HeldLease, leaseLostReason } from "./held-lease.js";
 import { jsonToValue, valueToJson } from "./json-values.js";
+import { isAuthRefusal, refusalAdvice } from "./refusal.js";
 import { WorkStreamSide } from "./work-stream.js";
 
 /** What a handler gets besides the job. */
@@ -80,6 +81,17 @@ export type WorkerEvent =
   | { type: "connected" }
   /** The stream broke; the worker reconnects after `retryInMs`. */
   | { type: "disconnected"; error: ConnectError; retryInMs: number }
+  /**
+   * The server refused the stream because of the worker's credentials:
+   * `error.code` is `unauthenticated` (no token, or one the auth file does
+   * not have) or `permission_denied` (the token lacks the `worker` role or
+   * the queue), `error.rawMessage` says which. Nothing is leased until the
+   * token or the server's auth file changes; the worker tries again after
+   * `retryInMs` (backoff up to `reconnectBackoff.maxMs`), so a file
+   * reloaded with SIGHUP takes effect without a restart. Call close() to
+   * give up instead.
+   */
+  | { type: "refused"; error: ConnectError; retryInMs: number }
   /** A lease arrived. */
   | { type: "lease"; job: Job }
   /** A heartbeat extended a lease; `job.leaseExpireTime` is the new expiry. */
@@ -112,6 +124,8 @@ export interface WorkerOptions {
   client?: LeaseQueueClient;
   /** With `url`: the protocol; default `"grpc"` (see createLeaseQueueClient). */
   transport?: LeaseQueueTransport;
+  /** With `url`: a bearer token for a server with authentication on (createLeaseQueueClient's `token`). */
+  token?: string;
   /** The queue to work. */
   queue: string;
   /** Names this worker in leases and events: 1-128 of `[A-Za-z0-9._:@/-]`, e.g. `${hostname}:${pid}`. */
@@ -141,7 +155,7 @@ export interface WorkerOptions {
    */
   workStream?: boolean;
   handler: JobHandler;
-  /** Observability hook; exceptions it throws are ignored. Without it, `error` and `disconnected` events go to the console. */
+  /** Observability hook; exceptions it throws are ignored. Without it, `error`, `refused` and `disconnected` events go to the console. */
   onEvent?: (event: WorkerEvent) => void;
 }
 
@@ -238,6 +252,7 @@ class LeaseWorker implements Worker {
 
   constructor(o: WorkerOptions) {
     if ((o.url === undefined) === (o.client === undefined)) throw new TypeError("createWorker: give exactly one of `url` and `client`");
+    if (o.client !== undefined && o.token !== undefined) throw new TypeError("createWorker: `token` goes with `url`; with `client`, give it to createLeaseQueueClient()");
     if (!BOUNDS.name.test(o.queue)) throw new TypeError(`createWorker: queue ${JSON.stringify(o.queue)} must match ${BOUNDS.name.source}`);
     if (!BOUNDS.workerId.test(o.workerId)) throw new TypeError(`createWorker: workerId must be 1-128 chars of [A-Za-z0-9._:@/-]`);
     if (typeof o.handler !== "function") throw new TypeError("createWorker: handler must be a function");
@@ -262,7 +277,7 @@ class LeaseWorker implements Worker {
     if (o.workStream !== undefined && typeof o.workStream !== "boolean") throw new TypeError("createWorker: workStream must be a boolean");
 
     this.workerId = o.workerId;
-    this.#client = o.client ?? createLeaseQueueClient({ url: o.url!, transport: o.transport });
+    this.#client = o.client ?? createLeaseQueueClient({ url: o.url!, transport: o.transport, token: o.token });
     this.#queue = o.queue;
     this.#concurrency = concurrency;
     this.#leaseDurationMs = leaseDurationMs;
@@ -276,6 +291,12 @@ class LeaseWorker implements Worker {
         if (event.type === "error") console.error(`leasequeue worker ${this.workerId}: ${event.error.message}`);
         if (event.type === "disconnected") {
           console.warn(`leasequeue worker ${this.workerId}: stream broke (${event.error.message}); reconnecting in ${event.retryInMs} ms`);
+        }
+        if (event.type === "refused") {
+          console.error(
+            `leasequeue worker ${this.workerId}: the server refused the worker on queue ${this.#queue} (${event.error.message}); ` +
+              `${refusalAdvice(event.error, this.#queue)}; trying again in ${event.retryInMs} ms`,
+          );
         }
         return;
       }
@@ -322,7 +343,7 @@ class LeaseWorker implements Worker {
       });
       if (signal.aborted || error === undefined) break;
       const retryInMs = backoffDelay(failures++, this.#backoff);
-      this.#onEvent({ type: "disconnected", error, retryInMs });
+      this.#onEvent({ type: isAuthRefusal(error) ? "refused" : "disconnected", error, retryInMs });
       await pause(retryInMs, signal);
     }
   }

@@ -16,6 +16,7 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { REPO_ROOT, requireTool, run, skipUnlessAvailable, works } from "./tools.js";
 import {
   acknowledgesInBatches,
+  authRequired,
   drainOnSigterm,
   endToEnd,
   killWorkers,
@@ -137,4 +138,10 @@ describe.skipIf(skip)("Go example worker", () => {
     expect(worker, "the build failed").toBeDefined();
     await leaseLostStopsTheHandler(server, worker, "go");
   }, 30_000);
+
+  it("with authentication on: completes nothing and says why without LEASEQUEUE_TOKEN or with another queue's token; works with a worker token for its queue", async () => {
+    requireTool(available, TOOLS);
+    expect(worker, "the build failed").toBeDefined();
+    await authRequired(worker, "go");
+  }, 60_000);
 });

@@ -7,13 +7,16 @@
  * Debian packages: python3-grpcio python3-protobuf. Under CI=true a missing
  * one fails the test (tools.ts).
  */
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { bearer, writeAuthFile } from "../helpers/auth.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { REPO_ROOT, requireTool, skipUnlessAvailable, works } from "./tools.js";
+import { REPO_ROOT, requireTool, run, skipUnlessAvailable, works } from "./tools.js";
 import {
   acknowledgesInBatches,
+  authRequired,
   drainOnSigterm,
   endToEnd,
   killWorkers,
@@ -108,5 +111,43 @@ describe.skipIf(skip)("Python example worker", () => {
   it("stops a handler whose lease was lost (heartbeat answered aborted) and reports nothing for it", async () => {
     requireTool(available, TOOLS);
     await leaseLostStopsTheHandler(server, WORKER, "py");
+  }, 30_000);
+
+  it("with authentication on: completes nothing and says why without LEASEQUEUE_TOKEN or with another queue's token; works with a worker token for its queue", async () => {
+    requireTool(available, TOOLS);
+    await authRequired(WORKER, "py");
+  }, 60_000);
+
+  it("producer.py sends LEASEQUEUE_TOKEN with Submit; without it, it is refused and says so", async () => {
+    requireTool(available, TOOLS);
+    const dir = mkdtempSync(join(tmpdir(), "leasequeue-producer-auth-"));
+    const file = writeAuthFile(dir, [
+      { name: "py-producer", roles: ["producer"], queues: ["py-produced"] },
+      { name: "reader", roles: ["reader"] },
+    ]);
+    const secured = await startTestServer({ "auth-file": file.path });
+    try {
+      const producer = (token: string) =>
+        run(PYTHON, [join(REPO_ROOT, "examples/python-worker/producer.py"), "demo.add", '{"a": 1, "b": 2}', "--count", "2"], {
+          env: { ...process.env, ...WORKER.env, LEASEQUEUE_URL: secured.apiUrl, LEASEQUEUE_QUEUE: "py-produced", LEASEQUEUE_TOKEN: token },
+        });
+      const refused = await producer("");
+      expect(refused.code, refused.stderr).toBe(1);
+      expect(refused.stderr).toMatch(/^Submit failed: UNAUTHENTICATED .*\(LEASEQUEUE_TOKEN is not set\)$/m);
+
+      const token = file.tokens["py-producer"]!;
+      const ok = await producer(token);
+      expect(ok.code, ok.stderr).toBe(0);
+      const ids = ok.stdout.trim().split("\n").map((line) => JSON.parse(line).id as string);
+      expect(ids).toHaveLength(2);
+      for (const id of ids) {
+        const job = await secured.call("GetJob", { jobId: id }, bearer(file.tokens.reader!));
+        expect(job.body.job).toMatchObject({ queue: "py-produced", task: "demo.add", state: "JOB_STATE_QUEUED" });
+      }
+      expect(ok.stdout + ok.stderr).not.toContain(token);
+    } finally {
+      await secured.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 30_000);
 });

@@ -14,6 +14,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "vitest";
+import { bearer, writeAuthFile } from "../helpers/auth.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { REPO_ROOT } from "./tools.js";
 
@@ -509,4 +510,62 @@ export async function leaseLostStopsTheHandler(server: TestServer, cmd: WorkerCo
   worker.child.kill("SIGTERM");
   expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
   if (process.env.LEASEQUEUE_TEST_PRINT_WORKER_LOG) console.log(worker.stderr());
+}
+
+/** `server` as a caller holding `token` sees it: every call() carries the Authorization header. */
+export function asCaller(server: TestServer, token: string): TestServer {
+  return { ...server, call: (method, body, headers = {}) => server.call(method, body, { ...bearer(token), ...headers }) };
+}
+
+/**
+ * Authentication on (LEASEQUEUE_AUTH_FILE): without LEASEQUEUE_TOKEN the
+ * worker is refused (`unauthenticated`), says so and why in its log, exits
+ * 1 and completes nothing; with a worker token for another queue it is
+ * refused `permission_denied` the same way; with a token whose only role
+ * is `worker`, limited to its queue, it completes the jobs (Work and, for
+ * the slow one, heartbeats on it), and the token never appears in its log.
+ */
+export async function authRequired(cmd: WorkerCommand, lang: string): Promise<void> {
+  const queue = `${lang}-auth`;
+  const dir = mkdtempSync(join(tmpdir(), "leasequeue-auth-"));
+  const file = writeAuthFile(dir, [
+    { name: "producer", roles: ["producer", "reader"] },
+    { name: `${lang}-workers`, roles: ["worker"], queues: [queue] },
+    { name: "other-workers", roles: ["worker"], queues: ["elsewhere"] },
+  ]);
+  const open = await startTestServer({ "auth-file": file.path });
+  const server = asCaller(open, file.tokens.producer!);
+  try {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push(await submit(server, { queue, task: "demo.add", payload: { a: i, b: 100 } }));
+    ids.push(await submit(server, { queue, task: "demo.sleep", payload: { seconds: 2 } }));
+
+    const refusals: Array<[string, RegExp]> = [
+      ["", /Work refused: unauthenticated this server requires "Authorization: Bearer <token>" \(LEASEQUEUE_TOKEN is not set/i],
+      [file.tokens["other-workers"]!, new RegExp(`Work refused: (permission_denied|PermissionDenied) start\\.queue: queue "${queue}" is not permitted; token "other-workers".*\\(check the token's entry`, "i")],
+    ];
+    for (const [token, why] of refusals) {
+      const refused = startWorker(cmd, workerEnv(open, queue, `${lang}-worker-refused`, { LEASEQUEUE_TOKEN: token }));
+      expect(await exitWithin(refused, 15_000), refused.stderr()).toBe(1);
+      expect(refused.stderr()).toMatch(why);
+      expect(refused.stderr()).not.toMatch(/claimed job/);
+      if (token !== "") expect(refused.stderr()).not.toContain(token);
+    }
+    for (const id of ids) expect(await getJob(server, id)).toMatchObject({ state: "JOB_STATE_QUEUED" });
+
+    const token = file.tokens[`${lang}-workers`]!;
+    const workerId = `${lang}-worker-auth`;
+    const worker = startWorker(cmd, workerEnv(open, queue, workerId, { LEASEQUEUE_TOKEN: token, LEASEQUEUE_LEASE_SECONDS: "1" }));
+    const jobs = await waitFinished(server, ids, worker);
+    ids.slice(0, 3).forEach((id, i) => expect(jobs.get(id), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { sum: i + 100 } }));
+    expect(jobs.get(ids[3]!), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", deliveries: 1, result: { slept: 2 } });
+    expect(kinds(await events(server, ids[3]!))).toContain("EVENT_KIND_HEARTBEAT");
+    expect(worker.stderr()).toMatch(/with a bearer token/);
+    worker.child.kill("SIGTERM");
+    expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
+    expect(worker.stderr()).not.toContain(token);
+  } finally {
+    await open.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
