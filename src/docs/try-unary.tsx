@@ -12,6 +12,8 @@ export function TryUnary({ method }: { method: MethodDoc }) {
   const body = useRequestBody(method.fullName);
   const [sending, setSending] = useState(false);
   const [outcome, setOutcome] = useState<UnaryOutcome | undefined>();
+  /** Answers shown so far (data-answers: tests wait for the next one). */
+  const [answers, setAnswers] = useState(0);
   const inFlight = useRef<AbortController | undefined>(undefined);
   useEffect(() => () => inFlight.current?.abort(), []);
 
@@ -25,6 +27,7 @@ export function TryUnary({ method }: { method: MethodDoc }) {
       const result = await callUnary(method.path, body.text, controller.signal);
       if (result.kind === "response") learnIds(result.json);
       setOutcome(result);
+      setAnswers((n) => n + 1);
     } catch {
       return; // aborted by a newer send or by leaving the page
     } finally {
@@ -34,7 +37,7 @@ export function TryUnary({ method }: { method: MethodDoc }) {
 
   const id = `body-${method.fullName}`;
   return (
-    <form class="try" onSubmit={send} data-testid="try-it">
+    <form class="try" onSubmit={send} data-testid="try-it" data-answers={answers}>
       <h4>Try it</h4>
       <BodyEditor id={id} body={body} label={`Request body (${method.input.slice(method.input.lastIndexOf(".") + 1)}, JSON)`} />
       <div class="buttons">
