@@ -1,4 +1,5 @@
 /** One RPC: how it is called, what it takes and returns, its comment, and a form to try it. */
+import { exampleBody } from "./examples.js";
 import type { ApiReference, MethodDoc, MethodKind } from "./reference.js";
 import { FieldTable } from "./message-sections.js";
 import { Comment } from "./text.js";
@@ -23,11 +24,14 @@ function TypeLink({ reference, name }: { reference: ApiReference; name: string }
 
 function NoForm({ method }: { method: MethodDoc }) {
   return (
-    <p class="notice" data-testid="no-form">
-      {method.name} streams its requests too: that needs HTTP/2 and a client that can send while it receives, which a
-      browser page cannot do with <code>fetch</code>. Use it from the worker SDK or generated gRPC stubs; from this page,
-      StreamClaims and Acknowledge do the same work one call at a time.
-    </p>
+    <div class="notice" data-testid="no-form">
+      <p>
+        {method.name} streams its requests too: that needs HTTP/2 and a client that can send while it receives, which a
+        browser page cannot do with <code>fetch</code>. Use it from the worker SDK or generated gRPC stubs; from this
+        page, StreamClaims and Acknowledge do the same work one call at a time. Its first request message looks like:
+      </p>
+      <pre>{exampleBody(method.fullName, {})}</pre>
+    </div>
   );
 }
 
@@ -39,7 +43,8 @@ export function MethodSection({ reference, method }: { reference: ApiReference; 
         {method.name} <span class={`kind kind-${method.kind}`}>{KIND_LABEL[method.kind]}</span>
       </h3>
       <p class="signature">
-        <code>POST {method.path}</code> · <TypeLink reference={reference} name={method.input} /> →{" "}
+        <code>POST {method.path}</code> · {method.kind === "client_streaming" || method.kind === "bidi_streaming" ? "stream of " : ""}
+        <TypeLink reference={reference} name={method.input} /> →{" "}
         {method.kind === "server_streaming" || method.kind === "bidi_streaming" ? "stream of " : ""}
         <TypeLink reference={reference} name={method.output} />
         {method.role !== undefined && (
