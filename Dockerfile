@@ -5,7 +5,7 @@
 
 ARG NODE_IMAGE=node:24-bookworm-slim
 
-# ---- build: compile TypeScript, bundle the console, build the native SQLite binding
+# ---- build: compile TypeScript, bundle the console and the API reference, build the native SQLite binding
 FROM ${NODE_IMAGE} AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
@@ -14,6 +14,8 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 # Sources first: `npm ci` runs the prepare script (tsc) after installing.
 COPY tsconfig.json tsconfig.build.json ./
+# The API reference is built from the protos (buf.yaml names the module) and README's error table.
+COPY buf.yaml README.md ./
 COPY bin ./bin
 COPY gen ./gen
 COPY proto ./proto
@@ -40,6 +42,8 @@ COPY --from=build --chown=root:root /app/dist/src ./dist/src
 COPY --from=build --chown=root:root /app/dist/gen ./dist/gen
 # The operations console (esbuild bundle), served at / on the API port.
 COPY --from=build --chown=root:root /app/dist/console ./dist/console
+# The API reference at /docs: off in production unless LEASEQUEUE_DOCS=on.
+COPY --from=build --chown=root:root /app/dist/docs ./dist/docs
 # The database lives on a volume owned by the unprivileged `node` user (mode
 # 700: job payloads and results are readable by nobody else); the rest of the
 # filesystem can be mounted read-only (--read-only; compose.yaml does).

@@ -18,6 +18,7 @@ import type { Logger } from "./logger.js";
 import { createMetrics } from "./metrics/metrics.js";
 import { startApiListener, type ApiListener } from "./server/api-listener.js";
 import { createConsoleHandler, defaultConsoleDir } from "./server/console-files.js";
+import { withApiReference } from "./server/docs-files.js";
 import { HealthStatus, ServingStatus } from "./server/health.js";
 import { Authenticator } from "./server/authenticator.js";
 import { acceptedCompressions } from "./server/request-compression.js";
@@ -142,10 +143,17 @@ export async function startServer(
     // connect compresses responses of at least this many bytes (default 1 KiB).
     compressMinBytes: config.responseCompression ? 1024 : Number.MAX_SAFE_INTEGER,
     shutdownSignal: shutdown.signal,
-    // Everything that is not an RPC: the operations console at / (else 404).
-    fallback: createConsoleHandler(defaultConsoleDir(), {
-      onMissing: (dir) => log.warn("operations console not built; / answers 503 until `npm run build`", { dir }),
-    }),
+    // Everything that is not an RPC: the API reference at /docs (when on),
+    // the operations console at / (else 404).
+    fallback: withApiReference(
+      createConsoleHandler(defaultConsoleDir(), {
+        onMissing: (dir) => log.warn("operations console not built; / answers 503 until `npm run build`", { dir }),
+      }),
+      {
+        enabled: config.docs,
+        onMissing: (dir) => log.warn("API reference not built; /docs answers 503 until `npm run build`", { dir }),
+      },
+    ),
   });
   const sweeper = startLeaseSweeper({ store, log, intervalMs: sweepIntervalMs });
   const pruner = startPruner({
@@ -183,6 +191,7 @@ export async function startServer(
       protocols: ["grpc", "grpc-web", "connect"],
       tls: config.tls !== undefined,
       reflection: config.reflection,
+      docs: config.docs,
       authentication: auth !== undefined,
     });
     side = await startSideListener({

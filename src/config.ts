@@ -23,6 +23,8 @@ export interface Config {
   maxRequestBytes: number;
   /** gRPC reflection: on in development, off in production unless LEASEQUEUE_REFLECTION=on. */
   reflection: boolean;
+  /** The API reference at /docs: on in development, off in production unless LEASEQUEUE_DOCS=on. */
+  docs: boolean;
   /** "full": every answer waits for an fsync of the WAL holding its commit; "normal": no fsync per commit. */
   sqliteSynchronous: "full" | "normal";
   tls?: { cert: string; key: string; certPath: string; keyPath: string };
@@ -105,6 +107,7 @@ export const SETTINGS = {
   environment: { env: "LEASEQUEUE_ENVIRONMENT", flag: "environment", default: "development", help: "development or production" },
   maxRequestBytes: { env: "LEASEQUEUE_MAX_REQUEST_BYTES", flag: "max-request-bytes", default: String(DEFAULTS.maxRequestBytes), help: "largest request body accepted" },
   reflection: { env: "LEASEQUEUE_REFLECTION", flag: "reflection", default: "", help: "gRPC reflection on|off (default: on unless production)" },
+  docs: { env: "LEASEQUEUE_DOCS", flag: "docs", default: "", help: "the API reference at /docs (read and try every RPC) on|off (default: on unless production)" },
   sqliteSynchronous: { env: "LEASEQUEUE_SQLITE_SYNCHRONOUS", flag: "sqlite-synchronous", default: "full", help: "full (answer after an fsync of each commit) or normal" },
   tlsCert: { env: "LEASEQUEUE_TLS_CERT", flag: "tls-cert", default: "", help: "PEM certificate file; enables TLS with --tls-key" },
   tlsKey: { env: "LEASEQUEUE_TLS_KEY", flag: "tls-key", default: "", help: "PEM private key file" },
@@ -291,9 +294,13 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
   const S = SETTINGS;
   const host = get(S.host).raw;
   const environment = oneOf(get(S.environment).name, get(S.environment).raw, ["development", "production"] as const);
-  const reflectionRaw = get(S.reflection);
-  const reflection =
-    reflectionRaw.raw === "" ? environment !== "production" : oneOf(reflectionRaw.name, reflectionRaw.raw, ["on", "off"]) === "on";
+  // Developer surfaces: on unless production, where a setting must turn them on.
+  const onUnlessProduction = (s: Setting): boolean => {
+    const { raw, name } = get(s);
+    return raw === "" ? environment !== "production" : oneOf(name, raw, ["on", "off"]) === "on";
+  };
+  const reflection = onUnlessProduction(S.reflection);
+  const docs = onUnlessProduction(S.docs);
   const maxBytes = get(S.maxRequestBytes);
   const maxRequestBytes = Number(maxBytes.raw);
   if (!/^\d+$/.test(maxBytes.raw) || maxRequestBytes < 1024 || maxRequestBytes > 64 * 1024 * 1024) {
@@ -345,6 +352,7 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
     environment,
     maxRequestBytes,
     reflection,
+    docs,
     sqliteSynchronous: oneOf(get(S.sqliteSynchronous).name, get(S.sqliteSynchronous).raw, ["full", "normal"] as const),
     tls,
     logLevel: oneOf(get(S.logLevel).name, get(S.logLevel).raw, ["debug", "info", "warn", "error"] as const),

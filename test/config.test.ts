@@ -19,6 +19,7 @@ describe("configuration", () => {
       environment: "development",
       maxRequestBytes: 131072,
       reflection: true,
+      docs: true,
       sqliteSynchronous: "full",
       tls: undefined,
     });
@@ -51,6 +52,14 @@ describe("configuration", () => {
     expect(resolveConfig({ reflection: "off" }, {}).reflection).toBe(false);
   });
 
+  it("turns the API reference at /docs off in production unless LEASEQUEUE_DOCS=on", () => {
+    expect(resolveConfig({}, { LEASEQUEUE_ENVIRONMENT: "production" }).docs).toBe(false);
+    expect(resolveConfig({}, { LEASEQUEUE_ENVIRONMENT: "production", LEASEQUEUE_DOCS: "on" }).docs).toBe(true);
+    expect(resolveConfig({ docs: "off" }, {}).docs).toBe(false);
+    // Independent of reflection.
+    expect(resolveConfig({ reflection: "off" }, {}).docs).toBe(true);
+  });
+
   it("refuses bad values, naming the setting", () => {
     const cases: Array<[Record<string, string>, Record<string, string>, RegExp]> = [
       [{ port: "abc" }, {}, /--port/],
@@ -58,6 +67,7 @@ describe("configuration", () => {
       [{}, { LEASEQUEUE_ENVIRONMENT: "staging" }, /LEASEQUEUE_ENVIRONMENT/],
       [{ "max-request-bytes": "12" }, {}, /--max-request-bytes/],
       [{ reflection: "maybe" }, {}, /--reflection/],
+      [{}, { LEASEQUEUE_DOCS: "yes" }, /LEASEQUEUE_DOCS/],
       [{ "tls-cert": "/nonexistent.pem" }, {}, /--tls-cert and --tls-key/],
       [{ "tls-cert": "/nonexistent.pem", "tls-key": "/nonexistent.key" }, {}, /cannot read TLS certificate/],
     ];

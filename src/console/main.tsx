@@ -49,6 +49,8 @@ function App() {
           <a href={jobsHref()} aria-current={route.name === "jobs" || route.name === "job" ? "page" : undefined}>
             Jobs
           </a>
+          {/* The API reference (served by the same port unless production mode turned it off). */}
+          <a href="/docs">API reference</a>
         </nav>
         <LiveIndicator />
         <ForgetToken />

@@ -1,182 +1,31 @@
 /**
- * Serves the operations console (the esbuild bundle in dist/console, built by
- * scripts/build-console.mjs) on the API port, as connectNodeAdapter's
- * `fallback`: whatever is not an RPC comes here.
- *
- * - `GET /` (and `/index.html`) is the page; the bundle files are served by
- *   their exact name. The allow-list is the set of regular files in the
- *   folder when the server starts, read into memory then: no path is ever
- *   joined to a file system path, so there is no traversal to guard against.
- * - Every response carries strict security headers (CSP `default-src 'self'`,
- *   nosniff, DENY framing, no referrer).
- * - index.html and the other unhashed files are `no-cache` (revalidated by
- *   ETag); `name-HASH.ext` files are immutable for a year.
- * - Anything else is 404 (so /metrics and /health/* stay 404 on this port).
- * - Without a built console (tsc only), `/` is 503 saying to run `npm run build`.
+ * The operations console (the esbuild bundle in dist/console, built by
+ * scripts/build-console.mjs) at `/` on the API port: a static site
+ * (static-site.ts) with its headers and caching rules.
  */
-import { createHash } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
-import { dirname, extname, join, resolve, sep } from "node:path";
-import { fileURLToPath } from "node:url";
-import { gzipSync } from "node:zlib";
-import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
+import { createSiteHandler, loadSiteFiles, packageDistDir, SITE_SECURITY_HEADERS, type NodeHandlerFn } from "./static-site.js";
+
+export type { NodeHandlerFn } from "./static-site.js";
 
 /** Sent with every response of the console handler, 404s and 503s included. */
-export const CONSOLE_SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  // Scripts, styles, fetches (Connect calls), images and fonts: this origin
-  // only; no inline script or style, no eval, no plugins, no framing.
-  "content-security-policy":
-    "default-src 'self'; base-uri 'none'; object-src 'none'; form-action 'self'; frame-ancestors 'none'",
-  "x-content-type-options": "nosniff",
-  "x-frame-options": "DENY",
-  "referrer-policy": "no-referrer",
-});
-
-const CONTENT_TYPES: Readonly<Record<string, string>> = {
-  ".html": "text/html; charset=utf-8",
-  ".js": "text/javascript; charset=utf-8",
-  ".css": "text/css; charset=utf-8",
-  ".map": "application/json; charset=utf-8",
-  ".svg": "image/svg+xml",
-  ".png": "image/png",
-  ".txt": "text/plain; charset=utf-8",
-};
-
-/** esbuild's `[name]-[hash]` output names: content-addressed, so cacheable forever. */
-const HASHED_NAME = /^[A-Za-z0-9_.]+-[A-Z0-9]{8}\.(?:js|css)(?:\.map)?$/;
-/** Only plain names are ever served (no dot files, no odd characters). */
-const SERVABLE_NAME = /^[A-Za-z0-9_-][A-Za-z0-9_.-]*$/;
-
-interface ConsoleFile {
-  body: Buffer;
-  /** Present when gzip makes the body smaller. */
-  gzip?: Buffer;
-  contentType: string;
-  cacheControl: string;
-  etag: string;
-}
+export const CONSOLE_SECURITY_HEADERS = SITE_SECURITY_HEADERS;
 
 export interface ConsoleHandlerOptions {
   /** Called once at creation when `dir` holds no built console (no index.html). */
   onMissing?: (dir: string) => void;
 }
 
-/**
- * The console's folder: `<package root>/dist/console`, whether this module
- * runs compiled (`dist/src/server/`) or from source (`src/server/`, tests).
- */
+/** The console's folder: `<package root>/dist/console`. */
 export function defaultConsoleDir(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const compiled = here.endsWith(`${sep}dist${sep}src${sep}server`);
-  const root = resolve(here, compiled ? "../../.." : "../..");
-  return join(root, "dist", "console");
+  return packageDistDir("console");
 }
 
 /** Reads the console's files once; undefined when it is not built. */
-export function loadConsoleFiles(dir: string): Map<string, ConsoleFile> | undefined {
-  let entries;
-  try {
-    entries = readdirSync(dir, { withFileTypes: true });
-  } catch {
-    return undefined;
-  }
-  const files = new Map<string, ConsoleFile>();
-  for (const entry of entries) {
-    const contentType = CONTENT_TYPES[extname(entry.name)];
-    if (!entry.isFile() || contentType === undefined || !SERVABLE_NAME.test(entry.name)) continue;
-    const body = readFileSync(join(dir, entry.name));
-    const compressible = contentType.startsWith("text/") || contentType.startsWith("application/json") || contentType === "image/svg+xml";
-    const gzip = compressible ? gzipSync(body, { level: 9 }) : undefined;
-    files.set(entry.name, {
-      body,
-      gzip: gzip !== undefined && gzip.length < body.length ? gzip : undefined,
-      contentType,
-      cacheControl: HASHED_NAME.test(entry.name) ? "public, max-age=31536000, immutable" : "no-cache",
-      etag: `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"`,
-    });
-  }
-  return files.has("index.html") ? files : undefined;
-}
+export const loadConsoleFiles = loadSiteFiles;
 
 export function createConsoleHandler(dir: string, options: ConsoleHandlerOptions = {}): NodeHandlerFn {
-  const files = loadConsoleFiles(dir);
-  if (files === undefined) options.onMissing?.(dir);
-
-  return (req, res) => {
-    const url = req.url ?? "/";
-    const query = url.indexOf("?");
-    const path = query === -1 ? url : url.slice(0, query);
-    const name = path === "/" ? "index.html" : path.slice(1);
-    const file = name.includes("/") ? undefined : files?.get(name);
-
-    if (file === undefined) {
-      if (files === undefined && (path === "/" || path === "/index.html")) {
-        sendText(res, 503, "The operations console is not built. Run `npm run build`, then restart the server.\n");
-      } else {
-        sendText(res, 404, "Not found\n");
-      }
-      return;
-    }
-    if (req.method !== "GET" && req.method !== "HEAD") {
-      sendText(res, 405, "Method not allowed\n", { allow: "GET, HEAD" });
-      return;
-    }
-
-    const gzip = file.gzip !== undefined && acceptsGzip(req) ? file.gzip : undefined;
-    const etag = gzip === undefined ? file.etag : `${file.etag.slice(0, -1)}-gz"`;
-    const headers: Record<string, string> = {
-      ...CONSOLE_SECURITY_HEADERS,
-      "content-type": file.contentType,
-      "cache-control": file.cacheControl,
-      etag,
-    };
-    if (file.gzip !== undefined) headers["vary"] = "Accept-Encoding";
-    if (matchesEtag(req.headers["if-none-match"], etag)) {
-      res.writeHead(304, headers);
-      res.end();
-      return;
-    }
-    const body = gzip ?? file.body;
-    if (gzip !== undefined) headers["content-encoding"] = "gzip";
-    headers["content-length"] = String(body.length);
-    res.writeHead(200, headers);
-    if (req.method === "HEAD") res.end();
-    else res.end(body);
-  };
-}
-
-/** connect-node's handler type (HTTP/1.1 and HTTP/2 alike); the package does not export its name. */
-export type NodeHandlerFn = NonNullable<ConnectNodeAdapterOptions["fallback"]>;
-type Request = Parameters<NodeHandlerFn>[0];
-type Response = Parameters<NodeHandlerFn>[1];
-
-function sendText(res: Response, status: number, text: string, extra: Record<string, string> = {}): void {
-  const body = Buffer.from(text, "utf8");
-  res.writeHead(status, {
-    ...CONSOLE_SECURITY_HEADERS,
-    "content-type": "text/plain; charset=utf-8",
-    "cache-control": "no-store",
-    "content-length": String(body.length),
-    ...extra,
-  });
-  res.end(body);
-}
-
-function acceptsGzip(req: Request): boolean {
-  const header = req.headers["accept-encoding"];
-  if (typeof header !== "string") return false;
-  return header.split(",").some((part) => {
-    const [coding, ...params] = part.trim().toLowerCase().split(";");
-    if (coding !== "gzip") return false;
-    const q = params.map((p) => p.trim()).find((p) => p.startsWith("q="));
-    return q === undefined || Number(q.slice(2)) > 0;
-  });
-}
-
-function matchesEtag(header: string | string[] | undefined, etag: string): boolean {
-  if (typeof header !== "string") return false;
-  return header.split(",").some((tag) => {
-    const t = tag.trim();
-    return t === "*" || t === etag || t === `W/${etag}`;
+  return createSiteHandler(dir, {
+    notBuiltText: "The operations console is not built. Run `npm run build`, then restart the server.\n",
+    onMissing: options.onMissing,
   });
 }

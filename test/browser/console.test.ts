@@ -19,64 +19,39 @@
  * Outside CI a missing /usr/bin/chromium skips this file; under CI=true it
  * fails. Debian package: chromium.
  */
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { chromium, type Browser, type ConsoleMessage, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import { defaultConsoleDir, loadConsoleFiles } from "../../src/server/console-files.js";
 import { bearer, writeAuthFile } from "../helpers/auth.js";
+import {
+  ARTIFACTS,
+  CHROMIUM,
+  chromiumAvailable as available,
+  IN_CI,
+  launchChromium,
+  openWatchedPage,
+  prepareBrowserTest,
+  REPO_ROOT,
+  REPORT_CSP_VIOLATIONS,
+  UI_TIMEOUT_MS,
+  type WatchedPage as ConsolePage,
+} from "../helpers/browser.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const IN_CI = process.env.CI === "true";
-const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
-const ARTIFACTS = fileURLToPath(new URL("../../test-artifacts/", import.meta.url));
-const available = existsSync(CHROMIUM);
-/** Long enough for the polling fallback (5 s) plus a slow CI machine. */
-const UI_TIMEOUT_MS = 15_000;
-
-/** Reports CSP violations as console errors, which the tests collect. */
-const REPORT_CSP_VIOLATIONS = `
-  document.addEventListener("securitypolicyviolation", (e) => {
-    console.error("CSP violation: " + e.violatedDirective + " " + e.blockedURI);
-  });
-`;
-
-interface ConsolePage {
-  page: Page;
-  /** Console errors, uncaught exceptions and CSP violations seen so far. */
-  errors: string[];
-}
+const consoleBuilt = () => loadConsoleFiles(defaultConsoleDir()) !== undefined;
 
 describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeout: 60_000 }, () => {
   let browser: Browser;
   let t: TestServer;
 
   beforeAll(async () => {
-    expect(available, `missing ${CHROMIUM} (Debian package chromium; CI=true turns this into a failure)`).toBe(true);
-    if (loadConsoleFiles(defaultConsoleDir()) === undefined) {
-      // `npm test` builds it (pretest); `npx vitest run test/browser` alone may not have.
-      execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: REPO_ROOT, stdio: "inherit" });
-    }
-    mkdirSync(ARTIFACTS, { recursive: true });
+    prepareBrowserTest("scripts/build-console.mjs", consoleBuilt);
     t = await startTestServer();
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-quic",
-        "--no-first-run",
-      ],
-    });
+    browser = await launchChromium();
   }, 120_000);
 
   afterAll(async () => {
@@ -85,17 +60,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
   });
 
   async function openConsole(hash = "#/"): Promise<ConsolePage> {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
-    const page = await context.newPage();
-    const errors: string[] = [];
-    page.on("console", (msg: ConsoleMessage) => {
-      if (msg.type() === "error") errors.push(msg.text());
-    });
-    page.on("pageerror", (err) => errors.push(`uncaught: ${err.message}`));
-    await page.addInitScript({ content: REPORT_CSP_VIOLATIONS });
-    page.setDefaultTimeout(UI_TIMEOUT_MS);
-    await page.goto(`${t.apiUrl}/${hash}`);
-    return { page, errors };
+    return openWatchedPage(browser, `${t.apiUrl}/${hash}`);
   }
 
   async function waitForLive(page: Page): Promise<void> {
@@ -452,11 +417,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
   let tokens: Record<string, string>;
 
   beforeAll(async () => {
-    expect(available, `missing ${CHROMIUM} (Debian package chromium; CI=true turns this into a failure)`).toBe(true);
-    if (loadConsoleFiles(defaultConsoleDir()) === undefined) {
-      execFileSync(process.execPath, ["scripts/build-console.mjs"], { cwd: REPO_ROOT, stdio: "inherit" });
-    }
-    mkdirSync(ARTIFACTS, { recursive: true });
+    prepareBrowserTest("scripts/build-console.mjs", consoleBuilt);
     dir = mkdtempSync(join(tmpdir(), "leasequeue-console-auth-"));
     const file = writeAuthFile(dir, [
       { name: "ops", roles: ["operator", "reader"] },

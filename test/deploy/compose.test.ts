@@ -102,9 +102,10 @@ describe("compose.yaml hardening", () => {
     expect(dockerfile).toContain(`mkdir -p ${dir} && chown node:node ${dir} && chmod 700 ${dir}`);
   });
 
-  it("runs in production mode with reflection off", () => {
+  it("runs in production mode with reflection and the API reference off", () => {
     expect(containerEnv.LEASEQUEUE_ENVIRONMENT).toBe("production");
     expect(containerEnv.LEASEQUEUE_REFLECTION).toBe("off");
+    expect(containerEnv.LEASEQUEUE_DOCS).toBe("off");
   });
 
   it("publishes the API port and the side port on the host's loopback only", () => {

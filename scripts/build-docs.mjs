@@ -1,0 +1,108 @@
+#!/usr/bin/env node
+/**
+ * Builds the API reference served at /docs (src/docs) into dist/docs/:
+ *
+ *   reference.json        no-cache; every service, RPC, message, field, enum
+ *                         value (with the protos' own comments), bound and error
+ *   index.html            no-cache; names the hashed bundle files
+ *   app-<hash>.js (+.map) the page (Preact): renders reference.json, and a
+ *                         "try it" form per RPC that sends Connect JSON
+ *   app-<hash>.css (+.map)
+ *   favicon.svg
+ *
+ * reference.json comes from `buf build --as-file-descriptor-set` (source info
+ * included: the comments), read with @bufbuild/protobuf's file registry; the
+ * bounds from dist/src/domain/limits.js and the roles from
+ * dist/src/service/rpc-roles.js (so run after tsc: `npm run build` does);
+ * the error table from README.md. The server
+ * (src/server/docs-files.ts) serves exactly the files found here at startup.
+ */
+import { execFileSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { basename, dirname, join, relative } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import * as esbuild from "esbuild";
+import { describeApi } from "./docs/describe-api.mjs";
+import { describeBounds } from "./docs/bounds.mjs";
+import { describeErrors } from "./docs/errors.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const src = join(root, "src/docs");
+const outdir = join(root, "dist/docs");
+
+/** The protos as one FileDescriptorSet with source info (comments), from buf's npm package. */
+function descriptorSet() {
+  const buf = join(dirname(createRequire(import.meta.url).resolve("@bufbuild/buf/package.json")), "bin/buf");
+  return execFileSync(process.execPath, [buf, "build", "--as-file-descriptor-set", "-o", "-#format=binpb"], {
+    cwd: root,
+    maxBuffer: 64 * 1024 * 1024,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+}
+
+/** A module compiled by tsc into dist/ (the build's first step). */
+async function compiled(path) {
+  const file = join(root, "dist", path);
+  if (!existsSync(file)) throw new Error(`${relative(root, file)} is missing: run tsc first (npm run build does)`);
+  return import(pathToFileURL(file).href);
+}
+
+const limits = await compiled("src/domain/limits.js");
+const { RPC_ROLES } = await compiled("src/service/rpc-roles.js");
+
+const reference = {
+  ...describeApi(descriptorSet(), {
+    services: ["leasequeue.v1.LeaseQueueService", "grpc.health.v1.Health"],
+    // The error details the server sends (README "Errors").
+    extraMessages: ["google.rpc.ErrorInfo", "google.rpc.BadRequest"],
+    roleOf: (service, method) => (service === "leasequeue.v1.LeaseQueueService" ? RPC_ROLES[method] : undefined),
+  }),
+  bounds: describeBounds(limits),
+  errors: describeErrors(readFileSync(join(root, "README.md"), "utf8")),
+};
+
+// Start empty: the server serves every file in this folder.
+rmSync(outdir, { recursive: true, force: true });
+mkdirSync(outdir, { recursive: true });
+writeFileSync(join(outdir, "reference.json"), JSON.stringify(reference));
+
+const result = await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: { app: join(src, "main.tsx") },
+  entryNames: "[name]-[hash]",
+  outdir,
+  bundle: true,
+  minify: true,
+  sourcemap: true,
+  format: "esm",
+  platform: "browser",
+  target: ["es2022", "chrome111", "firefox111", "safari16"],
+  jsx: "automatic",
+  jsxImportSource: "preact",
+  tsconfig: join(src, "tsconfig.json"),
+  define: { "process.env.NODE_ENV": '"production"' },
+  legalComments: "linked",
+  metafile: true,
+  logLevel: "warning",
+});
+
+const outputs = Object.keys(result.metafile.outputs).map((file) => basename(file));
+const pick = (ext) => {
+  const found = outputs.filter((name) => name.startsWith("app-") && name.endsWith(ext));
+  if (found.length !== 1) throw new Error(`expected one app-*${ext} output, got: ${outputs.join(", ")}`);
+  return found[0];
+};
+
+const html = readFileSync(join(src, "index.html"), "utf8").replace("%APP_JS%", pick(".js")).replace("%APP_CSS%", pick(".css"));
+writeFileSync(join(outdir, "index.html"), html);
+copyFileSync(join(root, "src/console/favicon.svg"), join(outdir, "favicon.svg"));
+
+const sizes = [...outputs, "reference.json"]
+  .filter((name) => !name.endsWith(".map"))
+  .map((name) => `${name} ${(readFileSync(join(outdir, name)).length / 1024).toFixed(1)} KiB`);
+// `npm run build --silent` (npm start) stays quiet.
+if (process.env.npm_config_loglevel !== "silent") {
+  const counts = `${reference.services.reduce((n, s) => n + s.methods.length, 0)} RPCs, ${reference.messages.length} messages, ${reference.enums.length} enums`;
+  console.log(`API reference built into ${relative(process.cwd(), outdir) || "."} (${counts}): ${sizes.join(", ")}`);
+}

@@ -1,0 +1,48 @@
+/**
+ * The reference's bounds table, computed from the server's own limits
+ * (src/domain/limits.ts, compiled into dist/ by the tsc step of the build),
+ * so that it says what validation enforces. Fields are named as JSON names.
+ */
+const SECOND = 1000;
+const HOUR = 3600 * SECOND;
+const DAY = 24 * HOUR;
+
+/** 43200000 -> "12h", 2592000000 -> "30d", 60000 -> "60s" (the JSON form of a Duration counts seconds). */
+function duration(ms) {
+  if (ms === 0) return "0s";
+  if (ms % DAY === 0) return `${ms / DAY}d`;
+  if (ms % HOUR === 0) return `${ms / HOUR}h`;
+  if (ms % SECOND === 0) return `${ms / SECOND}s`;
+  return `${ms}ms`;
+}
+
+const range = ([min, max], format = String) => `${format(min)}..${format(max)}`;
+
+/** @param {{ BOUNDS: any, DEFAULTS: any }} limits the exports of dist/src/domain/limits.js */
+export function describeBounds({ BOUNDS: B, DEFAULTS: D }) {
+  return [
+    { fields: ["queue", "task"], bound: `matches \`${B.name.source}\``, default: `queue \`"${D.queue}"\`; task required` },
+    { fields: ["workerId"], bound: `matches \`${B.workerId.source}\``, default: "required" },
+    { fields: ["idempotencyKey"], bound: `matches \`${B.idempotencyKey.source}\` (visible ASCII)`, default: "none" },
+    {
+      fields: ["payload", "result"],
+      bound: `any JSON, at most ${B.jsonBytes / 1024} KiB as compact JSON and ${B.jsonDepth} levels of nesting (\`1\` is level 0, \`[1]\` level 1)`,
+      default: "`null`",
+    },
+    { fields: ["priority"], bound: `${range(B.priority)}, higher first`, default: "0" },
+    { fields: ["maxAttempts"], bound: range(B.maxAttempts), default: String(D.maxAttempts) },
+    { fields: ["retryBaseDelay"], bound: range(B.retryBaseDelayMs, duration), default: duration(D.retryBaseDelayMs) },
+    { fields: ["delay", "scheduleTime"], bound: `at most ${duration(B.scheduleAheadMs)} ahead; one or the other`, default: "now" },
+    { fields: ["leaseDuration"], bound: range(B.leaseDurationMs, duration), default: duration(D.leaseDurationMs) },
+    { fields: ["maxJobs"], bound: range(B.maxJobs), default: String(D.maxJobs) },
+    { fields: ["wait"], bound: range(B.waitMs, duration), default: `${duration(D.waitMs)} (no wait)` },
+    { fields: ["maxInFlight"], bound: range(B.maxInFlight), default: String(D.maxInFlight) },
+    { fields: ["retryDelay"], bound: range(B.retryDelayMs, duration), default: "the exponential backoff" },
+    { fields: ["error", "reason"], bound: `at most ${B.textChars} characters`, default: "empty" },
+    { fields: ["pageSize"], bound: range(B.pageSize), default: String(D.pageSize) },
+    { fields: ["jobs"], bound: `1..${B.batchJobs} per SubmitBatch`, default: "required" },
+    { fields: ["acks"], bound: `1..${B.acks} per Acknowledge, 0..${B.acks} per Work message`, default: "required (Acknowledge)" },
+    // A setting, not a field: one request, or one message of a stream.
+    { fields: [], subject: "request body", bound: "`LEASEQUEUE_MAX_REQUEST_BYTES`", default: `${D.maxRequestBytes} bytes` },
+  ];
+}
