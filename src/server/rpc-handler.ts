@@ -234,5 +234,5 @@ export function strictUtf8Decoder(): TextDecoder {
       }
     },
   };
-  return strict as TextDecoder;
+  return strict;
 }

@@ -18,7 +18,7 @@ import { startTestServer } from "../helpers/server.js";
 
 const file = (path: string) => fileURLToPath(new URL(`../../${path}`, import.meta.url));
 const composeText = readFileSync(file("compose.yaml"), "utf8");
-const compose = parseYaml(composeText) as any;
+const compose = parseYaml(composeText);
 const schema = JSON.parse(readFileSync(file("test/fixtures/compose-spec/compose-spec.json"), "utf8"));
 const dockerfile = readFileSync(file("Dockerfile"), "utf8");
 

@@ -135,13 +135,13 @@ describe.skipIf(skip)("Python example worker", () => {
       expect(refused.code, refused.stderr).toBe(1);
       expect(refused.stderr).toMatch(/^Submit failed: UNAUTHENTICATED .*\(LEASEQUEUE_TOKEN is not set\)$/m);
 
-      const token = file.tokens["py-producer"]!;
+      const token = file.tokens["py-producer"];
       const ok = await producer(token);
       expect(ok.code, ok.stderr).toBe(0);
       const ids = ok.stdout.trim().split("\n").map((line) => JSON.parse(line).id as string);
       expect(ids).toHaveLength(2);
       for (const id of ids) {
-        const job = await secured.call("GetJob", { jobId: id }, bearer(file.tokens.reader!));
+        const job = await secured.call("GetJob", { jobId: id }, bearer(file.tokens.reader));
         expect(job.body.job).toMatchObject({ queue: "py-produced", task: "demo.add", state: "JOB_STATE_QUEUED" });
       }
       expect(ok.stdout + ok.stderr).not.toContain(token);

@@ -90,8 +90,8 @@ export function spawnServer(
   const lines: string[] = [];
   const stderrLines: string[] = [];
   const watchers = new Set<{ pred: (line: string, json: any) => boolean; resolve: (line: string) => void }>();
-  const stdout = createInterface({ input: child.stdout! });
-  const stderr = createInterface({ input: child.stderr! });
+  const stdout = createInterface({ input: child.stdout });
+  const stderr = createInterface({ input: child.stderr });
   stdout.on("line", (line) => {
     lines.push(line);
     const json = parseJson(line);

@@ -39,7 +39,7 @@ async function untilMetric(t: TestServer, series: string, value: number): Promis
 async function runToCompletion(t: TestServer, queue: string, idempotencyKey?: string) {
   const { job } = await t.client.submit({ queue, task: "invoice.generate", idempotencyKey });
   const { leases } = await t.client.claim({ queue, workerId: "worker-1" });
-  await t.client.complete({ jobId: leases[0]!.job!.id, leaseToken: leases[0]!.leaseToken });
+  await t.client.complete({ jobId: leases[0].job!.id, leaseToken: leases[0].leaseToken });
   return job!;
 }
 
@@ -109,7 +109,7 @@ describe("heartbeats on a running server", () => {
     await live.subscribed();
     const { job } = await t.client.submit({ queue: "billing", task: "report.build" });
     const { leases } = await t.client.claim({ queue: "billing", workerId: "worker-1" });
-    const lease = { jobId: job!.id, leaseToken: leases[0]!.leaseToken };
+    const lease = { jobId: job!.id, leaseToken: leases[0].leaseToken };
     for (let i = 0; i < 5; i++) {
       clock.advance(1000);
       const beat = await t.client.heartbeat(lease);
