@@ -46,13 +46,13 @@ const IPV6_FILE = "/proc/self/net/tcp6";
 /** One connection's kernel send queue, as KernelSendQueues follows it. */
 export interface KernelQueueProbe {
   /** Bytes in the send queue as of the latest sample (0 when unknown). */
-  queued(): number;
+  queued: () => number;
   /** Bytes handed to the kernel since the peer was last seen to have taken everything before: unread at worst. */
-  unconfirmed(): number;
+  unconfirmed: () => number;
   /** How many bytes may go unconfirmed before a writer should wait for the next sample. */
-  allowance(): number;
+  allowance: () => number;
   /** Resolves once a sample taken after the call has been read (at most an interval away). */
-  nextSample(): Promise<void>;
+  nextSample: () => Promise<void>;
 }
 
 const UNKNOWN_QUEUE: KernelQueueProbe = {

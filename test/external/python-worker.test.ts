@@ -56,7 +56,7 @@ afterAll(async () => {
 });
 
 describe.skipIf(skip)("Python example worker", () => {
-  it("uses the stubs buf generates into gen/python", async () => {
+  it("uses the stubs buf generates into gen/python", () => {
     requireTool(available, TOOLS);
     for (const f of ["leasequeue/v1/leasequeue_pb2.py", "leasequeue/v1/leasequeue_pb2_grpc.py", "google/rpc/status_pb2.py", "google/rpc/error_details_pb2.py"]) {
       expect(existsSync(join(STUBS, f)), `${f} is missing in gen/python: run npx buf generate`).toBe(true);

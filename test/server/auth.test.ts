@@ -22,6 +22,7 @@ import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ROLES, RPC_ROLES, type Role } from "../../src/service/rpc-roles.js";
 import { bearer, writeAuthFile } from "../helpers/auth.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { streamOf } from "../helpers/stream-of.js";
 
 type LeaseQueueClient = Client<typeof LeaseQueueService>;
 
@@ -40,7 +41,7 @@ async function callOnce(client: LeaseQueueClient, method: DescMethod, request: o
   const opts = { headers, signal: abort.signal };
   try {
     if (method.methodKind === "unary") return { response: await fn.call(client, request, opts) };
-    const input = method.methodKind === "bidi_streaming" ? (async function* () { yield request; })() : request;
+    const input = method.methodKind === "bidi_streaming" ? streamOf(request) : request;
     const messages = (fn.call(client, input, opts) as AsyncIterable<unknown>)[Symbol.asyncIterator]();
     const first = await messages.next();
     abort.abort();
@@ -187,11 +188,7 @@ describe("what stays open", () => {
     const health = createClient(Health, createGrpcTransport({ baseUrl: t.apiUrl }));
     expect((await health.check({})).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
     const reflection = createClient(ServerReflection, createGrpcTransport({ baseUrl: t.apiUrl }));
-    for await (const res of reflection.serverReflectionInfo(
-      (async function* () {
-        yield { messageRequest: { case: "listServices" as const, value: "" } };
-      })(),
-    )) {
+    for await (const res of reflection.serverReflectionInfo(streamOf({ messageRequest: { case: "listServices" as const, value: "" } }))) {
       expect(res.messageResponse.case).toBe("listServicesResponse");
       break;
     }

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createHandlerContext, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { createHandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { ClaimStreams } from "../../src/dispatch/claim-streams.js";

@@ -149,7 +149,7 @@ describe("a paused queue", () => {
       queue: "sdk",
       workerId: "sdk-worker",
       onEvent: log.onEvent,
-      async handler(job) {
+      handler(job) {
         ran.push(job.id);
         return { ok: true };
       },

@@ -90,7 +90,7 @@ describe("the path the SDK takes", () => {
       workerId: "w-grpc",
       concurrency: 64,
       onEvent: log.onEvent,
-      handler: async (_job, { payload }) => ({ twice: (payload as { i: number }).i * 2 }),
+      handler: (_job, { payload }) => ({ twice: (payload as { i: number }).i * 2 }),
     });
     cleanups.push(() => worker.close());
     await log.waitFor("connected");
@@ -119,7 +119,7 @@ describe("the path the SDK takes", () => {
       workerId: "w-h1",
       concurrency: 64,
       onEvent: log.onEvent,
-      handler: async () => null,
+      handler: () => null,
     });
     cleanups.push(() => worker.close());
     await log.waitFor("connected");

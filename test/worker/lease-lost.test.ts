@@ -78,7 +78,7 @@ function abortWatchingHandler() {
   return {
     started: started.promise,
     abortedWith: abortedWith.promise,
-    async handler(_job: unknown, ctx: JobContext) {
+    handler: async (_job: unknown, ctx: JobContext) => {
       started.open(ctx);
       await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
       abortedWith.open(ctx.signal.reason);
