@@ -162,7 +162,7 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
     produced.catch(() => {});
     let timer;
     const timedOut = new Promise((resolve) => (timer = setTimeout(() => resolve("timeout"), timeoutMs)));
-    let outcome = await Promise.race([handled.then(() => "handled"), timedOut, produced.then(() => new Promise(() => {}), (e) => Promise.reject(e))]).finally(() => clearTimeout(timer));
+    let outcome = await Promise.race([handled.then(() => "handled"), timedOut, produced.then(() => new Promise(() => {}))]).finally(() => clearTimeout(timer));
     let end;
     let storeCheck;
     if (outcome === "handled" && storeDone !== undefined) {

@@ -26,9 +26,8 @@ const server = await startServer(config, { log: silentLogger });
 const client = createLeaseQueueClient({ url: server.apiUrl, transport });
 
 const abort = new AbortController();
-const stream = client
-  .streamClaims({ queue, workerId: "bench", maxInFlight: 1, leaseDuration: { seconds: 60n } }, { signal: abort.signal })
-  [Symbol.asyncIterator]();
+const claims = client.streamClaims({ queue, workerId: "bench", maxInFlight: 1, leaseDuration: { seconds: 60n } }, { signal: abort.signal });
+const stream = claims[Symbol.asyncIterator]();
 
 async function nextLease() {
   for (;;) {

@@ -54,7 +54,7 @@ if (process.argv[2] === "--serve") {
     queue: "bench",
     workerId: "bench-worker",
     concurrency,
-    handler: async (_job, { payload }) => ({ doubled: payload.i * 2 }),
+    handler: (_job, { payload }) => Promise.resolve({ doubled: payload.i * 2 }),
     onEvent(e) {
       if (e.type === "completed" && ++completed === jobs) finish();
       if (e.type === "error") console.error(e.error.message);

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { ConfigError, redactDatabaseUrl, resolveConfig, SETTINGS } from "../src/config.js";
 import { ServerReflection } from "../gen/ts/grpc/reflection/v1/reflection_pb.js";
 import { startTestServer } from "./helpers/server.js";
+import { streamOf } from "./helpers/stream-of.js";
 
 describe("configuration", () => {
   it("uses api.md's defaults", () => {
@@ -272,10 +273,7 @@ describe("reflection on the API port", () => {
     const t = await startTestServer({ environment });
     try {
       const client = createClient(ServerReflection, createGrpcTransport({ baseUrl: t.apiUrl }));
-      async function* one() {
-        yield { messageRequest: { case: "listServices" as const, value: "" } };
-      }
-      for await (const res of client.serverReflectionInfo(one())) {
+      for await (const res of client.serverReflectionInfo(streamOf({ messageRequest: { case: "listServices" as const, value: "" } }))) {
         if (res.messageResponse.case === "listServicesResponse") return res.messageResponse.value.service.map((s) => s.name);
       }
       return [];

@@ -70,9 +70,9 @@ const roles = {
     const onReady = () => {
       if (readySent) return;
       readySent = true;
-      channel.send({ type: "ready" });
+      void channel.send({ type: "ready" });
     };
-    const progress = setInterval(() => channel.send({ type: "progress", completed: completed.length }), 100);
+    const progress = setInterval(() => void channel.send({ type: "progress", completed: completed.length }), 100);
     const working = d.work({
       client,
       queue: config.queue,
@@ -142,6 +142,7 @@ const roles = {
     await channel.next("stop");
     const stillOpen = open;
     abort.abort();
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows, as is, what the driver failed with
     if (failure !== undefined) throw failure;
     await channel.send({ type: "result", events, stillOpen });
   },
@@ -169,4 +170,4 @@ const roles = {
 
 const role = roles[config.role];
 if (role === undefined) throw new Error(`unknown role ${config.role}`);
-channel.run(role);
+void channel.run(role);

@@ -12,7 +12,7 @@ import { startApiListener } from "../../dist/src/server/api-listener.js";
 import { childChannel } from "../lib/children.mjs";
 
 const channel = childChannel();
-channel.run(async () => {
+void channel.run(async () => {
   const shutdown = new AbortController();
   const handler = connectNodeAdapter({
     routes: (router) =>

@@ -43,7 +43,7 @@ const adapters = {
         noHandleSignals: true,
         pollInterval: 2000,
         logger: quietGraphileLogger(Logger),
-        taskList: { [queue]: async (payload) => onJob(payload.i) },
+        taskList: { [queue]: (payload) => Promise.resolve(onJob(payload.i)) },
         ...(prefetch > 1 ? { preset: { worker: { localQueue: { size: prefetch }, completeJobBatchDelay: 0 } } } : {}),
       });
       return { close: () => runner.stop() };
@@ -73,8 +73,9 @@ const adapters = {
       const loops = prefetch > 1 ? 1 : slots;
       const batchSize = prefetch > 1 ? prefetch : 1;
       for (let n = 0; n < loops; n++) {
-        await boss.work(queue, { batchSize, pollingIntervalSeconds: 0.5 }, async (jobs) => {
+        await boss.work(queue, { batchSize, pollingIntervalSeconds: 0.5 }, (jobs) => {
           for (const job of jobs) onJob(job.data.i);
+          return Promise.resolve();
         });
       }
       return { close: () => boss.stop({ graceful: false, wait: true }) };
@@ -94,7 +95,7 @@ const adapters = {
     },
     async worker({ slots, prefetch, onJob, queue = "bench" }) {
       const { Worker } = await import("bullmq");
-      const worker = new Worker(queue, async (job) => onJob(job.data.i), {
+      const worker = new Worker(queue, (job) => Promise.resolve(onJob(job.data.i)), {
         connection: setup.redis,
         prefix: setup.prefix,
         concurrency: prefetch > 1 ? prefetch : slots,
@@ -176,7 +177,7 @@ const roles = {
         last = nowMs();
       },
     });
-    const progress = setInterval(() => channel.send({ type: "progress", completed: completed.length }), 100);
+    const progress = setInterval(() => void channel.send({ type: "progress", completed: completed.length }), 100);
     await channel.send({ type: "ready" });
     await channel.next("stop");
     clearInterval(progress);
@@ -210,4 +211,4 @@ const roles = {
   },
 };
 
-channel.run(roles[config.role]);
+void channel.run(roles[config.role]);

@@ -16,7 +16,7 @@ import { applyServerMigrations, checkJobsTable, leaseTokenHash, lifecycleStateme
 import { nowMs } from "../lib/timing.mjs";
 
 const channel = childChannel();
-channel.run(async () => {
+void channel.run(async () => {
   const { dbPath, jobs, batch, synchronous = "full" } = channel.config;
   const db = new Database(dbPath);
   db.pragma("journal_mode = WAL");

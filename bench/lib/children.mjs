@@ -41,7 +41,7 @@ function track(proc, name) {
     stderrTail = (stderrTail + chunk.toString()).slice(-4000);
   });
   const exited = new Promise((resolve) => proc.once("exit", (code, signal) => resolve({ code, signal })));
-  exited.then(() => tracked.delete(proc));
+  void exited.then(() => tracked.delete(proc));
   return { exited, stderrTail: () => stderrTail, name };
 }
 
@@ -72,7 +72,7 @@ export class Child {
       if (i >= 0) this.waiters.splice(i, 1)[0].resolve(msg);
       else this.inbox.push(msg);
     });
-    this.exited.then(({ code, signal }) => {
+    void this.exited.then(({ code, signal }) => {
       for (const w of this.waiters.splice(0)) {
         w.reject(new Error(`${name} exited (code ${code}, signal ${signal}) before sending "${w.type}"\n${this.stderrTail()}`));
       }
@@ -103,7 +103,7 @@ export class Child {
           clearTimeout(timer);
           resolve(m);
         },
-        reject: (e) => {
+        reject: (/** @type {Error} */ e) => {
           clearTimeout(timer);
           reject(e);
         },

@@ -107,12 +107,14 @@ async function streamClaimsCompleteEach({ client, queue, workerId, maxInFlight, 
       );
       pending.add(p);
       p.finally(() => pending.delete(p));
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows, as is, what the driver failed with
       if (failure !== undefined) throw failure;
     }
   } catch (err) {
     if (!aborted(err, signal)) throw err;
   }
   await Promise.all(pending);
+  // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows, as is, what the driver failed with
   if (failure !== undefined && !aborted(failure, signal)) throw failure;
 }
 

@@ -42,7 +42,7 @@ export async function startLeaseQueueServer({ db, env = {}, cpuProfDir, startTim
         resolve(entry.url);
       }
     });
-    exited.then(({ code, signal }) => {
+    void exited.then(({ code, signal }) => {
       clearTimeout(timer);
       reject(new Error(`server exited (code ${code}, signal ${signal}) before listening\n${logTail.join("\n")}\n${stderrTail()}`));
     });

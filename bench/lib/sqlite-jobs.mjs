@@ -38,7 +38,7 @@ export function checkJobsTable(db) {
   const missing = columns.filter((c) => c.notnull === 1 && c.dflt_value === null && c.pk === 0 && !JOB_COLUMNS.includes(c.name)).map((c) => c.name);
   const gone = JOB_COLUMNS.filter((name) => !columns.some((c) => c.name === name));
   if (missing.length > 0 || gone.length > 0) {
-    throw new Error(`the jobs table changed: required columns the bench does not write: [${missing}]; columns the bench writes that are gone: [${gone}]. Update bench/lib/sqlite-jobs.mjs.`);
+    throw new Error(`the jobs table changed: required columns the bench does not write: [${missing.join(",")}]; columns the bench writes that are gone: [${gone.join(",")}]. Update bench/lib/sqlite-jobs.mjs.`);
   }
 }
 

@@ -22,7 +22,7 @@ const isWellKnown = (typeName) => typeName.startsWith("google.protobuf.");
 
 /**
  * @param {Uint8Array} descriptorSet a serialized google.protobuf.FileDescriptorSet
- * @param {{ services: string[], extraMessages: string[], roleOf(service: string, method: string): string | undefined }} options
+ * @param {{ services: string[], extraMessages: string[], roleOf: (service: string, method: string) => string | undefined }} options
  */
 export function describeApi(descriptorSet, { services, extraMessages, roleOf }) {
   const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, descriptorSet));

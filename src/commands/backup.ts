@@ -5,7 +5,7 @@ import { formatBytes, formatJobs, type CommandContext } from "./command.js";
 
 export function backupCommand(ctx: CommandContext): number {
   const started = performance.now();
-  const result = backupDatabase(ctx.databasePath, ctx.args[0]!, { overwrite: ctx.options.force === true });
+  const result = backupDatabase(ctx.databasePath, ctx.args[0], { overwrite: ctx.options.force === true });
   ctx.print(`backup written: ${result.path}`);
   ctx.print(`  from:           ${resolve(ctx.databasePath)}`);
   ctx.print(`  size:           ${formatBytes(result.bytes)}`);

@@ -35,7 +35,7 @@ export function importLitequeueCommand(ctx: CommandContext): number {
     return 2;
   }
   const dryRun = ctx.options["dry-run"] === true;
-  const source = openLitequeueFile(resolve(ctx.args[0]!));
+  const source = openLitequeueFile(resolve(ctx.args[0]));
   try {
     if (source.duplicateIds.length > 0) {
       throw new DatabaseRefusal("BAD_FILE", `${source.path}: message_id ${source.duplicateIds.join(", ")} appear(s) in more than one row`);

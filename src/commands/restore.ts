@@ -7,7 +7,7 @@ import { restoreDatabase } from "../store/sqlite/restore.js";
 import { formatBytes, formatJobs, type CommandContext } from "./command.js";
 
 export function restoreCommand(ctx: CommandContext): number {
-  const result = restoreDatabase(ctx.args[0]!, ctx.databasePath);
+  const result = restoreDatabase(ctx.args[0], ctx.databasePath);
   ctx.print(`restored: ${result.path}`);
   ctx.print(`  from:           ${result.from}`);
   ctx.print(`  size:           ${formatBytes(result.bytes)}`);

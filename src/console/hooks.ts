@@ -68,7 +68,7 @@ export function useResource<T>(load: (signal: AbortSignal) => Promise<T>, deps: 
       c.generation++;
       c.abort?.abort();
     };
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // The effect reruns when the caller's deps change, as useEffect's own deps would.
   }, deps);
 
   if (loadedFor.current !== depsKey) return { loading: true, reload: run };

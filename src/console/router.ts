@@ -21,7 +21,7 @@ export function parseHash(hash: string): Route {
     return { name: "jobs", queue: params.get("queue") ?? "", state: params.get("state") ?? "", page: params.get("page") ?? "" };
   }
   const job = /^\/jobs\/([^/]+)$/.exec(path);
-  if (job) return { name: "job", id: safeDecode(job[1]!) };
+  if (job) return { name: "job", id: safeDecode(job[1]) };
   return { name: "unknown", path };
 }
 

@@ -324,7 +324,7 @@ export class EventFeed {
         const taken = sub.takeUpTo(maxBatch);
         if (taken.length > 0) {
           // Skip what the replay already sent (only at the seam).
-          const fresh = taken[0]!.sequence > sent ? taken : taken.filter((e) => e.sequence > sent);
+          const fresh = taken[0].sequence > sent ? taken : taken.filter((e) => e.sequence > sent);
           if (fresh.length === 0) continue;
           sent = fresh.at(-1)!.sequence;
           this.#eventsSent += fresh.length;

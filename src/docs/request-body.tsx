@@ -11,7 +11,7 @@ export interface RequestBody {
   text: string;
   edited: boolean;
   set(text: string): void;
-  reset(): void;
+  reset: () => void;
 }
 
 export function useRequestBody(fullName: string): RequestBody {

@@ -13,10 +13,10 @@ function requestSide(reference: ApiReference): Set<string> {
   if (found !== undefined) return found;
   found = new Set();
   const visit = (name: string): void => {
-    if (found!.has(name)) return;
+    if (found.has(name)) return;
     const message = reference.messages.find((m) => m.fullName === name);
     if (message === undefined) return;
-    found!.add(name);
+    found.add(name);
     for (const field of message.fields) if (field.type.kind === "message") visit(field.type.name);
   };
   for (const service of reference.services) for (const method of service.methods) visit(method.input);

@@ -50,7 +50,7 @@ export async function* callServerStream(path: string, body: string, signal: Abor
       while (buffered.length >= 5) {
         const length = new DataView(buffered.buffer, buffered.byteOffset).getUint32(1);
         if (buffered.length < 5 + length) break;
-        const flags = buffered[0]!;
+        const flags = buffered[0];
         const json = JSON.parse(decoder.decode(buffered.subarray(5, 5 + length))) as unknown;
         buffered = buffered.slice(5 + length);
         if (flags & FLAG_COMPRESSED) throw new Error("the server sent a compressed message, which this page never asks for");

@@ -64,7 +64,7 @@ export function TryStream({ method }: { method: MethodDoc }) {
   };
 
   return (
-    <form class="try" onSubmit={start} data-testid="try-it">
+    <form class="try" onSubmit={(e) => void start(e)} data-testid="try-it">
       <h4>Try it (server stream)</h4>
       <BodyEditor id={`body-${method.fullName}`} body={body} label={`Request (${method.input.slice(method.input.lastIndexOf(".") + 1)}, JSON)`} />
       <div class="buttons">

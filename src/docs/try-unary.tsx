@@ -37,7 +37,7 @@ export function TryUnary({ method }: { method: MethodDoc }) {
 
   const id = `body-${method.fullName}`;
   return (
-    <form class="try" onSubmit={send} data-testid="try-it" data-answers={answers}>
+    <form class="try" onSubmit={(e) => void send(e)} data-testid="try-it" data-answers={answers}>
       <h4>Try it</h4>
       <BodyEditor id={id} body={body} label={`Request body (${method.input.slice(method.input.lastIndexOf(".") + 1)}, JSON)`} />
       <div class="buttons">

@@ -21,7 +21,7 @@ export function parseDurationText(text: string): number {
     PART.lastIndex = at;
     const m = PART.exec(trimmed);
     if (m === null) throw new Error(`"${text}" is not a duration; write e.g. 168h, 30m, 1h30m or 0s (units ms, s, m, h, d)`);
-    ms += Number(m[1]) * UNIT_MS[m[2]!]!;
+    ms += Number(m[1]) * UNIT_MS[m[2]];
     at = PART.lastIndex;
   }
   if (!Number.isFinite(ms)) throw new Error(`"${text}" is too long a duration`);

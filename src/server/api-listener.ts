@@ -96,6 +96,7 @@ export async function startApiListener(opts: ApiListenerOptions): Promise<ApiLis
     requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_HTTP1_TIMEOUTS.requestTimeout,
     isStreamingRequest: opts.isStreamingRequest,
   });
+  // eslint-disable-next-line prefer-const -- the drain callback below may read it before it is assigned
   let port: PortServer | undefined;
   const drain = new ConnectionDrain(() => port?.closeIdleHttp1());
   const serve: NodeRequestHandler = (req, res) => {

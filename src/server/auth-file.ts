@@ -116,7 +116,7 @@ function unique(values: string[], key: string, entries: TokenEntry[]): void {
   values.forEach((value, i) => {
     const first = seen.get(value);
     if (first !== undefined) {
-      throw new AuthFileError(`tokens[${i}].${key} is the same as tokens[${first}].${key} ("${entries[first]!.name}")`);
+      throw new AuthFileError(`tokens[${i}].${key} is the same as tokens[${first}].${key} ("${entries[first].name}")`);
     }
     seen.set(value, i);
   });

@@ -109,7 +109,7 @@ export function watchOutcome(
   const rewrittenResponse: UniversalServerResponse = { ...response };
   rewrittenResponse.body = (async function* () {
     const chunks: Uint8Array[] = [];
-    for await (const chunk of body as AsyncIterable<Uint8Array>) chunks.push(chunk);
+    for await (const chunk of body) chunks.push(chunk);
     const bytes = Buffer.concat(chunks);
     const error = errorFromJsonBytes(bytes, undefined, new ConnectError("unreadable error", fallbackCode));
     const translated = translate(error);
@@ -143,7 +143,7 @@ export function watchOutcome(
 
 /** Runs `done` after the last chunk of `body` and before the caller sees its end. */
 async function* afterBody(body: UniversalServerResponse["body"], done: () => void): AsyncGenerator<Uint8Array> {
-  if (body !== undefined) yield* body as AsyncIterable<Uint8Array>;
+  if (body !== undefined) yield* body;
   done();
 }
 
@@ -158,7 +158,7 @@ async function* rewriteFrames(
   rewrite: (data: Uint8Array) => Uint8Array,
 ): AsyncGenerator<Uint8Array> {
   if (response.body === undefined) return;
-  for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
+  for await (const chunk of response.body) {
     const flags = chunk[0];
     if (chunk.length < 5 || (flags & flag) !== flag || (flags & compressedFlag) !== 0) {
       yield chunk;

@@ -46,13 +46,13 @@ const IPV6_FILE = "/proc/self/net/tcp6";
 /** One connection's kernel send queue, as KernelSendQueues follows it. */
 export interface KernelQueueProbe {
   /** Bytes in the send queue as of the latest sample (0 when unknown). */
-  queued(): number;
+  queued: () => number;
   /** Bytes handed to the kernel since the peer was last seen to have taken everything before: unread at worst. */
-  unconfirmed(): number;
+  unconfirmed: () => number;
   /** How many bytes may go unconfirmed before a writer should wait for the next sample. */
-  allowance(): number;
+  allowance: () => number;
   /** Resolves once a sample taken after the call has been read (at most an interval away). */
-  nextSample(): Promise<void>;
+  nextSample: () => Promise<void>;
 }
 
 const UNKNOWN_QUEUE: KernelQueueProbe = {
@@ -193,7 +193,7 @@ function parseInto(text: string, into: Map<string, number>): void {
     const fields = text.slice(start, end).trim().split(/\s+/, 5);
     start = end + 1;
     if (fields.length < 5 || fields[3] !== "01") continue; // 01: ESTABLISHED
-    const tx = parseInt(fields[4]!.slice(0, fields[4]!.indexOf(":")), 16);
+    const tx = parseInt(fields[4].slice(0, fields[4].indexOf(":")), 16);
     if (tx > 0) into.set(`${fields[1]} ${fields[2]}`, tx);
   }
 }
@@ -220,7 +220,7 @@ function procAddress(address: string): string | undefined {
   if (bytes === undefined) return undefined;
   let out = "";
   for (let word = 0; word < bytes.length; word += 4) {
-    for (let i = 3; i >= 0; i--) out += bytes[word + i]!.toString(16).toUpperCase().padStart(2, "0");
+    for (let i = 3; i >= 0; i--) out += bytes[word + i].toString(16).toUpperCase().padStart(2, "0");
   }
   return out;
 }
@@ -230,7 +230,7 @@ function ipv4Bytes(address: string): number[] {
 }
 
 function ipv6Bytes(address: string): number[] | undefined {
-  let text = address.split("%", 1)[0]!;
+  let text = address.split("%", 1)[0];
   let tail: number[] = [];
   const lastColon = text.lastIndexOf(":");
   if (isIPv4(text.slice(lastColon + 1))) {

@@ -61,7 +61,7 @@ export interface RpcHandler {
    * body legitimately stays open as long as the call (see
    * http2-request-timeout.ts).
    */
-  isStreamingRequest(path: string): boolean;
+  isStreamingRequest: (path: string) => boolean;
 }
 
 /**
@@ -234,5 +234,5 @@ export function strictUtf8Decoder(): TextDecoder {
       }
     },
   };
-  return strict as TextDecoder;
+  return strict;
 }

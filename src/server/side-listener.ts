@@ -79,7 +79,7 @@ const routes = new Map<string, (opts: SideListenerOptions) => Promise<SideRespon
     const { contentType, body } = await opts.metrics();
     return { status: 200, headers: { "content-type": contentType }, body };
   }],
-  ["/health/live", async () => json(200, { status: "live" })],
+  ["/health/live", () => Promise.resolve(json(200, { status: "live" }))],
   ["/health/ready", async (opts) => {
     let ready: boolean;
     try {

@@ -100,9 +100,9 @@ export async function applyAcknowledgements(
 ): Promise<AckOutcome[]> {
   // Issued synchronously, one after the other: the store queues them in this
   // order and commits them together.
-  const settled = await Promise.allSettled(acks.map((ack, i) => (refused?.[i] !== undefined ? undefined : applyOne(store, ack))));
+  const settled = await Promise.allSettled(acks.map((ack, i) => (refused?.[i] !== undefined ? Promise.resolve(undefined) : applyOne(store, ack))));
   return settled.map((s, i): AckOutcome => {
-    const jobId = acks[i]!.jobId;
+    const jobId = acks[i].jobId;
     const refusal = refused?.[i];
     if (refusal !== undefined) return { jobId, ok: false, error: refusal };
     if (s.status === "fulfilled") return { jobId, ok: true, job: s.value! };

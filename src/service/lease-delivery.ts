@@ -155,7 +155,7 @@ export function withLeases<T extends Message & { $unknown?: UnknownField[] }>(re
 
 /** Whether a request's content type carries protobuf binary (gRPC, gRPC-Web, Connect proto). */
 export function wireFormatOf(contentType: string | null): WireFormat {
-  const type = (contentType ?? "").split(";")[0]!.trim().toLowerCase();
+  const type = (contentType ?? "").split(";")[0].trim().toLowerCase();
   return type.endsWith("+json") || type === "application/json" ? "json" : "binary";
 }
 

@@ -95,7 +95,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       const spec = v.newJob(req, clock.now(), "", headerKey(ctx));
       requireQueue(ctx, "queue", spec.queue);
       const [outcome] = replayed(await store.submit([spec]));
-      return submitOutcome(outcome!);
+      return submitOutcome(outcome);
     },
 
     async submitBatch(req, ctx) {

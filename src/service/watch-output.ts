@@ -63,7 +63,7 @@ export type WatchWireFormat = "binary" | "json";
 /** The message encoding a request's content type asks for; undefined when it is not one of the streaming types. */
 export function watchWireFormat(contentType: string | null): WatchWireFormat | undefined {
   if (contentType === null) return undefined;
-  const type = contentType.split(";", 1)[0]!.trim().toLowerCase();
+  const type = contentType.split(";", 1)[0].trim().toLowerCase();
   if (/^application\/(grpc|grpc-web|connect)\+json$/.test(type)) return "json";
   if (/^application\/(grpc|grpc-web)(\+proto)?$/.test(type) || type === "application/connect+proto") return "binary";
   return undefined;
@@ -121,6 +121,6 @@ const KEEPALIVE_FRAMES: Record<WatchWireFormat, Buffer> = {
 /** The frames of a keepalive (`null`) or of a batch of events, ready for one write. */
 export function watchFrames(batch: readonly DomainEvent[] | null, format: WatchWireFormat): Buffer {
   if (batch === null) return KEEPALIVE_FRAMES[format];
-  if (batch.length === 1) return frameOf(batch[0]!, format);
+  if (batch.length === 1) return frameOf(batch[0], format);
   return Buffer.concat(batch.map((e) => frameOf(e, format)));
 }

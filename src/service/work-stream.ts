@@ -127,6 +127,7 @@ export async function* workStream(
     void read();
     yield create(WorkResponseSchema, {});
     for (;;) {
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows, as is, whatever the input or the store failed with
       if (failure !== undefined) throw failure;
       const claimed = inputDone ? [] : stream.takeReady();
       // A lease a worker could not decode is dead-lettered, never sent (lease-delivery.ts).

@@ -114,8 +114,8 @@ export class AckBatcher {
   #takeBatch(): PendingAck[] {
     let n = 0;
     let bytes = 0;
-    while (n < this.#outbox.length && n < BOUNDS.acks && (n === 0 || bytes + this.#outbox[n]!.bytes <= this.#maxBatchBytes)) {
-      bytes += this.#outbox[n]!.bytes;
+    while (n < this.#outbox.length && n < BOUNDS.acks && (n === 0 || bytes + this.#outbox[n].bytes <= this.#maxBatchBytes)) {
+      bytes += this.#outbox[n].bytes;
       n++;
     }
     this.#outboxBytes -= bytes;
@@ -183,7 +183,7 @@ export class AckBatcher {
         for (const p of batch) p.settle({ error });
         return;
       }
-      batch.forEach((p, i) => p.settle(answerOf(res.results[i]!)));
+      batch.forEach((p, i) => p.settle(answerOf(res.results[i])));
     } catch (e) {
       const error = ConnectError.from(e);
       if (error.code === Code.ResourceExhausted) this.shrink();
@@ -191,7 +191,7 @@ export class AckBatcher {
       // index; nothing of the request was applied, so the others go again.
       const bad = error.code === Code.InvalidArgument ? indexOfBadAck(error) : undefined;
       if (bad !== undefined && bad < batch.length) {
-        batch[bad]!.settle({ error });
+        batch[bad].settle({ error });
         this.#putBack(batch.filter((_, i) => i !== bad));
       } else {
         // Refused whole (invalid, too large) means nothing was applied; anything else may have been.

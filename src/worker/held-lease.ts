@@ -197,7 +197,7 @@ export class HeldLease {
   #scheduleBeat(ms: number): void {
     clearTimeout(this.#beatTimer);
     if (TERMINAL.has(this.#state)) return;
-    this.#beatTimer = setTimeout(() => this.heartbeat().catch(() => undefined), ms);
+    this.#beatTimer = setTimeout(() => void this.heartbeat().catch(() => undefined), ms);
     this.#beatTimer.unref();
   }
 

@@ -465,7 +465,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
     await page.getByRole("button", { name: "Use token" }).click();
   }
 
-  const as = (name: string) => bearer(tokens[name]!);
+  const as = (name: string) => bearer(tokens[name]);
 
   it("asks for a token, says when it is refused, then works live with the right one", async () => {
     const before = await t.call("Submit", { queue: "secured", task: "report.build" }, as("ci"));
@@ -480,7 +480,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
     await page.getByTestId("token-reason").getByText(/refused that token/).waitFor();
     expect(await page.evaluate(() => (globalThis as any).sessionStorage.getItem("leasequeue.token"))).toBeNull();
 
-    await giveToken(page, tokens.ops!);
+    await giveToken(page, tokens.ops);
     await page.locator('tr[data-queue="secured"] td[data-state="queued"]').getByText("1").waitFor();
     expect(await prompt.count()).toBe(0);
     await page.locator('[data-live-mode="live"]').waitFor({ timeout: 45_000 });
@@ -495,7 +495,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
     expect(await page.evaluate(() => (globalThis as any).sessionStorage.getItem("leasequeue.token"))).toBe(tokens.ops);
     expect(await page.evaluate(() => Object.keys((globalThis as any).localStorage))).toEqual([]);
     expect(await page.evaluate(() => (globalThis as any).document.cookie)).toBe("");
-    expect(page.url()).not.toContain(tokens.ops!);
+    expect(page.url()).not.toContain(tokens.ops);
     // Every call after the right token was given carried it, WatchEvents included.
     const afterToken = sentTokens.slice(sentTokens.lastIndexOf(`Bearer ${"lq_" + "w".repeat(43)}`) + 1);
     expect(afterToken.length).toBeGreaterThan(0);
@@ -525,7 +525,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
     await t.call("Fail", { jobId: id, leaseToken: lease.leaseToken, error: "smtp down" }, as("ci"));
 
     const viewer = await openTab(`#/jobs/${id}`);
-    await giveToken(viewer.page, tokens.viewer!);
+    await giveToken(viewer.page, tokens.viewer);
     await viewer.page.getByTestId("job-state").getByText("Dead").waitFor();
     await viewer.page.getByRole("button", { name: "Redrive…" }).click();
     await viewer.page.getByRole("button", { name: "Yes, redrive" }).click();
@@ -536,7 +536,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
     await viewer.page.context().close();
 
     const ops = await openTab(`#/jobs/${id}`);
-    await giveToken(ops.page, tokens.ops!);
+    await giveToken(ops.page, tokens.ops);
     await ops.page.getByTestId("job-state").getByText("Dead").waitFor();
     await ops.page.getByRole("button", { name: "Redrive…" }).click();
     await ops.page.getByRole("button", { name: "Yes, redrive" }).click();

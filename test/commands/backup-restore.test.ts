@@ -231,7 +231,7 @@ describe("leasequeue restore", () => {
     const r = await runCli(["restore", backup, "--db", live]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(`restored: ${live}`);
-    const kept = /kept as (\S+)/.exec(r.stdout)![1]!;
+    const kept = /kept as (\S+)/.exec(r.stdout)![1];
     expect(kept).toMatch(/live\.db\.replaced-\d{8}T\d{6}Z$/);
     expect(jobIds(kept).has(later.id)).toBe(true);
     expect(jobIds(live).has(later.id)).toBe(false);
@@ -256,7 +256,7 @@ describe("leasequeue restore", () => {
     expect(r.code, r.stderr).toBe(0);
     expect(existsSync(`${live}-wal`)).toBe(false);
     expect(existsSync(`${live}-shm`)).toBe(false);
-    const kept = /kept as (\S+)/.exec(r.stdout)![1]!;
+    const kept = /kept as (\S+)/.exec(r.stdout)![1];
     expect(jobIds(kept).has(unsaved.id)).toBe(true);
 
     const again = await start(live);

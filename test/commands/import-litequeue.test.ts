@@ -160,7 +160,7 @@ describe("leasequeue import-litequeue", () => {
     const db = join(sandbox.dir(), "jobs.db");
     const file = litequeueFile(
       [
-        MESSAGES[0]!,
+        MESSAGES[0],
         { data: "x", message_id: ids[1], status: "locked", in_time: ns(1) },
         { data: "x", message_id: null, status: READY, in_time: ns(2) },
         { data: "x", message_id: ids[3], status: 7, in_time: ns(3) },
@@ -186,7 +186,7 @@ describe("leasequeue import-litequeue", () => {
     expect(dry.stderr).toContain("6 row(s) cannot be imported");
 
     // Without litequeue's unique index one id may appear twice (here in two letter cases): which row is the job?
-    const twice = litequeueFile([MESSAGES[0]!, { ...MESSAGES[1]!, message_id: ids[0]!.toUpperCase() }], LOOSE_LITEQUEUE_SCHEMA);
+    const twice = litequeueFile([MESSAGES[0], { ...MESSAGES[1], message_id: ids[0].toUpperCase() }], LOOSE_LITEQUEUE_SCHEMA);
     const duplicate = await importCli(twice, db, "--queue", "emails");
     expect(duplicate.code).toBe(1);
     expect(duplicate.stderr).toContain(`message_id ${ids[0]} appear(s) in more than one row`);

@@ -18,7 +18,7 @@ import { startTestServer } from "../helpers/server.js";
 
 const file = (path: string) => fileURLToPath(new URL(`../../${path}`, import.meta.url));
 const composeText = readFileSync(file("compose.yaml"), "utf8");
-const compose = parseYaml(composeText) as any;
+const compose = parseYaml(composeText);
 const schema = JSON.parse(readFileSync(file("test/fixtures/compose-spec/compose-spec.json"), "utf8"));
 const dockerfile = readFileSync(file("Dockerfile"), "utf8");
 
@@ -135,6 +135,7 @@ function runHealthcheck(metricsPort: number): Promise<number> {
       [flag, script],
       { env: { ...process.env, LEASEQUEUE_METRICS_PORT: String(metricsPort) }, timeout: 30_000 },
       (error) => {
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an ExecFileException is an Error; @types/node builds its type with Omit<>, which the rule cannot see through
         if (error && typeof error.code !== "number") reject(error);
         else resolve(error ? (error.code as number) : 0);
       },

@@ -75,7 +75,7 @@ describe("ClaimStreams", () => {
       Symbol.asyncIterator
     ]();
     expect((await it.next()).value).toBeNull(); // keepalive: registered
-    const job = (await store.submit([newJob()]))[0]!.job;
+    const job = (await store.submit([newJob()]))[0].job;
     // The submit woke the pump, whose claim was queued before this write: once it commits, so has the claim.
     await store.submit([newJob({ queue: "barrier" })]);
     expect((await store.getJob(job.id))?.state).toBe("queued");

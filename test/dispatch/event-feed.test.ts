@@ -121,11 +121,11 @@ describe("a watch with after_sequence", () => {
     }
     // A duplicate or a gap would show before this last event.
     const [marker] = await submit(store);
-    while (got.at(-1)! < marker!) got.push((await w.event()).sequence);
+    while (got.at(-1)! < marker) got.push((await w.event()).sequence);
 
-    const expected = (await store.listEvents({ afterSequence: stored[4]!, limit: 10_000 })).map((e) => e.sequence);
+    const expected = (await store.listEvents({ afterSequence: stored[4], limit: 10_000 })).map((e) => e.sequence);
     expect(got).toEqual(expected);
-    expect(expected).toHaveLength(marker! - stored[4]!);
+    expect(expected).toHaveLength(marker - stored[4]);
   });
 
   it("reads the store again when its buffer overflowed while the last replay page was being sent", async () => {
@@ -139,8 +139,8 @@ describe("a watch with after_sequence", () => {
     // overflow the buffer: six of them exist only in the store now.
     await submit(store, 8);
     const [marker] = await submit(store);
-    while (got.at(-1)! < marker!) got.push((await w.event()).sequence);
-    expect(got).toEqual(Array.from({ length: marker! }, (_, i) => i + 1));
+    while (got.at(-1)! < marker) got.push((await w.event()).sequence);
+    expect(got).toEqual(Array.from({ length: marker }, (_, i) => i + 1));
     expect(feed.stats.dropped.buffer_full).toBe(0);
   });
 
@@ -157,9 +157,9 @@ describe("a watch with after_sequence", () => {
       if (i % 3 === 0) await submit(store, 8);
     }
     const [marker] = await submit(store);
-    while (got.at(-1)! < marker!) got.push((await w.event()).sequence);
+    while (got.at(-1)! < marker) got.push((await w.event()).sequence);
 
-    expect(got).toEqual(Array.from({ length: marker! }, (_, i) => i + 1));
+    expect(got).toEqual(Array.from({ length: marker }, (_, i) => i + 1));
     expect(got.slice(0, stored.length)).toEqual(stored);
     expect(feed.stats.dropped.buffer_full).toBe(0);
   });
@@ -187,7 +187,7 @@ describe("resume points that cannot be honoured", () => {
     const { store, feed } = setup();
     const stored = await submit(store, 10);
     store.db.prepare("DELETE FROM job_events WHERE sequence <= ?").run(stored[3]);
-    const oldest = stored[4]!;
+    const oldest = stored[4];
 
     const err = await feedError(watch(feed, { afterSequence: oldest - 2 }).next());
     expect(err.reason).toBe("REPLAY_TOO_OLD");
@@ -207,7 +207,7 @@ describe("resume points that cannot be honoured", () => {
     store.db.prepare("DELETE FROM job_events").run();
     const err = await feedError(watch(feed, { afterSequence: stored[1] }).next());
     expect(err.reason).toBe("REPLAY_TOO_OLD");
-    expect(err.message).toContain(`oldest available sequence is ${stored[3]! + 1}`);
+    expect(err.message).toContain(`oldest available sequence is ${stored[3] + 1}`);
 
     const w = watch(feed, { afterSequence: stored[3] });
     expect(await w.next()).toBeNull();
@@ -221,14 +221,14 @@ describe("resume points that cannot be honoured", () => {
     const [waiting] = await submit(store, 1, "emails");
     await submit(store, 1, "billing");
     const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
-    await store.complete(lease!.job.id, lease!.leaseToken, null);
+    await store.complete(lease.job.id, lease.leaseToken, null);
     const lastPruned = (await store.eventBounds()).latest;
     clock.advance(3_600_000);
     await store.pruneJobs({ finishedBefore: { completed: clock.now() }, limit: 10 });
     expect((await store.listEvents({ afterSequence: 0, limit: 10 })).map((e) => e.sequence)).toEqual([waiting]);
 
     // Replaying from before the hole would skip the pruned events silently: refused.
-    for (const after of [0, waiting!, lastPruned - 1]) {
+    for (const after of [0, waiting, lastPruned - 1]) {
       const err = await feedError(watch(feed, { afterSequence: after }).next());
       expect(err.reason).toBe("REPLAY_TOO_OLD");
       expect(err.message).toContain(`oldest available sequence is ${lastPruned + 1}`);
@@ -259,7 +259,7 @@ describe("resume points that cannot be honoured", () => {
   it("fail with SEQUENCE_NOT_ISSUED when the resume point is beyond every sequence this database issued", async () => {
     const { store, feed } = setup();
     const stored = await submit(store, 2);
-    const err = await feedError(watch(feed, { afterSequence: stored[1]! + 1 }).next());
+    const err = await feedError(watch(feed, { afterSequence: stored[1] + 1 }).next());
     expect(err.reason).toBe("SEQUENCE_NOT_ISSUED");
     expect(err.message).toContain(`(${stored[1]})`);
   });
@@ -275,10 +275,10 @@ describe("heartbeats the store does not keep", () => {
     const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
     for (let i = 0; i < 12; i++) {
       clock.advance(10_000);
-      await store.heartbeat(job!.job.id, lease!.leaseToken);
+      await store.heartbeat(job.job.id, lease.leaseToken);
     }
-    await store.complete(job!.job.id, lease!.leaseToken, null);
-    const stored = await store.listJobEvents(job!.job.id);
+    await store.complete(job.job.id, lease.leaseToken, null);
+    const stored = await store.listJobEvents(job.job.id);
     // submitted, claimed, the heartbeats at 10 s and 70 s, completed.
     expect(stored.map((e) => e.kind)).toEqual(["submitted", "claimed", "heartbeat", "heartbeat", "completed"]);
 
@@ -299,22 +299,22 @@ describe("filters", () => {
     const [a] = await store.submit([newJob({ queue: "billing" })]);
     const [b] = await store.submit([newJob({ queue: "email" })]);
     const byQueue = watch(feed, { queue: "email", afterSequence: 0 });
-    const byJob = watch(feed, { jobId: a!.job.id, afterSequence: 0 });
-    const byJobWrongQueue = watch(feed, { jobId: a!.job.id, queue: "email", afterSequence: 0 });
+    const byJob = watch(feed, { jobId: a.job.id, afterSequence: 0 });
+    const byJobWrongQueue = watch(feed, { jobId: a.job.id, queue: "email", afterSequence: 0 });
     const all = watch(feed, { afterSequence: 0 });
     for (const w of [byQueue, byJob, byJobWrongQueue, all]) expect(await w.next()).toBeNull();
 
-    expect(await byQueue.event()).toMatchObject({ jobId: b!.job.id, kind: "submitted" });
-    expect(await byJob.event()).toMatchObject({ jobId: a!.job.id, kind: "submitted" });
+    expect(await byQueue.event()).toMatchObject({ jobId: b.job.id, kind: "submitted" });
+    expect(await byJob.event()).toMatchObject({ jobId: a.job.id, kind: "submitted" });
 
     // Live: a claim and a cancel on each queue.
     await store.claim({ queue: "billing", workerId: "w1", leaseDurationMs: 60_000, maxJobs: 1 });
-    await store.cancel(b!.job.id, "not needed");
+    await store.cancel(b.job.id, "not needed");
     const [c] = await store.submit([newJob({ queue: "email" })]);
 
-    expect(await byQueue.event()).toMatchObject({ jobId: b!.job.id, kind: "cancelled" });
-    expect(await byQueue.event()).toMatchObject({ jobId: c!.job.id, kind: "submitted" });
-    expect(await byJob.event()).toMatchObject({ jobId: a!.job.id, kind: "claimed" });
+    expect(await byQueue.event()).toMatchObject({ jobId: b.job.id, kind: "cancelled" });
+    expect(await byQueue.event()).toMatchObject({ jobId: c.job.id, kind: "submitted" });
+    expect(await byJob.event()).toMatchObject({ jobId: a.job.id, kind: "claimed" });
     const everything: string[] = [];
     for (let i = 0; i < 5; i++) everything.push((await all.event()).kind);
     expect(everything).toEqual(["submitted", "submitted", "claimed", "cancelled", "submitted"]);
@@ -449,14 +449,14 @@ describe("fan-out", () => {
     const queues = ["q0", "q1", "q2", "q3"];
     const [target] = await store.submit([newJob({ queue: "q1" })]);
     const watchers = Array.from({ length: 300 }, (_, i) => {
-      const spec: WatchSpec = i % 3 === 0 ? {} : i % 3 === 1 ? { queue: queues[i % 4] } : { jobId: target!.job.id };
+      const spec: WatchSpec = i % 3 === 0 ? {} : i % 3 === 1 ? { queue: queues[i % 4] } : { jobId: target.job.id };
       return { spec, w: watch(feed, spec) };
     });
     for (const { w } of watchers) expect(await w.next()).toBeNull();
     expect(feed.stats.subscribers).toBe(300);
 
     await store.submit(queues.map((queue) => newJob({ queue })));
-    await store.cancel(target!.job.id, "done");
+    await store.cancel(target.job.id, "done");
     const committed = await store.listEvents({ afterSequence: 1, limit: 100 });
     expect(committed).toHaveLength(5);
 

@@ -29,7 +29,7 @@ function setup(): LongPollClaimDeps & { store: SqliteStore } {
 }
 
 const spec = { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 };
-const asIs = async (claimed: ClaimedLease[]) => claimed;
+const asIs = (claimed: ClaimedLease[]) => Promise.resolve(claimed);
 
 it("answers a parked claim with the job submitted while it waits", async () => {
   const deps = setup();
@@ -37,7 +37,7 @@ it("answers a parked claim with the job submitted while it waits", async () => {
   while (deps.wakeups.waiting === 0) await new Promise((resolve) => setImmediate(resolve));
   const [submitted] = await deps.store.submit([newJob()]);
   const leases = await claiming;
-  expect(leases.map((l) => l.job.id)).toEqual([submitted!.job.id]);
+  expect(leases.map((l) => l.job.id)).toEqual([submitted.job.id]);
 });
 
 it("answers at once with nothing when there is no work and no wait", async () => {
@@ -65,17 +65,17 @@ it("hands a caller that went away during the claim nothing, and releases what it
   });
   const leases = await claimWithin({ ...deps, store: goneDuringClaim }, { ...spec, waitMs: 60_000 }, gone.signal, asIs);
   expect(leases).toEqual([]);
-  expect(await deps.store.getJob(submitted!.job.id)).toMatchObject({ state: "queued", attempts: 0 });
+  expect(await deps.store.getJob(submitted.job.id)).toMatchObject({ state: "queued", attempts: 0 });
 });
 
 it("claims again when every claimed lease was left out as undeliverable", async () => {
   const deps = setup();
   const [first, second] = await deps.store.submit([newJob({ priority: 1 }), newJob()]);
   const offered: string[] = [];
-  const leases = await claimWithin(deps, { ...spec, waitMs: 0 }, new AbortController().signal, async (claimed) => {
+  const leases = await claimWithin(deps, { ...spec, waitMs: 0 }, new AbortController().signal, (claimed) => {
     offered.push(...claimed.map((l) => l.job.id));
-    return claimed.filter((l) => l.job.id !== first!.job.id);
+    return Promise.resolve(claimed.filter((l) => l.job.id !== first.job.id));
   });
-  expect(offered).toEqual([first!.job.id, second!.job.id]);
-  expect(leases.map((l) => l.job.id)).toEqual([second!.job.id]);
+  expect(offered).toEqual([first.job.id, second.job.id]);
+  expect(leases.map((l) => l.job.id)).toEqual([second.job.id]);
 });

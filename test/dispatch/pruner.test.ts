@@ -208,8 +208,8 @@ describe("pruning under write load", () => {
       while (!stop) {
         const [submitted] = await timed(() => store.submit([newJob({ queue })]));
         const [lease] = await timed(() => store.claim({ queue, workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 1 }));
-        await timed(() => store.heartbeat(submitted!.job.id, lease!.leaseToken));
-        await timed(() => store.complete(lease!.job.id, lease!.leaseToken, null));
+        await timed(() => store.heartbeat(submitted.job.id, lease.leaseToken));
+        await timed(() => store.complete(lease.job.id, lease.leaseToken, null));
         completed++;
       }
     };

@@ -46,7 +46,7 @@ it("does not wake a queue for a commit that makes nothing eligible", async () =>
   const woken: string[] = [];
   wakeups.onWork((queue) => woken.push(queue));
   const [lease] = await store.claim({ queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
-  await store.complete(lease!.job.id, lease!.leaseToken, null);
+  await store.complete(lease.job.id, lease.leaseToken, null);
   expect(woken).toEqual([]);
 });
 

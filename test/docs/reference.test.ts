@@ -48,7 +48,7 @@ function expectedField(field: DescField): Pick<FieldDoc, "name" | "jsonName" | "
   const ref = (kind: string | undefined): TypeRef => {
     if (kind === "message") return { kind: "message", name: field.message!.typeName };
     if (kind === "enum") return { kind: "enum", name: field.enum!.typeName };
-    return { kind: "scalar", name: ScalarType[field.scalar!]!.toLowerCase() };
+    return { kind: "scalar", name: ScalarType[field.scalar!].toLowerCase() };
   };
   const base = { name: field.name, jsonName: field.jsonName, number: field.number };
   if (field.fieldKind === "list") return { ...base, type: ref(field.listKind), label: "repeated" };
@@ -57,12 +57,12 @@ function expectedField(field: DescField): Pick<FieldDoc, "name" | "jsonName" | "
 }
 
 /** Connect's wire name of a code: `invalid_argument`. */
-const codeName = (code: Code) => Code[code]!.replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
+const codeName = (code: Code) => Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
 
 /** The reasons of QueueErrorReason, read from its declaration (a type has no runtime list). */
 function queueErrorReasons(): QueueErrorReason[] {
   const source = readFileSync(join(PACKAGE_ROOT, "src/domain/errors.ts"), "utf8");
-  const union = /export type QueueErrorReason =([^;]+);/.exec(source)![1]!;
+  const union = /export type QueueErrorReason =([^;]+);/.exec(source)![1];
   return [...union.matchAll(/"([A-Z_]+)"/g)].map((m) => m[1] as QueueErrorReason);
 }
 
@@ -106,7 +106,7 @@ describe("the API reference (dist/docs/reference.json)", () => {
   });
 
   it("carries the protos' own comments (built with source info)", () => {
-    const lq = reference.services[0]!;
+    const lq = reference.services[0];
     expect(lq.comment).toBe("LeaseQueueService is a durable job queue with explicit lease ownership.");
     // Every RPC of leasequeue.v1 is documented, and its comment starts with its name.
     for (const method of lq.methods) expect(method.comment, method.name).toMatch(new RegExp(`^${method.name} `));
@@ -160,8 +160,8 @@ describe("the API reference (dist/docs/reference.json)", () => {
   });
 
   it("gives each RPC of leasequeue.v1 the role its token needs, and Health none", () => {
-    for (const method of reference.services[0]!.methods) expect(method.role, method.name).toBe(RPC_ROLES[method.name]);
-    for (const method of reference.services[1]!.methods) expect(method.role, method.name).toBeUndefined();
+    for (const method of reference.services[0].methods) expect(method.role, method.name).toBe(RPC_ROLES[method.name]);
+    for (const method of reference.services[1].methods) expect(method.role, method.name).toBeUndefined();
   });
 
   it("states the bounds the server validates against, for fields that exist", () => {

@@ -32,7 +32,7 @@ function parseGenerated(stdout: string): { token: string; entry: any } {
   expect(lines).toHaveLength(4);
   expect(lines[0]).toMatch(/^# token for ".*": give it to the client; it is shown only now and stored nowhere$/);
   expect(lines[2]).toMatch(/^# its entry for the "tokens" list of LEASEQUEUE_AUTH_FILE$/);
-  return { token: lines[1]!, entry: JSON.parse(lines[3]!) };
+  return { token: lines[1], entry: JSON.parse(lines[3]) };
 }
 
 describe("leasequeue hash-token", () => {
@@ -157,7 +157,7 @@ describe("secrecy", () => {
     const unknown = "lq_" + "u".repeat(43);
     const secrets = [...Object.values(file.tokens), unknown];
     try {
-      const all = bearer(file.tokens.all!);
+      const all = bearer(file.tokens.all);
       const submitted = await callJson(server.apiUrl, "Submit", { queue: "billing", task: "t" }, all);
       expect(submitted.status).toBe(200);
       const calls: Array<[string, unknown, Record<string, string>]> = [
@@ -165,17 +165,17 @@ describe("secrecy", () => {
         ["GetStats", {}, bearer(unknown)],
         ["GetStats", {}, { authorization: `Bearer ${unknown} trailing` }],
         ["GetStats", {}, { authorization: `Token ${file.tokens.all}` }],
-        ["Redrive", { jobId: submitted.body.job.id }, bearer(file.tokens["reader-billing"]!)],
-        ["Submit", { queue: "other", task: "t" }, bearer(file.tokens["reader-billing"]!)],
-        ["GetJob", { jobId: submitted.body.job.id }, bearer(file.tokens["reader-billing"]!)],
-        ["ListJobs", {}, bearer(file.tokens["reader-billing"]!)],
+        ["Redrive", { jobId: submitted.body.job.id }, bearer(file.tokens["reader-billing"])],
+        ["Submit", { queue: "other", task: "t" }, bearer(file.tokens["reader-billing"])],
+        ["GetJob", { jobId: submitted.body.job.id }, bearer(file.tokens["reader-billing"])],
+        ["ListJobs", {}, bearer(file.tokens["reader-billing"])],
         ["Claim", { queue: "billing", workerId: "w" }, all],
         ["Heartbeat", { jobId: submitted.body.job.id, leaseToken: "wrong" }, all],
         ["GetJob", { jobId: "not-a-uuid" }, all],
       ];
       for (const [method, body, headers] of calls) await callJson(server.apiUrl, method, body, headers);
       // A stream refused and one served, over Connect.
-      for (const token of [unknown, file.tokens.all!]) {
+      for (const token of [unknown, file.tokens.all]) {
         const client = createClient(LeaseQueueService, createConnectTransport({ baseUrl: server.apiUrl, httpVersion: "1.1" }));
         const abort = new AbortController();
         try {

@@ -229,7 +229,7 @@ describe("concurrent claimers", () => {
       }
 
       // A crashed worker's token is now useless.
-      const stale = await s.call("Complete", { jobId: first[0]!.id, leaseToken: first[0]!.token });
+      const stale = await s.call("Complete", { jobId: first[0].id, leaseToken: first[0].token });
       expect(stale.body.code).toBe("aborted");
 
       // Round 2: each job comes back exactly once more.
@@ -240,7 +240,7 @@ describe("concurrent claimers", () => {
       for (const job of await jobsOf(queue)) {
         expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", deliveries: 2, attempts: 2 });
       }
-      const { events } = await ok("ListJobEvents", { jobId: first[0]!.id });
+      const { events } = await ok("ListJobEvents", { jobId: first[0].id });
       expect(events.map((e: any) => e.kind)).toEqual([
         "EVENT_KIND_SUBMITTED",
         "EVENT_KIND_CLAIMED",

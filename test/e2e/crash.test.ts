@@ -58,6 +58,7 @@ function sum(counts: Record<string, number>): number {
 function endedOnConnectionErrors(ended: unknown[]): void {
   for (const err of ended) {
     if (err instanceof TypeError && err.message === "fetch failed") continue;
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows, as is, what the loop failed with
     throw err ?? new Error("a loop ended before the server was killed");
   }
 }

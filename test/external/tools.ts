@@ -42,6 +42,7 @@ export function run(
         const err = String(stderr);
         if (error && typeof error.code !== "number") {
           // ENOENT, EACCES, killed by timeout, ...
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- an ExecFileException is an Error; @types/node builds its type with Omit<>, which the rule cannot see through
           reject(Object.assign(error, { stdout: out, stderr: err }));
           return;
         }

@@ -56,11 +56,11 @@ export function startWorker(cmd: WorkerCommand, env: Record<string, string>): Ru
   let err = "";
   let out = "";
   const listeners = new Set<() => void>();
-  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
     err += chunk;
     for (const l of listeners) l();
   });
-  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
     out += chunk;
   });
   const exited = new Promise<number | null>((resolve, reject) => {
@@ -328,7 +328,7 @@ export async function rpcCounts(server: TestServer): Promise<Map<string, number>
   expect(res.status).toBe(200);
   const counts = new Map<string, number>();
   for (const m of (await res.text()).matchAll(/^leasequeue_rpc_duration_seconds_count\{([^}]*)\} (\S+)$/gm)) {
-    const method = /method="([^"]+)"/.exec(m[1]!)?.[1];
+    const method = /method="([^"]+)"/.exec(m[1])?.[1];
     if (method !== undefined) counts.set(method, (counts.get(method) ?? 0) + Number(m[2]));
   }
   return counts;
@@ -534,7 +534,7 @@ export async function authRequired(cmd: WorkerCommand, lang: string): Promise<vo
     { name: "other-workers", roles: ["worker"], queues: ["elsewhere"] },
   ]);
   const open = await startTestServer({ "auth-file": file.path });
-  const server = asCaller(open, file.tokens.producer!);
+  const server = asCaller(open, file.tokens.producer);
   try {
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push(await submit(server, { queue, task: "demo.add", payload: { a: i, b: 100 } }));
@@ -542,7 +542,7 @@ export async function authRequired(cmd: WorkerCommand, lang: string): Promise<vo
 
     const refusals: Array<[string, RegExp]> = [
       ["", /Work refused: unauthenticated this server requires "Authorization: Bearer <token>" \(LEASEQUEUE_TOKEN is not set/i],
-      [file.tokens["other-workers"]!, new RegExp(`Work refused: (permission_denied|PermissionDenied) start\\.queue: queue "${queue}" is not permitted; token "other-workers".*\\(check the token's entry`, "i")],
+      [file.tokens["other-workers"], new RegExp(`Work refused: (permission_denied|PermissionDenied) start\\.queue: queue "${queue}" is not permitted; token "other-workers".*\\(check the token's entry`, "i")],
     ];
     for (const [token, why] of refusals) {
       const refused = startWorker(cmd, workerEnv(open, queue, `${lang}-worker-refused`, { LEASEQUEUE_TOKEN: token }));
@@ -553,13 +553,13 @@ export async function authRequired(cmd: WorkerCommand, lang: string): Promise<vo
     }
     for (const id of ids) expect(await getJob(server, id)).toMatchObject({ state: "JOB_STATE_QUEUED" });
 
-    const token = file.tokens[`${lang}-workers`]!;
+    const token = file.tokens[`${lang}-workers`];
     const workerId = `${lang}-worker-auth`;
     const worker = startWorker(cmd, workerEnv(open, queue, workerId, { LEASEQUEUE_TOKEN: token, LEASEQUEUE_LEASE_SECONDS: "1" }));
     const jobs = await waitFinished(server, ids, worker);
     ids.slice(0, 3).forEach((id, i) => expect(jobs.get(id), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { sum: i + 100 } }));
-    expect(jobs.get(ids[3]!), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", deliveries: 1, result: { slept: 2 } });
-    expect(kinds(await events(server, ids[3]!))).toContain("EVENT_KIND_HEARTBEAT");
+    expect(jobs.get(ids[3]), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", deliveries: 1, result: { slept: 2 } });
+    expect(kinds(await events(server, ids[3]))).toContain("EVENT_KIND_HEARTBEAT");
     expect(worker.stderr()).toMatch(/with a bearer token/);
     worker.child.kill("SIGTERM");
     expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);

@@ -68,7 +68,7 @@ export async function openWatchedPage(browser: Browser, url: string, expectedSta
   page.on("console", (msg: ConsoleMessage) => {
     if (msg.type() !== "error") return;
     const status = /^Failed to load resource: the server responded with a status of (\d+)/.exec(msg.text());
-    if (status !== null && expectedStatus?.test(status[1]!)) return;
+    if (status !== null && expectedStatus?.test(status[1])) return;
     errors.push(msg.text());
   });
   page.on("pageerror", (err) => errors.push(`uncaught: ${err.message}`));

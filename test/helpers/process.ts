@@ -90,8 +90,8 @@ export function spawnServer(
   const lines: string[] = [];
   const stderrLines: string[] = [];
   const watchers = new Set<{ pred: (line: string, json: any) => boolean; resolve: (line: string) => void }>();
-  const stdout = createInterface({ input: child.stdout! });
-  const stderr = createInterface({ input: child.stderr! });
+  const stdout = createInterface({ input: child.stdout });
+  const stderr = createInterface({ input: child.stderr });
   stdout.on("line", (line) => {
     lines.push(line);
     const json = parseJson(line);
@@ -128,6 +128,7 @@ export function spawnServer(
           if (watchers.delete(w)) rejectLine(new Error(`waiting for a log line, but ${describeExit(s)}`));
         },
         (err) => {
+          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on, as is, what `exited` was rejected with
           if (watchers.delete(w)) rejectLine(err);
         },
       );
@@ -246,8 +247,8 @@ export async function listAllJobs(apiUrl: string, queue?: string): Promise<any[]
  * (SIGKILL) and the directory removed. Call once at the top of a test file.
  */
 export function serversInTempDirs(prefix: string): {
-  dir(): string;
-  start(dbPath: string, extraArgs?: string[], options?: { env?: NodeJS.ProcessEnv }): Promise<SpawnedServer>;
+  dir: () => string;
+  start: (dbPath: string, extraArgs?: string[], options?: { env?: NodeJS.ProcessEnv }) => Promise<SpawnedServer>;
 } {
   let dir: string | undefined;
   let servers: SpawnedServer[] = [];

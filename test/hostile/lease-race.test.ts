@@ -82,7 +82,7 @@ it("32 claimers with 1 s leases, some completing late: no job completed twice, e
       const reason = reasonOf(err);
       const leaseGone = err.code === Code.Aborted && (reason === "LEASE_EXPIRED" || reason === "LEASE_REJECTED");
       if (late && leaseGone) {
-        tally.lateRefusals.set(reason!, (tally.lateRefusals.get(reason!) ?? 0) + 1);
+        tally.lateRefusals.set(reason, (tally.lateRefusals.get(reason) ?? 0) + 1);
       } else if (leaseGone) {
         tally.onTimeRefusals++;
       } else {
@@ -98,7 +98,7 @@ it("32 claimers with 1 s leases, some completing late: no job completed twice, e
   }
 
   async function unaryClaimer(n: number): Promise<void> {
-    const client = clients[n % clients.length]!;
+    const client = clients[n % clients.length];
     let got = 0;
     while (!stop.signal.aborted) {
       try {
@@ -117,7 +117,7 @@ it("32 claimers with 1 s leases, some completing late: no job completed twice, e
   }
 
   async function streamClaimer(n: number): Promise<void> {
-    const client = clients[n % clients.length]!;
+    const client = clients[n % clients.length];
     let got = 0;
     try {
       const stream = client.streamClaims(

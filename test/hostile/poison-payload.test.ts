@@ -281,7 +281,7 @@ describe("a stored job that no binary client could decode", () => {
     const [outcome] = await s.server.store.submit([
       { queue, task: "legacy", payloadJson, priority, maxAttempts: 3, retryBaseDelayMs: 0, schedule: null, idempotencyKey: null },
     ]);
-    return outcome!.job.id;
+    return outcome.job.id;
   }
 
   const deep60 = (kind: "array" | "object") => JSON.stringify(nested(kind, 60));

@@ -84,7 +84,7 @@ describe("the store's write health", () => {
 
     store.db.pragma("max_page_count = 4294967294");
     const [ok] = await store.submit(Array.from({ length: 20 }, bulky));
-    expect(ok!.job.state).toBe("queued");
+    expect(ok.job.state).toBe("queued");
     expect(outcomes.at(-1)).toEqual({ ok: true });
     await store.checkWritable();
   });

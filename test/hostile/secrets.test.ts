@@ -155,7 +155,7 @@ it("no lease token or idempotency key shows anywhere but the lease itself", { ti
   shown.push(await (await fetch(`${server.metricsUrl}/metrics`)).text());
   const html = await (await fetch(`${api}/`)).text();
   shown.push(html);
-  const assets = [...html.matchAll(/(?:src|href)="\/?([^"]+)"/g)].map((m) => m[1]!).filter((p) => !p.startsWith("http"));
+  const assets = [...html.matchAll(/(?:src|href)="\/?([^"]+)"/g)].map((m) => m[1]).filter((p) => !p.startsWith("http"));
   expect(assets.length).toBeGreaterThan(0);
   for (const asset of assets) shown.push(await (await fetch(`${api}/${asset}`)).text());
   watch.abort();

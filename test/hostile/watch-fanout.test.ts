@@ -205,6 +205,6 @@ describe("WatchEvents subscribers that never read", () => {
 async function lastSequence(): Promise<bigint> {
   const client = createClient(LeaseQueueService, createGrpcTransport({ baseUrl: server.apiUrl }));
   const jobs = (await okJson(server.apiUrl, "ListJobs", { queue: "fanout", pageSize: 1 })).jobs as Array<{ id: string }>;
-  const events = await client.listJobEvents({ jobId: jobs[0]!.id });
+  const events = await client.listJobEvents({ jobId: jobs[0].id });
   return events.events.at(-1)!.sequence;
 }

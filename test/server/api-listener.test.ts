@@ -385,7 +385,7 @@ describe("request body limit", () => {
         controller.close();
       },
     });
-    expect((await fetch(url, { method: "POST", body: chunked, duplex: "half" } as RequestInit)).status).toBe(200);
+    expect((await fetch(url, { method: "POST", body: chunked, duplex: "half" })).status).toBe(200);
     expect((await fetch(url, { method: "POST", body: "x".repeat(11) })).status).toBe(413);
     expect(seen).toEqual(["10", "chunked"]);
   });

@@ -22,6 +22,7 @@ import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ROLES, RPC_ROLES, type Role } from "../../src/service/rpc-roles.js";
 import { bearer, writeAuthFile } from "../helpers/auth.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { streamOf } from "../helpers/stream-of.js";
 
 type LeaseQueueClient = Client<typeof LeaseQueueService>;
 
@@ -35,12 +36,12 @@ interface Outcome {
 
 /** Calls `method` once, whatever its kind; a stream is read to its first message, then closed. */
 async function callOnce(client: LeaseQueueClient, method: DescMethod, request: object, headers: Record<string, string>): Promise<Outcome> {
-  const fn = (client as unknown as Record<string, (req: unknown, opts: object) => any>)[method.localName]!;
+  const fn = (client as unknown as Record<string, (req: unknown, opts: object) => any>)[method.localName];
   const abort = new AbortController();
   const opts = { headers, signal: abort.signal };
   try {
     if (method.methodKind === "unary") return { response: await fn.call(client, request, opts) };
-    const input = method.methodKind === "bidi_streaming" ? (async function* () { yield request; })() : request;
+    const input = method.methodKind === "bidi_streaming" ? streamOf(request) : request;
     const messages = (fn.call(client, input, opts) as AsyncIterable<unknown>)[Symbol.asyncIterator]();
     const first = await messages.next();
     abort.abort();
@@ -74,7 +75,7 @@ beforeAll(async () => {
   t = await startTestServer({ "auth-file": file.path });
   grpc = createClient(LeaseQueueService, createGrpcTransport({ baseUrl: t.apiUrl }));
   for (const queue of ["mine", "theirs"] as const) {
-    const res = await grpc.submit({ queue, task: "seed" }, { headers: bearer(tokens.admin!) });
+    const res = await grpc.submit({ queue, task: "seed" }, { headers: bearer(tokens.admin) });
     jobs[queue] = res.job!.id;
   }
 });
@@ -100,7 +101,7 @@ describe("roles", () => {
 
   describe.each(LeaseQueueService.methods.map((m) => [m.name, m] as const))("%s", (_name, method) => {
     it.each(ROLES.map((role) => [role]))("with a %s token", async (role) => {
-      const outcome = await callOnce(grpc, method, create(method.input, {}), bearer(tokens[role]!));
+      const outcome = await callOnce(grpc, method, create(method.input, {}), bearer(tokens[role]));
       if (RPC_ROLES[method.name] === role) {
         expect(outcome.code, outcome.message).not.toBe(Code.PermissionDenied);
         expect(outcome.code, outcome.message).not.toBe(Code.Unauthenticated);
@@ -127,17 +128,17 @@ describe("roles", () => {
   it("accepts the scheme in any case and lets a token with every role call everything", async () => {
     expect(await grpc.getStats({}, { headers: { authorization: `bEaReR ${tokens.admin}` } })).toBeDefined();
     for (const method of LeaseQueueService.methods) {
-      const outcome = await callOnce(grpc, method, create(method.input, {}), bearer(tokens.admin!));
+      const outcome = await callOnce(grpc, method, create(method.input, {}), bearer(tokens.admin));
       expect([Code.PermissionDenied, Code.Unauthenticated], `${method.name}: ${outcome.message}`).not.toContain(outcome.code);
     }
   });
 
   it("lets each role do its work: submit, claim and complete, cancel, read", async () => {
-    const as = (name: string) => ({ headers: bearer(tokens[name]!) });
+    const as = (name: string) => ({ headers: bearer(tokens[name]) });
     const { job } = await grpc.submit({ queue: "flow", task: "t", payload: { kind: { case: "numberValue", value: 1 } } }, as("producer"));
     const { leases } = await grpc.claim({ queue: "flow", workerId: "w" }, as("worker"));
     expect(leases.map((l) => l.job?.id)).toEqual([job!.id]);
-    expect((await grpc.complete({ jobId: job!.id, leaseToken: leases[0]!.leaseToken }, as("worker"))).job?.state).toBe(4 /* COMPLETED */);
+    expect((await grpc.complete({ jobId: job!.id, leaseToken: leases[0].leaseToken }, as("worker"))).job?.state).toBe(4 /* COMPLETED */);
     const { job: second } = await grpc.submit({ queue: "flow", task: "t" }, as("producer"));
     expect((await grpc.cancel({ jobId: second!.id, reason: "not needed" }, as("operator"))).job?.state).toBe(6 /* CANCELLED */);
     expect((await grpc.getJob({ jobId: job!.id }, as("reader"))).job?.state).toBe(4);
@@ -160,9 +161,9 @@ describe("every protocol", () => {
     const stats = LeaseQueueService.method.getStats;
     expect((await callOnce(client, stats, {}, {})).code).toBe(Code.Unauthenticated);
     expect((await callOnce(client, watch, {}, {})).code).toBe(Code.Unauthenticated);
-    expect((await callOnce(client, stats, {}, bearer(tokens.worker!))).code).toBe(Code.PermissionDenied);
-    expect((await callOnce(client, stats, {}, bearer(tokens.reader!))).code).toBeUndefined();
-    expect((await callOnce(client, watch, {}, bearer(tokens.reader!))).code).toBeUndefined();
+    expect((await callOnce(client, stats, {}, bearer(tokens.worker))).code).toBe(Code.PermissionDenied);
+    expect((await callOnce(client, stats, {}, bearer(tokens.reader))).code).toBeUndefined();
+    expect((await callOnce(client, watch, {}, bearer(tokens.reader))).code).toBeUndefined();
   });
 
   it("answers Connect's 401 with a Bearer challenge, and counts refusals by code", async () => {
@@ -175,7 +176,7 @@ describe("every protocol", () => {
       body: "{}",
     });
     expect(raw.headers.get("www-authenticate")).toBe('Bearer realm="leasequeue"');
-    expect((await t.call("Redrive", { jobId: jobs.theirs }, bearer(tokens.reader!))).status).toBe(403);
+    expect((await t.call("Redrive", { jobId: jobs.theirs }, bearer(tokens.reader))).status).toBe(403);
     const metrics = await (await fetch(`${t.metricsUrl}/metrics`)).text();
     expect(metrics).toMatch(/leasequeue_rpc_duration_seconds_count\{method="GetStats",code="unauthenticated"\} [1-9]/);
     expect(metrics).toMatch(/leasequeue_rpc_duration_seconds_count\{method="Redrive",code="permission_denied"\} [1-9]/);
@@ -187,11 +188,7 @@ describe("what stays open", () => {
     const health = createClient(Health, createGrpcTransport({ baseUrl: t.apiUrl }));
     expect((await health.check({})).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
     const reflection = createClient(ServerReflection, createGrpcTransport({ baseUrl: t.apiUrl }));
-    for await (const res of reflection.serverReflectionInfo(
-      (async function* () {
-        yield { messageRequest: { case: "listServices" as const, value: "" } };
-      })(),
-    )) {
+    for await (const res of reflection.serverReflectionInfo(streamOf({ messageRequest: { case: "listServices" as const, value: "" } }))) {
       expect(res.messageResponse.case).toBe("listServicesResponse");
       break;
     }
@@ -238,7 +235,7 @@ function codeOf(outcome: Outcome): Code | undefined {
 describe("tokens limited to queues", () => {
   describe.each(LeaseQueueService.methods.filter((m) => m.name !== "GetStats").map((m) => [m.name, m] as const))("%s", (_name, method) => {
     it("refuses another queue, or a job of another queue, and lets its own through", async () => {
-      const headers = bearer(tokens[limitedName(RPC_ROLES[method.name]!)]!);
+      const headers = bearer(tokens[limitedName(RPC_ROLES[method.name])]);
       const theirs = aimedAt(method, "theirs", jobs.theirs);
       expect(theirs, `teach aimedAt which queue ${method.name} touches`).toBeDefined();
       const refused = await callOnce(grpc, method, theirs!, headers);
@@ -249,26 +246,26 @@ describe("tokens limited to queues", () => {
   });
 
   it("says which queue and which queues the token may use", async () => {
-    const res = await t.call("Submit", { queue: "theirs", task: "t" }, bearer(tokens["producer-mine"]!));
+    const res = await t.call("Submit", { queue: "theirs", task: "t" }, bearer(tokens["producer-mine"]));
     expect(res.status).toBe(403);
     expect(res.body.message).toBe('queue: queue "theirs" is not permitted; token "producer-mine" may use only the queues also-mine, mine');
-    const job = await t.call("GetJob", { jobId: jobs.theirs }, bearer(tokens["reader-mine"]!));
+    const job = await t.call("GetJob", { jobId: jobs.theirs }, bearer(tokens["reader-mine"]));
     expect(job.body.message).toBe(`job_id: job ${jobs.theirs} is in queue "theirs", which is not permitted; token "reader-mine" may use only the queues also-mine, mine`);
   });
 
   it("takes an empty queue as `default`, which is not one of its queues", async () => {
-    expect((await t.call("Submit", { task: "t" }, bearer(tokens["producer-mine"]!))).status).toBe(403);
-    expect((await t.call("Claim", { workerId: "w" }, bearer(tokens["worker-mine"]!))).status).toBe(403);
+    expect((await t.call("Submit", { task: "t" }, bearer(tokens["producer-mine"]))).status).toBe(403);
+    expect((await t.call("Claim", { workerId: "w" }, bearer(tokens["worker-mine"]))).status).toBe(403);
   });
 
   it("refuses each job of a SubmitBatch outside its queues, by index", async () => {
-    const res = await t.call("SubmitBatch", { jobs: [{ queue: "mine", task: "t" }, { queue: "theirs", task: "t" }] }, bearer(tokens["producer-mine"]!));
+    const res = await t.call("SubmitBatch", { jobs: [{ queue: "mine", task: "t" }, { queue: "theirs", task: "t" }] }, bearer(tokens["producer-mine"]));
     expect(res.status).toBe(403);
     expect(res.body.message).toMatch(/^jobs\[1\]\.queue: queue "theirs" is not permitted/);
   });
 
   it("refuses ListJobs and WatchEvents without a queue filter", async () => {
-    const headers = bearer(tokens["reader-mine"]!);
+    const headers = bearer(tokens["reader-mine"]);
     for (const name of ["listJobs", "watchEvents"] as const) {
       const outcome = await callOnce(grpc, LeaseQueueService.method[name], {}, headers);
       expect(outcome.code).toBe(Code.PermissionDenied);
@@ -277,16 +274,16 @@ describe("tokens limited to queues", () => {
   });
 
   it("answers GetStats over its own queues only", async () => {
-    const all = await grpc.getStats({}, { headers: bearer(tokens.reader!) });
+    const all = await grpc.getStats({}, { headers: bearer(tokens.reader) });
     expect(all.queues.map((q) => q.queue)).toEqual(expect.arrayContaining(["mine", "theirs"]));
-    const mine = await grpc.getStats({}, { headers: bearer(tokens["reader-mine"]!) });
+    const mine = await grpc.getStats({}, { headers: bearer(tokens["reader-mine"]) });
     expect(mine.queues.map((q) => q.queue)).toEqual(["mine"]);
     const own = all.queues.find((q) => q.queue === "mine")!;
     expect(mine.total).toMatchObject({ queue: "", queued: own.queued, running: own.running, completed: own.completed });
   });
 
   it("refuses each acknowledgement of another queue's job on its own, and applies the others", async () => {
-    const admin = { headers: bearer(tokens.admin!) };
+    const admin = { headers: bearer(tokens.admin) };
     const ids: Record<string, string> = {};
     const held: Record<string, string> = {};
     for (const queue of ["mine", "theirs"]) {
@@ -294,16 +291,16 @@ describe("tokens limited to queues", () => {
       const { leases } = await grpc.claim({ queue, workerId: "w", maxJobs: 100 }, admin);
       held[queue] = leases.find((l) => l.job?.id === ids[queue])!.leaseToken;
     }
-    const ack = (queue: string) => ({ jobId: ids[queue]!, leaseToken: held[queue]!, outcome: { case: "complete" as const, value: {} } });
-    const res = await grpc.acknowledge({ acks: [ack("theirs"), ack("mine")] }, { headers: bearer(tokens["worker-mine"]!) });
+    const ack = (queue: string) => ({ jobId: ids[queue], leaseToken: held[queue], outcome: { case: "complete" as const, value: {} } });
+    const res = await grpc.acknowledge({ acks: [ack("theirs"), ack("mine")] }, { headers: bearer(tokens["worker-mine"]) });
     expect(res.results.map((r) => r.status?.code)).toEqual([Code.PermissionDenied, 0]);
-    expect(res.results[0]!.status?.message).toMatch(/^acks\[0\]\.job_id: job .* is in queue "theirs"/);
-    expect((await grpc.getJob({ jobId: ids.theirs! }, admin)).job?.state).toBe(2 /* RUNNING */);
-    expect((await grpc.getJob({ jobId: ids.mine! }, admin)).job?.state).toBe(4 /* COMPLETED */);
+    expect(res.results[0].status?.message).toMatch(/^acks\[0\]\.job_id: job .* is in queue "theirs"/);
+    expect((await grpc.getJob({ jobId: ids.theirs }, admin)).job?.state).toBe(2 /* RUNNING */);
+    expect((await grpc.getJob({ jobId: ids.mine }, admin)).job?.state).toBe(4 /* COMPLETED */);
   });
 
   it("refuses the acknowledgements of another queue's jobs on a Work stream, in order with the others", async () => {
-    const admin = { headers: bearer(tokens.admin!) };
+    const admin = { headers: bearer(tokens.admin) };
     const lease = async (queue: string) => {
       const id = (await grpc.submit({ queue, task: "work" }, admin)).job!.id;
       const { leases } = await grpc.claim({ queue, workerId: "w", maxJobs: 100 }, admin);
@@ -319,7 +316,7 @@ describe("tokens limited to queues", () => {
       yield { acks: [complete(b), complete(c), complete(a)] };
       await new Promise((resolve) => abort.signal.addEventListener("abort", resolve));
     })();
-    for await (const res of grpc.work(requests, { headers: bearer(tokens["worker-mine"]!), signal: abort.signal })) {
+    for await (const res of grpc.work(requests, { headers: bearer(tokens["worker-mine"]), signal: abort.signal })) {
       for (const r of res.results) results.push([r.jobId, r.status?.code]);
       if (results.length === 5) break;
     }

@@ -54,7 +54,7 @@ describe("console handler (fixture folder)", () => {
 
   beforeAll(async () => {
     dir = fakeConsole();
-    site = await serve(createConsoleHandler(dir) as http.RequestListener);
+    site = await serve(createConsoleHandler(dir));
   });
   afterAll(async () => {
     await site.close();
@@ -147,7 +147,7 @@ describe("console handler without a built console", () => {
   it("answers 503 at / with a hint to build, 404 elsewhere, and reports it once", async () => {
     const dir = mkdtempSync(join(tmpdir(), "leasequeue-noconsole-"));
     const missing: string[] = [];
-    const site = await serve(createConsoleHandler(join(dir, "console"), { onMissing: (d) => missing.push(d) }) as http.RequestListener);
+    const site = await serve(createConsoleHandler(join(dir, "console"), { onMissing: (d) => missing.push(d) }));
     try {
       expect(missing).toEqual([join(dir, "console")]);
       const res = await fetch(`${site.url}/`);

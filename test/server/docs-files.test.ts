@@ -66,8 +66,8 @@ describe("API reference handler (fixture folders)", () => {
   beforeAll(async () => {
     dirs = fakeSites();
     const consoleHandler = createConsoleHandler(dirs.console);
-    on = await serve(withApiReference(consoleHandler, { enabled: true, dir: dirs.docs }) as http.RequestListener);
-    off = await serve(withApiReference(consoleHandler, { enabled: false, dir: dirs.docs }) as http.RequestListener);
+    on = await serve(withApiReference(consoleHandler, { enabled: true, dir: dirs.docs }));
+    off = await serve(withApiReference(consoleHandler, { enabled: false, dir: dirs.docs }));
   });
   afterAll(async () => {
     await on.close();
@@ -129,7 +129,7 @@ describe("API reference handler (fixture folders)", () => {
         enabled: true,
         dir: join(dirs.root, "nothing"),
         onMissing: (d) => missing.push(d),
-      }) as http.RequestListener,
+      }),
     );
     try {
       expect(missing).toEqual([join(dirs.root, "nothing")]);
@@ -168,7 +168,7 @@ describe("API reference on the API port (built by npm run build)", () => {
       expectSecurityHeaders(res.headers);
       const html = await res.text();
       // The page's own files, by absolute path under /docs/, and nothing inline.
-      const assets = [...html.matchAll(/(?:src|href|content)="(\/[^"]*)"/g)].map((m) => m[1]!);
+      const assets = [...html.matchAll(/(?:src|href|content)="(\/[^"]*)"/g)].map((m) => m[1]);
       expect(assets.some((a) => /^\/docs\/app-[A-Z0-9]{8}\.js$/.test(a))).toBe(true);
       expect(assets.some((a) => /^\/docs\/app-[A-Z0-9]{8}\.css$/.test(a))).toBe(true);
       for (const asset of assets) expect((await fetch(`${t.apiUrl}${asset}`)).status, asset).toBe(200);

@@ -110,6 +110,7 @@ describe("grpc.health.v1.Health", () => {
     const health: HealthStatus = new HealthStatus(
       { "": ServingStatus.SERVING },
       {
+        // eslint-disable-next-line @typescript-eslint/require-await -- async so that the throw below is a rejection, as a real refresh's failure is
         refresh: async () => {
           refreshes++;
           if (failRefresh) throw new Error("cannot find out");

@@ -14,6 +14,7 @@ import * as v1alpha from "../../gen/ts/grpc/reflection/v1alpha/reflection_pb.js"
 import { JobSchema, LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { registerHealth, HealthStatus } from "../../src/server/health.js";
 import { registerReflection } from "../../src/server/reflection.js";
+import { streamOf } from "../helpers/stream-of.js";
 
 const LEASEQUEUE_FILE = "leasequeue/v1/leasequeue.proto";
 /** What leasequeue.proto imports, in its order. */
@@ -56,11 +57,8 @@ type Request = MessageInitShape<typeof v1.ServerReflectionRequestSchema>;
 /** Sends the requests on one v1 stream and collects the responses. */
 async function reflect(...requests: Request[]): Promise<v1.ServerReflectionResponse[]> {
   const client = createClient(v1.ServerReflection, createGrpcTransport({ baseUrl }));
-  async function* send() {
-    yield* requests;
-  }
   const responses: v1.ServerReflectionResponse[] = [];
-  for await (const res of client.serverReflectionInfo(send())) responses.push(res);
+  for await (const res of client.serverReflectionInfo(streamOf(...requests))) responses.push(res);
   return responses;
 }
 
@@ -182,13 +180,13 @@ function channel<T>(): AsyncIterable<T> & { push(value: T): void; end(): void } 
 describe("grpc.reflection.v1alpha", () => {
   it("shares the v1 answers", async () => {
     const client = createClient(v1alpha.ServerReflection, createGrpcTransport({ baseUrl }));
-    async function* send() {
-      yield create(v1alpha.ServerReflectionRequestSchema, { messageRequest: { case: "listServices", value: "" } });
-      yield create(v1alpha.ServerReflectionRequestSchema, { messageRequest: { case: "fileContainingSymbol", value: "leasequeue.v1.LeaseQueueService.Claim" } });
-      yield create(v1alpha.ServerReflectionRequestSchema, { messageRequest: { case: "fileByFilename", value: "nope.proto" } });
-    }
+    const send = streamOf(
+      create(v1alpha.ServerReflectionRequestSchema, { messageRequest: { case: "listServices", value: "" } }),
+      create(v1alpha.ServerReflectionRequestSchema, { messageRequest: { case: "fileContainingSymbol", value: "leasequeue.v1.LeaseQueueService.Claim" } }),
+      create(v1alpha.ServerReflectionRequestSchema, { messageRequest: { case: "fileByFilename", value: "nope.proto" } }),
+    );
     const responses: v1alpha.ServerReflectionResponse[] = [];
-    for await (const res of client.serverReflectionInfo(send())) responses.push(res);
+    for await (const res of client.serverReflectionInfo(send)) responses.push(res);
     expect(responses.map((r) => r.$typeName)).toEqual(Array(3).fill("grpc.reflection.v1alpha.ServerReflectionResponse"));
     expect(responses[0].messageResponse.case).toBe("listServicesResponse");
     expect(files(responses[1])[0].name).toBe(LEASEQUEUE_FILE);

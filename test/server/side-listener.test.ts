@@ -13,8 +13,8 @@ async function listen(overrides: Partial<SideListenerOptions> = {}): Promise<Sid
   const listener = await startSideListener({
     host: "127.0.0.1",
     port: 0,
-    metrics: async () => ({ contentType: METRICS_TYPE, body: METRICS_BODY }),
-    ready: async () => true,
+    metrics: () => Promise.resolve({ contentType: METRICS_TYPE, body: METRICS_BODY }),
+    ready: () => Promise.resolve(true),
     ...overrides,
   });
   cleanups.push(() => listener.close(0));
@@ -31,7 +31,7 @@ describe("side listener", () => {
   it("rejects when the port is taken", async () => {
     const first = await listen();
     await expect(
-      startSideListener({ host: "127.0.0.1", port: first.address.port, metrics: async () => ({ contentType: "", body: "" }), ready: async () => true }),
+      startSideListener({ host: "127.0.0.1", port: first.address.port, metrics: () => Promise.resolve({ contentType: "", body: "" }), ready: () => Promise.resolve(true) }),
     ).rejects.toMatchObject({ code: "EADDRINUSE" });
   });
 
@@ -45,9 +45,7 @@ describe("side listener", () => {
 
   it("answers 500 when the metrics cannot be rendered", async () => {
     const listener = await listen({
-      metrics: async () => {
-        throw new Error("registry broken");
-      },
+      metrics: () => Promise.reject(new Error("registry broken")),
     });
     const res = await fetch(`${listener.address.url}/metrics`);
     expect(res.status).toBe(500);
@@ -55,7 +53,7 @@ describe("side listener", () => {
   });
 
   it("says live while the process runs, even when not ready", async () => {
-    const listener = await listen({ ready: async () => false });
+    const listener = await listen({ ready: () => Promise.resolve(false) });
     const res = await fetch(`${listener.address.url}/health/live`);
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("application/json");
@@ -63,14 +61,14 @@ describe("side listener", () => {
   });
 
   it("says ready (200) once ready() is true", async () => {
-    const listener = await listen({ ready: async () => true });
+    const listener = await listen({ ready: () => Promise.resolve(true) });
     const res = await fetch(`${listener.address.url}/health/ready`);
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ status: "ready" });
   });
 
   it("says not ready (503) while ready() is false, and says why", async () => {
-    const listener = await listen({ ready: async () => false });
+    const listener = await listen({ ready: () => Promise.resolve(false) });
     const res = await fetch(`${listener.address.url}/health/ready`);
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({
@@ -81,9 +79,7 @@ describe("side listener", () => {
 
   it("says not ready (503) when ready() throws, with the error", async () => {
     const listener = await listen({
-      ready: async () => {
-        throw new Error("SQLITE_READONLY: attempt to write a readonly database");
-      },
+      ready: () => Promise.reject(new Error("SQLITE_READONLY: attempt to write a readonly database")),
     });
     const res = await fetch(`${listener.address.url}/health/ready`);
     expect(res.status).toBe(503);
@@ -95,7 +91,7 @@ describe("side listener", () => {
 
   it("follows ready() as it changes", async () => {
     let ready = false;
-    const listener = await listen({ ready: async () => ready });
+    const listener = await listen({ ready: () => Promise.resolve(ready) });
     expect((await fetch(`${listener.address.url}/health/ready`)).status).toBe(503);
     ready = true;
     expect((await fetch(`${listener.address.url}/health/ready`)).status).toBe(200);

@@ -91,7 +91,7 @@ describe("WatchOutputs", () => {
       }).then((port) => h1NonReader(port));
     });
     await arrived;
-    const { output, res } = calls[0]!;
+    const { output, res } = calls[0];
     const written = await fill(output, MAX_PENDING);
     console.log(`HTTP/1.1 non-reader: ${written} bytes written before ${output.pendingOutputBytes()} were seen waiting`);
     // Little more than the limit went out unseen: the peer's receive buffer, the limit, one write.

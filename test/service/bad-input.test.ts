@@ -147,7 +147,7 @@ async function callStream(server: TestServer, method: string, json: string): Pro
   const messages: any[] = [];
   let end: any;
   for (let i = 0; i + 5 <= bytes.length; ) {
-    const flags = bytes[i]!;
+    const flags = bytes[i];
     const length = bytes.readUInt32BE(i + 1);
     const message = JSON.parse(bytes.subarray(i + 5, i + 5 + length).toString("utf8"));
     if (flags & 0b10) end = message;
@@ -630,7 +630,7 @@ describe("job_id: not a UUID is invalid_argument, an unknown UUID is not_found",
   });
 
   const unknown = JOB_ID_METHODS.flatMap(([method, extra]) =>
-    [...UNKNOWN_IDS, UNKNOWN_IDS[1]!.toUpperCase()].map((id) => [method, id, extra] as const),
+    [...UNKNOWN_IDS, UNKNOWN_IDS[1].toUpperCase()].map((id) => [method, id, extra] as const),
   );
   it.each(unknown)("%s answers not_found JOB_NOT_FOUND for %s", async (method, jobId, extra) => {
     expectReason(await s.call(method, { ...extra, jobId }), 404, "not_found", "JOB_NOT_FOUND");
@@ -893,7 +893,7 @@ describe("request body over LEASEQUEUE_MAX_REQUEST_BYTES", () => {
           })
         : bytes,
       duplex: "half",
-    } as RequestInit);
+    });
     return { status: res.status, body: await res.json() };
   }
 

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createHandlerContext, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { createHandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { ClaimStreams } from "../../src/dispatch/claim-streams.js";
@@ -88,7 +88,7 @@ it("a Claim whose caller went away while the claim committed releases its leases
   });
   const res = await service({ store: goneDuringClaim }).claim(create(ClaimRequestSchema, { queue: "gone", workerId: "w", maxJobs: 2 }), ctx);
   expect(res).toEqual({ leases: [] });
-  for (const { job } of [a!, b!]) {
+  for (const { job } of [a, b]) {
     expect(await store.getJob(job.id)).toMatchObject({ state: "queued", attempts: 0, deliveries: 1, workerId: null });
     expect(await kindsOf(job.id)).toEqual(["submitted", "claimed", "released"]);
   }
@@ -96,7 +96,7 @@ it("a Claim whose caller went away while the claim committed releases its leases
 
 it("a StreamClaims that ends while a lease is on its way out releases that lease", async () => {
   const [outcome] = await store.submit([newJob({ queue: "gone-stream" })]);
-  const job = outcome!.job;
+  const job = outcome.job;
   const ctx = context("streamClaims");
   // The stream's caller goes at the moment the dispatcher hands the lease to the handler.
   const endsOnLease = withMethod(claimStreams, "open", (spec: Parameters<ClaimStreams["open"]>[0], signal: AbortSignal) =>
@@ -110,7 +110,7 @@ it("a StreamClaims that ends while a lease is on its way out releases that lease
   const sent: unknown[] = [];
   const stream = service({ claimStreams: endsOnLease }).streamClaims(
     create(StreamClaimsRequestSchema, { queue: "gone-stream", workerId: "w", maxInFlight: 1 }),
-    ctx as HandlerContext,
+    ctx,
   );
   await expect(
     (async () => {

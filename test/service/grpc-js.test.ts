@@ -26,7 +26,7 @@ let client: Record<string, Unary> & grpc.Client;
 let health: Record<string, Unary> & grpc.Client;
 
 function call(c: Record<string, Unary>, method: string, req: object, md = new grpc.Metadata()): Promise<any> {
-  return new Promise((resolve, reject) => c[method]!.call(c, req, md, (err, res) => (err ? reject(err) : resolve(res))));
+  return new Promise((resolve, reject) => c[method].call(c, req, md, (err, res) => (err ? reject(err) : resolve(res))));
 }
 
 async function refusal(promise: Promise<unknown>): Promise<grpc.ServiceError> {
@@ -41,7 +41,7 @@ async function refusal(promise: Promise<unknown>): Promise<grpc.ServiceError> {
 function richStatus(err: grpc.ServiceError) {
   const [bin] = err.metadata.get("grpc-status-details-bin") as Buffer[];
   expect(bin, "grpc-status-details-bin trailer").toBeDefined();
-  const status = fromBinary(StatusSchema, bin!);
+  const status = fromBinary(StatusSchema, bin);
   const registry = createRegistry(file_google_rpc_error_details);
   return { status, details: status.details.map((d) => anyUnpack(d, registry)) };
 }

@@ -32,7 +32,7 @@ function job(overrides: Partial<Job> = {}): Job {
     lastError: null,
     resultJson: null,
     ...overrides,
-  } as Job;
+  };
 }
 
 /** A random JSON value of at most `depth` levels, with the awkward cases mixed in. */

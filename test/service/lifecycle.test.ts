@@ -45,13 +45,13 @@ describe("over Connect JSON", () => {
     expect(job).not.toHaveProperty("leaseToken");
 
     const [lease] = await claim("billing", { leaseDuration: "30s" });
-    expect(lease!.job).toMatchObject({ id: job.id, state: "JOB_STATE_RUNNING", attempts: 1, deliveries: 1, workerId: "worker-01" });
-    expect(Date.parse(lease!.job.leaseExpireTime) - Date.parse(lease!.job.updateTime)).toBe(30_000);
+    expect(lease.job).toMatchObject({ id: job.id, state: "JOB_STATE_RUNNING", attempts: 1, deliveries: 1, workerId: "worker-01" });
+    expect(Date.parse(lease.job.leaseExpireTime) - Date.parse(lease.job.updateTime)).toBe(30_000);
 
-    const beat = await t.call("Heartbeat", { jobId: job.id, leaseToken: lease!.leaseToken, leaseDuration: "120s" });
+    const beat = await t.call("Heartbeat", { jobId: job.id, leaseToken: lease.leaseToken, leaseDuration: "120s" });
     expect(Date.parse(beat.body.job.leaseExpireTime) - Date.parse(beat.body.job.updateTime)).toBe(120_000);
 
-    const done = await t.call("Complete", { jobId: job.id, leaseToken: lease!.leaseToken, result: { pages: 3 } });
+    const done = await t.call("Complete", { jobId: job.id, leaseToken: lease.leaseToken, result: { pages: 3 } });
     expect(done.body.job).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { pages: 3 } });
     expect(done.body.job.finishTime).toBeDefined();
     expect(done.body.job).not.toHaveProperty("leaseExpireTime");
@@ -70,8 +70,8 @@ describe("over Connect JSON", () => {
   it("refuses a stale token after the job is done, with ErrorInfo LEASE_REJECTED", async () => {
     const { job } = await submit({ queue: "stale", task: "t" });
     const [lease] = await claim("stale");
-    await t.call("Complete", { jobId: job.id, leaseToken: lease!.leaseToken });
-    const again = await t.call("Fail", { jobId: job.id, leaseToken: lease!.leaseToken, error: "late" });
+    await t.call("Complete", { jobId: job.id, leaseToken: lease.leaseToken });
+    const again = await t.call("Fail", { jobId: job.id, leaseToken: lease.leaseToken, error: "late" });
     expect(again.status).toBe(409);
     expect(again.body.code).toBe("aborted");
     expect(again.body.details[0]).toMatchObject({ type: "google.rpc.ErrorInfo", debug: { reason: "LEASE_REJECTED", domain: "leasequeue" } });
@@ -80,11 +80,11 @@ describe("over Connect JSON", () => {
   it("retries a failed job after backoff, dead-letters it when the budget is spent, and redrives it", async () => {
     const { job } = await submit({ queue: "flaky", task: "t", maxAttempts: 2, retryBaseDelay: "0s" });
     let [lease] = await claim("flaky");
-    const failed = await t.call("Fail", { jobId: job.id, leaseToken: lease!.leaseToken, error: "smtp timeout" });
+    const failed = await t.call("Fail", { jobId: job.id, leaseToken: lease.leaseToken, error: "smtp timeout" });
     expect(failed.body.job).toMatchObject({ state: "JOB_STATE_RETRY", lastError: "smtp timeout" });
     [lease] = await claim("flaky");
-    expect(lease!.job.attempts).toBe(2);
-    const dead = await t.call("Fail", { jobId: job.id, leaseToken: lease!.leaseToken, error: "still down" });
+    expect(lease.job.attempts).toBe(2);
+    const dead = await t.call("Fail", { jobId: job.id, leaseToken: lease.leaseToken, error: "still down" });
     expect(dead.body.job).toMatchObject({ state: "JOB_STATE_DEAD", attempts: 2, lastError: "still down" });
     expect(await claim("flaky")).toEqual([]);
 
@@ -93,19 +93,19 @@ describe("over Connect JSON", () => {
     expect(redriven.body.job.attempts ?? 0).toBe(0);
     expect(redriven.body.job.deliveries).toBe(2);
     const [again] = await claim("flaky");
-    expect(again!.job).toMatchObject({ attempts: 1, deliveries: 3 });
+    expect(again.job).toMatchObject({ attempts: 1, deliveries: 3 });
   });
 
   it("schedules the retry with a retry_delay override and dead-letters permanent failures at once", async () => {
     const { job } = await submit({ queue: "override", task: "t" });
     const [lease] = await claim("override");
-    const res = await t.call("Fail", { jobId: job.id, leaseToken: lease!.leaseToken, error: "429", retryDelay: "120s" });
+    const res = await t.call("Fail", { jobId: job.id, leaseToken: lease.leaseToken, error: "429", retryDelay: "120s" });
     expect(Date.parse(res.body.job.scheduleTime) - Date.parse(res.body.job.updateTime)).toBe(120_000);
     expect(await claim("override")).toEqual([]);
 
     const { job: job2 } = await submit({ queue: "override2", task: "t" });
     const [lease2] = await claim("override2");
-    const perm = await t.call("Fail", { jobId: job2.id, leaseToken: lease2!.leaseToken, error: "bad input", permanent: true });
+    const perm = await t.call("Fail", { jobId: job2.id, leaseToken: lease2.leaseToken, error: "bad input", permanent: true });
     expect(perm.body.job.state).toBe("JOB_STATE_DEAD");
     const kinds = (await t.call("ListJobEvents", { jobId: job2.id })).body.events.map((e: any) => e.kind);
     expect(kinds.at(-1)).toBe("EVENT_KIND_DEAD_LETTERED");
@@ -114,15 +114,15 @@ describe("over Connect JSON", () => {
   it("takes an unstarted lease back with Release, refunding the attempt", async () => {
     const { job } = await submit({ queue: "release", task: "t", maxAttempts: 1 });
     const [lease] = await claim("release");
-    const released = await t.call("Release", { jobId: job.id, leaseToken: lease!.leaseToken });
+    const released = await t.call("Release", { jobId: job.id, leaseToken: lease.leaseToken });
     expect(released.body.job).toMatchObject({ state: "JOB_STATE_QUEUED", deliveries: 1 });
     expect(released.body.job.attempts ?? 0).toBe(0);
     const kinds = (await t.call("ListJobEvents", { jobId: job.id })).body.events.map((e: any) => e.kind);
     expect(kinds.at(-1)).toBe("EVENT_KIND_RELEASED");
-    const again = await t.call("Release", { jobId: job.id, leaseToken: lease!.leaseToken });
+    const again = await t.call("Release", { jobId: job.id, leaseToken: lease.leaseToken });
     expect(again.body).toMatchObject({ code: "aborted", details: [{ debug: { reason: "LEASE_REJECTED" } }] });
     const [second] = await claim("release");
-    expect(second!.job.attempts).toBe(1);
+    expect(second.job.attempts).toBe(1);
   });
 
   it("cancels queued work with a reason and refuses to cancel running work", async () => {
@@ -134,7 +134,7 @@ describe("over Connect JSON", () => {
 
     await submit({ queue: "cancels", task: "t2" });
     const [lease] = await claim("cancels");
-    const refused = await t.call("Cancel", { jobId: lease!.job.id });
+    const refused = await t.call("Cancel", { jobId: lease.job.id });
     expect(refused.body).toMatchObject({ code: "failed_precondition", details: [{ debug: { reason: "NOT_CANCELLABLE" } }] });
   });
 
@@ -198,7 +198,7 @@ describe("over Connect JSON", () => {
     await submit({ queue: "stats", task: "a" });
     await submit({ queue: "stats", task: "b" });
     const [lease] = await claim("stats");
-    await t.call("Complete", { jobId: lease!.job.id, leaseToken: lease!.leaseToken });
+    await t.call("Complete", { jobId: lease.job.id, leaseToken: lease.leaseToken });
     const res = await t.call("GetStats", {});
     const stats = res.body.queues.find((q: any) => q.queue === "stats");
     expect(stats).toMatchObject({ queued: "1", completed: "1" });

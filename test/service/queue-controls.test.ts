@@ -149,7 +149,7 @@ describe("a paused queue", () => {
       queue: "sdk",
       workerId: "sdk-worker",
       onEvent: log.onEvent,
-      async handler(job) {
+      handler(job) {
         ran.push(job.id);
         return { ok: true };
       },
@@ -303,8 +303,8 @@ describe("PurgeQueue", () => {
     expect(q).toMatchObject({ running: "1", cancelled: String(queued + 3) });
     expect(q.queued).toBeUndefined();
     expect(q.retry).toBeUndefined();
-    expect(await stateOf(t, running!.job.id)).toBe("JOB_STATE_RUNNING");
-    const events = (await ok(t, "ListJobEvents", { jobId: retrying[0]!.job.id })).events;
+    expect(await stateOf(t, running.job.id)).toBe("JOB_STATE_RUNNING");
+    const events = (await ok(t, "ListJobEvents", { jobId: retrying[0].job.id })).events;
     expect(events.at(-1)).toMatchObject({ kind: "EVENT_KIND_CANCELLED", fromState: "JOB_STATE_RETRY", message: "purged" });
     expect((await ok(t, "GetStats", {})).queues.find((x: any) => x.queue === "kept").queued).toBe("1");
   });

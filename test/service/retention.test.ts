@@ -39,7 +39,7 @@ async function untilMetric(t: TestServer, series: string, value: number): Promis
 async function runToCompletion(t: TestServer, queue: string, idempotencyKey?: string) {
   const { job } = await t.client.submit({ queue, task: "invoice.generate", idempotencyKey });
   const { leases } = await t.client.claim({ queue, workerId: "worker-1" });
-  await t.client.complete({ jobId: leases[0]!.job!.id, leaseToken: leases[0]!.leaseToken });
+  await t.client.complete({ jobId: leases[0].job!.id, leaseToken: leases[0].leaseToken });
   return job!;
 }
 
@@ -79,7 +79,7 @@ describe("retention on a running server", () => {
     await untilMetric(t, 'leasequeue_pruned_jobs_total{queue="billing",state="cancelled"}', 1);
 
     for (const id of [done.id, cancelled.id]) {
-      const err = await t.client.getJob({ jobId: id }).then(() => undefined, ConnectError.from);
+      const err = await t.client.getJob({ jobId: id }).then(() => undefined, (e: unknown) => ConnectError.from(e));
       expect(err?.code).toBe(Code.NotFound);
     }
     const stats = await t.client.getStats({});
@@ -92,7 +92,7 @@ describe("retention on a running server", () => {
 
     // The waiting job's SUBMITTED event (sequence 1) is still stored, but the history after it has holes.
     const tooOld = events(t, 0n);
-    const err = await tooOld.subscribed().then(() => undefined, ConnectError.from);
+    const err = await tooOld.subscribed().then(() => undefined, (e: unknown) => ConnectError.from(e));
     expect(err?.code).toBe(Code.OutOfRange);
     expect(err?.rawMessage).toContain(`oldest available sequence is ${lastPruned + 1n}`);
     const complete = events(t, lastPruned);
@@ -109,7 +109,7 @@ describe("heartbeats on a running server", () => {
     await live.subscribed();
     const { job } = await t.client.submit({ queue: "billing", task: "report.build" });
     const { leases } = await t.client.claim({ queue: "billing", workerId: "worker-1" });
-    const lease = { jobId: job!.id, leaseToken: leases[0]!.leaseToken };
+    const lease = { jobId: job!.id, leaseToken: leases[0].leaseToken };
     for (let i = 0; i < 5; i++) {
       clock.advance(1000);
       const beat = await t.client.heartbeat(lease);

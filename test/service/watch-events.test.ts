@@ -212,7 +212,7 @@ describe("WatchEvents", () => {
     // Some stored events to replay, with errors and cancel reasons (non-ASCII too) in them.
     const { job } = await t.client.submit({ queue: "codecs", task: "t", maxAttempts: 2 });
     const [lease] = (await t.client.claim({ queue: "codecs", workerId: "w-1" })).leases;
-    await t.client.fail({ jobId: job!.id, leaseToken: lease!.leaseToken, error: "timeout \"smtp\" ✗" });
+    await t.client.fail({ jobId: job!.id, leaseToken: lease.leaseToken, error: "timeout \"smtp\" ✗" });
     const replayFrom = 0n;
     const watches = Object.entries(transports).map(([name, transport]) => ({
       name,
@@ -290,7 +290,7 @@ describe("WatchEvents", () => {
 
     const [lease] = (await t.client.claim({ queue: "billing", workerId: "w1" })).leases;
     await t.client.cancel({ jobId: b!.id, reason: "not needed" });
-    await t.client.complete({ jobId: a!.id, leaseToken: lease!.leaseToken });
+    await t.client.complete({ jobId: a!.id, leaseToken: lease.leaseToken });
     const { job: c } = await t.client.submit({ queue: "email", task: "t" });
 
     expect(await byQueue.event()).toMatchObject({ jobId: b!.id, kind: EventKind.CANCELLED, message: "not needed" });
@@ -358,11 +358,11 @@ describe("WatchEvents", () => {
 
     await t.client.submitBatch({ jobs: [{ queue: "billing", task: "t" }, { queue: "email", task: "t" }] });
     // 2 + 1 + 2 events.
-    await watches[0]!.event();
-    await watches[0]!.event();
-    await watches[1]!.event();
-    await watches[2]!.event();
-    await watches[2]!.event();
+    await watches[0].event();
+    await watches[0].event();
+    await watches[1].event();
+    await watches[2].event();
+    await watches[2].event();
     expect(await metric(t, SENT)).toBe(5);
 
     for (const w of watches) w.abort.abort();

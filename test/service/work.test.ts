@@ -121,18 +121,18 @@ describe("Work", () => {
     const w = openWork(grpc);
     w.send({ start: { queue: "refusals", workerId: "w1", maxInFlight: 2 } });
     const [a, b] = await w.leases(2);
-    w.send({ acks: [{ jobId: a!.job!.id, leaseToken: "stale", outcome: { case: "complete", value: {} } }] });
+    w.send({ acks: [{ jobId: a.job!.id, leaseToken: "stale", outcome: { case: "complete", value: {} } }] });
     w.send({
       acks: [
-        { jobId: a!.job!.id, leaseToken: a!.leaseToken, outcome: { case: "heartbeat", value: {} } },
-        { jobId: b!.job!.id, leaseToken: b!.leaseToken, outcome: { case: "fail", value: { error: "no", permanent: true } } },
+        { jobId: a.job!.id, leaseToken: a.leaseToken, outcome: { case: "heartbeat", value: {} } },
+        { jobId: b.job!.id, leaseToken: b.leaseToken, outcome: { case: "fail", value: { error: "no", permanent: true } } },
       ],
     });
     const results = [];
     while (results.length < 3) results.push(...(await w.next())!.results);
     expect(results.map((r) => r.status?.code)).toEqual([Code.Aborted, 0, 0]);
-    expect(results[1]!.leaseExpireTime).toBeDefined();
-    expect((await t.call("GetJob", { jobId: b!.job!.id })).body.job.state).toBe("JOB_STATE_DEAD");
+    expect(results[1].leaseExpireTime).toBeDefined();
+    expect((await t.call("GetJob", { jobId: b.job!.id })).body.job.state).toBe("JOB_STATE_DEAD");
     w.abort.abort();
   });
 
@@ -165,10 +165,10 @@ describe("Work", () => {
     const w = openWork(grpc);
     w.send({ start: { queue: "elsewhere", workerId: "w1", maxInFlight: 1 } });
     const [first] = await w.leases(1);
-    const completed = await t.call("Complete", { jobId: first!.job!.id, leaseToken: first!.leaseToken });
+    const completed = await t.call("Complete", { jobId: first.job!.id, leaseToken: first.leaseToken });
     expect(completed.status).toBe(200);
     const [second] = await w.leases(1); // room came back through the unary call
-    expect(second!.job!.id).not.toBe(first!.job!.id);
+    expect(second.job!.id).not.toBe(first.job!.id);
 
     // A lease handed out by Claim, acknowledged on this stream.
     await submit(t, "other", 1);
@@ -198,7 +198,7 @@ describe("Work", () => {
     const w = openWork(grpc);
     w.send({ start: { queue: "drain", workerId: "w", maxInFlight: 4 } });
     const leases = await w.leases(4);
-    w.send({ acks: [{ jobId: leases[0]!.job!.id, leaseToken: leases[0]!.leaseToken, outcome: { case: "complete", value: {} } }] });
+    w.send({ acks: [{ jobId: leases[0].job!.id, leaseToken: leases[0].leaseToken, outcome: { case: "complete", value: {} } }] });
     w.end();
     const results = [];
     for (;;) {
@@ -240,8 +240,8 @@ describe("Work", () => {
     const w = openWork(grpc);
     w.send({ start: { queue: "poison-work", workerId: "w", maxInFlight: 5 } });
     const [lease] = await w.leases(1);
-    expect(lease!.job!.id).toBe(healthy!.job.id);
-    const dead = (await t.call("GetJob", { jobId: poison!.job.id })).body.job;
+    expect(lease.job!.id).toBe(healthy.job.id);
+    const dead = (await t.call("GetJob", { jobId: poison.job.id })).body.job;
     expect(dead.state).toBe("JOB_STATE_DEAD");
     expect(dead.lastError).toMatch(/cannot be encoded for delivery to a worker/);
     w.abort.abort();

@@ -41,7 +41,7 @@ async function serverWithJobs(entries: TestToken[], count: number) {
   t = await startTestServer({ "auth-file": file.path });
   if (count > 0) {
     const jobs = Array.from({ length: count }, (_, i) => ({ queue: "billing", task: "t", payload: { i } }));
-    const res = await t.call("SubmitBatch", { jobs }, bearer(file.tokens.producer!));
+    const res = await t.call("SubmitBatch", { jobs }, bearer(file.tokens.producer));
     expect(res.status, JSON.stringify(res.body)).toBe(200);
   }
   return file;
@@ -54,8 +54,8 @@ it.each<[string, Omit<LeaseQueueClientOptions, "url">]>([
 ])("works jobs with the token option and a worker token limited to its queue, over %s", { timeout: 20_000 }, async (_name, protocol) => {
   const file = await serverWithJobs([PRODUCER, BILLING_WORKERS], 20);
   const log = workerEventLog();
-  const client = createLeaseQueueClient({ url: t!.apiUrl, ...protocol, token: file.tokens["billing-workers"]! });
-  workers.push(createWorker({ client, queue: "billing", workerId: "billing-1", concurrency: 4, onEvent: log.onEvent, handler: async (job) => ({ done: job.id }) }));
+  const client = createLeaseQueueClient({ url: t!.apiUrl, ...protocol, token: file.tokens["billing-workers"] });
+  workers.push(createWorker({ client, queue: "billing", workerId: "billing-1", concurrency: 4, onEvent: log.onEvent, handler: (job) => ({ done: job.id }) }));
   const completed = await log.waitFor("completed", 20);
   expect(completed.every((e) => e.job.state === JobState.COMPLETED)).toBe(true);
   expect(log.all("error")).toEqual([]);
@@ -67,12 +67,12 @@ it.each<[string, Omit<LeaseQueueClientOptions, "url">]>([
 
 it("takes the token with `url` in createWorker, and refuses it beside `client`", { timeout: 20_000 }, async () => {
   const file = await serverWithJobs([PRODUCER, BILLING_WORKERS], 3);
-  const token = file.tokens["billing-workers"]!;
+  const token = file.tokens["billing-workers"];
   const log = workerEventLog();
-  workers.push(createWorker({ url: t!.apiUrl, token, queue: "billing", workerId: "billing-url", onEvent: log.onEvent, handler: async () => null }));
+  workers.push(createWorker({ url: t!.apiUrl, token, queue: "billing", workerId: "billing-url", onEvent: log.onEvent, handler: () => null }));
   await log.waitFor("completed", 3);
   const client = createLeaseQueueClient({ url: t!.apiUrl, token });
-  expect(() => createWorker({ client, token, queue: "billing", workerId: "w", handler: async () => null })).toThrow(/`token` goes with `url`/);
+  expect(() => createWorker({ client, token, queue: "billing", workerId: "w", handler: () => null })).toThrow(/`token` goes with `url`/);
 });
 
 it("still works with an interceptor of your own that adds the header", { timeout: 20_000 }, async () => {
@@ -82,8 +82,8 @@ it("still works with an interceptor of your own that adds the header", { timeout
     return next(req);
   };
   const log = workerEventLog();
-  const client = createLeaseQueueClient({ url: t!.apiUrl, interceptors: [withToken(file.tokens["billing-workers"]!)] });
-  workers.push(createWorker({ client, queue: "billing", workerId: "billing-2", onEvent: log.onEvent, handler: async () => null }));
+  const client = createLeaseQueueClient({ url: t!.apiUrl, interceptors: [withToken(file.tokens["billing-workers"])] });
+  workers.push(createWorker({ client, queue: "billing", workerId: "billing-2", onEvent: log.onEvent, handler: () => null }));
   await log.waitFor("completed", 5);
   expect(log.all("refused")).toEqual([]);
 });
@@ -106,15 +106,15 @@ it("refuses a token it could not send, without quoting it", () => {
 it("reports permission_denied as `refused` when its token may not use the queue, and leases nothing", { timeout: 20_000 }, async () => {
   const file = await serverWithJobs([PRODUCER, { name: "emails-workers", roles: ["worker"], queues: ["emails"] }], 1);
   const log = workerEventLog();
-  const client = createLeaseQueueClient({ url: t!.apiUrl, token: file.tokens["emails-workers"]! });
-  workers.push(createWorker({ client, queue: "billing", workerId: "intruder", onEvent: log.onEvent, handler: async () => null }));
+  const client = createLeaseQueueClient({ url: t!.apiUrl, token: file.tokens["emails-workers"] });
+  workers.push(createWorker({ client, queue: "billing", workerId: "intruder", onEvent: log.onEvent, handler: () => null }));
   const [refused] = await log.waitFor("refused", 2);
-  expect(refused!.error.code).toBe(Code.PermissionDenied);
-  expect(refused!.error.rawMessage).toMatch(/^start\.queue: queue "billing" is not permitted; token "emails-workers"/);
-  expect(refused!.retryInMs).toBeGreaterThan(0);
+  expect(refused.error.code).toBe(Code.PermissionDenied);
+  expect(refused.error.rawMessage).toMatch(/^start\.queue: queue "billing" is not permitted; token "emails-workers"/);
+  expect(refused.retryInMs).toBeGreaterThan(0);
   expect(log.all("disconnected")).toEqual([]);
   expect(log.all("lease")).toEqual([]);
-  const stats = await t!.call("GetStats", {}, bearer(file.tokens.producer!));
+  const stats = await t!.call("GetStats", {}, bearer(file.tokens.producer));
   expect(stats.body.queues).toEqual([expect.objectContaining({ queue: "billing", queued: "1" })]);
 });
 
@@ -125,7 +125,7 @@ it("without a token says so on the console, keeps trying, and works once the aut
   vi.spyOn(console, "warn").mockImplementation((line: string) => void lines.push(line));
   // No onEvent: the console is where a refusal must show.
   workers.push(
-    createWorker({ url: t!.apiUrl, queue: "billing", workerId: "no-token", reconnectBackoff: { initialMs: 50, maxMs: 200 }, handler: async () => null }),
+    createWorker({ url: t!.apiUrl, queue: "billing", workerId: "no-token", reconnectBackoff: { initialMs: 50, maxMs: 200 }, handler: () => null }),
   );
   await vi.waitFor(() => expect(lines.length).toBeGreaterThanOrEqual(2), { timeout: 10_000, interval: 20 });
   expect(lines[0]).toMatch(/^leasequeue worker no-token: the server refused the worker on queue billing \(\[unauthenticated\] this server requires "Authorization: Bearer <token>"\); give the worker a token/);
@@ -134,12 +134,12 @@ it("without a token says so on the console, keeps trying, and works once the aut
 
   // A worker token whose entry is fixed later: refused until the reload, then it works.
   const log = workerEventLog();
-  const token = file.tokens.producer!; // in the file, but without the worker role
+  const token = file.tokens.producer; // in the file, but without the worker role
   workers.push(
-    createWorker({ url: t!.apiUrl, token, queue: "billing", workerId: "fixed-later", onEvent: log.onEvent, reconnectBackoff: { initialMs: 50, maxMs: 200 }, handler: async () => "ok" }),
+    createWorker({ url: t!.apiUrl, token, queue: "billing", workerId: "fixed-later", onEvent: log.onEvent, reconnectBackoff: { initialMs: 50, maxMs: 200 }, handler: () => "ok" }),
   );
   const [refused] = await log.waitFor("refused");
-  expect(refused!.error.code).toBe(Code.PermissionDenied);
+  expect(refused.error.code).toBe(Code.PermissionDenied);
   rewriteWithRoles(file.path, "producer", ["producer", "reader", "worker"]);
   expect(t!.server.reloadAuth()).toBe(true);
   await log.waitFor("completed", 2);

@@ -33,7 +33,7 @@ async function rpcCounts(t: TestServer): Promise<Record<string, number>> {
   const text = await (await fetch(`${t.metricsUrl}/metrics`)).text();
   const counts: Record<string, number> = {};
   for (const m of text.matchAll(/^leasequeue_rpc_duration_seconds_count\{method="(\w+)",code="\w+"\} (\d+)$/gm)) {
-    counts[m[1]!] = (counts[m[1]!] ?? 0) + Number(m[2]);
+    counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2]);
   }
   return counts;
 }
@@ -90,7 +90,7 @@ describe("the path the SDK takes", () => {
       workerId: "w-grpc",
       concurrency: 64,
       onEvent: log.onEvent,
-      handler: async (_job, { payload }) => ({ twice: (payload as { i: number }).i * 2 }),
+      handler: (_job, { payload }) => ({ twice: (payload as { i: number }).i * 2 }),
     });
     cleanups.push(() => worker.close());
     await log.waitFor("connected");
@@ -119,7 +119,7 @@ describe("the path the SDK takes", () => {
       workerId: "w-h1",
       concurrency: 64,
       onEvent: log.onEvent,
-      handler: async () => null,
+      handler: () => null,
     });
     cleanups.push(() => worker.close());
     await log.waitFor("connected");
@@ -176,7 +176,7 @@ describe("the path the SDK takes", () => {
     const metrics = await (await fetch(`${t.metricsUrl}/metrics`)).text();
     const applied = Number(/^leasequeue_transitions_total\{queue="beats",kind="heartbeat"\} (\d+)$/m.exec(metrics)?.[1]);
     expect(applied).toBeGreaterThanOrEqual(3 * HELD);
-    const { events } = await t.client.listJobEvents({ jobId: ids[0]! });
+    const { events } = await t.client.listJobEvents({ jobId: ids[0] });
     expect(events.filter((e) => e.kind === EventKind.HEARTBEAT)).toHaveLength(1);
   });
 });
@@ -228,10 +228,10 @@ describe("held leases through a broken Work stream", () => {
     // The server ends the stream (shutdown: unavailable) under three running handlers.
     await first.server.close();
     const [disconnected] = await log.waitFor("disconnected");
-    expect(disconnected!.error.code).toBe(Code.Unavailable);
+    expect(disconnected.error.code).toBe(Code.Unavailable);
     const second = await server({ sweepIntervalMs: 100 }, { port: new URL(first.apiUrl).port, db: first.config.databasePath });
     const [reconnected] = await log.waitFor("connected", 2).then((c) => c.slice(1));
-    const from = log.events.indexOf(reconnected!);
+    const from = log.events.indexOf(reconnected);
     const messagesBefore = traffic.workMessages.length;
     // Each lease extended past a full lease duration on the new stream.
     await heartbeatsAfter(log, from, ids, Math.ceil((LEASE_MS * 1.5) / HEARTBEAT_MS));

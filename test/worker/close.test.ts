@@ -89,14 +89,14 @@ describe("close()", () => {
     const reason = await abortedWith.promise;
     expect(reason).toBeInstanceOf(WorkerClosedError);
     const [failed] = log.all("failed");
-    expect(failed!.job).toMatchObject({ id: body.job.id, state: JobState.RETRY });
+    expect(failed.job).toMatchObject({ id: body.job.id, state: JobState.RETRY });
     const job = (await t.client.getJob({ jobId: body.job.id })).job!;
     expect(job.lastError).toMatch(/shutdown timeout of 200 ms/);
     // retry_delay 0 overrides the 600 s backoff: eligible now, so the next claim gets it.
     expect(timestampMs(job.scheduleTime!)).toBeLessThanOrEqual(Date.now());
     const claimed = await t.client.claim({ queue: "stuck", workerId: "w-next" });
     expect(claimed.leases.map((l) => l.job!.id)).toEqual([body.job.id]);
-    expect(claimed.leases[0]!.job).toMatchObject({ attempts: 2, deliveries: 2 });
+    expect(claimed.leases[0].job).toMatchObject({ attempts: 2, deliveries: 2 });
   });
 
   it("lets the process exit as soon as it resolves (the package as users import it)", async () => {

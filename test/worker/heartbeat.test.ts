@@ -38,7 +38,7 @@ it("keeps a 2 s lease alive through a 10 s handler with heartbeats", { timeout: 
   const [completed] = await log.waitFor("completed");
 
   expect(aborted).toBe(false);
-  expect(completed!.job).toMatchObject({ id: body.job.id, state: JobState.COMPLETED, deliveries: 1, attempts: 1 });
+  expect(completed.job).toMatchObject({ id: body.job.id, state: JobState.COMPLETED, deliveries: 1, attempts: 1 });
   // Every ~667 ms over 10 s: well over a dozen extensions, and never a lost lease.
   expect(log.all("heartbeat").length).toBeGreaterThanOrEqual(10);
   expect(log.all("lease-lost")).toEqual([]);

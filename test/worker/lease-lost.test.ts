@@ -78,7 +78,7 @@ function abortWatchingHandler() {
   return {
     started: started.promise,
     abortedWith: abortedWith.promise,
-    async handler(_job: unknown, ctx: JobContext) {
+    handler: async (_job: unknown, ctx: JobContext) => {
       started.open(ctx);
       await new Promise<void>((resolve) => ctx.signal.addEventListener("abort", () => resolve(), { once: true }));
       abortedWith.open(ctx.signal.reason);
@@ -112,7 +112,7 @@ describe("a lost lease", () => {
     expect(reason).toMatchObject({ jobId: body.job.id, reason: "LEASE_REJECTED" });
     expect(String((reason as Error).message)).toMatch(/refused the heartbeat/);
     const [lost] = await log.waitFor("lease-lost");
-    expect(lost!.job.id).toBe(body.job.id);
+    expect(lost.job.id).toBe(body.job.id);
 
     // The handler's return value was dropped: no Complete, no Fail from this worker.
     await worker.close();
@@ -163,6 +163,6 @@ describe("a lost lease", () => {
     expect(log.all("completed")).toEqual([]);
     // The server recovers the job on its own and the worker, still connected, gets it again.
     const leases = await log.waitFor("lease", 2);
-    expect(leases[1]!.job).toMatchObject({ id: body.job.id, deliveries: 2 });
+    expect(leases[1].job).toMatchObject({ id: body.job.id, deliveries: 2 });
   });
 });

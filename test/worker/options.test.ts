@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { backoffDelay } from "../../src/worker/backoff.js";
 import { createWorker, RetryJobError, type WorkerOptions } from "../../src/worker/index.js";
 
-const base: WorkerOptions = { url: "http://127.0.0.1:1", queue: "q", workerId: "w", handler: async () => null };
+const base: WorkerOptions = { url: "http://127.0.0.1:1", queue: "q", workerId: "w", handler: () => null };
 
 describe("createWorker", () => {
   it.each([

@@ -76,7 +76,7 @@ async function run(task: string, extra: Record<string, unknown> = {}): Promise<J
     log.waitFor("completed", 1, (e) => e.job.id === id),
     log.waitFor("failed", 1, (e) => e.job.id === id),
   ]);
-  expect(done[0]!.job.id).toBe(id);
+  expect(done[0].job.id).toBe(id);
   return (await t.client.getJob({ jobId: id })).job!;
 }
 
@@ -135,6 +135,6 @@ describe("a handler's outcome", () => {
   it("accepts payloads built with jsonToValue from the SDK client", async () => {
     const { job } = await t.client.submit({ queue: "outcomes", task: "returns", payload: jsonToValue([1, "two", { three: null }]) });
     const [done] = await log.waitFor("completed", 1, (e) => e.job.id === job!.id);
-    expect(valueToJson(done!.job.result)).toMatchObject({ echoed: [1, "two", { three: null }] });
+    expect(valueToJson(done.job.result)).toMatchObject({ echoed: [1, "two", { three: null }] });
   });
 });

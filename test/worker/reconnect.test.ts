@@ -48,7 +48,7 @@ async function restartUnderWorker() {
 
   await first.server.close();
   const [disconnected] = await log.waitFor("disconnected");
-  expect(disconnected!.error.code).toBe(Code.Unavailable);
+  expect(disconnected.error.code).toBe(Code.Unavailable);
 
   const second = await startTestServer({ port: new URL(first.apiUrl).port, db: first.config.databasePath });
   cleanups.push(() => second.server.close());
@@ -58,7 +58,7 @@ async function restartUnderWorker() {
 
 it("reconnects to a restarted server and finishes the job it held across the restart", { timeout: 20_000 }, async () => {
   const { second, log, release, counters, worker } = await restartUnderWorker();
-  const heldId = (await log.waitFor("lease"))[0]!.job.id;
+  const heldId = (await log.waitFor("lease"))[0].job.id;
 
   // New work arrives while the held job still runs: it waits for the one slot.
   const fresh = await second.call("Submit", { queue: "restart", task: "fresh" });
@@ -68,9 +68,9 @@ it("reconnects to a restarted server and finishes the job it held across the res
   // The lease taken from the first server is still valid on the second.
   release.open();
   const [heldDone] = await log.waitFor("completed", 1, (e) => e.job.id === heldId);
-  expect(heldDone!.job).toMatchObject({ state: JobState.COMPLETED, deliveries: 1 });
+  expect(heldDone.job).toMatchObject({ state: JobState.COMPLETED, deliveries: 1 });
   const [freshDone] = await log.waitFor("completed", 1, (e) => e.job.id === fresh.body.job.id);
-  expect(freshDone!.job).toMatchObject({ state: JobState.COMPLETED, deliveries: 1 });
+  expect(freshDone.job).toMatchObject({ state: JobState.COMPLETED, deliveries: 1 });
   expect(counters.peak).toBe(1);
   expect(log.all("lease-lost")).toEqual([]);
 });
@@ -82,7 +82,7 @@ it("gives back with Release, at close, a lease that was still waiting for a slot
 
   const closed = worker.close();
   const [released] = await log.waitFor("released");
-  expect(released!.job).toMatchObject({ id: fresh.body.job.id, state: JobState.QUEUED, attempts: 0 });
+  expect(released.job).toMatchObject({ id: fresh.body.job.id, state: JobState.QUEUED, attempts: 0 });
   release.open();
   await closed;
   const after = await second.client.getJob({ jobId: fresh.body.job.id });

@@ -169,10 +169,10 @@ it("keeps heartbeating and completes its leases when the client side breaks the 
   const { log, release, ids, peak } = await holdThreeJobs(t, "client-break", { client });
 
   const [disconnected] = await log.waitFor("disconnected");
-  expect(disconnected!.error.code).toBe(Code.Internal);
+  expect(disconnected.error.code).toBe(Code.Internal);
   await log.waitFor("connected", 2);
   // Each lease extended well past a full lease duration after the break.
-  await heartbeatsAfter(log, log.events.indexOf(disconnected!), ids, Math.ceil((LEASE_MS * 1.5) / HEARTBEAT_MS));
+  await heartbeatsAfter(log, log.events.indexOf(disconnected), ids, Math.ceil((LEASE_MS * 1.5) / HEARTBEAT_MS));
   release.open();
   await expectCompletedOnce(t, log, ids);
   expect(breaks).toBe(1);
@@ -189,7 +189,7 @@ it("keeps heartbeating and completes its leases when the connection under the st
   expect(proxy.cut()).toBeGreaterThan(0);
   const [disconnected] = await log.waitFor("disconnected", 1, (e) => log.events.indexOf(e) >= before);
   // connect-node reports a connection reset under an HTTP/2 stream as canceled.
-  expect([Code.Unavailable, Code.Canceled]).toContain(disconnected!.error.code);
+  expect([Code.Unavailable, Code.Canceled]).toContain(disconnected.error.code);
   await log.waitFor("connected", 2);
   await heartbeatsAfter(log, before, ids, Math.ceil((LEASE_MS * 1.5) / HEARTBEAT_MS));
   release.open();

@@ -110,11 +110,11 @@ function StatsRow({ stats, controls }: { stats: QueueStats; controls?: RowContro
       {COUNT_FIELDS.map((field, i) => {
         const n = stats[field];
         return (
-          <td class="num" key={field} data-state={STATES[i]!.name}>
+          <td class="num" key={field} data-state={STATES[i].name}>
             {n === 0n ? (
               <span class="muted">0</span>
             ) : (
-              <a href={jobsHref({ queue, state: STATES[i]!.name })}>{formatCount(n)}</a>
+              <a href={jobsHref({ queue, state: STATES[i].name })}>{formatCount(n)}</a>
             )}
           </td>
         );
