@@ -16,11 +16,9 @@
  * none happened within `writeProbeIntervalMs` it commits one row of
  * `write_probe` (one page, fsynced like any commit) to find out.
  *
- * Ownership: an open store holds `<db>.lock` (database-lock.ts), so that
- * `leasequeue restore` and `import-litequeue` refuse to run under it and a
- * second server on the same file refuses to start (its dispatch would not
- * see this one's commits). migrate() refuses a database whose schema is
- * newer than this release's last migration (store/schema-version.ts).
+ * Several stores may open one file; "one server per file" is the server's
+ * rule (store/engine.ts holdDatabase). migrate() refuses a database whose
+ * schema is newer than this release's last migration (store/schema-version.ts).
  */
 import Database from "better-sqlite3";
 import type { Clock } from "../../domain/clock.js";
@@ -28,6 +26,7 @@ import { QueueError } from "../../domain/errors.js";
 import type { Job, JobEvent, JobState } from "../../domain/job.js";
 import { publicJob } from "../../domain/job.js";
 import type { NewJob } from "../../domain/submission.js";
+import { DatabaseRefusal } from "../database-refusal.js";
 import { replayBounds } from "../event-bounds.js";
 import type { PersistedChanges } from "../operation-changes.js";
 import { claimJobs } from "../operations/claim.js";
@@ -65,7 +64,6 @@ import type {
   WriteOutcomeListener,
 } from "../store.js";
 import { GroupCommit } from "./group-commit.js";
-import { acquireDatabaseLock, type DatabaseLock } from "./database-lock.js";
 import { migrate } from "./migrate.js";
 import { toEvent, toStoredJob, type JobRow, type Row } from "./rows.js";
 import { listJobsSql, prepareStatements, type SqliteStatements } from "./sql.js";
@@ -82,15 +80,6 @@ export interface SqliteStoreOptions {
   clock: Clock;
   /** SQLite synchronous mode. Default "full": every commit is fsynced. */
   synchronous?: "full" | "normal";
-  /**
-   * Whether this store owns the database: takes `<db>.lock` (database-lock.ts)
-   * for as long as it is open. Default true. False opens it beside its owner
-   * (a running server), for `leasequeue prune`, whose commits only delete
-   * finished jobs, which the owner's streams need not be told about. restore
-   * and import still refuse to run meanwhile: they need an exclusive lock on
-   * the file itself, which this store's open connection denies.
-   */
-  ownsDatabase?: boolean;
   /** How long a writer waits for a lock held by another process. Default 5000 ms. */
   busyTimeoutMs?: number;
   /** Most operations sharing one transaction. Default 256. */
@@ -134,23 +123,13 @@ export class SqliteStore implements Store {
   readonly durability: "wal-fsync" | "none";
   readonly #walSync: WalSync;
   readonly #groupCommit: GroupCommit;
-  /** Held from open to close, so restore and import refuse to run under this store (see database-lock.ts). */
-  readonly #lock: DatabaseLock | undefined;
 
   constructor(options: SqliteStoreOptions) {
     this.#clock = options.clock;
     this.#maxRecovered = options.maxRecoveredPerSweep ?? 500;
     this.#writeProbeIntervalMs = options.writeProbeIntervalMs ?? 1000;
     this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
-    const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
-    this.#lock =
-      options.path === ":memory:" || options.ownsDatabase === false ? undefined : acquireDatabaseLock(options.path, busyTimeoutMs);
-    try {
-      this.db = new Database(options.path, { timeout: busyTimeoutMs });
-    } catch (err) {
-      this.#lock?.release();
-      throw err;
-    }
+    this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5000 });
     try {
       this.db.pragma("journal_mode = WAL");
       // "full" is kept by fsyncing the WAL after each COMMIT off the event loop (wal-sync.ts).
@@ -164,8 +143,7 @@ export class SqliteStore implements Store {
       this.#stmts = prepareStatements(this.db);
     } catch (err) {
       this.db.close();
-      this.#lock?.release();
-      throw err;
+      throw openFailure(options.path, err);
     }
     this.#walSync = new WalSync(`${options.path}-wal`);
     this.#groupCommit = new GroupCommit({
@@ -402,6 +380,17 @@ export class SqliteStore implements Store {
     this.#listeners.clear();
     this.#walSync.close();
     this.db.close();
-    this.#lock?.release();
   }
 }
+
+/** An open that found the file locked by a process with sole use of it (a restore or an import) is refused as IN_USE. */
+function openFailure(path: string, err: unknown): unknown {
+  if (err instanceof Database.SqliteError && err.code.startsWith("SQLITE_BUSY")) {
+    return new DatabaseRefusal(
+      "IN_USE",
+      `${path} is locked by another process (a restore or an import has sole use of it, or a writer holds it too long); try again once it is done`,
+    );
+  }
+  return err;
+}
+
