@@ -109,6 +109,11 @@ export const SQL = {
   /** The readiness probe's write: one row, one page, its own durable commit. */
   touchWriteProbe: `UPDATE write_probe SET probe_time = ?, probes = probes + 1 WHERE id = 1`,
 
+  /**
+   * Changes whenever another connection (another store on the same file, a
+   * `leasequeue prune`) committed since this connection last asked.
+   */
+  dataVersion: `PRAGMA data_version`,
 } as const;
 
 /** The store's prepared statements, one per entry of SQL. */
@@ -118,6 +123,7 @@ export function prepareStatements(db: Database.Database): SqliteStatements {
   const stmts = {} as SqliteStatements;
   for (const [name, sql] of Object.entries(SQL)) stmts[name as keyof typeof SQL] = db.prepare(sql);
   for (const name of JOB_ROW_STATEMENTS) stmts[name].raw(true);
+  stmts.dataVersion.pluck(true);
   return stmts;
 }
 

@@ -5,8 +5,11 @@
  * by an fsync of the WAL off the event loop (wal-sync.ts); the reads; and
  * the announcements of what was committed.
  *
- * Announcements (Store.onCommitted): the store's commits once they are
- * durable, in commit order.
+ * Announcements (Store.onCommitted): this store's own commits once they
+ * are durable, and the commits of other connections to the same file
+ * (other-writers.ts: a second store in this process, `leasequeue prune`),
+ * all through one queue in commit order, so every event is announced once,
+ * in sequence order.
  *
  * Write health (readiness, api.md "Side port"): each transaction that
  * changed something or failed is reported to onWriteOutcome listeners, with
@@ -65,6 +68,7 @@ import type {
 } from "../store.js";
 import { GroupCommit } from "./group-commit.js";
 import { migrate } from "./migrate.js";
+import { OtherWriters } from "./other-writers.js";
 import { toEvent, toStoredJob, type JobRow, type Row } from "./rows.js";
 import { listJobsSql, prepareStatements, type SqliteStatements } from "./sql.js";
 import { SqlitePort } from "./sqlite-port.js";
@@ -94,7 +98,16 @@ export interface SqliteStoreOptions {
   writeProbeIntervalMs?: number;
   /** Monotonic milliseconds for the probe interval (not domain time). Default performance.now. */
   monotonicNow?: () => number;
+  /**
+   * How often the store looks for commits made through other connections to
+   * the file, to announce them (other-writers.ts; one PRAGMA, no page read).
+   * They are also found at each of this store's own transactions. Default 100 ms.
+   */
+  otherWritersPollMs?: number;
 }
+
+/** Events per announcement of other writers' commits, so that a long catch-up reaches listeners in bounded pieces. */
+const OTHER_WRITERS_CHUNK = 1000;
 
 export function openSqliteStore(options: SqliteStoreOptions): SqliteStore {
   return new SqliteStore(options);
@@ -123,6 +136,10 @@ export class SqliteStore implements Store {
   readonly durability: "wal-fsync" | "none";
   readonly #walSync: WalSync;
   readonly #groupCommit: GroupCommit;
+  readonly #otherWriters: OtherWriters;
+  readonly #otherWritersTimer: NodeJS.Timeout;
+  /** The highest sequence whose event is announced or queued for announcement (own or another writer's). */
+  #announcedThrough: number;
 
   constructor(options: SqliteStoreOptions) {
     this.#clock = options.clock;
@@ -146,15 +163,19 @@ export class SqliteStore implements Store {
       throw openFailure(options.path, err);
     }
     this.#walSync = new WalSync(`${options.path}-wal`);
+    this.#otherWriters = new OtherWriters(this.#stmts);
+    this.#announcedThrough = this.#otherWriters.latestSequence();
     this.#groupCommit = new GroupCommit({
       db: this.db,
       port: new SqlitePort(this.db, this.#stmts),
       clock: this.#clock,
       maxBatch: options.maxBatch ?? 256,
-      began: () => (this.#stmts.lastSequence.get() as { seq: number }).seq,
+      began: () => this.#catchUpWithOtherWriters(),
       committed: (changes, answer, outcome) => this.#committed(changes, answer, outcome),
       failed: (outcome) => this.#reportWrite(outcome),
     });
+    this.#otherWritersTimer = setInterval(() => this.#lookForOtherWriters(), options.otherWritersPollMs ?? 100);
+    this.#otherWritersTimer.unref();
   }
 
   // ---------------------------------------------------------------- writes
@@ -224,6 +245,9 @@ export class SqliteStore implements Store {
 
   /** A batch committed: answer its callers once it is durable, then announce it. */
   #committed(changes: PersistedChanges, answer: (error?: unknown) => void, outcome: WriteOutcome | undefined): void {
+    const last = changes.events.at(-1);
+    if (last !== undefined) this.#announcedThrough = last.sequence;
+    this.#otherWriters.noteOwn(changes.queueControls);
     this.#whenDurable((syncError) => {
       if (syncError !== undefined) {
         // Committed, but not known to be on disk: answer as for a failed COMMIT.
@@ -233,7 +257,7 @@ export class SqliteStore implements Store {
       }
       answer();
       if (outcome !== undefined) this.#reportWrite(outcome);
-      this.#announce(changes);
+      this.#announce({ ...changes, external: false });
     });
   }
 
@@ -251,6 +275,51 @@ export class SqliteStore implements Store {
       } catch {
         // A listener's failure must not undo or block the commit it observes.
       }
+    }
+  }
+
+  /**
+   * At each BEGIN (under the write lock): events other writers committed
+   * since the last look are announced before this transaction's own.
+   * Returns the highest sequence issued so far.
+   */
+  #catchUpWithOtherWriters(): number {
+    const latest = this.#otherWriters.latestSequence();
+    if (latest > this.#announcedThrough) this.#announceOtherWriters(latest, []);
+    return latest;
+  }
+
+  /** The timer's look: anything committed through another connection since the last one is announced. */
+  #lookForOtherWriters(): void {
+    if (this.#closed || this.#groupCommit.busy) return;
+    try {
+      const version = this.#otherWriters.changedVersion();
+      if (version === undefined) return;
+      // One read transaction: the events and the paused queues of one snapshot.
+      this.db.transaction(() => {
+        const controls = this.#otherWriters.queueControlChanges();
+        this.#announceOtherWriters(this.#otherWriters.latestSequence(), controls);
+      })();
+      this.#otherWriters.acknowledge(version);
+    } catch {
+      // The database cannot be read now (busy, I/O): the next look tries again.
+    }
+  }
+
+  /** Queues the announcement of other writers' events up to `latest` (and their queue controls), in sequence order. */
+  #announceOtherWriters(latest: number, controls: QueueControlChanges): void {
+    const events =
+      latest > this.#announcedThrough && this.#listeners.size > 0 ? this.#otherWriters.eventsBetween(this.#announcedThrough, latest) : [];
+    if (latest > this.#announcedThrough) this.#announcedThrough = latest;
+    for (let i = 0; i === 0 || i < events.length; i += OTHER_WRITERS_CHUNK) {
+      const change: CommittedChange = {
+        events: events.slice(i, i + OTHER_WRITERS_CHUNK),
+        unrecorded: [],
+        queueControls: i === 0 ? controls : [],
+        external: true,
+      };
+      if (change.events.length === 0 && change.queueControls.length === 0) return;
+      this.#whenDurable(() => this.#announce(change));
     }
   }
 
@@ -374,6 +443,7 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    clearInterval(this.#otherWritersTimer);
     // Answer every commit only once it is on disk, then stop.
     await this.#groupCommit.drain();
     await this.#walSync.drain();
@@ -382,6 +452,8 @@ export class SqliteStore implements Store {
     this.db.close();
   }
 }
+
+type QueueControlChanges = CommittedChange["queueControls"];
 
 /** An open that found the file locked by a process with sole use of it (a restore or an import) is refused as IN_USE. */
 function openFailure(path: string, err: unknown): unknown {
