@@ -1,11 +1,12 @@
 /**
- * Where the upper floors (app.ts, commands/) reach a database without
- * knowing its engine: open a store, and hold the database for a server.
- * Only SQLite exists today; a PostgreSQL location joins `DatabaseLocation`
- * and each function picks the engine by its kind.
+ * Where the upper floors (app.ts, cli.ts, commands/) reach a database
+ * without knowing its engine: open a store, migrate, and hold the database
+ * for a server. Only SQLite exists today; a PostgreSQL location joins
+ * `DatabaseLocation` and each function picks the engine by its kind.
  */
 import type { Clock } from "../domain/clock.js";
 import { acquireDatabaseLock } from "./sqlite/database-lock.js";
+import { migrateFile } from "./sqlite/migrate.js";
 import { openSqliteStore } from "./sqlite/sqlite-store.js";
 import type { Store } from "./store.js";
 
@@ -30,6 +31,11 @@ export interface DatabaseHold {
 /** Opens a store on the database (migrating it first). */
 export function openStore(location: DatabaseLocation, clock: Clock): Store {
   return openSqliteStore({ path: location.path, clock, synchronous: location.synchronous });
+}
+
+/** Applies pending migrations; says which and the schema version reached. Refuses (DatabaseRefusal) a newer schema. */
+export function migrateDatabase(location: DatabaseLocation): { applied: number[]; version: number } {
+  return migrateFile(location.path);
 }
 
 /**

@@ -29,3 +29,14 @@ export function migrate(db: Database.Database): number[] {
   return applied;
 }
 
+/** Opens (or creates) the database file in WAL mode, migrates it and closes it again. */
+export function migrateFile(path: string, busyTimeoutMs = 5000): { applied: number[]; version: number } {
+  const db = new Database(path, { timeout: busyTimeoutMs });
+  try {
+    db.pragma("journal_mode = WAL");
+    const applied = migrate(db);
+    return { applied, version: db.pragma("user_version", { simple: true }) as number };
+  } finally {
+    db.close();
+  }
+}
