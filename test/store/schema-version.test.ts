@@ -20,6 +20,7 @@ import { takeExclusiveAccess } from "../../src/store/sqlite/exclusive-access.js"
 import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
 import { LATEST_SCHEMA_VERSION, openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { runCli } from "../helpers/process.js";
+import { newJob } from "./contract.js";
 
 let dir: string;
 const stores: SqliteStore[] = [];
@@ -163,7 +164,7 @@ describe("one server per database file", () => {
     const hold = holdDatabase({ engine: "sqlite", path, synchronous: "normal" }, 0);
     try {
       const store = open(path);
-      await store.submit([{ queue: "q", task: "t", payloadJson: "null", priority: 0, maxAttempts: 3, retryBaseDelayMs: 0, schedule: null, idempotencyKey: null }]);
+      await store.submit([newJob()]);
       expect(refusal(() => takeExclusiveAccess(path)).message).toContain(`${path}.lock`);
       expect(refusal(() => holdDatabase({ engine: "sqlite", path, synchronous: "normal" }, 0)).reason).toBe("IN_USE");
     } finally {
