@@ -12,7 +12,8 @@
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
 import * as machine from "../domain/state-machine.js";
 import type { QueueControlChange } from "./store.js";
-import type { CountDelta, TransactionPort } from "./transaction-port.js";
+import { andThen } from "./steps.js";
+import type { Awaitable, CountDelta, TransactionPort } from "./transaction-port.js";
 
 /** Count changes by `queue + "\0" + state`. */
 type CountDeltas = Map<string, number>;
@@ -80,16 +81,23 @@ export class TransactionChanges {
     return new Set(this.#events.map((e) => e.jobId));
   }
 
-  /** Writes the counts, then the events (last, so an engine numbers them right before the commit). */
-  async persist(port: TransactionPort): Promise<PersistedChanges> {
+  /**
+   * Writes the counts, then the events (last, so an engine numbers them
+   * right before the commit); answers at once when the port does.
+   */
+  persist(port: TransactionPort): Awaitable<PersistedChanges> {
     const deltas: CountDelta[] = [];
     for (const [key, delta] of this.#counts) {
       if (delta === 0) continue;
       const split = key.indexOf("\0");
       deltas.push({ queue: key.slice(0, split), state: key.slice(split + 1) as JobState, delta });
     }
-    if (deltas.length > 0) await port.addCountDeltas(deltas);
-    const events = this.#events.length === 0 ? [] : await port.insertEvents(this.#events);
-    return { events, unrecorded: this.#unrecorded, queueControls: this.#queueControls };
+    return andThen(deltas.length > 0 ? port.addCountDeltas(deltas) : undefined, () =>
+      andThen(this.#events.length === 0 ? [] : port.insertEvents(this.#events), (events) => ({
+        events,
+        unrecorded: this.#unrecorded,
+        queueControls: this.#queueControls,
+      })),
+    );
   }
 }

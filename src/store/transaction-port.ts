@@ -11,7 +11,8 @@
  *   earlier operations of the same transaction.
  * - Any method may answer at once or with a promise: SQLite answers at once
  *   (better-sqlite3 is synchronous), PostgreSQL with a promise. The
- *   operations await every answer either way.
+ *   operations wait only for a promise (store/steps.ts), so over a port that
+ *   answers at once they answer at once too.
  * - Rows a method selects for change are the transaction's until it ends:
  *   SQLite holds the database's write lock for the whole transaction;
  *   PostgreSQL locks them (`findJobs`: FOR UPDATE; the selections of

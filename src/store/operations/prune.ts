@@ -6,27 +6,38 @@
  * takes them out of the counts.
  */
 import type { PrunableState } from "../../domain/retention.js";
+import { andThen } from "../steps.js";
 import type { PrunedJobs, PruneOutcome, PruneSpec } from "../store.js";
-import type { PrunableJob } from "../transaction-port.js";
+import type { Awaitable, PrunableJob, TransactionPort } from "../transaction-port.js";
 import type { WriteOperation } from "./scope.js";
 
 export function pruneFinishedJobs(spec: PruneSpec): WriteOperation<PruneOutcome> {
-  return async ({ port, changes, earlier }) => {
+  return ({ port, changes, earlier }) => {
     const changedNow = earlier.changedJobs();
-    const due: PrunableJob[] = [];
-    for (const [state, before] of Object.entries(spec.finishedBefore) as Array<[PrunableState, number]>) {
-      if (due.length >= spec.limit) break;
-      for (const job of await port.selectPrunable(state, before, spec.limit - due.length)) {
-        if (!changedNow.has(job.id)) due.push(job);
-      }
-    }
-    let events = 0;
-    if (due.length > 0) {
-      events = (await port.deleteJobs(due.map((j) => j.id))).events;
+    const cutoffs = Object.entries(spec.finishedBefore) as Array<[PrunableState, number]>;
+    return andThen(dueJobs(port, cutoffs, spec.limit, changedNow, []), (due) => {
+      const outcome = (events: number): PruneOutcome => ({ pruned: tally(due), events, exhausted: due.length < spec.limit });
+      if (due.length === 0) return outcome(0);
       for (const job of due) changes.count(job.queue, job.state, -1);
-    }
-    return { pruned: tally(due), events, exhausted: due.length < spec.limit };
+      return andThen(port.deleteJobs(due.map((j) => j.id)), ({ events }) => outcome(events));
+    });
   };
+}
+
+/** Jobs due under each cutoff in turn, oldest finished first, until `limit` (those changed in this transaction left out). */
+function dueJobs(
+  port: TransactionPort,
+  cutoffs: ReadonlyArray<[PrunableState, number]>,
+  limit: number,
+  changedNow: ReadonlySet<string>,
+  due: PrunableJob[],
+): Awaitable<PrunableJob[]> {
+  const [first, ...rest] = cutoffs;
+  if (first === undefined || due.length >= limit) return due;
+  return andThen(port.selectPrunable(first[0], first[1], limit - due.length), (found) => {
+    for (const job of found) if (!changedNow.has(job.id)) due.push(job);
+    return dueJobs(port, rest, limit, changedNow, due);
+  });
 }
 
 /** Jobs by queue and state, in the order first seen. */

@@ -8,7 +8,9 @@ import { jobNotFound } from "../../domain/errors.js";
 import { publicJob, type Job, type JobState, type StoredJob } from "../../domain/job.js";
 import * as machine from "../../domain/state-machine.js";
 import { bulkTransitionOf } from "../bulk-transitions.js";
+import { andThen } from "../steps.js";
 import type { BulkBatchOutcome, BulkBatchSpec } from "../store.js";
+import type { Awaitable } from "../transaction-port.js";
 import { loadingJobs, type OperationScope, type WriteOperation } from "./scope.js";
 
 /** A decided transition and the state the job was in before it. */
@@ -17,22 +19,26 @@ export interface DecidedTransition {
   transition: machine.Transition;
 }
 
-/** Persists decided transitions (one port call for all of them) and records their events and counts. */
-export async function applyTransitions(scope: OperationScope, decided: readonly DecidedTransition[]): Promise<void> {
+/** Records decided transitions' events and counts and persists them (one port call for all). */
+export function applyTransitions(scope: OperationScope, decided: readonly DecidedTransition[]): Awaitable<void> {
   if (decided.length === 0) return;
-  await scope.port.updateJobs(decided.map((d) => d.transition.job));
-  for (const d of decided) scope.changes.transitioned(d.fromState, d.transition);
+  const jobs: StoredJob[] = [];
+  for (const d of decided) {
+    scope.changes.transitioned(d.fromState, d.transition);
+    jobs.push(d.transition.job);
+  }
+  return scope.port.updateJobs(jobs);
 }
 
 /** Loads one job, lets the state machine decide, persists the outcome. Unknown ids are JOB_NOT_FOUND. */
 export function transitionJob(jobId: string, decide: (job: StoredJob, now: number) => machine.Transition): WriteOperation<Job> {
-  return loadingJobs([jobId], async (scope) => {
-    const [job] = await scope.port.findJobs([jobId]);
-    if (job === undefined) throw jobNotFound(jobId);
-    const transition = decide(job, scope.now);
-    await applyTransitions(scope, [{ fromState: job.state, transition }]);
-    return publicJob(transition.job);
-  });
+  return loadingJobs([jobId], (scope) =>
+    andThen(scope.port.findJobs([jobId]), ([job]) => {
+      if (job === undefined) throw jobNotFound(jobId);
+      const transition = decide(job, scope.now);
+      return andThen(applyTransitions(scope, [{ fromState: job.state, transition }]), () => publicJob(transition.job));
+    }),
+  );
 }
 
 export const heartbeatJob = (jobId: string, leaseToken: string, leaseDurationMs?: number) =>
@@ -51,35 +57,35 @@ export const redriveJob = (jobId: string) => transitionJob(jobId, (job, now) => 
 
 export const cancelJob = (jobId: string, reason: string) => transitionJob(jobId, (job, now) => machine.cancel(job, now, reason));
 
-/** Moves RUNNING jobs whose lease expired to RETRY or DEAD; returns how many. */
-export async function recoverExpired(scope: OperationScope, expired: readonly StoredJob[]): Promise<number> {
-  await applyTransitions(
-    scope,
-    expired.map((job) => ({ fromState: job.state, transition: machine.expireLease(job, scope.now) })),
-  );
-  return expired.length;
+/** Moves RUNNING jobs whose lease expired (of one queue, when given) to RETRY or DEAD; answers how many. */
+export function recoverExpired(scope: OperationScope, limit: number, queue?: string): Awaitable<number> {
+  return andThen(scope.port.selectExpiredLeases(scope.now, limit, queue), (expired) => {
+    if (expired.length === 0) return 0;
+    const decided = expired.map((job) => ({ fromState: job.state, transition: machine.expireLease(job, scope.now) }));
+    return andThen(applyTransitions(scope, decided), () => expired.length);
+  });
 }
 
 /** The lease sweep: recovers up to `limit` expired leases of every queue. */
 export function recoverExpiredLeases(limit: number): WriteOperation<number> {
-  return async (scope) => recoverExpired(scope, await scope.port.selectExpiredLeases(scope.now, limit));
+  return (scope) => recoverExpired(scope, limit);
 }
 
 /** One batch of a bulk transition (RedriveAll, PurgeQueue). */
 export function bulkTransitionBatch(spec: BulkBatchSpec): WriteOperation<BulkBatchOutcome> {
-  return async (scope) => {
-    const jobs = await scope.port.selectJobsInStateBetween(spec.queue, spec.state, spec.afterId, spec.upToId, spec.scan);
-    const decided: DecidedTransition[] = [];
-    let lastExaminedId: string | null = null;
-    let examined = 0;
-    for (const job of jobs) {
-      if (decided.length >= spec.take) break;
-      examined++;
-      lastExaminedId = job.id;
-      if (spec.task !== undefined && job.task !== spec.task) continue;
-      decided.push({ fromState: job.state, transition: bulkTransitionOf(job, scope.now, spec.action) });
-    }
-    await applyTransitions(scope, decided);
-    return { moved: decided.length, lastExaminedId, exhausted: jobs.length < spec.scan && examined === jobs.length };
-  };
+  return (scope) =>
+    andThen(scope.port.selectJobsInStateBetween(spec.queue, spec.state, spec.afterId, spec.upToId, spec.scan), (jobs) => {
+      const decided: DecidedTransition[] = [];
+      let lastExaminedId: string | null = null;
+      let examined = 0;
+      for (const job of jobs) {
+        if (decided.length >= spec.take) break;
+        examined++;
+        lastExaminedId = job.id;
+        if (spec.task !== undefined && job.task !== spec.task) continue;
+        decided.push({ fromState: job.state, transition: bulkTransitionOf(job, scope.now, spec.action) });
+      }
+      const outcome = { moved: decided.length, lastExaminedId, exhausted: jobs.length < spec.scan && examined === jobs.length };
+      return andThen(applyTransitions(scope, decided), () => outcome);
+    });
 }

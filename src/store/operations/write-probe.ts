@@ -2,5 +2,5 @@ import type { WriteOperation } from "./scope.js";
 
 /** The readiness probe (Store.checkWritable): one small real write, durable like any commit. */
 export function probeWrite(): WriteOperation<void> {
-  return async ({ now, port }) => port.touchWriteProbe(now);
+  return ({ now, port }) => port.touchWriteProbe(now);
 }

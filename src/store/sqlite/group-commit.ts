@@ -16,17 +16,17 @@
  * trace. When SQLite itself rolls the transaction back (disk full, I/O
  * error), nothing of the batch can commit and every call is refused.
  *
- * The operations are async (the port is shared with engines whose
- * transactions are), but the SQLite port answers at once, so a whole flush
- * runs within one drain of the microtask queue: no timer, I/O callback or
- * other store on the same file runs while a transaction is open. Callers
- * are answered, and listeners told, only after the flush (`later`), so
- * nothing they do runs inside an open transaction either.
+ * The operations are steps (store/steps.ts) and the SQLite port answers
+ * at once, so a whole transaction runs synchronously, from BEGIN to COMMIT,
+ * without giving the event loop away (settledNow insists): no timer, I/O
+ * callback or other store on the same file runs while it is open, and
+ * another SqliteStore in this process never waits for its write lock.
  */
 import type Database from "better-sqlite3";
 import type { Clock } from "../../domain/clock.js";
 import { OperationChanges, TransactionChanges, type PersistedChanges } from "../operation-changes.js";
 import type { WriteOperation } from "../operations/scope.js";
+import { settledNow } from "../steps.js";
 import type { WriteOutcome } from "../store.js";
 import type { SqlitePort } from "./sqlite-port.js";
 import { otherWriteFailure, storeError, writeFailureOf } from "./write-failures.js";
@@ -39,6 +39,8 @@ export interface GroupCommitOptions {
   maxBatch: number;
   /** Right after each BEGIN, under the write lock: the highest sequence issued so far (events are numbered from the next). */
   began(): number;
+  /** Right after each transaction ended (COMMIT or ROLLBACK), before its callers are told. */
+  ended(): void;
   /**
    * A batch committed. `answer` settles its callers (or refuses them all
    * with `error`, for a commit that could not be made durable); the store
@@ -65,10 +67,6 @@ export class GroupCommit {
   readonly #rollbackTo: Database.Statement;
   #queue: Pending[] = [];
   #flushScheduled = false;
-  /** The flush running now, if any. */
-  #flushing: Promise<void> | undefined;
-  /** What must wait until no transaction is open: answers, announcements, reports. */
-  #afterFlush: Array<() => void> = [];
 
   constructor(options: GroupCommitOptions) {
     this.#opts = options;
@@ -83,67 +81,41 @@ export class GroupCommit {
       this.#queue.push({ op, resolve, reject } as Pending);
       if (!this.#flushScheduled) {
         this.#flushScheduled = true;
-        setImmediate(() => this.#startFlush());
+        setImmediate(() => this.flush());
       }
     });
   }
 
-  /** Runs `fn` once no transaction is open: after the flush running now, else at once. */
-  later(fn: () => void): void {
-    if (this.#flushing !== undefined) this.#afterFlush.push(fn);
-    else fn();
-  }
-
-  /** Whether a transaction may be open now. */
-  get busy(): boolean {
-    return this.#flushing !== undefined;
-  }
-
-  /** Resolves once every operation queued so far has been committed or refused. */
-  async drain(): Promise<void> {
-    while (this.#flushScheduled || this.#flushing !== undefined) {
-      await (this.#flushing ?? new Promise<void>((resolve) => setImmediate(resolve)));
-    }
-  }
-
-  #startFlush(): void {
+  /** Commits everything queued now, in transactions of at most maxBatch operations. */
+  flush(): void {
     this.#flushScheduled = false;
-    this.#flushing = this.#flush();
+    while (this.#queue.length > 0) this.#commitBatch(this.#queue.splice(0, this.#opts.maxBatch));
   }
 
-  async #flush(): Promise<void> {
+  #commitBatch(batch: Pending[]): void {
     try {
-      while (this.#queue.length > 0) await this.#commitBatch(this.#queue.splice(0, this.#opts.maxBatch));
-    } finally {
-      this.#flushing = undefined;
-      for (const fn of this.#afterFlush.splice(0)) fn();
-    }
-  }
-
-  async #commitBatch(batch: Pending[]): Promise<void> {
-    try {
-      if ((await this.#runBatch(batch, false)) === "replay") await this.#runBatch(batch, true);
+      if (this.#runBatch(batch, false) === "replay") this.#runBatch(batch, true);
     } catch (err) {
       // A fault of the group commit itself: nothing of the batch is known to have committed.
       if (this.#opts.db.inTransaction) this.#opts.db.exec("ROLLBACK");
+      this.#opts.ended();
       this.#refuseAll(batch, err, otherWriteFailure(err));
     }
   }
 
   #refuseAll(batch: Pending[], error: unknown, outcome: WriteOutcome): void {
-    this.#afterFlush.push(() => {
-      for (const p of batch) p.reject(error);
-      this.#opts.failed(outcome);
-    });
+    for (const p of batch) p.reject(error);
+    this.#opts.failed(outcome);
   }
 
-  async #runBatch(batch: Pending[], guarded: boolean): Promise<"replay" | undefined> {
+  #runBatch(batch: Pending[], guarded: boolean): "replay" | undefined {
     const { db, port, clock } = this.#opts;
     try {
       db.exec("BEGIN IMMEDIATE");
       port.nextSequence = this.#opts.began() + 1;
     } catch (err) {
       if (db.inTransaction) db.exec("ROLLBACK");
+      this.#opts.ended();
       this.#refuseAll(batch, storeError(err), writeFailureOf(err) ?? otherWriteFailure(err));
       return undefined;
     }
@@ -172,7 +144,7 @@ export class GroupCommit {
         }
       }
       try {
-        const value = await p.op({ now: clock.now(), port, changes: opChanges, earlier: changes });
+        const value = settledNow(p.op({ now: clock.now(), port, changes: opChanges, earlier: changes }));
         if (guarded) this.#release.run();
         outcomes.push({ ok: true, value });
         changes.add(opChanges);
@@ -191,6 +163,7 @@ export class GroupCommit {
           outcomes.push({ ok: false, error: storeError(err) });
         } else if (port.wrote) {
           db.exec("ROLLBACK");
+          this.#opts.ended();
           return "replay";
         } else {
           outcomes.push({ ok: false, error: storeError(err) });
@@ -200,7 +173,7 @@ export class GroupCommit {
     let persisted: PersistedChanges | undefined;
     if (fatal === undefined) {
       try {
-        persisted = await changes.persist(port);
+        persisted = settledNow(changes.persist(port));
         db.exec("COMMIT");
       } catch (err) {
         failure ??= writeFailureOf(err) ?? otherWriteFailure(err);
@@ -209,9 +182,11 @@ export class GroupCommit {
     }
     if (fatal !== undefined || persisted === undefined) {
       if (db.inTransaction) db.exec("ROLLBACK");
+      this.#opts.ended();
       this.#refuseAll(batch, fatal, failure ?? otherWriteFailure(fatal));
       return undefined;
     }
+    this.#opts.ended();
     const answer = (error?: unknown) => {
       batch.forEach((p, i) => {
         const o = outcomes[i]!;

@@ -140,6 +140,9 @@ export class SqliteStore implements Store {
   readonly #otherWritersTimer: NodeJS.Timeout;
   /** The highest sequence whose event is announced or queued for announcement (own or another writer's). */
   #announcedThrough: number;
+  /** Whether the group commit has a transaction open now; what would be announced meanwhile waits for its end. */
+  #transactionOpen = false;
+  #heldUntilEnd: Array<() => void> = [];
 
   constructor(options: SqliteStoreOptions) {
     this.#clock = options.clock;
@@ -170,7 +173,14 @@ export class SqliteStore implements Store {
       port: new SqlitePort(this.db, this.#stmts),
       clock: this.#clock,
       maxBatch: options.maxBatch ?? 256,
-      began: () => this.#catchUpWithOtherWriters(),
+      began: () => {
+        this.#transactionOpen = true;
+        return this.#catchUpWithOtherWriters();
+      },
+      ended: () => {
+        this.#transactionOpen = false;
+        for (const settle of this.#heldUntilEnd.splice(0)) settle();
+      },
       committed: (changes, answer, outcome) => this.#committed(changes, answer, outcome),
       failed: (outcome) => this.#reportWrite(outcome),
     });
@@ -261,10 +271,15 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** Runs `settle` once everything committed so far is on disk, and never inside an open transaction. */
+  /**
+   * Runs `settle` once everything committed so far is on disk (without
+   * fsync: at once, or when the open transaction ends), so that answers and
+   * announcements never run inside a transaction, and in commit order.
+   */
   #whenDurable(settle: DurableSettle): void {
-    if (this.durability === "none") this.#groupCommit.later(() => settle());
-    else this.#walSync.whenDurable(settle);
+    if (this.durability === "wal-fsync") this.#walSync.whenDurable(settle);
+    else if (this.#transactionOpen) this.#heldUntilEnd.push(() => settle());
+    else settle();
   }
 
   #announce(change: CommittedChange): void {
@@ -291,7 +306,7 @@ export class SqliteStore implements Store {
 
   /** The timer's look: anything committed through another connection since the last one is announced. */
   #lookForOtherWriters(): void {
-    if (this.#closed || this.#groupCommit.busy) return;
+    if (this.#closed) return;
     try {
       const version = this.#otherWriters.changedVersion();
       if (version === undefined) return;
@@ -444,8 +459,8 @@ export class SqliteStore implements Store {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#otherWritersTimer);
+    this.#groupCommit.flush();
     // Answer every commit only once it is on disk, then stop.
-    await this.#groupCommit.drain();
     await this.#walSync.drain();
     this.#listeners.clear();
     this.#walSync.close();
