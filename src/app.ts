@@ -29,7 +29,7 @@ import { createWatchOutputs } from "./server/watch-outputs.js";
 import { WriteReadiness } from "./server/write-readiness.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
 import { callerKey } from "./service/queue-access.js";
-import { openSqliteStore } from "./store/sqlite/sqlite-store.js";
+import { holdDatabase, openStore, type DatabaseLocation } from "./store/engine.js";
 import type { Store } from "./store/store.js";
 
 /** How long shutdown waits for in-flight calls before cutting them off. */
@@ -64,16 +64,41 @@ export interface StartOptions {
   watchBufferLimit?: number;
   /** Time between retention passes (the first runs at start); default 60 s. */
   pruneIntervalMs?: number;
+  /** How long to wait for another process's hold on the database before refusing to start; default 5 s (store/engine.ts). */
+  databaseHoldWaitMs?: number;
+}
+
+/** The database a configuration names (also for `leasequeue migrate`). */
+export function databaseLocation(config: Config): DatabaseLocation {
+  return { engine: "sqlite", path: config.databasePath, synchronous: config.sqliteSynchronous };
 }
 
 export async function startServer(
   config: Config,
-  { log, clock = systemClock, sweepIntervalMs, claimKeepaliveMs, watchKeepaliveMs, watchBufferLimit, pruneIntervalMs }: StartOptions,
+  {
+    log,
+    clock = systemClock,
+    sweepIntervalMs,
+    claimKeepaliveMs,
+    watchKeepaliveMs,
+    watchBufferLimit,
+    pruneIntervalMs,
+    databaseHoldWaitMs,
+  }: StartOptions,
 ): Promise<RunningServer> {
   // First: a bad auth file refuses to start before anything is opened (AuthFileError).
   const auth = config.authFile === undefined ? undefined : new Authenticator(config.authFile, log);
   if (auth !== undefined) log.info("authentication on", { authFile: config.authFile, tokens: auth.size });
-  const store = openSqliteStore({ path: config.databasePath, clock, synchronous: config.sqliteSynchronous });
+  // One server per database file: taken before the store opens, given up after it closes (store/engine.ts).
+  const location = databaseLocation(config);
+  const hold = holdDatabase(location, databaseHoldWaitMs);
+  let store: Store;
+  try {
+    store = openStore(location, clock);
+  } catch (err) {
+    hold.release();
+    throw err;
+  }
   log.info("database open", {
     path: config.databasePath,
     synchronous: config.sqliteSynchronous,
@@ -215,6 +240,7 @@ export async function startServer(
     await sweeper.stop();
     await pruner.stop();
     await store.close();
+    hold.release();
     throw err;
   }
 
@@ -249,6 +275,7 @@ export async function startServer(
         metrics.close();
         await sideListener.close();
         await store.close();
+        hold.release();
         log.info("stopped");
       })();
       return closing;

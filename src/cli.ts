@@ -6,8 +6,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import Database from "better-sqlite3";
-import { startServer, type RunningServer } from "./app.js";
+import { databaseLocation, startServer, type RunningServer } from "./app.js";
 import { backupCommand } from "./commands/backup.js";
 import { checkCommand } from "./commands/check.js";
 import type { Command } from "./commands/command.js";
@@ -19,7 +18,7 @@ import { HASH_TOKEN_USAGE, hashTokenCommand, UsageError } from "./commands/hash-
 import { createLogger, type Logger } from "./logger.js";
 import { AuthFileError } from "./server/auth-file.js";
 import { DatabaseRefusal } from "./store/database-refusal.js";
-import { migrate } from "./store/sqlite/sqlite-store.js";
+import { migrateDatabase } from "./store/engine.js";
 
 type OptionSpec = { type: "string" } | { type: "boolean" };
 
@@ -176,18 +175,14 @@ function parseCommandLine(argv: string[]): CommandLine | number {
 }
 
 function migrateCommand(config: Config, log: Logger): number {
-  const db = new Database(config.databasePath, { timeout: 5000 });
   try {
-    db.pragma("journal_mode = WAL");
-    const applied = migrate(db);
-    log.info("migrations applied", { path: config.databasePath, applied, version: db.pragma("user_version", { simple: true }) });
+    const { applied, version } = migrateDatabase(databaseLocation(config));
+    log.info("migrations applied", { path: config.databasePath, applied, version });
     return 0;
   } catch (err) {
     if (!(err instanceof DatabaseRefusal)) throw err;
     process.stderr.write(`leasequeue: ${err.message}\n`);
     return 1;
-  } finally {
-    db.close();
   }
 }
 

@@ -13,7 +13,7 @@ import { systemClock, type Clock } from "../domain/clock.js";
 import { formatDurationText } from "../domain/duration-text.js";
 import { prunesAnything, type RetentionPolicy } from "../domain/retention.js";
 import { prunePass, type PassSummary } from "../dispatch/pruner.js";
-import { openSqliteStore } from "../store/sqlite/sqlite-store.js";
+import { openStore } from "../store/engine.js";
 
 export interface PruneCommandIo {
   print(line: string): void;
@@ -39,8 +39,8 @@ export async function pruneCommand(config: Config, io: PruneCommandIo): Promise<
 }
 
 async function pruneNow(config: Config, clock: Clock): Promise<PassSummary> {
-  // Beside a server that owns the file: take no ownership of it (see SqliteStoreOptions.ownsDatabase).
-  const store = openSqliteStore({ path: config.databasePath, clock, synchronous: config.sqliteSynchronous, ownsDatabase: false });
+  // Beside a server that holds the file: a store of its own, no hold (store/engine.ts holdDatabase).
+  const store = openStore({ engine: "sqlite", path: config.databasePath, synchronous: config.sqliteSynchronous }, clock);
   try {
     return await prunePass({ store, clock, policy: config.retention });
   } finally {

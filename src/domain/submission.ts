@@ -1,4 +1,7 @@
 import { createHash } from "node:crypto";
+import { QueueError } from "./errors.js";
+import { newJobId } from "./ids.js";
+import type { StoredJob } from "./job.js";
 
 /** A submit request after validation and defaults (api.md "Defaults and identity"). */
 export interface NewJob {
@@ -48,4 +51,55 @@ function canonicalJson(value: unknown): string {
     return `{${entries.join(",")}}`;
   }
   return JSON.stringify(value);
+}
+
+/** The job a submission creates: QUEUED, eligible at its schedule time, no attempt spent. */
+export function newStoredJob(spec: NewJob, now: number): StoredJob {
+  return {
+    id: newJobId(),
+    queue: spec.queue,
+    task: spec.task,
+    payloadJson: spec.payloadJson,
+    priority: spec.priority,
+    state: "queued",
+    attempts: 0,
+    maxAttempts: spec.maxAttempts,
+    retryBaseDelayMs: spec.retryBaseDelayMs,
+    scheduleTime: scheduleTimeOf(spec, now),
+    createTime: now,
+    updateTime: now,
+    finishTime: null,
+    workerId: null,
+    leaseExpireTime: null,
+    deliveries: 0,
+    lastError: null,
+    resultJson: null,
+    leaseTokenHash: null,
+    leaseDurationMs: null,
+    idempotencyKey: spec.idempotencyKey,
+    requestHash: spec.idempotencyKey === null ? null : submitFingerprint(spec),
+    heartbeatEventTime: null,
+  };
+}
+
+/**
+ * The idempotency decision (api.md "Semantics"): a submission whose key
+ * already names a job (`existing`: stored, or created earlier in the same
+ * batch) returns that job when the request is the same, and is refused with
+ * IDEMPOTENCY_MISMATCH when it is not; any other submission creates a job.
+ */
+export function resolveSubmission(
+  spec: NewJob,
+  existing: StoredJob | undefined,
+  now: number,
+): { job: StoredJob; created: boolean } {
+  if (existing === undefined || spec.idempotencyKey === null) return { job: newStoredJob(spec, now), created: true };
+  if (existing.requestHash !== submitFingerprint(spec)) {
+    throw new QueueError(
+      "IDEMPOTENCY_MISMATCH",
+      `idempotency_key was already used in queue "${spec.queue}" for a different request (job ${existing.id})`,
+      { jobId: existing.id, queue: spec.queue },
+    );
+  }
+  return { job: existing, created: false };
 }

@@ -172,7 +172,9 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     registers: [registry],
   });
 
-  const unsubscribe = store.onCommitted(({ events, unrecorded }) => {
+  const unsubscribe = store.onCommitted(({ events, unrecorded, external }) => {
+    // Each server counts the transitions committed through it, so sums over servers count each once.
+    if (external) return;
     for (const e of events) {
       transitions.inc({ queue: e.queue, kind: e.kind });
       if (e.kind === "lease_expired") expirations.inc({ queue: e.queue });

@@ -1,7 +1,11 @@
 /**
  * The seam between the service and a database. Every engine (SQLite now,
  * PostgreSQL next) implements this interface and must pass the contract
- * suite in test/store/contract.ts unchanged.
+ * suite in test/store/contract.ts unchanged. What is not SQL is shared:
+ * the write operations (store/operations/, over the per-transaction port of
+ * store/transaction-port.ts), the state machine (domain/state-machine.ts),
+ * and the bulk and read models beside this file; an engine keeps only its
+ * SQL, its transactions and its notifications.
  *
  * Rules every implementation keeps:
  * - Each mutating call is atomic: the state change and its events (those
@@ -11,6 +15,22 @@
  * - Calls may be grouped into one transaction (group commit); a refused call
  *   never affects another call of the same group.
  * - Time comes from the injected Clock.
+ *
+ * What the upper layers rely on from onCommitted (dispatch/: claim streams,
+ * long-poll wake-ups, the WatchEvents feed; metrics):
+ * - Every stored event is announced after the transaction that stored it
+ *   committed (and, where the engine answers only durable commits, once it
+ *   is durable): a listener that reads the store sees what it was told of.
+ * - Exactly once per store instance, in sequence order: the sequences one
+ *   instance announces are strictly increasing, with no event left out
+ *   (other than events pruned before the instance could read them, see
+ *   CommittedChange.external), whichever instance committed them.
+ * - Commits made through another store instance on the same database (a
+ *   second server, or a second store in one process) are announced too,
+ *   marked `external`, promptly (SQLite: within its poll interval, and
+ *   always before this instance's own next commit is announced).
+ * - Queue controls are announced the same way; heartbeats the heartbeat
+ *   policy did not store only by the instance that applied them.
  */
 import type { EventDraft, Job, JobEvent, JobState } from "../domain/job.js";
 import type { PrunableState, PruneCutoffs } from "../domain/retention.js";
@@ -79,6 +99,14 @@ export interface CommittedChange {
   unrecorded: EventDraft[];
   /** Queues whose paused state this commit changed, in commit order (usually none). */
   queueControls: QueueControlChange[];
+  /**
+   * True when the commit was made through another store instance on the
+   * same database. Its `unrecorded` heartbeats are then unknown (empty), and
+   * per-instance counters (metrics) leave it to the instance that made it.
+   * An event of another instance's that was pruned before this instance
+   * read it is not announced (retention deletes only jobs finished long ago).
+   */
+  external: boolean;
 }
 
 /** One bounded pruning transaction: which finished jobs may go, and how many at most. */

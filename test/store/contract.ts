@@ -1,7 +1,9 @@
 /**
  * The store contract: every Store implementation (SQLite now, PostgreSQL
  * next) runs this suite unchanged. It covers every transition and refusal of
- * api.md's state machine, with a manual clock and no sleeps.
+ * api.md's state machine, with a manual clock and no sleeps, and the
+ * announcement guarantees of store.ts, also across two store instances on
+ * one database.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
@@ -14,7 +16,12 @@ import type { BulkBatchSpec, CommittedChange, PrunedJobs, Store } from "../../sr
 
 export interface StoreHarness {
   store: Store;
-  /** Releases everything the store used (files, schemas). */
+  /**
+   * Opens another store instance on the same database, with the same clock
+   * (as a second server would); dispose closes it too.
+   */
+  openInstance(): Promise<Store>;
+  /** Releases everything the stores used (files, schemas). */
   dispose(): Promise<void>;
 }
 
@@ -35,6 +42,35 @@ export function newJob(overrides: Partial<NewJob> = {}): NewJob {
     schedule: null,
     idempotencyKey: null,
     ...overrides,
+  };
+}
+
+/**
+ * Everything one store instance announces, with ways to wait (on the
+ * announcements themselves, never on a timer) until it has announced a
+ * sequence or something else.
+ */
+export function recordAnnouncements(store: Store) {
+  const changes: CommittedChange[] = [];
+  const waiters = new Set<() => boolean>();
+  const off = store.onCommitted((change) => {
+    changes.push(change);
+    for (const settled of [...waiters]) if (settled()) waiters.delete(settled);
+  });
+  const until = (done: () => boolean) =>
+    new Promise<void>((resolve) => {
+      const settled = () => (done() ? (resolve(), true) : false);
+      if (!settled()) waiters.add(settled);
+    });
+  const events = () => changes.flatMap((c) => c.events.map((e) => ({ ...e, external: c.external })));
+  return {
+    changes,
+    events,
+    sequences: () => events().map((e) => e.sequence),
+    /** Resolves once an event with this sequence or a larger one was announced. */
+    through: (sequence: number) => until(() => events().some((e) => e.sequence >= sequence)),
+    until,
+    off,
   };
 }
 
@@ -621,8 +657,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await store.resumeQueue("never-paused");
         off();
         expect(seen).toEqual([
-          { events: [], unrecorded: [], queueControls: [{ queue: "billing", paused: true }] },
-          { events: [], unrecorded: [], queueControls: [{ queue: "billing", paused: false }] },
+          { events: [], unrecorded: [], queueControls: [{ queue: "billing", paused: true }], external: false },
+          { events: [], unrecorded: [], queueControls: [{ queue: "billing", paused: false }], external: false },
         ]);
         expect(await store.eventBounds()).toEqual(before);
         expect(await kinds(job.id)).toEqual(["submitted:->queued"]);
@@ -1112,6 +1148,124 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           "completed:running>completed",
         ]);
         expect(timeline.filter((k) => k.startsWith("heartbeat"))).toHaveLength(2);
+      });
+    });
+
+    describe("several instances on one database", () => {
+      let other: Store;
+      beforeEach(async () => {
+        other = await harness.openInstance();
+      });
+
+      const stored = async () => (await store.listEvents({ afterSequence: 0, limit: 10_000 })).map((e) => e.sequence);
+      const strictlyIncreasing = (xs: number[]) => xs.every((x, i) => i === 0 || x > xs[i - 1]!);
+
+      it("announces on each instance every event committed through either, once, in sequence order", async () => {
+        const here = recordAnnouncements(store);
+        const there = recordAnnouncements(other);
+        const mine = await store.submit([newJob({ task: "a1" }), newJob({ task: "a2" })]);
+        const theirs = await other.submit([newJob({ task: "b1" })]);
+        // Concurrent writers on both instances.
+        await Promise.all([
+          ...Array.from({ length: 5 }, (_, i) => store.submit([newJob({ task: `a-${i}` })])),
+          ...Array.from({ length: 5 }, (_, i) => other.submit([newJob({ task: `b-${i}`, queue: "emails" })])),
+          store.claim({ queue: "billing", workerId: "wa", leaseDurationMs: MINUTE, maxJobs: 3 }),
+          other.claim({ queue: "emails", workerId: "wb", leaseDurationMs: MINUTE, maxJobs: 2 }),
+        ]);
+        const { latest } = await store.eventBounds();
+        await Promise.all([here.through(latest), there.through(latest)]);
+        const all = await stored();
+        expect(all.at(-1)).toBe(latest);
+        for (const seen of [here, there]) {
+          expect(strictlyIncreasing(seen.sequences())).toBe(true);
+          expect(seen.sequences()).toEqual(all);
+        }
+        // Each instance marks what came through the other one.
+        const origin = (seen: typeof here, jobId: string) => seen.events().find((e) => e.jobId === jobId)!.external;
+        expect(origin(here, mine[0]!.job.id)).toBe(false);
+        expect(origin(here, theirs[0]!.job.id)).toBe(true);
+        expect(origin(there, mine[0]!.job.id)).toBe(true);
+        expect(origin(there, theirs[0]!.job.id)).toBe(false);
+        here.off();
+        there.off();
+      });
+
+      it("announces another instance's commit before its own next one", async () => {
+        const here = recordAnnouncements(store);
+        const [theirs] = await other.submit([newJob({ task: "first, elsewhere" })]);
+        const [mine] = await store.submit([newJob({ task: "then here" })]);
+        const [ownEvent] = await store.listJobEvents(mine!.job.id);
+        await here.through(ownEvent!.sequence);
+        expect(here.events().map((e) => [e.jobId, e.external])).toEqual([
+          [theirs!.job.id, true],
+          [mine!.job.id, false],
+        ]);
+        here.off();
+      });
+
+      it("tells the instance that handed out a lease when it is completed through another", async () => {
+        const job = await submitOne();
+        const lease = await claimOne();
+        const here = recordAnnouncements(store);
+        await other.complete(job.id, lease.leaseToken, '"done elsewhere"');
+        await here.until(() => here.events().some((e) => e.kind === "completed"));
+        expect(here.events()).toMatchObject([{ jobId: job.id, kind: "completed", toState: "completed", external: true }]);
+        here.off();
+      });
+
+      it("announces only what is committed: a listener finds each event stored on its own instance", async () => {
+        const checks: Array<Promise<boolean>> = [];
+        const off = store.onCommitted(({ events }) => {
+          for (const e of events) checks.push(store.listJobEvents(e.jobId).then((list) => list.some((x) => x.sequence === e.sequence)));
+        });
+        const here = recordAnnouncements(store);
+        const job = (await other.submit([newJob()]))[0]!.job;
+        const lease = (await other.claim({ queue: "billing", workerId: "wb", leaseDurationMs: MINUTE, maxJobs: 1 }))[0]!;
+        await store.fail(job.id, lease.leaseToken, { error: "flaky", permanent: false });
+        await here.through((await store.eventBounds()).latest);
+        expect(here.events().map((e) => [e.kind, e.external])).toEqual([
+          ["submitted", true],
+          ["claimed", true],
+          ["failed", false],
+        ]);
+        expect(await Promise.all(checks)).toEqual([true, true, true]);
+        off();
+        here.off();
+      });
+
+      it("announces queue controls made through another instance", async () => {
+        const here = recordAnnouncements(store);
+        const controls = () => here.changes.flatMap((c) => c.queueControls.map((q) => ({ ...q, external: c.external })));
+        await other.pauseQueue("billing");
+        await here.until(() => controls().length === 1);
+        await other.resumeQueue("billing");
+        await here.until(() => controls().length === 2);
+        expect(controls()).toEqual([
+          { queue: "billing", paused: true, external: true },
+          { queue: "billing", paused: false, external: true },
+        ]);
+        // Its own pause is its own, not reported again as another's.
+        await store.pauseQueue("emails");
+        await other.submit([newJob({ task: "sentinel" })]);
+        await here.until(() => here.events().length === 1);
+        expect(controls()).toEqual([
+          { queue: "billing", paused: true, external: true },
+          { queue: "billing", paused: false, external: true },
+          { queue: "emails", paused: true, external: false },
+        ]);
+        here.off();
+      });
+
+      it("leases a job once across instances", async () => {
+        await store.submit(Array.from({ length: 20 }, (_, i) => newJob({ task: `t${i}` })));
+        const claims = await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            (i % 2 === 0 ? store : other).claim({ queue: "billing", workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 3 }),
+          ),
+        );
+        const ids = claims.flat().map((l) => l.job.id);
+        expect(ids).toHaveLength(20);
+        expect(new Set(ids).size).toBe(20);
       });
     });
 

@@ -1,20 +1,26 @@
 /**
  * The schema-version rules (store/schema-version.ts): a newer release
  * migrates an older database; an older release refuses a newer one, with a
- * clear message, and changes nothing. And the lock that keeps one LeaseQueue
- * process at a time on a database file (sqlite/database-lock.ts).
+ * clear message, and changes nothing. And the hold that keeps one server
+ * at a time on a database file (store/engine.ts, sqlite/database-lock.ts),
+ * while stores may open it several times.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startServer } from "../../src/app.js";
+import { resolveConfig } from "../../src/config.js";
 import { ManualClock } from "../../src/domain/clock.js";
+import { silentLogger } from "../../src/logger.js";
 import { DatabaseRefusal } from "../../src/store/database-refusal.js";
+import { holdDatabase } from "../../src/store/engine.js";
 import { takeExclusiveAccess } from "../../src/store/sqlite/exclusive-access.js";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
 import { LATEST_SCHEMA_VERSION, openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { runCli } from "../helpers/process.js";
+import { newJob } from "./contract.js";
 
 let dir: string;
 const stores: SqliteStore[] = [];
@@ -97,8 +103,6 @@ describe("schema versions", () => {
         "a newer release migrated it. Run that release (or a later one), or restore a backup taken before the upgrade.",
     );
     expect(userVersion(path)).toBe(LATEST_SCHEMA_VERSION + 1);
-    // The refused open let go of the lock: the next attempt is refused for the same reason, not as "in use".
-    expect(refusal(() => open(path)).reason).toBe("SCHEMA_TOO_NEW");
   });
 
   it("serve and migrate exit 1 with that message", async () => {
@@ -117,24 +121,61 @@ describe("schema versions", () => {
   });
 });
 
-describe("the database lock", () => {
-  it("lets one store at a time open a database file, and frees it at close", async () => {
+describe("one server per database file", () => {
+  const quietly = { log: silentLogger, databaseHoldWaitMs: 0 };
+  const configOf = (path: string) => resolveConfig({ db: path, port: "0", "metrics-port": "0" }, {});
+
+  async function startRefusal(path: string): Promise<DatabaseRefusal> {
+    const err = await startServer(configOf(path), quietly).then(
+      async (server) => {
+        await server.close();
+        return undefined;
+      },
+      (e: unknown) => e,
+    );
+    if (err instanceof DatabaseRefusal) return err;
+    throw new Error(`expected the server to refuse to start, got ${String(err)}`);
+  }
+
+  it("refuses a second server on the file while the first runs, and starts one once it stopped", async () => {
     const path = join(dir, "jobs.db");
-    const first = open(path);
-    const err = refusal(() => open(path));
+    const first = await startServer(configOf(path), quietly);
+    const err = await startRefusal(path).finally(() => first.close());
     expect(err.reason).toBe("IN_USE");
     expect(err.message).toBe(
       `${path} is in use by another LeaseQueue process (a server, a restore or an import holds ${path}.lock); stop it first`,
     );
-    await first.close();
-    stores.splice(stores.indexOf(first), 1);
-    expect(await open(path).getJob(ID)).toBeUndefined();
+    const again = await startServer(configOf(path), quietly);
+    await again.close();
+  });
+
+  it("a start refused for the schema lets go of the hold: the next one is refused for the same reason, not as in use", async () => {
+    const path = join(dir, "jobs.db");
+    versionOneDatabase(path);
+    const db = new Database(path);
+    db.pragma(`user_version = ${LATEST_SCHEMA_VERSION + 1}`);
+    db.close();
+    expect((await startRefusal(path)).reason).toBe("SCHEMA_TOO_NEW");
+    expect((await startRefusal(path)).reason).toBe("SCHEMA_TOO_NEW");
+  });
+
+  it("stores open the file beside a server's hold (as leasequeue prune does), while sole use is refused", async () => {
+    const path = join(dir, "jobs.db");
+    const hold = holdDatabase({ engine: "sqlite", path, synchronous: "normal" }, 0);
+    try {
+      const store = open(path);
+      await store.submit([newJob()]);
+      expect(refusal(() => takeExclusiveAccess(path)).message).toContain(`${path}.lock`);
+      expect(refusal(() => holdDatabase({ engine: "sqlite", path, synchronous: "normal" }, 0)).reason).toBe("IN_USE");
+    } finally {
+      hold.release();
+    }
   });
 
   it("sole use is refused while a store, or a plain SQLite connection, has the file open", async () => {
     const path = join(dir, "jobs.db");
     const store = open(path);
-    expect(refusal(() => takeExclusiveAccess(path)).message).toContain(`${path}.lock`);
+    expect(refusal(() => takeExclusiveAccess(path)).message).toContain("is open in another process");
     await store.close();
     stores.pop();
 
@@ -147,8 +188,9 @@ describe("the database lock", () => {
     }
     const access = takeExclusiveAccess(path);
     try {
-      // While it is held, a store cannot open the database either.
+      // While it is held, neither a store nor a server can open the database.
       expect(refusal(() => open(path)).reason).toBe("IN_USE");
+      expect((await startRefusal(path)).reason).toBe("IN_USE");
     } finally {
       access.release();
     }

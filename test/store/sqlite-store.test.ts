@@ -15,11 +15,18 @@ function tempDir(): string {
 
 describeStoreContract("sqlite", async (clock) => {
   const dir = tempDir();
-  const store = openSqliteStore({ path: join(dir, "jobs.db"), clock });
+  const path = join(dir, "jobs.db");
+  const open = () => openSqliteStore({ path, clock, otherWritersPollMs: 10 });
+  const stores = [open()];
   return {
-    store,
+    store: stores[0]!,
+    async openInstance() {
+      const store = open();
+      stores.push(store);
+      return store;
+    },
     async dispose() {
-      await store.close();
+      for (const store of stores) await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

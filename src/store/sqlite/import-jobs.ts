@@ -13,7 +13,8 @@ import type { EventDraft, JobState, StoredJob } from "../../domain/job.js";
 import { assertSchemaNotNewer } from "../schema-version.js";
 import { openExistingReadOnly } from "./database-file.js";
 import { takeExclusiveAccess } from "./exclusive-access.js";
-import { jobRow, LATEST_SCHEMA_VERSION, migrate } from "./sqlite-store.js";
+import { LATEST_SCHEMA_VERSION, migrate } from "./migrate.js";
+import { jobRow } from "./rows.js";
 import { MAINTENANCE_SQL, SQL } from "./sql.js";
 
 export type ImportOutcome = "imported" | "present" | "present-in-another-queue";

@@ -7,7 +7,7 @@
 import type Database from "better-sqlite3";
 import { reportOn, type DatabaseReport, type QueueStateCount } from "../database-check.js";
 import { openExistingReadOnly } from "./database-file.js";
-import { LATEST_SCHEMA_VERSION } from "./sqlite-store.js";
+import { LATEST_SCHEMA_VERSION } from "./migrate.js";
 import { MAINTENANCE_SQL } from "./sql.js";
 
 export interface InspectOptions {

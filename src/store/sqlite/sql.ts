@@ -2,6 +2,7 @@
  * Every SQL statement of the SQLite store, by purpose. Values are always
  * bound parameters; nothing here concatenates user input.
  */
+import type Database from "better-sqlite3";
 import type { JobState } from "../../domain/job.js";
 
 /**
@@ -108,8 +109,23 @@ export const SQL = {
   /** The readiness probe's write: one row, one page, its own durable commit. */
   touchWriteProbe: `UPDATE write_probe SET probe_time = ?, probes = probes + 1 WHERE id = 1`,
 
-  /** Rows changed by this connection so far: tells a commit that wrote from one that changed nothing. */
+  /**
+   * Changes whenever another connection (another store on the same file, a
+   * `leasequeue prune`) committed since this connection last asked.
+   */
+  dataVersion: `PRAGMA data_version`,
 } as const;
+
+/** The store's prepared statements, one per entry of SQL. */
+export type SqliteStatements = Record<keyof typeof SQL, Database.Statement>;
+
+export function prepareStatements(db: Database.Database): SqliteStatements {
+  const stmts = {} as SqliteStatements;
+  for (const [name, sql] of Object.entries(SQL)) stmts[name as keyof typeof SQL] = db.prepare(sql);
+  for (const name of JOB_ROW_STATEMENTS) stmts[name].raw(true);
+  stmts.dataVersion.pluck(true);
+  return stmts;
+}
 
 /**
  * Row counts of the multi-row event INSERTs, largest first; a commit's

@@ -1,0 +1,163 @@
+/**
+ * The SQLite store's TransactionPort (store/transaction-port.ts): the SQL of
+ * sql.ts behind the port's methods, on the store's one connection, inside
+ * the transaction its group commit opened. Every method answers at once
+ * (better-sqlite3 is synchronous), so an operation never gives the event
+ * loop away in the middle of a transaction.
+ *
+ * Besides the port, it tells the group commit whether the current operation
+ * wrote a row (`wrote`: an operation that failed after writing needs the
+ * batch replayed with savepoints), and it numbers events itself: the
+ * transaction holds the write lock, so the next sequence, read at BEGIN,
+ * is known, and events are written with many rows per INSERT.
+ */
+import type Database from "better-sqlite3";
+import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
+import type { PrunableState } from "../../domain/retention.js";
+import type { CountDelta, PrunableJob, TransactionPort } from "../transaction-port.js";
+import { jobRow, tokenHashBlob, toStoredJob, type JobRow } from "./rows.js";
+import { EVENT_INSERT_SIZES, insertEventsSql, type SqliteStatements } from "./sql.js";
+
+export class SqlitePort implements TransactionPort {
+  /** Set by the first row the current operation writes; the group commit resets it per operation. */
+  wrote = false;
+  /** The sequence the next event gets; set by the group commit at each BEGIN. */
+  nextSequence = 1;
+  readonly #db: Database.Database;
+  readonly #stmts: SqliteStatements;
+  readonly #insertEventsCache = new Map<number, Database.Statement>();
+
+  constructor(db: Database.Database, stmts: SqliteStatements) {
+    this.#db = db;
+    this.#stmts = stmts;
+  }
+
+  findJobs(ids: readonly string[]): Array<StoredJob | undefined> {
+    return ids.map((id) => {
+      const row = this.#stmts.jobById.get(id) as JobRow | undefined;
+      return row === undefined ? undefined : toStoredJob(row);
+    });
+  }
+
+  findByIdempotencyKeys(keys: ReadonlyArray<{ queue: string; key: string }>): Array<StoredJob | undefined> {
+    return keys.map(({ queue, key }) => {
+      const row = this.#stmts.jobByIdempotencyKey.get(queue, key) as JobRow | undefined;
+      return row === undefined ? undefined : toStoredJob(row);
+    });
+  }
+
+  insertJobs(jobs: readonly StoredJob[]): void {
+    this.wrote = true;
+    for (const job of jobs) this.#stmts.insertJob.run(jobRow(job));
+  }
+
+  updateJobs(jobs: readonly StoredJob[]): void {
+    this.wrote = true;
+    for (const j of jobs) {
+      this.#stmts.updateJob.run(
+        j.state,
+        j.attempts,
+        j.scheduleTime,
+        j.updateTime,
+        j.finishTime,
+        j.workerId,
+        j.leaseExpireTime,
+        j.leaseDurationMs,
+        tokenHashBlob(j.leaseTokenHash),
+        j.deliveries,
+        j.lastError,
+        j.resultJson,
+        j.heartbeatEventTime,
+        j.id,
+      );
+    }
+  }
+
+  selectClaimable(queue: string, now: number, limit: number): StoredJob[] {
+    // Walking jobs_claim_order also passes jobs scheduled for later; skip it
+    // when nothing is eligible (an O(log n) look at jobs_pending_since).
+    const { t } = this.#stmts.oldestPendingSince.get(queue, now) as { t: number | null };
+    if (t === null) return [];
+    return (this.#stmts.claimableJobs.all(queue, now, limit) as JobRow[]).map(toStoredJob);
+  }
+
+  selectExpiredLeases(now: number, limit: number, queue?: string): StoredJob[] {
+    const rows = queue === undefined ? this.#stmts.expiredLeases.all(now, limit) : this.#stmts.expiredLeasesOfQueue.all(now, queue, limit);
+    return (rows as JobRow[]).map(toStoredJob);
+  }
+
+  selectJobsInStateBetween(queue: string, state: JobState, afterId: string, upToId: string, limit: number): StoredJob[] {
+    return (this.#stmts.jobsInStateBetween.all(queue, state, afterId, upToId, limit) as JobRow[]).map(toStoredJob);
+  }
+
+  isQueuePaused(queue: string): boolean {
+    return this.#stmts.queuePaused.get(queue) !== undefined;
+  }
+
+  pauseQueue(queue: string, now: number): boolean {
+    const changed = this.#stmts.pauseQueue.run(queue, now).changes > 0;
+    if (changed) this.wrote = true;
+    return changed;
+  }
+
+  resumeQueue(queue: string): boolean {
+    const changed = this.#stmts.resumeQueue.run(queue).changes > 0;
+    if (changed) this.wrote = true;
+    return changed;
+  }
+
+  selectPrunable(state: PrunableState, finishedBefore: number, limit: number): PrunableJob[] {
+    return this.#stmts.prunableJobs.all(state, finishedBefore, limit) as PrunableJob[];
+  }
+
+  deleteJobs(ids: readonly string[]): { events: number } {
+    this.wrote = true;
+    let events = 0;
+    let prunedThrough = 0;
+    for (const id of ids) {
+      for (const { sequence } of this.#stmts.deleteEventsOfJob.all(id) as Array<{ sequence: number }>) {
+        events++;
+        if (sequence > prunedThrough) prunedThrough = sequence;
+      }
+      this.#stmts.deleteJob.run(id);
+    }
+    if (prunedThrough > 0) this.#stmts.advancePrunedThrough.run(prunedThrough);
+    return { events };
+  }
+
+  touchWriteProbe(now: number): void {
+    this.wrote = true;
+    this.#stmts.touchWriteProbe.run(now);
+  }
+
+  addCountDeltas(deltas: readonly CountDelta[]): void {
+    for (const { queue, state, delta } of deltas) this.#stmts.adjustCount.run(queue, state, delta);
+  }
+
+  /** Numbers the events from nextSequence and inserts them, many rows per statement. */
+  insertEvents(drafts: readonly EventDraft[]): JobEvent[] {
+    const events = drafts.map((draft) => ({ sequence: this.nextSequence++, ...draft }));
+    let i = 0;
+    while (i < events.length) {
+      // The largest prepared size that fits: a handful of statements serve every count.
+      const rows = EVENT_INSERT_SIZES.find((size) => size <= events.length - i)!;
+      const params: unknown[] = [];
+      for (let k = i; k < i + rows; k++) {
+        const e = events[k]!;
+        params.push(e.sequence, e.jobId, e.queue, e.kind, e.fromState, e.toState, e.eventTime, e.workerId, e.attempt, e.message);
+      }
+      this.#insertEvents(rows).run(params);
+      i += rows;
+    }
+    return events;
+  }
+
+  #insertEvents(rows: number): Database.Statement {
+    let stmt = this.#insertEventsCache.get(rows);
+    if (stmt === undefined) {
+      stmt = this.#db.prepare(insertEventsSql(rows));
+      this.#insertEventsCache.set(rows, stmt);
+    }
+    return stmt;
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The per-transaction port: everything the engine-neutral write operations
+ * (store/operations/) ask of one database transaction. An engine implements
+ * it over its own SQL and runs the operations inside transactions of its own
+ * making (SQLite: group commit on one connection; PostgreSQL: a pooled
+ * connection per transaction). The operations decide; the port only reads
+ * and writes rows.
+ *
+ * What every engine keeps:
+ * - Reads see the transaction's own earlier writes, including those of
+ *   earlier operations of the same transaction.
+ * - Any method may answer at once or with a promise: SQLite answers at once
+ *   (better-sqlite3 is synchronous), PostgreSQL with a promise. The
+ *   operations wait only for a promise (store/steps.ts), so over a port that
+ *   answers at once they answer at once too.
+ * - Rows a method selects for change are the transaction's until it ends:
+ *   SQLite holds the database's write lock for the whole transaction;
+ *   PostgreSQL locks them (`findJobs`: FOR UPDATE; the selections of
+ *   claimable, expired, prunable and bulk jobs: FOR UPDATE SKIP LOCKED, so
+ *   that concurrent transactions take different rows and never wait on
+ *   each other's).
+ * - Plural methods take and return many rows, so an engine can use
+ *   multi-row statements (one claim of 100 jobs, one SubmitBatch of 500).
+ * - Refusals are decided by the operations before they write, so a refused
+ *   operation normally leaves nothing to roll back; an error of the
+ *   database itself is the engine's to handle (retry, savepoints).
+ * - Counts and events are written once per transaction, after every
+ *   operation of it (store/operation-changes.ts): `addCountDeltas` with the
+ *   changes summed per queue and state (PostgreSQL: delta rows, never one
+ *   row per queue that every writer would wait on), then `insertEvents`
+ *   last, right before the commit, so an engine can number the events in
+ *   commit order there (api.md section C).
+ */
+import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
+import type { PrunableState } from "../domain/retention.js";
+
+/** A value now, or later. */
+export type Awaitable<T> = T | Promise<T>;
+
+/** One change of a queue's count in one state, summed over a transaction. */
+export interface CountDelta {
+  queue: string;
+  state: JobState;
+  delta: number;
+}
+
+/** A finished job due for pruning: enough to delete it and count it. */
+export interface PrunableJob {
+  id: string;
+  queue: string;
+  state: PrunableState;
+}
+
+export interface TransactionPort {
+  /** The jobs with these ids, in the same order; undefined where none exists. */
+  findJobs(ids: readonly string[]): Awaitable<Array<StoredJob | undefined>>;
+  /** For each (queue, idempotency key): the job it names, in the same order; undefined where none. */
+  findByIdempotencyKeys(keys: ReadonlyArray<{ queue: string; key: string }>): Awaitable<Array<StoredJob | undefined>>;
+  /** Inserts new jobs. */
+  insertJobs(jobs: readonly StoredJob[]): Awaitable<void>;
+  /** Writes the mutable columns of jobs after their transitions (by id). */
+  updateJobs(jobs: readonly StoredJob[]): Awaitable<void>;
+
+  /**
+   * Up to `limit` eligible jobs of a queue (QUEUED or RETRY with
+   * schedule_time <= now) in claim order: priority descending, then
+   * schedule_time, then id (api.md "Semantics").
+   */
+  selectClaimable(queue: string, now: number, limit: number): Awaitable<StoredJob[]>;
+  /** Up to `limit` RUNNING jobs whose lease expired (lease_expire_time <= now), oldest expiry first; of one queue when given. */
+  selectExpiredLeases(now: number, limit: number, queue?: string): Awaitable<StoredJob[]>;
+  /**
+   * A bulk transition's batch: jobs of `queue` in `state` with
+   * afterId < id <= upToId, in id order, at most `limit`.
+   */
+  selectJobsInStateBetween(queue: string, state: JobState, afterId: string, upToId: string, limit: number): Awaitable<StoredJob[]>;
+
+  /** Whether claims of the queue hand out nothing (api.md section B). */
+  isQueuePaused(queue: string): Awaitable<boolean>;
+  /** Records a pause; true when the queue was not paused before. */
+  pauseQueue(queue: string, now: number): Awaitable<boolean>;
+  /** Removes a pause; true when the queue was paused. */
+  resumeQueue(queue: string): Awaitable<boolean>;
+
+  /** Up to `limit` jobs in `state` finished before `finishedBefore` (epoch ms), oldest finished first. */
+  selectPrunable(state: PrunableState, finishedBefore: number, limit: number): Awaitable<PrunableJob[]>;
+  /**
+   * Deletes jobs with all their events, and records that the history up to
+   * the highest sequence deleted has a hole (Store.eventBounds). Returns how
+   * many events went with them.
+   */
+  deleteJobs(ids: readonly string[]): Awaitable<{ events: number }>;
+
+  /** The readiness probe's small real write (Store.checkWritable). */
+  touchWriteProbe(now: number): Awaitable<void>;
+
+  /** Adds the transaction's count changes (non-zero, summed per queue and state). Called at most once per transaction. */
+  addCountDeltas(deltas: readonly CountDelta[]): Awaitable<void>;
+  /**
+   * Stores the transaction's events in the order given and answers them
+   * with their sequences: strictly increasing in that order, and larger than
+   * every sequence of an earlier commit. Called at most once per
+   * transaction, as its last statement before the commit.
+   */
+  insertEvents(drafts: readonly EventDraft[]): Awaitable<JobEvent[]>;
+}
