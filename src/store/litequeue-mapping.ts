@@ -196,7 +196,7 @@ function hasNonFiniteNumber(value: unknown): boolean {
   while (pending.length > 0) {
     const v = pending.pop();
     if (typeof v === "number" && !Number.isFinite(v)) return true;
-    if (v !== null && typeof v === "object") pending.push(...Object.values(v));
+    if (v !== null && typeof v === "object") pending.push(...(Object.values(v) as unknown[]));
   }
   return false;
 }
@@ -220,5 +220,7 @@ function describe(value: unknown): string {
   if (value instanceof Uint8Array) return "a blob";
   if (typeof value === "string") return `the text "${value.length > 40 ? `${value.slice(0, 40)}...` : value}"`;
   if (typeof value === "number") return `the real number ${value}`;
-  return `${typeof value} ${String(value)}`;
+  if (typeof value === "bigint") return `the integer ${value}`;
+  // SQLite hands back only NULL, text, numbers, bigints and blobs.
+  return typeof value;
 }

@@ -101,13 +101,13 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
     async function submitOne(overrides: Partial<NewJob> = {}) {
       const [outcome] = await store.submit([newJob(overrides)]);
-      return outcome!.job;
+      return outcome.job;
     }
 
     async function claimOne(queue = "billing", leaseDurationMs = MINUTE, workerId = "worker-1") {
       const leases = await store.claim({ queue, workerId, leaseDurationMs, maxJobs: 1 });
       expect(leases).toHaveLength(1);
-      return leases[0]!;
+      return leases[0];
     }
 
     async function kinds(jobId: string) {
@@ -151,10 +151,10 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const [again] = await store.submit([
           newJob({ idempotencyKey: "inv_481-v1", payloadJson: '{ "invoiceId" : "inv_481" }' }),
         ]);
-        expect(first!.deduplicated).toBe(false);
-        expect(again!.deduplicated).toBe(true);
-        expect(again!.job).toEqual(first!.job);
-        expect(await kinds(first!.job.id)).toEqual(["submitted:->queued"]);
+        expect(first.deduplicated).toBe(false);
+        expect(again.deduplicated).toBe(true);
+        expect(again.job).toEqual(first.job);
+        expect(await kinds(first.job.id)).toEqual(["submitted:->queued"]);
       });
 
       it("treats payload objects with reordered keys as the same request", async () => {
@@ -162,7 +162,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const [again] = await store.submit([
           newJob({ idempotencyKey: "k", payloadJson: '{"b":[1,{"d":3,"c":2}],"a":1}' }),
         ]);
-        expect(again!.deduplicated).toBe(true);
+        expect(again.deduplicated).toBe(true);
       });
 
       it("refuses a different request under the same key with IDEMPOTENCY_MISMATCH", async () => {
@@ -183,8 +183,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("scopes idempotency keys to a queue", async () => {
         const [a] = await store.submit([newJob({ idempotencyKey: "same" })]);
         const [b] = await store.submit([newJob({ idempotencyKey: "same", queue: "emails" })]);
-        expect(b!.deduplicated).toBe(false);
-        expect(b!.job.id).not.toBe(a!.job.id);
+        expect(b.deduplicated).toBe(false);
+        expect(b.job.id).not.toBe(a.job.id);
       });
 
       it("creates a batch in request order, deduplicating repeats inside it", async () => {
@@ -198,7 +198,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           ["b", false],
           ["b", true],
         ]);
-        expect(outcomes[2]!.job.id).toBe(outcomes[1]!.job.id);
+        expect(outcomes[2].job.id).toBe(outcomes[1].job.id);
       });
 
       it("creates nothing of a batch when one job is refused", async () => {
@@ -278,7 +278,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("returns a different token for every lease", async () => {
         await store.submit([newJob(), newJob()]);
         const leases = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 2 });
-        expect(leases[0]!.leaseToken).not.toBe(leases[1]!.leaseToken);
+        expect(leases[0].leaseToken).not.toBe(leases[1].leaseToken);
       });
     });
 
@@ -610,15 +610,15 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await store.submit([newJob({ task: "a" }), newJob({ task: "b" })]);
         const [a, b] = await claimAll();
         await store.pauseQueue("billing");
-        expect((await store.heartbeat(a!.job.id, a!.leaseToken)).state).toBe("running");
-        expect((await store.complete(a!.job.id, a!.leaseToken, null)).state).toBe("completed");
+        expect((await store.heartbeat(a.job.id, a.leaseToken)).state).toBe("running");
+        expect((await store.complete(a.job.id, a.leaseToken, null)).state).toBe("completed");
         clock.advance(2 * MINUTE);
         expect(await claimAll()).toEqual([]);
         expect(await store.recoverExpiredLeases()).toBe(0); // the claim recovered it already
-        expect((await store.getJob(b!.job.id))!.state).toBe("retry");
+        expect((await store.getJob(b.job.id))!.state).toBe("retry");
         expect(await claimAll()).toEqual([]);
         await store.resumeQueue("billing");
-        expect((await claimOne()).job).toMatchObject({ id: b!.job.id, attempts: 2 });
+        expect((await claimOne()).job).toMatchObject({ id: b.job.id, attempts: 2 });
       });
 
       it("lists a paused queue even without jobs, marks paused queues, and orders the list by queue", async () => {
@@ -673,9 +673,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(await redriveAll(recorded, { queue: "billing", limit: 0 }, { batchJobs: 3 })).toBe(7);
         expect(batches.map((b) => b.moved)).toEqual([3, 3, 1]);
         expect(await states(ids)).toEqual(Array(7).fill("queued"));
-        expect((await store.getJob(ids[0]!))!).toMatchObject({ attempts: 0, scheduleTime: clock.now(), finishTime: null });
-        expect((await kinds(ids[6]!)).at(-1)).toBe("redriven:dead>queued");
-        expect((await store.getJob(otherQueue!))!.state).toBe("dead");
+        expect((await store.getJob(ids[0]))!).toMatchObject({ attempts: 0, scheduleTime: clock.now(), finishTime: null });
+        expect((await kinds(ids[6])).at(-1)).toBe("redriven:dead>queued");
+        expect((await store.getJob(otherQueue))!.state).toBe("dead");
         const billing = (await store.queueCounts()).find((q) => q.queue === "billing")!;
         expect(billing.counts).toMatchObject({ queued: 8, dead: 0 });
         expect(await redriveAll(store, { queue: "billing", limit: 0 })).toBe(0);
@@ -730,10 +730,10 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         ]);
         const pending = [...retrying, ...queued].map((o) => o.job.id);
         expect(await states(pending)).toEqual(Array(8).fill("cancelled"));
-        const events = await store.listJobEvents(pending[0]!);
+        const events = await store.listJobEvents(pending[0]);
         expect(events.at(-1)).toMatchObject({ kind: "cancelled", fromState: "retry", toState: "cancelled", message: "purged" });
-        expect((await store.getJob(pending[0]!))!.finishTime).toBe(clock.now());
-        expect(await states([running!.job.id, ...dead])).toEqual(["running", "dead"]);
+        expect((await store.getJob(pending[0]))!.finishTime).toBe(clock.now());
+        expect(await states([running.job.id, ...dead])).toEqual(["running", "dead"]);
         const counts = await store.queueCounts();
         expect(counts.find((q) => q.queue === "billing")!.counts).toMatchObject({ queued: 0, retry: 0, running: 1, dead: 1, cancelled: 8 });
         expect(counts.find((q) => q.queue === "emails")!.counts.queued).toBe(1);
@@ -743,7 +743,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("stops between batches when its signal aborts, keeping the batches committed", async () => {
         const ids = await deadJobs(5);
         const abort = new AbortController();
-        const { store: recorded } = recordingBatches(async () => abort.abort(new Error("shutting down")));
+        const { store: recorded } = recordingBatches(() => Promise.resolve(abort.abort(new Error("shutting down"))));
         await expect(redriveAll(recorded, { queue: "billing", limit: 0 }, { batchJobs: 2, signal: abort.signal })).rejects.toThrow(
           "shutting down",
         );
@@ -807,11 +807,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           [b.id, "submitted"],
           [a.id, "cancelled"],
         ]);
-        for (let i = 1; i < all.length; i++) expect(all[i]!.sequence).toBeGreaterThan(all[i - 1]!.sequence);
-        expect(await store.listEvents({ afterSequence: all[0]!.sequence, limit: 1 })).toEqual([all[1]]);
+        for (let i = 1; i < all.length; i++) expect(all[i].sequence).toBeGreaterThan(all[i - 1].sequence);
+        expect(await store.listEvents({ afterSequence: all[0].sequence, limit: 1 })).toEqual([all[1]]);
         expect((await store.listEvents({ afterSequence: 0, limit: 100, queue: "emails" })).map((e) => e.jobId)).toEqual([b.id]);
         expect((await store.listEvents({ afterSequence: 0, limit: 100, jobId: a.id })).length).toBe(2);
-        expect(await store.eventBounds()).toEqual({ oldest: all[0]!.sequence, latest: all[2]!.sequence });
+        expect(await store.eventBounds()).toEqual({ oldest: all[0].sequence, latest: all[2].sequence });
       });
     });
 
@@ -855,16 +855,16 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("applies mixed outcomes issued together, each on its own", async () => {
         const [a, b, c, d] = await claimMany(4);
         const results = await Promise.allSettled([
-          store.complete(a!.job.id, a!.leaseToken, '{"ok":true}'),
-          store.fail(b!.job.id, b!.leaseToken, { error: "boom", permanent: false }),
-          store.heartbeat(c!.job.id, c!.leaseToken, 2 * MINUTE),
-          store.release(d!.job.id, d!.leaseToken),
+          store.complete(a.job.id, a.leaseToken, '{"ok":true}'),
+          store.fail(b.job.id, b.leaseToken, { error: "boom", permanent: false }),
+          store.heartbeat(c.job.id, c.leaseToken, 2 * MINUTE),
+          store.release(d.job.id, d.leaseToken),
         ]);
         expect(results.map((r) => r.status)).toEqual(["fulfilled", "fulfilled", "fulfilled", "fulfilled"]);
-        expect((await store.getJob(a!.job.id))!.state).toBe("completed");
-        expect((await store.getJob(b!.job.id))!.state).toBe("retry");
-        expect((await store.getJob(c!.job.id))!.leaseExpireTime).toBe(clock.now() + 2 * MINUTE);
-        expect((await store.getJob(d!.job.id))!.state).toBe("queued");
+        expect((await store.getJob(a.job.id))!.state).toBe("completed");
+        expect((await store.getJob(b.job.id))!.state).toBe("retry");
+        expect((await store.getJob(c.job.id))!.leaseExpireTime).toBe(clock.now() + 2 * MINUTE);
+        expect((await store.getJob(d.job.id))!.state).toBe("queued");
       });
 
       it("refuses stale and expired tokens without affecting good ones next to them", async () => {
@@ -875,27 +875,27 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         })();
         clock.advance(2 * SECOND);
         const results = await Promise.allSettled([
-          store.complete(short!.job.id, short!.leaseToken, null),
-          store.complete(good!.job.id, good!.leaseToken, null),
-          store.complete(stale!.job.id, "not-the-token", null),
+          store.complete(short.job.id, short.leaseToken, null),
+          store.complete(good.job.id, good.leaseToken, null),
+          store.complete(stale.job.id, "not-the-token", null),
           store.complete("01900000-0000-7000-8000-000000000000", "x", null),
         ]);
         const reasons = results.map((r) => (r.status === "rejected" ? (r.reason as QueueError).reason : "ok"));
         expect(reasons).toEqual(["LEASE_EXPIRED", "ok", "LEASE_REJECTED", "JOB_NOT_FOUND"]);
-        expect((await store.getJob(good!.job.id))!.state).toBe("completed");
-        expect((await store.getJob(stale!.job.id))!.state).toBe("running");
+        expect((await store.getJob(good.job.id))!.state).toBe("completed");
+        expect((await store.getJob(stale.job.id))!.state).toBe("running");
       });
 
       it("applies two acknowledgements of one job in the order they were issued", async () => {
         const [lease] = await claimMany(1);
         const results = await Promise.allSettled([
-          store.heartbeat(lease!.job.id, lease!.leaseToken),
-          store.complete(lease!.job.id, lease!.leaseToken, "1"),
-          store.complete(lease!.job.id, lease!.leaseToken, "2"),
+          store.heartbeat(lease.job.id, lease.leaseToken),
+          store.complete(lease.job.id, lease.leaseToken, "1"),
+          store.complete(lease.job.id, lease.leaseToken, "2"),
         ]);
         expect(results.map((r) => r.status)).toEqual(["fulfilled", "fulfilled", "rejected"]);
-        expect((await store.getJob(lease!.job.id))!.resultJson).toBe("1");
-        expect(await kinds(lease!.job.id)).toEqual([
+        expect((await store.getJob(lease.job.id))!.resultJson).toBe("1");
+        expect(await kinds(lease.job.id)).toEqual([
           "submitted:->queued",
           "claimed:queued>running",
           "heartbeat:running>running",
@@ -917,7 +917,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("applies a thousand acknowledgements issued together", async () => {
         const leases = await claimMany(100);
         const calls = Array.from({ length: 1000 }, (_, i) => {
-          const l = leases[i % 100]!;
+          const l = leases[i % 100];
           return i < 900 ? store.heartbeat(l.job.id, l.leaseToken) : store.complete(l.job.id, l.leaseToken, null);
         });
         const results = await Promise.allSettled(calls);
@@ -930,13 +930,13 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       async function completeOne(overrides: Partial<NewJob> = {}) {
         const job = await submitOne(overrides);
         const lease = await store.claim({ queue: job.queue, workerId: "worker-1", leaseDurationMs: MINUTE, maxJobs: 1 });
-        return store.complete(lease[0]!.job.id, lease[0]!.leaseToken, null);
+        return store.complete(lease[0].job.id, lease[0].leaseToken, null);
       }
 
       async function deadOne() {
         const job = await submitOne({ maxAttempts: 1 });
         const [lease] = await store.claim({ queue: job.queue, workerId: "worker-1", leaseDurationMs: MINUTE, maxJobs: 1 });
-        return store.fail(lease!.job.id, lease!.leaseToken, { error: "boom", permanent: true });
+        return store.fail(lease.job.id, lease.leaseToken, { error: "boom", permanent: true });
       }
 
       const sorted = (pruned: PrunedJobs[]) =>
@@ -986,11 +986,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
         // A different request is no mismatch any more: the key names nothing.
         const [fresh] = await store.submit([newJob({ idempotencyKey: "invoice-481", priority: 7 })]);
-        expect(fresh!.deduplicated).toBe(false);
-        expect(fresh!.job.id).not.toBe(first.id);
-        expect(fresh!.job).toMatchObject({ state: "queued", priority: 7 });
+        expect(fresh.deduplicated).toBe(false);
+        expect(fresh.job.id).not.toBe(first.id);
+        expect(fresh.job).toMatchObject({ state: "queued", priority: 7 });
         const [replay] = await store.submit([newJob({ idempotencyKey: "invoice-481", priority: 7 })]);
-        expect(replay).toMatchObject({ deduplicated: true, job: { id: fresh!.job.id } });
+        expect(replay).toMatchObject({ deduplicated: true, job: { id: fresh.job.id } });
       });
 
       it("keeps dead jobs unless a dead cutoff is given", async () => {
@@ -1025,9 +1025,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const due = { completed: clock.now() };
         const first = await store.pruneJobs({ finishedBefore: due, limit: 2 });
         expect(first).toMatchObject({ pruned: [{ queue: "billing", state: "completed", jobs: 2 }], exhausted: false });
-        expect(await store.getJob(finished[0]!.id)).toBeUndefined();
-        expect(await store.getJob(finished[1]!.id)).toBeUndefined();
-        expect(await store.getJob(finished[2]!.id)).toBeDefined();
+        expect(await store.getJob(finished[0].id)).toBeUndefined();
+        expect(await store.getJob(finished[1].id)).toBeUndefined();
+        expect(await store.getJob(finished[2].id)).toBeDefined();
         expect((await store.pruneJobs({ finishedBefore: due, limit: 2 })).exhausted).toBe(false);
         const last = await store.pruneJobs({ finishedBefore: due, limit: 2 });
         expect(last).toMatchObject({ pruned: [{ jobs: 1 }], exhausted: true });
@@ -1045,7 +1045,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         // The live job's SUBMITTED event is older than the pruned ones and is kept...
         const kept = await store.listJobEvents(alive.id);
         expect(kept.map((e) => e.kind)).toEqual(["submitted"]);
-        expect(kept[0]!.sequence).toBeLessThan(doneEvents[0]!.sequence);
+        expect(kept[0].sequence).toBeLessThan(doneEvents[0].sequence);
         // ...but the history before the last pruned event has a hole, so a replay cannot start there.
         const bounds = await store.eventBounds();
         expect(bounds).toEqual({ oldest: doneEvents.at(-1)!.sequence + 1, latest: doneEvents.at(-1)!.sequence });
@@ -1053,8 +1053,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         // Sequences are never reused: the next event comes after every pruned one.
         const next = await submitOne();
         const [submitted] = await store.listJobEvents(next.id);
-        expect(submitted!.sequence).toBeGreaterThan(doneEvents.at(-1)!.sequence);
-        expect(await store.eventBounds()).toEqual({ oldest: bounds.oldest, latest: submitted!.sequence });
+        expect(submitted.sequence).toBeGreaterThan(doneEvents.at(-1)!.sequence);
+        expect(await store.eventBounds()).toEqual({ oldest: bounds.oldest, latest: submitted.sequence });
         expect((await store.listEvents({ afterSequence: bounds.oldest - 1, limit: 10 })).map((e) => e.jobId)).toEqual([next.id]);
       });
 
@@ -1063,7 +1063,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 });
         // A cutoff in the future makes the job due the moment it completes.
         const [completed, outcome] = await Promise.all([
-          store.complete(lease!.job.id, lease!.leaseToken, null),
+          store.complete(lease.job.id, lease.leaseToken, null),
           store.pruneJobs({ finishedBefore: { completed: clock.now() + HOUR }, limit: 100 }),
         ]);
         const job = await store.getJob(completed.id);
@@ -1158,7 +1158,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       });
 
       const stored = async () => (await store.listEvents({ afterSequence: 0, limit: 10_000 })).map((e) => e.sequence);
-      const strictlyIncreasing = (xs: number[]) => xs.every((x, i) => i === 0 || x > xs[i - 1]!);
+      const strictlyIncreasing = (xs: number[]) => xs.every((x, i) => i === 0 || x > xs[i - 1]);
 
       it("announces on each instance every event committed through either, once, in sequence order", async () => {
         const here = recordAnnouncements(store);
@@ -1182,10 +1182,10 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         }
         // Each instance marks what came through the other one.
         const origin = (seen: typeof here, jobId: string) => seen.events().find((e) => e.jobId === jobId)!.external;
-        expect(origin(here, mine[0]!.job.id)).toBe(false);
-        expect(origin(here, theirs[0]!.job.id)).toBe(true);
-        expect(origin(there, mine[0]!.job.id)).toBe(true);
-        expect(origin(there, theirs[0]!.job.id)).toBe(false);
+        expect(origin(here, mine[0].job.id)).toBe(false);
+        expect(origin(here, theirs[0].job.id)).toBe(true);
+        expect(origin(there, mine[0].job.id)).toBe(true);
+        expect(origin(there, theirs[0].job.id)).toBe(false);
         here.off();
         there.off();
       });
@@ -1194,11 +1194,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const here = recordAnnouncements(store);
         const [theirs] = await other.submit([newJob({ task: "first, elsewhere" })]);
         const [mine] = await store.submit([newJob({ task: "then here" })]);
-        const [ownEvent] = await store.listJobEvents(mine!.job.id);
-        await here.through(ownEvent!.sequence);
+        const [ownEvent] = await store.listJobEvents(mine.job.id);
+        await here.through(ownEvent.sequence);
         expect(here.events().map((e) => [e.jobId, e.external])).toEqual([
-          [theirs!.job.id, true],
-          [mine!.job.id, false],
+          [theirs.job.id, true],
+          [mine.job.id, false],
         ]);
         here.off();
       });
@@ -1219,8 +1219,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           for (const e of events) checks.push(store.listJobEvents(e.jobId).then((list) => list.some((x) => x.sequence === e.sequence)));
         });
         const here = recordAnnouncements(store);
-        const job = (await other.submit([newJob()]))[0]!.job;
-        const lease = (await other.claim({ queue: "billing", workerId: "wb", leaseDurationMs: MINUTE, maxJobs: 1 }))[0]!;
+        const job = (await other.submit([newJob()]))[0].job;
+        const lease = (await other.claim({ queue: "billing", workerId: "wb", leaseDurationMs: MINUTE, maxJobs: 1 }))[0];
         await store.fail(job.id, lease.leaseToken, { error: "flaky", permanent: false });
         await here.through((await store.eventBounds()).latest);
         expect(here.events().map((e) => [e.kind, e.external])).toEqual([

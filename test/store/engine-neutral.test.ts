@@ -12,7 +12,7 @@ import { PACKAGE_ROOT } from "../helpers/process.js";
 
 function importsOf(file: string): string[] {
   const text = readFileSync(join(PACKAGE_ROOT, file), "utf8");
-  return [...text.matchAll(/^\s*(?:import|export)\s[^;]*?from\s+"([^"]+)"/gms)].map((m) => m[1]!);
+  return [...text.matchAll(/^\s*(?:import|export)\s[^;]*?from\s+"([^"]+)"/gms)].map((m) => m[1]);
 }
 
 const sqliteImports = (file: string) => importsOf(file).filter((s) => s === "better-sqlite3" || s.includes("sqlite/"));

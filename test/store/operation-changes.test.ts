@@ -18,9 +18,9 @@ function recordingPort() {
   const calls: Array<["addCountDeltas", CountDelta[]] | ["insertEvents", EventDraft[]]> = [];
   const port = {
     addCountDeltas: (deltas: readonly CountDelta[]) => void calls.push(["addCountDeltas", [...deltas]]),
-    insertEvents: async (drafts: readonly EventDraft[]) => {
+    insertEvents: (drafts: readonly EventDraft[]) => {
       calls.push(["insertEvents", [...drafts]]);
-      return drafts.map((d, i) => ({ sequence: 100 + i, ...d }));
+      return Promise.resolve(drafts.map((d, i) => ({ sequence: 100 + i, ...d })));
     },
   } as unknown as TransactionPort;
   return { port, calls };
@@ -48,11 +48,11 @@ describe("a transaction's changes", () => {
     const persisted = await tx.persist(port);
     expect(calls.map(([name]) => name)).toEqual(["addCountDeltas", "insertEvents"]);
     // billing/queued +1 -1 is left out; billing/cancelled +1; emails/queued +1.
-    expect((calls[0]![1] as CountDelta[]).sort((x, y) => x.queue.localeCompare(y.queue) || x.state.localeCompare(y.state))).toEqual([
+    expect((calls[0][1] as CountDelta[]).sort((x, y) => x.queue.localeCompare(y.queue) || x.state.localeCompare(y.state))).toEqual([
       { queue: "billing", state: "cancelled", delta: 1 },
       { queue: "emails", state: "queued", delta: 1 },
     ]);
-    expect((calls[1]![1] as EventDraft[]).map((e) => [e.jobId, e.kind])).toEqual([
+    expect((calls[1][1] as EventDraft[]).map((e) => [e.jobId, e.kind])).toEqual([
       [a.job.id, "submitted"],
       [b.job.id, "submitted"],
       [a.job.id, "cancelled"],
@@ -67,7 +67,7 @@ describe("a transaction's changes", () => {
     expect(calls).toEqual([]);
 
     const running: StoredJob = { ...submitted().job, state: "running", workerId: "w", leaseExpireTime: NOW + 60_000 };
-    const heartbeat: EventDraft = { ...machine.submitted(running).events[0]!, kind: "heartbeat", fromState: "running" };
+    const heartbeat: EventDraft = { ...machine.submitted(running).events[0], kind: "heartbeat", fromState: "running" };
     // A heartbeat the heartbeat policy did not store: no count change, no event to write, announced apart.
     const beat = new OperationChanges();
     beat.transitioned("running", { job: running, events: [], unrecorded: [heartbeat] });

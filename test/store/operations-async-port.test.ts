@@ -94,11 +94,11 @@ describe("the shared write operations over a port that answers later", () => {
     const claimed = await transaction(claimJobs({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 5 }, { maxRecovered: 10 }));
     expect(claimed.value).toHaveLength(1);
     const [lease] = claimed.value;
-    const jobId = lease!.job.id;
+    const jobId = lease.job.id;
 
-    const beat = await transaction(heartbeatJob(jobId, lease!.leaseToken, 120_000), NOW + 1000);
+    const beat = await transaction(heartbeatJob(jobId, lease.leaseToken, 120_000), NOW + 1000);
     expect(beat.value.leaseExpireTime).toBe(NOW + 1000 + 120_000);
-    const done = await transaction(completeJob(jobId, lease!.leaseToken, '"ok"'), NOW + 2000);
+    const done = await transaction(completeJob(jobId, lease.leaseToken, '"ok"'), NOW + 2000);
     expect(done.value).toMatchObject({ state: "completed", resultJson: '"ok"' });
     expect(done.persisted.events.map((e) => [e.sequence, e.kind])).toEqual([[4, "completed"]]);
     const counts = db.prepare("SELECT state, count FROM job_counts WHERE count <> 0").all();
@@ -108,8 +108,8 @@ describe("the shared write operations over a port that answers later", () => {
   it("refuses as it does over SQLite: a stale token, a changed request under a key, an unknown job", async () => {
     await transaction(submitJobs([newJob({ idempotencyKey: "k" })]));
     const [lease] = (await transaction(claimJobs({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 }, { maxRecovered: 10 }))).value;
-    expect(await refusal(transaction(completeJob(lease!.job.id, "not-the-token", null)))).toBe("LEASE_REJECTED");
-    expect(await refusal(transaction(completeJob(lease!.job.id, lease!.leaseToken, null), NOW + 61_000))).toBe("LEASE_EXPIRED");
+    expect(await refusal(transaction(completeJob(lease.job.id, "not-the-token", null)))).toBe("LEASE_REJECTED");
+    expect(await refusal(transaction(completeJob(lease.job.id, lease.leaseToken, null), NOW + 61_000))).toBe("LEASE_EXPIRED");
     expect(await refusal(transaction(submitJobs([newJob({ idempotencyKey: "k", priority: 9 })])))).toBe("IDEMPOTENCY_MISMATCH");
     expect(await refusal(transaction(heartbeatJob("01900000-0000-7000-8000-000000000000", "x")))).toBe("JOB_NOT_FOUND");
     // Nothing of the refused ones was written.

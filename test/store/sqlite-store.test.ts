@@ -13,23 +13,23 @@ function tempDir(): string {
   return mkdtempSync(join(tmpdir(), "leasequeue-store-"));
 }
 
-describeStoreContract("sqlite", async (clock) => {
+describeStoreContract("sqlite", (clock) => {
   const dir = tempDir();
   const path = join(dir, "jobs.db");
   const open = () => openSqliteStore({ path, clock, otherWritersPollMs: 10 });
   const stores = [open()];
-  return {
-    store: stores[0]!,
-    async openInstance() {
+  return Promise.resolve({
+    store: stores[0],
+    openInstance() {
       const store = open();
       stores.push(store);
-      return store;
+      return Promise.resolve(store);
     },
     async dispose() {
       for (const store of stores) await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
-  };
+  });
 });
 
 describe("SQLite store specifics", () => {
@@ -61,23 +61,23 @@ describe("SQLite store specifics", () => {
     const [a, b, c] = await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
     // A write that SQLite refuses mid-operation (here a trigger; in life a bug
     // or a constraint): the claim of b has already written nothing else.
-    store.db.exec(`CREATE TRIGGER refuse_b BEFORE UPDATE ON jobs WHEN NEW.id = '${b!.job.id}'
+    store.db.exec(`CREATE TRIGGER refuse_b BEFORE UPDATE ON jobs WHEN NEW.id = '${b.job.id}'
       BEGIN SELECT RAISE(ABORT, 'refused by test trigger'); END`);
     const seen: number[][] = [];
     store.onCommitted((change) => seen.push(change.events.map((e) => e.sequence)));
     const results = await Promise.allSettled([
-      store.cancel(a!.job.id, "first"),
-      store.cancel(b!.job.id, "second"),
-      store.cancel(c!.job.id, "third"),
+      store.cancel(a.job.id, "first"),
+      store.cancel(b.job.id, "second"),
+      store.cancel(c.job.id, "third"),
     ]);
     expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
     expect((results[1] as PromiseRejectedResult).reason.message).toMatch(/refused by test trigger/);
-    expect((await store.getJob(a!.job.id))!.state).toBe("cancelled");
-    expect((await store.getJob(b!.job.id))!.state).toBe("queued");
-    expect((await store.getJob(c!.job.id))!.state).toBe("cancelled");
+    expect((await store.getJob(a.job.id))!.state).toBe("cancelled");
+    expect((await store.getJob(b.job.id))!.state).toBe("queued");
+    expect((await store.getJob(c.job.id))!.state).toBe("cancelled");
     // One commit, its events numbered without a gap after the three SUBMITTED ones.
     expect(seen).toEqual([[4, 5]]);
-    expect((await store.listJobEvents(b!.job.id)).map((e) => e.kind)).toEqual(["submitted"]);
+    expect((await store.listJobEvents(b.job.id)).map((e) => e.kind)).toEqual(["submitted"]);
     const counts = (await store.queueCounts()).find((q) => q.queue === "billing")!.counts;
     expect(counts).toMatchObject({ queued: 1, cancelled: 2 });
   });
@@ -125,7 +125,7 @@ describe("SQLite store specifics", () => {
     await first.close();
     const second = openSqliteStore({ path, clock: new ManualClock() });
     stores.push(second);
-    for (const [o] of outcomes) expect((await second.getJob(o!.job.id))?.state).toBe("queued");
+    for (const [o] of outcomes) expect((await second.getJob(o.job.id))?.state).toBe("queued");
     // A second store on a reopened file syncs its (new) WAL too.
     await second.submit([newJob({ task: "after-reopen" })]);
     expect(second.walSyncs).toBe(1);
@@ -146,14 +146,14 @@ describe("SQLite store specifics", () => {
     const first = open(undefined, clock);
     const path = first.db.name;
     const [outcome] = await first.submit([newJob({ idempotencyKey: "k" })]);
-    const job = outcome!.job;
+    const job = outcome.job;
     await first.close();
     stores.splice(stores.indexOf(first), 1);
     const second = open(path, clock);
     expect((await second.getJob(job.id))?.state).toBe("queued");
-    expect((await second.queueCounts())[0]!.counts.queued).toBe(1);
+    expect((await second.queueCounts())[0].counts.queued).toBe(1);
     const [again] = await second.submit([newJob({ idempotencyKey: "k" })]);
-    expect(again!.deduplicated).toBe(true);
+    expect(again.deduplicated).toBe(true);
   });
 
   it("migrates a version-3 database in place: jobs, counts and running leases carry on", async () => {
@@ -164,7 +164,7 @@ describe("SQLite store specifics", () => {
     const first = openSqliteStore({ path, clock });
     await first.submit([newJob({ task: "running" }), newJob({ task: "done" })]);
     const leases = await first.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 2 });
-    await first.complete(leases[1]!.job.id, leases[1]!.leaseToken, null);
+    await first.complete(leases[1].job.id, leases[1].leaseToken, null);
     await first.close();
     // Take the file back to schema 3, as the release before retention left it.
     const db = new Database(path);
@@ -174,10 +174,10 @@ describe("SQLite store specifics", () => {
 
     const reopened = open(path, clock);
     expect(reopened.db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
-    expect((await reopened.queueCounts())[0]!.counts).toMatchObject({ running: 1, completed: 1 });
+    expect((await reopened.queueCounts())[0].counts).toMatchObject({ running: 1, completed: 1 });
     // A lease from before the upgrade stores its first heartbeat as any lease does.
-    await reopened.heartbeat(leases[0]!.job.id, leases[0]!.leaseToken);
-    expect((await reopened.listJobEvents(leases[0]!.job.id)).map((e) => e.kind)).toEqual(["submitted", "claimed", "heartbeat"]);
+    await reopened.heartbeat(leases[0].job.id, leases[0].leaseToken);
+    expect((await reopened.listJobEvents(leases[0].job.id)).map((e) => e.kind)).toEqual(["submitted", "claimed", "heartbeat"]);
     const outcome = await reopened.pruneJobs({ finishedBefore: { completed: clock.now() + 1 }, limit: 10 });
     expect(outcome.pruned).toEqual([{ queue: "billing", state: "completed", jobs: 1 }]);
     expect(migrate(reopened.db)).toEqual([]);
@@ -187,8 +187,8 @@ describe("SQLite store specifics", () => {
     const store = open();
     const [outcome] = await store.submit([newJob()]);
     const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
-    for (let i = 0; i < 5; i++) await store.heartbeat(outcome!.job.id, lease!.leaseToken);
-    await store.complete(outcome!.job.id, lease!.leaseToken, null);
+    for (let i = 0; i < 5; i++) await store.heartbeat(outcome.job.id, lease.leaseToken);
+    await store.complete(outcome.job.id, lease.leaseToken, null);
     const events = await store.listEvents({ afterSequence: 0, limit: 100 });
     expect(events.map((e) => [e.sequence, e.kind])).toEqual([
       [1, "submitted"],
@@ -207,12 +207,12 @@ describe("SQLite store specifics", () => {
     const commits: number[] = [];
     store.onCommitted((c) => commits.push(c.events.length));
     const [, outcome] = await Promise.all([
-      store.complete(lease!.job.id, lease!.leaseToken, null),
+      store.complete(lease.job.id, lease.leaseToken, null),
       store.pruneJobs({ finishedBefore: { completed: clock.now() + 1 }, limit: 10 }),
     ]);
     expect(commits).toEqual([1]); // one shared transaction
     expect(outcome).toEqual({ pruned: [], events: 0, exhausted: true });
-    expect((await store.listJobEvents(lease!.job.id)).map((e) => e.kind)).toEqual(["submitted", "claimed", "completed"]);
+    expect((await store.listJobEvents(lease.job.id)).map((e) => e.kind)).toEqual(["submitted", "claimed", "completed"]);
     const orphans = store.db.prepare("SELECT count(*) AS n FROM job_events WHERE job_id NOT IN (SELECT id FROM jobs)").get() as { n: number };
     expect(orphans.n).toBe(0);
   });
@@ -239,7 +239,7 @@ describe("SQLite store specifics", () => {
   describe("query plans match the indexes exactly", () => {
     function plan(sql: string, params: unknown = {}): string {
       const store = stores[0] ?? open();
-      const rows = store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params as never) as Array<{ detail: string }>;
+      const rows = store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params) as Array<{ detail: string }>;
       return rows.map((r) => r.detail).join(" | ");
     }
 

@@ -140,7 +140,7 @@ export class EventSequencer {
   async #runUntilDrained(): Promise<number> {
     for (;;) {
       const { rows } = await this.#db.query<{ through: string; moved: number }>(this.#sql, [SEQUENCER_BATCH]);
-      const row = rows[0]!;
+      const row = rows[0];
       if (row.moved < SEQUENCER_BATCH) return Number(row.through);
     }
   }

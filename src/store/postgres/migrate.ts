@@ -50,7 +50,7 @@ export async function migratePostgres(
     // Created only when missing: a role without CREATE on the database can
     // still migrate a schema that an administrator created for it.
     const { rows: found } = await client.query<{ exists: boolean }>("SELECT to_regnamespace($1) IS NOT NULL AS exists", [s]);
-    if (!found[0]!.exists) await client.query(`CREATE SCHEMA ${s}`);
+    if (!found[0].exists) await client.query(`CREATE SCHEMA ${s}`);
     await client.query(`CREATE TABLE IF NOT EXISTS ${s}.schema_migrations (
       version     integer PRIMARY KEY,
       name        text NOT NULL,
@@ -62,7 +62,7 @@ export async function migratePostgres(
       sha256      text NOT NULL,
       applied_at  timestamptz NOT NULL DEFAULT now()
     )`);
-    const latest = migrations.length === 0 ? 0 : migrations[migrations.length - 1]!.version;
+    const latest = migrations.length === 0 ? 0 : migrations[migrations.length - 1].version;
     let version = await schemaVersion(client, schema);
     assertSchemaNotNewer(schemaLabel(schema), version, latest);
     const applied: number[] = [];
@@ -88,9 +88,9 @@ export async function schemaVersion(client: pg.ClientBase, schema: string): Prom
     `SELECT CASE WHEN to_regclass($1) IS NULL THEN 0 ELSE NULL END AS version`,
     [`${quoteIdentifier(schema)}.schema_migrations`],
   );
-  if (rows[0]!.version === 0) return 0;
+  if (rows[0].version === 0) return 0;
   const max = await client.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${quoteIdentifier(schema)}.schema_migrations`);
-  return max.rows[0]!.version ?? 0;
+  return max.rows[0].version ?? 0;
 }
 
 /** The latest migration this release knows. */
@@ -131,7 +131,7 @@ async function inTransaction(client: pg.ClientBase, schema: string, work: () => 
 /** Payload text and names are UTF-8 on the wire; a database in another encoding would store something else. */
 async function assertUtf8(client: pg.ClientBase): Promise<void> {
   const { rows } = await client.query<{ encoding: string }>("SELECT current_setting('server_encoding') AS encoding");
-  const encoding = rows[0]!.encoding;
+  const encoding = rows[0].encoding;
   if (encoding !== "UTF8") {
     throw new DatabaseRefusal("BAD_FILE", `the PostgreSQL database's encoding is ${encoding}; LeaseQueue needs a UTF8 database (CREATE DATABASE ... ENCODING 'UTF8')`);
   }

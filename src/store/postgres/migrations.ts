@@ -160,4 +160,4 @@ INSERT INTO write_probe (id, probe_time, probes) VALUES (1, 0, 0);
 ];
 
 /** The schema version this release's migrations end at. */
-export const PG_LATEST_SCHEMA_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;
+export const PG_LATEST_SCHEMA_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version;

@@ -181,7 +181,7 @@ export class NotificationListener {
         await client.end().catch(() => {});
         return;
       }
-      this.#backendPid = rows[0]!.pid;
+      this.#backendPid = rows[0].pid;
     } catch (err) {
       this.#lost(generation, client, err as Error);
       return;

@@ -189,7 +189,7 @@ export class GroupCommit {
     this.#opts.ended();
     const answer = (error?: unknown) => {
       batch.forEach((p, i) => {
-        const o = outcomes[i]!;
+        const o = outcomes[i];
         if (error !== undefined) p.reject(error);
         else if (o.ok) p.resolve(o.value);
         else p.reject(o.error);

@@ -47,7 +47,7 @@ function gatherFacts(db: Database.Database, path: string, quick: boolean) {
     [],
   );
   for (const row of verdict) {
-    const line = Object.values(row)[0]!;
+    const line = Object.values(row)[0];
     if (line !== "ok") integrityProblems.push(line);
   }
   const hasJobTables = attempt("reading the schema", () => (db.prepare(MAINTENANCE_SQL.jobTables).get() as { n: number }).n === 3, false);

@@ -7,7 +7,7 @@ import { assertSchemaNotNewer } from "../schema-version.js";
 import { MIGRATIONS } from "./migrations.js";
 
 /** The schema version this release's migrations end at. */
-export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
 
 /**
  * Applies pending migrations; returns the versions applied. Refuses

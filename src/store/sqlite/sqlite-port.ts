@@ -143,7 +143,7 @@ export class SqlitePort implements TransactionPort {
       const rows = EVENT_INSERT_SIZES.find((size) => size <= events.length - i)!;
       const params: unknown[] = [];
       for (let k = i; k < i + rows; k++) {
-        const e = events[k]!;
+        const e = events[k];
         params.push(e.sequence, e.jobId, e.queue, e.kind, e.fromState, e.toState, e.eventTime, e.workerId, e.attempt, e.message);
       }
       this.#insertEvents(rows).run(params);

@@ -355,6 +355,10 @@ export class SqliteStore implements Store {
   }
 
   // ----------------------------------------------------------------- reads
+  // The Store interface is asynchronous (a PostgreSQL store answers later);
+  // SQLite answers at once, and an async method still turns a thrown error
+  // into a rejected promise, as callers expect.
+  /* eslint-disable @typescript-eslint/require-await */
 
   async getJob(jobId: string): Promise<Job | undefined> {
     const row = this.#stmts.jobById.get(jobId) as JobRow | undefined;
@@ -422,6 +426,7 @@ export class SqliteStore implements Store {
     const { id } = this.#stmts.lastJobId.get(queue, state) as { id: string | null };
     return id;
   }
+  /* eslint-enable @typescript-eslint/require-await */
 
   // ------------------------------------------------------------- lifecycle
 

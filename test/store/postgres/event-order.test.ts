@@ -99,9 +99,9 @@ describe.skipIf(skipWithoutPostgres(probe))("event sequences across concurrent w
     const [a, ...rest] = await Promise.all([first, ...later]);
     expect(runs).toBe(2);
     expect(new Set(rest).size).toBe(1);
-    expect(rest[0]).toBeGreaterThanOrEqual(a!);
+    expect(rest[0]).toBeGreaterThanOrEqual(a);
     const { rows } = await db.pool.query(`SELECT sequence::int AS seq FROM ${s}.job_events WHERE message = 'committed while a run is under way'`);
-    expect(rows[0].seq).toBeLessThanOrEqual(rest[0]!);
+    expect(rows[0].seq).toBeLessThanOrEqual(rest[0]);
   });
 
   it("refuses to run inside a REPEATABLE READ transaction", async () => {
@@ -133,7 +133,7 @@ describe.skipIf(skipWithoutPostgres(probe))("event sequences across concurrent w
 
     async function writer(w: number): Promise<void> {
       const client = await db.connect();
-      const server = servers[w % SERVERS]!;
+      const server = servers[w % SERVERS];
       // One job per writer: its events must come out in the order its transactions committed them.
       const jobId = randomUUID();
       const order: string[] = [];
@@ -191,15 +191,15 @@ describe.skipIf(skipWithoutPostgres(probe))("event sequences across concurrent w
     const readers = [reader(0), reader(0.2)];
     await Promise.all(Array.from({ length: WRITERS }, (_, w) => writer(w)));
     // The periodic catch-up: numbers whatever no server numbered yet.
-    await servers[0]!.sequencer.sequence();
+    await servers[0].sequencer.sequence();
     writersDone = true;
     const results = await Promise.all(readers);
     for (const server of servers) await server.pool.end();
 
-    expect(results[1]!.resumes).toBeGreaterThan(5);
+    expect(results[1].resumes).toBeGreaterThan(5);
     for (const { seen } of results) {
       const sequences = seen.map((e) => e.sequence);
-      for (let i = 1; i < sequences.length; i++) expect(sequences[i]).toBeGreaterThan(sequences[i - 1]!);
+      for (let i = 1; i < sequences.length; i++) expect(sequences[i]).toBeGreaterThan(sequences[i - 1]);
       expect(seen.map((e) => e.message).sort()).toEqual([...committed].sort());
       for (const [jobId, order] of writtenOrderByJob) {
         expect(seen.filter((e) => e.jobId === jobId).map((e) => e.message)).toEqual(order);

@@ -107,8 +107,8 @@ describe.skipIf(skipWithoutPostgres(probe))("job counts as deltas", () => {
       try {
         for (let i = 0; i < 60; i++) {
           // A transition: one job leaves a state for another (the total stays JOBS).
-          const from = states[Math.floor(random() * states.length)]!;
-          const to = states[Math.floor(random() * states.length)]!;
+          const from = states[Math.floor(random() * states.length)];
+          const to = states[Math.floor(random() * states.length)];
           if (from === to) continue;
           await client.query("BEGIN");
           await append(client, [["moves", from, -1], ["moves", to, 1]]);
@@ -150,7 +150,7 @@ describe.skipIf(skipWithoutPostgres(probe))("job counts as deltas", () => {
     await Promise.all(Array.from({ length: 8 }, writer));
     done = true;
     const [runsA, runsB, reads] = await Promise.all(background);
-    expect(runsA! + runsB!).toBeGreaterThan(2);
+    expect(runsA + runsB).toBeGreaterThan(2);
     expect(reads).toBeGreaterThan(2);
     const final = await counts();
     for (const st of states) expect(final[`moves/${st}`] ?? 0, st).toBe(expected.get(st) ?? 0);

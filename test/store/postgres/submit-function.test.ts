@@ -76,7 +76,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
   async function submit(args: SubmitArgs, client: pg.ClientBase | pg.Pool = db.pool): Promise<string> {
     const { text, values } = submitCall(s, args);
     const { rows } = await client.query<{ id: string }>(text, values);
-    return rows[0]!.id;
+    return rows[0].id;
   }
 
   async function refusal(args: SubmitArgs): Promise<pg.DatabaseError> {
@@ -298,7 +298,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
             job.schedule === null ? null : "at" in job.schedule ? job.schedule.at : job.schedule.delayMs,
           ],
         );
-        expect(rows[0]!.fp, job.payloadJson).toBe(submitFingerprint(job));
+        expect(rows[0].fp, job.payloadJson).toBe(submitFingerprint(job));
       }
       // A job the server stored (its request_hash from submitFingerprint) is found by the same request here.
       const served: NewJob = { queue: "fp-api", task: "t", payloadJson: '{"b":[1,2],"a":"x"}', priority: 0, maxAttempts: 3, retryBaseDelayMs: 15_000, schedule: null, idempotencyKey: "api-1" };
@@ -346,13 +346,13 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
     }
     const text = `[${samples.join(",")}]`;
     const { rows } = await db.pool.query<{ t: string }>(`SELECT ${s}.json_text($1::jsonb, false, 'payload', 32) AS t`, [text]);
-    expect(rows[0]!.t).toBe(JSON.stringify(JSON.parse(text)));
+    expect(rows[0].t).toBe(JSON.stringify(JSON.parse(text)));
     // One by one too: a number already written as JavaScript writes it takes the fast path.
     const each = await db.pool.query<{ t: string[] }>(
       `SELECT array_agg(${s}.json_text(x, false, 'payload', 32) ORDER BY i) AS t FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(x, i)`,
       [text],
     );
-    expect(each.rows[0]!.t).toEqual(samples.map((n) => JSON.stringify(JSON.parse(n))));
+    expect(each.rows[0].t).toEqual(samples.map((n) => JSON.stringify(JSON.parse(n))));
   });
 
   it("writes the same compact text by its fast path as by walking the value", async () => {
@@ -367,8 +367,8 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
         [JSON.stringify(p)],
       );
       // The walk writes no blank at all outside strings, so equal texts are compact.
-      expect(rows[0]!.fast).toBe(rows[0]!.walked);
-      expect(JSON.parse(rows[0]!.fast)).toEqual(p);
+      expect(rows[0].fast).toBe(rows[0].walked);
+      expect(JSON.parse(rows[0].fast)).toEqual(p);
     }
   });
 
@@ -377,7 +377,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
     for (const [pattern, bound] of [["name", BOUNDS.name], ["idempotencyKey", BOUNDS.idempotencyKey]] as const) {
       const source = bound.source.replaceAll("\\", "\\\\").replaceAll("'", "''");
       const { rows } = await db.pool.query<{ ok: boolean[] }>(`SELECT array_agg(c ~ E'${source}' ORDER BY i) AS ok FROM unnest($1::text[]) WITH ORDINALITY AS x(c, i)`, [candidates]);
-      expect(rows[0]!.ok, pattern).toEqual(candidates.map((c) => bound.test(c)));
+      expect(rows[0].ok, pattern).toEqual(candidates.map((c) => bound.test(c)));
     }
   });
 });
