@@ -220,7 +220,7 @@ function describe(value: unknown): string {
   if (value instanceof Uint8Array) return "a blob";
   if (typeof value === "string") return `the text "${value.length > 40 ? `${value.slice(0, 40)}...` : value}"`;
   if (typeof value === "number") return `the real number ${value}`;
-  if (typeof value === "bigint") return `the integer ${value}`;
+  if (typeof value === "bigint") return `bigint ${value}`;
   // SQLite hands back only NULL, text, numbers, bigints and blobs.
   return typeof value;
 }
