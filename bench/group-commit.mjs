@@ -47,7 +47,9 @@ async function run(label, inFlight) {
   await store.close();
   rmSync(dir, { recursive: true, force: true });
   const rate = jobs / seconds;
-  console.log(`${label.padEnd(28)} ${String(jobs).padStart(6)} jobs  ${seconds.toFixed(2).padStart(6)} s  ${rate.toFixed(0).padStart(7)} jobs/s (submit+claim+complete)`);
+  console.log(
+    `${label.padEnd(28)} ${String(jobs).padStart(6)} jobs  ${seconds.toFixed(2).padStart(6)} s  ${rate.toFixed(0).padStart(7)} jobs/s (submit+claim+complete)`,
+  );
   return rate;
 }
 

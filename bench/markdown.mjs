@@ -12,7 +12,9 @@ if (file === undefined) {
 const report = JSON.parse(readFileSync(file, "utf8"));
 console.log(markdownReport(report));
 if (report.cpuProfile !== undefined) {
-  console.log(`\nTop self time, ${report.cpuProfile.scenario}; the server was idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; shares are of its busy time:\n\n| share | function | where |\n|--:|---|---|`);
+  console.log(
+    `\nTop self time, ${report.cpuProfile.scenario}; the server was idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; shares are of its busy time:\n\n| share | function | where |\n|--:|---|---|`,
+  );
   for (const e of report.cpuProfile.top) console.log(`| ${(e.share * 100).toFixed(1)}% | \`${e.fn}\` | ${e.where} |`);
 }
 if (report.cpuProfile?.byArea !== undefined) {

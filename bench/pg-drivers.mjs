@@ -111,28 +111,42 @@ async function measure(label, ops, fn) {
 async function scenarios(driver) {
   const results = [];
   let next = 0;
-  results.push(await measure("txn insert+update, 1 connection", N, async () => {
-    for (let i = 0; i < N; i++) await driver.transaction(i);
-  }));
+  results.push(
+    await measure("txn insert+update, 1 connection", N, async () => {
+      for (let i = 0; i < N; i++) await driver.transaction(i);
+    }),
+  );
   next = 0;
-  results.push(await measure(`txn insert+update, ${CONCURRENCY} connections`, N, () =>
-    Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-      while (next < N) await driver.transaction(next++);
-    })),
-  ));
+  results.push(
+    await measure(`txn insert+update, ${CONCURRENCY} connections`, N, () =>
+      Promise.all(
+        Array.from({ length: CONCURRENCY }, async () => {
+          while (next < N) await driver.transaction(next++);
+        }),
+      ),
+    ),
+  );
   next = 0;
-  results.push(await measure(`txn, 2 round trips, ${CONCURRENCY} connections`, N, () =>
-    Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-      while (next < N) await driver.pipelinedTransaction(next++);
-    })),
-  ));
+  results.push(
+    await measure(`txn, 2 round trips, ${CONCURRENCY} connections`, N, () =>
+      Promise.all(
+        Array.from({ length: CONCURRENCY }, async () => {
+          while (next < N) await driver.pipelinedTransaction(next++);
+        }),
+      ),
+    ),
+  );
   const rows = Array.from({ length: 100 }, (_, i) => `{"i":${i}}`);
-  results.push(await measure("batched: 100-row INSERT (rows/s)", N * 10, async () => {
-    for (let i = 0; i < (N * 10) / 100; i++) await driver.batch(rows);
-  }));
-  results.push(await measure("pipelined INSERTs, 1 connection", N, async () => {
-    for (let i = 0; i < N / 100; i++) await driver.pipelined(100);
-  }));
+  results.push(
+    await measure("batched: 100-row INSERT (rows/s)", N * 10, async () => {
+      for (let i = 0; i < (N * 10) / 100; i++) await driver.batch(rows);
+    }),
+  );
+  results.push(
+    await measure("pipelined INSERTs, 1 connection", N, async () => {
+      for (let i = 0; i < N / 100; i++) await driver.pipelined(100);
+    }),
+  );
   return results;
 }
 
@@ -162,7 +176,9 @@ try {
     }
     for (const [key, r] of best) {
       const [label, name] = key.split("\0");
-      console.log(`${label.padEnd(38)} ${name.padEnd(15)} ${r.rate.toFixed(0).padStart(8)} /s  ${r.cpuUsPerOp.toFixed(0).padStart(5)} µs client CPU per op`);
+      console.log(
+        `${label.padEnd(38)} ${name.padEnd(15)} ${r.rate.toFixed(0).padStart(8)} /s  ${r.cpuUsPerOp.toFixed(0).padStart(5)} µs client CPU per op`,
+      );
     }
   }
 } finally {

@@ -61,8 +61,34 @@ const { values: args } = parseArgs({
 
 /** Fixed sizes, so that runs compare. */
 const SIZES = args.quick
-  ? { jobs: 1000, latencySamples: 50, latencyWarmup: 10, historyJobs: 0, watchers: 1000, watcherConnections: 50, noopCalls: 2000, sqliteBatch1Jobs: 500, sqliteBatch100Jobs: 5000, scenarioTimeoutMs: 40_000, peerTimeoutMs: 0, peerLatencySamples: 0 }
-  : { jobs: 5000, latencySamples: 500, latencyWarmup: 20, historyJobs: 1_000_000, watchers: 1000, watcherConnections: 50, noopCalls: 20_000, sqliteBatch1Jobs: 5000, sqliteBatch100Jobs: 50_000, scenarioTimeoutMs: 120_000, peerTimeoutMs: 60_000, peerLatencySamples: 200 };
+  ? {
+      jobs: 1000,
+      latencySamples: 50,
+      latencyWarmup: 10,
+      historyJobs: 0,
+      watchers: 1000,
+      watcherConnections: 50,
+      noopCalls: 2000,
+      sqliteBatch1Jobs: 500,
+      sqliteBatch100Jobs: 5000,
+      scenarioTimeoutMs: 40_000,
+      peerTimeoutMs: 0,
+      peerLatencySamples: 0,
+    }
+  : {
+      jobs: 5000,
+      latencySamples: 500,
+      latencyWarmup: 20,
+      historyJobs: 1_000_000,
+      watchers: 1000,
+      watcherConnections: 50,
+      noopCalls: 20_000,
+      sqliteBatch1Jobs: 5000,
+      sqliteBatch100Jobs: 50_000,
+      scenarioTimeoutMs: 120_000,
+      peerTimeoutMs: 60_000,
+      peerLatencySamples: 200,
+    };
 /** Client layout: 8 producers and 16 worker slots, as processes x per process. */
 const LAYOUT = { producerProcesses: 2, producersPerProcess: 4, workerProcesses: 4, slotsPerWorker: 4, maxInFlight: 64, batchSize: 100 };
 
@@ -73,9 +99,18 @@ const SCENARIOS = {
   d: { name: "(d) batched, 1000 idle WatchEvents", kind: "batched", watchers: true },
 };
 if (!["full", "normal"].includes(args.synchronous)) throw new Error(`--synchronous: "full" or "normal", not "${args.synchronous}"`);
-const wantedScenarios = (args.scenarios ?? (args.quick ? "a,b,d" : "a,b,c,d")).split(",").map((s) => s.trim()).filter(Boolean);
+const wantedScenarios = (args.scenarios ?? (args.quick ? "a,b,d" : "a,b,c,d"))
+  .split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
 for (const s of wantedScenarios) if (SCENARIOS[s] === undefined) throw new Error(`--scenarios: unknown scenario "${s}" (a, b, c, d)`);
-const wantedPeers = args.quick || args["no-peers"] ? [] : (args.peers ?? Object.keys(PEERS).join(",")).split(",").map((s) => s.trim()).filter(Boolean);
+const wantedPeers =
+  args.quick || args["no-peers"]
+    ? []
+    : (args.peers ?? Object.keys(PEERS).join(","))
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
 for (const p of wantedPeers) if (PEERS[p] === undefined) throw new Error(`--peers: unknown peer "${p}" (${Object.keys(PEERS).join(", ")})`);
 
 // ------------------------------------------------------------------ setup
@@ -87,7 +122,8 @@ mkdirSync(RESULTS_DIR, { recursive: true });
 const TMPFS_MAGIC = 0x01021994;
 const RAMFS_MAGIC = 0x858458f6;
 const fsType = statfsSync(DATA_DIR).type;
-if (fsType === TMPFS_MAGIC || fsType === RAMFS_MAGIC) throw new Error(`${DATA_DIR} is on a RAM file system; the bench needs a real disk (fsync must cost what it costs)`);
+if (fsType === TMPFS_MAGIC || fsType === RAMFS_MAGIC)
+  throw new Error(`${DATA_DIR} is on a RAM file system; the bench needs a real disk (fsync must cost what it costs)`);
 
 const runId = new Date().toISOString().replace(/[:.]/g, "-");
 const runDir = join(DATA_DIR, `run-${runId}`);
@@ -97,7 +133,9 @@ process.on("exit", () => rmSync(runDir, { recursive: true, force: true }));
 function machine() {
   let disk = "unknown";
   try {
-    const mounts = readFileSync("/proc/mounts", "utf8").split("\n").map((l) => l.split(" "));
+    const mounts = readFileSync("/proc/mounts", "utf8")
+      .split("\n")
+      .map((l) => l.split(" "));
     const best = mounts.filter((m) => m[1] && DATA_DIR.startsWith(m[1])).sort((x, y) => y[1].length - x[1].length)[0];
     if (best) disk = `${best[0]} (${best[2]}) mounted at ${best[1]}`;
   } catch {
@@ -124,7 +162,8 @@ function producerRanges(n) {
   const ranges = [];
   for (let k = 0; k < total; k++) ranges.push([Math.min(n, k * per), Math.min(n, (k + 1) * per)]);
   const byProcess = [];
-  for (let p = 0; p < LAYOUT.producerProcesses; p++) byProcess.push(ranges.slice(p * LAYOUT.producersPerProcess, (p + 1) * LAYOUT.producersPerProcess));
+  for (let p = 0; p < LAYOUT.producerProcesses; p++)
+    byProcess.push(ranges.slice(p * LAYOUT.producersPerProcess, (p + 1) * LAYOUT.producersPerProcess));
   return byProcess;
 }
 
@@ -141,7 +180,11 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
     forkChild(workerScript, { ...workerConfig(k), role: "worker", timeLimitMs: timeoutMs + 120_000 }, `${label} worker ${k}`),
   );
   const producers = producerRanges(n).map((ranges, k) =>
-    forkChild(producerScript, { ...producerConfig, role: "producer", producers: ranges, timeLimitMs: timeoutMs + 120_000 }, `${label} producer ${k}`),
+    forkChild(
+      producerScript,
+      { ...producerConfig, role: "producer", producers: ranges, timeLimitMs: timeoutMs + 120_000 },
+      `${label} producer ${k}`,
+    ),
   );
   try {
     await Promise.all([...workers, ...producers].map((c) => c.next("ready", readyTimeout)));
@@ -162,7 +205,9 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
     produced.catch(() => {});
     let timer;
     const timedOut = new Promise((resolve) => (timer = setTimeout(() => resolve("timeout"), timeoutMs)));
-    let outcome = await Promise.race([handled.then(() => "handled"), timedOut, produced.then(() => new Promise(() => {}))]).finally(() => clearTimeout(timer));
+    let outcome = await Promise.race([handled.then(() => "handled"), timedOut, produced.then(() => new Promise(() => {}))]).finally(() =>
+      clearTimeout(timer),
+    );
     let end;
     let storeCheck;
     if (outcome === "handled" && storeDone !== undefined) {
@@ -178,7 +223,10 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
     const serverCpuMs = meter.stop();
     const produceResults = outcome === "handled" ? await produced : await Promise.race([produced, sleep(1000).then(() => [])]);
     const results = await Promise.all(workers.map((w) => (w.send({ type: "stop" }), w.next("result", 30_000))));
-    const check = verifyExactlyOnce(results.map((r) => r.completed), n);
+    const check = verifyExactlyOnce(
+      results.map((r) => r.completed),
+      n,
+    );
     const first = Math.min(...produceResults.map((r) => r.first));
     const lastSubmit = Math.max(...produceResults.map((r) => r.last));
     end ??= Math.max(...results.map((r) => r.last));
@@ -215,7 +263,11 @@ async function latencyPhase(script, config, label) {
 
 async function sqliteCeiling(batch, jobs) {
   const dbPath = join(runDir, `ceiling-${batch}.db`);
-  const child = forkChild(CHILD("sqlite-ceiling.mjs"), { dbPath, jobs, batch, synchronous: args.synchronous, timeLimitMs: 120_000 }, `sqlite ceiling batch ${batch}`);
+  const child = forkChild(
+    CHILD("sqlite-ceiling.mjs"),
+    { dbPath, jobs, batch, synchronous: args.synchronous, timeLimitMs: 120_000 },
+    `sqlite ceiling batch ${batch}`,
+  );
   try {
     const r = await child.next("done", 110_000);
     return { batch, jobs: r.jobs, commits: r.commits, seconds: r.ms / 1000, jobsPerSec: r.jobs / (r.ms / 1000) };
@@ -231,14 +283,24 @@ async function noopCeiling() {
   const server = forkChild(CHILD("noop-server.mjs"), { timeLimitMs: 120_000 }, "do-nothing server");
   try {
     const { url } = await server.next("ready", 30_000);
-    const client = forkChild(CHILD("leasequeue-client.mjs"), { role: "noop", url, callers: 64, calls: SIZES.noopCalls, warmup: 200, timeLimitMs: 120_000 }, "do-nothing client");
+    const client = forkChild(
+      CHILD("leasequeue-client.mjs"),
+      { role: "noop", url, callers: 64, calls: SIZES.noopCalls, warmup: 200, timeLimitMs: 120_000 },
+      "do-nothing client",
+    );
     try {
       await client.next("ready", 30_000);
       const cpu0 = processCpuMs(server.pid);
       client.send({ type: "go" });
       const r = await client.next("done", 110_000);
       const cpuMs = processCpuMs(server.pid) - cpu0;
-      return { callers: 64, calls: r.calls, seconds: r.ms / 1000, callsPerSec: r.calls / (r.ms / 1000), serverCpuMsPerCall: cpuMs / r.calls };
+      return {
+        callers: 64,
+        calls: r.calls,
+        seconds: r.ms / 1000,
+        callsPerSec: r.calls / (r.ms / 1000),
+        serverCpuMsPerCall: cpuMs / r.calls,
+      };
     } finally {
       await client.kill(3000);
     }
@@ -277,14 +339,32 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = 
     const script = CHILD("leasequeue-client.mjs");
     let watchersResult;
     if (scenario.watchers) {
-      watchers = forkChild(script, { role: "watchers", url: server.url, count: SIZES.watchers, connections: SIZES.watcherConnections, queue: "bench-quiet", timeLimitMs: SIZES.scenarioTimeoutMs + 180_000 }, "watchers");
+      watchers = forkChild(
+        script,
+        {
+          role: "watchers",
+          url: server.url,
+          count: SIZES.watchers,
+          connections: SIZES.watcherConnections,
+          queue: "bench-quiet",
+          timeLimitMs: SIZES.scenarioTimeoutMs + 180_000,
+        },
+        "watchers",
+      );
       await watchers.next("ready", 60_000);
       log(`  ${SIZES.watchers} WatchEvents streams open`);
     }
     const tp = await throughputPhase({
       label: `leasequeue ${key}`,
       workerScript: script,
-      workerConfig: (k) => ({ url: server.url, kind: scenario.kind, slots: LAYOUT.slotsPerWorker, maxInFlight: LAYOUT.maxInFlight, queue: "bench", workerId: `bench-worker-${k}` }),
+      workerConfig: (k) => ({
+        url: server.url,
+        kind: scenario.kind,
+        slots: LAYOUT.slotsPerWorker,
+        maxInFlight: LAYOUT.maxInFlight,
+        queue: "bench",
+        workerId: `bench-worker-${k}`,
+      }),
       producerScript: script,
       producerConfig: { url: server.url, kind: scenario.kind, batchSize: LAYOUT.batchSize, queue: "bench" },
       n: SIZES.jobs,
@@ -295,11 +375,18 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = 
       })(),
     });
     log(`  throughput phase done: ${tp.outcome}, e2e ${tp.e2eSeconds?.toFixed(1)} s`);
-    const latency = skipLatency ? null : await latencyPhase(script, { url: server.url, kind: scenario.kind, samples: SIZES.latencySamples, warmup: SIZES.latencyWarmup, queue: "latency" }, `leasequeue ${key}`);
+    const latency = skipLatency
+      ? null
+      : await latencyPhase(
+          script,
+          { url: server.url, kind: scenario.kind, samples: SIZES.latencySamples, warmup: SIZES.latencyWarmup, queue: "latency" },
+          `leasequeue ${key}`,
+        );
     if (watchers !== undefined) {
       watchers.send({ type: "stop" });
       watchersResult = await watchers.next("result", 30_000);
-      if (watchersResult.stillOpen !== SIZES.watchers) throw new Error(`only ${watchersResult.stillOpen} of ${SIZES.watchers} WatchEvents streams were still open at the end`);
+      if (watchersResult.stillOpen !== SIZES.watchers)
+        throw new Error(`only ${watchersResult.stillOpen} of ${SIZES.watchers} WatchEvents streams were still open at the end`);
     }
     log("  latency phase done");
     const warnings = server.warnings();
@@ -320,7 +407,10 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = 
       serverCpuSeconds: tp.serverCpuMs / 1000,
       serverCpuMsPerJob: tp.serverCpuMs / SIZES.jobs,
       peakRssMiB: mib(final.peakRssBytes),
-      watchers: watchersResult === undefined ? undefined : { streams: SIZES.watchers, connections: SIZES.watcherConnections, eventsReceived: watchersResult.events },
+      watchers:
+        watchersResult === undefined
+          ? undefined
+          : { streams: SIZES.watchers, connections: SIZES.watcherConnections, eventsReceived: watchersResult.events },
       historyJobs: scenario.history ? SIZES.historyJobs : 0,
       serverWarnings: warnings.slice(0, 5),
     };
@@ -399,7 +489,8 @@ const report = {
   machine: machine(),
   sizes: SIZES,
   layout: LAYOUT,
-  transport: "gRPC over HTTP/2 (h2c), @connectrpc/connect-node createGrpcTransport, binary protobuf, one connection per producer and per worker process",
+  transport:
+    "gRPC over HTTP/2 (h2c), @connectrpc/connect-node createGrpcTransport, binary protobuf, one connection per producer and per worker process",
   serverCommand: `node bin/leasequeue.js serve --db <fresh file> --port 0 --metrics-port 0 (LEASEQUEUE_SQLITE_SYNCHRONOUS=${args.synchronous})`,
   synchronous: args.synchronous,
   ceilings: {},

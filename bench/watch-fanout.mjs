@@ -40,17 +40,30 @@ const WATCH = "/leasequeue.v1.LeaseQueueService/WatchEvents";
 function startServer(label) {
   const dir = mkdtempSync(join(tmpdir(), "lq-fanout-"));
   const nodeArgs = [];
-  if (process.env.LEASEQUEUE_BENCH_CPU_PROF) nodeArgs.push("--cpu-prof", `--cpu-prof-dir=${process.env.LEASEQUEUE_BENCH_CPU_PROF}`, `--cpu-prof-name=${label.replace(/[^A-Za-z0-9]+/g, "-")}.cpuprofile`);
-  const child = spawn(process.execPath, [...nodeArgs, "bin/leasequeue.js", "--db", join(dir, "jobs.db"), "--port", "0", "--metrics-port", "0", ...extraFlags], {
-    cwd: new URL("..", import.meta.url).pathname,
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  if (process.env.LEASEQUEUE_BENCH_CPU_PROF)
+    nodeArgs.push(
+      "--cpu-prof",
+      `--cpu-prof-dir=${process.env.LEASEQUEUE_BENCH_CPU_PROF}`,
+      `--cpu-prof-name=${label.replace(/[^A-Za-z0-9]+/g, "-")}.cpuprofile`,
+    );
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, "bin/leasequeue.js", "--db", join(dir, "jobs.db"), "--port", "0", "--metrics-port", "0", ...extraFlags],
+    {
+      cwd: new URL("..", import.meta.url).pathname,
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   const urls = {};
   return new Promise((resolve, reject) => {
     child.once("exit", (code) => reject(new Error(`server exited ${code}`)));
     createInterface({ input: child.stdout }).on("line", (line) => {
       let j;
-      try { j = JSON.parse(line); } catch { return; }
+      try {
+        j = JSON.parse(line);
+      } catch {
+        return;
+      }
       if (j.msg === "api listening") urls.api = j.url;
       if (j.msg === "metrics listening") urls.metrics = j.url;
       if (urls.api && urls.metrics && !urls.done) {

@@ -28,7 +28,9 @@ if (process.argv[2] === "--serve") {
   const concurrency = Number(process.argv[3] ?? 64);
   const transport = process.argv[4] ?? "grpc";
   const dir = mkdtempSync(join(tmpdir(), "lq-bench-worker-"));
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--serve", join(dir, "bench.db")], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--serve", join(dir, "bench.db")], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   const { apiUrl, metricsUrl } = await new Promise((resolve, reject) => {
     let text = "";
     child.stdout.on("data", (d) => {
@@ -37,12 +39,14 @@ if (process.argv[2] === "--serve") {
     });
     child.on("exit", (code) => reject(new Error(`server exited with ${code}`)));
   });
-  const clientOptions =
-    transport === "connect-h1" ? { transport: "connect", httpVersion: "1.1" } : { transport };
+  const clientOptions = transport === "connect-h1" ? { transport: "connect", httpVersion: "1.1" } : { transport };
   const producer = createLeaseQueueClient({ url: apiUrl });
   for (let i = 0; i < jobs; i += 500) {
     const n = Math.min(500, jobs - i);
-    await producer.submitBatch({ jobs: Array.from({ length: n }, (_, k) => ({ queue: "bench", task: "t", payload: jsonToValue({ i: i + k }) })), view: 2 });
+    await producer.submitBatch({
+      jobs: Array.from({ length: n }, (_, k) => ({ queue: "bench", task: "t", payload: jsonToValue({ i: i + k }) })),
+      view: 2,
+    });
   }
 
   let completed = 0;

@@ -8,7 +8,7 @@ main(process.argv.slice(2)).then(
     if (typeof code === "number") process.exitCode = code;
   },
   (err) => {
-    process.stderr.write(`${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     process.exitCode = 1;
   },
 );

@@ -60,4 +60,5 @@ const sizes = outputs
   .filter((name) => !name.endsWith(".map"))
   .map((name) => `${name} ${(readFileSync(join(outdir, name)).length / 1024).toFixed(1)} KiB`);
 // `npm run build --silent` (npm start) stays quiet.
-if (process.env.npm_config_loglevel !== "silent") console.log(`console built into ${relative(process.cwd(), outdir) || "."}: ${sizes.join(", ")}`);
+if (process.env.npm_config_loglevel !== "silent")
+  console.log(`console built into ${relative(process.cwd(), outdir) || "."}: ${sizes.join(", ")}`);

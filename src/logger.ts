@@ -15,15 +15,15 @@ export interface Logger {
 
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
-export function createLogger(
-  options: { level?: LogLevel; write?: (line: string) => void; base?: LogFields } = {},
-): Logger {
+export function createLogger(options: { level?: LogLevel; write?: (line: string) => void; base?: LogFields } = {}): Logger {
   const min = RANK[options.level ?? "info"];
   const write = options.write ?? ((line: string) => process.stdout.write(line));
-  const log = (level: LogLevel) => (msg: string, fields: LogFields = {}) => {
-    if (RANK[level] < min) return;
-    write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...options.base, ...fields }, errorReplacer)}\n`);
-  };
+  const log =
+    (level: LogLevel) =>
+    (msg: string, fields: LogFields = {}) => {
+      if (RANK[level] < min) return;
+      write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...options.base, ...fields }, errorReplacer)}\n`);
+    };
   return { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
 }
 

@@ -262,7 +262,9 @@ describe("PostgreSQL settings (api.md section C)", () => {
 
   it("redacts the password of a URL for logs, in the user part and as a parameter", () => {
     expect(redactDatabaseUrl(URL_WITH_PASSWORD)).toBe("postgres://lq:***@db.internal:5432/jobs");
-    expect(redactDatabaseUrl("postgres://lq@db/test?sslmode=require&PassWord=pw")).toBe("postgres://lq@db/test?sslmode=require&PassWord=***");
+    expect(redactDatabaseUrl("postgres://lq@db/test?sslmode=require&PassWord=pw")).toBe(
+      "postgres://lq@db/test?sslmode=require&PassWord=***",
+    );
     expect(redactDatabaseUrl("postgres://db/test")).toBe("postgres://db/test");
     expect(redactDatabaseUrl("pw-in-garbage @@")).toBe("(not a URL)");
   });

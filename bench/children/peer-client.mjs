@@ -27,7 +27,11 @@ const adapters = {
   "graphile-worker": {
     async producer() {
       const { makeWorkerUtils, Logger } = await import("graphile-worker");
-      const utils = await makeWorkerUtils({ connectionString: setup.connectionString, schema: setup.schema, logger: quietGraphileLogger(Logger) });
+      const utils = await makeWorkerUtils({
+        connectionString: setup.connectionString,
+        schema: setup.schema,
+        logger: quietGraphileLogger(Logger),
+      });
       return {
         add: (i) => utils.addJob("bench", { i }),
         addMany: (is) => utils.addJobs(is.map((i) => ({ identifier: "bench", payload: { i } }))),
@@ -53,7 +57,14 @@ const adapters = {
   "pg-boss": {
     async newBoss() {
       const { default: PgBoss } = await import("pg-boss");
-      const boss = new PgBoss({ connectionString: setup.connectionString, schema: setup.schema, supervise: false, schedule: false, migrate: false, max: 4 });
+      const boss = new PgBoss({
+        connectionString: setup.connectionString,
+        schema: setup.schema,
+        supervise: false,
+        schedule: false,
+        migrate: false,
+        max: 4,
+      });
       boss.on("error", (err) => process.stderr.write(`pg-boss: ${err.message}\n`));
       await boss.start();
       return boss;
@@ -124,7 +135,11 @@ async function latencyProducer() {
     return { add: (i) => boss.send("latency", { i }), close: () => boss.stop({ graceful: false, wait: true }) };
   }
   const { makeWorkerUtils, Logger } = await import("graphile-worker");
-  const utils = await makeWorkerUtils({ connectionString: setup.connectionString, schema: setup.schema, logger: quietGraphileLogger(Logger) });
+  const utils = await makeWorkerUtils({
+    connectionString: setup.connectionString,
+    schema: setup.schema,
+    logger: quietGraphileLogger(Logger),
+  });
   return { add: (i) => utils.addJob("latency", { i }), close: () => utils.release() };
 }
 

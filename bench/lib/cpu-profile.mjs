@@ -32,7 +32,10 @@ export function topSelfTime(profile, n) {
   }
   const idleMs = [...byFunction.values()].filter((e) => e.fn === "(idle)").reduce((a, e) => a + e.selfMs, 0);
   const busyMs = total / 1000 - idleMs;
-  const entries = [...byFunction.values()].filter((e) => e.fn !== "(idle)").sort((a, b) => b.selfMs - a.selfMs).slice(0, n);
+  const entries = [...byFunction.values()]
+    .filter((e) => e.fn !== "(idle)")
+    .sort((a, b) => b.selfMs - a.selfMs)
+    .slice(0, n);
   for (const e of entries) {
     e.share = busyMs > 0 ? e.selfMs / busyMs : 0;
     e.selfMs = Number(e.selfMs.toFixed(1));
@@ -44,8 +47,15 @@ export function topSelfTime(profile, n) {
     const area = areaOf(e);
     areas.set(area, (areas.get(area) ?? 0) + e.selfMs);
   }
-  const byArea = [...areas].map(([area, ms]) => ({ area, selfMs: Number(ms.toFixed(1)), share: busyMs > 0 ? Number((ms / busyMs).toFixed(4)) : 0 })).sort((a, b) => b.selfMs - a.selfMs);
-  return { totalMs: Number((total / 1000).toFixed(1)), idleShare: total > 0 ? Number((idleMs / (total / 1000)).toFixed(4)) : 0, top: entries, byArea };
+  const byArea = [...areas]
+    .map(([area, ms]) => ({ area, selfMs: Number(ms.toFixed(1)), share: busyMs > 0 ? Number((ms / busyMs).toFixed(4)) : 0 }))
+    .sort((a, b) => b.selfMs - a.selfMs);
+  return {
+    totalMs: Number((total / 1000).toFixed(1)),
+    idleShare: total > 0 ? Number((idleMs / (total / 1000)).toFixed(4)) : 0,
+    top: entries,
+    byArea,
+  };
 }
 
 /**

@@ -39,10 +39,28 @@ export function seedHistory(dbPath, count) {
         const finished = created + 20;
         const id = uuidv7({ msecs: created });
         s.insertJob.run({
-          id, queue, task: "bench", payload: `{"i":${n}}`, priority: 0, state: "completed", attempts: 1, max_attempts: 3,
-          retry_base_delay_ms: 15000, schedule_time: created, create_time: created, update_time: finished,
-          finish_time: finished, worker_id: null, lease_expire_time: null, lease_duration_ms: 60000,
-          lease_token_hash: null, deliveries: 1, last_error: null, result: null, idempotency_key: null, request_hash: null,
+          id,
+          queue,
+          task: "bench",
+          payload: `{"i":${n}}`,
+          priority: 0,
+          state: "completed",
+          attempts: 1,
+          max_attempts: 3,
+          retry_base_delay_ms: 15000,
+          schedule_time: created,
+          create_time: created,
+          update_time: finished,
+          finish_time: finished,
+          worker_id: null,
+          lease_expire_time: null,
+          lease_duration_ms: 60000,
+          lease_token_hash: null,
+          deliveries: 1,
+          last_error: null,
+          result: null,
+          idempotency_key: null,
+          request_hash: null,
         });
         s.insertEvent.get(id, queue, "submitted", null, "queued", created, null, 0);
         s.insertEvent.get(id, queue, "claimed", "queued", "running", claimed, "history", 1);

@@ -72,7 +72,10 @@ async function claimCompleteLoops({ client, queue, workerId, slots, signal, onCo
     while (!signal.aborted) {
       let res;
       try {
-        res = await client.claim({ queue, workerId: `${workerId}-${slot}`, leaseDuration: LEASE_DURATION, maxJobs: 1, wait: { seconds: 5n } }, { signal });
+        res = await client.claim(
+          { queue, workerId: `${workerId}-${slot}`, leaseDuration: LEASE_DURATION, maxJobs: 1, wait: { seconds: 5n } },
+          { signal },
+        );
       } catch (err) {
         if (aborted(err, signal)) return;
         throw err;
@@ -125,7 +128,9 @@ async function streamClaimsCompleteEach({ client, queue, workerId, maxInFlight, 
  */
 async function streamLatency({ producer, worker, queue, samples, warmup }) {
   const abort = new AbortController();
-  const stream = worker.streamClaims({ queue, workerId: "latency", maxInFlight: 1, leaseDuration: LEASE_DURATION }, { signal: abort.signal })[Symbol.asyncIterator]();
+  const stream = worker
+    .streamClaims({ queue, workerId: "latency", maxInFlight: 1, leaseDuration: LEASE_DURATION }, { signal: abort.signal })
+    [Symbol.asyncIterator]();
   try {
     return await sampleIdleStream({
       producer,
@@ -179,7 +184,9 @@ async function sampleIdleStream({ producer, queue, samples, warmup, stream, leas
 async function longPollLatency({ producer, worker, queue, samples, warmup }) {
   const out = [];
   for (let n = 0; n < warmup + samples; n++) {
-    const claimed = worker.claim({ queue, workerId: "latency", leaseDuration: LEASE_DURATION, maxJobs: 1, wait: { seconds: 10n } }).then((res) => ({ res, at: nowMs() }));
+    const claimed = worker
+      .claim({ queue, workerId: "latency", leaseDuration: LEASE_DURATION, maxJobs: 1, wait: { seconds: 10n } })
+      .then((res) => ({ res, at: nowMs() }));
     await sleep(20);
     const t0 = nowMs();
     const { job } = await producer.submit(submitRequest(queue, n));
@@ -325,7 +332,9 @@ export function selectDriver(kind, service, schemas) {
   if (candidates === undefined) throw new Error(`no drivers for scenario kind ${kind}`);
   const driver = candidates.find((d) => d.calls.every((m) => service.method[m] !== undefined));
   if (driver === undefined) throw new Error(`the service descriptor lacks the RPCs of every ${kind} driver`);
-  const unused = kind === "batched" ? ["work", "acknowledge"].filter((m) => service.method[m] !== undefined && !driver.calls.includes(m)) : [];
-  const view = kind === "batched" && schemas.SubmitBatchRequestSchema.field.view !== undefined ? "JOB_VIEW_BASIC" : "full jobs (no JobView yet)";
+  const unused =
+    kind === "batched" ? ["work", "acknowledge"].filter((m) => service.method[m] !== undefined && !driver.calls.includes(m)) : [];
+  const view =
+    kind === "batched" && schemas.SubmitBatchRequestSchema.field.view !== undefined ? "JOB_VIEW_BASIC" : "full jobs (no JobView yet)";
   return { driver, unusedBatchedRpcs: unused, submitBatchView: view };
 }

@@ -27,7 +27,10 @@ export async function startLeaseQueueServer({ db, env = {}, cpuProfDir, startTim
   const lines = createInterface({ input: proc.stdout });
   const logTail = [];
   const listening = new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not log "api listening" within ${startTimeoutMs} ms\n${logTail.join("\n")}\n${stderrTail()}`)), startTimeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`server did not log "api listening" within ${startTimeoutMs} ms\n${logTail.join("\n")}\n${stderrTail()}`)),
+      startTimeoutMs,
+    );
     lines.on("line", (line) => {
       logTail.push(line);
       if (logTail.length > 50) logTail.shift();

@@ -28,14 +28,19 @@ async function withPg(fn) {
 async function postgresDurability() {
   return withPg(async (c) => {
     const get = async (name) => (await c.query(`SHOW ${name}`)).rows[0][name];
-    return { server: `PostgreSQL ${await get("server_version")}`, fsync: await get("fsync"), synchronous_commit: await get("synchronous_commit") };
+    return {
+      server: `PostgreSQL ${await get("server_version")}`,
+      fsync: await get("fsync"),
+      synchronous_commit: await get("synchronous_commit"),
+    };
   });
 }
 
 async function postgresAvailable() {
   try {
     const d = await postgresDurability();
-    if (d.fsync !== "on" || d.synchronous_commit !== "on") return { ok: false, why: `PostgreSQL runs with fsync=${d.fsync}, synchronous_commit=${d.synchronous_commit}` };
+    if (d.fsync !== "on" || d.synchronous_commit !== "on")
+      return { ok: false, why: `PostgreSQL runs with fsync=${d.fsync}, synchronous_commit=${d.synchronous_commit}` };
     return { ok: true, durability: d };
   } catch (err) {
     return { ok: false, why: `PostgreSQL at 127.0.0.1:5432 unreachable: ${err.message}` };
@@ -85,7 +90,9 @@ export const PEERS = {
     },
     async finished() {
       return withPg(async (c) => {
-        const done = Number((await c.query(`SELECT count(*) AS n FROM ${pgBossSchema}.job WHERE name = 'bench' AND state = 'completed'`)).rows[0].n);
+        const done = Number(
+          (await c.query(`SELECT count(*) AS n FROM ${pgBossSchema}.job WHERE name = 'bench' AND state = 'completed'`)).rows[0].n,
+        );
         return { done };
       });
     },
@@ -102,7 +109,10 @@ export const PEERS = {
       try {
         await redis.connect();
         const version = /redis_version:(\S+)/.exec(await redis.info("server"))?.[1];
-        return { ok: true, durability: { server: `Redis ${version}`, appendonly: "yes (set for the run)", appendfsync: "always (set for the run)" } };
+        return {
+          ok: true,
+          durability: { server: `Redis ${version}`, appendonly: "yes (set for the run)", appendfsync: "always (set for the run)" },
+        };
       } catch (err) {
         return { ok: false, why: `Redis at 127.0.0.1:6379 unreachable: ${err.message}` };
       } finally {

@@ -37,7 +37,14 @@ export function printReport(report) {
       e2e: r.e2eJobsPerSec === null ? null : r.e2eJobsPerSec / ceil.e2e,
     };
     const e2e = r.e2eJobsPerSec !== null ? f0(r.e2eJobsPerSec) : `${f0(r.partialJobsPerSec)} (partial)`;
-    const check = r.outcome === "handled" ? (r.check.ok ? "exactly once" : `FAILED ${JSON.stringify(r.check)}`) : r.outcome === "store-timeout" ? `STORE ${r.storeCheck?.done}/${report.sizes.jobs}` : `TIMEOUT ${r.check.completions}/${report.sizes.jobs}`;
+    const check =
+      r.outcome === "handled"
+        ? r.check.ok
+          ? "exactly once"
+          : `FAILED ${JSON.stringify(r.check)}`
+        : r.outcome === "store-timeout"
+          ? `STORE ${r.storeCheck?.done}/${report.sizes.jobs}`
+          : `TIMEOUT ${r.check.completions}/${report.sizes.jobs}`;
     return [
       r.scenario,
       r.system + (r.version ? ` ${r.version}` : ""),
@@ -54,28 +61,61 @@ export function printReport(report) {
     ];
   });
   const m = report.machine;
-  console.log(`\nLeaseQueue bench (${report.mode}), ${report.startedAt}: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB, ${m.disk}, Node ${m.node}, load at start ${m.loadAverage.join(" ")}`);
+  console.log(
+    `\nLeaseQueue bench (${report.mode}), ${report.startedAt}: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB, ${m.disk}, Node ${m.node}, load at start ${m.loadAverage.join(" ")}`,
+  );
   console.log(`${report.sizes.jobs} jobs {"i": n}; 8 producers (2 processes), 16 worker slots (4 processes); ${report.transport}\n`);
   console.log(
     table(
-      ["scenario", "system", "enqueue/s", "÷ceil", "e2e jobs/s", "÷ceil", "p50 ms", "p99 ms", "srv CPU s", "CPU ms/job", "peak RSS MiB", "check"],
+      [
+        "scenario",
+        "system",
+        "enqueue/s",
+        "÷ceil",
+        "e2e jobs/s",
+        "÷ceil",
+        "p50 ms",
+        "p99 ms",
+        "srv CPU s",
+        "CPU ms/job",
+        "peak RSS MiB",
+        "check",
+      ],
       rows,
     ),
   );
   console.log("\nCeilings (same run):");
-  console.log(`  in-process SQLite loop, 1 job per commit:    ${f0(c.sqliteBatch1.jobsPerSec)} jobs/s (${c.sqliteBatch1.jobs} jobs, ${c.sqliteBatch1.commits} commits)`);
-  console.log(`  in-process SQLite loop, 100 jobs per commit: ${f0(c.sqliteBatch100.jobsPerSec)} jobs/s (${c.sqliteBatch100.jobs} jobs, ${c.sqliteBatch100.commits} commits)`);
-  console.log(`  do-nothing gRPC unary handler, 64 callers:   ${f0(c.noopGrpc.callsPerSec)} calls/s (÷3 = ${f0(c.noopGrpc.callsPerSec / 3)} jobs/s), server ${f2(c.noopGrpc.serverCpuMsPerCall)} ms CPU/call`);
-  console.log("\nWhat each row ran (÷ceil: unary rows vs do-nothing calls/s (enqueue) and calls/s / 3 (e2e); batched rows vs the 100-per-commit loop):");
+  console.log(
+    `  in-process SQLite loop, 1 job per commit:    ${f0(c.sqliteBatch1.jobsPerSec)} jobs/s (${c.sqliteBatch1.jobs} jobs, ${c.sqliteBatch1.commits} commits)`,
+  );
+  console.log(
+    `  in-process SQLite loop, 100 jobs per commit: ${f0(c.sqliteBatch100.jobsPerSec)} jobs/s (${c.sqliteBatch100.jobs} jobs, ${c.sqliteBatch100.commits} commits)`,
+  );
+  console.log(
+    `  do-nothing gRPC unary handler, 64 callers:   ${f0(c.noopGrpc.callsPerSec)} calls/s (÷3 = ${f0(c.noopGrpc.callsPerSec / 3)} jobs/s), server ${f2(c.noopGrpc.serverCpuMsPerCall)} ms CPU/call`,
+  );
+  console.log(
+    "\nWhat each row ran (÷ceil: unary rows vs do-nothing calls/s (enqueue) and calls/s / 3 (e2e); batched rows vs the 100-per-commit loop):",
+  );
   for (const r of report.rows) {
-    const extra = [r.submitBatchView ? `SubmitBatch returns ${r.submitBatchView}` : null, r.latencyOn ? `latency: ${r.latencyOn}` : null, r.watchers ? `${r.watchers.streams} WatchEvents on a quiet queue over ${r.watchers.connections} connections, ${r.watchers.eventsReceived} events received` : null, r.historyJobs ? `${r.historyJobs.toLocaleString("en")} completed jobs (+3 events each) in the file at start` : null, r.batchedRpcsNotUsed ? `descriptor also has ${r.batchedRpcsNotUsed.join(", ")}, which no bench driver uses yet` : null]
+    const extra = [
+      r.submitBatchView ? `SubmitBatch returns ${r.submitBatchView}` : null,
+      r.latencyOn ? `latency: ${r.latencyOn}` : null,
+      r.watchers
+        ? `${r.watchers.streams} WatchEvents on a quiet queue over ${r.watchers.connections} connections, ${r.watchers.eventsReceived} events received`
+        : null,
+      r.historyJobs ? `${r.historyJobs.toLocaleString("en")} completed jobs (+3 events each) in the file at start` : null,
+      r.batchedRpcsNotUsed ? `descriptor also has ${r.batchedRpcsNotUsed.join(", ")}, which no bench driver uses yet` : null,
+    ]
       .filter(Boolean)
       .join("; ");
     console.log(`  ${r.scenario} / ${r.system}: ${r.api}${extra ? ` (${extra})` : ""}`);
   }
   for (const s of report.skipped) console.log(`  skipped ${s.system}: ${s.skipped}`);
   if (report.cpuProfile !== undefined) {
-    console.log(`\nServer CPU profile, ${report.cpuProfile.scenario}; idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; top self time, share of busy time:`);
+    console.log(
+      `\nServer CPU profile, ${report.cpuProfile.scenario}; idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; top self time, share of busy time:`,
+    );
     for (const e of report.cpuProfile.top.slice(0, 15)) console.log(`  ${(e.share * 100).toFixed(1).padStart(5)}%  ${e.fn}  ${e.where}`);
     console.log("  by area:");
     for (const a of report.cpuProfile.byArea ?? []) console.log(`  ${(a.share * 100).toFixed(1).padStart(5)}%  ${a.area}`);
@@ -90,7 +130,10 @@ export function markdownReport(report) {
     "|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
   ];
   for (const r of report.rows) {
-    const e2e = r.e2eJobsPerSec !== null ? f0(r.e2eJobsPerSec) : `${f0(r.partialJobsPerSec)} (${r.check.completions} of ${report.sizes.jobs} in ${report.sizes.peerTimeoutMs / 1000} s)`;
+    const e2e =
+      r.e2eJobsPerSec !== null
+        ? f0(r.e2eJobsPerSec)
+        : `${f0(r.partialJobsPerSec)} (${r.check.completions} of ${report.sizes.jobs} in ${report.sizes.peerTimeoutMs / 1000} s)`;
     const check = r.outcome === "handled" ? (r.check.ok ? "yes" : `**no** ${JSON.stringify(r.check)}`) : "timed out";
     lines.push(
       `| ${r.scenario} | ${r.system}${r.version ? ` ${r.version}` : ""} | ${r.api} | ${f0(r.enqueueJobsPerSec)} | ${f2(r.ratio?.enqueue)} | ${e2e} | ${f3(r.ratio?.e2e)} | ${f1(r.latency?.p50)} / ${f1(r.latency?.p99)} | ${f1(r.serverCpuSeconds)} (${f2(r.serverCpuMsPerJob)}) | ${r.peakRssMiB === null ? "-" : f0(r.peakRssMiB)} | ${check} |`,

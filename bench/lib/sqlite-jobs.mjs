@@ -11,9 +11,28 @@ import { MIGRATIONS } from "../../dist/src/store/sqlite/migrations.js";
 
 /** The columns the bench writes; every NOT NULL column without a default must be among them. */
 export const JOB_COLUMNS = [
-  "id", "queue", "task", "payload", "priority", "state", "attempts", "max_attempts", "retry_base_delay_ms",
-  "schedule_time", "create_time", "update_time", "finish_time", "worker_id", "lease_expire_time",
-  "lease_duration_ms", "lease_token_hash", "deliveries", "last_error", "result", "idempotency_key", "request_hash",
+  "id",
+  "queue",
+  "task",
+  "payload",
+  "priority",
+  "state",
+  "attempts",
+  "max_attempts",
+  "retry_base_delay_ms",
+  "schedule_time",
+  "create_time",
+  "update_time",
+  "finish_time",
+  "worker_id",
+  "lease_expire_time",
+  "lease_duration_ms",
+  "lease_token_hash",
+  "deliveries",
+  "last_error",
+  "result",
+  "idempotency_key",
+  "request_hash",
 ];
 
 export const SCHEMA_VERSION = Math.max(...MIGRATIONS.map((m) => m.version));
@@ -35,10 +54,14 @@ export function checkJobsTable(db) {
   const version = db.pragma("user_version", { simple: true });
   if (version !== SCHEMA_VERSION) throw new Error(`database schema version ${version}, the server's migrations reach ${SCHEMA_VERSION}`);
   const columns = db.prepare("PRAGMA table_info(jobs)").all();
-  const missing = columns.filter((c) => c.notnull === 1 && c.dflt_value === null && c.pk === 0 && !JOB_COLUMNS.includes(c.name)).map((c) => c.name);
+  const missing = columns
+    .filter((c) => c.notnull === 1 && c.dflt_value === null && c.pk === 0 && !JOB_COLUMNS.includes(c.name))
+    .map((c) => c.name);
   const gone = JOB_COLUMNS.filter((name) => !columns.some((c) => c.name === name));
   if (missing.length > 0 || gone.length > 0) {
-    throw new Error(`the jobs table changed: required columns the bench does not write: [${missing.join(",")}]; columns the bench writes that are gone: [${gone.join(",")}]. Update bench/lib/sqlite-jobs.mjs.`);
+    throw new Error(
+      `the jobs table changed: required columns the bench does not write: [${missing.join(",")}]; columns the bench writes that are gone: [${gone.join(",")}]. Update bench/lib/sqlite-jobs.mjs.`,
+    );
   }
 }
 
@@ -63,10 +86,28 @@ export function lifecycleStatements(db) {
 /** A queued job row as the server writes it on Submit. */
 export function queuedJobRow(queue, i, now) {
   return {
-    id: uuidv7({ msecs: now }), queue, task: "bench", payload: JSON.stringify({ i }), priority: 0, state: "queued",
-    attempts: 0, max_attempts: 3, retry_base_delay_ms: 15000, schedule_time: now, create_time: now, update_time: now,
-    finish_time: null, worker_id: null, lease_expire_time: null, lease_duration_ms: null, lease_token_hash: null,
-    deliveries: 0, last_error: null, result: null, idempotency_key: null, request_hash: null,
+    id: uuidv7({ msecs: now }),
+    queue,
+    task: "bench",
+    payload: JSON.stringify({ i }),
+    priority: 0,
+    state: "queued",
+    attempts: 0,
+    max_attempts: 3,
+    retry_base_delay_ms: 15000,
+    schedule_time: now,
+    create_time: now,
+    update_time: now,
+    finish_time: null,
+    worker_id: null,
+    lease_expire_time: null,
+    lease_duration_ms: null,
+    lease_token_hash: null,
+    deliveries: 0,
+    last_error: null,
+    result: null,
+    idempotency_key: null,
+    request_hash: null,
   };
 }
 

@@ -6,7 +6,12 @@
 
 /** Cells of a markdown table row `| a | b | c |`. */
 function cells(row) {
-  return row.trim().replace(/^\|/, "").replace(/\|$/, "").split("|").map((cell) => cell.trim());
+  return row
+    .trim()
+    .replace(/^\|/, "")
+    .replace(/\|$/, "")
+    .split("|")
+    .map((cell) => cell.trim());
 }
 
 /** @param {string} readme the text of README.md */

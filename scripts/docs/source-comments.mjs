@@ -42,7 +42,9 @@ function sourcePath(desc) {
 }
 
 function fileOf(desc) {
-  return desc.kind === "field" || desc.kind === "oneof" || desc.kind === "enum_value" || desc.kind === "rpc" ? fileOf(desc.parent) : desc.file;
+  return desc.kind === "field" || desc.kind === "oneof" || desc.kind === "enum_value" || desc.kind === "rpc"
+    ? fileOf(desc.parent)
+    : desc.file;
 }
 
 /** protoc keeps the space after `//` and the line breaks: drop the one, keep paragraphs. */

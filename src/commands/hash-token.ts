@@ -59,7 +59,12 @@ export async function hashTokenCommand(args: string[], io: HashTokenIo): Promise
 
 /** The entry in the file's key order: name, sha256, roles, queues. */
 function withHash(entry: Omit<TokenEntry, "sha256">, token: string): TokenEntry {
-  return { name: entry.name, sha256: hashToken(token), roles: entry.roles, ...(entry.queues === undefined ? {} : { queues: entry.queues }) };
+  return {
+    name: entry.name,
+    sha256: hashToken(token),
+    roles: entry.roles,
+    ...(entry.queues === undefined ? {} : { queues: entry.queues }),
+  };
 }
 
 function entryOf(values: { name?: string; roles?: string; queues?: string }): Omit<TokenEntry, "sha256"> {
@@ -81,7 +86,10 @@ function entryOf(values: { name?: string; roles?: string; queues?: string }): Om
 }
 
 function commaList(raw: string): string[] {
-  return raw.split(",").map((part) => part.trim()).filter((part) => part !== "");
+  return raw
+    .split(",")
+    .map((part) => part.trim())
+    .filter((part) => part !== "");
 }
 
 function tokenFromStdin(input: string): string {
@@ -91,7 +99,9 @@ function tokenFromStdin(input: string): string {
     throw new UsageError("--token-stdin: a token is one line of A-Z a-z 0-9 - . _ ~ + / (then = padding), as a Bearer token must be");
   }
   if (token.length < MIN_TOKEN_CHARS) {
-    throw new UsageError(`--token-stdin: the token has ${token.length} characters; use at least ${MIN_TOKEN_CHARS} random ones (or let hash-token make one)`);
+    throw new UsageError(
+      `--token-stdin: the token has ${token.length} characters; use at least ${MIN_TOKEN_CHARS} random ones (or let hash-token make one)`,
+    );
   }
   return token;
 }

@@ -32,15 +32,11 @@ export function describeError(err: unknown): ApiProblem {
   const error = ConnectError.from(err);
   // fetch() rejects with a TypeError ("Failed to fetch") when nothing answers;
   // connect-es turns that into `unknown`.
-  const unreachable =
-    error.code === Code.Unavailable || (error.code === Code.Unknown && error.cause instanceof TypeError);
+  const unreachable = error.code === Code.Unavailable || (error.code === Code.Unknown && error.cause instanceof TypeError);
   return { code: codeName(error.code), message: error.rawMessage || "no message", unreachable };
 }
 
 /** True for an abort we caused ourselves (navigation, unmount). */
 export function isAbort(err: unknown): boolean {
-  return (
-    (err instanceof DOMException && err.name === "AbortError") ||
-    (err instanceof ConnectError && err.code === Code.Canceled)
-  );
+  return (err instanceof DOMException && err.name === "AbortError") || (err instanceof ConnectError && err.code === Code.Canceled);
 }

@@ -27,8 +27,8 @@ export function ErrorNotice({ problem, what, onRetry }: { problem: ApiProblem; w
       <div class="notice error" role="alert" data-testid="unreachable">
         <h2>Server unreachable</h2>
         <p>
-          The console cannot reach the LeaseQueue server at <code>{location.origin}</code> ({problem.message}). Check
-          that it is running; this page keeps retrying.
+          The console cannot reach the LeaseQueue server at <code>{location.origin}</code> ({problem.message}). Check that it is running;
+          this page keeps retrying.
         </p>
         <button type="button" onClick={onRetry}>
           Retry now

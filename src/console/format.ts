@@ -34,7 +34,10 @@ export function kindLabel(kind: EventKind): string {
 /** UTC, to the second: 2026-11-30 13:08:50Z. Empty for an absent timestamp. */
 export function formatTime(ts: Timestamp | undefined): string {
   if (ts === undefined) return "";
-  return timestampDate(ts).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  return timestampDate(ts)
+    .toISOString()
+    .replace("T", " ")
+    .replace(/\.\d+Z$/, "Z");
 }
 
 /** Like formatTime, but only the time of day when it is today (UTC). */

@@ -32,22 +32,25 @@ export function useResource<T>(load: (signal: AbortSignal) => Promise<T>, deps: 
     const generation = c.generation;
     const abort = new AbortController();
     c.abort = abort;
-    loadRef.current(abort.signal).then(
-      (data) => {
-        if (generation === c.generation) setState({ data, loading: false });
-      },
-      (err: unknown) => {
-        if (generation !== c.generation || isAbort(err)) return;
-        setState((s) => ({ data: s.data, error: describeError(err), loading: false }));
-      },
-    ).finally(() => {
-      if (generation !== c.generation) return;
-      c.inFlight = false;
-      if (c.again) {
-        c.again = false;
-        run();
-      }
-    });
+    loadRef
+      .current(abort.signal)
+      .then(
+        (data) => {
+          if (generation === c.generation) setState({ data, loading: false });
+        },
+        (err: unknown) => {
+          if (generation !== c.generation || isAbort(err)) return;
+          setState((s) => ({ data: s.data, error: describeError(err), loading: false }));
+        },
+      )
+      .finally(() => {
+        if (generation !== c.generation) return;
+        c.inFlight = false;
+        if (c.again) {
+          c.again = false;
+          run();
+        }
+      });
   }, []);
 
   // The data belongs to the deps it was loaded for. The render right after

@@ -24,10 +24,7 @@ const HEALTHY_STREAM_MS = 5_000;
 
 export type LiveSignal = { kind: "event"; event: JobEvent } | { kind: "resync" };
 
-export type LiveStatus =
-  | { mode: "connecting" }
-  | { mode: "live" }
-  | { mode: "degraded"; reason: string; retryInMs: number };
+export type LiveStatus = { mode: "connecting" } | { mode: "live" } | { mode: "degraded"; reason: string; retryInMs: number };
 
 type WatchRequest = Partial<Pick<WatchEventsRequest, "queue" | "jobId" | "afterSequence">>;
 

@@ -51,14 +51,7 @@ const MAX_CLAIM_BATCH = 100;
 const RETRY_AFTER_ERROR_MS = 1000;
 
 /** Events after which a lease no longer counts against its stream. */
-const LEASE_FINISHED: ReadonlySet<EventKind> = new Set([
-  "completed",
-  "failed",
-  "dead_lettered",
-  "cancelled",
-  "lease_expired",
-  "released",
-]);
+const LEASE_FINISHED: ReadonlySet<EventKind> = new Set(["completed", "failed", "dead_lettered", "cancelled", "lease_expired", "released"]);
 
 /** A stream registered with {@link ClaimStreams.register}. */
 export interface ClaimStreamHandle {

@@ -308,8 +308,7 @@ export class EventFeed {
               : `left more than ${this.#maxPendingBytes} bytes unread in its connection`;
           throw new QueueError(
             "SUBSCRIBER_TOO_SLOW",
-            `the subscriber ${why} and was dropped; ` +
-              `resume with after_sequence=${sent} (the last sequence sent on this stream)`,
+            `the subscriber ${why} and was dropped; ` + `resume with after_sequence=${sent} (the last sequence sent on this stream)`,
             { reason: sub.overflowed, afterSequence: String(sent) },
           );
         }

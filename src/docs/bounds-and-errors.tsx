@@ -7,10 +7,9 @@ export function BoundsSection({ reference }: { reference: ApiReference }) {
     <section id="bounds">
       <h2>Bounds and defaults</h2>
       <p>
-        A number left at 0 takes its default; a Duration that is present must be in bounds (<code>"0s"</code> for{" "}
-        <code>leaseDuration</code> is refused); negative numbers are never defaults. Durations are written here in
-        units; in JSON they are seconds, so <code>12h</code> is <code>"43200s"</code>. A value out of bounds is{" "}
-        <code>invalid_argument</code> naming the field.
+        A number left at 0 takes its default; a Duration that is present must be in bounds (<code>"0s"</code> for <code>leaseDuration</code>{" "}
+        is refused); negative numbers are never defaults. Durations are written here in units; in JSON they are seconds, so <code>12h</code>{" "}
+        is <code>"43200s"</code>. A value out of bounds is <code>invalid_argument</code> naming the field.
       </p>
       <table class="fields">
         <thead>
@@ -43,11 +42,10 @@ export function ErrorsSection({ reference }: { reference: ApiReference }) {
     <section id="errors">
       <h2>Errors</h2>
       <p>
-        Every error has a code and a message naming the field or the reason. Connect answers it with the HTTP status
-        below and a JSON body <code>{'{"code": ..., "message": ..., "details": [...]}'}</code>; each detail has its{" "}
-        <code>type</code>, its protobuf <code>value</code> in base64 and a <code>debug</code> copy in JSON. gRPC carries
-        the same in the <code>grpc-status-details-bin</code> trailer. <code>ErrorInfo.domain</code> is always{" "}
-        <code>leasequeue</code>.
+        Every error has a code and a message naming the field or the reason. Connect answers it with the HTTP status below and a JSON body{" "}
+        <code>{'{"code": ..., "message": ..., "details": [...]}'}</code>; each detail has its <code>type</code>, its protobuf{" "}
+        <code>value</code> in base64 and a <code>debug</code> copy in JSON. gRPC carries the same in the{" "}
+        <code>grpc-status-details-bin</code> trailer. <code>ErrorInfo.domain</code> is always <code>leasequeue</code>.
       </p>
       <table class="fields">
         <thead>

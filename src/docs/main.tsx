@@ -21,16 +21,15 @@ function Calling() {
       <h1>LeaseQueue API reference</h1>
       <p>
         One port speaks gRPC, gRPC-Web and the Connect protocol. With Connect, every unary RPC is a POST of JSON to{" "}
-        <code>/&lt;service&gt;/&lt;Rpc&gt;</code> with <code>Content-Type: application/json</code>, and answers 200 with
-        the response message, or an error status with <code>{'{"code", "message", "details"}'}</code>. Server streams
-        use <code>application/connect+json</code> framing. The forms below send exactly that from this page; edit a body
-        and press Send. The examples pick up the job id and lease token of your last Submit, Claim or StreamClaims, so
-        Submit, Claim and Complete work in a row.
+        <code>/&lt;service&gt;/&lt;Rpc&gt;</code> with <code>Content-Type: application/json</code>, and answers 200 with the response
+        message, or an error status with <code>{'{"code", "message", "details"}'}</code>. Server streams use{" "}
+        <code>application/connect+json</code> framing. The forms below send exactly that from this page; edit a body and press Send. The
+        examples pick up the job id and lease token of your last Submit, Claim or StreamClaims, so Submit, Claim and Complete work in a row.
       </p>
       <p>
         Generated from <code>proto/leasequeue/v1/leasequeue.proto</code> and its comments when the server was built;{" "}
-        <a href="/docs/reference.json">reference.json</a> holds the same for tools. gRPC clients can also use server
-        reflection when it is on. The <a href="/">operations console</a> shows the queues and jobs these calls change.
+        <a href="/docs/reference.json">reference.json</a> holds the same for tools. gRPC clients can also use server reflection when it is
+        on. The <a href="/">operations console</a> shows the queues and jobs these calls change.
       </p>
     </section>
   );
@@ -92,8 +91,8 @@ function Failed({ message }: { message: string }) {
     <main id="main" class="load-failed" data-testid="load-failed">
       <h1>LeaseQueue API reference</h1>
       <p>
-        The reference could not be loaded: {message}. Reload the page; if it persists, rebuild with{" "}
-        <code>npm run build</code> and restart the server.
+        The reference could not be loaded: {message}. Reload the page; if it persists, rebuild with <code>npm run build</code> and restart
+        the server.
       </p>
     </main>
   );

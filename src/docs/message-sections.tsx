@@ -104,9 +104,9 @@ export function JsonMappingSection({ reference }: { reference: ApiReference }) {
     <section id="json-mapping">
       <h2>JSON mapping</h2>
       <p>
-        Connect JSON is the canonical proto3 JSON mapping: fields by their lowerCamelCase JSON names, enums by name,{" "}
-        <code>int64</code> as strings (numbers are accepted), <code>bytes</code> as base64, and the types below in their
-        own forms. An absent field takes its default; an unknown field is refused with <code>invalid_argument</code>.
+        Connect JSON is the canonical proto3 JSON mapping: fields by their lowerCamelCase JSON names, enums by name, <code>int64</code> as
+        strings (numbers are accepted), <code>bytes</code> as base64, and the types below in their own forms. An absent field takes its
+        default; an unknown field is refused with <code>invalid_argument</code>.
       </p>
       <table class="fields">
         <thead>

@@ -26,9 +26,9 @@ function NoForm({ method }: { method: MethodDoc }) {
   return (
     <div class="notice" data-testid="no-form">
       <p>
-        {method.name} streams its requests too: that needs HTTP/2 and a client that can send while it receives, which a
-        browser page cannot do with <code>fetch</code>. Use it from the worker SDK or generated gRPC stubs; from this
-        page, StreamClaims and Acknowledge do the same work one call at a time. Its first request message looks like:
+        {method.name} streams its requests too: that needs HTTP/2 and a client that can send while it receives, which a browser page cannot
+        do with <code>fetch</code>. Use it from the worker SDK or generated gRPC stubs; from this page, StreamClaims and Acknowledge do the
+        same work one call at a time. Its first request message looks like:
       </p>
       <pre>{exampleBody(method.fullName, {})}</pre>
     </div>

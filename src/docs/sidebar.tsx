@@ -62,7 +62,12 @@ export function Sidebar({ reference }: { reference: ApiReference }) {
             }))}
           />
         ))}
-        <Group title="Messages" href="#messages" filter={f} entries={reference.messages.map((m) => ({ href: `#${m.fullName}`, label: m.name }))} />
+        <Group
+          title="Messages"
+          href="#messages"
+          filter={f}
+          entries={reference.messages.map((m) => ({ href: `#${m.fullName}`, label: m.name }))}
+        />
         <Group title="Enums" href="#enums" filter={f} entries={reference.enums.map((e) => ({ href: `#${e.fullName}`, label: e.name }))} />
         {f === "" && (
           <>

@@ -66,7 +66,11 @@ export function TryStream({ method }: { method: MethodDoc }) {
   return (
     <form class="try" onSubmit={(e) => void start(e)} data-testid="try-it">
       <h4>Try it (server stream)</h4>
-      <BodyEditor id={`body-${method.fullName}`} body={body} label={`Request (${method.input.slice(method.input.lastIndexOf(".") + 1)}, JSON)`} />
+      <BodyEditor
+        id={`body-${method.fullName}`}
+        body={body}
+        label={`Request (${method.input.slice(method.input.lastIndexOf(".") + 1)}, JSON)`}
+      />
       <div class="buttons">
         <button type="submit" disabled={open}>
           {open ? "Open…" : "Open stream"}
@@ -80,7 +84,8 @@ export function TryStream({ method }: { method: MethodDoc }) {
       </div>
       <p class="muted">
         Sent as Connect streaming JSON (<code>application/connect+json</code>); each message is shown as it arrives.
-        {method.name === "StreamClaims" && " Leases that arrive here are yours: Complete or Release them below, or they expire after their leaseDuration."}
+        {method.name === "StreamClaims" &&
+          " Leases that arrive here are yours: Complete or Release them below, or they expire after their leaseDuration."}
       </p>
       {(open || ending !== undefined || messages.length > 0) && (
         <div class="outcome" data-testid="stream-outcome" data-open={open ? "true" : "false"}>

@@ -38,7 +38,7 @@ function isDetail(value: unknown): value is WireErrorDetail {
 export function fieldViolations(error: WireError): Array<{ field: string; description: string }> {
   return error.details
     .filter((d) => d.type === "google.rpc.BadRequest")
-    .flatMap((d) => ((d.debug as { fieldViolations?: Array<{ field?: string; description?: string }> })?.fieldViolations ?? []))
+    .flatMap((d) => (d.debug as { fieldViolations?: Array<{ field?: string; description?: string }> })?.fieldViolations ?? [])
     .map((v) => ({ field: v.field ?? "", description: v.description ?? "" }));
 }
 

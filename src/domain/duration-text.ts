@@ -31,7 +31,11 @@ export function parseDurationText(text: string): number {
 /** The shortest text of whole units for a duration (`604800000` -> `168h`), for messages and output. */
 export function formatDurationText(ms: number): string {
   if (ms === 0) return "0s";
-  for (const [unit, size] of [["h", 3_600_000], ["m", 60_000], ["s", 1000]] as const) {
+  for (const [unit, size] of [
+    ["h", 3_600_000],
+    ["m", 60_000],
+    ["s", 1000],
+  ] as const) {
     if (ms % size === 0) return `${ms / size}${unit}`;
   }
   return `${ms}ms`;

@@ -31,5 +31,4 @@ export class QueueError extends Error {
   }
 }
 
-export const jobNotFound = (jobId: string) =>
-  new QueueError("JOB_NOT_FOUND", `job ${jobId} does not exist`, { jobId });
+export const jobNotFound = (jobId: string) => new QueueError("JOB_NOT_FOUND", `job ${jobId} does not exist`, { jobId });

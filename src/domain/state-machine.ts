@@ -279,11 +279,10 @@ export function redrive(job: StoredJob, now: number): Transition {
 /** QUEUED or RETRY -> CANCELLED. */
 export function cancel(job: StoredJob, now: number, reason: string): Transition {
   if (job.state !== "queued" && job.state !== "retry") {
-    throw new QueueError(
-      "NOT_CANCELLABLE",
-      `job ${job.id} is ${job.state}; only queued or retrying jobs can be cancelled`,
-      { jobId: job.id, state: job.state },
-    );
+    throw new QueueError("NOT_CANCELLABLE", `job ${job.id} is ${job.state}; only queued or retrying jobs can be cancelled`, {
+      jobId: job.id,
+      state: job.state,
+    });
   }
   const next = finished(job, "cancelled", now);
   return { job: next, events: [event(next, job.state, "cancelled", now, reason || null)] };

@@ -88,11 +88,7 @@ export function newStoredJob(spec: NewJob, now: number): StoredJob {
  * batch) returns that job when the request is the same, and is refused with
  * IDEMPOTENCY_MISMATCH when it is not; any other submission creates a job.
  */
-export function resolveSubmission(
-  spec: NewJob,
-  existing: StoredJob | undefined,
-  now: number,
-): { job: StoredJob; created: boolean } {
+export function resolveSubmission(spec: NewJob, existing: StoredJob | undefined, now: number): { job: StoredJob; created: boolean } {
   if (existing === undefined || spec.idempotencyKey === null) return { job: newStoredJob(spec, now), created: true };
   if (existing.requestHash !== submitFingerprint(spec)) {
     throw new QueueError(

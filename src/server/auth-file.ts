@@ -69,8 +69,16 @@ export function parseAuthFile(text: string): TokenEntry[] {
   if (!Array.isArray(file.tokens)) throw new AuthFileError(`"tokens" must be a list of tokens`);
   if (file.tokens.length === 0) throw new AuthFileError(`"tokens" lists no token: nobody could call the API`);
   const entries = file.tokens.map((raw, i) => entry(raw, `tokens[${i}]`));
-  unique(entries.map((e) => e.name), "name", entries);
-  unique(entries.map((e) => e.sha256), "sha256", entries);
+  unique(
+    entries.map((e) => e.name),
+    "name",
+    entries,
+  );
+  unique(
+    entries.map((e) => e.sha256),
+    "sha256",
+    entries,
+  );
   return entries;
 }
 

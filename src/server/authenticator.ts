@@ -56,7 +56,11 @@ export class Authenticator {
     try {
       entries = readAuthFile(this.#path);
     } catch (err) {
-      this.#log.error("auth file reload failed; the tokens in force stay", { path: this.#path, error: (err as Error).message, tokens: this.size });
+      this.#log.error("auth file reload failed; the tokens in force stay", {
+        path: this.#path,
+        error: (err as Error).message,
+        tokens: this.size,
+      });
       return false;
     }
     this.#tokens = tableOf(entries);

@@ -45,8 +45,7 @@ export function watchOutcome(
 ): { response: UniversalServerResponse; outcome: CallOutcome } {
   const outcome: CallOutcome = { code: undefined };
   const contentType = response.header?.get("content-type") ?? "";
-  const translate = (error: ConnectError): ConnectError =>
-    requestParseError(error.code, error.rawMessage, inputTypeName) ?? error;
+  const translate = (error: ConnectError): ConnectError => requestParseError(error.code, error.rawMessage, inputTypeName) ?? error;
 
   if (contentType.startsWith("application/grpc-web")) {
     return { response: { ...response, body: rewriteFrames(response, trailerFlag, grpcWebTrailer) }, outcome };
@@ -177,4 +176,3 @@ async function* rewriteFrames(
     yield frame;
   }
 }
-

@@ -166,8 +166,7 @@ export class KernelSendQueues {
           // Everything written before the sample started and not queued was taken.
           w.acknowledged = Math.max(w.acknowledged, w.writtenAtSample - w.queued);
           // A peer that keeps up earns room; one that falls behind loses it.
-          w.allowance =
-            w.queued <= w.minBytes / 4 ? Math.min(2 * w.allowance, MAX_ALLOWANCE_FACTOR * w.minBytes) : w.minBytes;
+          w.allowance = w.queued <= w.minBytes / 4 ? Math.min(2 * w.allowance, MAX_ALLOWANCE_FACTOR * w.minBytes) : w.minBytes;
         }
       })
       .finally(() => {

@@ -19,7 +19,15 @@
 import type * as http from "node:http";
 import * as http2 from "node:http2";
 import { TextDecoder } from "node:util";
-import { Code, ConnectError, createConnectRouter, createContextValues, type ContextValues, type ConnectRouter, type ConnectRouterOptions } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  createConnectRouter,
+  createContextValues,
+  type ContextValues,
+  type ConnectRouter,
+  type ConnectRouterOptions,
+} from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { codeToHttpStatus, codeToString as codeName } from "@connectrpc/connect/protocol-connect";
 import type { DescMethod } from "@bufbuild/protobuf";

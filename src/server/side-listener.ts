@@ -75,22 +75,28 @@ async function answer(req: http.IncomingMessage, opts: SideListenerOptions): Pro
 }
 
 const routes = new Map<string, (opts: SideListenerOptions) => Promise<SideResponse>>([
-  ["/metrics", async (opts) => {
-    const { contentType, body } = await opts.metrics();
-    return { status: 200, headers: { "content-type": contentType }, body };
-  }],
+  [
+    "/metrics",
+    async (opts) => {
+      const { contentType, body } = await opts.metrics();
+      return { status: 200, headers: { "content-type": contentType }, body };
+    },
+  ],
   ["/health/live", () => Promise.resolve(json(200, { status: "live" }))],
-  ["/health/ready", async (opts) => {
-    let ready: boolean;
-    try {
-      ready = await opts.ready();
-    } catch (error) {
-      return json(503, { status: "not_ready", reason: `readiness check failed: ${describe(error)}` });
-    }
-    return ready
-      ? json(200, { status: "ready" })
-      : json(503, { status: "not_ready", reason: "the database is not open, migrated and writable yet" });
-  }],
+  [
+    "/health/ready",
+    async (opts) => {
+      let ready: boolean;
+      try {
+        ready = await opts.ready();
+      } catch (error) {
+        return json(503, { status: "not_ready", reason: `readiness check failed: ${describe(error)}` });
+      }
+      return ready
+        ? json(200, { status: "ready" })
+        : json(503, { status: "not_ready", reason: "the database is not open, migrated and writable yet" });
+    },
+  ],
 ]);
 
 function json(status: number, value: Record<string, string>): SideResponse {

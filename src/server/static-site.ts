@@ -27,8 +27,7 @@ import type { ConnectNodeAdapterOptions } from "@connectrpc/connect-node";
 export const SITE_SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   // Scripts, styles, fetches (Connect calls), images and fonts: this origin
   // only; no inline script or style, no eval, no plugins, no framing.
-  "content-security-policy":
-    "default-src 'self'; base-uri 'none'; object-src 'none'; form-action 'self'; frame-ancestors 'none'",
+  "content-security-policy": "default-src 'self'; base-uri 'none'; object-src 'none'; form-action 'self'; frame-ancestors 'none'",
   "x-content-type-options": "nosniff",
   "x-frame-options": "DENY",
   "referrer-policy": "no-referrer",

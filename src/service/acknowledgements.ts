@@ -19,11 +19,7 @@ import { QueueError } from "../domain/errors.js";
 import type { Job } from "../domain/job.js";
 import type { Store } from "../store/store.js";
 import { StatusSchema, type Status } from "../../gen/ts/google/rpc/status_pb.js";
-import {
-  AcknowledgementResultSchema,
-  type Acknowledgement,
-  type AcknowledgementResult,
-} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { AcknowledgementResultSchema, type Acknowledgement, type AcknowledgementResult } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument, toConnectError } from "./errors.js";
 import * as v from "./validate.js";
 
@@ -100,7 +96,9 @@ export async function applyAcknowledgements(
 ): Promise<AckOutcome[]> {
   // Issued synchronously, one after the other: the store queues them in this
   // order and commits them together.
-  const settled = await Promise.allSettled(acks.map((ack, i) => (refused?.[i] !== undefined ? Promise.resolve(undefined) : applyOne(store, ack))));
+  const settled = await Promise.allSettled(
+    acks.map((ack, i) => (refused?.[i] !== undefined ? Promise.resolve(undefined) : applyOne(store, ack))),
+  );
   return settled.map((s, i): AckOutcome => {
     const jobId = acks[i].jobId;
     const refusal = refused?.[i];

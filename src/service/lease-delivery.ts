@@ -66,9 +66,15 @@ export function leaseForDelivery(claimed: ClaimedLease, format: WireFormat = "js
   try {
     lease = leaseToWire(claimed);
   } catch (err) {
-    return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: its stored payload or result cannot be read (${(err as Error).message})` };
+    return {
+      deliverable: false,
+      problem: `job cannot be encoded for delivery to a worker: its stored payload or result cannot be read (${(err as Error).message})`,
+    };
   }
-  for (const [field, value] of [["payload", lease.job?.payload], ["result", lease.job?.result]] as const) {
+  for (const [field, value] of [
+    ["payload", lease.job?.payload],
+    ["result", lease.job?.result],
+  ] as const) {
     if (value !== undefined && tooDeep(value)) {
       return undeliverable(field, `it is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
     }
@@ -82,7 +88,10 @@ export function leaseForDelivery(claimed: ClaimedLease, format: WireFormat = "js
     return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: ${(err as Error).message}` };
   }
   if (bytes > CLIENT_MAX_RECEIVE_BYTES) {
-    return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: the lease is ${bytes} bytes; gRPC clients receive at most ${CLIENT_MAX_RECEIVE_BYTES} by default` };
+    return {
+      deliverable: false,
+      problem: `job cannot be encoded for delivery to a worker: the lease is ${bytes} bytes; gRPC clients receive at most ${CLIENT_MAX_RECEIVE_BYTES} by default`,
+    };
   }
   return { deliverable: true, jobId: claimed.job.id, lease, bytes };
 }
@@ -130,12 +139,18 @@ function encodedForDelivery(claimed: ClaimedLease): LeaseDelivery {
       return undeliverable(err.field, `it is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
     }
     if (err instanceof SyntaxError) {
-      return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: its stored payload or result cannot be read (${err.message})` };
+      return {
+        deliverable: false,
+        problem: `job cannot be encoded for delivery to a worker: its stored payload or result cannot be read (${err.message})`,
+      };
     }
     return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: ${(err as Error).message}` };
   }
   if (encoded.length > CLIENT_MAX_RECEIVE_BYTES) {
-    return { deliverable: false, problem: `job cannot be encoded for delivery to a worker: the lease is ${encoded.length} bytes; gRPC clients receive at most ${CLIENT_MAX_RECEIVE_BYTES} by default` };
+    return {
+      deliverable: false,
+      problem: `job cannot be encoded for delivery to a worker: the lease is ${encoded.length} bytes; gRPC clients receive at most ${CLIENT_MAX_RECEIVE_BYTES} by default`,
+    };
   }
   return { deliverable: true, jobId: claimed.job.id, encoded, bytes: encoded.length };
 }
@@ -145,7 +160,11 @@ function encodedForDelivery(claimed: ClaimedLease): LeaseDelivery {
  * ClaimResponse, StreamClaimsResponse and WorkResponse): messages as
  * messages, encoded leases as the unknown field protobuf-es writes verbatim.
  */
-export function withLeases<T extends Message & { $unknown?: UnknownField[] }>(response: T, leases: WireLease[], add: (lease: Lease) => void): T {
+export function withLeases<T extends Message & { $unknown?: UnknownField[] }>(
+  response: T,
+  leases: WireLease[],
+  add: (lease: Lease) => void,
+): T {
   for (const l of leases) {
     if (l.encoded !== undefined) (response.$unknown ??= []).push(asField(1, l.encoded));
     else if (l.lease !== undefined) add(l.lease);

@@ -180,7 +180,12 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
 
     async acknowledge(req, ctx) {
       const acks = parseAcknowledgements("acks", req.acks, 1);
-      const refused = await refusedJobs(ctx, store, "acks", acks.map((a) => a.jobId));
+      const refused = await refusedJobs(
+        ctx,
+        store,
+        "acks",
+        acks.map((a) => a.jobId),
+      );
       const outcomes = await applyAcknowledgements(store, acks, refused);
       return { results: outcomes.map(ackResultToWire) };
     },

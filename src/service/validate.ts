@@ -116,7 +116,11 @@ export function durationInRange(
 
 /** 1000 -> "1s", 43200000 -> "12h": bounds as a person writes them. */
 function formatMs(ms: number): string {
-  for (const [unit, size] of [["d", 86_400_000], ["h", 3_600_000], ["m", 60_000]] as const) {
+  for (const [unit, size] of [
+    ["d", 86_400_000],
+    ["h", 3_600_000],
+    ["m", 60_000],
+  ] as const) {
     if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
   }
   return `${ms / 1000}s`;
@@ -209,7 +213,8 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
   let schedule: NewJob["schedule"] = null;
   if (req.schedule.case === "scheduleTime") {
     const at = timestampMs(f("schedule_time"), req.schedule.value);
-    if (pastMs(at, req.schedule.value.nanos, now + BOUNDS.scheduleAheadMs)) throw invalidArgument(f("schedule_time"), "must be at most 30 days ahead");
+    if (pastMs(at, req.schedule.value.nanos, now + BOUNDS.scheduleAheadMs))
+      throw invalidArgument(f("schedule_time"), "must be at most 30 days ahead");
     schedule = { at };
   } else if (req.schedule.case === "delay") {
     const delayMs = durationInRange(f("delay"), req.schedule.value, [0, BOUNDS.scheduleAheadMs])!;
@@ -239,13 +244,13 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
 
 /** StreamClaimsRequest or WorkStart: the stream's queue, worker, lease duration and room. */
 /** A Claim request as a long-poll claim (api.md ClaimRequest), validated in field order. */
-export function claimSpec(req: {
+export function claimSpec(req: { queue: string; workerId: string; leaseDuration?: Duration; maxJobs: number; wait?: Duration }): {
   queue: string;
   workerId: string;
-  leaseDuration?: Duration;
+  leaseDurationMs: number;
   maxJobs: number;
-  wait?: Duration;
-}): { queue: string; workerId: string; leaseDurationMs: number; maxJobs: number; waitMs: number } {
+  waitMs: number;
+} {
   return {
     queue: queueName("queue", req.queue, DEFAULTS.queue),
     workerId: workerId("worker_id", req.workerId),

@@ -29,9 +29,7 @@ export const STATE_TO_WIRE: Record<DomainState, JobState> = {
   cancelled: JobState.CANCELLED,
 };
 
-export const STATE_FROM_WIRE = new Map<JobState, DomainState>(
-  Object.entries(STATE_TO_WIRE).map(([k, v]) => [v, k as DomainState]),
-);
+export const STATE_FROM_WIRE = new Map<JobState, DomainState>(Object.entries(STATE_TO_WIRE).map(([k, v]) => [v, k as DomainState]));
 
 const KIND_TO_WIRE: Record<DomainKind, EventKind> = {
   submitted: EventKind.SUBMITTED,
@@ -106,12 +104,7 @@ export function eventToWire(e: DomainEvent): JobEvent {
   });
 }
 
-export function statsToWire(
-  queue: string,
-  counts: QueueCounts["counts"],
-  oldestPendingAgeMs: number,
-  paused = false,
-): QueueStats {
+export function statsToWire(queue: string, counts: QueueCounts["counts"], oldestPendingAgeMs: number, paused = false): QueueStats {
   return create(QueueStatsSchema, {
     queue,
     queued: BigInt(counts.queued),

@@ -83,9 +83,19 @@ export async function* workStream(
   let issued: Promise<void> = Promise.resolve();
   /** Issues a message's acknowledgements once its jobs' queues are checked, after the previous message's. */
   const issueChecked = (acks: AckSpec[]): Promise<AckOutcome[]> => {
-    const refused = issued.then(() => refusedJobs(ctx, deps.store, "acks", acks.map((a) => a.jobId)));
+    const refused = issued.then(() =>
+      refusedJobs(
+        ctx,
+        deps.store,
+        "acks",
+        acks.map((a) => a.jobId),
+      ),
+    );
     const outcomes = refused.then((r) => applyAcknowledgements(deps.store, acks, r));
-    issued = refused.then(() => undefined, () => undefined);
+    issued = refused.then(
+      () => undefined,
+      () => undefined,
+    );
     return outcomes;
   };
 
@@ -136,7 +146,11 @@ export async function* workStream(
         // Never sent: give back the ones that were not dead-lettered.
         const dead = new Set(claimed.map((c) => c.job.id));
         for (const l of leases) dead.delete(l.jobId);
-        await releaseUnsent(deps.store, deps.log, claimed.filter((c) => !dead.has(c.job.id)));
+        await releaseUnsent(
+          deps.store,
+          deps.log,
+          claimed.filter((c) => !dead.has(c.job.id)),
+        );
         break;
       }
       const ready = results.splice(0);

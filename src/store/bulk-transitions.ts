@@ -46,11 +46,7 @@ export function redriveAll(
 
 /** QUEUED/RETRY -> CANCELLED (reason "purged") for every pending job of the queue. */
 export function purgeQueue(store: Store, queue: string, options: BulkOptions = {}): Promise<number> {
-  return transitionAll(
-    store,
-    { queue, limit: 0, states: ["queued", "retry"], action: { kind: "cancel", reason: PURGE_REASON } },
-    options,
-  );
+  return transitionAll(store, { queue, limit: 0, states: ["queued", "retry"], action: { kind: "cancel", reason: PURGE_REASON } }, options);
 }
 
 /** What a bulk action does to one job: the state machine's own Redrive or Cancel. */

@@ -58,9 +58,7 @@ export function reportOn(facts: DatabaseFacts): DatabaseReport {
   }
   const mismatches = countMismatches(facts.recordedCounts, facts.actualCounts);
   for (const m of mismatches) {
-    problems.push(
-      `job_counts records ${m.recorded} ${m.state} jobs in queue "${m.queue}", but the jobs table holds ${m.actual}`,
-    );
+    problems.push(`job_counts records ${m.recorded} ${m.state} jobs in queue "${m.queue}", but the jobs table holds ${m.actual}`);
   }
   const jobs = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
   for (const c of facts.actualCounts) if (c.state in jobs) jobs[c.state as JobState] += c.count;

@@ -88,7 +88,11 @@ export function mapLitequeueRow(row: LitequeueRow, target: ImportTarget): Mapped
   if (status === undefined) return fail(`status ${row.status} is not a litequeue status (0 READY, 1 LOCKED, 2 DONE, 3 FAILED)`);
 
   const times: Record<"in_time" | "lock_time" | "done_time", number | null> = { in_time: null, lock_time: null, done_time: null };
-  for (const [field, value] of [["in_time", row.inTime], ["lock_time", row.lockTime], ["done_time", row.doneTime]] as const) {
+  for (const [field, value] of [
+    ["in_time", row.inTime],
+    ["lock_time", row.lockTime],
+    ["done_time", row.doneTime],
+  ] as const) {
     const ms = nanosToMs(value);
     if (typeof ms === "string") return fail(`${field} ${ms}`);
     times[field] = ms;

@@ -195,11 +195,7 @@ export interface Store {
   claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]>;
   heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number): Promise<Job>;
   complete(jobId: string, leaseToken: string, resultJson: string | null): Promise<Job>;
-  fail(
-    jobId: string,
-    leaseToken: string,
-    failure: { error: string; permanent: boolean; retryDelayMs?: number },
-  ): Promise<Job>;
+  fail(jobId: string, leaseToken: string, failure: { error: string; permanent: boolean; retryDelayMs?: number }): Promise<Job>;
   /** Gives back an unstarted lease: eligible again at once, attempt refunded. */
   release(jobId: string, leaseToken: string): Promise<Job>;
   redrive(jobId: string): Promise<Job>;

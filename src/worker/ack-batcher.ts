@@ -179,7 +179,10 @@ export class AckBatcher {
         { timeoutMs: this.#opts.callTimeoutMs, signal: this.#opts.cutoff },
       );
       if (res.results.length !== batch.length) {
-        const error = new ConnectError(`Acknowledge answered ${res.results.length} results for ${batch.length} acknowledgements`, Code.Internal);
+        const error = new ConnectError(
+          `Acknowledge answered ${res.results.length} results for ${batch.length} acknowledgements`,
+          Code.Internal,
+        );
         for (const p of batch) p.settle({ error });
         return;
       }

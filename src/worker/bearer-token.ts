@@ -18,7 +18,7 @@ export function bearerTokenInterceptor(token: unknown): Interceptor {
   if (!B64TOKEN.test(token)) {
     throw new TypeError(
       `createLeaseQueueClient: token (${token.length} characters) is not a bearer token: use the token \`leasequeue hash-token\` printed, ` +
-        "without \"Bearer \", quotes or a trailing newline (letters, digits and -._~+/ with = at the end)",
+        'without "Bearer ", quotes or a trailing newline (letters, digits and -._~+/ with = at the end)',
     );
   }
   const value = `Bearer ${token}`;

@@ -81,7 +81,8 @@ export function createLeaseQueueClient(options: LeaseQueueClientOptions): LeaseQ
   };
   switch (transport) {
     case "grpc":
-      if (options.useBinaryFormat === false) throw new TypeError("createLeaseQueueClient: gRPC is binary only; use transport \"connect\" for JSON");
+      if (options.useBinaryFormat === false)
+        throw new TypeError('createLeaseQueueClient: gRPC is binary only; use transport "connect" for JSON');
       return bidiCapable(createClient(LeaseQueueService, createGrpcTransport({ baseUrl: url, interceptors, ...http2Options })));
     case "connect": {
       const common = { baseUrl: url, interceptors, useBinaryFormat: options.useBinaryFormat ?? true };

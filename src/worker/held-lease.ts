@@ -82,9 +82,7 @@ export class HeldLease {
     this.#opts = options;
     this.#expiresAt = performance.now() + options.leaseDurationMs;
     this.#leaseExpireTime =
-      lease.job.leaseExpireTime !== undefined
-        ? timestampDate(lease.job.leaseExpireTime)
-        : new Date(Date.now() + options.leaseDurationMs);
+      lease.job.leaseExpireTime !== undefined ? timestampDate(lease.job.leaseExpireTime) : new Date(Date.now() + options.leaseDurationMs);
     this.#armExpiry();
     this.#scheduleBeat(options.heartbeatIntervalMs);
   }

@@ -11,14 +11,7 @@
  * Guide: docs/writing-a-worker.md. Wire contract: proto/leasequeue/v1.
  */
 export { createLeaseQueueClient, type LeaseQueueClient, type LeaseQueueClientOptions, type LeaseQueueTransport } from "./client.js";
-export {
-  createWorker,
-  type JobContext,
-  type JobHandler,
-  type Worker,
-  type WorkerEvent,
-  type WorkerOptions,
-} from "./worker.js";
+export { createWorker, type JobContext, type JobHandler, type Worker, type WorkerEvent, type WorkerOptions } from "./worker.js";
 export {
   LeaseLostError,
   PermanentJobError,
@@ -29,11 +22,4 @@ export {
 } from "./errors.js";
 export type { BackoffOptions } from "./backoff.js";
 export { jsonToValue, valueToJson } from "./json-values.js";
-export {
-  EventKind,
-  JobState,
-  LeaseQueueService,
-  type Job,
-  type JobEvent,
-  type Lease,
-} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+export { EventKind, JobState, LeaseQueueService, type Job, type JobEvent, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";

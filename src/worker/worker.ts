@@ -252,7 +252,8 @@ class LeaseWorker implements Worker {
 
   constructor(o: WorkerOptions) {
     if ((o.url === undefined) === (o.client === undefined)) throw new TypeError("createWorker: give exactly one of `url` and `client`");
-    if (o.client !== undefined && o.token !== undefined) throw new TypeError("createWorker: `token` goes with `url`; with `client`, give it to createLeaseQueueClient()");
+    if (o.client !== undefined && o.token !== undefined)
+      throw new TypeError("createWorker: `token` goes with `url`; with `client`, give it to createLeaseQueueClient()");
     if (!BOUNDS.name.test(o.queue)) throw new TypeError(`createWorker: queue ${JSON.stringify(o.queue)} must match ${BOUNDS.name.source}`);
     if (!BOUNDS.workerId.test(o.workerId)) throw new TypeError(`createWorker: workerId must be 1-128 chars of [A-Za-z0-9._:@/-]`);
     if (typeof o.handler !== "function") throw new TypeError("createWorker: handler must be a function");
@@ -267,7 +268,8 @@ class LeaseWorker implements Worker {
       throw new RangeError(`createWorker: leaseDuration is in milliseconds and must be an integer in ${minLease}..${maxLease} (1 s..12 h)`);
     }
     const heartbeatIntervalMs = o.heartbeatInterval ?? Math.floor(leaseDurationMs / 3);
-    if (!(heartbeatIntervalMs > 0 && heartbeatIntervalMs < leaseDurationMs)) throw new RangeError("createWorker: heartbeatInterval must be > 0 and shorter than leaseDuration");
+    if (!(heartbeatIntervalMs > 0 && heartbeatIntervalMs < leaseDurationMs))
+      throw new RangeError("createWorker: heartbeatInterval must be > 0 and shorter than leaseDuration");
     const shutdownTimeoutMs = o.shutdownTimeout ?? 10_000;
     if (!(shutdownTimeoutMs >= 0)) throw new RangeError("createWorker: shutdownTimeout must be >= 0");
     const ackBatchWindowMs = o.ackBatchWindow ?? 1;
@@ -315,7 +317,9 @@ class LeaseWorker implements Worker {
       cutoff: this.#ackCutoff.signal,
     });
     const useWork = o.workStream ?? canStreamBothWays(this.#client);
-    this.#loop = this.#connectLoop(useWork ? (connected) => this.#workStreamOnce(connected) : (connected) => this.#streamClaimsOnce(connected));
+    this.#loop = this.#connectLoop(
+      useWork ? (connected) => this.#workStreamOnce(connected) : (connected) => this.#streamClaimsOnce(connected),
+    );
   }
 
   get running(): number {
@@ -369,7 +373,9 @@ class LeaseWorker implements Worker {
     const watchdog = setInterval(() => {
       const since = side.oldestUnansweredAt;
       if (since !== undefined && performance.now() - since > ACK_ANSWER_TIMEOUT_MS) {
-        side.fail(new ConnectError(`the Work stream left an acknowledgement unanswered for ${ACK_ANSWER_TIMEOUT_MS} ms`, Code.DeadlineExceeded));
+        side.fail(
+          new ConnectError(`the Work stream left an acknowledgement unanswered for ${ACK_ANSWER_TIMEOUT_MS} ms`, Code.DeadlineExceeded),
+        );
       }
     }, 1000);
     watchdog.unref();
@@ -488,7 +494,12 @@ class LeaseWorker implements Worker {
       const refused = outcome.kind === "complete" ? resultRefusal(outcome.result) : undefined;
       if (refused !== undefined) {
         this.#onEvent({ type: "error", error: refused, job: lease.job });
-        outcome = { kind: "fail", error: truncate(`the worker refused the result: ${refused.rawMessage}`), permanent: false, retryDelayMs: undefined };
+        outcome = {
+          kind: "fail",
+          error: truncate(`the worker refused the result: ${refused.rawMessage}`),
+          permanent: false,
+          retryDelayMs: undefined,
+        };
       }
       this.#finish(lease, outcome);
     }
@@ -538,7 +549,12 @@ class LeaseWorker implements Worker {
       if (answer.outcomeUnknown === true) mayHaveApplied = true;
       if (outcome.kind === "complete" && err.code === Code.InvalidArgument) {
         this.#onEvent({ type: "error", error: err, job: lease.job });
-        outcome = { kind: "fail", error: truncate(`the server refused the result: ${err.rawMessage}`), permanent: false, retryDelayMs: undefined };
+        outcome = {
+          kind: "fail",
+          error: truncate(`the server refused the result: ${err.rawMessage}`),
+          permanent: false,
+          retryDelayMs: undefined,
+        };
         continue;
       }
       if (!TRANSIENT.has(err.code) || this.#ackCutoff.signal.aborted) {
@@ -751,7 +767,10 @@ function resultRefusal(result: JsonValue | undefined): ConnectError | undefined 
     }
   }
   if (jsonDepth(result, BOUNDS.jsonDepth) > BOUNDS.jsonDepth) {
-    return new ConnectError(`complete.result: is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`, Code.InvalidArgument);
+    return new ConnectError(
+      `complete.result: is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`,
+      Code.InvalidArgument,
+    );
   }
   return undefined;
 }

@@ -11,10 +11,22 @@ import { verifyExactlyOnce } from "../../bench/lib/verify.mjs";
 
 describe("verifyExactlyOnce", () => {
   it("accepts every index once, spread over workers", () => {
-    expect(verifyExactlyOnce([Int32Array.from([0, 2]), Int32Array.from([1, 3])], 4)).toEqual({ ok: true, completions: 4, duplicates: 0, missing: 0, outOfRange: 0 });
+    expect(verifyExactlyOnce([Int32Array.from([0, 2]), Int32Array.from([1, 3])], 4)).toEqual({
+      ok: true,
+      completions: 4,
+      duplicates: 0,
+      missing: 0,
+      outOfRange: 0,
+    });
   });
   it("reports a duplicate and the job it displaced", () => {
-    expect(verifyExactlyOnce([Int32Array.from([0, 1]), Int32Array.from([1, 3])], 4)).toEqual({ ok: false, completions: 4, duplicates: 1, missing: 1, outOfRange: 0 });
+    expect(verifyExactlyOnce([Int32Array.from([0, 1]), Int32Array.from([1, 3])], 4)).toEqual({
+      ok: false,
+      completions: 4,
+      duplicates: 1,
+      missing: 1,
+      outOfRange: 0,
+    });
   });
   it("counts many duplicates of one job, and indexes out of range", () => {
     const r = verifyExactlyOnce([new Int32Array(300).fill(0), Int32Array.from([9])], 2);

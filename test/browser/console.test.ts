@@ -240,7 +240,10 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     });
     expect(batch.status).toBe(200);
     // ListJobs: newest first, by id (UUIDv7).
-    const ids: string[] = batch.body.results.map((r: { job: { id: string } }) => r.job.id).sort().reverse();
+    const ids: string[] = batch.body.results
+      .map((r: { job: { id: string } }) => r.job.id)
+      .sort()
+      .reverse();
     const { page, errors } = await openConsole("#/jobs?queue=bulk");
     const rows = page.locator("tr[data-job-id]");
     await page.locator(`tr[data-job-id="${ids[0]}"]`).waitFor();
@@ -354,7 +357,9 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
   });
 
   it("purges a queue only when its name is typed, showing the API's refusal of a wrong one", async () => {
-    const batch = await t.call("SubmitBatch", { jobs: Array.from({ length: 4 }, (_, i) => ({ queue: "ctl-purge", task: "t", payload: { i } })) });
+    const batch = await t.call("SubmitBatch", {
+      jobs: Array.from({ length: 4 }, (_, i) => ({ queue: "ctl-purge", task: "t", payload: { i } })),
+    });
     expect(batch.status).toBe(200);
     const { page, errors } = await openConsole("#/");
     const row = page.locator('tr[data-queue="ctl-purge"]');
@@ -369,7 +374,9 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await page.getByLabel("Type the queue name to confirm").fill("ctl-purg");
     await form.getByRole("button", { name: "Purge ctl-purge" }).click();
     const outcome = page.getByTestId("queue-outcome");
-    await outcome.getByText('Purge failed: failed_precondition: confirm: must equal the queue name "ctl-purge"', { exact: false }).waitFor();
+    await outcome
+      .getByText('Purge failed: failed_precondition: confirm: must equal the queue name "ctl-purge"', { exact: false })
+      .waitFor();
     expect(await row.locator('td[data-state="queued"]').textContent()).toBe("4");
     expect((await t.call("GetStats", {})).body.queues.find((q: any) => q.queue === "ctl-purge").queued).toBe("4");
     await page.screenshot({ path: `${ARTIFACTS}console-purge-refused.png` });
@@ -426,7 +433,11 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
     ]);
     tokens = file.tokens;
     t = await startTestServer({ "auth-file": file.path });
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-gpu", "--no-first-run"] });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--no-first-run"],
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -477,7 +488,10 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
     await page.screenshot({ path: `${ARTIFACTS}console-token-prompt.png` });
 
     await giveToken(page, "lq_" + "w".repeat(43));
-    await page.getByTestId("token-reason").getByText(/refused that token/).waitFor();
+    await page
+      .getByTestId("token-reason")
+      .getByText(/refused that token/)
+      .waitFor();
     expect(await page.evaluate(() => (globalThis as any).sessionStorage.getItem("leasequeue.token"))).toBeNull();
 
     await giveToken(page, tokens.ops);
@@ -531,7 +545,9 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
     await viewer.page.getByRole("button", { name: "Yes, redrive" }).click();
     const refused = viewer.page.getByTestId("action-outcome");
     await refused.waitFor();
-    expect(await refused.textContent()).toBe('Redrive failed: permission_denied: Redrive needs the role "operator"; token "viewer" has reader');
+    expect(await refused.textContent()).toBe(
+      'Redrive failed: permission_denied: Redrive needs the role "operator"; token "viewer" has reader',
+    );
     expect(viewer.errors).toEqual([]);
     await viewer.page.context().close();
 

@@ -133,7 +133,12 @@ describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium", { tim
 
     await send(submit);
     const body = await responseJson(submit);
-    expect(body.job).toMatchObject({ queue: "emails", task: "welcome.send", payload: { to: "ada@example.com" }, state: "JOB_STATE_QUEUED" });
+    expect(body.job).toMatchObject({
+      queue: "emails",
+      task: "welcome.send",
+      payload: { to: "ada@example.com" },
+      state: "JOB_STATE_QUEUED",
+    });
     // It is a real job: the API answers for it.
     const got = await t.call("GetJob", { jobId: body.job.id });
     expect(got.status).toBe(200);

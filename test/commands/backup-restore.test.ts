@@ -40,7 +40,7 @@ function withDb<T>(path: string, read: (db: Database.Database) => T): T {
 }
 
 function jobIds(path: string): Set<string> {
-  return withDb(path, (db) => new Set((db.prepare("SELECT id FROM jobs").pluck().all() as string[])));
+  return withDb(path, (db) => new Set(db.prepare("SELECT id FROM jobs").pluck().all() as string[]));
 }
 
 function hash(path: string): string {
@@ -50,7 +50,7 @@ function hash(path: string): string {
 /** Overwrites the start of the page holding the root of `table` (its b-tree page header) with 0xFF bytes. */
 function corruptPageOf(path: string, table: string): void {
   const { rootpage, pageSize } = withDb(path, (db) => ({
-    rootpage: (db.prepare("SELECT rootpage FROM sqlite_master WHERE name = ?").pluck().get(table) as number),
+    rootpage: db.prepare("SELECT rootpage FROM sqlite_master WHERE name = ?").pluck().get(table) as number,
     pageSize: db.pragma("page_size", { simple: true }) as number,
   }));
   const fd = openSync(path, "r+");
@@ -103,7 +103,9 @@ describe("leasequeue backup", () => {
     expect(backup.code, backup.stderr).toBe(0);
     expect(backup.stdout).toContain(`backup written: ${target}`);
     expect(backup.stdout).toMatch(new RegExp(`schema version: ${LATEST_SCHEMA_VERSION}\\n`));
-    console.info(`backup: ${acknowledgedDuringBackup} writes acknowledged while it ran; ${acknowledged.length - before.length} after it began`);
+    console.info(
+      `backup: ${acknowledgedDuringBackup} writes acknowledged while it ran; ${acknowledged.length - before.length} after it began`,
+    );
 
     const saved = jobIds(target);
     expect(before.filter((id) => !saved.has(id))).toEqual([]);
@@ -350,7 +352,12 @@ describe("leasequeue restore", () => {
 describe("the maintenance commands on the command line", () => {
   it("are listed by --help, and misuse is a usage error (exit 2) that touches nothing", async () => {
     const help = await runCli(["--help"]);
-    for (const usage of ["leasequeue backup FILE [--force]", "leasequeue check [--quick]", "leasequeue restore BACKUP", "leasequeue import-litequeue FILE --queue NAME [--task NAME] [--dry-run]"]) {
+    for (const usage of [
+      "leasequeue backup FILE [--force]",
+      "leasequeue check [--quick]",
+      "leasequeue restore BACKUP",
+      "leasequeue import-litequeue FILE --queue NAME [--task NAME] [--dry-run]",
+    ]) {
       expect(help.stdout).toContain(usage);
     }
     const db = join(sandbox.dir(), "never.db");

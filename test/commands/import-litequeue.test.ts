@@ -72,9 +72,32 @@ describe("leasequeue import-litequeue", () => {
     const { jobs, events, counts } = dump(db) as { jobs: any[]; events: any[]; counts: any[] };
     const byId = new Map(jobs.map((j) => [j.id, j]));
     const ms = (n: bigint) => Number(n / 1_000_000n);
-    expect(byId.get(ids[0])).toMatchObject({ queue: "emails", task: "litequeue", state: "queued", payload: '{"to":"ada@example.com"}', create_time: ms(ns(0)), schedule_time: ms(ns(0)), finish_time: null, attempts: 0, deliveries: 0 });
-    expect(byId.get(ids[1])).toMatchObject({ state: "queued", payload: '"plain text, not JSON"', create_time: ms(ns(1)), update_time: ms(ns(30)), deliveries: 1, attempts: 0 });
-    expect(byId.get(ids[2])).toMatchObject({ state: "completed", payload: "[1,2,3]", create_time: ms(ns(2)), finish_time: ms(ns(45)) + 123, attempts: 1 });
+    expect(byId.get(ids[0])).toMatchObject({
+      queue: "emails",
+      task: "litequeue",
+      state: "queued",
+      payload: '{"to":"ada@example.com"}',
+      create_time: ms(ns(0)),
+      schedule_time: ms(ns(0)),
+      finish_time: null,
+      attempts: 0,
+      deliveries: 0,
+    });
+    expect(byId.get(ids[1])).toMatchObject({
+      state: "queued",
+      payload: '"plain text, not JSON"',
+      create_time: ms(ns(1)),
+      update_time: ms(ns(30)),
+      deliveries: 1,
+      attempts: 0,
+    });
+    expect(byId.get(ids[2])).toMatchObject({
+      state: "completed",
+      payload: "[1,2,3]",
+      create_time: ms(ns(2)),
+      finish_time: ms(ns(45)) + 123,
+      attempts: 1,
+    });
     expect(byId.get(ids[3])).toMatchObject({ state: "dead", payload: '"{broken json"', finish_time: ms(ns(51)), attempts: 1 });
     expect(byId.get(ids[4])).toMatchObject({ state: "queued", payload: "42" });
     expect(byId.get(ids[5])).toMatchObject({ state: "queued", payload: '"a JSON string"' });

@@ -68,8 +68,7 @@ describe("the Grafana dashboard", () => {
 
   it("has unique panel ids and no overlapping panels", () => {
     expect(new Set(panels.map((p) => p.id)).size).toBe(panels.length);
-    const overlaps = (a: GridPos, b: GridPos) =>
-      a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+    const overlaps = (a: GridPos, b: GridPos) => a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
     for (const [i, a] of panels.entries()) {
       expect(a.gridPos.x + a.gridPos.w, a.title).toBeLessThanOrEqual(24);
       for (const b of panels.slice(i + 1)) expect(overlaps(a.gridPos, b.gridPos), `${a.title} / ${b.title}`).toBe(false);

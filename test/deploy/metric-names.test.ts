@@ -102,7 +102,9 @@ describe("metric names in deploy/", () => {
       type === "histogram" ? `${name}_bucket` : name,
     );
     expect(families.length).toBeGreaterThan(10);
-    const missing = families.filter((name) => !read.has(name) && !(name.endsWith("_bucket") && read.has(name.replace(/_bucket$/, "_count"))));
+    const missing = families.filter(
+      (name) => !read.has(name) && !(name.endsWith("_bucket") && read.has(name.replace(/_bucket$/, "_count"))),
+    );
     expect(missing, "leasequeue_* metrics with no dashboard panel").toEqual([]);
   });
 });

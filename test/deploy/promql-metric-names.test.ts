@@ -14,9 +14,7 @@ describe("metricNamesIn", () => {
 
   it("skips function and aggregation names, by/without lists, ranges and numbers", () => {
     expect(
-      metricNamesIn(
-        "histogram_quantile(0.99, sum by (le, method) (rate(leasequeue_rpc_duration_seconds_bucket{code=\"ok\"}[5m])))",
-      ),
+      metricNamesIn('histogram_quantile(0.99, sum by (le, method) (rate(leasequeue_rpc_duration_seconds_bucket{code="ok"}[5m])))'),
     ).toEqual(["leasequeue_rpc_duration_seconds_bucket"]);
     expect(metricNamesIn("sum without (instance, job) (increase(a_total[1h:5m])) > 1e3")).toEqual(["a_total"]);
     expect(metricNamesIn("SUM BY (queue) (b) * 0x10 + .5 - Inf")).toEqual(["b"]);
@@ -57,11 +55,7 @@ describe("metricNamesIn", () => {
 });
 
 describe("unknownMetricNames", () => {
-  const exported = new Set([
-    "leasequeue_jobs",
-    "leasequeue_rpc_duration_seconds_bucket",
-    "leasequeue_rpc_duration_seconds_count",
-  ]);
+  const exported = new Set(["leasequeue_jobs", "leasequeue_rpc_duration_seconds_bucket", "leasequeue_rpc_duration_seconds_count"]);
 
   it("passes expressions that read only exported series", () => {
     expect(
@@ -95,9 +89,7 @@ describe("unknownMetricNames", () => {
 
 describe("Grafana queries as PromQL", () => {
   it("replaces interval variables; template variables stay inside label values", () => {
-    expect(grafanaToPromql('rate(x{job="$job"}[$__rate_interval]) + rate(y[${__interval}])')).toBe(
-      'rate(x{job="$job"}[5m]) + rate(y[5m])',
-    );
+    expect(grafanaToPromql('rate(x{job="$job"}[$__rate_interval]) + rate(y[${__interval}])')).toBe('rate(x{job="$job"}[5m]) + rate(y[5m])');
     expect(metricNamesIn(grafanaToPromql('rate(x{job="$job", queue=~"${queue}"}[$__rate_interval])'))).toEqual(["x"]);
   });
 

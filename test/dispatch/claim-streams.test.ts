@@ -52,9 +52,9 @@ describe("ClaimStreams", () => {
     await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
     const abort = new AbortController();
     const claimed = nextEvents("claimed", 3);
-    const it = streams.open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 3 }, abort.signal)[
-      Symbol.asyncIterator
-    ]();
+    const it = streams
+      .open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 3 }, abort.signal)
+      [Symbol.asyncIterator]();
     expect((await it.next()).value).toBeNull(); // keepalive: registered
     await claimed;
     const sent = (await it.next()).value!;
@@ -71,9 +71,9 @@ describe("ClaimStreams", () => {
   it("parks a stream on a paused queue, and sends the job once the queue is resumed", async () => {
     await store.pauseQueue("billing");
     const abort = new AbortController();
-    const it = streams.open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 1 }, abort.signal)[
-      Symbol.asyncIterator
-    ]();
+    const it = streams
+      .open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 1 }, abort.signal)
+      [Symbol.asyncIterator]();
     expect((await it.next()).value).toBeNull(); // keepalive: registered
     const job = (await store.submit([newJob()]))[0].job;
     // The submit woke the pump, whose claim was queued before this write: once it commits, so has the claim.
@@ -89,9 +89,9 @@ describe("ClaimStreams", () => {
     await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
     const abort = new AbortController();
     const claimed = nextEvents("claimed", 3);
-    const it = streams.open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 3 }, abort.signal)[
-      Symbol.asyncIterator
-    ]();
+    const it = streams
+      .open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 3 }, abort.signal)
+      [Symbol.asyncIterator]();
     expect((await it.next()).value).toBeNull();
     await claimed;
     const sent = (await it.next()).value!;
@@ -110,9 +110,9 @@ describe("ClaimStreams", () => {
   it("counts a sent lease until a committed event finishes it", async () => {
     await store.submit([newJob({ task: "a" }), newJob({ task: "b" })]);
     const abort = new AbortController();
-    const it = streams.open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 1 }, abort.signal)[
-      Symbol.asyncIterator
-    ]();
+    const it = streams
+      .open({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 1 }, abort.signal)
+      [Symbol.asyncIterator]();
     await it.next();
     const first = (await it.next()).value!;
     const second = it.next();

@@ -250,9 +250,11 @@ describe("resume points that cannot be honoured", () => {
     expect(await w.next()).toBeNull();
     expect(await w.next()).not.toBeNull(); // the first page is on its way
     await store.pruneJobs({ finishedBefore: { completed: clock.now() }, limit: 10 });
-    const err = await feedError((async () => {
-      for (;;) await w.next();
-    })());
+    const err = await feedError(
+      (async () => {
+        for (;;) await w.next();
+      })(),
+    );
     expect(err.reason).toBe("REPLAY_TOO_OLD");
   });
 

@@ -21,7 +21,11 @@ function setup(): { store: SqliteStore; wakeups: QueueWakeups } {
   const clock = new ManualClock();
   const store = openSqliteStore({ path: join(dir, "jobs.db"), clock, synchronous: "normal" });
   const wakeups = new QueueWakeups(store, clock);
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }), () => store.close(), () => wakeups.close());
+  cleanups.push(
+    () => rmSync(dir, { recursive: true, force: true }),
+    () => store.close(),
+    () => wakeups.close(),
+  );
   return { store, wakeups };
 }
 

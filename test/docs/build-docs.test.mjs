@@ -13,7 +13,10 @@ import { describeErrors } from "../../scripts/docs/errors.mjs";
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const buf = join(dirname(createRequire(import.meta.url).resolve("@bufbuild/buf/package.json")), "bin/buf");
 const build = (...flags) =>
-  execFileSync(process.execPath, [buf, "build", "--as-file-descriptor-set", ...flags, "-o", "-#format=binpb"], { cwd: root, maxBuffer: 64 << 20 });
+  execFileSync(process.execPath, [buf, "build", "--as-file-descriptor-set", ...flags, "-o", "-#format=binpb"], {
+    cwd: root,
+    maxBuffer: 64 << 20,
+  });
 const options = { services: ["leasequeue.v1.LeaseQueueService"], extraMessages: [], roleOf: () => undefined };
 
 describe("build-docs", () => {
@@ -24,14 +27,33 @@ describe("build-docs", () => {
   });
 
   it("refuses a service the descriptor set does not have", () => {
-    expect(() => describeApi(build(), { ...options, services: ["leasequeue.v1.NoSuchService"] })).toThrow(/no service leasequeue.v1.NoSuchService/);
+    expect(() => describeApi(build(), { ...options, services: ["leasequeue.v1.NoSuchService"] })).toThrow(
+      /no service leasequeue.v1.NoSuchService/,
+    );
   });
 
   it("reads README's error table, and refuses a README without it or with a malformed row", () => {
-    const readme = ["# X", "### Errors", "", "Text.", "", "| situation | code | detail |", "|---|---|---|",
-      "| unknown job id | `not_found` (404) | `ErrorInfo` `JOB_NOT_FOUND` |", "| busy | `unavailable` (503) | |", "", "## Next"].join("\n");
+    const readme = [
+      "# X",
+      "### Errors",
+      "",
+      "Text.",
+      "",
+      "| situation | code | detail |",
+      "|---|---|---|",
+      "| unknown job id | `not_found` (404) | `ErrorInfo` `JOB_NOT_FOUND` |",
+      "| busy | `unavailable` (503) | |",
+      "",
+      "## Next",
+    ].join("\n");
     expect(describeErrors(readme)).toEqual([
-      { situation: "unknown job id", code: "not_found", status: "(404)", detail: "`ErrorInfo` `JOB_NOT_FOUND`", reasons: ["JOB_NOT_FOUND"] },
+      {
+        situation: "unknown job id",
+        code: "not_found",
+        status: "(404)",
+        detail: "`ErrorInfo` `JOB_NOT_FOUND`",
+        reasons: ["JOB_NOT_FOUND"],
+      },
       { situation: "busy", code: "unavailable", status: "(503)", detail: "", reasons: [] },
     ]);
     expect(() => describeErrors("# X\n## Errors\n")).toThrow(/no "### Errors" section/);

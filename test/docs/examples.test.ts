@@ -22,7 +22,10 @@ describe("the API reference's example bodies", () => {
     expect(Object.keys(EXAMPLES).sort()).toEqual(methods.map((m) => m.fullName).sort());
   });
 
-  const seen: KnownIds = { jobId: "01a2313e-8659-7703-9b37-3d42f376c9a8", lease: { jobId: "01a2313e-8659-7703-9b37-3d42f376c9a9", leaseToken: "tok" } };
+  const seen: KnownIds = {
+    jobId: "01a2313e-8659-7703-9b37-3d42f376c9a8",
+    lease: { jobId: "01a2313e-8659-7703-9b37-3d42f376c9a9", leaseToken: "tok" },
+  };
   it.each(methods)("$fullName: its example is a valid request, with and without known ids", ({ fullName, method }) => {
     for (const ids of [{}, seen]) {
       const json = JSON.parse(exampleBody(fullName, ids));

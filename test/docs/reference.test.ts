@@ -73,9 +73,7 @@ function serverReasons(): Array<{ reason: string; code: string }> {
     payloadTooLarge("payload", 70_000, BOUNDS.jsonBytes),
     purgeNotConfirmed("confirm", "emails"),
   ];
-  return errors.flatMap((error) =>
-    error.findDetails(ErrorInfoSchema).map((info) => ({ reason: info.reason, code: codeName(error.code) })),
-  );
+  return errors.flatMap((error) => error.findDetails(ErrorInfoSchema).map((info) => ({ reason: info.reason, code: codeName(error.code) })));
 }
 
 describe("the API reference (dist/docs/reference.json)", () => {
@@ -94,7 +92,10 @@ describe("the API reference (dist/docs/reference.json)", () => {
       const doc = reference.services.find((s) => s.fullName === service.typeName)!;
       expect(doc.methods.map((m) => m.name)).toEqual(service.methods.map((m) => m.name));
       for (const method of service.methods) {
-        expect(doc.methods.find((m) => m.name === method.name), method.name).toMatchObject({
+        expect(
+          doc.methods.find((m) => m.name === method.name),
+          method.name,
+        ).toMatchObject({
           fullName: `${service.typeName}.${method.name}`,
           path: `/${service.typeName}/${method.name}`,
           kind: method.methodKind,
@@ -121,14 +122,24 @@ describe("the API reference (dist/docs/reference.json)", () => {
     for (const message of fileMessages()) {
       const doc = reference.messages.find((m) => m.fullName === message.typeName);
       expect(doc, message.typeName).toBeDefined();
-      expect(doc!.fields.map((f) => f.name), message.typeName).toEqual(message.fields.map((f) => f.name));
+      expect(
+        doc!.fields.map((f) => f.name),
+        message.typeName,
+      ).toEqual(message.fields.map((f) => f.name));
       for (const field of message.fields) {
-        expect(doc!.fields.find((f) => f.name === field.name), `${message.typeName}.${field.name}`).toMatchObject(expectedField(field));
+        expect(
+          doc!.fields.find((f) => f.name === field.name),
+          `${message.typeName}.${field.name}`,
+        ).toMatchObject(expectedField(field));
       }
     }
-    const schedule = reference.messages.find((m) => m.fullName === "leasequeue.v1.SubmitRequest")!.fields.filter((f) => f.oneof === "schedule");
+    const schedule = reference.messages
+      .find((m) => m.fullName === "leasequeue.v1.SubmitRequest")!
+      .fields.filter((f) => f.oneof === "schedule");
     expect(schedule.map((f) => f.jsonName)).toEqual(["scheduleTime", "delay"]);
-    const after = reference.messages.find((m) => m.fullName === "leasequeue.v1.WatchEventsRequest")!.fields.find((f) => f.name === "after_sequence")!;
+    const after = reference.messages
+      .find((m) => m.fullName === "leasequeue.v1.WatchEventsRequest")!
+      .fields.find((f) => f.name === "after_sequence")!;
     expect(after).toMatchObject({ label: "optional" });
     expect(after.oneof).toBeUndefined();
   });
@@ -152,7 +163,12 @@ describe("the API reference (dist/docs/reference.json)", () => {
         if (field.type.kind === "message") expect(messages.has(field.type.name) || wellKnown.has(field.type.name), where).toBe(true);
       }
     }
-    expect([...wellKnown].sort()).toEqual(["google.protobuf.Any", "google.protobuf.Duration", "google.protobuf.Timestamp", "google.protobuf.Value"]);
+    expect([...wellKnown].sort()).toEqual([
+      "google.protobuf.Any",
+      "google.protobuf.Duration",
+      "google.protobuf.Timestamp",
+      "google.protobuf.Value",
+    ]);
     // The error details a client decodes are there too.
     for (const name of ["google.rpc.Status", "google.rpc.ErrorInfo", "google.rpc.BadRequest", "google.rpc.BadRequest.FieldViolation"]) {
       expect(messages.has(name), name).toBe(true);
@@ -167,7 +183,10 @@ describe("the API reference (dist/docs/reference.json)", () => {
   it("states the bounds the server validates against, for fields that exist", () => {
     const row = (field: string) => reference.bounds.find((b) => b.fields.includes(field))!;
     expect(row("priority").bound).toContain(`${BOUNDS.priority[0]}..${BOUNDS.priority[1]}`);
-    expect(row("maxAttempts")).toMatchObject({ bound: `${BOUNDS.maxAttempts[0]}..${BOUNDS.maxAttempts[1]}`, default: String(DEFAULTS.maxAttempts) });
+    expect(row("maxAttempts")).toMatchObject({
+      bound: `${BOUNDS.maxAttempts[0]}..${BOUNDS.maxAttempts[1]}`,
+      default: String(DEFAULTS.maxAttempts),
+    });
     expect(row("maxJobs").bound).toBe(`${BOUNDS.maxJobs[0]}..${BOUNDS.maxJobs[1]}`);
     expect(row("pageSize")).toMatchObject({ bound: `${BOUNDS.pageSize[0]}..${BOUNDS.pageSize[1]}`, default: String(DEFAULTS.pageSize) });
     expect(row("leaseDuration")).toMatchObject({ bound: "1s..12h", default: `${DEFAULTS.leaseDurationMs / 1000}s` });
@@ -198,8 +217,15 @@ describe("the API reference (dist/docs/reference.json)", () => {
       expect(row!.code, reason).toBe(code);
     }
     // Every code in the table is one of Connect's.
-    const codes = new Set(Object.values(Code).filter((c): c is Code => typeof c === "number").map(codeName));
+    const codes = new Set(
+      Object.values(Code)
+        .filter((c): c is Code => typeof c === "number")
+        .map(codeName),
+    );
     for (const row of reference.errors) expect(codes.has(row.code), row.code).toBe(true);
-    expect(reference.errors.find((e) => e.situation.startsWith("field out of bounds"))).toMatchObject({ code: "invalid_argument", status: "(400)" });
+    expect(reference.errors.find((e) => e.situation.startsWith("field out of bounds"))).toMatchObject({
+      code: "invalid_argument",
+      status: "(400)",
+    });
   });
 });

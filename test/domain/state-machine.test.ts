@@ -186,12 +186,32 @@ describe("the state machine where the lease, the token, the budget or the schedu
   const cases: Array<{ given: string; job: StoredJob; action: ActionName; expected: string }> = [
     ...(["heartbeat", "complete", "fail", "fail permanent", "release"] as const).flatMap((action) => [
       { given: "running, lease expired (now = expiry)", job: jobIn("running", expiredLease), action, expected: "LEASE_EXPIRED" },
-      { given: "running, another lease's token", job: jobIn("running", { leaseTokenHash: hashLeaseToken("older") }), action, expected: "LEASE_REJECTED" },
+      {
+        given: "running, another lease's token",
+        job: jobIn("running", { leaseTokenHash: hashLeaseToken("older") }),
+        action,
+        expected: "LEASE_REJECTED",
+      },
       // After the sweep recovered an expired lease the hash stays, so the late worker learns why.
-      { given: "retry after expiry, the lost lease's token", job: jobIn("retry", { leaseTokenHash: TOKEN_HASH }), action, expected: "LEASE_EXPIRED" },
-      { given: "dead after expiry, the lost lease's token", job: jobIn("dead", { leaseTokenHash: TOKEN_HASH }), action, expected: "LEASE_EXPIRED" },
+      {
+        given: "retry after expiry, the lost lease's token",
+        job: jobIn("retry", { leaseTokenHash: TOKEN_HASH }),
+        action,
+        expected: "LEASE_EXPIRED",
+      },
+      {
+        given: "dead after expiry, the lost lease's token",
+        job: jobIn("dead", { leaseTokenHash: TOKEN_HASH }),
+        action,
+        expected: "LEASE_EXPIRED",
+      },
     ]),
-    { given: "running, lease expired, budget left", job: jobIn("running", expiredLease), action: "expire lease", expected: "retry lease_expired" },
+    {
+      given: "running, lease expired, budget left",
+      job: jobIn("running", expiredLease),
+      action: "expire lease",
+      expected: "retry lease_expired",
+    },
     {
       given: "running, lease expired, budget spent",
       job: jobIn("running", { ...expiredLease, ...spent }),
@@ -233,7 +253,9 @@ describe("what a transition sets", () => {
 
   it("fail schedules the retry after the backoff, or after retry_delay", () => {
     expect(ACTIONS.fail(jobIn("running")).job.scheduleTime).toBe(NOW + 15_000);
-    expect(machine.fail(jobIn("running", { attempts: 2 }), TOKEN, NOW, { error: "", permanent: false }).job.scheduleTime).toBe(NOW + 30_000);
+    expect(machine.fail(jobIn("running", { attempts: 2 }), TOKEN, NOW, { error: "", permanent: false }).job.scheduleTime).toBe(
+      NOW + 30_000,
+    );
     expect(machine.fail(jobIn("running"), TOKEN, NOW, { error: "x", permanent: false, retryDelayMs: 5 }).job.scheduleTime).toBe(NOW + 5);
   });
 
@@ -242,7 +264,13 @@ describe("what a transition sets", () => {
   });
 
   it("release refunds the attempt and makes the job eligible at once", () => {
-    expect(ACTIONS.release(jobIn("running")).job).toMatchObject({ state: "queued", attempts: 0, deliveries: 1, scheduleTime: NOW, leaseTokenHash: null });
+    expect(ACTIONS.release(jobIn("running")).job).toMatchObject({
+      state: "queued",
+      attempts: 0,
+      deliveries: 1,
+      scheduleTime: NOW,
+      leaseTokenHash: null,
+    });
   });
 
   it("redrive resets the budget; complete, dead-lettering and cancel set the finish time and end the lease", () => {

@@ -61,7 +61,10 @@ describe("leasequeue hash-token", () => {
     [["--name", "x", "--roles", "admin"], /--roles: "admin" is not a role; use producer, worker, operator, reader/],
     [["--name", "x", "--roles", "reader", "--queues", "no spaces"], /--queues: "no spaces" is not a queue name/],
     [["--name", "x", "--roles", "reader", "--token", "lq_secretsecretsecretsecretsecretsecret"], /Unknown option '--token'/],
-    [["--name", "x", "--roles", "reader", "lq_secretsecretsecretsecretsecretsecret"], /takes no arguments; a token is read with --token-stdin/],
+    [
+      ["--name", "x", "--roles", "reader", "lq_secretsecretsecretsecretsecretsecret"],
+      /takes no arguments; a token is read with --token-stdin/,
+    ],
   ])("refuses %j", async (args, message) => {
     const run = await runCli(["hash-token", ...args]);
     expect(run.code).toBe(2);
@@ -87,9 +90,13 @@ describe("the auth file of a running server", () => {
     writeFileSync(path, JSON.stringify({ tokens: [{ name: "x", sha256: "a".repeat(64), roles: ["reader"], queue: ["billing"] }] }));
     const run = await runCli(["serve", "--db", join(dir, "never.db"), "--port", "0", "--metrics-port", "0", "--auth-file", path]);
     expect(run.code).toBe(2);
-    expect(run.stderr).toBe(`leasequeue: not starting: auth file ${path}: tokens[0] has an unknown key "queue" (known: name, sha256, roles, queues)\n`);
+    expect(run.stderr).toBe(
+      `leasequeue: not starting: auth file ${path}: tokens[0] has an unknown key "queue" (known: name, sha256, roles, queues)\n`,
+    );
     expect(run.stdout).not.toMatch(/listening/);
-    const missing = await runCli(["--db", join(dir, "never.db"), "--port", "0", "--metrics-port", "0"], { LEASEQUEUE_AUTH_FILE: join(dir, "nope.json") });
+    const missing = await runCli(["--db", join(dir, "never.db"), "--port", "0", "--metrics-port", "0"], {
+      LEASEQUEUE_AUTH_FILE: join(dir, "nope.json"),
+    });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/^leasequeue: not starting: cannot read the auth file .*nope\.json: ENOENT/);
   });
@@ -123,7 +130,14 @@ describe("the auth file of a running server", () => {
 
     it("replaces the tokens with a valid file, keeps them with a bad one, and keeps serving", async () => {
       expect((await stats(tokens.first)).status).toBe(200);
-      const file = writeAuthFile(dir, [{ name: "second", roles: ["reader"] }, { name: "third", roles: ["producer"] }], "reload.json");
+      const file = writeAuthFile(
+        dir,
+        [
+          { name: "second", roles: ["reader"] },
+          { name: "third", roles: ["producer"] },
+        ],
+        "reload.json",
+      );
       await hangUp("auth file reloaded", 1);
       expect(JSON.parse(server.lines.find((l) => l.includes('"msg":"auth file reloaded"'))!)).toMatchObject({ path: path(), tokens: 2 });
       expect((await stats(tokens.first)).status).toBe(401);
@@ -149,10 +163,14 @@ describe("the auth file of a running server", () => {
 
 describe("secrecy", () => {
   it("never logs a token, a token's hash or the Authorization header, whatever the call", { timeout: 60_000 }, async () => {
-    const file = writeAuthFile(dir, [
-      { name: "all", roles: ["producer", "worker", "operator", "reader"] },
-      { name: "reader-billing", roles: ["reader"], queues: ["billing"] },
-    ], "secrets.json");
+    const file = writeAuthFile(
+      dir,
+      [
+        { name: "all", roles: ["producer", "worker", "operator", "reader"] },
+        { name: "reader-billing", roles: ["reader"], queues: ["billing"] },
+      ],
+      "secrets.json",
+    );
     const server = await spawnServer(join(dir, "secrets.db"), ["--auth-file", file.path, "--log-level", "debug"]);
     const unknown = "lq_" + "u".repeat(43);
     const secrets = [...Object.values(file.tokens), unknown];

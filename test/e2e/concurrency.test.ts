@@ -152,7 +152,11 @@ describe("concurrent claimers", () => {
           if (res.leases.length > 0) {
             outbox.push(
               create(WorkRequestSchema, {
-                acks: res.leases.map((l) => ({ jobId: l.job!.id, leaseToken: l.leaseToken, outcome: { case: "complete" as const, value: {} } })),
+                acks: res.leases.map((l) => ({
+                  jobId: l.job!.id,
+                  leaseToken: l.leaseToken,
+                  outcome: { case: "complete" as const, value: {} },
+                })),
               }),
             );
             wake?.();

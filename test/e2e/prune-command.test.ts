@@ -33,7 +33,7 @@ async function databaseWithHistory(): Promise<{ path: string; oldIds: string[]; 
   const clock = new ManualClock(Date.now() - 10 * DAY);
   const store = openSqliteStore({ path, clock });
   const complete = async (n: number, key?: string) => {
-    const submitted = await store.submit(Array.from({ length: n }, (_, i) => newJob({ idempotencyKey: i === 0 ? key ?? null : null })));
+    const submitted = await store.submit(Array.from({ length: n }, (_, i) => newJob({ idempotencyKey: i === 0 ? (key ?? null) : null })));
     const leases = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: n });
     await Promise.all(leases.map((l) => store.complete(l.job.id, l.leaseToken, null)));
     return submitted.map((o) => o.job.id);
@@ -122,9 +122,12 @@ describe("leasequeue prune", () => {
     servers.push(server);
     const before = await okJson(server.apiUrl, "GetStats", {});
     expect(before.total).toMatchObject({ completed: "32", cancelled: "5", dead: "3" });
-    const dedup = await okJson(server.apiUrl, "Submit", { queue: "billing", task: "invoice.generate", idempotencyKey: "old-key", payload: { other: true } }).catch(
-      (err: Error) => err.message,
-    );
+    const dedup = await okJson(server.apiUrl, "Submit", {
+      queue: "billing",
+      task: "invoice.generate",
+      idempotencyKey: "old-key",
+      payload: { other: true },
+    }).catch((err: Error) => err.message);
     expect(String(dedup)).toContain("IDEMPOTENCY_MISMATCH");
 
     const r = await runCli(["prune", "--db", path]);
@@ -137,7 +140,12 @@ describe("leasequeue prune", () => {
     expect((await callJson(server.apiUrl, "GetJob", { jobId: oldIds[0] })).status).toBe(404);
     expect((await okJson(server.apiUrl, "GetJob", { jobId: recentIds[0] })).job.state).toBe("JOB_STATE_COMPLETED");
     expect((await callJson(server.apiUrl, "ListJobEvents", { jobId: oldIds[0] })).status).toBe(404);
-    const fresh = await okJson(server.apiUrl, "Submit", { queue: "billing", task: "invoice.generate", idempotencyKey: "old-key", payload: { other: true } });
+    const fresh = await okJson(server.apiUrl, "Submit", {
+      queue: "billing",
+      task: "invoice.generate",
+      idempotencyKey: "old-key",
+      payload: { other: true },
+    });
     expect(fresh.deduplicated ?? false).toBe(false);
     expect(oldIds).not.toContain(fresh.job.id);
   });

@@ -227,7 +227,10 @@ describe("the command line", () => {
     const r = await runCli(["migrate", "--db", dbPath]);
     expect(r.code, r.stderr).toBe(0);
     const latest = MIGRATIONS.at(-1)!.version;
-    const logged = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const logged = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(logged).toContainEqual(expect.objectContaining({ msg: "migrations applied", applied: MIGRATIONS.map((m) => m.version) }));
 
     const db = new Database(dbPath, { readonly: true });

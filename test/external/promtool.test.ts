@@ -69,58 +69,61 @@ async function traffic(queue: string): Promise<void> {
 }
 
 describe("Prometheus metrics on the side port", () => {
-  it.skipIf(skip)("pass promtool check metrics after traffic and carry the required series", async () => {
-    requireTool(available, "promtool (Debian package prometheus)");
-    const queue = "prom";
-    await traffic(queue);
+  it.skipIf(skip)(
+    "pass promtool check metrics after traffic and carry the required series",
+    async () => {
+      requireTool(available, "promtool (Debian package prometheus)");
+      const queue = "prom";
+      await traffic(queue);
 
-    const res = await fetch(`${server.metricsUrl}/metrics`);
-    expect(res.status).toBe(200);
-    expect(res.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
-    const text = await res.text();
+      const res = await fetch(`${server.metricsUrl}/metrics`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+      const text = await res.text();
 
-    const check = await run(PROMTOOL, ["check", "metrics"], { input: text });
-    expect(check.code, `promtool check metrics:\n${check.stdout}${check.stderr}`).toBe(0);
-    expect(check.stdout + check.stderr).toBe("");
+      const check = await run(PROMTOOL, ["check", "metrics"], { input: text });
+      expect(check.code, `promtool check metrics:\n${check.stdout}${check.stderr}`).toBe(0);
+      expect(check.stdout + check.stderr).toBe("");
 
-    const samples = parseExposition(text);
-    const find = (name: string, labels: Record<string, string> = {}) =>
-      samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
-    const labelNames = (name: string) => new Set(find(name).map((s) => Object.keys(s.labels).sort().join(",")));
+      const samples = parseExposition(text);
+      const find = (name: string, labels: Record<string, string> = {}) =>
+        samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+      const labelNames = (name: string) => new Set(find(name).map((s) => Object.keys(s.labels).sort().join(",")));
 
-    expect(labelNames("leasequeue_jobs")).toEqual(new Set(["queue,state"]));
-    expect(find("leasequeue_jobs", { queue, state: "completed" })[0]?.value).toBe(1);
-    expect(find("leasequeue_jobs", { queue, state: "queued" })[0]?.value).toBe(1);
-    expect(find("leasequeue_jobs", { queue, state: "running" })[0]?.value).toBe(0);
+      expect(labelNames("leasequeue_jobs")).toEqual(new Set(["queue,state"]));
+      expect(find("leasequeue_jobs", { queue, state: "completed" })[0]?.value).toBe(1);
+      expect(find("leasequeue_jobs", { queue, state: "queued" })[0]?.value).toBe(1);
+      expect(find("leasequeue_jobs", { queue, state: "running" })[0]?.value).toBe(0);
 
-    expect(labelNames("leasequeue_oldest_pending_seconds")).toEqual(new Set(["queue"]));
-    expect(find("leasequeue_oldest_pending_seconds", { queue })[0]?.value).toBe(2);
+      expect(labelNames("leasequeue_oldest_pending_seconds")).toEqual(new Set(["queue"]));
+      expect(find("leasequeue_oldest_pending_seconds", { queue })[0]?.value).toBe(2);
 
-    expect(labelNames("leasequeue_queue_paused")).toEqual(new Set(["queue"]));
-    expect(find("leasequeue_queue_paused", { queue })[0]?.value).toBe(0);
-    expect(find("leasequeue_queue_paused", { queue: `${queue}-paused` })[0]?.value).toBe(1);
+      expect(labelNames("leasequeue_queue_paused")).toEqual(new Set(["queue"]));
+      expect(find("leasequeue_queue_paused", { queue })[0]?.value).toBe(0);
+      expect(find("leasequeue_queue_paused", { queue: `${queue}-paused` })[0]?.value).toBe(1);
 
-    expect(labelNames("leasequeue_transitions_total")).toEqual(new Set(["kind,queue"]));
-    const transitions = Object.fromEntries(find("leasequeue_transitions_total", { queue }).map((s) => [s.labels.kind, s.value]));
-    expect(transitions).toMatchObject({ submitted: 2, claimed: 2, lease_expired: 1, completed: 1 });
+      expect(labelNames("leasequeue_transitions_total")).toEqual(new Set(["kind,queue"]));
+      const transitions = Object.fromEntries(find("leasequeue_transitions_total", { queue }).map((s) => [s.labels.kind, s.value]));
+      expect(transitions).toMatchObject({ submitted: 2, claimed: 2, lease_expired: 1, completed: 1 });
 
-    expect(find("leasequeue_lease_expirations_total")).not.toHaveLength(0);
-    expect(find("leasequeue_lease_expirations_total", { queue })[0]?.value).toBe(1);
-    expect(find("leasequeue_idempotent_replays_total")).not.toHaveLength(0);
-    expect(find("leasequeue_idempotent_replays_total", { queue })[0]?.value).toBe(1);
+      expect(find("leasequeue_lease_expirations_total")).not.toHaveLength(0);
+      expect(find("leasequeue_lease_expirations_total", { queue })[0]?.value).toBe(1);
+      expect(find("leasequeue_idempotent_replays_total")).not.toHaveLength(0);
+      expect(find("leasequeue_idempotent_replays_total", { queue })[0]?.value).toBe(1);
 
-    expect(labelNames("leasequeue_rpc_duration_seconds_bucket")).toEqual(new Set(["code,le,method"]));
-    const count = (method: string, code: string) =>
-      find("leasequeue_rpc_duration_seconds_count", { method, code })[0]?.value ?? 0;
-    expect(count("Submit", "ok")).toBe(3);
-    expect(count("Claim", "ok")).toBe(2);
-    expect(count("Complete", "ok")).toBe(1);
-    expect(count("Complete", "aborted")).toBe(1);
-    expect(count("GetJob", "invalid_argument")).toBe(1);
-    expect(find("leasequeue_rpc_duration_seconds_bucket", { method: "Submit", code: "ok", le: "+Inf" })[0]?.value).toBe(3);
+      expect(labelNames("leasequeue_rpc_duration_seconds_bucket")).toEqual(new Set(["code,le,method"]));
+      const count = (method: string, code: string) => find("leasequeue_rpc_duration_seconds_count", { method, code })[0]?.value ?? 0;
+      expect(count("Submit", "ok")).toBe(3);
+      expect(count("Claim", "ok")).toBe(2);
+      expect(count("Complete", "ok")).toBe(1);
+      expect(count("Complete", "aborted")).toBe(1);
+      expect(count("GetJob", "invalid_argument")).toBe(1);
+      expect(find("leasequeue_rpc_duration_seconds_bucket", { method: "Submit", code: "ok", le: "+Inf" })[0]?.value).toBe(3);
 
-    expect(find("process_cpu_seconds_total")).toHaveLength(1);
-  }, 60_000);
+      expect(find("process_cpu_seconds_total")).toHaveLength(1);
+    },
+    60_000,
+  );
 
   it("keeps the two ports apart: no /metrics on the API port, no RPC on the side port", async () => {
     expect((await fetch(`${server.apiUrl}/metrics`)).status).toBe(404);
@@ -151,18 +154,26 @@ describe("Prometheus metrics on the side port", () => {
 describe("deploy/prometheus and deploy/grafana", () => {
   const promDir = join(REPO_ROOT, "deploy", "prometheus");
 
-  it.skipIf(skip)("alerts.yaml passes promtool check rules", async () => {
-    requireTool(available, "promtool (Debian package prometheus)");
-    const check = await run(PROMTOOL, ["check", "rules", "alerts.yaml"], { cwd: promDir });
-    expect(check.code, `promtool check rules:\n${check.stdout}${check.stderr}`).toBe(0);
-    expect(check.stdout).toMatch(/SUCCESS: 6 rules found/);
-  }, 60_000);
+  it.skipIf(skip)(
+    "alerts.yaml passes promtool check rules",
+    async () => {
+      requireTool(available, "promtool (Debian package prometheus)");
+      const check = await run(PROMTOOL, ["check", "rules", "alerts.yaml"], { cwd: promDir });
+      expect(check.code, `promtool check rules:\n${check.stdout}${check.stderr}`).toBe(0);
+      expect(check.stdout).toMatch(/SUCCESS: 6 rules found/);
+    },
+    60_000,
+  );
 
-  it.skipIf(skip)("alerts.yaml passes its unit tests (promtool test rules alerts.test.yaml)", async () => {
-    requireTool(available, "promtool (Debian package prometheus)");
-    const test = await run(PROMTOOL, ["test", "rules", "alerts.test.yaml"], { cwd: promDir });
-    expect(test.code, `promtool test rules:\n${test.stdout}${test.stderr}`).toBe(0);
-  }, 60_000);
+  it.skipIf(skip)(
+    "alerts.yaml passes its unit tests (promtool test rules alerts.test.yaml)",
+    async () => {
+      requireTool(available, "promtool (Debian package prometheus)");
+      const test = await run(PROMTOOL, ["test", "rules", "alerts.test.yaml"], { cwd: promDir });
+      expect(test.code, `promtool test rules:\n${test.stdout}${test.stderr}`).toBe(0);
+    },
+    60_000,
+  );
 
   it("the unit tests cover every alert both firing and quiet", () => {
     const alerts = alertExpressions().map((e) => e.where.split("/").pop()!);
@@ -172,36 +183,50 @@ describe("deploy/prometheus and deploy/grafana", () => {
     const cases = tests.tests.flatMap((t) => t.alert_rule_test);
     for (const alert of alerts) {
       const mine = cases.filter((c) => c.alertname === alert);
-      expect(mine.some((c) => c.exp_alerts.length > 0), `${alert} is never shown firing`).toBe(true);
-      expect(mine.some((c) => c.exp_alerts.length === 0), `${alert} is never shown quiet`).toBe(true);
+      expect(
+        mine.some((c) => c.exp_alerts.length > 0),
+        `${alert} is never shown firing`,
+      ).toBe(true);
+      expect(
+        mine.some((c) => c.exp_alerts.length === 0),
+        `${alert} is never shown quiet`,
+      ).toBe(true);
     }
     expect(new Set(cases.map((c) => c.alertname))).toEqual(new Set(alerts));
   });
 
-  it.skipIf(skip)("prometheus.yml passes promtool check config (and loads alerts.yaml)", async () => {
-    requireTool(available, "promtool (Debian package prometheus)");
-    const check = await run(PROMTOOL, ["check", "config", "prometheus.yml"], { cwd: promDir });
-    expect(check.code, `promtool check config:\n${check.stdout}${check.stderr}`).toBe(0);
-    expect(check.stdout).toMatch(/SUCCESS: 6 rules found/);
-  }, 60_000);
+  it.skipIf(skip)(
+    "prometheus.yml passes promtool check config (and loads alerts.yaml)",
+    async () => {
+      requireTool(available, "promtool (Debian package prometheus)");
+      const check = await run(PROMTOOL, ["check", "config", "prometheus.yml"], { cwd: promDir });
+      expect(check.code, `promtool check config:\n${check.stdout}${check.stderr}`).toBe(0);
+      expect(check.stdout).toMatch(/SUCCESS: 6 rules found/);
+    },
+    60_000,
+  );
 
-  it.skipIf(skip)("every dashboard query parses as PromQL (promtool check rules over them as recording rules)", async () => {
-    requireTool(available, "promtool (Debian package prometheus)");
-    const queries = dashboardExpressions();
-    expect(queries.length).toBeGreaterThan(20);
-    // Grafana's template variables stay inside label values, where they are plain strings to PromQL.
-    const rules = {
-      groups: [{ name: "dashboard", rules: queries.map((q, i) => ({ record: `dashboard:query_${i}`, expr: q.expr })) }],
-    };
-    const dir = mkdtempSync(join(tmpdir(), "leasequeue-dashboard-"));
-    try {
-      writeFileSync(join(dir, "dashboard-rules.yaml"), stringifyYaml(rules));
-      const check = await run(PROMTOOL, ["check", "rules", "dashboard-rules.yaml"], { cwd: dir });
-      const named = queries.map((q, i) => `query_${i}: ${q.where}`).join("\n");
-      expect(check.code, `promtool check rules:\n${check.stdout}${check.stderr}\n${named}`).toBe(0);
-      expect(check.stdout).toContain(`SUCCESS: ${queries.length} rules found`);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 60_000);
+  it.skipIf(skip)(
+    "every dashboard query parses as PromQL (promtool check rules over them as recording rules)",
+    async () => {
+      requireTool(available, "promtool (Debian package prometheus)");
+      const queries = dashboardExpressions();
+      expect(queries.length).toBeGreaterThan(20);
+      // Grafana's template variables stay inside label values, where they are plain strings to PromQL.
+      const rules = {
+        groups: [{ name: "dashboard", rules: queries.map((q, i) => ({ record: `dashboard:query_${i}`, expr: q.expr })) }],
+      };
+      const dir = mkdtempSync(join(tmpdir(), "leasequeue-dashboard-"));
+      try {
+        writeFileSync(join(dir, "dashboard-rules.yaml"), stringifyYaml(rules));
+        const check = await run(PROMTOOL, ["check", "rules", "dashboard-rules.yaml"], { cwd: dir });
+        const named = queries.map((q, i) => `query_${i}: ${q.where}`).join("\n");
+        expect(check.code, `promtool check rules:\n${check.stdout}${check.stderr}\n${named}`).toBe(0);
+        expect(check.stdout).toContain(`SUCCESS: ${queries.length} rules found`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    60_000,
+  );
 });

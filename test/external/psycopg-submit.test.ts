@@ -71,7 +71,9 @@ describe.skipIf(skipUnlessAvailable(available) || skipWithoutPostgres(probe))("p
       error: { sqlstate: "22023", column: "priority", message: "priority: must be between -100 and 100" },
     });
     expect(out.again).toBe(out.job_id);
-    const { rows } = await db.pool.query(`SELECT payload, schedule_time - create_time AS delay FROM ${db.schema}.jobs WHERE id = $1`, [out.job_id]);
+    const { rows } = await db.pool.query(`SELECT payload, schedule_time - create_time AS delay FROM ${db.schema}.jobs WHERE id = $1`, [
+      out.job_id,
+    ]);
     expect(rows[0]).toEqual({ payload: '{"lines":[1,2.5],"orderId":"o-1"}', delay: "300000" });
   });
 });

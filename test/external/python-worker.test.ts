@@ -58,7 +58,12 @@ afterAll(async () => {
 describe.skipIf(skip)("Python example worker", () => {
   it("uses the stubs buf generates into gen/python", () => {
     requireTool(available, TOOLS);
-    for (const f of ["leasequeue/v1/leasequeue_pb2.py", "leasequeue/v1/leasequeue_pb2_grpc.py", "google/rpc/status_pb2.py", "google/rpc/error_details_pb2.py"]) {
+    for (const f of [
+      "leasequeue/v1/leasequeue_pb2.py",
+      "leasequeue/v1/leasequeue_pb2_grpc.py",
+      "google/rpc/status_pb2.py",
+      "google/rpc/error_details_pb2.py",
+    ]) {
       expect(existsSync(join(STUBS, f)), `${f} is missing in gen/python: run npx buf generate`).toBe(true);
     }
   });
@@ -138,7 +143,10 @@ describe.skipIf(skip)("Python example worker", () => {
       const token = file.tokens["py-producer"];
       const ok = await producer(token);
       expect(ok.code, ok.stderr).toBe(0);
-      const ids = ok.stdout.trim().split("\n").map((line) => JSON.parse(line).id as string);
+      const ids = ok.stdout
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line).id as string);
       expect(ids).toHaveLength(2);
       for (const id of ids) {
         const job = await secured.call("GetJob", { jobId: id }, bearer(file.tokens.reader));

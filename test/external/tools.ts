@@ -26,11 +26,7 @@ export interface RunResult {
  * (a non-zero exit resolves; only a failure to start rejects). Async on
  * purpose: an in-process test server must keep serving meanwhile.
  */
-export function run(
-  file: string,
-  args: readonly string[],
-  options: ExecFileOptions & { input?: string } = {},
-): Promise<RunResult> {
+export function run(file: string, args: readonly string[], options: ExecFileOptions & { input?: string } = {}): Promise<RunResult> {
   const { input, ...execOptions } = options;
   return new Promise((resolve, reject) => {
     const child = execFile(

@@ -82,7 +82,10 @@ export function startWorker(cmd: WorkerCommand, env: Record<string, string>): Ru
           else if (child.exitCode !== null || child.signalCode !== null)
             done(() => reject(new Error(`worker exited before logging ${pattern}:\n${err}`)));
         };
-        const timer = setTimeout(() => done(() => reject(new Error(`no ${pattern} in the worker log after ${timeoutMs} ms:\n${err}`))), timeoutMs);
+        const timer = setTimeout(
+          () => done(() => reject(new Error(`no ${pattern} in the worker log after ${timeoutMs} ms:\n${err}`))),
+          timeoutMs,
+        );
         const done = (f: () => void) => {
           clearTimeout(timer);
           listeners.delete(check);
@@ -283,7 +286,11 @@ export async function shutdownGraceFailsLeftovers(server: TestServer, cmd: Worke
   expect(Date.now() - signalled).toBeLessThan(5_000);
 
   const job = await getJob(server, id);
-  expect(job, worker.stderr()).toMatchObject({ state: "JOB_STATE_RETRY", attempts: 1, lastError: "worker shut down before the job finished" });
+  expect(job, worker.stderr()).toMatchObject({
+    state: "JOB_STATE_RETRY",
+    attempts: 1,
+    lastError: "worker shut down before the job finished",
+  });
   expect(Date.parse(job.scheduleTime)).toBeLessThanOrEqual(Date.now());
   const last = (await events(server, id)).at(-1);
   expect(last).toMatchObject({ kind: "EVENT_KIND_FAILED", workerId });
@@ -415,7 +422,12 @@ export async function serverRestartMidJob(
 
     const later = await submit(server, { queue, task: "demo.add", payload: { a: 20, b: 22 } });
     const jobs = await waitFinished(server, [slow, later], worker);
-    expect(jobs.get(slow), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { slept: 5 } });
+    expect(jobs.get(slow), worker.stderr()).toMatchObject({
+      state: "JOB_STATE_COMPLETED",
+      attempts: 1,
+      deliveries: 1,
+      result: { slept: 5 },
+    });
     expect(jobs.get(later), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { sum: 42 } });
     const slowEvents = await events(server, slow);
     expect(kinds(slowEvents), worker.stderr()).not.toContain("EVENT_KIND_LEASE_EXPIRED");
@@ -505,7 +517,9 @@ export async function leaseLostStopsTheHandler(server: TestServer, cmd: WorkerCo
   expect(job.attempts, worker.stderr()).toBeGreaterThanOrEqual(2);
   expect(worker.stderr()).toMatch(/lease lost; its outcome is not reported/);
   // Only the final attempt's outcome reached the server.
-  expect(kinds(await events(server, id)).filter((k) => k === "EVENT_KIND_COMPLETED" || k === "EVENT_KIND_FAILED")).toEqual(["EVENT_KIND_COMPLETED"]);
+  expect(kinds(await events(server, id)).filter((k) => k === "EVENT_KIND_COMPLETED" || k === "EVENT_KIND_FAILED")).toEqual([
+    "EVENT_KIND_COMPLETED",
+  ]);
 
   worker.child.kill("SIGTERM");
   expect(await exitWithin(worker, 10_000), worker.stderr()).toBe(0);
@@ -542,7 +556,13 @@ export async function authRequired(cmd: WorkerCommand, lang: string): Promise<vo
 
     const refusals: Array<[string, RegExp]> = [
       ["", /Work refused: unauthenticated this server requires "Authorization: Bearer <token>" \(LEASEQUEUE_TOKEN is not set/i],
-      [file.tokens["other-workers"], new RegExp(`Work refused: (permission_denied|PermissionDenied) start\\.queue: queue "${queue}" is not permitted; token "other-workers".*\\(check the token's entry`, "i")],
+      [
+        file.tokens["other-workers"],
+        new RegExp(
+          `Work refused: (permission_denied|PermissionDenied) start\\.queue: queue "${queue}" is not permitted; token "other-workers".*\\(check the token's entry`,
+          "i",
+        ),
+      ],
     ];
     for (const [token, why] of refusals) {
       const refused = startWorker(cmd, workerEnv(open, queue, `${lang}-worker-refused`, { LEASEQUEUE_TOKEN: token }));
@@ -557,7 +577,9 @@ export async function authRequired(cmd: WorkerCommand, lang: string): Promise<vo
     const workerId = `${lang}-worker-auth`;
     const worker = startWorker(cmd, workerEnv(open, queue, workerId, { LEASEQUEUE_TOKEN: token, LEASEQUEUE_LEASE_SECONDS: "1" }));
     const jobs = await waitFinished(server, ids, worker);
-    ids.slice(0, 3).forEach((id, i) => expect(jobs.get(id), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { sum: i + 100 } }));
+    ids
+      .slice(0, 3)
+      .forEach((id, i) => expect(jobs.get(id), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { sum: i + 100 } }));
     expect(jobs.get(ids[3]), worker.stderr()).toMatchObject({ state: "JOB_STATE_COMPLETED", deliveries: 1, result: { slept: 2 } });
     expect(kinds(await events(server, ids[3]))).toContain("EVENT_KIND_HEARTBEAT");
     expect(worker.stderr()).toMatch(/with a bearer token/);

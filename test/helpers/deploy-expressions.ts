@@ -19,9 +19,7 @@ interface RuleGroup {
 
 export function alertExpressions(text = readFileSync(ALERTS_FILE, "utf8")): NamedExpression[] {
   const { groups } = parseYaml(text) as { groups: RuleGroup[] };
-  return groups.flatMap((g) =>
-    g.rules.map((r) => ({ where: `alerts.yaml: ${g.name}/${r.alert ?? r.record}`, expr: String(r.expr) })),
-  );
+  return groups.flatMap((g) => g.rules.map((r) => ({ where: `alerts.yaml: ${g.name}/${r.alert ?? r.record}`, expr: String(r.expr) })));
 }
 
 /** Grafana's interval variables, which stand where PromQL has a duration. */

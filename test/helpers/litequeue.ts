@@ -45,9 +45,7 @@ export function writeLitequeueFile(path: string, messages: LitequeueMessage[], s
   try {
     db.pragma("journal_mode = WAL");
     db.exec(schema);
-    const insert = db.prepare(
-      `INSERT INTO "Queue" (data, message_id, status, in_time, lock_time, done_time) VALUES (?, ?, ?, ?, ?, ?)`,
-    );
+    const insert = db.prepare(`INSERT INTO "Queue" (data, message_id, status, in_time, lock_time, done_time) VALUES (?, ?, ?, ?, ?, ?)`);
     db.transaction(() => {
       for (const m of messages) insert.run(m.data, m.message_id, m.status, m.in_time, m.lock_time ?? null, m.done_time ?? null);
     })();

@@ -60,7 +60,10 @@ export interface TestSchema {
 
 /** A schema name of lower-case letters, digits and _: `lq_<label>_<random>`. */
 export function uniqueSchemaName(label: string): string {
-  const clean = label.toLowerCase().replace(/[^a-z0-9_]/g, "_").slice(0, 24);
+  const clean = label
+    .toLowerCase()
+    .replace(/[^a-z0-9_]/g, "_")
+    .slice(0, 24);
   return `lq_${clean}_${randomBytes(5).toString("hex")}`;
 }
 

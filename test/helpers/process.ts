@@ -74,17 +74,13 @@ function parseJson(line: string): any {
  * Spawns `node bin/leasequeue.js --db dbPath --port 0 --metrics-port 0 ...extraArgs`
  * in the package root and resolves once both listener lines are logged.
  */
-export function spawnServer(
-  dbPath: string,
-  extraArgs: string[] = [],
-  options: { env?: NodeJS.ProcessEnv } = {},
-): Promise<SpawnedServer> {
+export function spawnServer(dbPath: string, extraArgs: string[] = [], options: { env?: NodeJS.ProcessEnv } = {}): Promise<SpawnedServer> {
   assertBuilt();
-  const child = spawn(
-    process.execPath,
-    [CLI_PATH, "--db", dbPath, "--port", "0", "--metrics-port", "0", ...extraArgs],
-    { cwd: PACKAGE_ROOT, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"] },
-  );
+  const child = spawn(process.execPath, [CLI_PATH, "--db", dbPath, "--port", "0", "--metrics-port", "0", ...extraArgs], {
+    cwd: PACKAGE_ROOT,
+    env: { ...process.env, ...options.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   live.add(child);
 
   const lines: string[] = [];
@@ -140,7 +136,9 @@ export function spawnServer(
   return new Promise<SpawnedServer>((resolveServer, rejectServer) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
-      rejectServer(new Error(`leasequeue did not log both listeners within ${START_TIMEOUT_MS} ms\n${lines.join("\n")}\n${stderrLines.join("\n")}`));
+      rejectServer(
+        new Error(`leasequeue did not log both listeners within ${START_TIMEOUT_MS} ms\n${lines.join("\n")}\n${stderrLines.join("\n")}`),
+      );
     }, START_TIMEOUT_MS);
     Promise.all([listenerUrl("api listening"), listenerUrl("metrics listening")]).then(
       ([apiUrl, metricsUrl]) => {
@@ -205,12 +203,7 @@ export interface JsonReply {
  * One Connect JSON call with fetch, like curl. Network failures (the server
  * died) reject, as fetch does; HTTP errors resolve with their status.
  */
-export async function callJson(
-  apiUrl: string,
-  method: string,
-  body: unknown,
-  headers: Record<string, string> = {},
-): Promise<JsonReply> {
+export async function callJson(apiUrl: string, method: string, body: unknown, headers: Record<string, string> = {}): Promise<JsonReply> {
   const res = await fetch(`${apiUrl}/leasequeue.v1.LeaseQueueService/${method}`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },

@@ -25,8 +25,20 @@ const LABEL_LIST_KEYWORDS = new Set(["by", "without", "on", "ignoring", "group_l
 const WORD_OPERATORS = new Set(["and", "or", "unless", "bool", "offset", "atan2"]);
 /** Aggregation operators: their modifier may come before the parenthesis (`sum by (queue) (x)`). */
 const AGGREGATIONS = new Set([
-  "sum", "avg", "count", "min", "max", "group", "stddev", "stdvar",
-  "topk", "bottomk", "quantile", "count_values", "limitk", "limit_ratio",
+  "sum",
+  "avg",
+  "count",
+  "min",
+  "max",
+  "group",
+  "stddev",
+  "stdvar",
+  "topk",
+  "bottomk",
+  "quantile",
+  "count_values",
+  "limitk",
+  "limit_ratio",
 ]);
 /** Number literals spelled as words. */
 const WORD_NUMBERS = new Set(["inf", "nan"]);

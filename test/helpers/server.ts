@@ -22,10 +22,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export async function startTestServer(
-  flags: Record<string, string> = {},
-  options: Omit<StartOptions, "log"> = {},
-): Promise<TestServer> {
+export async function startTestServer(flags: Record<string, string> = {}, options: Omit<StartOptions, "log"> = {}): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "leasequeue-test-"));
   const config = resolveConfig({ db: join(dir, "jobs.db"), port: "0", "metrics-port": "0", ...flags }, {});
   const server = await startServer(config, { log: silentLogger, ...options });

@@ -41,7 +41,12 @@ async function bombard(s: HostileServer, encoding: string, body: Buffer): Promis
     const bombs = Array.from({ length: BOMBS }, (_, i) =>
       rawRequest(
         sessions[i % SESSIONS],
-        { ":path": `${SERVICE}/Submit`, "content-type": "application/proto", "content-encoding": encoding, "connect-protocol-version": "1" },
+        {
+          ":path": `${SERVICE}/Submit`,
+          "content-type": "application/proto",
+          "content-encoding": encoding,
+          "connect-protocol-version": "1",
+        },
         body,
       ),
     );
@@ -136,7 +141,11 @@ describe("request compression", () => {
   }, 60_000);
 
   it("compresses responses over 1 KiB only with LEASEQUEUE_RESPONSE_COMPRESSION=on (off by default)", async () => {
-    for (const [setting, expected] of [["on", "gzip"], ["off", undefined], [undefined, undefined]] as const) {
+    for (const [setting, expected] of [
+      ["on", "gzip"],
+      ["off", undefined],
+      [undefined, undefined],
+    ] as const) {
       server = await spawnHostileServer(setting === undefined ? {} : { LEASEQUEUE_RESPONSE_COMPRESSION: setting });
       for (let i = 0; i < 20; i++) await okJson(server.apiUrl, "Submit", { queue: "big", task: "t", payload: { i, pad: "x".repeat(100) } });
       const [session] = await connectMany(server.apiUrl, 1);

@@ -69,66 +69,70 @@ const batch = (n: number, tag: string) => ({
 });
 
 describe("a full disk", () => {
-  it.skipIf(skip)("makes the server unready and refuse writes, then recover by itself with every acknowledged job kept", async () => {
-    const db = join(dir, "jobs.db");
-    server = await spawnServer(db);
-    const { apiUrl, metricsUrl } = server;
-    const health = createClient(Health, createGrpcTransport({ baseUrl: apiUrl }));
-    const watchAbort = new AbortController();
-    const watch = health.watch({ service: "" }, { signal: watchAbort.signal })[Symbol.asyncIterator]();
-    const nextStatus = async () => (await watch.next()).value?.status;
-    expect(await nextStatus()).toBe(ServingStatus.SERVING);
+  it.skipIf(skip)(
+    "makes the server unready and refuse writes, then recover by itself with every acknowledged job kept",
+    async () => {
+      const db = join(dir, "jobs.db");
+      server = await spawnServer(db);
+      const { apiUrl, metricsUrl } = server;
+      const health = createClient(Health, createGrpcTransport({ baseUrl: apiUrl }));
+      const watchAbort = new AbortController();
+      const watch = health.watch({ service: "" }, { signal: watchAbort.signal })[Symbol.asyncIterator]();
+      const nextStatus = async () => (await watch.next()).value?.status;
+      expect(await nextStatus()).toBe(ServingStatus.SERVING);
 
-    const acknowledged = new Set<string>();
-    const accept = (body: any) => {
-      for (const r of body.results) acknowledged.add(r.job.id);
-    };
-    for (let i = 0; i < 4; i++) accept(await okJson(apiUrl, "SubmitBatch", batch(50, `before-${i}`)));
-    expect((await fetch(`${metricsUrl}/health/ready`)).status).toBe(200);
-    expect(await writeFailures(metricsUrl, "disk_full")).toBe(0);
+      const acknowledged = new Set<string>();
+      const accept = (body: any) => {
+        for (const r of body.results) acknowledged.add(r.job.id);
+      };
+      for (let i = 0; i < 4; i++) accept(await okJson(apiUrl, "SubmitBatch", batch(50, `before-${i}`)));
+      expect((await fetch(`${metricsUrl}/health/ready`)).status).toBe(200);
+      expect(await writeFailures(metricsUrl, "disk_full")).toBe(0);
 
-    const filler = join(dir, "filler");
-    const filled = fillDisk(filler);
-    console.log(`disk-full: ${acknowledged.size} jobs acknowledged, then a ${(filled / 1024).toFixed(0)} KiB filler filled the tmpfs`);
+      const filler = join(dir, "filler");
+      const filled = fillDisk(filler);
+      console.log(`disk-full: ${acknowledged.size} jobs acknowledged, then a ${(filled / 1024).toFixed(0)} KiB filler filled the tmpfs`);
 
-    // Writes that still fit in space the files already own may succeed; the
-    // next ones must be refused with `unavailable`.
-    let refused: { status: number; body: any } | undefined;
-    for (let i = 0; i < 50 && refused === undefined; i++) {
-      const reply = await callJson(apiUrl, "SubmitBatch", batch(50, `full-${i}`));
-      if (reply.status === 200) accept(reply.body);
-      else refused = reply;
-    }
-    expect(refused, "some SubmitBatch must be refused on a full disk").toBeDefined();
-    expect(refused!.status).toBe(503);
-    expect(refused!.body.code).toBe("unavailable");
-    const single = await callJson(apiUrl, "Submit", { queue: "disk", task: "one", payload: { pad: "q".repeat(2000) } });
-    expect(single.status).toBe(503);
-    expect(single.body.code).toBe("unavailable");
+      // Writes that still fit in space the files already own may succeed; the
+      // next ones must be refused with `unavailable`.
+      let refused: { status: number; body: any } | undefined;
+      for (let i = 0; i < 50 && refused === undefined; i++) {
+        const reply = await callJson(apiUrl, "SubmitBatch", batch(50, `full-${i}`));
+        if (reply.status === 200) accept(reply.body);
+        else refused = reply;
+      }
+      expect(refused, "some SubmitBatch must be refused on a full disk").toBeDefined();
+      expect(refused!.status).toBe(503);
+      expect(refused!.body.code).toBe("unavailable");
+      const single = await callJson(apiUrl, "Submit", { queue: "disk", task: "one", payload: { pad: "q".repeat(2000) } });
+      expect(single.status).toBe(503);
+      expect(single.body.code).toBe("unavailable");
 
-    const ready = await fetch(`${metricsUrl}/health/ready`);
-    expect(ready.status).toBe(503);
-    expect(((await ready.json()) as { reason: string }).reason).toMatch(/disk_full/);
-    expect(await nextStatus()).toBe(ServingStatus.NOT_SERVING);
-    expect((await health.check({ service: "" })).status).toBe(ServingStatus.NOT_SERVING);
-    expect((await health.check({ service: "leasequeue.v1.LeaseQueueService" })).status).toBe(ServingStatus.NOT_SERVING);
-    expect(await writeFailures(metricsUrl, "disk_full")).toBeGreaterThanOrEqual(1);
-    expect(server.lines.some((l) => l.includes("database writes are failing"))).toBe(true);
+      const ready = await fetch(`${metricsUrl}/health/ready`);
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as { reason: string }).reason).toMatch(/disk_full/);
+      expect(await nextStatus()).toBe(ServingStatus.NOT_SERVING);
+      expect((await health.check({ service: "" })).status).toBe(ServingStatus.NOT_SERVING);
+      expect((await health.check({ service: "leasequeue.v1.LeaseQueueService" })).status).toBe(ServingStatus.NOT_SERVING);
+      expect(await writeFailures(metricsUrl, "disk_full")).toBeGreaterThanOrEqual(1);
+      expect(server.lines.some((l) => l.includes("database writes are failing"))).toBe(true);
 
-    // Space returns; nobody writes: the server notices on its own.
-    unlinkSync(filler);
-    expect(await nextStatus()).toBe(ServingStatus.SERVING);
-    watchAbort.abort();
-    expect((await fetch(`${metricsUrl}/health/ready`)).status).toBe(200);
-    accept(await okJson(apiUrl, "SubmitBatch", batch(50, "after")));
+      // Space returns; nobody writes: the server notices on its own.
+      unlinkSync(filler);
+      expect(await nextStatus()).toBe(ServingStatus.SERVING);
+      watchAbort.abort();
+      expect((await fetch(`${metricsUrl}/health/ready`)).status).toBe(200);
+      accept(await okJson(apiUrl, "SubmitBatch", batch(50, "after")));
 
-    // Nothing acknowledged was lost, even across a crash of the server.
-    const seen = new Set((await listAllJobs(apiUrl, "disk")).map((j) => j.id as string));
-    expect([...acknowledged].filter((id) => !seen.has(id))).toEqual([]);
-    await server.stop("SIGKILL");
-    server = await spawnServer(db);
-    const afterCrash = new Set((await listAllJobs(server.apiUrl, "disk")).map((j) => j.id as string));
-    expect([...acknowledged].filter((id) => !afterCrash.has(id))).toEqual([]);
-    console.log(`disk-full: all ${acknowledged.size} acknowledged jobs present after recovery and after a crash`);
-  }, 60_000);
+      // Nothing acknowledged was lost, even across a crash of the server.
+      const seen = new Set((await listAllJobs(apiUrl, "disk")).map((j) => j.id as string));
+      expect([...acknowledged].filter((id) => !seen.has(id))).toEqual([]);
+      await server.stop("SIGKILL");
+      server = await spawnServer(db);
+      const afterCrash = new Set((await listAllJobs(server.apiUrl, "disk")).map((j) => j.id as string));
+      expect([...acknowledged].filter((id) => !afterCrash.has(id))).toEqual([]);
+      console.log(`disk-full: all ${acknowledged.size} acknowledged jobs present after recovery and after a crash`);
+    },
+    60_000,
+  );
 });

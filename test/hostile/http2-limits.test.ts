@@ -12,7 +12,18 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { processCpuMs } from "../helpers/proc-stats.js";
 import { okJson } from "../helpers/process.js";
-import { connectH2, envelope, errorLines, grpcStatus, readReply, rpcCount, SERVICE, spawnHostileServer, type HostileServer, type RawReply } from "./raw-http2.js";
+import {
+  connectH2,
+  envelope,
+  errorLines,
+  grpcStatus,
+  readReply,
+  rpcCount,
+  SERVICE,
+  spawnHostileServer,
+  type HostileServer,
+  type RawReply,
+} from "./raw-http2.js";
 
 const STREAMS = 1_000;
 const LIMIT = 256;
@@ -70,7 +81,10 @@ describe("HTTP/2 stream limit", () => {
       });
       streams.push(stream);
     }
-    await until(() => answered - closed >= LIMIT || answered + refused >= STREAMS, (w) => wakers.add(w));
+    await until(
+      () => answered - closed >= LIMIT || answered + refused >= STREAMS,
+      (w) => wakers.add(w),
+    );
 
     // Another client, on its own connection, is served while they are held.
     const honest = await okJson(server.apiUrl, "Submit", { queue: "honest", task: "t" });
@@ -89,7 +103,10 @@ describe("HTTP/2 stream limit", () => {
     const toEnd = streams.filter((s) => !s.closed).slice(0, 50);
     const answeredBefore = answered;
     for (const s of toEnd) s.close();
-    await until(() => answered >= Math.min(STREAMS, answeredBefore + 50) || answered + refused >= STREAMS, (w) => wakers.add(w));
+    await until(
+      () => answered >= Math.min(STREAMS, answeredBefore + 50) || answered + refused >= STREAMS,
+      (w) => wakers.add(w),
+    );
     expect(answered - closed).toBeLessThanOrEqual(LIMIT);
 
     session.destroy();
@@ -104,7 +121,13 @@ const TRICKLERS = 50;
  * finishes it (gRPC: after an envelope prefix declaring a 1,000-byte message).
  */
 function trickle(session: http2.ClientHttp2Session, contentType: string): { reply: Promise<RawReply>; opened: number } {
-  const stream = session.request({ ":method": "POST", ":path": `${SERVICE}/Submit`, "content-type": contentType, "connect-protocol-version": "1", te: "trailers" });
+  const stream = session.request({
+    ":method": "POST",
+    ":path": `${SERVICE}/Submit`,
+    "content-type": contentType,
+    "connect-protocol-version": "1",
+    te: "trailers",
+  });
   if (contentType === "application/grpc") stream.write(Buffer.from([0, 0, 0, 0x03, 0xe8]));
   const timer = setInterval(() => {
     if (!stream.closed && !stream.destroyed) stream.write(Buffer.from("{"));
@@ -128,7 +151,9 @@ describe("HTTP/2 request timeout", () => {
 
     const replies = await Promise.all(tricklers.map((t) => t.reply));
     const elapsed = performance.now() - started;
-    console.log(`${TRICKLERS} trickling streams all answered within ${Math.round(elapsed)} ms (timeout ${REQUEST_TIMEOUT_MS} ms); ${server.describeMemory()}`);
+    console.log(
+      `${TRICKLERS} trickling streams all answered within ${Math.round(elapsed)} ms (timeout ${REQUEST_TIMEOUT_MS} ms); ${server.describeMemory()}`,
+    );
     replies.forEach((reply, i) => {
       if (i % 2 === 0) {
         expect(reply.status).toBe(504); // Connect's HTTP status for deadline_exceeded
@@ -194,9 +219,23 @@ describe.skipIf(!opensslAvailable() && process.env.CI !== "true")("HTTP/2 limits
       execFileSync(
         "openssl",
         [
-          "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-          "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-days", "1",
-          "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"),
+          "req",
+          "-x509",
+          "-newkey",
+          "ec",
+          "-pkeyopt",
+          "ec_paramgen_curve:prime256v1",
+          "-nodes",
+          "-subj",
+          "/CN=localhost",
+          "-addext",
+          "subjectAltName=DNS:localhost,IP:127.0.0.1",
+          "-days",
+          "1",
+          "-keyout",
+          join(dir, "key.pem"),
+          "-out",
+          join(dir, "cert.pem"),
         ],
         { stdio: "pipe" },
       );

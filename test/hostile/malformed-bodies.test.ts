@@ -8,7 +8,17 @@ import * as zlib from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mib } from "../helpers/proc-stats.js";
 import { listAllJobs, okJson } from "../helpers/process.js";
-import { connectH2, envelope, errorLines, grpcStatus, rawRequest, rpcCount, SERVICE, spawnHostileServer, type HostileServer } from "./raw-http2.js";
+import {
+  connectH2,
+  envelope,
+  errorLines,
+  grpcStatus,
+  rawRequest,
+  rpcCount,
+  SERVICE,
+  spawnHostileServer,
+  type HostileServer,
+} from "./raw-http2.js";
 import type * as http2 from "node:http2";
 
 /** Not protobuf binary: 0xff... is a varint that never ends. */
@@ -27,7 +37,7 @@ afterAll(async () => {
 
 function parseFrames(body: Buffer): { flags: number; data: Buffer }[] {
   const frames: { flags: number; data: Buffer }[] = [];
-  for (let i = 0; i + 5 <= body.length; ) {
+  for (let i = 0; i + 5 <= body.length;) {
     const length = body.readUInt32BE(i + 1);
     frames.push({ flags: body[i], data: body.subarray(i + 5, i + 5 + length) });
     i += 5 + length;

@@ -119,8 +119,14 @@ afterAll(async () => {
 describe("every job the server accepts decodes in every client", () => {
   const protobufEs: [string, () => Client<typeof LeaseQueueService>][] = [
     ["connect-node gRPC", () => createClient(LeaseQueueService, createGrpcTransport({ baseUrl: s.apiUrl }))],
-    ["Connect binary, HTTP/2", () => createClient(LeaseQueueService, createConnectTransport({ baseUrl: s.apiUrl, httpVersion: "2", useBinaryFormat: true }))],
-    ["Connect binary, HTTP/1.1", () => createClient(LeaseQueueService, createConnectTransport({ baseUrl: s.apiUrl, httpVersion: "1.1", useBinaryFormat: true }))],
+    [
+      "Connect binary, HTTP/2",
+      () => createClient(LeaseQueueService, createConnectTransport({ baseUrl: s.apiUrl, httpVersion: "2", useBinaryFormat: true })),
+    ],
+    [
+      "Connect binary, HTTP/1.1",
+      () => createClient(LeaseQueueService, createConnectTransport({ baseUrl: s.apiUrl, httpVersion: "1.1", useBinaryFormat: true })),
+    ],
     ["Connect JSON, HTTP/1.1", () => s.client],
   ];
 
@@ -141,7 +147,10 @@ describe("every job the server accepts decodes in every client", () => {
 
     const { leases } = await client.claim({ queue: `claim-${queue}`, workerId: "decoder", maxJobs: 100 });
     const stream = new AbortController();
-    for await (const m of client.streamClaims({ queue: `stream-${queue}`, workerId: "decoder", maxInFlight: 100 }, { signal: stream.signal })) {
+    for await (const m of client.streamClaims(
+      { queue: `stream-${queue}`, workerId: "decoder", maxInFlight: 100 },
+      { signal: stream.signal },
+    )) {
       if (m.lease === undefined) continue;
       leases.push(m.lease);
       got.stream[m.lease.job!.id] = contentsOf(m.lease.job);
@@ -264,11 +273,15 @@ describe("every job the server accepts decodes in every client", () => {
         streamQueue: "stream-python",
         streamCount: Object.keys(streamable).length,
       };
-      const res = await run(PYTHON, [join(REPO_ROOT, "test/hostile/python_decode.py"), new URL(s.apiUrl).host, join(REPO_ROOT, "gen/python")], {
-        cwd: REPO_ROOT,
-        input: JSON.stringify(plan),
-        env: { ...process.env, PYTHONDONTWRITEBYTECODE: "1", PYTHONPATH: "" },
-      });
+      const res = await run(
+        PYTHON,
+        [join(REPO_ROOT, "test/hostile/python_decode.py"), new URL(s.apiUrl).host, join(REPO_ROOT, "gen/python")],
+        {
+          cwd: REPO_ROOT,
+          input: JSON.stringify(plan),
+          env: { ...process.env, PYTHONDONTWRITEBYTECODE: "1", PYTHONPATH: "" },
+        },
+      );
       expect(res.code, res.stderr).toBe(0);
       expect(JSON.parse(res.stdout)).toEqual({ getJob: readJobs, listJobs: readJobs, claim: claimable, stream: streamable });
     }, 60_000);
@@ -374,7 +387,9 @@ describe("a stored job that no binary client could decode", () => {
     const client = grpcClient();
     const stream = new AbortController();
     const poison = await storeLegacy("poison-raw", deep60("array"));
-    const messages = client.streamClaims({ queue: "poison-raw", workerId: "raw", maxInFlight: 1 }, { signal: stream.signal })[Symbol.asyncIterator]();
+    const messages = client
+      .streamClaims({ queue: "poison-raw", workerId: "raw", maxInFlight: 1 }, { signal: stream.signal })
+      [Symbol.asyncIterator]();
     expect((await messages.next()).value?.lease).toBeUndefined(); // the first keepalive: registered
     const { job } = await ok("Submit", { queue: "poison-raw", task: "t", payload: nested("array", 32) });
     let lease;

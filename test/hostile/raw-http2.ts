@@ -32,11 +32,7 @@ export async function connectH2(url: string, options: http2.SecureClientSessionO
 }
 
 /** One request: headers, then `body` (if any) and END_STREAM. */
-export function rawRequest(
-  session: http2.ClientHttp2Session,
-  headers: http2.OutgoingHttpHeaders,
-  body?: Uint8Array,
-): Promise<RawReply> {
+export function rawRequest(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body?: Uint8Array): Promise<RawReply> {
   const stream = session.request({ ":method": "POST", ...headers }, { endStream: body === undefined });
   if (body !== undefined) stream.end(body);
   return readReply(stream);

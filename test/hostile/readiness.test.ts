@@ -195,9 +195,7 @@ describe("readiness of a running server", () => {
     const t = await server();
     const store = t.server.store as SqliteStore;
     const before = probes(store);
-    const statuses = await Promise.all(
-      Array.from({ length: 100 }, async () => (await fetch(`${t.metricsUrl}/health/ready`)).status),
-    );
+    const statuses = await Promise.all(Array.from({ length: 100 }, async () => (await fetch(`${t.metricsUrl}/health/ready`)).status));
     expect(new Set(statuses)).toEqual(new Set([200]));
     expect(probes(store) - before).toBeLessThanOrEqual(1);
   });

@@ -93,10 +93,15 @@ it("no lease token or idempotency key shows anywhere but the lease itself", { ti
   keys.push(fieldKey, headerKey, ...batchKeys);
   expect((await call("Submit", { queue: "secrets", task: "t", payload: { n: 1 }, idempotencyKey: fieldKey })).status).toBe(200);
   expect((await call("Submit", { queue: "secrets", task: "t", payload: { n: 2 } }, { "Idempotency-Key": headerKey })).status).toBe(200);
-  expect((await call("SubmitBatch", { jobs: batchKeys.map((k, i) => ({ queue: "secrets", task: "t", payload: { b: i }, idempotencyKey: k })) })).status).toBe(200);
+  expect(
+    (await call("SubmitBatch", { jobs: batchKeys.map((k, i) => ({ queue: "secrets", task: "t", payload: { b: i }, idempotencyKey: k })) }))
+      .status,
+  ).toBe(200);
   expect((await call("Submit", { queue: "secrets", task: "t", payload: { n: 1 }, idempotencyKey: fieldKey })).body.deduplicated).toBe(true);
   expect((await call("Submit", { queue: "secrets", task: "t", payload: { n: 99 }, idempotencyKey: fieldKey })).status).toBe(409);
-  expect((await call("Submit", { queue: "secrets", task: "t", idempotencyKey: fieldKey }, { "Idempotency-Key": headerKey })).status).toBe(400);
+  expect((await call("Submit", { queue: "secrets", task: "t", idempotencyKey: fieldKey }, { "Idempotency-Key": headerKey })).status).toBe(
+    400,
+  );
   const badKey = secret("bad key with spaces");
   keys.push(badKey);
   expect((await call("Submit", { queue: "secrets", task: "t", idempotencyKey: badKey })).status).toBe(400);
@@ -105,7 +110,10 @@ it("no lease token or idempotency key shows anywhere but the lease itself", { ti
   const claimed = leasesFrom((await okJson(api, "Claim", { queue: "secrets", workerId: "secret-worker", maxJobs: 2 })).leases);
   expect(claimed).toHaveLength(2);
   const streamed: Lease[] = [];
-  for await (const m of streamClient().streamClaims({ queue: "secrets", workerId: "secret-streamer", maxInFlight: 2 }, { signal: streamAbort.signal })) {
+  for await (const m of streamClient().streamClaims(
+    { queue: "secrets", workerId: "secret-streamer", maxInFlight: 2 },
+    { signal: streamAbort.signal },
+  )) {
     if (m.lease !== undefined) streamed.push(m.lease);
     if (streamed.length === 2) break;
   }
@@ -122,7 +130,9 @@ it("no lease token or idempotency key shows anywhere but the lease itself", { ti
   expect((await call("Release", { jobId: a.job.id, leaseToken: "x".repeat(300) })).status).toBe(400);
   expect((await call("Complete", { jobId: a.job.id, leaseToken: a.leaseToken, result: { ok: true } })).status).toBe(200);
   expect((await call("Complete", { jobId: a.job.id, leaseToken: a.leaseToken })).status).toBe(409); // already done
-  expect((await call("Fail", { jobId: b.job.id, leaseToken: b.leaseToken, error: "failing on purpose", permanent: true })).status).toBe(200);
+  expect((await call("Fail", { jobId: b.job.id, leaseToken: b.leaseToken, error: "failing on purpose", permanent: true })).status).toBe(
+    200,
+  );
   const streamedIds = streamed.map((l) => l.job!.id);
   expect((await call("Release", { jobId: streamedIds[0], leaseToken: streamTokens[0] })).status).toBe(200);
   expect((await call("Complete", { jobId: streamedIds[1], leaseToken: streamTokens[1] })).status).toBe(200);
@@ -142,7 +152,9 @@ it("no lease token or idempotency key shows anywhere but the lease itself", { ti
     db.close();
   }
   expect((await call("Claim", { queue: "secrets-poison", workerId: "poisoned" })).body).toEqual({});
-  await server.waitForLine((_, json) => json?.msg === "lease cannot be encoded for a worker; job dead-lettered" && json.jobId === legacy.id);
+  await server.waitForLine(
+    (_, json) => json?.msg === "lease cannot be encoded for a worker; job dead-lettered" && json.jobId === legacy.id,
+  );
 
   // Everything a reader, an operator or a scraper sees.
   const jobs = await listAllJobs(api);

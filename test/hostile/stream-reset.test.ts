@@ -48,7 +48,8 @@ describe("client resets", () => {
     // The server is still serving, and has finished with every reset stream.
     const honest = await okJson(server.apiUrl, "Submit", { queue: "after-resets", task: "t" });
     expect(honest.job.queue).toBe("after-resets");
-    const canceled = async () => (await rpcCount(server!.metricsUrl, "Submit", "canceled")) + (await rpcCount(server!.metricsUrl, "WatchEvents", "canceled"));
+    const canceled = async () =>
+      (await rpcCount(server!.metricsUrl, "Submit", "canceled")) + (await rpcCount(server!.metricsUrl, "WatchEvents", "canceled"));
     let counted = await canceled();
     // The last resets may still be closing on the server: poll the metric (bounded).
     for (let i = 0; i < 50 && counted < RESETS; i++) {
@@ -84,19 +85,24 @@ describe("client resets", () => {
         await once(socket, "connect");
         const method = i % 2 === 0 ? "Submit" : "WatchEvents";
         const contentType = i % 2 === 0 ? "application/json" : "application/connect+json";
-        socket.write(`POST ${SERVICE}/${method} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${contentType}\r\nContent-Length: 1000\r\n\r\n{`);
+        socket.write(
+          `POST ${SERVICE}/${method} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${contentType}\r\nContent-Length: 1000\r\n\r\n{`,
+        );
         // Dropped once the server has begun reading the body.
         await new Promise((r) => setTimeout(r, 50));
         socket.destroy();
       }),
     );
-    const counted = async () => (await rpcCount(server!.metricsUrl, "Submit", "canceled")) + (await rpcCount(server!.metricsUrl, "WatchEvents", "canceled"));
+    const counted = async () =>
+      (await rpcCount(server!.metricsUrl, "Submit", "canceled")) + (await rpcCount(server!.metricsUrl, "WatchEvents", "canceled"));
     let canceled = await counted();
     for (let i = 0; i < 50 && canceled < DROPS; i++) {
       await new Promise((r) => setTimeout(r, 100));
       canceled = await counted();
     }
-    console.log(`${DROPS} HTTP/1.1 connections dropped mid-body: ${canceled} counted as canceled, ${errorLines(server).length} error lines`);
+    console.log(
+      `${DROPS} HTTP/1.1 connections dropped mid-body: ${canceled} counted as canceled, ${errorLines(server).length} error lines`,
+    );
     expect(errorLines(server)).toEqual([]);
     expect(canceled).toBe(DROPS);
     for (const method of ["Submit", "WatchEvents"]) expect(await rpcCount(server.metricsUrl, method, "internal")).toBe(0);

@@ -100,30 +100,32 @@ describe("WatchEvents subscribers that never read", () => {
       let it = watcher.watchEvents({}, { signal: readerAbort.signal })[Symbol.asyncIterator]();
       const subscribed = it.next().then((r) => expect(r.value?.event).toBeUndefined());
       let failure: unknown;
-      const reading = subscribed.then(async () => {
-        for (;;) {
-          try {
-            const r = await it.next();
-            if (r.done) return;
-            if (r.value.event === undefined) continue;
-            received.push(r.value.event.sequence);
-            if (reached !== undefined && r.value.event.sequence >= reached.sequence) reached.resolve();
-          } catch (err) {
-            if (readerAbort.signal.aborted) return;
-            // A reader starved of CPU (this test process also produces the
-            // jobs, and the machine is shared) may be dropped as too slow like
-            // any other: it resumes where it was, as api.md tells clients to.
-            const error = ConnectError.from(err);
-            if (error.code !== Code.ResourceExhausted || received.length === 0) throw err;
-            resumes++;
-            it = watcher.watchEvents({ afterSequence: received.at(-1)! }, { signal: readerAbort.signal })[Symbol.asyncIterator]();
+      const reading = subscribed
+        .then(async () => {
+          for (;;) {
+            try {
+              const r = await it.next();
+              if (r.done) return;
+              if (r.value.event === undefined) continue;
+              received.push(r.value.event.sequence);
+              if (reached !== undefined && r.value.event.sequence >= reached.sequence) reached.resolve();
+            } catch (err) {
+              if (readerAbort.signal.aborted) return;
+              // A reader starved of CPU (this test process also produces the
+              // jobs, and the machine is shared) may be dropped as too slow like
+              // any other: it resumes where it was, as api.md tells clients to.
+              const error = ConnectError.from(err);
+              if (error.code !== Code.ResourceExhausted || received.length === 0) throw err;
+              resumes++;
+              it = watcher.watchEvents({ afterSequence: received.at(-1)! }, { signal: readerAbort.signal })[Symbol.asyncIterator]();
+            }
           }
-        }
-      }).catch((err: unknown) => {
-        // Kept for the assertion below (and never an unhandled rejection when
-        // an earlier assertion fails and the server stops under the reader).
-        failure = err;
-      });
+        })
+        .catch((err: unknown) => {
+          // Kept for the assertion below (and never an unhandled rejection when
+          // an earlier assertion fails and the server stops under the reader).
+          failure = err;
+        });
       const until = (sequence: bigint) =>
         (received.at(-1) ?? 0n) >= sequence ? Promise.resolve() : new Promise<void>((resolve) => (reached = { sequence, resolve }));
       return { received, subscribed, reading, until, resumes: () => resumes, failure: () => failure };

@@ -83,10 +83,7 @@ async function startSlowHttp2Call() {
   const app = createHealthApp();
   const listener = await listen({ handler: app.handler });
   const url = listener.address.url;
-  const client = createClient(
-    Health,
-    createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: h2SessionManager(url) }),
-  );
+  const client = createClient(Health, createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: h2SessionManager(url) }));
   const call = client.check({ service: "slow" });
   await app.slowStarted;
   return { app, listener, call };
@@ -487,9 +484,23 @@ describe.skipIf(!opensslAvailable() && process.env.CI !== "true")("one TLS port"
       execFileSync(
         "openssl",
         [
-          "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-          "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-days", "1",
-          "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem"),
+          "req",
+          "-x509",
+          "-newkey",
+          "ec",
+          "-pkeyopt",
+          "ec_paramgen_curve:prime256v1",
+          "-nodes",
+          "-subj",
+          "/CN=localhost",
+          "-addext",
+          "subjectAltName=DNS:localhost,IP:127.0.0.1",
+          "-days",
+          "1",
+          "-keyout",
+          join(dir, "key.pem"),
+          "-out",
+          join(dir, "cert.pem"),
         ],
         { stdio: "pipe" },
       );

@@ -33,28 +33,58 @@ describe("the auth file", () => {
   it.each([
     ["not JSON", "{tokens: []}", /is not valid JSON \(line 1, column 2\)/],
     ["not an object", "[]", /the file must be a JSON object/],
-    ["an unknown top-level key", file([{ name: "a", sha256: HASH_A, roles: ["reader"] }], { token: [] }), /the file has an unknown key "token"/],
+    [
+      "an unknown top-level key",
+      file([{ name: "a", sha256: HASH_A, roles: ["reader"] }], { token: [] }),
+      /the file has an unknown key "token"/,
+    ],
     ["no tokens list", "{}", /"tokens" must be a list of tokens/],
     ["an empty tokens list", file([]), /lists no token/],
     ["an entry that is not an object", file(["abc"]), /tokens\[0\] must be a JSON object/],
-    ["a misspelt key (queue for queues)", file([{ name: "a", sha256: HASH_A, roles: ["reader"], queue: ["x"] }]), /tokens\[0\] has an unknown key "queue"/],
+    [
+      "a misspelt key (queue for queues)",
+      file([{ name: "a", sha256: HASH_A, roles: ["reader"], queue: ["x"] }]),
+      /tokens\[0\] has an unknown key "queue"/,
+    ],
     ["a missing name", file([{ sha256: HASH_A, roles: ["reader"] }]), /tokens\[0\]\.name must be/],
     ["a name with a space", file([{ name: "a b", sha256: HASH_A, roles: ["reader"] }]), /tokens\[0\]\.name must be/],
-    ["an upper-case hash", file([{ name: "a", sha256: HASH_A.toUpperCase(), roles: ["reader"] }]), /tokens\[0\]\.sha256 must be 64 lowercase/],
+    [
+      "an upper-case hash",
+      file([{ name: "a", sha256: HASH_A.toUpperCase(), roles: ["reader"] }]),
+      /tokens\[0\]\.sha256 must be 64 lowercase/,
+    ],
     ["a short hash", file([{ name: "a", sha256: "abc", roles: ["reader"] }]), /tokens\[0\]\.sha256/],
     ["no roles", file([{ name: "a", sha256: HASH_A, roles: [] }]), /tokens\[0\]\.roles must be a non-empty list/],
-    ["an unknown role", file([{ name: "a", sha256: HASH_A, roles: ["reader", "admin"] }]), /tokens\[0\]\.roles\[1\] must be one of producer, worker, operator, reader/],
+    [
+      "an unknown role",
+      file([{ name: "a", sha256: HASH_A, roles: ["reader", "admin"] }]),
+      /tokens\[0\]\.roles\[1\] must be one of producer, worker, operator, reader/,
+    ],
     ["a role twice", file([{ name: "a", sha256: HASH_A, roles: ["reader", "reader"] }]), /tokens\[0\]\.roles lists an item twice/],
-    ["an empty queue list", file([{ name: "a", sha256: HASH_A, roles: ["reader"], queues: [] }]), /tokens\[0\]\.queues must be a non-empty list/],
-    ["a bad queue name", file([{ name: "a", sha256: HASH_A, roles: ["reader"], queues: ["no spaces"] }]), /tokens\[0\]\.queues\[0\] must be a queue name/],
+    [
+      "an empty queue list",
+      file([{ name: "a", sha256: HASH_A, roles: ["reader"], queues: [] }]),
+      /tokens\[0\]\.queues must be a non-empty list/,
+    ],
+    [
+      "a bad queue name",
+      file([{ name: "a", sha256: HASH_A, roles: ["reader"], queues: ["no spaces"] }]),
+      /tokens\[0\]\.queues\[0\] must be a queue name/,
+    ],
     [
       "two tokens with one name",
-      file([{ name: "a", sha256: HASH_A, roles: ["reader"] }, { name: "a", sha256: HASH_B, roles: ["worker"] }]),
+      file([
+        { name: "a", sha256: HASH_A, roles: ["reader"] },
+        { name: "a", sha256: HASH_B, roles: ["worker"] },
+      ]),
       /tokens\[1\]\.name is the same as tokens\[0\]\.name/,
     ],
     [
       "two entries with one hash",
-      file([{ name: "a", sha256: HASH_A, roles: ["reader"] }, { name: "b", sha256: HASH_A, roles: ["worker"] }]),
+      file([
+        { name: "a", sha256: HASH_A, roles: ["reader"] },
+        { name: "b", sha256: HASH_A, roles: ["worker"] },
+      ]),
       /tokens\[1\]\.sha256 is the same as tokens\[0\]\.sha256/,
     ],
   ])("refuses %s", (_what, text, message) => {

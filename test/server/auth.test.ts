@@ -92,7 +92,10 @@ describe("roles", () => {
   });
 
   it("are exactly api.md section B's", () => {
-    const byRole = (role: Role) => Object.keys(RPC_ROLES).filter((rpc) => RPC_ROLES[rpc] === role).sort();
+    const byRole = (role: Role) =>
+      Object.keys(RPC_ROLES)
+        .filter((rpc) => RPC_ROLES[rpc] === role)
+        .sort();
     expect(byRole("producer")).toEqual(["Submit", "SubmitBatch"]);
     expect(byRole("worker")).toEqual(["Acknowledge", "Claim", "Complete", "Fail", "Heartbeat", "Release", "StreamClaims", "Work"]);
     expect(byRole("operator")).toEqual(["Cancel", "PauseQueue", "PurgeQueue", "Redrive", "RedriveAll", "ResumeQueue"]);
@@ -250,7 +253,9 @@ describe("tokens limited to queues", () => {
     expect(res.status).toBe(403);
     expect(res.body.message).toBe('queue: queue "theirs" is not permitted; token "producer-mine" may use only the queues also-mine, mine');
     const job = await t.call("GetJob", { jobId: jobs.theirs }, bearer(tokens["reader-mine"]));
-    expect(job.body.message).toBe(`job_id: job ${jobs.theirs} is in queue "theirs", which is not permitted; token "reader-mine" may use only the queues also-mine, mine`);
+    expect(job.body.message).toBe(
+      `job_id: job ${jobs.theirs} is in queue "theirs", which is not permitted; token "reader-mine" may use only the queues also-mine, mine`,
+    );
   });
 
   it("takes an empty queue as `default`, which is not one of its queues", async () => {
@@ -259,7 +264,16 @@ describe("tokens limited to queues", () => {
   });
 
   it("refuses each job of a SubmitBatch outside its queues, by index", async () => {
-    const res = await t.call("SubmitBatch", { jobs: [{ queue: "mine", task: "t" }, { queue: "theirs", task: "t" }] }, bearer(tokens["producer-mine"]));
+    const res = await t.call(
+      "SubmitBatch",
+      {
+        jobs: [
+          { queue: "mine", task: "t" },
+          { queue: "theirs", task: "t" },
+        ],
+      },
+      bearer(tokens["producer-mine"]),
+    );
     expect(res.status).toBe(403);
     expect(res.body.message).toMatch(/^jobs\[1\]\.queue: queue "theirs" is not permitted/);
   });

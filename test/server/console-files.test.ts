@@ -221,7 +221,10 @@ describe("console on the API port (built by npm run build)", () => {
 
   it("keeps the side port's paths and unknown paths 404, and RPCs working", async () => {
     for (const path of ["/metrics", "/health/live", "/health/ready", "/leasequeue.v1.LeaseQueueService/NoSuchMethod"]) {
-      const res = await fetch(`${t.apiUrl}${path}`, path.includes("Service") ? { method: "POST", headers: { "content-type": "application/json" }, body: "{}" } : {});
+      const res = await fetch(
+        `${t.apiUrl}${path}`,
+        path.includes("Service") ? { method: "POST", headers: { "content-type": "application/json" }, body: "{}" } : {},
+      );
       expect(res.status, path).toBe(404);
     }
     const stats = await t.call("GetStats", {});

@@ -30,7 +30,10 @@ function fakeSites(): { root: string; console: string; docs: string } {
   mkdirSync(console);
   mkdirSync(docs);
   writeFileSync(join(console, "index.html"), "<!doctype html><title>console</title>");
-  writeFileSync(join(docs, "index.html"), '<!doctype html><title>reference</title><script type="module" src="/docs/app-ABCDEFGH.js"></script>');
+  writeFileSync(
+    join(docs, "index.html"),
+    '<!doctype html><title>reference</title><script type="module" src="/docs/app-ABCDEFGH.js"></script>',
+  );
   writeFileSync(join(docs, "app-ABCDEFGH.js"), "console.log('docs');");
   writeFileSync(join(docs, "reference.json"), JSON.stringify({ services: [] }));
   writeFileSync(join(docs, ".hidden"), "x");
@@ -75,14 +78,17 @@ describe("API reference handler (fixture folders)", () => {
     rmSync(dirs.root, { recursive: true, force: true });
   });
 
-  it.each(["/docs", "/docs/", "/docs/index.html", "/docs?x=1"])("serves the page at %s, no-cache, with the security headers", async (path) => {
-    const res = await rawGet(on.port, path);
-    expect(res.status).toBe(200);
-    expect(res.headers["content-type"]).toBe("text/html; charset=utf-8");
-    expect(res.headers["cache-control"]).toBe("no-cache");
-    expectSecurityHeaders(res.headers);
-    expect(res.body).toContain("<title>reference</title>");
-  });
+  it.each(["/docs", "/docs/", "/docs/index.html", "/docs?x=1"])(
+    "serves the page at %s, no-cache, with the security headers",
+    async (path) => {
+      const res = await rawGet(on.port, path);
+      expect(res.status).toBe(200);
+      expect(res.headers["content-type"]).toBe("text/html; charset=utf-8");
+      expect(res.headers["cache-control"]).toBe("no-cache");
+      expectSecurityHeaders(res.headers);
+      expect(res.body).toContain("<title>reference</title>");
+    },
+  );
 
   it("serves the bundle by its hashed name for a year and reference.json revalidated", async () => {
     const js = await fetch(`${on.url}/docs/app-ABCDEFGH.js`);
@@ -96,14 +102,18 @@ describe("API reference handler (fixture folders)", () => {
     expect(await reference.json()).toEqual({ services: [] });
   });
 
-  it.each(["/docs/.hidden", "/docs/../index.html", "/docs/sub/app-ABCDEFGH.js", "/docs//app-ABCDEFGH.js", "/docs/app-ABCDEFGH.js/", "/docs/metrics"])(
-    "answers 404 for %s",
-    async (path) => {
-      const res = await rawGet(on.port, path);
-      expect(res.status).toBe(404);
-      expectSecurityHeaders(res.headers);
-    },
-  );
+  it.each([
+    "/docs/.hidden",
+    "/docs/../index.html",
+    "/docs/sub/app-ABCDEFGH.js",
+    "/docs//app-ABCDEFGH.js",
+    "/docs/app-ABCDEFGH.js/",
+    "/docs/metrics",
+  ])("answers 404 for %s", async (path) => {
+    const res = await rawGet(on.port, path);
+    expect(res.status).toBe(404);
+    expectSecurityHeaders(res.headers);
+  });
 
   it("leaves every other path to the console", async () => {
     expect((await rawGet(on.port, "/")).body).toContain("<title>console</title>");
@@ -161,27 +171,30 @@ describe("API reference on the API port (built by npm run build)", () => {
     await productionOn?.close();
   });
 
-  it.skipIf(!built && process.env.CI !== "true")("serves /docs outside production, and in production only with LEASEQUEUE_DOCS=on", async () => {
-    for (const t of [dev, productionOn]) {
-      const res = await fetch(`${t.apiUrl}/docs`);
-      expect(res.status).toBe(200);
-      expectSecurityHeaders(res.headers);
-      const html = await res.text();
-      // The page's own files, by absolute path under /docs/, and nothing inline.
-      const assets = [...html.matchAll(/(?:src|href|content)="(\/[^"]*)"/g)].map((m) => m[1]);
-      expect(assets.some((a) => /^\/docs\/app-[A-Z0-9]{8}\.js$/.test(a))).toBe(true);
-      expect(assets.some((a) => /^\/docs\/app-[A-Z0-9]{8}\.css$/.test(a))).toBe(true);
-      for (const asset of assets) expect((await fetch(`${t.apiUrl}${asset}`)).status, asset).toBe(200);
-      expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/);
-      expect(html).not.toMatch(/<style|\sstyle=/);
-      expect(html).not.toMatch(/(?:src|href)="(?:https?:)?\/\//);
-      expect((await fetch(`${t.apiUrl}/docs/reference.json`)).status).toBe(200);
-    }
-    const off = await fetch(`${production.apiUrl}/docs`);
-    expect(off.status).toBe(404);
-    expectSecurityHeaders(off.headers);
-    expect((await fetch(`${production.apiUrl}/docs/reference.json`)).status).toBe(404);
-    // The console itself is served in production either way.
-    expect((await fetch(`${production.apiUrl}/`)).status).toBe(200);
-  });
+  it.skipIf(!built && process.env.CI !== "true")(
+    "serves /docs outside production, and in production only with LEASEQUEUE_DOCS=on",
+    async () => {
+      for (const t of [dev, productionOn]) {
+        const res = await fetch(`${t.apiUrl}/docs`);
+        expect(res.status).toBe(200);
+        expectSecurityHeaders(res.headers);
+        const html = await res.text();
+        // The page's own files, by absolute path under /docs/, and nothing inline.
+        const assets = [...html.matchAll(/(?:src|href|content)="(\/[^"]*)"/g)].map((m) => m[1]);
+        expect(assets.some((a) => /^\/docs\/app-[A-Z0-9]{8}\.js$/.test(a))).toBe(true);
+        expect(assets.some((a) => /^\/docs\/app-[A-Z0-9]{8}\.css$/.test(a))).toBe(true);
+        for (const asset of assets) expect((await fetch(`${t.apiUrl}${asset}`)).status, asset).toBe(200);
+        expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/);
+        expect(html).not.toMatch(/<style|\sstyle=/);
+        expect(html).not.toMatch(/(?:src|href)="(?:https?:)?\/\//);
+        expect((await fetch(`${t.apiUrl}/docs/reference.json`)).status).toBe(200);
+      }
+      const off = await fetch(`${production.apiUrl}/docs`);
+      expect(off.status).toBe(404);
+      expectSecurityHeaders(off.headers);
+      expect((await fetch(`${production.apiUrl}/docs/reference.json`)).status).toBe(404);
+      // The console itself is served in production either way.
+      expect((await fetch(`${production.apiUrl}/`)).status).toBe(200);
+    },
+  );
 });

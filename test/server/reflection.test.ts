@@ -100,7 +100,12 @@ describe("grpc.reflection.v1", () => {
     const [res] = await reflect({ messageRequest: { case: "fileContainingSymbol", value: "leasequeue.v1.LeaseQueueService" } });
     const protos = files(res);
     expect(protos[0].name).toBe(LEASEQUEUE_FILE);
-    expect(protos.slice(1).map((p) => p.name).sort()).toEqual(LEASEQUEUE_DEPS);
+    expect(
+      protos
+        .slice(1)
+        .map((p) => p.name)
+        .sort(),
+    ).toEqual(LEASEQUEUE_DEPS);
     expect(protos[0].dependency).toEqual(LEASEQUEUE_IMPORTS);
     // A client (buf curl, grpcurl) must be able to build descriptors from this alone.
     const registry = createFileRegistry(protos[0], (name) => protos.find((p) => p.name === name));
@@ -114,7 +119,11 @@ describe("grpc.reflection.v1", () => {
       { messageRequest: { case: "fileByFilename", value: LEASEQUEUE_FILE } },
       { messageRequest: { case: "fileByFilename", value: "google/protobuf/timestamp.proto" } },
     );
-    expect(files(a).map((p) => p.name).sort()).toEqual([LEASEQUEUE_FILE, ...LEASEQUEUE_DEPS].sort());
+    expect(
+      files(a)
+        .map((p) => p.name)
+        .sort(),
+    ).toEqual([LEASEQUEUE_FILE, ...LEASEQUEUE_DEPS].sort());
     expect(files(b).map((p) => p.name)).toEqual(["google/protobuf/timestamp.proto"]);
   });
 
@@ -182,7 +191,9 @@ describe("grpc.reflection.v1alpha", () => {
     const client = createClient(v1alpha.ServerReflection, createGrpcTransport({ baseUrl }));
     const send = streamOf(
       create(v1alpha.ServerReflectionRequestSchema, { messageRequest: { case: "listServices", value: "" } }),
-      create(v1alpha.ServerReflectionRequestSchema, { messageRequest: { case: "fileContainingSymbol", value: "leasequeue.v1.LeaseQueueService.Claim" } }),
+      create(v1alpha.ServerReflectionRequestSchema, {
+        messageRequest: { case: "fileContainingSymbol", value: "leasequeue.v1.LeaseQueueService.Claim" },
+      }),
       create(v1alpha.ServerReflectionRequestSchema, { messageRequest: { case: "fileByFilename", value: "nope.proto" } }),
     );
     const responses: v1alpha.ServerReflectionResponse[] = [];
@@ -221,7 +232,12 @@ describe("independent client (grpc-js + proto-loader)", () => {
       );
       expect(protos[0].name).toBe(LEASEQUEUE_FILE);
       expect(protos[0].service[0].name).toBe("LeaseQueueService");
-      expect(protos.slice(1).map((p) => p.name).sort()).toEqual(LEASEQUEUE_DEPS);
+      expect(
+        protos
+          .slice(1)
+          .map((p) => p.name)
+          .sort(),
+      ).toEqual(LEASEQUEUE_DEPS);
     } finally {
       client.close();
     }

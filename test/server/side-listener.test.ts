@@ -31,7 +31,12 @@ describe("side listener", () => {
   it("rejects when the port is taken", async () => {
     const first = await listen();
     await expect(
-      startSideListener({ host: "127.0.0.1", port: first.address.port, metrics: () => Promise.resolve({ contentType: "", body: "" }), ready: () => Promise.resolve(true) }),
+      startSideListener({
+        host: "127.0.0.1",
+        port: first.address.port,
+        metrics: () => Promise.resolve({ contentType: "", body: "" }),
+        ready: () => Promise.resolve(true),
+      }),
     ).rejects.toMatchObject({ code: "EADDRINUSE" });
   });
 

@@ -23,7 +23,10 @@ afterEach(() => {
 });
 
 /** A server whose handler hands each call's WatchOutput (or undefined) and response to `onCall`. */
-async function serve(kind: "h1" | "h2", onCall: (output: WatchOutput | undefined, res: http.ServerResponse | http2.Http2ServerResponse) => void) {
+async function serve(
+  kind: "h1" | "h2",
+  onCall: (output: WatchOutput | undefined, res: http.ServerResponse | http2.Http2ServerResponse) => void,
+) {
   const outputs = createWatchOutputs({ maxPendingBytes: MAX_PENDING });
   const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
     const values = createContextValues();

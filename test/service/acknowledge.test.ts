@@ -80,7 +80,11 @@ describe("Acknowledge", () => {
     const [stale, missing, ok, ok2] = res.body.results;
     expect(stale.status.code).toBe(10); // aborted
     expect(stale.status.message).toBe(single.body.message);
-    expect(stale.status.details[0]).toMatchObject({ "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "LEASE_REJECTED", domain: "leasequeue" });
+    expect(stale.status.details[0]).toMatchObject({
+      "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+      reason: "LEASE_REJECTED",
+      domain: "leasequeue",
+    });
     expect(missing.status.code).toBe(5); // not_found
     expect(missing.status.details[0].reason).toBe("JOB_NOT_FOUND");
     expect(ok.status.code ?? 0).toBe(0);
@@ -149,9 +153,7 @@ describe("Acknowledge", () => {
 
   it("takes 1000 acknowledgements in one call", async () => {
     const t = await server();
-    const leases = [
-      ...(await leased(t, "thousand", 100)),
-    ];
+    const leases = [...(await leased(t, "thousand", 100))];
     const acks = Array.from({ length: 1000 }, (_, i) => {
       const l = leases[i % 100];
       return { jobId: l.job.id, leaseToken: l.leaseToken, heartbeat: {} };

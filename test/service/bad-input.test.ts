@@ -146,7 +146,7 @@ async function callStream(server: TestServer, method: string, json: string): Pro
   const bytes = Buffer.from(await res.arrayBuffer());
   const messages: any[] = [];
   let end: any;
-  for (let i = 0; i + 5 <= bytes.length; ) {
+  for (let i = 0; i + 5 <= bytes.length;) {
     const flags = bytes[i];
     const length = bytes.readUInt32BE(i + 1);
     const message = JSON.parse(bytes.subarray(i + 5, i + 5 + length).toString("utf8"));
@@ -397,12 +397,15 @@ describe("payload and result: at most 32 levels of nesting (`1` is level 0, `[1]
     expect(err!.findDetails(BadRequestSchema).flatMap((d) => d.fieldViolations.map((v) => v.field))).toEqual([field]);
   }
 
-  it.each(["array", "object"] as const)("Connect JSON: a %s payload of 32 levels is stored and read back whole; 33 is refused", async (kind) => {
-    const { job } = await submitOk({ queue: "depth", task: "t", payload: nested(kind, 32) });
-    expect(job.payload).toEqual(nested(kind, 32));
-    expect((await ok("GetJob", { jobId: job.id })).job.payload).toEqual(nested(kind, 32));
-    expectInvalid(await s.call("Submit", { ...base, payload: nested(kind, 33) }), "payload");
-  });
+  it.each(["array", "object"] as const)(
+    "Connect JSON: a %s payload of 32 levels is stored and read back whole; 33 is refused",
+    async (kind) => {
+      const { job } = await submitOk({ queue: "depth", task: "t", payload: nested(kind, 32) });
+      expect(job.payload).toEqual(nested(kind, 32));
+      expect((await ok("GetJob", { jobId: job.id })).job.payload).toEqual(nested(kind, 32));
+      expectInvalid(await s.call("Submit", { ...base, payload: nested(kind, 33) }), "payload");
+    },
+  );
 
   it("counts the deepest branch, and empty containers as a level", async () => {
     // 31 levels of arrays around an empty object: 32 levels.
@@ -420,24 +423,30 @@ describe("payload and result: at most 32 levels of nesting (`1` is level 0, `[1]
   it("measures depth without recursion: a Value nested 200 000 levels deep is measured, not a stack overflow", () => {
     let value = create(ValueSchema, { kind: { case: "numberValue", value: 1 } });
     for (let i = 0; i < 200_000; i++) {
-      value = create(ValueSchema, i % 2 === 0
-        ? { kind: { case: "listValue", value: { values: [value] } } }
-        : { kind: { case: "structValue", value: { fields: { k: value } } } });
+      value = create(
+        ValueSchema,
+        i % 2 === 0
+          ? { kind: { case: "listValue", value: { values: [value] } } }
+          : { kind: { case: "structValue", value: { fields: { k: value } } } },
+      );
     }
     expect(valueDepth(value, 32)).toBe(33);
     expect(valueDepth(value, 1_000_000)).toBe(200_000);
     expect(() => assertJsonDepth("payload", value)).toThrow(/payload: is nested more than 32 levels/);
   });
 
-  it.each(["array", "object"] as const)("gRPC binary: a %s payload of 32 levels is accepted; 33 is refused naming payload", async (kind) => {
-    const client = grpcClient();
-    const { job } = await client.submit({ queue: "depth", task: "t", payload: nestedValue(kind, 32) });
-    created++;
-    expect(job?.payload).toBeDefined();
-    await expectGrpcInvalid(client.submit({ ...base, payload: nestedValue(kind, 33) }), "payload");
-    // The deepest a SubmitRequest can carry through the binary decoder.
-    await expectGrpcInvalid(client.submit({ ...base, payload: nestedValue(kind, 48) }), "payload");
-  });
+  it.each(["array", "object"] as const)(
+    "gRPC binary: a %s payload of 32 levels is accepted; 33 is refused naming payload",
+    async (kind) => {
+      const client = grpcClient();
+      const { job } = await client.submit({ queue: "depth", task: "t", payload: nestedValue(kind, 32) });
+      created++;
+      expect(job?.payload).toBeDefined();
+      await expectGrpcInvalid(client.submit({ ...base, payload: nestedValue(kind, 33) }), "payload");
+      // The deepest a SubmitRequest can carry through the binary decoder.
+      await expectGrpcInvalid(client.submit({ ...base, payload: nestedValue(kind, 48) }), "payload");
+    },
+  );
 
   it("SubmitBatch names the job: jobs[3].payload, and creates nothing", async () => {
     const before = await totalJobs();
@@ -451,20 +460,23 @@ describe("payload and result: at most 32 levels of nesting (`1` is level 0, `[1]
     expect(await totalJobs()).toBe(before);
   });
 
-  it.each(["array", "object"] as const)("Complete: a %s result of 32 levels completes the job; 33 is refused and keeps the lease", async (kind) => {
-    const json = await runningJob("depth-results");
-    expectInvalid(await s.call("Complete", { jobId: json.id, leaseToken: json.token, result: nested(kind, 33) }), "result");
-    expect((await ok("GetJob", { jobId: json.id })).job.state).toBe("JOB_STATE_RUNNING");
-    const done = await ok("Complete", { jobId: json.id, leaseToken: json.token, result: nested(kind, 32) });
-    expect(done.job.result).toEqual(nested(kind, 32));
+  it.each(["array", "object"] as const)(
+    "Complete: a %s result of 32 levels completes the job; 33 is refused and keeps the lease",
+    async (kind) => {
+      const json = await runningJob("depth-results");
+      expectInvalid(await s.call("Complete", { jobId: json.id, leaseToken: json.token, result: nested(kind, 33) }), "result");
+      expect((await ok("GetJob", { jobId: json.id })).job.state).toBe("JOB_STATE_RUNNING");
+      const done = await ok("Complete", { jobId: json.id, leaseToken: json.token, result: nested(kind, 32) });
+      expect(done.job.result).toEqual(nested(kind, 32));
 
-    const client = grpcClient();
-    const grpc = await runningJob("depth-results");
-    await expectGrpcInvalid(client.complete({ jobId: grpc.id, leaseToken: grpc.token, result: nestedValue(kind, 33) }), "result");
-    expect((await ok("GetJob", { jobId: grpc.id })).job.state).toBe("JOB_STATE_RUNNING");
-    const res = await client.complete({ jobId: grpc.id, leaseToken: grpc.token, result: nestedValue(kind, 32) });
-    expect(res.job?.state).toBe(4 /* COMPLETED */);
-  });
+      const client = grpcClient();
+      const grpc = await runningJob("depth-results");
+      await expectGrpcInvalid(client.complete({ jobId: grpc.id, leaseToken: grpc.token, result: nestedValue(kind, 33) }), "result");
+      expect((await ok("GetJob", { jobId: grpc.id })).job.state).toBe("JOB_STATE_RUNNING");
+      const res = await client.complete({ jobId: grpc.id, leaseToken: grpc.token, result: nestedValue(kind, 32) });
+      expect(res.job?.state).toBe(4 /* COMPLETED */);
+    },
+  );
 });
 
 describe("numbers: priority, max_attempts", () => {
@@ -844,7 +856,11 @@ describe("the error table's state rows", () => {
 
   it("a wrong token, or a job that is not running -> aborted LEASE_REJECTED", async () => {
     const { id, token } = await runningJob("states-token");
-    for (const [method, extra] of [["Heartbeat", {}], ["Complete", {}], ["Fail", { error: "x" }]] as const) {
+    for (const [method, extra] of [
+      ["Heartbeat", {}],
+      ["Complete", {}],
+      ["Fail", { error: "x" }],
+    ] as const) {
       const res = await s.call(method, { jobId: id, leaseToken: token + "x", ...extra });
       expectReason(res, 409, "aborted", "LEASE_REJECTED");
     }

@@ -18,11 +18,7 @@ import { silentLogger } from "../../src/logger.js";
 import { createLeaseQueueService } from "../../src/service/leasequeue-service.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { Store } from "../../src/store/store.js";
-import {
-  ClaimRequestSchema,
-  LeaseQueueService,
-  StreamClaimsRequestSchema,
-} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { ClaimRequestSchema, LeaseQueueService, StreamClaimsRequestSchema } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { newJob } from "../store/contract.js";
 
 let dir: string;
@@ -86,7 +82,10 @@ it("a Claim whose caller went away while the claim committed releases its leases
     ctx.abort(new Error("client went away"));
     return leases;
   });
-  const res = await service({ store: goneDuringClaim }).claim(create(ClaimRequestSchema, { queue: "gone", workerId: "w", maxJobs: 2 }), ctx);
+  const res = await service({ store: goneDuringClaim }).claim(
+    create(ClaimRequestSchema, { queue: "gone", workerId: "w", maxJobs: 2 }),
+    ctx,
+  );
   expect(res).toEqual({ leases: [] });
   for (const { job } of [a, b]) {
     expect(await store.getJob(job.id)).toMatchObject({ state: "queued", attempts: 0, deliveries: 1, workerId: null });

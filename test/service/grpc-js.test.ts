@@ -9,11 +9,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  BadRequestSchema,
-  ErrorInfoSchema,
-  file_google_rpc_error_details,
-} from "../../gen/ts/google/rpc/error_details_pb.js";
+import { BadRequestSchema, ErrorInfoSchema, file_google_rpc_error_details } from "../../gen/ts/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/ts/google/rpc/status_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -124,7 +120,13 @@ describe("over gRPC with @grpc/grpc-js", () => {
   });
 
   it("acknowledges a batch with Acknowledge, answering each with its status", async () => {
-    await call(client, "submitBatch", { jobs: [{ queue: "grpc-ack", task: "t" }, { queue: "grpc-ack", task: "t" }], view: "JOB_VIEW_BASIC" });
+    await call(client, "submitBatch", {
+      jobs: [
+        { queue: "grpc-ack", task: "t" },
+        { queue: "grpc-ack", task: "t" },
+      ],
+      view: "JOB_VIEW_BASIC",
+    });
     const { leases } = await call(client, "claim", { queue: "grpc-ack", workerId: "w", maxJobs: 2 });
     const res = await call(client, "acknowledge", {
       acks: [

@@ -45,7 +45,9 @@ function randomJson(rand: () => number, depth: number): unknown {
   const n = Math.floor(rand() * 5);
   if (r < 0.65) return Array.from({ length: n }, () => randomJson(rand, depth - 1));
   const keys = ["a", "b", "2", "10", "é", "", "key with space", "z"];
-  return Object.fromEntries(Array.from({ length: n }, (_, i) => [keys[(i * 3 + Math.floor(rand() * 8)) % keys.length], randomJson(rand, depth - 1)]));
+  return Object.fromEntries(
+    Array.from({ length: n }, (_, i) => [keys[(i * 3 + Math.floor(rand() * 8)) % keys.length], randomJson(rand, depth - 1)]),
+  );
 }
 
 function seeded(seed: number): () => number {
@@ -60,8 +62,21 @@ const nested = (levels: number) => "[".repeat(levels) + "1" + "]".repeat(levels)
 describe("encodeLease", () => {
   it.each([
     ["a running job", job()],
-    ["negative priority, zero retry delay, sub-second times", job({ priority: -100, retryBaseDelayMs: 0, scheduleTime: 1, createTime: 999, updateTime: 1000 })],
-    ["a finished job with a result and an error", job({ state: "completed", finishTime: 1_764_590_009_000, workerId: null, leaseExpireTime: null, resultJson: '{"url":"s3://x"}', lastError: "earlier: boom" })],
+    [
+      "negative priority, zero retry delay, sub-second times",
+      job({ priority: -100, retryBaseDelayMs: 0, scheduleTime: 1, createTime: 999, updateTime: 1000 }),
+    ],
+    [
+      "a finished job with a result and an error",
+      job({
+        state: "completed",
+        finishTime: 1_764_590_009_000,
+        workerId: null,
+        leaseExpireTime: null,
+        resultJson: '{"url":"s3://x"}',
+        lastError: "earlier: boom",
+      }),
+    ],
     ["a null payload and a null result", job({ payloadJson: "null", resultJson: "null" })],
     ["big counters", job({ attempts: 100, maxAttempts: 100, deliveries: 2 ** 31 - 1, priority: 100 })],
     ["an empty object and an empty array", job({ payloadJson: "{}", resultJson: "[]" })],
@@ -76,7 +91,10 @@ describe("encodeLease", () => {
     const rand = seeded(7);
     for (let i = 0; i < 500; i++) {
       const lease = {
-        job: job({ payloadJson: JSON.stringify(randomJson(rand, 6)), resultJson: rand() < 0.5 ? null : JSON.stringify(randomJson(rand, 4)) }),
+        job: job({
+          payloadJson: JSON.stringify(randomJson(rand, 6)),
+          resultJson: rand() < 0.5 ? null : JSON.stringify(randomJson(rand, 4)),
+        }),
         leaseToken: `token-${i}`,
       };
       const mine = encodeLease(lease);
@@ -87,12 +105,17 @@ describe("encodeLease", () => {
 
   it("refuses a payload or result nested more than 32 levels", () => {
     expect(() => encodeLease({ job: job({ payloadJson: nested(33) }), leaseToken: "t" })).toThrow(NestingTooDeep);
-    expect(() => encodeLease({ job: job({ resultJson: JSON.stringify({ a: JSON.parse(nested(32)) }) }), leaseToken: "t" })).toThrow(/result is nested/);
+    expect(() => encodeLease({ job: job({ resultJson: JSON.stringify({ a: JSON.parse(nested(32)) }) }), leaseToken: "t" })).toThrow(
+      /result is nested/,
+    );
     expect(() => encodeLease({ job: job({ payloadJson: "{not json" }), leaseToken: "t" })).toThrow(SyntaxError);
   });
 
   it("travels as an unknown field that a decoder reads as the repeated leases", () => {
-    const leases = [job(), job({ id: "01a230ac-40d5-76c8-a45d-79cad9938a7f", payloadJson: "[1,2]" })].map((j, i) => ({ job: j, leaseToken: `t${i}` }));
+    const leases = [job(), job({ id: "01a230ac-40d5-76c8-a45d-79cad9938a7f", payloadJson: "[1,2]" })].map((j, i) => ({
+      job: j,
+      leaseToken: `t${i}`,
+    }));
     const response = create(WorkResponseSchema, {});
     response.$unknown = leases.map((l) => asField(1, encodeLease(l)));
     const decoded = fromBinary(WorkResponseSchema, toBinary(WorkResponseSchema, response));

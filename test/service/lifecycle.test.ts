@@ -41,7 +41,15 @@ async function untilClaimWaiters(n: number): Promise<void> {
 describe("over Connect JSON", () => {
   it("runs submit -> claim -> heartbeat -> complete and records each transition", async () => {
     const { job } = await submit({ queue: "billing", task: "invoice.generate", payload: { invoiceId: "inv_481" }, priority: 10 });
-    expect(job).toMatchObject({ queue: "billing", task: "invoice.generate", payload: { invoiceId: "inv_481" }, state: "JOB_STATE_QUEUED", priority: 10, maxAttempts: 3, retryBaseDelay: "15s" });
+    expect(job).toMatchObject({
+      queue: "billing",
+      task: "invoice.generate",
+      payload: { invoiceId: "inv_481" },
+      state: "JOB_STATE_QUEUED",
+      priority: 10,
+      maxAttempts: 3,
+      retryBaseDelay: "15s",
+    });
     expect(job).not.toHaveProperty("leaseToken");
 
     const [lease] = await claim("billing", { leaseDuration: "30s" });
@@ -74,7 +82,10 @@ describe("over Connect JSON", () => {
     const again = await t.call("Fail", { jobId: job.id, leaseToken: lease.leaseToken, error: "late" });
     expect(again.status).toBe(409);
     expect(again.body.code).toBe("aborted");
-    expect(again.body.details[0]).toMatchObject({ type: "google.rpc.ErrorInfo", debug: { reason: "LEASE_REJECTED", domain: "leasequeue" } });
+    expect(again.body.details[0]).toMatchObject({
+      type: "google.rpc.ErrorInfo",
+      debug: { reason: "LEASE_REJECTED", domain: "leasequeue" },
+    });
   });
 
   it("retries a failed job after backoff, dead-letters it when the budget is spent, and redrives it", async () => {

@@ -125,7 +125,9 @@ describe("a paused queue", () => {
       yield { start: { queue: "work", workerId: "worker-w", maxInFlight: 5 } as WorkRequest["start"] };
       await new Promise((resolve) => abort.signal.addEventListener("abort", resolve));
     }
-    const work = grpcClient(t).work(requests() as AsyncIterable<WorkRequest>, { signal: abort.signal })[Symbol.asyncIterator]();
+    const work = grpcClient(t)
+      .work(requests() as AsyncIterable<WorkRequest>, { signal: abort.signal })
+      [Symbol.asyncIterator]();
     const jobId = await submitWhilePaused(t, "work", async () => {
       expect((await work.next()).value?.leases).toEqual([]); // registered
     });
@@ -287,7 +289,7 @@ describe("PurgeQueue", () => {
     expect(await stateOf(t, jobId)).toBe("JOB_STATE_QUEUED");
   });
 
-  it("cancels every queued and retrying job with reason \"purged\" over several batches, and reports the exact count", async () => {
+  it('cancels every queued and retrying job with reason "purged" over several batches, and reports the exact count', async () => {
     const t = await server();
     const store = t.server.store;
     const queued = BULK_BATCH_JOBS + 250;

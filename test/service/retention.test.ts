@@ -79,7 +79,10 @@ describe("retention on a running server", () => {
     await untilMetric(t, 'leasequeue_pruned_jobs_total{queue="billing",state="cancelled"}', 1);
 
     for (const id of [done.id, cancelled.id]) {
-      const err = await t.client.getJob({ jobId: id }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+      const err = await t.client.getJob({ jobId: id }).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
       expect(err?.code).toBe(Code.NotFound);
     }
     const stats = await t.client.getStats({});
@@ -92,7 +95,10 @@ describe("retention on a running server", () => {
 
     // The waiting job's SUBMITTED event (sequence 1) is still stored, but the history after it has holes.
     const tooOld = events(t, 0n);
-    const err = await tooOld.subscribed().then(() => undefined, (e: unknown) => ConnectError.from(e));
+    const err = await tooOld.subscribed().then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
     expect(err?.code).toBe(Code.OutOfRange);
     expect(err?.rawMessage).toContain(`oldest available sequence is ${lastPruned + 1n}`);
     const complete = events(t, lastPruned);

@@ -125,78 +125,82 @@ describe("WatchEvents", () => {
     expect(e.sequence).toBe(await latestSequence(t));
   });
 
-  it("resumed from the last received sequence, misses nothing and repeats nothing while writes continue", async () => {
-    const t = await server({}, FAST);
-    const grpc = grpcClient(t);
-    const base = await latestSequence(t);
+  it(
+    "resumed from the last received sequence, misses nothing and repeats nothing while writes continue",
+    async () => {
+      const t = await server({}, FAST);
+      const grpc = grpcClient(t);
+      const base = await latestSequence(t);
 
-    // Writers commit continuously (batches of submits, and some claim + complete) until told to stop.
-    let committed = 0;
-    let stop = false;
-    const progress: Array<{ at: number; resolve: () => void }> = [];
-    const tick = () => {
-      committed++;
-      for (const p of progress.filter((p) => committed >= p.at)) {
-        progress.splice(progress.indexOf(p), 1);
-        p.resolve();
-      }
-    };
-    const commitsFromNow = (n: number) => new Promise<void>((resolve) => progress.push({ at: committed + n, resolve }));
-    const writers = Array.from({ length: 3 }, async (_, w) => {
-      const queue = `load-${w}`;
-      for (let i = 0; !stop; i++) {
-        // Commits of one to three events.
-        await t.client.submitBatch({ jobs: Array.from({ length: (i % 3) + 1 }, () => ({ queue, task: "t" })) });
-        tick();
-        if (i % 4 === 3) {
-          const { leases } = await t.client.claim({ queue, workerId: `worker-${w}`, maxJobs: 2 });
-          for (const l of leases) await t.client.complete({ jobId: l.job!.id, leaseToken: l.leaseToken });
-          tick();
+      // Writers commit continuously (batches of submits, and some claim + complete) until told to stop.
+      let committed = 0;
+      let stop = false;
+      const progress: Array<{ at: number; resolve: () => void }> = [];
+      const tick = () => {
+        committed++;
+        for (const p of progress.filter((p) => committed >= p.at)) {
+          progress.splice(progress.indexOf(p), 1);
+          p.resolve();
         }
-      }
-    });
+      };
+      const commitsFromNow = (n: number) => new Promise<void>((resolve) => progress.push({ at: committed + n, resolve }));
+      const writers = Array.from({ length: 3 }, async (_, w) => {
+        const queue = `load-${w}`;
+        for (let i = 0; !stop; i++) {
+          // Commits of one to three events.
+          await t.client.submitBatch({ jobs: Array.from({ length: (i % 3) + 1 }, () => ({ queue, task: "t" })) });
+          tick();
+          if (i % 4 === 3) {
+            const { leases } = await t.client.claim({ queue, workerId: `worker-${w}`, maxJobs: 2 });
+            for (const l of leases) await t.client.complete({ jobId: l.job!.id, leaseToken: l.leaseToken });
+            tick();
+          }
+        }
+      });
 
-    const received: bigint[] = [];
-    const read = async (w: ReturnType<typeof openWatch>, until: (seq: bigint) => boolean) => {
-      for (;;) {
-        const seq = (await w.event()).sequence;
-        received.push(seq);
-        if (until(seq)) return;
+      const received: bigint[] = [];
+      const read = async (w: ReturnType<typeof openWatch>, until: (seq: bigint) => boolean) => {
+        for (;;) {
+          const seq = (await w.event()).sequence;
+          received.push(seq);
+          if (until(seq)) return;
+        }
+      };
+      let after = base;
+      try {
+        for (let round = 0; round < 5; round++) {
+          // With what piled up meanwhile, a backlog longer than one replay page
+          // (500 events): commits that land while the first page is sent are
+          // both buffered and read again by the next page.
+          await t.client.submitBatch({ jobs: Array.from({ length: 500 }, () => ({ queue: "backlog", task: "t" })) });
+          const w = openWatch(grpc, { afterSequence: after });
+          expect((await w.next()).event).toBeUndefined();
+          const atOpen = await latestSequence(t);
+          // Read through the replay and well into live events, then disconnect
+          // at an arbitrary point.
+          await read(w, (seq) => seq >= atOpen + 60n + BigInt(round * 7));
+          w.abort.abort();
+          after = received.at(-1)!;
+          // Let events pile up while disconnected.
+          await commitsFromNow(10);
+        }
+      } finally {
+        stop = true;
+        await Promise.all(writers);
       }
-    };
-    let after = base;
-    try {
-      for (let round = 0; round < 5; round++) {
-        // With what piled up meanwhile, a backlog longer than one replay page
-        // (500 events): commits that land while the first page is sent are
-        // both buffered and read again by the next page.
-        await t.client.submitBatch({ jobs: Array.from({ length: 500 }, () => ({ queue: "backlog", task: "t" })) });
-        const w = openWatch(grpc, { afterSequence: after });
-        expect((await w.next()).event).toBeUndefined();
-        const atOpen = await latestSequence(t);
-        // Read through the replay and well into live events, then disconnect
-        // at an arbitrary point.
-        await read(w, (seq) => seq >= atOpen + 60n + BigInt(round * 7));
-        w.abort.abort();
-        after = received.at(-1)!;
-        // Let events pile up while disconnected.
-        await commitsFromNow(10);
-      }
-    } finally {
-      stop = true;
-      await Promise.all(writers);
-    }
 
-    // The writes have stopped: a last resume reads up to the latest event.
-    const last = await latestSequence(t);
-    const w = openWatch(grpc, { afterSequence: after });
-    await read(w, (seq) => seq >= last);
+      // The writes have stopped: a last resume reads up to the latest event.
+      const last = await latestSequence(t);
+      const w = openWatch(grpc, { afterSequence: after });
+      await read(w, (seq) => seq >= last);
 
-    const stored = await t.server.store.listEvents({ afterSequence: Number(base), limit: 1_000_000 });
-    expect(stored.length).toBeGreaterThan(5 * 500);
-    expect(received).toEqual(stored.map((e) => BigInt(e.sequence)));
-    await untilMetric(t, DROPPED, 0);
-  }, LOAD_TIMEOUT_MS);
+      const stored = await t.server.store.listEvents({ afterSequence: Number(base), limit: 1_000_000 });
+      expect(stored.length).toBeGreaterThan(5 * 500);
+      expect(received).toEqual(stored.map((e) => BigInt(e.sequence)));
+      await untilMetric(t, DROPPED, 0);
+    },
+    LOAD_TIMEOUT_MS,
+  );
 
   it("delivers the same events, replayed and live, over every protocol and codec", async () => {
     const t = await server({}, FAST);
@@ -212,7 +216,7 @@ describe("WatchEvents", () => {
     // Some stored events to replay, with errors and cancel reasons (non-ASCII too) in them.
     const { job } = await t.client.submit({ queue: "codecs", task: "t", maxAttempts: 2 });
     const [lease] = (await t.client.claim({ queue: "codecs", workerId: "w-1" })).leases;
-    await t.client.fail({ jobId: job!.id, leaseToken: lease.leaseToken, error: "timeout \"smtp\" ✗" });
+    await t.client.fail({ jobId: job!.id, leaseToken: lease.leaseToken, error: 'timeout "smtp" ✗' });
     const replayFrom = 0n;
     const watches = Object.entries(transports).map(([name, transport]) => ({
       name,
@@ -230,7 +234,10 @@ describe("WatchEvents", () => {
     for (const { name, watch } of watches) {
       const got: JobEvent[] = [];
       while (got.length < expected.length) got.push(await watch.event());
-      expect(got.map((e) => e.sequence), name).toEqual(expected);
+      expect(
+        got.map((e) => e.sequence),
+        name,
+      ).toEqual(expected);
       expect(got.slice(0, stored.events.length), name).toEqual(stored.events);
       expect(got.at(-1), name).toMatchObject({ queue: "codecs", kind: EventKind.SUBMITTED });
     }
@@ -270,7 +277,10 @@ describe("WatchEvents", () => {
 
     for (const req of [{ afterSequence: -1n }, { queue: "no spaces" }, { jobId: "job-1" }] satisfies WatchRequest[]) {
       const err = await streamError(grpc, req);
-      expect(err.code, JSON.stringify(req, (_, v) => (typeof v === "bigint" ? String(v) : v))).toBe(Code.InvalidArgument);
+      expect(
+        err.code,
+        JSON.stringify(req, (_, v) => (typeof v === "bigint" ? String(v) : v)),
+      ).toBe(Code.InvalidArgument);
     }
     await untilMetric(t, SUBSCRIBERS, 0);
   });
@@ -299,42 +309,46 @@ describe("WatchEvents", () => {
     expect(await byJob.event()).toMatchObject({ jobId: a!.id, kind: EventKind.COMPLETED });
   });
 
-  it("ends a subscriber that stops reading with resource_exhausted once its connection holds too many unread bytes, naming the sequence to resume from", async () => {
-    const BOUND_BYTES = 65_536;
-    const t = await server({}, { ...FAST, "watch-max-pending-bytes": String(BOUND_BYTES) });
-    const grpc = grpcClient(t);
-    const slow = openWatch(grpc, {});
-    expect((await slow.next()).event).toBeUndefined();
-    expect(await metric(t, SUBSCRIBERS)).toBe(1);
+  it(
+    "ends a subscriber that stops reading with resource_exhausted once its connection holds too many unread bytes, naming the sequence to resume from",
+    async () => {
+      const BOUND_BYTES = 65_536;
+      const t = await server({}, { ...FAST, "watch-max-pending-bytes": String(BOUND_BYTES) });
+      const grpc = grpcClient(t);
+      const slow = openWatch(grpc, {});
+      expect((await slow.next()).event).toBeUndefined();
+      expect(await metric(t, SUBSCRIBERS)).toBe(1);
 
-    // The client reads nothing more: HTTP/2 flow control holds the server's
-    // writes back, the bytes waiting in the stream grow, and past the bound
-    // it is dropped.
-    let batches = 0;
-    while ((await metric(t, DROPPED)) === 0) {
-      expect(batches++, "the subscriber was never dropped").toBeLessThan(100);
-      // Commits smaller than the bound: a subscriber that kept reading would keep up.
-      await t.client.submitBatch({ jobs: Array.from({ length: 100 }, () => ({ queue: "bulk", task: "t" })) });
-    }
-    expect(await metric(t, DROPPED)).toBe(1);
-    expect(await metric(t, SUBSCRIBERS)).toBe(0);
-    // What it holds for the subscriber is bounded: it stopped buffering at the drop.
-    const committed = Number(await latestSequence(t));
-    expect(committed).toBeGreaterThan(BOUND_BYTES / 100);
+      // The client reads nothing more: HTTP/2 flow control holds the server's
+      // writes back, the bytes waiting in the stream grow, and past the bound
+      // it is dropped.
+      let batches = 0;
+      while ((await metric(t, DROPPED)) === 0) {
+        expect(batches++, "the subscriber was never dropped").toBeLessThan(100);
+        // Commits smaller than the bound: a subscriber that kept reading would keep up.
+        await t.client.submitBatch({ jobs: Array.from({ length: 100 }, () => ({ queue: "bulk", task: "t" })) });
+      }
+      expect(await metric(t, DROPPED)).toBe(1);
+      expect(await metric(t, SUBSCRIBERS)).toBe(0);
+      // What it holds for the subscriber is bounded: it stopped buffering at the drop.
+      const committed = Number(await latestSequence(t));
+      expect(committed).toBeGreaterThan(BOUND_BYTES / 100);
 
-    // Reading again, the client gets what was in flight, then the error.
-    const { events, error } = await slow.untilError();
-    expect(error.code).toBe(Code.ResourceExhausted);
-    const last = events.at(-1)!.sequence;
-    expect(error.rawMessage).toContain(`resume with after_sequence=${last}`);
-    expect(events.map((e) => e.sequence)).toEqual(Array.from({ length: events.length }, (_, i) => BigInt(i + 1)));
-    expect(events.length).toBeLessThan(committed);
+      // Reading again, the client gets what was in flight, then the error.
+      const { events, error } = await slow.untilError();
+      expect(error.code).toBe(Code.ResourceExhausted);
+      const last = events.at(-1)!.sequence;
+      expect(error.rawMessage).toContain(`resume with after_sequence=${last}`);
+      expect(events.map((e) => e.sequence)).toEqual(Array.from({ length: events.length }, (_, i) => BigInt(i + 1)));
+      expect(events.length).toBeLessThan(committed);
 
-    // Resuming where it says continues without a gap.
-    const again = openWatch(grpc, { afterSequence: last });
-    expect((await again.next()).event).toBeUndefined();
-    expect((await again.event()).sequence).toBe(last + 1n);
-  }, LOAD_TIMEOUT_MS);
+      // Resuming where it says continues without a gap.
+      const again = openWatch(grpc, { afterSequence: last });
+      expect((await again.next()).event).toBeUndefined();
+      expect((await again.event()).sequence).toBe(last + 1n);
+    },
+    LOAD_TIMEOUT_MS,
+  );
 
   it("sends a keepalive first and then every keepalive interval while idle", async () => {
     const t = await server({ watchKeepaliveMs: 25 });
@@ -356,7 +370,12 @@ describe("WatchEvents", () => {
     for (const w of watches) await w.next();
     expect(await metric(t, SUBSCRIBERS)).toBe(3);
 
-    await t.client.submitBatch({ jobs: [{ queue: "billing", task: "t" }, { queue: "email", task: "t" }] });
+    await t.client.submitBatch({
+      jobs: [
+        { queue: "billing", task: "t" },
+        { queue: "email", task: "t" },
+      ],
+    });
     // 2 + 1 + 2 events.
     await watches[0].event();
     await watches[0].event();

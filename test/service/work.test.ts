@@ -74,7 +74,10 @@ function openWork(client: Client<typeof LeaseQueueService>) {
 }
 
 async function submit(t: TestServer, queue: string, n: number): Promise<string[]> {
-  const res = await t.call("SubmitBatch", { jobs: Array.from({ length: n }, (_, i) => ({ queue, task: "t", payload: { i } })), view: "JOB_VIEW_BASIC" });
+  const res = await t.call("SubmitBatch", {
+    jobs: Array.from({ length: n }, (_, i) => ({ queue, task: "t", payload: { i } })),
+    view: "JOB_VIEW_BASIC",
+  });
   expect(res.status).toBe(200);
   return res.body.results.map((r: any) => r.job.id);
 }
@@ -100,7 +103,9 @@ describe("Work", () => {
     expect((await stats(t, "batches")).running).toBe(20);
 
     // Acknowledging makes room: the next leases come in the same or the following response.
-    w.send({ acks: leases.slice(0, 5).map((l) => ({ jobId: l.job!.id, leaseToken: l.leaseToken, outcome: { case: "complete", value: {} } })) });
+    w.send({
+      acks: leases.slice(0, 5).map((l) => ({ jobId: l.job!.id, leaseToken: l.leaseToken, outcome: { case: "complete", value: {} } })),
+    });
     const results = [];
     const more: Lease[] = [];
     while (results.length < 5 || more.length < 5) {
@@ -156,7 +161,10 @@ describe("Work", () => {
     badAck.send({ start: { queue: "q", workerId: "w" } });
     await badAck.next();
     badAck.send({ acks: [{ jobId: "x", leaseToken: "t", outcome: { case: "release", value: {} } }] });
-    await expect(badAck.next()).rejects.toMatchObject({ code: Code.InvalidArgument, rawMessage: expect.stringMatching(/^acks\[0\]\.job_id:/) });
+    await expect(badAck.next()).rejects.toMatchObject({
+      code: Code.InvalidArgument,
+      rawMessage: expect.stringMatching(/^acks\[0\]\.job_id:/),
+    });
   });
 
   it("counts a lease finished through Acknowledge or Complete, and acknowledges leases of another stream", async () => {
@@ -232,7 +240,15 @@ describe("Work", () => {
     const { t, grpc } = await server();
     // A job stored before the nesting bound existed (written past validation).
     const deep = "[".repeat(60) + "1" + "]".repeat(60);
-    const base = { queue: "poison-work", task: "t", priority: 0, maxAttempts: 3, retryBaseDelayMs: 1000, schedule: null, idempotencyKey: null };
+    const base = {
+      queue: "poison-work",
+      task: "t",
+      priority: 0,
+      maxAttempts: 3,
+      retryBaseDelayMs: 1000,
+      schedule: null,
+      idempotencyKey: null,
+    };
     const [poison, healthy] = await t.server.store.submit([
       { ...base, payloadJson: deep },
       { ...base, payloadJson: '{"ok":1}' },

@@ -148,9 +148,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("returns the original job for a repeated key and the same request", async () => {
         const [first] = await store.submit([newJob({ idempotencyKey: "inv_481-v1" })]);
         clock.advance(SECOND);
-        const [again] = await store.submit([
-          newJob({ idempotencyKey: "inv_481-v1", payloadJson: '{ "invoiceId" : "inv_481" }' }),
-        ]);
+        const [again] = await store.submit([newJob({ idempotencyKey: "inv_481-v1", payloadJson: '{ "invoiceId" : "inv_481" }' })]);
         expect(first.deduplicated).toBe(false);
         expect(again.deduplicated).toBe(true);
         expect(again.job).toEqual(first.job);
@@ -159,9 +157,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
       it("treats payload objects with reordered keys as the same request", async () => {
         await store.submit([newJob({ idempotencyKey: "k", payloadJson: '{"a":1,"b":[1,{"c":2,"d":3}]}' })]);
-        const [again] = await store.submit([
-          newJob({ idempotencyKey: "k", payloadJson: '{"b":[1,{"d":3,"c":2}],"a":1}' }),
-        ]);
+        const [again] = await store.submit([newJob({ idempotencyKey: "k", payloadJson: '{"b":[1,{"d":3,"c":2}],"a":1}' })]);
         expect(again.deduplicated).toBe(true);
       });
 
@@ -204,9 +200,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("creates nothing of a batch when one job is refused", async () => {
         await store.submit([newJob({ idempotencyKey: "taken" })]);
         const before = await store.listJobs({ limit: 100 });
-        const err = await refusal(
-          store.submit([newJob({ task: "first" }), newJob({ idempotencyKey: "taken", priority: 9 })]),
-        );
+        const err = await refusal(store.submit([newJob({ task: "first" }), newJob({ idempotencyKey: "taken", priority: 9 })]));
         expect(err.reason).toBe("IDEMPOTENCY_MISMATCH");
         expect(await store.listJobs({ limit: 100 })).toEqual(before);
         const counts = await store.queueCounts();
@@ -237,9 +231,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("returns nothing when no job is eligible", async () => {
         await submitOne({ schedule: { delayMs: MINUTE } });
         await submitOne({ queue: "other" });
-        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 5 })).toEqual(
-          [],
-        );
+        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 5 })).toEqual([]);
       });
 
       it("takes priority first, then schedule time, then id", async () => {
@@ -256,9 +248,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("does not lease a delayed job before its time, and does after", async () => {
         const job = await submitOne({ schedule: { delayMs: MINUTE } });
         clock.advance(MINUTE - 1);
-        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual(
-          [],
-        );
+        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
         clock.advance(1);
         expect((await claimOne()).job.id).toBe(job.id);
       });
@@ -266,9 +256,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("never gives one job to two concurrent claimers", async () => {
         await store.submit(Array.from({ length: 60 }, (_, i) => newJob({ task: `t${i}` })));
         const results = await Promise.all(
-          Array.from({ length: 40 }, (_, i) =>
-            store.claim({ queue: "billing", workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 2 }),
-          ),
+          Array.from({ length: 40 }, (_, i) => store.claim({ queue: "billing", workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 2 })),
         );
         const ids = results.flat().map((l) => l.job.id);
         expect(ids).toHaveLength(60);
@@ -344,9 +332,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const lease = await claimOne();
         await store.complete(lease.job.id, lease.leaseToken, null);
         expect((await refusal(store.complete(lease.job.id, lease.leaseToken, null))).reason).toBe("LEASE_REJECTED");
-        expect((await refusal(store.fail(lease.job.id, lease.leaseToken, { error: "x", permanent: false }))).reason).toBe(
-          "LEASE_REJECTED",
-        );
+        expect((await refusal(store.fail(lease.job.id, lease.leaseToken, { error: "x", permanent: false }))).reason).toBe("LEASE_REJECTED");
       });
 
       it("never lets a late worker overwrite the result of a newer lease", async () => {
@@ -475,7 +461,14 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const lease = await claimOne("billing", MINUTE, "leaving");
         clock.advance(SECOND);
         const job = await store.release(lease.job.id, lease.leaseToken);
-        expect(job).toMatchObject({ state: "queued", attempts: 0, deliveries: 1, scheduleTime: clock.now(), workerId: null, leaseExpireTime: null });
+        expect(job).toMatchObject({
+          state: "queued",
+          attempts: 0,
+          deliveries: 1,
+          scheduleTime: clock.now(),
+          workerId: null,
+          leaseExpireTime: null,
+        });
         const events = await store.listJobEvents(submitted.id);
         expect(events.at(-1)).toMatchObject({ kind: "released", fromState: "running", toState: "queued", workerId: "leaving", attempt: 0 });
         expect((await claimOne()).job).toMatchObject({ attempts: 1, deliveries: 2 });
@@ -557,8 +550,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
     // api.md section B: PauseQueue, ResumeQueue, RedriveAll, PurgeQueue.
     describe("queue controls", () => {
-      const claimAll = (queue = "billing", workerId = "w") =>
-        store.claim({ queue, workerId, leaseDurationMs: MINUTE, maxJobs: 100 });
+      const claimAll = (queue = "billing", workerId = "w") => store.claim({ queue, workerId, leaseDurationMs: MINUTE, maxJobs: 100 });
 
       /** `n` dead jobs of `task` in `queue` (submitted, claimed, failed permanently), oldest first. */
       async function deadJobs(n: number, queue = "billing", task = "invoice.generate"): Promise<string[]> {
@@ -710,7 +702,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         }
       });
 
-      it("purges every queued and retrying job as cancelled with reason \"purged\", in batches, and nothing else", async () => {
+      it('purges every queued and retrying job as cancelled with reason "purged", in batches, and nothing else', async () => {
         const dead = await deadJobs(1);
         const retrying = await store.submit(Array.from({ length: 3 }, () => newJob({ task: "r" })));
         for (const l of await claimAll()) await store.fail(l.job.id, l.leaseToken, { error: "later", permanent: false });
@@ -769,9 +761,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect((await store.listJobs({ limit: 10 })).map((j) => j.task)).toEqual(["d", "c", "b", "a"]);
         expect((await store.listJobs({ limit: 10, queue: "billing" })).map((j) => j.task)).toEqual(["d", "c", "a"]);
         expect((await store.listJobs({ limit: 10, states: ["cancelled"] })).map((j) => j.id)).toEqual([c.id]);
-        expect(
-          (await store.listJobs({ limit: 10, queue: "billing", states: ["queued", "cancelled"] })).map((j) => j.task),
-        ).toEqual(["d", "c", "a"]);
+        expect((await store.listJobs({ limit: 10, queue: "billing", states: ["queued", "cancelled"] })).map((j) => j.task)).toEqual([
+          "d",
+          "c",
+          "a",
+        ]);
         const page1 = await store.listJobs({ limit: 2 });
         const page2 = await store.listJobs({ limit: 2, beforeId: page1.at(-1)!.id });
         expect([...page1, ...page2].map((j) => j.id)).toEqual([d.id, c.id, b.id, a.id]);
@@ -939,8 +933,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         return store.fail(lease.job.id, lease.leaseToken, { error: "boom", permanent: true });
       }
 
-      const sorted = (pruned: PrunedJobs[]) =>
-        [...pruned].sort((a, b) => a.queue.localeCompare(b.queue) || a.state.localeCompare(b.state));
+      const sorted = (pruned: PrunedJobs[]) => [...pruned].sort((a, b) => a.queue.localeCompare(b.queue) || a.state.localeCompare(b.state));
 
       it("deletes completed and cancelled jobs finished before the cutoff with their events, keeping younger ones", async () => {
         const done = await completeOne();
@@ -1135,7 +1128,10 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await store.fail(job.id, lease.leaseToken, { error: "flaky", permanent: false });
         lease = await claimOne("billing", MINUTE);
         // Twenty heartbeats and the completion issued together (one commit, applied in order).
-        const calls = [...Array.from({ length: 20 }, () => store.heartbeat(job.id, lease.leaseToken)), store.complete(job.id, lease.leaseToken, '"done"')];
+        const calls = [
+          ...Array.from({ length: 20 }, () => store.heartbeat(job.id, lease.leaseToken)),
+          store.complete(job.id, lease.leaseToken, '"done"'),
+        ];
         const results = await Promise.allSettled(calls);
         expect(results.every((r) => r.status === "fulfilled")).toBe(true);
         expect((await store.getJob(job.id))!.state).toBe("completed");

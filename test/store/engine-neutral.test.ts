@@ -19,7 +19,9 @@ const sqliteImports = (file: string) => importsOf(file).filter((s) => s === "bet
 
 describe("engine-neutral store code", () => {
   const neutral = [
-    ...readdirSync(join(PACKAGE_ROOT, "src/store")).filter((f) => f.endsWith(".ts")).map((f) => `src/store/${f}`),
+    ...readdirSync(join(PACKAGE_ROOT, "src/store"))
+      .filter((f) => f.endsWith(".ts"))
+      .map((f) => `src/store/${f}`),
     ...readdirSync(join(PACKAGE_ROOT, "src/store/operations")).map((f) => `src/store/operations/${f}`),
   ].filter((f) => f !== "src/store/engine.ts");
 

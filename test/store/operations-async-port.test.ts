@@ -91,7 +91,9 @@ describe("the shared write operations over a port that answers later", () => {
     expect(submitted.value.map((o) => o.deduplicated)).toEqual([false, true]);
     expect(submitted.persisted.events.map((e) => [e.sequence, e.kind])).toEqual([[1, "submitted"]]);
 
-    const claimed = await transaction(claimJobs({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 5 }, { maxRecovered: 10 }));
+    const claimed = await transaction(
+      claimJobs({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 5 }, { maxRecovered: 10 }),
+    );
     expect(claimed.value).toHaveLength(1);
     const [lease] = claimed.value;
     const jobId = lease.job.id;
@@ -107,7 +109,9 @@ describe("the shared write operations over a port that answers later", () => {
 
   it("refuses as it does over SQLite: a stale token, a changed request under a key, an unknown job", async () => {
     await transaction(submitJobs([newJob({ idempotencyKey: "k" })]));
-    const [lease] = (await transaction(claimJobs({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 }, { maxRecovered: 10 }))).value;
+    const [lease] = (
+      await transaction(claimJobs({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 }, { maxRecovered: 10 }))
+    ).value;
     expect(await refusal(transaction(completeJob(lease.job.id, "not-the-token", null)))).toBe("LEASE_REJECTED");
     expect(await refusal(transaction(completeJob(lease.job.id, lease.leaseToken, null), NOW + 61_000))).toBe("LEASE_EXPIRED");
     expect(await refusal(transaction(submitJobs([newJob({ idempotencyKey: "k", priority: 9 })])))).toBe("IDEMPOTENCY_MISMATCH");
@@ -119,7 +123,10 @@ describe("the shared write operations over a port that answers later", () => {
   it("recovers expired leases in a claim, prunes, and pauses over the same port", async () => {
     await transaction(submitJobs([newJob({ maxAttempts: 1 })]));
     await transaction(claimJobs({ queue: "billing", workerId: "w", leaseDurationMs: 1000, maxJobs: 1 }, { maxRecovered: 10 }));
-    const later = await transaction(claimJobs({ queue: "billing", workerId: "w2", leaseDurationMs: 1000, maxJobs: 1 }, { maxRecovered: 10 }), NOW + 5000);
+    const later = await transaction(
+      claimJobs({ queue: "billing", workerId: "w2", leaseDurationMs: 1000, maxJobs: 1 }, { maxRecovered: 10 }),
+      NOW + 5000,
+    );
     expect(later.value).toEqual([]);
     expect(later.persisted.events.map((e) => e.kind)).toEqual(["lease_expired", "dead_lettered"]);
     const pruned = await transaction(pruneFinishedJobs({ finishedBefore: { dead: NOW + 10_000 }, limit: 10 }), NOW + 10_000);

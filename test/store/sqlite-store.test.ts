@@ -168,7 +168,9 @@ describe("SQLite store specifics", () => {
     await first.close();
     // Take the file back to schema 3, as the release before retention left it.
     const db = new Database(path);
-    db.exec(`DROP TABLE paused_queues; DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;`);
+    db.exec(
+      `DROP TABLE paused_queues; DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;`,
+    );
     db.pragma("user_version = 3");
     db.close();
 
@@ -213,7 +215,9 @@ describe("SQLite store specifics", () => {
     expect(commits).toEqual([1]); // one shared transaction
     expect(outcome).toEqual({ pruned: [], events: 0, exhausted: true });
     expect((await store.listJobEvents(lease.job.id)).map((e) => e.kind)).toEqual(["submitted", "claimed", "completed"]);
-    const orphans = store.db.prepare("SELECT count(*) AS n FROM job_events WHERE job_id NOT IN (SELECT id FROM jobs)").get() as { n: number };
+    const orphans = store.db.prepare("SELECT count(*) AS n FROM job_events WHERE job_id NOT IN (SELECT id FROM jobs)").get() as {
+      n: number;
+    };
     expect(orphans.n).toBe(0);
   });
 

@@ -55,7 +55,16 @@ it.each<[string, Omit<LeaseQueueClientOptions, "url">]>([
   const file = await serverWithJobs([PRODUCER, BILLING_WORKERS], 20);
   const log = workerEventLog();
   const client = createLeaseQueueClient({ url: t!.apiUrl, ...protocol, token: file.tokens["billing-workers"] });
-  workers.push(createWorker({ client, queue: "billing", workerId: "billing-1", concurrency: 4, onEvent: log.onEvent, handler: (job) => ({ done: job.id }) }));
+  workers.push(
+    createWorker({
+      client,
+      queue: "billing",
+      workerId: "billing-1",
+      concurrency: 4,
+      onEvent: log.onEvent,
+      handler: (job) => ({ done: job.id }),
+    }),
+  );
   const completed = await log.waitFor("completed", 20);
   expect(completed.every((e) => e.job.state === JobState.COMPLETED)).toBe(true);
   expect(log.all("error")).toEqual([]);
@@ -69,7 +78,9 @@ it("takes the token with `url` in createWorker, and refuses it beside `client`",
   const file = await serverWithJobs([PRODUCER, BILLING_WORKERS], 3);
   const token = file.tokens["billing-workers"];
   const log = workerEventLog();
-  workers.push(createWorker({ url: t!.apiUrl, token, queue: "billing", workerId: "billing-url", onEvent: log.onEvent, handler: () => null }));
+  workers.push(
+    createWorker({ url: t!.apiUrl, token, queue: "billing", workerId: "billing-url", onEvent: log.onEvent, handler: () => null }),
+  );
   await log.waitFor("completed", 3);
   const client = createLeaseQueueClient({ url: t!.apiUrl, token });
   expect(() => createWorker({ client, token, queue: "billing", workerId: "w", handler: () => null })).toThrow(/`token` goes with `url`/);
@@ -77,10 +88,13 @@ it("takes the token with `url` in createWorker, and refuses it beside `client`",
 
 it("still works with an interceptor of your own that adds the header", { timeout: 20_000 }, async () => {
   const file = await serverWithJobs([PRODUCER, BILLING_WORKERS], 5);
-  const withToken = (token: string): Interceptor => (next) => (req) => {
-    req.header.set("authorization", `Bearer ${token}`);
-    return next(req);
-  };
+  const withToken =
+    (token: string): Interceptor =>
+    (next) =>
+    (req) => {
+      req.header.set("authorization", `Bearer ${token}`);
+      return next(req);
+    };
   const log = workerEventLog();
   const client = createLeaseQueueClient({ url: t!.apiUrl, interceptors: [withToken(file.tokens["billing-workers"])] });
   workers.push(createWorker({ client, queue: "billing", workerId: "billing-2", onEvent: log.onEvent, handler: () => null }));
@@ -125,18 +139,37 @@ it("without a token says so on the console, keeps trying, and works once the aut
   vi.spyOn(console, "warn").mockImplementation((line: string) => void lines.push(line));
   // No onEvent: the console is where a refusal must show.
   workers.push(
-    createWorker({ url: t!.apiUrl, queue: "billing", workerId: "no-token", reconnectBackoff: { initialMs: 50, maxMs: 200 }, handler: () => null }),
+    createWorker({
+      url: t!.apiUrl,
+      queue: "billing",
+      workerId: "no-token",
+      reconnectBackoff: { initialMs: 50, maxMs: 200 },
+      handler: () => null,
+    }),
   );
   await vi.waitFor(() => expect(lines.length).toBeGreaterThanOrEqual(2), { timeout: 10_000, interval: 20 });
-  expect(lines[0]).toMatch(/^leasequeue worker no-token: the server refused the worker on queue billing \(\[unauthenticated\] this server requires "Authorization: Bearer <token>"\); give the worker a token/);
-  expect(lines.every((l) => /the server refused the worker/.test(l)), lines.join("\n")).toBe(true);
+  expect(lines[0]).toMatch(
+    /^leasequeue worker no-token: the server refused the worker on queue billing \(\[unauthenticated\] this server requires "Authorization: Bearer <token>"\); give the worker a token/,
+  );
+  expect(
+    lines.every((l) => /the server refused the worker/.test(l)),
+    lines.join("\n"),
+  ).toBe(true);
   expect(console.warn).not.toHaveBeenCalled(); // not a passing "stream broke"
 
   // A worker token whose entry is fixed later: refused until the reload, then it works.
   const log = workerEventLog();
   const token = file.tokens.producer; // in the file, but without the worker role
   workers.push(
-    createWorker({ url: t!.apiUrl, token, queue: "billing", workerId: "fixed-later", onEvent: log.onEvent, reconnectBackoff: { initialMs: 50, maxMs: 200 }, handler: () => "ok" }),
+    createWorker({
+      url: t!.apiUrl,
+      token,
+      queue: "billing",
+      workerId: "fixed-later",
+      onEvent: log.onEvent,
+      reconnectBackoff: { initialMs: 50, maxMs: 200 },
+      handler: () => "ok",
+    }),
   );
   const [refused] = await log.waitFor("refused");
   expect(refused.error.code).toBe(Code.PermissionDenied);

@@ -72,7 +72,10 @@ function recordTraffic(): { traffic: Traffic; interceptor: Interceptor } {
 const sum = (rows: Array<Record<string, number>>, kind: string) => rows.reduce((n, r) => n + (r[kind] ?? 0), 0);
 
 async function submit(t: TestServer, queue: string, n: number, extra: Record<string, unknown> = {}): Promise<string[]> {
-  const res = await t.call("SubmitBatch", { jobs: Array.from({ length: n }, (_, i) => ({ queue, task: "t", payload: { i }, ...extra })), view: "JOB_VIEW_BASIC" });
+  const res = await t.call("SubmitBatch", {
+    jobs: Array.from({ length: n }, (_, i) => ({ queue, task: "t", payload: { i }, ...extra })),
+    view: "JOB_VIEW_BASIC",
+  });
   expect(res.status).toBe(200);
   return res.body.results.map((r: { job: { id: string } }) => r.job.id);
 }
@@ -80,34 +83,39 @@ async function submit(t: TestServer, queue: string, n: number, extra: Record<str
 const JOBS = 200;
 
 describe("the path the SDK takes", () => {
-  it("over gRPC: one Work stream carries every lease and every acknowledgement, in far fewer messages than jobs", { timeout: 20_000 }, async () => {
-    const t = await server();
-    const { traffic, interceptor } = recordTraffic();
-    const log = workerEventLog();
-    const worker = createWorker({
-      client: createLeaseQueueClient({ url: t.apiUrl, interceptors: [interceptor] }),
-      queue: "grpc-path",
-      workerId: "w-grpc",
-      concurrency: 64,
-      onEvent: log.onEvent,
-      handler: (_job, { payload }) => ({ twice: (payload as { i: number }).i * 2 }),
-    });
-    cleanups.push(() => worker.close());
-    await log.waitFor("connected");
-    await submit(t, "grpc-path", JOBS);
-    const completed = await log.waitFor("completed", JOBS);
-    await worker.close();
+  it(
+    "over gRPC: one Work stream carries every lease and every acknowledgement, in far fewer messages than jobs",
+    { timeout: 20_000 },
+    async () => {
+      const t = await server();
+      const { traffic, interceptor } = recordTraffic();
+      const log = workerEventLog();
+      const worker = createWorker({
+        client: createLeaseQueueClient({ url: t.apiUrl, interceptors: [interceptor] }),
+        queue: "grpc-path",
+        workerId: "w-grpc",
+        concurrency: 64,
+        onEvent: log.onEvent,
+        handler: (_job, { payload }) => ({ twice: (payload as { i: number }).i * 2 }),
+      });
+      cleanups.push(() => worker.close());
+      await log.waitFor("connected");
+      await submit(t, "grpc-path", JOBS);
+      const completed = await log.waitFor("completed", JOBS);
+      await worker.close();
 
-    expect(new Set(completed.map((e) => e.job.id)).size).toBe(JOBS);
-    expect(completed.every((e) => e.job.state === JobState.COMPLETED)).toBe(true);
-    const calls = await rpcCounts(t);
-    expect(calls).toMatchObject({ Work: 1 });
-    for (const unary of ["Complete", "Fail", "Heartbeat", "Release", "Acknowledge", "StreamClaims", "Claim"]) expect(calls[unary]).toBeUndefined();
-    expect(sum(traffic.workMessages, "complete")).toBe(JOBS);
-    console.log(`gRPC: ${JOBS} jobs completed in ${traffic.workMessages.length} Work messages`);
-    expect(traffic.workMessages.length).toBeLessThan(JOBS / 2);
-    expect(traffic.acknowledgeCalls).toEqual([]);
-  });
+      expect(new Set(completed.map((e) => e.job.id)).size).toBe(JOBS);
+      expect(completed.every((e) => e.job.state === JobState.COMPLETED)).toBe(true);
+      const calls = await rpcCounts(t);
+      expect(calls).toMatchObject({ Work: 1 });
+      for (const unary of ["Complete", "Fail", "Heartbeat", "Release", "Acknowledge", "StreamClaims", "Claim"])
+        expect(calls[unary]).toBeUndefined();
+      expect(sum(traffic.workMessages, "complete")).toBe(JOBS);
+      console.log(`gRPC: ${JOBS} jobs completed in ${traffic.workMessages.length} Work messages`);
+      expect(traffic.workMessages.length).toBeLessThan(JOBS / 2);
+      expect(traffic.acknowledgeCalls).toEqual([]);
+    },
+  );
 
   it("over Connect HTTP/1.1: StreamClaims for leases and batched Acknowledge calls for the rest", { timeout: 20_000 }, async () => {
     const t = await server();
@@ -326,7 +334,8 @@ describe("held leases through a broken Work stream", () => {
         ...res,
         message: (async function* () {
           for await (const m of messages) {
-            if (m.results.length > 0 && answersLost++ === 0) throw new ConnectError("connection reset after the commit (simulated)", Code.Unavailable);
+            if (m.results.length > 0 && answersLost++ === 0)
+              throw new ConnectError("connection reset after the commit (simulated)", Code.Unavailable);
             yield m;
           }
         })(),

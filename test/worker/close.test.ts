@@ -110,7 +110,11 @@ describe("close()", () => {
         handler: async () => null,
         onEvent: (e) => { if (e.type === "connected") worker.close().then(() => console.log("closed")); },
       });`;
-    const child = spawn(process.execPath, ["--input-type=module", "-e", script], { cwd: PACKAGE_ROOT, stdio: ["ignore", "pipe", "inherit"], timeout: 4000 });
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      cwd: PACKAGE_ROOT,
+      stdio: ["ignore", "pipe", "inherit"],
+      timeout: 4000,
+    });
     let closedAt = 0;
     child.stdout.on("data", (chunk: Buffer) => {
       if (chunk.toString().includes("closed")) closedAt = performance.now();

@@ -152,7 +152,15 @@ describe("a lost lease", () => {
     // worker never hears it), while leases and the stream itself still work:
     // the worker must give up on its own clock.
     const client = createLeaseQueueClient({ url: t.apiUrl, interceptors: [loseHeartbeatAnswers] });
-    const worker = createWorker({ client, queue: "cut", workerId: "w-cut", leaseDuration: 1000, shutdownTimeout: 200, handler: h.handler, onEvent: log.onEvent });
+    const worker = createWorker({
+      client,
+      queue: "cut",
+      workerId: "w-cut",
+      leaseDuration: 1000,
+      shutdownTimeout: 200,
+      handler: h.handler,
+      onEvent: log.onEvent,
+    });
     workers.push(worker);
     const { body } = await t.call("Submit", { queue: "cut", task: "t", maxAttempts: 3 });
     await h.started;

@@ -72,10 +72,7 @@ afterAll(async () => {
 async function run(task: string, extra: Record<string, unknown> = {}): Promise<Job> {
   const { body } = await t.call("Submit", { queue: "outcomes", task, ...extra });
   const id = body.job.id;
-  const done = await Promise.race([
-    log.waitFor("completed", 1, (e) => e.job.id === id),
-    log.waitFor("failed", 1, (e) => e.job.id === id),
-  ]);
+  const done = await Promise.race([log.waitFor("completed", 1, (e) => e.job.id === id), log.waitFor("failed", 1, (e) => e.job.id === id)]);
   expect(done[0].job.id).toBe(id);
   return (await t.client.getJob({ jobId: id })).job!;
 }

@@ -4,13 +4,7 @@
  * HTTP/1.1 (StreamClaims plus Acknowledge).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  createLeaseQueueClient,
-  createWorker,
-  jsonToValue,
-  valueToJson,
-  type LeaseQueueClientOptions,
-} from "../../src/worker/index.js";
+import { createLeaseQueueClient, createWorker, jsonToValue, valueToJson, type LeaseQueueClientOptions } from "../../src/worker/index.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { workerEventLog } from "../helpers/worker-events.js";
 
@@ -48,9 +42,7 @@ describe.each(transports)("over %s", (name, options) => {
       },
     });
     try {
-      const submitted = await Promise.all(
-        [1, 2, 3].map((n) => client.submit({ queue, task: "add", payload: jsonToValue({ n }) })),
-      );
+      const submitted = await Promise.all([1, 2, 3].map((n) => client.submit({ queue, task: "add", payload: jsonToValue({ n }) })));
       const done = await log.waitFor("completed", 3);
       const results = new Map(done.map((e) => [e.job.id, valueToJson(e.job.result)]));
       expect(submitted.map((s) => results.get(s.job!.id))).toEqual([

@@ -11,13 +11,13 @@ import { jobsHref } from "../router.js";
 const JOB_REFRESH_MS = 250;
 
 export function JobPage({ id }: { id: string }) {
-  const res = useResource(async (signal) => {
-    const [job, events] = await Promise.all([
-      client.getJob({ jobId: id }, { signal }),
-      client.listJobEvents({ jobId: id }, { signal }),
-    ]);
-    return { job: job.job!, events: events.events };
-  }, [id]);
+  const res = useResource(
+    async (signal) => {
+      const [job, events] = await Promise.all([client.getJob({ jobId: id }, { signal }), client.listJobEvents({ jobId: id }, { signal })]);
+      return { job: job.job!, events: events.events };
+    },
+    [id],
+  );
   const refresh = useThrottled(res.reload, JOB_REFRESH_MS);
   useLive((signal) => {
     if (signal.kind === "resync" || signal.event.jobId === id) refresh();
@@ -105,7 +105,9 @@ export function JobPage({ id }: { id: string }) {
       <Actions key={job.id} job={job} onChanged={res.reload} />
 
       <h2>Payload</h2>
-      <pre class="json" data-testid="job-payload">{formatValue(job.payload)}</pre>
+      <pre class="json" data-testid="job-payload">
+        {formatValue(job.payload)}
+      </pre>
       <h2>Result</h2>
       {job.result === undefined ? <p class="muted">No result.</p> : <pre class="json">{formatValue(job.result)}</pre>}
       <h2>Last error</h2>
@@ -177,9 +179,7 @@ function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
     setBusy(true);
     try {
       const res =
-        action === "redrive"
-          ? await client.redrive({ jobId: job.id })
-          : await client.cancel({ jobId: job.id, reason: reason.trim() });
+        action === "redrive" ? await client.redrive({ jobId: job.id }) : await client.cancel({ jobId: job.id, reason: reason.trim() });
       const state = res.job ? stateLabel(res.job.state) : "changed";
       setOutcome({ ok: true, text: `${action === "redrive" ? "Redriven" : "Cancelled"}: the job is now ${state}.` });
       setReason("");

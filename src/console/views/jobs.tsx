@@ -23,10 +23,7 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
   const stateFilter = stateFromName(state);
   const jobs = useResource(
     (signal) =>
-      client.listJobs(
-        { queue, states: stateFilter === undefined ? [] : [stateFilter], pageSize: PAGE_SIZE, pageToken: page },
-        { signal },
-      ),
+      client.listJobs({ queue, states: stateFilter === undefined ? [] : [stateFilter], pageSize: PAGE_SIZE, pageToken: page }, { signal }),
     [queue, state, page],
   );
   const queues = useResource((signal) => client.getStats({}, { signal }), []);
@@ -60,12 +57,7 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
       <form class="filters" onSubmit={onFilter} aria-label="Filter jobs">
         <div class="field">
           <label for="filter-queue">Queue</label>
-          <select
-            id="filter-queue"
-            name="queue"
-            value={draft.queue}
-            onChange={(e) => setDraft({ ...draft, queue: e.currentTarget.value })}
-          >
+          <select id="filter-queue" name="queue" value={draft.queue} onChange={(e) => setDraft({ ...draft, queue: e.currentTarget.value })}>
             <option value="">All queues</option>
             {[...queueNames].sort().map((name) => (
               <option value={name} key={name}>
@@ -76,12 +68,7 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
         </div>
         <div class="field">
           <label for="filter-state">State</label>
-          <select
-            id="filter-state"
-            name="state"
-            value={draft.state}
-            onChange={(e) => setDraft({ ...draft, state: e.currentTarget.value })}
-          >
+          <select id="filter-state" name="state" value={draft.state} onChange={(e) => setDraft({ ...draft, state: e.currentTarget.value })}>
             <option value="">All states</option>
             {STATES.map((s) => (
               <option value={s.name} key={s.name}>
@@ -116,9 +103,7 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
       ) : (
         <div class="table-wrap">
           <table class="jobs" data-testid="jobs-table">
-            <caption>
-              {filtered ? "Jobs matching the filter" : "All jobs"}, newest first
-            </caption>
+            <caption>{filtered ? "Jobs matching the filter" : "All jobs"}, newest first</caption>
             <thead>
               <tr>
                 <th scope="col">Job</th>
@@ -166,10 +151,7 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
           {page !== "" && <a href={jobsHref({ queue, state })}>First page</a>}
           {previous !== undefined && previous !== "" && <a href={jobsHref({ queue, state, page: previous })}>Previous page</a>}
           {data.nextPageToken !== "" && (
-            <a
-              href={jobsHref({ queue, state, page: data.nextPageToken })}
-              onClick={() => previousPage.set(data.nextPageToken, page)}
-            >
+            <a href={jobsHref({ queue, state, page: data.nextPageToken })} onClick={() => previousPage.set(data.nextPageToken, page)}>
               Next page
             </a>
           )}

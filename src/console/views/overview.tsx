@@ -46,8 +46,8 @@ export function Overview() {
         <div class="table-wrap">
           <table class="stats" data-testid="queue-stats">
             <caption>
-              Jobs per queue and state. Oldest pending: how long the longest-waiting eligible job (queued
-              or retry) has waited to be claimed.
+              Jobs per queue and state. Oldest pending: how long the longest-waiting eligible job (queued or retry) has waited to be
+              claimed.
             </caption>
             <thead>
               <tr>
@@ -111,11 +111,7 @@ function StatsRow({ stats, controls }: { stats: QueueStats; controls?: RowContro
         const n = stats[field];
         return (
           <td class="num" key={field} data-state={STATES[i].name}>
-            {n === 0n ? (
-              <span class="muted">0</span>
-            ) : (
-              <a href={jobsHref({ queue, state: STATES[i].name })}>{formatCount(n)}</a>
-            )}
+            {n === 0n ? <span class="muted">0</span> : <a href={jobsHref({ queue, state: STATES[i].name })}>{formatCount(n)}</a>}
           </td>
         );
       })}

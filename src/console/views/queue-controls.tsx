@@ -86,8 +86,8 @@ export function PurgeForm({ queue, onOutcome, onClose }: { queue: string; onOutc
   return (
     <form class="confirm" onSubmit={(e) => void onSubmit(e)} aria-labelledby="purge-text" data-testid="purge-form">
       <p id="purge-text">
-        Purge queue <strong>{queue}</strong>? Every queued and retry job is cancelled with the reason "purged"; running,
-        dead and finished jobs stay. This cannot be undone.
+        Purge queue <strong>{queue}</strong>? Every queued and retry job is cancelled with the reason "purged"; running, dead and finished
+        jobs stay. This cannot be undone.
       </p>
       <div class="field">
         <label for="purge-confirm">Type the queue name to confirm</label>
@@ -142,8 +142,8 @@ export function RedriveAllControl({ queue, onChanged }: { queue: string; onChang
       {confirming ? (
         <form class="confirm" onSubmit={(e) => void onSubmit(e)} aria-labelledby="redrive-all-text" data-testid="redrive-all-form">
           <p id="redrive-all-text">
-            Redrive every dead job of queue <strong>{queue}</strong>? They go back to Queued with their attempts reset to 0,
-            and workers can claim them at once.
+            Redrive every dead job of queue <strong>{queue}</strong>? They go back to Queued with their attempts reset to 0, and workers can
+            claim them at once.
           </p>
           <div class="buttons">
             <button type="submit" ref={confirmRef} disabled={busy}>

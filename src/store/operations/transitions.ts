@@ -50,8 +50,7 @@ export const completeJob = (jobId: string, leaseToken: string, resultJson: strin
 export const failJob = (jobId: string, leaseToken: string, failure: { error: string; permanent: boolean; retryDelayMs?: number }) =>
   transitionJob(jobId, (job, now) => machine.fail(job, leaseToken, now, failure));
 
-export const releaseJob = (jobId: string, leaseToken: string) =>
-  transitionJob(jobId, (job, now) => machine.release(job, leaseToken, now));
+export const releaseJob = (jobId: string, leaseToken: string) => transitionJob(jobId, (job, now) => machine.release(job, leaseToken, now));
 
 export const redriveJob = (jobId: string) => transitionJob(jobId, (job, now) => machine.redrive(job, now));
 

@@ -89,7 +89,9 @@ export async function schemaVersion(client: pg.ClientBase, schema: string): Prom
     [`${quoteIdentifier(schema)}.schema_migrations`],
   );
   if (rows[0].version === 0) return 0;
-  const max = await client.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${quoteIdentifier(schema)}.schema_migrations`);
+  const max = await client.query<{ version: number | null }>(
+    `SELECT max(version) AS version FROM ${quoteIdentifier(schema)}.schema_migrations`,
+  );
   return max.rows[0].version ?? 0;
 }
 
@@ -99,9 +101,14 @@ export const LATEST_PG_SCHEMA_VERSION = PG_LATEST_SCHEMA_VERSION;
 async function applyDefinitions(client: pg.ClientBase, schema: string): Promise<boolean> {
   const s = quoteIdentifier(schema);
   const hash = definitionsHash(schema);
-  const { rows } = await client.query<{ revision: number; sha256: string }>(`SELECT revision, sha256 FROM ${s}.schema_definitions WHERE id = 1`);
+  const { rows } = await client.query<{ revision: number; sha256: string }>(
+    `SELECT revision, sha256 FROM ${s}.schema_definitions WHERE id = 1`,
+  );
   const stored = rows[0];
-  if (stored !== undefined && (stored.revision > DEFINITIONS_REVISION || (stored.revision === DEFINITIONS_REVISION && stored.sha256 === hash))) {
+  if (
+    stored !== undefined &&
+    (stored.revision > DEFINITIONS_REVISION || (stored.revision === DEFINITIONS_REVISION && stored.sha256 === hash))
+  ) {
     return false;
   }
   await inTransaction(client, schema, async () => {
@@ -133,6 +140,9 @@ async function assertUtf8(client: pg.ClientBase): Promise<void> {
   const { rows } = await client.query<{ encoding: string }>("SELECT current_setting('server_encoding') AS encoding");
   const encoding = rows[0].encoding;
   if (encoding !== "UTF8") {
-    throw new DatabaseRefusal("BAD_FILE", `the PostgreSQL database's encoding is ${encoding}; LeaseQueue needs a UTF8 database (CREATE DATABASE ... ENCODING 'UTF8')`);
+    throw new DatabaseRefusal(
+      "BAD_FILE",
+      `the PostgreSQL database's encoding is ${encoding}; LeaseQueue needs a UTF8 database (CREATE DATABASE ... ENCODING 'UTF8')`,
+    );
   }
 }

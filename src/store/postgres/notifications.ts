@@ -27,9 +27,7 @@ import pg from "pg";
 import { quoteIdentifier } from "./identifiers.js";
 
 export type StoreNotification =
-  | { kind: "events"; through: number }
-  | { kind: "submitted"; queue: string }
-  | { kind: "queue_control"; queue: string; paused: boolean };
+  { kind: "events"; through: number } | { kind: "submitted"; queue: string } | { kind: "queue_control"; queue: string; paused: boolean };
 
 /**
  * The channel of a schema: its name, so that schemas sharing a database

@@ -35,7 +35,11 @@ const DAY_MS = 86_400_000;
 
 /** 1000 -> "1s", 3600000 -> "1h", 2592000000 -> "30d": a bound as the RPC's messages write it. */
 function boundText(ms: number): string {
-  for (const [unit, size] of [["d", DAY_MS], ["h", 3_600_000], ["m", 60_000]] as const) {
+  for (const [unit, size] of [
+    ["d", DAY_MS],
+    ["h", 3_600_000],
+    ["m", 60_000],
+  ] as const) {
     if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
   }
   return `${ms / 1000}s`;

@@ -106,7 +106,10 @@ function copyVerified(from: string, staged: string, schemaVersion: number): void
  * Returns the new name of the database file, or undefined if there was none.
  */
 function moveAside(path: string, now: Date): string | undefined {
-  const stamp = now.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d+Z$/, "Z");
   let aside = `${path}.replaced-${stamp}`;
   for (let n = 2; existsSync(aside); n++) aside = `${path}.replaced-${stamp}-${n}`;
   const hadDatabase = existsSync(path);

@@ -12,22 +12,58 @@ import type { JobState } from "../../domain/job.js";
  * keys costs more than the B-tree work of a lookup.
  */
 export const JOB_COLUMN_NAMES = [
-  "id", "queue", "task", "payload", "priority", "state", "attempts", "max_attempts", "retry_base_delay_ms",
-  "schedule_time", "create_time", "update_time", "finish_time", "worker_id", "lease_expire_time", "lease_duration_ms",
-  "lease_token_hash", "deliveries", "last_error", "result", "idempotency_key", "request_hash", "heartbeat_event_time",
+  "id",
+  "queue",
+  "task",
+  "payload",
+  "priority",
+  "state",
+  "attempts",
+  "max_attempts",
+  "retry_base_delay_ms",
+  "schedule_time",
+  "create_time",
+  "update_time",
+  "finish_time",
+  "worker_id",
+  "lease_expire_time",
+  "lease_duration_ms",
+  "lease_token_hash",
+  "deliveries",
+  "last_error",
+  "result",
+  "idempotency_key",
+  "request_hash",
+  "heartbeat_event_time",
 ] as const;
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
 
 /** The columns a transition may change, bound in this order before the id by updateJob. */
 export const UPDATED_JOB_COLUMN_NAMES = [
-  "state", "attempts", "schedule_time", "update_time", "finish_time", "worker_id", "lease_expire_time",
-  "lease_duration_ms", "lease_token_hash", "deliveries", "last_error", "result", "heartbeat_event_time",
+  "state",
+  "attempts",
+  "schedule_time",
+  "update_time",
+  "finish_time",
+  "worker_id",
+  "lease_expire_time",
+  "lease_duration_ms",
+  "lease_token_hash",
+  "deliveries",
+  "last_error",
+  "result",
+  "heartbeat_event_time",
 ] as const;
 
 /** Statements whose rows are jobs, read as arrays in JOB_COLUMN_NAMES order. */
 export const JOB_ROW_STATEMENTS = [
-  "jobById", "jobByIdempotencyKey", "claimableJobs", "expiredLeases", "expiredLeasesOfQueue", "jobsInStateBetween",
+  "jobById",
+  "jobByIdempotencyKey",
+  "claimableJobs",
+  "expiredLeases",
+  "expiredLeasesOfQueue",
+  "jobsInStateBetween",
 ] as const;
 
 export const SQL = {

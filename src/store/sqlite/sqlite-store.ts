@@ -206,11 +206,7 @@ export class SqliteStore implements Store {
     return this.#write(completeJob(jobId, leaseToken, resultJson));
   }
 
-  fail(
-    jobId: string,
-    leaseToken: string,
-    failure: { error: string; permanent: boolean; retryDelayMs?: number },
-  ): Promise<Job> {
+  fail(jobId: string, leaseToken: string, failure: { error: string; permanent: boolean; retryDelayMs?: number }): Promise<Job> {
     return this.#write(failJob(jobId, leaseToken, failure));
   }
 
@@ -485,4 +481,3 @@ function openFailure(path: string, err: unknown): unknown {
   }
   return err;
 }
-

@@ -18,7 +18,17 @@ import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers
 const probe = await probePostgres();
 
 function draft(jobId: string, message: string): EventDraft {
-  return { jobId, queue: "q", kind: "heartbeat", fromState: "running", toState: "running", eventTime: 0, workerId: "w", attempt: 1, message };
+  return {
+    jobId,
+    queue: "q",
+    kind: "heartbeat",
+    fromState: "running",
+    toState: "running",
+    eventTime: 0,
+    workerId: "w",
+    attempt: 1,
+    message,
+  };
 }
 
 interface SeenEvent {
@@ -100,7 +110,9 @@ describe.skipIf(skipWithoutPostgres(probe))("event sequences across concurrent w
     expect(runs).toBe(2);
     expect(new Set(rest).size).toBe(1);
     expect(rest[0]).toBeGreaterThanOrEqual(a);
-    const { rows } = await db.pool.query(`SELECT sequence::int AS seq FROM ${s}.job_events WHERE message = 'committed while a run is under way'`);
+    const { rows } = await db.pool.query(
+      `SELECT sequence::int AS seq FROM ${s}.job_events WHERE message = 'committed while a run is under way'`,
+    );
     expect(rows[0].seq).toBeLessThanOrEqual(rest[0]);
   });
 

@@ -45,9 +45,22 @@ describe.skipIf(skipWithoutPostgres(probe))("job counts as deltas", () => {
 
   it("sums the deltas of every transaction, leaving out what cancels out", async () => {
     await append(db.pool, [["a", "queued", 3]]);
-    await append(db.pool, [["a", "queued", -1], ["a", "running", 1]]);
-    await append(db.pool, [["b", "queued", 1], ["b", "dead", 0]]);
-    expect(countDeltaParams(deltas([["b", "dead", 0], ["x:y", "queued", 2]]))).toEqual([["x:y"], ["queued"], [2]]);
+    await append(db.pool, [
+      ["a", "queued", -1],
+      ["a", "running", 1],
+    ]);
+    await append(db.pool, [
+      ["b", "queued", 1],
+      ["b", "dead", 0],
+    ]);
+    expect(
+      countDeltaParams(
+        deltas([
+          ["b", "dead", 0],
+          ["x:y", "queued", 2],
+        ]),
+      ),
+    ).toEqual([["x:y"], ["queued"], [2]]);
     expect(await counts()).toEqual({ "a/queued": 2, "a/running": 1, "b/queued": 1 });
   });
 
@@ -58,7 +71,10 @@ describe.skipIf(skipWithoutPostgres(probe))("job counts as deltas", () => {
     expect(await compact()).toBe(0);
     const left = await db.pool.query(`SELECT count(*)::int AS n FROM ${s}.job_count_deltas`);
     expect(left.rows[0].n).toBe(0);
-    await append(db.pool, [["b", "queued", -1], ["b", "completed", 1]]);
+    await append(db.pool, [
+      ["b", "queued", -1],
+      ["b", "completed", 1],
+    ]);
     await compact();
     const totals = await db.pool.query(`SELECT queue, state, count::int FROM ${s}.job_counts WHERE queue = 'b' ORDER BY state`);
     expect(totals.rows).toEqual([{ queue: "b", state: "completed", count: 1 }]);
@@ -111,7 +127,10 @@ describe.skipIf(skipWithoutPostgres(probe))("job counts as deltas", () => {
           const to = states[Math.floor(random() * states.length)];
           if (from === to) continue;
           await client.query("BEGIN");
-          await append(client, [["moves", from, -1], ["moves", to, 1]]);
+          await append(client, [
+            ["moves", from, -1],
+            ["moves", to, 1],
+          ]);
           if (random() < 0.3) await client.query("SELECT pg_sleep(0.002)");
           if (random() < 0.1) {
             await client.query("ROLLBACK");

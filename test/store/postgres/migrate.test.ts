@@ -52,10 +52,9 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
     const s = db.schema;
     const first = await withClient((c) => migratePostgres(c, s));
     expect(first).toEqual({ applied: PG_MIGRATIONS.map((m) => m.version), version: LATEST_PG_SCHEMA_VERSION, definitionsApplied: true });
-    const { rows } = await db.pool.query(
-      `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`,
-      [s],
-    );
+    const { rows } = await db.pool.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [
+      s,
+    ]);
     expect(rows.map((r) => r.table_name)).toEqual([
       "event_retention",
       "event_sequence",
@@ -121,7 +120,9 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
     try {
       const second: PgMigration = { version: 2, name: "second", sql: "CREATE TABLE second_table (id integer); SELECT 1 / 0;" };
       await expect(withClient((c) => migratePostgres(c, s, [PG_MIGRATIONS[0], second]))).rejects.toThrow(/division by zero/);
-      const { rows } = await db.pool.query(`SELECT max(version) AS v, to_regclass($1) AS t FROM ${s}.schema_migrations`, [`${s}.second_table`]);
+      const { rows } = await db.pool.query(`SELECT max(version) AS v, to_regclass($1) AS t FROM ${s}.schema_migrations`, [
+        `${s}.second_table`,
+      ]);
       expect(rows[0]).toEqual({ v: 1, t: null });
       const fixed: PgMigration = { ...second, sql: "CREATE TABLE second_table (id integer);" };
       expect(await withClient((c) => migratePostgres(c, s, [PG_MIGRATIONS[0], fixed]))).toMatchObject({ applied: [2], version: 2 });
@@ -171,7 +172,9 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
       expect(refusal).toBeInstanceOf(DatabaseRefusal);
       expect((refusal as DatabaseRefusal).reason).toBe("SCHEMA_TOO_NEW");
       expect((refusal as DatabaseRefusal).message).toBe(schemaTooNewMessage(schemaLabel(s), newer, LATEST_PG_SCHEMA_VERSION));
-      expect((refusal as DatabaseRefusal).message).toContain(`PostgreSQL schema "${s}" has schema version ${newer}, newer than this LeaseQueue release knows`);
+      expect((refusal as DatabaseRefusal).message).toContain(
+        `PostgreSQL schema "${s}" has schema version ${newer}, newer than this LeaseQueue release knows`,
+      );
       const { rows } = await db.pool.query(`SELECT sha256 FROM ${s}.schema_definitions`);
       expect(rows[0].sha256).toBe("future");
     } finally {

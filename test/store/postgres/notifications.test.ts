@@ -42,7 +42,16 @@ describe("notification payloads", () => {
     for (const n of all) expect(decodeNotification(encodeNotification(n))).toEqual(n);
     // What the SQL functions send (json_build_object spaces its output).
     expect(decodeNotification('{"kind" : "events", "through" : 7}')).toEqual({ kind: "events", through: 7 });
-    for (const bad of ["", "not json", "[]", "null", '{"kind":"events"}', '{"kind":"events","through":"7"}', '{"kind":"later"}', '{"kind":"queue_control","queue":"q"}']) {
+    for (const bad of [
+      "",
+      "not json",
+      "[]",
+      "null",
+      '{"kind":"events"}',
+      '{"kind":"events","through":"7"}',
+      '{"kind":"later"}',
+      '{"kind":"queue_control","queue":"q"}',
+    ]) {
       expect(decodeNotification(bad), bad).toBeUndefined();
     }
   });

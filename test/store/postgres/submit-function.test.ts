@@ -136,12 +136,26 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
     expect(created).toBeLessThanOrEqual(after + 1000);
     expect(Number(row!.schedule_time)).toBe(created);
     // Its SUBMITTED event (numbered later by the sequencer) and its count delta.
-    const events = await db.pool.query(`SELECT kind, from_state, to_state, event_time, worker_id, attempt, message, queue
-      FROM ${s}.unsequenced_events WHERE job_id = $1`, [id]);
+    const events = await db.pool.query(
+      `SELECT kind, from_state, to_state, event_time, worker_id, attempt, message, queue
+      FROM ${s}.unsequenced_events WHERE job_id = $1`,
+      [id],
+    );
     expect(events.rows).toEqual([
-      { kind: "submitted", from_state: null, to_state: "queued", event_time: row!.create_time, worker_id: null, attempt: 0, message: null, queue: "billing" },
+      {
+        kind: "submitted",
+        from_state: null,
+        to_state: "queued",
+        event_time: row!.create_time,
+        worker_id: null,
+        attempt: 0,
+        message: null,
+        queue: "billing",
+      },
     ]);
-    const deltas = await db.pool.query(`SELECT state, sum(delta)::int AS n FROM ${s}.job_count_deltas WHERE queue = 'billing' GROUP BY state`);
+    const deltas = await db.pool.query(
+      `SELECT state, sum(delta)::int AS n FROM ${s}.job_count_deltas WHERE queue = 'billing' GROUP BY state`,
+    );
     expect(deltas.rows).toEqual([{ state: "queued", n: 1 }]);
   });
 
@@ -208,20 +222,92 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
       ["priority -101", { task: "t", priority: -101 }, "22023", "priority", "priority: must be between -100 and 100"],
       ["max_attempts 101", { task: "t", max_attempts: 101 }, "22023", "max_attempts", "max_attempts: must be between 1 and 100"],
       ["max_attempts -1", { task: "t", max_attempts: -1 }, "22023", "max_attempts", "max_attempts: must be between 1 and 100"],
-      ["negative base delay", { task: "t", retry_base_delay: "-1 second" }, "22023", "retry_base_delay", "retry_base_delay: must not be negative"],
-      ["base delay over 1h", { task: "t", retry_base_delay: "3600.001 seconds" }, "22023", "retry_base_delay", "retry_base_delay: must be between 0s and 1h"],
+      [
+        "negative base delay",
+        { task: "t", retry_base_delay: "-1 second" },
+        "22023",
+        "retry_base_delay",
+        "retry_base_delay: must not be negative",
+      ],
+      [
+        "base delay over 1h",
+        { task: "t", retry_base_delay: "3600.001 seconds" },
+        "22023",
+        "retry_base_delay",
+        "retry_base_delay: must be between 0s and 1h",
+      ],
       ["negative delay", { task: "t", delay: "-1 ms" }, "22023", "delay", "delay: must not be negative"],
       ["delay over 30 days", { task: "t", delay: "30 days 1 ms" }, "22023", "delay", "delay: must be between 0s and 30d"],
-      ["schedule time over 30 days ahead", { task: "t", schedule_time: new Date(Date.now() + 31 * 86_400_000).toISOString() }, "22023", "schedule_time", "schedule_time: must be at most 30 days ahead"],
-      ["schedule time infinity", { task: "t", schedule_time: "infinity" }, "22023", "schedule_time", "schedule_time: is not a valid timestamp"],
-      ["both delay and schedule time", { task: "t", delay: "1s", schedule_time: "2020-01-01Z" }, "22023", "delay", "delay: give schedule_time or delay, not both"],
-      ["idempotency key with a space", { task: "t", idempotency_key: "a b" }, "22023", "idempotency_key", "idempotency_key: must be 1-128 visible ASCII characters (0x21-0x7e)"],
-      ["idempotency key of 129 characters", { task: "t", idempotency_key: "k".repeat(129) }, "22023", "idempotency_key", "idempotency_key: must be 1-128 visible ASCII characters (0x21-0x7e)"],
-      ["idempotency key not ASCII", { task: "t", idempotency_key: "clé" }, "22023", "idempotency_key", "idempotency_key: must be 1-128 visible ASCII characters (0x21-0x7e)"],
-      ["payload nested 33 levels", { task: "t", payload: nested(33) }, "22023", "payload", "payload: is nested more than 32 levels deep; the limit is 32 levels"],
-      ["payload with a number no double holds", { task: "t", payload: new RawJson("[1e400]") }, "22023", "payload", "payload: holds the number"],
-      ["payload over 64 KiB", { task: "t", payload: "x".repeat(BOUNDS.jsonBytes - 1) }, "54000", "payload", `payload: is ${BOUNDS.jsonBytes + 1} bytes of JSON; the limit is ${BOUNDS.jsonBytes} bytes`],
-      ["payload far over 64 KiB", { task: "t", payload: "x".repeat(40 * BOUNDS.jsonBytes) }, "54000", "payload", `payload: is ${40 * BOUNDS.jsonBytes + 2} bytes of JSON; the limit is ${BOUNDS.jsonBytes} bytes`],
+      [
+        "schedule time over 30 days ahead",
+        { task: "t", schedule_time: new Date(Date.now() + 31 * 86_400_000).toISOString() },
+        "22023",
+        "schedule_time",
+        "schedule_time: must be at most 30 days ahead",
+      ],
+      [
+        "schedule time infinity",
+        { task: "t", schedule_time: "infinity" },
+        "22023",
+        "schedule_time",
+        "schedule_time: is not a valid timestamp",
+      ],
+      [
+        "both delay and schedule time",
+        { task: "t", delay: "1s", schedule_time: "2020-01-01Z" },
+        "22023",
+        "delay",
+        "delay: give schedule_time or delay, not both",
+      ],
+      [
+        "idempotency key with a space",
+        { task: "t", idempotency_key: "a b" },
+        "22023",
+        "idempotency_key",
+        "idempotency_key: must be 1-128 visible ASCII characters (0x21-0x7e)",
+      ],
+      [
+        "idempotency key of 129 characters",
+        { task: "t", idempotency_key: "k".repeat(129) },
+        "22023",
+        "idempotency_key",
+        "idempotency_key: must be 1-128 visible ASCII characters (0x21-0x7e)",
+      ],
+      [
+        "idempotency key not ASCII",
+        { task: "t", idempotency_key: "clé" },
+        "22023",
+        "idempotency_key",
+        "idempotency_key: must be 1-128 visible ASCII characters (0x21-0x7e)",
+      ],
+      [
+        "payload nested 33 levels",
+        { task: "t", payload: nested(33) },
+        "22023",
+        "payload",
+        "payload: is nested more than 32 levels deep; the limit is 32 levels",
+      ],
+      [
+        "payload with a number no double holds",
+        { task: "t", payload: new RawJson("[1e400]") },
+        "22023",
+        "payload",
+        "payload: holds the number",
+      ],
+      [
+        "payload over 64 KiB",
+        { task: "t", payload: "x".repeat(BOUNDS.jsonBytes - 1) },
+        "54000",
+        "payload",
+        `payload: is ${BOUNDS.jsonBytes + 1} bytes of JSON; the limit is ${BOUNDS.jsonBytes} bytes`,
+      ],
+      [
+        "payload far over 64 KiB",
+        { task: "t", payload: "x".repeat(40 * BOUNDS.jsonBytes) },
+        "54000",
+        "payload",
+        `payload: is ${40 * BOUNDS.jsonBytes + 2} bytes of JSON; the limit is ${BOUNDS.jsonBytes} bytes`,
+      ],
     ];
     it.each(cases)("%s", async (_label, args, code, column, message) => {
       const err = await refusal(args);
@@ -274,15 +360,42 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
     it("fingerprints a request exactly as the server does, so a key used over the API is honoured here", async () => {
       const payloads: unknown[] = [
         null,
-        { z: 1, a: { "é": [true, false, null], "\u{1F600}": 1, "\uE000": 2, "": 0 } },
+        { z: 1, a: { é: [true, false, null], "\u{1F600}": 1, "\uE000": 2, "": 0 } },
         [0.1, -2.5e-7, 1e21, 123456789012345680000, 5e-324, 1.7976931348623157e308, -0],
-        "line\nbreak \"quoted\" \\ \u0001 \u2028 ü 😀",
+        'line\nbreak "quoted" \\ \u0001 \u2028 ü 😀',
         { n: 1, N: 2, nn: 3, "10": 4, "9": 5 },
       ];
       const jobs: NewJob[] = payloads.flatMap((p, i) => [
-        { queue: "fp", task: `t${i}`, payloadJson: JSON.stringify(p), priority: 7, maxAttempts: 5, retryBaseDelayMs: 1500, schedule: null, idempotencyKey: `a${i}` },
-        { queue: "fp", task: `t${i}`, payloadJson: JSON.stringify(p), priority: 0, maxAttempts: 3, retryBaseDelayMs: 15_000, schedule: { delayMs: 2500 }, idempotencyKey: `b${i}` },
-        { queue: "fp", task: `t${i}`, payloadJson: JSON.stringify(p), priority: 0, maxAttempts: 3, retryBaseDelayMs: 0, schedule: { at: 1_700_000_000_123 }, idempotencyKey: `c${i}` },
+        {
+          queue: "fp",
+          task: `t${i}`,
+          payloadJson: JSON.stringify(p),
+          priority: 7,
+          maxAttempts: 5,
+          retryBaseDelayMs: 1500,
+          schedule: null,
+          idempotencyKey: `a${i}`,
+        },
+        {
+          queue: "fp",
+          task: `t${i}`,
+          payloadJson: JSON.stringify(p),
+          priority: 0,
+          maxAttempts: 3,
+          retryBaseDelayMs: 15_000,
+          schedule: { delayMs: 2500 },
+          idempotencyKey: `b${i}`,
+        },
+        {
+          queue: "fp",
+          task: `t${i}`,
+          payloadJson: JSON.stringify(p),
+          priority: 0,
+          maxAttempts: 3,
+          retryBaseDelayMs: 0,
+          schedule: { at: 1_700_000_000_123 },
+          idempotencyKey: `c${i}`,
+        },
       ]);
       for (const job of jobs) {
         const { rows } = await db.pool.query<{ fp: string }>(
@@ -301,7 +414,16 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
         expect(rows[0].fp, job.payloadJson).toBe(submitFingerprint(job));
       }
       // A job the server stored (its request_hash from submitFingerprint) is found by the same request here.
-      const served: NewJob = { queue: "fp-api", task: "t", payloadJson: '{"b":[1,2],"a":"x"}', priority: 0, maxAttempts: 3, retryBaseDelayMs: 15_000, schedule: null, idempotencyKey: "api-1" };
+      const served: NewJob = {
+        queue: "fp-api",
+        task: "t",
+        payloadJson: '{"b":[1,2],"a":"x"}',
+        priority: 0,
+        maxAttempts: 3,
+        retryBaseDelayMs: 15_000,
+        schedule: null,
+        idempotencyKey: "api-1",
+      };
       const apiId = "01890000-0000-7000-8000-000000000001";
       await db.pool.query(
         `INSERT INTO ${s}.jobs (id, queue, task, payload, priority, state, attempts, max_attempts, retry_base_delay_ms,
@@ -334,12 +456,33 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
   });
 
   it("stores the payload as the compact JSON the server would store, numbers written as JavaScript writes them", async () => {
-    const samples = ["1.50", "1E2", "0.1e1", "-0", "-0.0", "1e21", "1e20", "123456789012345678901234567890", "0.000001", "1e-7", "4.35", "2e-323",
+    const samples = [
+      "1.50",
+      "1E2",
+      "0.1e1",
+      "-0",
+      "-0.0",
+      "1e21",
+      "1e20",
+      "123456789012345678901234567890",
+      "0.000001",
+      "1e-7",
+      "4.35",
+      "2e-323",
       // Exact ties, where one digit fewer still reads back as the same double, and the extremes.
-      "44367663606241180", "-39493090887317940", "9007199254740993", "0.30000000000000004", "1.7976931348623157e308", "5e-324",
-      "2.4703282292062328e-324", "99999999999999999999", "0.1234567890123456789", "1.0000000000000002"];
+      "44367663606241180",
+      "-39493090887317940",
+      "9007199254740993",
+      "0.30000000000000004",
+      "1.7976931348623157e308",
+      "5e-324",
+      "2.4703282292062328e-324",
+      "99999999999999999999",
+      "0.1234567890123456789",
+      "1.0000000000000002",
+    ];
     let seed = 7;
-    const random = () => ((seed = (seed * 48271) % 2147483647) / 2147483647);
+    const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
     for (let i = 0; i < 2000; i++) {
       const x = (random() - 0.5) * 10 ** Math.floor(random() * 80 - 40);
       samples.push(JSON.stringify(x), JSON.stringify(Math.round(x)));
@@ -357,8 +500,8 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
 
   it("writes the same compact text by its fast path as by walking the value", async () => {
     const payloads = [
-      { "a, b": "c: d", 'q"uo\\te': ["x, y", "\\", "\\\"", { ": ": ", " }], n: [1, -2, 3.25, 0.001, 12345678901234] },
-      ["", " ", ", ", ": ", "\"", "\\", "\u0001\n\t", "ü 😀 \u2028"],
+      { "a, b": "c: d", 'q"uo\\te': ["x, y", "\\", '\\"', { ": ": ", " }], n: [1, -2, 3.25, 0.001, 12345678901234] },
+      ["", " ", ", ", ": ", '"', "\\", "\u0001\n\t", "ü 😀 \u2028"],
       { z: { y: { x: [[], {}, [{}], null, true, false] } }, "": 0, bb: "b", a: "aa" },
     ];
     for (const p of payloads) {
@@ -374,11 +517,16 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
 
   it("matches names and keys with domain/limits.ts's own patterns", async () => {
     const candidates = ["a", "A9._:-", "-a", "a b", "é", "a\n", "\na", "k".repeat(64), "k".repeat(65), "!~", "a\u007f", "x:y/z", ""];
-    for (const [pattern, bound] of [["name", BOUNDS.name], ["idempotencyKey", BOUNDS.idempotencyKey]] as const) {
+    for (const [pattern, bound] of [
+      ["name", BOUNDS.name],
+      ["idempotencyKey", BOUNDS.idempotencyKey],
+    ] as const) {
       const source = bound.source.replaceAll("\\", "\\\\").replaceAll("'", "''");
-      const { rows } = await db.pool.query<{ ok: boolean[] }>(`SELECT array_agg(c ~ E'${source}' ORDER BY i) AS ok FROM unnest($1::text[]) WITH ORDINALITY AS x(c, i)`, [candidates]);
+      const { rows } = await db.pool.query<{ ok: boolean[] }>(
+        `SELECT array_agg(c ~ E'${source}' ORDER BY i) AS ok FROM unnest($1::text[]) WITH ORDINALITY AS x(c, i)`,
+        [candidates],
+      );
       expect(rows[0].ok, pattern).toEqual(candidates.map((c) => bound.test(c)));
     }
   });
 });
-
