@@ -5,6 +5,7 @@
 // eslint-config-prettier is not needed.
 import js from "@eslint/js";
 import globals from "globals";
+import prettier from "eslint-config-prettier";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
@@ -75,4 +76,7 @@ export default tseslint.config(
       "@typescript-eslint/no-unsafe-return": "off",
     },
   },
+  // Last: turns off the few core rules that disagree with Prettier's layout
+  // (no-unexpected-multiline, for one); Prettier owns formatting.
+  prettier,
 );
