@@ -18,11 +18,11 @@
  * (src/server/docs-files.ts) serves exactly the files found here at startup.
  */
 import { execFileSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { basename, dirname, join, relative } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import * as esbuild from "esbuild";
+import { bundlePage } from "./lib/bundle-page.mjs";
 import { describeApi } from "./docs/describe-api.mjs";
 import { describeBounds } from "./docs/bounds.mjs";
 import { describeErrors } from "./docs/errors.mjs";
@@ -62,47 +62,15 @@ const reference = {
   errors: describeErrors(readFileSync(join(root, "README.md"), "utf8")),
 };
 
-// Start empty: the server serves every file in this folder.
-rmSync(outdir, { recursive: true, force: true });
-mkdirSync(outdir, { recursive: true });
-writeFileSync(join(outdir, "reference.json"), JSON.stringify(reference));
-
-const result = await esbuild.build({
-  absWorkingDir: root,
-  entryPoints: { app: join(src, "main.tsx") },
-  entryNames: "[name]-[hash]",
+const page = await bundlePage({
+  root,
+  src,
   outdir,
-  bundle: true,
-  minify: true,
-  sourcemap: true,
-  format: "esm",
-  platform: "browser",
-  target: ["es2022", "chrome111", "firefox111", "safari16"],
-  jsx: "automatic",
-  jsxImportSource: "preact",
-  tsconfig: join(src, "tsconfig.json"),
-  define: { "process.env.NODE_ENV": '"production"' },
-  legalComments: "linked",
-  metafile: true,
-  logLevel: "warning",
+  beforeBundle: () => writeFileSync(join(outdir, "reference.json"), JSON.stringify(reference)),
 });
-
-const outputs = Object.keys(result.metafile.outputs).map((file) => basename(file));
-const pick = (ext) => {
-  const found = outputs.filter((name) => name.startsWith("app-") && name.endsWith(ext));
-  if (found.length !== 1) throw new Error(`expected one app-*${ext} output, got: ${outputs.join(", ")}`);
-  return found[0];
-};
-
-const html = readFileSync(join(src, "index.html"), "utf8").replace("%APP_JS%", pick(".js")).replace("%APP_CSS%", pick(".css"));
-writeFileSync(join(outdir, "index.html"), html);
-copyFileSync(join(root, "src/console/favicon.svg"), join(outdir, "favicon.svg"));
-
-const sizes = [...outputs, "reference.json"]
-  .filter((name) => !name.endsWith(".map"))
-  .map((name) => `${name} ${(readFileSync(join(outdir, name)).length / 1024).toFixed(1)} KiB`);
+const sizes = page.sizes([...page.files, "reference.json"]);
 // `npm run build --silent` (npm start) stays quiet.
 if (process.env.npm_config_loglevel !== "silent") {
   const counts = `${reference.services.reduce((n, s) => n + s.methods.length, 0)} RPCs, ${reference.messages.length} messages, ${reference.enums.length} enums`;
-  console.log(`API reference built into ${relative(process.cwd(), outdir) || "."} (${counts}): ${sizes.join(", ")}`);
+  console.log(`API reference built into ${relative(process.cwd(), outdir) || "."} (${counts}): ${sizes}`);
 }
