@@ -4,7 +4,6 @@
  * at most 256 are open at once, memory stays bounded, and other clients are
  * served.
  */
-import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import * as http2 from "node:http2";
 import { tmpdir } from "node:os";
@@ -24,6 +23,7 @@ import {
   type HostileServer,
   type RawReply,
 } from "./raw-http2.js";
+import { opensslAvailable, writeSelfSignedCert } from "../helpers/tls.js";
 
 const STREAMS = 1_000;
 const LIMIT = 256;
@@ -207,38 +207,12 @@ describe("HTTP/2 request timeout", () => {
   }, 60_000);
 });
 
-function opensslAvailable(): boolean {
-  return spawnSync("openssl", ["version"], { stdio: "ignore" }).error === undefined;
-}
-
 // Without openssl this is skipped on a workstation, but fails under CI.
 describe.skipIf(!opensslAvailable() && process.env.CI !== "true")("HTTP/2 limits over TLS", () => {
   it("advertises the stream and header limits and times requests on the TLS port too", async () => {
     const dir = mkdtempSync(join(tmpdir(), "lq-hostile-tls-"));
     try {
-      execFileSync(
-        "openssl",
-        [
-          "req",
-          "-x509",
-          "-newkey",
-          "ec",
-          "-pkeyopt",
-          "ec_paramgen_curve:prime256v1",
-          "-nodes",
-          "-subj",
-          "/CN=localhost",
-          "-addext",
-          "subjectAltName=DNS:localhost,IP:127.0.0.1",
-          "-days",
-          "1",
-          "-keyout",
-          join(dir, "key.pem"),
-          "-out",
-          join(dir, "cert.pem"),
-        ],
-        { stdio: "pipe" },
-      );
+      writeSelfSignedCert(dir);
       server = await spawnHostileServer({
         LEASEQUEUE_TLS_CERT: join(dir, "cert.pem"),
         LEASEQUEUE_TLS_KEY: join(dir, "key.pem"),

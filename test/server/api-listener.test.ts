@@ -1,4 +1,3 @@
-import { execFileSync, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import * as http from "node:http";
@@ -26,6 +25,7 @@ import { startApiListener, type ApiListener, type ApiListenerOptions } from "../
 import { refuseOversizedBodies } from "../../src/server/body-limits.js";
 import type { NodeRequestHandler } from "../../src/server/node-request-handler.js";
 import { sniffProtocol } from "../../src/server/protocol-sniffing.js";
+import { opensslAvailable, writeSelfSignedCert } from "../helpers/tls.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CHECK_PATH = "/grpc.health.v1.Health/Check";
@@ -470,10 +470,6 @@ describe("close()", () => {
   });
 });
 
-function opensslAvailable(): boolean {
-  return spawnSync("openssl", ["version"], { stdio: "ignore" }).error === undefined;
-}
-
 // Without openssl the TLS tests are skipped on a workstation, but fail under CI.
 describe.skipIf(!opensslAvailable() && process.env.CI !== "true")("one TLS port", () => {
   let cert = "";
@@ -481,29 +477,7 @@ describe.skipIf(!opensslAvailable() && process.env.CI !== "true")("one TLS port"
   beforeAll(() => {
     const dir = mkdtempSync(join(tmpdir(), "leasequeue-tls-"));
     try {
-      execFileSync(
-        "openssl",
-        [
-          "req",
-          "-x509",
-          "-newkey",
-          "ec",
-          "-pkeyopt",
-          "ec_paramgen_curve:prime256v1",
-          "-nodes",
-          "-subj",
-          "/CN=localhost",
-          "-addext",
-          "subjectAltName=DNS:localhost,IP:127.0.0.1",
-          "-days",
-          "1",
-          "-keyout",
-          join(dir, "key.pem"),
-          "-out",
-          join(dir, "cert.pem"),
-        ],
-        { stdio: "pipe" },
-      );
+      writeSelfSignedCert(dir);
       cert = readFileSync(join(dir, "cert.pem"), "utf8");
       key = readFileSync(join(dir, "key.pem"), "utf8");
     } finally {
