@@ -20,6 +20,7 @@
  * thousand rows at most at thousands of transitions a second), so reading
  * counts stays O(queues + recent transactions).
  */
+import type { CountDelta } from "../transaction-port.js";
 import { advisoryLockKey, quoteIdentifier } from "./identifiers.js";
 
 export function countCompactionSql(schema: string): string {
@@ -73,20 +74,15 @@ export function countStatements(schema: string): CountStatements {
   };
 }
 
-/**
- * A transaction's count changes as the three arrays of appendDeltas; the
- * map is keyed `queue + "\0" + state` (as the SQLite store sums them), and
- * changes that cancel out are left out.
- */
-export function countDeltaParams(deltas: ReadonlyMap<string, number>): [string[], string[], number[]] {
+/** A transaction's count changes (store/operation-changes.ts) as the three arrays of appendDeltas; zero changes are left out. */
+export function countDeltaParams(deltas: readonly CountDelta[]): [string[], string[], number[]] {
   const queues: string[] = [];
   const states: string[] = [];
   const values: number[] = [];
-  for (const [key, delta] of deltas) {
+  for (const { queue, state, delta } of deltas) {
     if (delta === 0) continue;
-    const at = key.indexOf("\0");
-    queues.push(key.slice(0, at));
-    states.push(key.slice(at + 1));
+    queues.push(queue);
+    states.push(state);
     values.push(delta);
   }
   return [queues, states, values];

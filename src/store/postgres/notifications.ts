@@ -18,8 +18,9 @@
  * - `{"kind":"submitted","queue":Q}`: `<schema>.submit()` committed jobs of
  *   queue Q whose events are not numbered yet: wake Q's claimers, and run
  *   the sequencer.
- * - `{"kind":"queue_control","queue":Q,"paused":B}`: Q was paused or
- *   resumed (not an event, so nothing to read: wake or hold Q's claimers).
+ * - `{"kind":"queue_control","queue":Q,"paused":B,"origin":O}`: Q was paused
+ *   or resumed by store instance O (not an event, so nothing to read: wake
+ *   or hold Q's claimers).
  * PostgreSQL folds identical notifications of one transaction into one, so
  * a transaction that submits many jobs to one queue sends one `submitted`.
  */
@@ -27,7 +28,10 @@ import pg from "pg";
 import { quoteIdentifier } from "./identifiers.js";
 
 export type StoreNotification =
-  { kind: "events"; through: number } | { kind: "submitted"; queue: string } | { kind: "queue_control"; queue: string; paused: boolean };
+  | { kind: "events"; through: number }
+  | { kind: "submitted"; queue: string }
+  /** `origin`: the store instance that made the change, so it can tell its own from another server's. */
+  | { kind: "queue_control"; queue: string; paused: boolean; origin?: string };
 
 /**
  * The channel of a schema: its name, so that schemas sharing a database
@@ -55,7 +59,7 @@ export function decodeNotification(payload: string): StoreNotification | undefin
   if (o.kind === "events" && Number.isSafeInteger(o.through)) return { kind: "events", through: o.through as number };
   if (o.kind === "submitted" && typeof o.queue === "string") return { kind: "submitted", queue: o.queue };
   if (o.kind === "queue_control" && typeof o.queue === "string" && typeof o.paused === "boolean") {
-    return { kind: "queue_control", queue: o.queue, paused: o.paused };
+    return { kind: "queue_control", queue: o.queue, paused: o.paused, ...(typeof o.origin === "string" ? { origin: o.origin } : {}) };
   }
   return undefined;
 }

@@ -3,7 +3,9 @@
  * rows are read as arrays in JOB_COLUMN_NAMES order (sql.ts: better-sqlite3's
  * raw mode) and bound by position.
  */
-import type { JobEvent, JobState, StoredJob } from "../../domain/job.js";
+import type { JobState, StoredJob } from "../../domain/job.js";
+
+export { toEvent } from "../event-rows.js";
 
 /** A job row as its columns, in JOB_COLUMN_NAMES order. */
 export type JobRow = unknown[];
@@ -69,19 +71,4 @@ export function jobRow(j: StoredJob): JobRow {
 
 export function tokenHashBlob(hash: Uint8Array | null): Buffer | null {
   return hash === null ? null : Buffer.from(hash.buffer, hash.byteOffset, hash.byteLength);
-}
-
-export function toEvent(r: Row): JobEvent {
-  return {
-    sequence: r.sequence as number,
-    jobId: r.job_id as string,
-    queue: r.queue as string,
-    kind: r.kind as JobEvent["kind"],
-    fromState: r.from_state as JobState | null,
-    toState: r.to_state as JobState,
-    eventTime: r.event_time as number,
-    workerId: r.worker_id as string | null,
-    attempt: r.attempt as number,
-    message: r.message as string | null,
-  };
 }

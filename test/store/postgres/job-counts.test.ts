@@ -5,6 +5,7 @@
  * change because of it.
  */
 import pg from "pg";
+import type { JobState } from "../../../src/domain/job.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { countDeltaParams, countStatements } from "../../../src/store/postgres/job-counts.js";
 import { migratePostgres } from "../../../src/store/postgres/migrate.js";
@@ -27,7 +28,8 @@ describe.skipIf(skipWithoutPostgres(probe))("job counts as deltas", () => {
     sql = countStatements(s);
   });
 
-  const deltas = (entries: Array<[string, string, number]>) => new Map(entries.map(([q, st, d]) => [`${q}\0${st}`, d]));
+  const deltas = (entries: Array<[string, string, number]>) =>
+    entries.map(([queue, state, delta]) => ({ queue, state: state as JobState, delta }));
 
   async function append(client: pg.ClientBase | pg.Pool, entries: Array<[string, string, number]>): Promise<void> {
     await client.query(sql.appendDeltas, countDeltaParams(deltas(entries)));

@@ -1,0 +1,300 @@
+/**
+ * The job statements of the PostgreSQL store, and job rows as domain values
+ * and back. Values always travel as bound parameters; only the schema name
+ * is spliced, through quoteIdentifier. Many-row writes bind one array per
+ * column and `unnest` them, so a claim of 100 jobs or a SubmitBatch of 500
+ * is one statement, however many rows.
+ *
+ * Job rows are read in array mode (node-postgres `rowMode: "array"`) in
+ * JOB_COLUMNS order, as the SQLite store reads its rows; bigint columns come
+ * back as numbers (pool.ts sets the parser: every time is epoch ms, far
+ * below 2^53).
+ */
+import type { JobState, StoredJob } from "../../domain/job.js";
+import { quoteIdentifier } from "./identifiers.js";
+
+export const JOB_COLUMN_NAMES = [
+  "id",
+  "queue",
+  "task",
+  "payload",
+  "priority",
+  "state",
+  "attempts",
+  "max_attempts",
+  "retry_base_delay_ms",
+  "schedule_time",
+  "create_time",
+  "update_time",
+  "finish_time",
+  "worker_id",
+  "lease_expire_time",
+  "lease_duration_ms",
+  "lease_token_hash",
+  "deliveries",
+  "last_error",
+  "result",
+  "idempotency_key",
+  "request_hash",
+  "heartbeat_event_time",
+] as const;
+
+/** The PostgreSQL type of each column, for the arrays that insert and update bind. */
+const COLUMN_TYPES: Record<(typeof JOB_COLUMN_NAMES)[number], string> = {
+  id: "uuid",
+  queue: "text",
+  task: "text",
+  payload: "text",
+  priority: "integer",
+  state: "text",
+  attempts: "integer",
+  max_attempts: "integer",
+  retry_base_delay_ms: "bigint",
+  schedule_time: "bigint",
+  create_time: "bigint",
+  update_time: "bigint",
+  finish_time: "bigint",
+  worker_id: "text",
+  lease_expire_time: "bigint",
+  lease_duration_ms: "bigint",
+  // Bound as hex text (arrays of bytea do not survive the driver's array encoding intact).
+  lease_token_hash: "text",
+  deliveries: "integer",
+  last_error: "text",
+  result: "text",
+  idempotency_key: "text",
+  request_hash: "text",
+  heartbeat_event_time: "bigint",
+};
+
+/** The columns a transition may change (the rest are fixed at submit). */
+export const UPDATED_JOB_COLUMN_NAMES = [
+  "state",
+  "attempts",
+  "schedule_time",
+  "update_time",
+  "finish_time",
+  "worker_id",
+  "lease_expire_time",
+  "lease_duration_ms",
+  "lease_token_hash",
+  "deliveries",
+  "last_error",
+  "result",
+  "heartbeat_event_time",
+] as const;
+
+const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
+
+/** `decode(x, 'hex')` for the token hash, the column itself otherwise. */
+function fromBound(column: string, alias: string): string {
+  return column === "lease_token_hash" ? `decode(${alias}.${column}, 'hex')` : `${alias}.${column}`;
+}
+
+/** The nil UUID: below every job id, the keyset start of a bulk transition (afterId ""). */
+export const NIL_UUID = "00000000-0000-0000-0000-000000000000";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Whether `id` can be a job id here; anything else names no job (and must not reach a uuid cast). */
+export function isUuid(id: string): boolean {
+  return UUID.test(id);
+}
+
+export interface JobStatements {
+  /** $1 ids (uuid[]): the rows, locked, in id order (no deadlock between two transactions locking overlapping sets). */
+  lockJobs: string;
+  /** $1 queues, $2 keys (text[]): the jobs those (queue, idempotency key) pairs name; rows end with the pair's index. */
+  jobsByIdempotencyKeys: string;
+  /** One array per column, in JOB_COLUMN_NAMES order. */
+  insertJobs: string;
+  /** $1 ids, then one array per UPDATED_JOB_COLUMN_NAMES column. */
+  updateJobs: string;
+  /** $1 queue, $2 now, $3 limit: eligible jobs in claim order, locked, skipping those another transaction holds. */
+  claimable: string;
+  /** $1 now, $2 limit. */
+  expiredLeases: string;
+  /** $1 now, $2 queue, $3 limit. */
+  expiredLeasesOfQueue: string;
+  /** $1 queue, $2 state, $3 after id, $4 up to id, $5 limit. */
+  jobsInStateBetween: string;
+  /** $1 state, $2 finished before, $3 limit: id, queue, state. */
+  prunable: string;
+  /** $1 ids: deletes their events (numbered and not yet numbered) and the jobs; answers the events and the highest sequence. */
+  deleteJobs: string;
+  /** $1 job id. */
+  jobById: string;
+  /** $1 queue, $2 state. */
+  lastJobId: string;
+  /** $1 queue, $2 now. */
+  oldestPendingSince: string;
+  /** $1 queue, $2 now. */
+  nextScheduledTime: string;
+  pausedQueues: string;
+  /** $1 queue. */
+  queuePaused: string;
+  /** $1 queue, $2 now: answers a row when it was not paused before. */
+  pauseQueue: string;
+  /** $1 queue: answers a row when it was paused. */
+  resumeQueue: string;
+  /** $1 now. */
+  touchWriteProbe: string;
+}
+
+export function jobStatements(schema: string): JobStatements {
+  const s = quoteIdentifier(schema);
+  const select = `SELECT ${JOB_COLUMNS} FROM ${s}.jobs`;
+  const unnestArgs = (names: readonly string[], from: number) =>
+    names.map((c, i) => `$${i + from}::${COLUMN_TYPES[c as keyof typeof COLUMN_TYPES]}[]`).join(", ");
+  return {
+    lockJobs: `${select} WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
+    jobsByIdempotencyKeys: `SELECT ${JOB_COLUMN_NAMES.map((c) => `j.${c}`).join(", ")}, k.ord
+      FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(queue, key, ord)
+      JOIN ${s}.jobs j ON j.queue = k.queue AND j.idempotency_key = k.key`,
+    insertJobs: `INSERT INTO ${s}.jobs (${JOB_COLUMNS})
+      SELECT ${JOB_COLUMN_NAMES.map((c) => fromBound(c, "u")).join(", ")}
+      FROM unnest(${unnestArgs(JOB_COLUMN_NAMES, 1)}) AS u(${JOB_COLUMNS})`,
+    updateJobs: `UPDATE ${s}.jobs j SET ${UPDATED_JOB_COLUMN_NAMES.map((c) => `${c} = ${fromBound(c, "u")}`).join(", ")}
+      FROM unnest($1::uuid[], ${unnestArgs(UPDATED_JOB_COLUMN_NAMES, 2)}) AS u(id, ${UPDATED_JOB_COLUMN_NAMES.join(", ")})
+      WHERE j.id = u.id`,
+    // jobs_claim_order matches the ORDER BY, so the scan stops after $3
+    // unlocked rows; rows other claimers hold are skipped, never waited for.
+    claimable: `${select} WHERE queue = $1 AND state IN ('queued','retry') AND schedule_time <= $2
+      ORDER BY priority DESC, schedule_time, id LIMIT $3 FOR UPDATE SKIP LOCKED`,
+    expiredLeases: `${select} WHERE state = 'running' AND lease_expire_time <= $1
+      ORDER BY lease_expire_time LIMIT $2 FOR UPDATE SKIP LOCKED`,
+    expiredLeasesOfQueue: `${select} WHERE state = 'running' AND lease_expire_time <= $1 AND queue = $2
+      ORDER BY lease_expire_time LIMIT $3 FOR UPDATE SKIP LOCKED`,
+    jobsInStateBetween: `${select} WHERE queue = $1 AND state = $2 AND id > $3::uuid AND id <= $4::uuid
+      ORDER BY id LIMIT $5 FOR UPDATE SKIP LOCKED`,
+    prunable: `SELECT id, queue, state FROM ${s}.jobs WHERE state IN ('completed','cancelled','dead') AND state = $1 AND finish_time < $2
+      ORDER BY finish_time LIMIT $3 FOR UPDATE SKIP LOCKED`,
+    deleteJobs: `WITH numbered AS (
+        DELETE FROM ${s}.job_events WHERE job_id = ANY($1::uuid[]) RETURNING sequence
+      ), unnumbered AS (
+        DELETE FROM ${s}.unsequenced_events WHERE job_id = ANY($1::uuid[]) RETURNING 1
+      ), jobs AS (
+        DELETE FROM ${s}.jobs WHERE id = ANY($1::uuid[]) RETURNING 1
+      ), retention AS (
+        UPDATE ${s}.event_retention SET pruned_through = greatest(pruned_through, (SELECT max(sequence) FROM numbered))
+        WHERE id = 1 AND EXISTS (SELECT 1 FROM numbered) RETURNING 1
+      )
+      SELECT (SELECT count(*) FROM numbered) + (SELECT count(*) FROM unnumbered) AS events,
+        (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM retention) AS advanced`,
+    jobById: `${select} WHERE id = $1`,
+    lastJobId: `SELECT (SELECT id::text FROM ${s}.jobs WHERE queue = $1 AND state = $2 ORDER BY id DESC LIMIT 1) AS id`,
+    oldestPendingSince: `SELECT min(schedule_time) AS t FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry') AND schedule_time <= $2`,
+    nextScheduledTime: `SELECT min(schedule_time) AS t FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry') AND schedule_time > $2`,
+    pausedQueues: `SELECT queue FROM ${s}.paused_queues ORDER BY queue`,
+    queuePaused: `SELECT 1 FROM ${s}.paused_queues WHERE queue = $1`,
+    pauseQueue: `INSERT INTO ${s}.paused_queues (queue, pause_time) VALUES ($1, $2) ON CONFLICT (queue) DO NOTHING RETURNING 1`,
+    resumeQueue: `DELETE FROM ${s}.paused_queues WHERE queue = $1 RETURNING 1`,
+    touchWriteProbe: `UPDATE ${s}.write_probe SET probe_time = $1, probes = probes + 1 WHERE id = 1`,
+  };
+}
+
+/** ListJobs, newest first, for one combination of filters: the statement and its values. */
+export function listJobsQuery(
+  schema: string,
+  spec: { queue?: string; states?: readonly JobState[]; beforeId?: string; limit: number },
+): { text: string; values: unknown[] } {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  if (spec.queue !== undefined) {
+    values.push(spec.queue);
+    where.push(`queue = $${values.length}`);
+  }
+  if (spec.states !== undefined && spec.states.length > 0) {
+    values.push(spec.states);
+    where.push(`state = ANY($${values.length}::text[])`);
+  }
+  if (spec.beforeId !== undefined) {
+    // A cursor that is no UUID cannot be below any id in text order either way; compare as text then.
+    values.push(spec.beforeId);
+    where.push(isUuid(spec.beforeId) ? `id < $${values.length}::uuid` : `id::text < $${values.length}`);
+  }
+  values.push(spec.limit);
+  const clause = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
+  return { text: `SELECT ${JOB_COLUMNS} FROM ${quoteIdentifier(schema)}.jobs ${clause} ORDER BY id DESC LIMIT $${values.length}`, values };
+}
+
+export function toStoredJob(r: unknown[]): StoredJob {
+  const hash = r[16] as Buffer | null;
+  return {
+    id: r[0] as string,
+    queue: r[1] as string,
+    task: r[2] as string,
+    payloadJson: r[3] as string,
+    priority: r[4] as number,
+    state: r[5] as JobState,
+    attempts: r[6] as number,
+    maxAttempts: r[7] as number,
+    retryBaseDelayMs: r[8] as number,
+    scheduleTime: r[9] as number,
+    createTime: r[10] as number,
+    updateTime: r[11] as number,
+    finishTime: r[12] as number | null,
+    workerId: r[13] as string | null,
+    leaseExpireTime: r[14] as number | null,
+    leaseDurationMs: r[15] as number | null,
+    leaseTokenHash: hash === null ? null : new Uint8Array(hash.buffer, hash.byteOffset, hash.byteLength),
+    deliveries: r[17] as number,
+    lastError: r[18] as string | null,
+    resultJson: r[19] as string | null,
+    idempotencyKey: r[20] as string | null,
+    requestHash: r[21] as string | null,
+    heartbeatEventTime: r[22] as number | null,
+  };
+}
+
+const hex = (hash: Uint8Array | null) =>
+  hash === null ? null : Buffer.from(hash.buffer, hash.byteOffset, hash.byteLength).toString("hex");
+
+/** One array per column for insertJobs. */
+export function insertJobsParams(jobs: readonly StoredJob[]): unknown[][] {
+  return [
+    jobs.map((j) => j.id),
+    jobs.map((j) => j.queue),
+    jobs.map((j) => j.task),
+    jobs.map((j) => j.payloadJson),
+    jobs.map((j) => j.priority),
+    jobs.map((j) => j.state),
+    jobs.map((j) => j.attempts),
+    jobs.map((j) => j.maxAttempts),
+    jobs.map((j) => j.retryBaseDelayMs),
+    jobs.map((j) => j.scheduleTime),
+    jobs.map((j) => j.createTime),
+    jobs.map((j) => j.updateTime),
+    jobs.map((j) => j.finishTime),
+    jobs.map((j) => j.workerId),
+    jobs.map((j) => j.leaseExpireTime),
+    jobs.map((j) => j.leaseDurationMs),
+    jobs.map((j) => hex(j.leaseTokenHash)),
+    jobs.map((j) => j.deliveries),
+    jobs.map((j) => j.lastError),
+    jobs.map((j) => j.resultJson),
+    jobs.map((j) => j.idempotencyKey),
+    jobs.map((j) => j.requestHash),
+    jobs.map((j) => j.heartbeatEventTime),
+  ];
+}
+
+/** The ids, then one array per UPDATED_JOB_COLUMN_NAMES column, for updateJobs. */
+export function updateJobsParams(jobs: readonly StoredJob[]): unknown[][] {
+  return [
+    jobs.map((j) => j.id),
+    jobs.map((j) => j.state),
+    jobs.map((j) => j.attempts),
+    jobs.map((j) => j.scheduleTime),
+    jobs.map((j) => j.updateTime),
+    jobs.map((j) => j.finishTime),
+    jobs.map((j) => j.workerId),
+    jobs.map((j) => j.leaseExpireTime),
+    jobs.map((j) => j.leaseDurationMs),
+    jobs.map((j) => hex(j.leaseTokenHash)),
+    jobs.map((j) => j.deliveries),
+    jobs.map((j) => j.lastError),
+    jobs.map((j) => j.resultJson),
+    jobs.map((j) => j.heartbeatEventTime),
+  ];
+}

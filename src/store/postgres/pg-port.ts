@@ -1,0 +1,151 @@
+/**
+ * The PostgreSQL store's TransactionPort (store/transaction-port.ts): one
+ * per transaction, on the pooled connection that runs it. Every method
+ * answers with a promise (one round trip, one statement for many rows).
+ *
+ * Locks: the jobs an operation names by id (WriteOperation.jobIds) are
+ * locked up front for the whole batch by `lockJobs`, in id order, so two
+ * transactions that touch overlapping jobs never deadlock; findJobs then
+ * answers from those rows, kept current as the transaction changes them.
+ * Selections for change (claimable, expired, bulk, prunable) lock with
+ * SKIP LOCKED: a concurrent transaction (of this server or another) gets
+ * other rows instead of waiting.
+ *
+ * Events: written without a sequence to `unsequenced_events` and numbered
+ * after the commit (event-sequencer.ts), so insertEvents answers them with
+ * sequence 0; the store reads the numbered events back before it answers
+ * and announces (pg-store.ts).
+ */
+import type pg from "pg";
+import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
+import type { PrunableState } from "../../domain/retention.js";
+import type { CountDelta, PrunableJob, TransactionPort } from "../transaction-port.js";
+import { unsequencedEventParams } from "./event-sql.js";
+import { countDeltaParams } from "./job-counts.js";
+import { insertJobsParams, isUuid, NIL_UUID, toStoredJob, updateJobsParams } from "./job-sql.js";
+import type { PgStatements } from "./pg-statements.js";
+
+export class PgPort implements TransactionPort {
+  /** Set by the first row the current operation writes; the transaction runner resets it per operation. */
+  wrote = false;
+  readonly #client: pg.ClientBase;
+  readonly #sql: PgStatements;
+  /** Rows this transaction holds locked (or created), as they are now; undefined: locked and known not to exist. */
+  readonly #held = new Map<string, StoredJob | undefined>();
+
+  constructor(client: pg.ClientBase, statements: PgStatements) {
+    this.#client = client;
+    this.#sql = statements;
+  }
+
+  async #rows(text: string, values: unknown[]): Promise<unknown[][]> {
+    const result = await this.#client.query<unknown[]>({ text, values, rowMode: "array" });
+    return result.rows;
+  }
+
+  async #jobs(text: string, values: unknown[]): Promise<StoredJob[]> {
+    const jobs = (await this.#rows(text, values)).map(toStoredJob);
+    for (const job of jobs) this.#held.set(job.id, job);
+    return jobs;
+  }
+
+  /** What the transaction knows of its rows now, to put back if the operation after this mark is rolled back to its savepoint. */
+  mark(): ReadonlyMap<string, StoredJob | undefined> {
+    return new Map(this.#held);
+  }
+
+  restore(mark: ReadonlyMap<string, StoredJob | undefined>): void {
+    this.#held.clear();
+    for (const [id, job] of mark) this.#held.set(id, job);
+  }
+
+  /** Locks the jobs with these ids (in id order) for the rest of the transaction. */
+  async lockJobs(ids: readonly string[]): Promise<void> {
+    const wanted = [...new Set(ids)].filter((id) => isUuid(id) && !this.#held.has(id)).sort();
+    if (wanted.length === 0) return;
+    await this.#jobs(this.#sql.jobs.lockJobs, [wanted]);
+    for (const id of wanted) if (!this.#held.has(id)) this.#held.set(id, undefined);
+  }
+
+  async findJobs(ids: readonly string[]): Promise<Array<StoredJob | undefined>> {
+    await this.lockJobs(ids);
+    return ids.map((id) => this.#held.get(id));
+  }
+
+  async findByIdempotencyKeys(keys: ReadonlyArray<{ queue: string; key: string }>): Promise<Array<StoredJob | undefined>> {
+    const rows = await this.#rows(this.#sql.jobs.jobsByIdempotencyKeys, [keys.map((k) => k.queue), keys.map((k) => k.key)]);
+    const found: Array<StoredJob | undefined> = keys.map(() => undefined);
+    for (const row of rows) found[Number(row[row.length - 1]) - 1] = toStoredJob(row);
+    return found;
+  }
+
+  async insertJobs(jobs: readonly StoredJob[]): Promise<void> {
+    this.wrote = true;
+    await this.#client.query(this.#sql.jobs.insertJobs, insertJobsParams(jobs));
+    for (const job of jobs) this.#held.set(job.id, job);
+  }
+
+  async updateJobs(jobs: readonly StoredJob[]): Promise<void> {
+    this.wrote = true;
+    await this.#client.query(this.#sql.jobs.updateJobs, updateJobsParams(jobs));
+    for (const job of jobs) this.#held.set(job.id, job);
+  }
+
+  selectClaimable(queue: string, now: number, limit: number): Promise<StoredJob[]> {
+    return this.#jobs(this.#sql.jobs.claimable, [queue, now, limit]);
+  }
+
+  selectExpiredLeases(now: number, limit: number, queue?: string): Promise<StoredJob[]> {
+    return queue === undefined
+      ? this.#jobs(this.#sql.jobs.expiredLeases, [now, limit])
+      : this.#jobs(this.#sql.jobs.expiredLeasesOfQueue, [now, queue, limit]);
+  }
+
+  selectJobsInStateBetween(queue: string, state: JobState, afterId: string, upToId: string, limit: number): Promise<StoredJob[]> {
+    if (!isUuid(upToId)) return Promise.resolve([]);
+    return this.#jobs(this.#sql.jobs.jobsInStateBetween, [queue, state, isUuid(afterId) ? afterId : NIL_UUID, upToId, limit]);
+  }
+
+  async isQueuePaused(queue: string): Promise<boolean> {
+    return (await this.#client.query(this.#sql.jobs.queuePaused, [queue])).rowCount! > 0;
+  }
+
+  async pauseQueue(queue: string, now: number): Promise<boolean> {
+    const changed = (await this.#client.query(this.#sql.jobs.pauseQueue, [queue, now])).rowCount! > 0;
+    if (changed) this.wrote = true;
+    return changed;
+  }
+
+  async resumeQueue(queue: string): Promise<boolean> {
+    const changed = (await this.#client.query(this.#sql.jobs.resumeQueue, [queue])).rowCount! > 0;
+    if (changed) this.wrote = true;
+    return changed;
+  }
+
+  async selectPrunable(state: PrunableState, finishedBefore: number, limit: number): Promise<PrunableJob[]> {
+    const { rows } = await this.#client.query<PrunableJob>(this.#sql.jobs.prunable, [state, finishedBefore, limit]);
+    return rows;
+  }
+
+  async deleteJobs(ids: readonly string[]): Promise<{ events: number }> {
+    this.wrote = true;
+    const { rows } = await this.#client.query<{ events: number }>(this.#sql.jobs.deleteJobs, [ids]);
+    for (const id of ids) this.#held.set(id, undefined);
+    return { events: Number(rows[0].events) };
+  }
+
+  async touchWriteProbe(now: number): Promise<void> {
+    this.wrote = true;
+    await this.#client.query(this.#sql.jobs.touchWriteProbe, [now]);
+  }
+
+  async addCountDeltas(deltas: readonly CountDelta[]): Promise<void> {
+    await this.#client.query(this.#sql.counts.appendDeltas, countDeltaParams(deltas));
+  }
+
+  /** Stores the events unnumbered (sequence 0 in the answer): the sequencer numbers them after the commit. */
+  async insertEvents(drafts: readonly EventDraft[]): Promise<JobEvent[]> {
+    await this.#client.query(this.#sql.events.insertUnsequenced, unsequencedEventParams(drafts));
+    return drafts.map((draft) => ({ sequence: 0, ...draft }));
+  }
+}

@@ -1,0 +1,15 @@
+/** Every statement of the PostgreSQL store for one schema, built once per store. */
+import { eventStatements, type EventStatements } from "./event-sql.js";
+import { countStatements, type CountStatements } from "./job-counts.js";
+import { jobStatements, type JobStatements } from "./job-sql.js";
+
+export interface PgStatements {
+  schema: string;
+  jobs: JobStatements;
+  events: EventStatements;
+  counts: CountStatements;
+}
+
+export function pgStatements(schema: string): PgStatements {
+  return { schema, jobs: jobStatements(schema), events: eventStatements(schema), counts: countStatements(schema) };
+}

@@ -1,0 +1,516 @@
+/**
+ * The PostgreSQL store (api.md section C): the engine-neutral write
+ * operations (store/operations/) over the PostgreSQL port (pg-port.ts), run
+ * by group commit on a pool (pg-transactions.ts); the reads; and the
+ * announcements of what every server committed. Any number of stores (on
+ * any number of servers) may share one schema.
+ *
+ * Events and announcements (Store.onCommitted): events are committed
+ * unnumbered and numbered right after by the sequencer (event-sequencer.ts),
+ * whose runs are serial, so `job_events` only ever grows at its end, in
+ * sequence order. Each store announces from `job_events` alone: it reads the
+ * events after the last sequence it announced, up to the highest it heard
+ * of, one reader at a time, so every event is announced once and in order,
+ * whoever committed it. It hears of new sequences from its own sequencer
+ * runs, from `events` notifications (any server's runs), and from the
+ * periodic catch-up that also covers lost notifications and events an
+ * application's `submit()` left unnumbered.
+ *
+ * A store answers a write only after its events are numbered and
+ * announced, so that a caller who reads next (ListJobEvents, a WatchEvents
+ * resume) finds them. Its own events are told from other servers' by
+ * matching them against what it committed (`external` is false for them).
+ *
+ * Counts are deltas folded now and then (job-counts.ts): each store runs
+ * the compaction in its catch-up; the advisory lock in it lets one server
+ * at a time do the work.
+ */
+import { randomUUID } from "node:crypto";
+import pg from "pg";
+import type { Clock } from "../../domain/clock.js";
+import { QueueError } from "../../domain/errors.js";
+import { publicJob, type EventDraft, type Job, type JobEvent, type JobState } from "../../domain/job.js";
+import type { NewJob } from "../../domain/submission.js";
+import { replayBounds } from "../event-bounds.js";
+import { toEvent } from "../event-rows.js";
+import type { PersistedChanges } from "../operation-changes.js";
+import { claimJobs } from "../operations/claim.js";
+import { pruneFinishedJobs } from "../operations/prune.js";
+import { pauseQueue, resumeQueue } from "../operations/queue-controls.js";
+import type { WriteOperation } from "../operations/scope.js";
+import { submitJobs } from "../operations/submit.js";
+import {
+  bulkTransitionBatch,
+  cancelJob,
+  completeJob,
+  failJob,
+  heartbeatJob,
+  recoverExpiredLeases,
+  redriveJob,
+  releaseJob,
+} from "../operations/transitions.js";
+import { probeWrite } from "../operations/write-probe.js";
+import { assembleQueueCounts } from "../queue-counts.js";
+import type {
+  BulkBatchOutcome,
+  BulkBatchSpec,
+  ClaimedLease,
+  ClaimRequestSpec,
+  CommitListener,
+  CommittedChange,
+  ListEventsSpec,
+  ListJobsSpec,
+  PruneOutcome,
+  PruneSpec,
+  QueueControlChange,
+  QueueCounts,
+  Store,
+  SubmitOutcome,
+  WriteOutcome,
+  WriteOutcomeListener,
+} from "../store.js";
+import { EventSequencer } from "./event-sequencer.js";
+import { quoteIdentifier } from "./identifiers.js";
+import { isUuid, listJobsQuery, toStoredJob } from "./job-sql.js";
+import { migratePostgres } from "./migrate.js";
+import { NotificationListener, notificationChannel, type StoreNotification } from "./notifications.js";
+import { storeError } from "./pg-errors.js";
+import { pgStatements, type PgStatements } from "./pg-statements.js";
+import { PgTransactions } from "./pg-transactions.js";
+import { clientConfig, createPool, type PgConnectionOptions } from "./pool.js";
+
+export interface PgStoreOptions extends PgConnectionOptions {
+  /** The schema (created and migrated unless `migrate` is false). */
+  schema: string;
+  clock: Clock;
+  /** Apply pending migrations before opening. Default true. */
+  migrate?: boolean;
+  /** Most operations sharing one transaction. Default 256. */
+  maxBatch?: number;
+  /** Most expired leases recovered by one sweep transaction. Default 500. */
+  maxRecoveredPerSweep?: number;
+  /** How long the latest write's outcome answers checkWritable (see SqliteStoreOptions). Default 1000 ms. */
+  writeProbeIntervalMs?: number;
+  /** Monotonic milliseconds for the probe interval. Default performance.now. */
+  monotonicNow?: () => number;
+  /** How often the store catches up with the tables and compacts counts (notifications make it rarely needed). Default 1000 ms. */
+  catchUpIntervalMs?: number;
+  /** Told when the listening connection fails (it reconnects by itself). */
+  onListenerError?(error: Error, retryInMs: number): void;
+}
+
+/** Events read per query while catching up: listeners get them in bounded pieces. */
+const READ_CHUNK = 1000;
+
+/** The key that tells this store's own events among those it reads back. */
+const ownKey = (e: EventDraft) => `${e.jobId}\0${e.kind}\0${e.toState}\0${e.eventTime}\0${e.attempt}`;
+
+export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
+  if (options.migrate !== false) {
+    const client = new pg.Client(clientConfig({ ...options, applicationName: "leasequeue-migrate" }));
+    await client.connect();
+    try {
+      await migratePostgres(client, options.schema);
+    } finally {
+      await client.end().catch(() => {});
+    }
+  }
+  const pool = createPool(options);
+  const statements = pgStatements(options.schema);
+  try {
+    const { rows } = await pool.query<{ latest: number; paused: string[] }>(
+      `SELECT (SELECT last_sequence FROM ${quoteIdentifier(options.schema)}.event_sequence WHERE id = 1) AS latest,
+        ARRAY(SELECT queue FROM ${quoteIdentifier(options.schema)}.paused_queues) AS paused`,
+    );
+    if (rows.length === 0 || rows[0].latest === null) throw new Error(`schema ${options.schema} is not migrated`);
+    return new PgStore(options, pool, statements, rows[0].latest, rows[0].paused);
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw err;
+  }
+}
+
+export class PgStore implements Store {
+  readonly pool: pg.Pool;
+  readonly schema: string;
+  /** This instance, in the origin of its queue-control notifications. */
+  readonly origin = randomUUID();
+  readonly #sql: PgStatements;
+  readonly #clock: Clock;
+  readonly #maxRecovered: number;
+  readonly #listeners = new Set<CommitListener>();
+  readonly #writeListeners = new Set<WriteOutcomeListener>();
+  readonly #writeProbeIntervalMs: number;
+  readonly #monotonicNow: () => number;
+  readonly #transactions: PgTransactions;
+  readonly #sequencer: EventSequencer;
+  readonly #notifications: NotificationListener;
+  #lastWrite: { outcome: WriteOutcome; at: number } | undefined;
+  #probe: Promise<void> | undefined;
+  #closed = false;
+  /** The highest sequence announced (or skipped while nobody listened). */
+  #announcedThrough: number;
+  /** The highest sequence known to be numbered. */
+  #knownThrough: number;
+  /** The reader of job_events: one at a time, so announcements keep sequence order. */
+  #reading: Promise<void> = Promise.resolve();
+  /** This store's committed events not read back yet, by ownKey, with how many. */
+  readonly #own = new Map<string, number>();
+  /** Paused queues as last announced, to announce other servers' changes that a lost notification missed. */
+  #paused: Set<string>;
+  #catchingUp = false;
+  /** Committed batches whose events are being numbered and announced before their callers are answered. */
+  readonly #settling = new Set<Promise<void>>();
+
+  constructor(options: PgStoreOptions, pool: pg.Pool, statements: PgStatements, latest: number, paused: readonly string[]) {
+    this.pool = pool;
+    this.schema = options.schema;
+    this.#sql = statements;
+    this.#clock = options.clock;
+    this.#maxRecovered = options.maxRecoveredPerSweep ?? 500;
+    this.#writeProbeIntervalMs = options.writeProbeIntervalMs ?? 1000;
+    this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
+    this.#announcedThrough = latest;
+    this.#knownThrough = latest;
+    this.#paused = new Set(paused);
+    this.#sequencer = new EventSequencer(pool, options.schema);
+    this.#transactions = new PgTransactions({
+      pool,
+      statements,
+      clock: options.clock,
+      maxBatch: options.maxBatch ?? 256,
+      // Leave connections for the sequencer and the reads.
+      maxConcurrent: Math.max(1, options.poolSize - 2),
+      origin: this.origin,
+      committed: (changes, answer, outcome) => {
+        const settling = this.#committed(changes, answer, outcome).finally(() => this.#settling.delete(settling));
+        this.#settling.add(settling);
+      },
+      failed: (outcome) => this.#reportWrite(outcome),
+    });
+    this.#notifications = new NotificationListener({
+      client: clientConfig({ ...options, applicationName: "leasequeue-listener" }),
+      channel: notificationChannel(options.schema),
+      catchUpIntervalMs: options.catchUpIntervalMs ?? 1000,
+      onNotification: (n) => this.#notified(n),
+      onCatchUp: () => void this.#catchUp(),
+      onConnectionError: options.onListenerError,
+    });
+    this.#notifications.start();
+  }
+
+  /** Resolves once the store listens for other servers' commits. */
+  whenListening(): Promise<void> {
+    return this.#notifications.whenListening();
+  }
+
+  /** The listening connection's server process (tests terminate it). */
+  get listenerBackendPid(): number | undefined {
+    return this.#notifications.backendPid;
+  }
+
+  // ---------------------------------------------------------------- writes
+
+  submit(jobs: NewJob[]): Promise<SubmitOutcome[]> {
+    return this.#write(submitJobs(jobs));
+  }
+
+  claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]> {
+    return this.#write(claimJobs(spec, { maxRecovered: this.#maxRecovered }));
+  }
+
+  heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number): Promise<Job> {
+    return this.#write(heartbeatJob(jobId, leaseToken, leaseDurationMs));
+  }
+
+  complete(jobId: string, leaseToken: string, resultJson: string | null): Promise<Job> {
+    return this.#write(completeJob(jobId, leaseToken, resultJson));
+  }
+
+  fail(jobId: string, leaseToken: string, failure: { error: string; permanent: boolean; retryDelayMs?: number }): Promise<Job> {
+    return this.#write(failJob(jobId, leaseToken, failure));
+  }
+
+  release(jobId: string, leaseToken: string): Promise<Job> {
+    return this.#write(releaseJob(jobId, leaseToken));
+  }
+
+  redrive(jobId: string): Promise<Job> {
+    return this.#write(redriveJob(jobId));
+  }
+
+  cancel(jobId: string, reason: string): Promise<Job> {
+    return this.#write(cancelJob(jobId, reason));
+  }
+
+  recoverExpiredLeases(): Promise<number> {
+    return this.#write(recoverExpiredLeases(this.#maxRecovered));
+  }
+
+  pruneJobs(spec: PruneSpec): Promise<PruneOutcome> {
+    return this.#write(pruneFinishedJobs(spec));
+  }
+
+  pauseQueue(queue: string): Promise<boolean> {
+    return this.#write(pauseQueue(queue));
+  }
+
+  resumeQueue(queue: string): Promise<boolean> {
+    return this.#write(resumeQueue(queue));
+  }
+
+  bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome> {
+    return this.#write(bulkTransitionBatch(spec));
+  }
+
+  #write<T>(op: WriteOperation<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(new QueueError("STORE_UNAVAILABLE", "the store is closed"));
+    return this.#transactions.write(op);
+  }
+
+  // -------------------------------------------------------- announcements
+
+  /** A batch committed: number its events, announce them (with everything before them), then answer. */
+  async #committed(changes: PersistedChanges, answer: () => void, outcome: WriteOutcome | undefined): Promise<void> {
+    if (outcome !== undefined) this.#reportWrite(outcome);
+    if (changes.events.length > 0) {
+      if (this.#listeners.size > 0) for (const e of changes.events) this.#own.set(ownKey(e), (this.#own.get(ownKey(e)) ?? 0) + 1);
+      try {
+        await this.#readThrough(await this.#sequencer.sequence());
+      } catch {
+        // Committed, but not numbered now (the database went away after the
+        // COMMIT): the catch-up numbers and announces them once it is back.
+      }
+    }
+    for (const c of changes.queueControls) this.#notePaused(c);
+    this.#announce({ events: [], unrecorded: changes.unrecorded, queueControls: changes.queueControls, external: false });
+    answer();
+  }
+
+  #notified(n: StoreNotification): void {
+    if (this.#closed) return;
+    if (n.kind === "events") void this.#readThrough(n.through).catch(() => {});
+    else if (n.kind === "submitted")
+      void this.#sequencer
+        .sequence()
+        .then((through) => this.#readThrough(through))
+        .catch(() => {});
+    else if (n.origin !== this.origin) {
+      const control = { queue: n.queue, paused: n.paused };
+      this.#notePaused(control);
+      this.#announce({ events: [], unrecorded: [], queueControls: [control], external: true });
+    }
+  }
+
+  #notePaused(c: QueueControlChange): void {
+    if (c.paused) this.#paused.add(c.queue);
+    else this.#paused.delete(c.queue);
+  }
+
+  /** The periodic look (and the one after each (re)connect): whatever notifications missed. */
+  async #catchUp(): Promise<void> {
+    if (this.#closed || this.#catchingUp) return;
+    this.#catchingUp = true;
+    const s = quoteIdentifier(this.schema);
+    try {
+      const { rows } = await this.pool.query<{ latest: number; waiting: boolean; paused: string[] }>(
+        `SELECT (SELECT last_sequence FROM ${s}.event_sequence WHERE id = 1) AS latest,
+          EXISTS (SELECT 1 FROM ${s}.unsequenced_events) AS waiting,
+          ARRAY(SELECT queue FROM ${s}.paused_queues) AS paused`,
+      );
+      const { latest, waiting, paused } = rows[0];
+      const controls: QueueControlChange[] = [];
+      const now = new Set(paused);
+      for (const queue of now) if (!this.#paused.has(queue)) controls.push({ queue, paused: true });
+      for (const queue of this.#paused) if (!now.has(queue)) controls.push({ queue, paused: false });
+      if (controls.length > 0) {
+        for (const c of controls) this.#notePaused(c);
+        this.#announce({ events: [], unrecorded: [], queueControls: controls, external: true });
+      }
+      await this.#readThrough(waiting ? await this.#sequencer.sequence() : latest);
+      await this.pool.query(this.#sql.counts.compact);
+    } catch {
+      // The database is unreachable now: the next interval tries again.
+    } finally {
+      this.#catchingUp = false;
+    }
+  }
+
+  /** Announces every numbered event up to `through` not announced yet, in order; resolves once they are. */
+  #readThrough(through: number): Promise<void> {
+    if (through > this.#knownThrough) this.#knownThrough = through;
+    const read = this.#reading.then(() => this.#readUpTo(through));
+    this.#reading = read.catch(() => {});
+    return read;
+  }
+
+  async #readUpTo(through: number): Promise<void> {
+    while (this.#announcedThrough < through && !this.#closed) {
+      if (this.#listeners.size === 0) {
+        this.#announcedThrough = through;
+        this.#own.clear();
+        return;
+      }
+      const { rows } = await this.pool.query<Record<string, unknown>>(this.#sql.events.eventsAfter, [this.#announcedThrough, READ_CHUNK]);
+      const events = rows.filter((r) => (r.sequence as number) <= through).map(toEvent);
+      if (events.length === 0) {
+        // Pruned meanwhile: nothing left to read up to `through`.
+        this.#announcedThrough = through;
+        return;
+      }
+      this.#announcedThrough = events[events.length - 1].sequence;
+      this.#announceEvents(events);
+    }
+  }
+
+  /** Announces read events in runs of the same origin, so each change says whether it was this store's. */
+  #announceEvents(events: JobEvent[]): void {
+    let run: JobEvent[] = [];
+    let runExternal = false;
+    for (const e of events) {
+      const key = ownKey(e);
+      const owned = this.#own.get(key);
+      const external = owned === undefined;
+      if (owned !== undefined) {
+        if (owned <= 1) this.#own.delete(key);
+        else this.#own.set(key, owned - 1);
+      }
+      if (run.length > 0 && external !== runExternal) {
+        this.#announce({ events: run, unrecorded: [], queueControls: [], external: runExternal });
+        run = [];
+      }
+      runExternal = external;
+      run.push(e);
+    }
+    if (run.length > 0) this.#announce({ events: run, unrecorded: [], queueControls: [], external: runExternal });
+  }
+
+  #announce(change: CommittedChange): void {
+    if (change.events.length === 0 && change.unrecorded.length === 0 && change.queueControls.length === 0) return;
+    for (const listener of this.#listeners) {
+      try {
+        listener(change);
+      } catch {
+        // A listener's failure must not undo or block the commit it observes.
+      }
+    }
+  }
+
+  #reportWrite(outcome: WriteOutcome): void {
+    this.#lastWrite = { outcome, at: this.#monotonicNow() };
+    for (const listener of this.#writeListeners) {
+      try {
+        listener(outcome);
+      } catch {
+        // Readiness and metrics observe writes; they must not break them.
+      }
+    }
+  }
+
+  // ----------------------------------------------------------------- reads
+
+  async #read<R extends pg.QueryResultRow>(text: string, values: unknown[], rowMode?: "array"): Promise<R[]> {
+    try {
+      const result = rowMode === undefined ? await this.pool.query<R>(text, values) : await this.pool.query({ text, values, rowMode });
+      return result.rows as R[];
+    } catch (err) {
+      throw storeError(err);
+    }
+  }
+
+  async getJob(jobId: string): Promise<Job | undefined> {
+    if (!isUuid(jobId)) return undefined;
+    const [row] = await this.#read<unknown[]>(this.#sql.jobs.jobById, [jobId], "array");
+    return row === undefined ? undefined : publicJob(toStoredJob(row));
+  }
+
+  async listJobs(spec: ListJobsSpec): Promise<Job[]> {
+    const { text, values } = listJobsQuery(this.schema, spec);
+    return (await this.#read<unknown[]>(text, values, "array")).map((r) => publicJob(toStoredJob(r)));
+  }
+
+  async listJobEvents(jobId: string): Promise<JobEvent[]> {
+    if (!isUuid(jobId)) return [];
+    return (await this.#read(this.#sql.events.eventsOfJob, [jobId])).map(toEvent);
+  }
+
+  async listEvents(spec: ListEventsSpec): Promise<JobEvent[]> {
+    const rows =
+      spec.jobId !== undefined
+        ? isUuid(spec.jobId)
+          ? await this.#read(this.#sql.events.eventsOfJobAfter, [spec.jobId, spec.afterSequence, spec.limit, spec.queue ?? null])
+          : []
+        : spec.queue !== undefined
+          ? await this.#read(this.#sql.events.eventsOfQueueAfter, [spec.queue, spec.afterSequence, spec.limit])
+          : await this.#read(this.#sql.events.eventsAfter, [spec.afterSequence, spec.limit]);
+    return rows.map(toEvent);
+  }
+
+  async eventBounds(): Promise<{ oldest: number; latest: number }> {
+    const [row] = await this.#read<{ oldest: number; latest: number; pruned_through: number }>(this.#sql.events.eventBounds, []);
+    return replayBounds({ oldestStored: row.oldest, latestIssued: row.latest, prunedThrough: row.pruned_through });
+  }
+
+  async queueCounts(): Promise<QueueCounts[]> {
+    const now = this.#clock.now();
+    const [counts, paused] = await Promise.all([
+      this.#read<{ queue: string; state: JobState; count: number }>(this.#sql.counts.counts, []),
+      this.#read<{ queue: string }>(this.#sql.jobs.pausedQueues, []),
+    ]);
+    return assembleQueueCounts({
+      counts,
+      paused: paused.map((r) => r.queue),
+      oldestPendingSince: async (queue) => (await this.#read<{ t: number | null }>(this.#sql.jobs.oldestPendingSince, [queue, now]))[0].t,
+    });
+  }
+
+  async nextScheduledTime(queue: string): Promise<number | null> {
+    return (await this.#read<{ t: number | null }>(this.#sql.jobs.nextScheduledTime, [queue, this.#clock.now()]))[0].t;
+  }
+
+  async lastJobId(queue: string, state: JobState): Promise<string | null> {
+    return (await this.#read<{ id: string | null }>(this.#sql.jobs.lastJobId, [queue, state]))[0].id;
+  }
+
+  // ------------------------------------------------------------- lifecycle
+
+  onCommitted(listener: CommitListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  onWriteOutcome(listener: WriteOutcomeListener): () => void {
+    this.#writeListeners.add(listener);
+    return () => this.#writeListeners.delete(listener);
+  }
+
+  async checkWritable(): Promise<void> {
+    if (this.#closed) throw new QueueError("STORE_UNAVAILABLE", "the store is closed");
+    const last = this.#lastWrite;
+    if (last === undefined || this.#monotonicNow() - last.at >= this.#writeProbeIntervalMs) {
+      this.#probe ??= this.#write(probeWrite()).finally(() => (this.#probe = undefined));
+      await this.#probe;
+      return;
+    }
+    if (!last.outcome.ok) {
+      const ago = ((this.#monotonicNow() - last.at) / 1000).toFixed(1);
+      throw new QueueError(
+        "STORE_UNAVAILABLE",
+        `the database cannot take writes now (${last.outcome.cause}): the latest write failed ${ago} s ago with ${last.outcome.message}`,
+        { cause: last.outcome.cause },
+      );
+    }
+  }
+
+  /** Commits what is queued, stops listening, closes the pool. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#transactions.drain();
+    await Promise.all(this.#settling);
+    await this.#reading;
+    this.#listeners.clear();
+    await this.#notifications.close();
+    await this.pool.end().catch(() => {});
+  }
+}

@@ -1,0 +1,304 @@
+/**
+ * Group commit for the PostgreSQL store: write operations (store/operations/)
+ * are queued and run in transactions on pooled connections, several
+ * transactions at once (up to `maxConcurrent`), each taking up to
+ * `maxBatch` queued operations. At low load an operation gets a
+ * transaction of its own at once; under load operations wait for a free
+ * connection and share its next transaction, so commits (and their WAL
+ * flushes) are shared without the service knowing.
+ *
+ * Each transaction (READ COMMITTED):
+ * 1. BEGIN, then one `SELECT ... FOR UPDATE` of every job the batch's
+ *    operations name by id, in id order (pg-port.ts): a transaction waits
+ *    only there, holding nothing yet, so two transactions never deadlock
+ *    over jobs.
+ * 2. The operations in order, each awaiting the port step by step; their
+ *    refusals are decided before they write, so a refusal rolls nothing back.
+ * 3. Counts and events (store/operation-changes.ts), a NOTIFY per queue
+ *    control, COMMIT.
+ *
+ * Optimistic batches, as in SQLite's group commit: no savepoint per
+ * operation; if the database raises an error inside one (the transaction is
+ * then aborted), or an operation fails after writing, the transaction is
+ * rolled back and the batch replayed with a savepoint around each
+ * operation, so the failure rolls back alone. A unique violation of an
+ * idempotency key raced by another transaction is such an error; in the
+ * replay the other transaction has committed and the submit finds its job.
+ * Serialization failures and deadlocks (never expected, but PostgreSQL may
+ * report them) retry the whole batch. Nothing is answered or announced
+ * before the COMMIT.
+ */
+import type pg from "pg";
+import type { Clock } from "../../domain/clock.js";
+import { QueueError } from "../../domain/errors.js";
+import { OperationChanges, TransactionChanges, type PersistedChanges } from "../operation-changes.js";
+import type { WriteOperation } from "../operations/scope.js";
+import type { WriteOutcome } from "../store.js";
+import { encodeNotification, NOTIFY_SQL, notificationChannel } from "./notifications.js";
+import { isConnectionError, isDatabaseError, isRetryableConflict, storeError, transactionFailure } from "./pg-errors.js";
+import { PgPort } from "./pg-port.js";
+import type { PgStatements } from "./pg-statements.js";
+
+export interface PgTransactionsOptions {
+  pool: pg.Pool;
+  statements: PgStatements;
+  clock: Clock;
+  /** Most operations sharing one transaction. */
+  maxBatch: number;
+  /** Most transactions open at once (each holds a connection of the pool). */
+  maxConcurrent: number;
+  /** Marks this store's queue-control notifications, so it can tell them from other servers'. */
+  origin: string;
+  /**
+   * A batch committed. `answer` settles its callers; the store calls it once
+   * the events are numbered and announced. `outcome` is what the batch
+   * proved about the database (undefined: nothing).
+   */
+  committed(changes: PersistedChanges, answer: () => void, outcome: WriteOutcome | undefined): void;
+  /** A batch that could not commit: its callers are refused; this reports why. */
+  failed(outcome: WriteOutcome): void;
+}
+
+interface Pending<T = unknown> {
+  op: WriteOperation<T>;
+  resolve: (value: T) => void;
+  reject: (error: unknown) => void;
+}
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+/** How often a batch that met a serialization failure or a deadlock is retried whole. */
+const CONFLICT_RETRIES = 5;
+
+/** A connection that failed mid-transaction: it goes back to the pool destroyed. */
+class BrokenConnection extends Error {
+  constructor(readonly original: unknown) {
+    super(original instanceof Error ? original.message : String(original));
+  }
+}
+
+export class PgTransactions {
+  readonly #opts: PgTransactionsOptions;
+  readonly #channel: string;
+  #queue: Pending[] = [];
+  #active = 0;
+  /** Jobs named by the operations of running transactions, with how many transactions name each. */
+  readonly #inFlight = new Map<string, number>();
+  #pumpScheduled = false;
+  #idle: Array<() => void> = [];
+
+  constructor(options: PgTransactionsOptions) {
+    this.#opts = options;
+    this.#channel = notificationChannel(options.statements.schema);
+  }
+
+  /** Transactions open now. */
+  get active(): number {
+    return this.#active;
+  }
+
+  /** Queues an operation; settles once its transaction committed (or it was refused). */
+  write<T>(op: WriteOperation<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push({ op, resolve, reject } as Pending);
+      if (!this.#pumpScheduled) {
+        // Operations issued in the same turn of the event loop share a transaction.
+        this.#pumpScheduled = true;
+        setImmediate(() => {
+          this.#pumpScheduled = false;
+          this.#pump();
+        });
+      }
+    });
+  }
+
+  /** Resolves once nothing is queued or running. */
+  drain(): Promise<void> {
+    if (this.#active === 0 && this.#queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  #pump(): void {
+    while (this.#active < this.#opts.maxConcurrent && this.#queue.length > 0) {
+      const batch = this.#takeBatch();
+      if (batch.length === 0) return;
+      const ids = batch.flatMap((p) => p.op.jobIds ?? []);
+      for (const id of ids) this.#inFlight.set(id, (this.#inFlight.get(id) ?? 0) + 1);
+      this.#active++;
+      void this.#run(batch).finally(() => {
+        for (const id of ids) {
+          const n = this.#inFlight.get(id)!;
+          if (n <= 1) this.#inFlight.delete(id);
+          else this.#inFlight.set(id, n - 1);
+        }
+        this.#active--;
+        this.#pump();
+        if (this.#active === 0 && this.#queue.length === 0) for (const resolve of this.#idle.splice(0)) resolve();
+      });
+    }
+  }
+
+  /**
+   * The next batch: queued operations in issue order, up to maxBatch, except
+   * those naming a job that a running transaction holds (or that an
+   * operation left waiting before them names). So operations on one job
+   * commit in the order they were issued, as in SQLite, although several
+   * transactions run at once; and this store's transactions never wait for
+   * each other's job locks.
+   */
+  #takeBatch(): Pending[] {
+    const batch: Pending[] = [];
+    const left: Pending[] = [];
+    const waiting = new Set<string>();
+    for (const p of this.#queue) {
+      const ids = p.op.jobIds;
+      if (batch.length >= this.#opts.maxBatch || (ids !== undefined && ids.some((id) => this.#inFlight.has(id) || waiting.has(id)))) {
+        if (ids !== undefined) for (const id of ids) waiting.add(id);
+        left.push(p);
+      } else {
+        batch.push(p);
+      }
+    }
+    this.#queue = left;
+    return batch;
+  }
+
+  async #run(batch: Pending[]): Promise<void> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#opts.pool.connect();
+    } catch (err) {
+      this.#refuseAll(batch, err);
+      return;
+    }
+    let broken: unknown;
+    try {
+      let guarded = false;
+      let conflicts = 0;
+      for (;;) {
+        const result = await this.#attempt(client, batch, guarded);
+        if (result === "done") return;
+        if (result === "replay") guarded = true;
+        else if (++conflicts > CONFLICT_RETRIES) {
+          this.#refuseAll(
+            batch,
+            new QueueError("STORE_UNAVAILABLE", "the transaction kept conflicting with concurrent ones", { cause: "busy" }),
+          );
+          return;
+        }
+      }
+    } catch (err) {
+      // A fault of the connection or of this runner: nothing of the batch is known to have committed.
+      broken = err instanceof BrokenConnection ? err.original : err;
+      this.#refuseAll(batch, broken);
+    } finally {
+      client.release(
+        broken !== undefined && (broken instanceof BrokenConnection || isConnectionError(broken)) ? (broken as Error) : undefined,
+      );
+    }
+  }
+
+  #refuseAll(batch: Pending[], error: unknown): void {
+    const refusal = storeError(error);
+    for (const p of batch) p.reject(refusal);
+    this.#opts.failed(transactionFailure(error));
+  }
+
+  /** Runs a statement of the transaction's own (BEGIN, SAVEPOINT, COMMIT...): a failure there breaks the connection's use. */
+  async #control(client: pg.PoolClient, text: string): Promise<void> {
+    try {
+      await client.query(text);
+    } catch (err) {
+      throw new BrokenConnection(err);
+    }
+  }
+
+  async #rollback(client: pg.PoolClient): Promise<void> {
+    await this.#control(client, "ROLLBACK");
+  }
+
+  async #attempt(client: pg.PoolClient, batch: Pending[], guarded: boolean): Promise<"replay" | "retry" | "done"> {
+    const { statements, clock } = this.#opts;
+    await this.#control(client, "BEGIN");
+    const port = new PgPort(client, statements);
+    const changes = new TransactionChanges();
+    const outcomes: Outcome[] = [];
+    let wrote = false;
+    try {
+      await port.lockJobs(batch.flatMap((p) => p.op.jobIds ?? []));
+    } catch (err) {
+      await this.#rollback(client);
+      if (isConnectionError(err)) throw new BrokenConnection(err);
+      if (isRetryableConflict(err)) return "retry";
+      this.#refuseAll(batch, err);
+      return "done";
+    }
+    for (const p of batch) {
+      const opChanges = new OperationChanges();
+      port.wrote = false;
+      const mark = guarded ? port.mark() : undefined;
+      if (guarded) await this.#control(client, "SAVEPOINT op");
+      try {
+        const value = await p.op({ now: clock.now(), port, changes: opChanges, earlier: changes });
+        if (guarded) await this.#control(client, "RELEASE SAVEPOINT op");
+        outcomes.push({ ok: true, value });
+        changes.add(opChanges);
+        if (port.wrote) wrote = true;
+      } catch (err) {
+        if (err instanceof BrokenConnection || isConnectionError(err)) throw err;
+        if (isRetryableConflict(err)) {
+          await this.#rollback(client);
+          return "retry";
+        }
+        if (guarded) {
+          await this.#control(client, "ROLLBACK TO SAVEPOINT op");
+          await this.#control(client, "RELEASE SAVEPOINT op");
+          port.restore(mark!);
+          outcomes.push({ ok: false, error: storeError(err) });
+        } else if (isDatabaseError(err) || port.wrote) {
+          await this.#rollback(client);
+          return "replay";
+        } else {
+          outcomes.push({ ok: false, error: err });
+        }
+      }
+    }
+    let persisted: PersistedChanges;
+    try {
+      persisted = await changes.persist(port);
+      for (const control of persisted.queueControls) {
+        const payload = encodeNotification({
+          kind: "queue_control",
+          queue: control.queue,
+          paused: control.paused,
+          origin: this.#opts.origin,
+        });
+        await client.query(NOTIFY_SQL, [this.#channel, payload]);
+      }
+    } catch (err) {
+      if (isConnectionError(err)) throw new BrokenConnection(err);
+      await this.#rollback(client);
+      if (isRetryableConflict(err)) return "retry";
+      this.#refuseAll(batch, err);
+      return "done";
+    }
+    try {
+      await client.query("COMMIT");
+    } catch (err) {
+      // Whether a COMMIT whose answer was lost took effect is unknown: refuse, as for a failed one.
+      if (isConnectionError(err)) throw new BrokenConnection(err);
+      if (isRetryableConflict(err)) return "retry";
+      this.#refuseAll(batch, err);
+      return "done";
+    }
+    const answer = () => {
+      batch.forEach((p, i) => {
+        const o = outcomes[i];
+        if (o.ok) p.resolve(o.value);
+        else p.reject(o.error);
+      });
+    };
+    this.#opts.committed(persisted, answer, wrote || persisted.events.length > 0 ? { ok: true } : undefined);
+    return "done";
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * The PostgreSQL store runs the store contract (test/store/contract.ts)
+ * unchanged, each test on a fresh schema of its own, with a second store
+ * instance on the same schema for the cross-instance cases.
+ */
+import pg from "pg";
+import { openPgStore, type PgStore } from "../../../src/store/postgres/pg-store.js";
+import { probePostgres, skipWithoutPostgres, TEST_DATABASE_URL, uniqueSchemaName } from "../../helpers/postgres.js";
+import { describeStoreContract } from "../contract.js";
+import { describe, it } from "vitest";
+
+const probe = await probePostgres();
+
+if (skipWithoutPostgres(probe)) {
+  describe.skip("Store contract: postgres (PostgreSQL unreachable)", () => it("needs PostgreSQL", () => {}));
+} else {
+  describeStoreContract("postgres", async (clock) => {
+    if (!probe.available) throw new Error(`PostgreSQL is unreachable at ${probe.url} (${probe.why}); CI=true turns this into a failure`);
+    const schema = uniqueSchemaName("contract");
+    const open = (migrate: boolean) =>
+      openPgStore({ url: TEST_DATABASE_URL, schema, clock, poolSize: 6, statementTimeoutMs: 0, migrate, catchUpIntervalMs: 50 });
+    const stores: PgStore[] = [await open(true)];
+    await stores[0].whenListening();
+    return {
+      store: stores[0],
+      async openInstance() {
+        const store = await open(false);
+        await store.whenListening();
+        stores.push(store);
+        return store;
+      },
+      async dispose() {
+        for (const store of stores) await store.close();
+        const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+        await admin.connect();
+        try {
+          await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+        } finally {
+          await admin.end();
+        }
+      },
+    };
+  });
+}
