@@ -194,7 +194,7 @@ export class PgStore implements Store {
       catchUpIntervalMs: options.catchUpIntervalMs ?? 1000,
       onNotification: (n) => this.#notified(n),
       onCatchUp: () => void this.#catchUp(),
-      onConnectionError: options.onListenerError,
+      onConnectionError: (error, retryInMs) => options.onListenerError?.(error, retryInMs),
     });
     this.#notifications.start();
   }

@@ -13,9 +13,11 @@ const INT8_OID = 20;
 const parseInt8 = (text: string) => Number(text);
 
 /** node-postgres' parsers, except int8 as a number. */
+const defaultParser = pg.types.getTypeParser as (oid: number, format?: "text" | "binary") => (value: string) => unknown;
+
 export const PG_TYPES: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: "text" | "binary") =>
-    oid === INT8_OID && format !== "binary" ? parseInt8 : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
+    oid === INT8_OID && format !== "binary" ? parseInt8 : defaultParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
 };
 
 export interface PgConnectionOptions {
