@@ -6,7 +6,7 @@ import { setMaxListeners } from "node:events";
 import { createRegistry } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { file_google_rpc_error_details } from "../gen/ts/google/rpc/error_details_pb.js";
-import type { Config } from "./config.js";
+import { redactDatabaseUrl, type Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { formatDurationText } from "./domain/duration-text.js";
 import { ClaimStreams } from "./dispatch/claim-streams.js";
@@ -29,7 +29,7 @@ import { createWatchOutputs } from "./server/watch-outputs.js";
 import { WriteReadiness } from "./server/write-readiness.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
 import { callerKey } from "./service/queue-access.js";
-import { holdDatabase, openStore, type DatabaseLocation } from "./store/engine.js";
+import { databaseLocation, describeLocation, holdDatabase, openStore } from "./store/engine.js";
 import type { Store } from "./store/store.js";
 
 /** How long shutdown waits for in-flight calls before cutting them off. */
@@ -68,10 +68,7 @@ export interface StartOptions {
   databaseHoldWaitMs?: number;
 }
 
-/** The database a configuration names (also for `leasequeue migrate`). */
-export function databaseLocation(config: Config): DatabaseLocation {
-  return { engine: "sqlite", path: config.databasePath, synchronous: config.sqliteSynchronous };
-}
+export { databaseLocation } from "./store/engine.js";
 
 export async function startServer(
   config: Config,
@@ -94,14 +91,15 @@ export async function startServer(
   const hold = holdDatabase(location, databaseHoldWaitMs);
   let store: Store;
   try {
-    store = openStore(location, clock);
+    store = await openStore(location, clock, {
+      onListenerError: (error, retryInMs) => log.warn("database notifications lost; reconnecting", { error: error.message, retryInMs }),
+    });
   } catch (err) {
     hold.release();
     throw err;
   }
   log.info("database open", {
-    path: config.databasePath,
-    synchronous: config.sqliteSynchronous,
+    ...describeLocation(location, redactDatabaseUrl),
     retention: formatDurationText(config.retention.retentionMs),
     deadRetention: config.retention.deadRetentionMs === null ? "kept" : formatDurationText(config.retention.deadRetentionMs),
   });

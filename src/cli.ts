@@ -13,12 +13,12 @@ import type { Command } from "./commands/command.js";
 import { importLitequeueCommand } from "./commands/import-litequeue.js";
 import { pruneCommand } from "./commands/prune.js";
 import { restoreCommand } from "./commands/restore.js";
-import { ConfigError, resolveConfig, settingFlags, SETTINGS, type Config } from "./config.js";
+import { ConfigError, redactDatabaseUrl, resolveConfig, settingFlags, SETTINGS, type Config } from "./config.js";
 import { HASH_TOKEN_USAGE, hashTokenCommand, UsageError } from "./commands/hash-token.js";
 import { createLogger, type Logger } from "./logger.js";
 import { AuthFileError } from "./server/auth-file.js";
 import { DatabaseRefusal } from "./store/database-refusal.js";
-import { migrateDatabase } from "./store/engine.js";
+import { describeLocation, migrateDatabase } from "./store/engine.js";
 
 type OptionSpec = { type: "string" } | { type: "boolean" };
 
@@ -107,6 +107,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     }
     throw err;
   }
+  if (line.spec.run !== undefined && config.postgres !== undefined) {
+    process.stderr.write(`leasequeue ${line.command}: ${sqliteOnly(line.command, config.postgres.schema)}\n`);
+    return 1;
+  }
   if (line.spec.run !== undefined) return runCommand(line.command, line.spec.run, config.databasePath, line.args, line.options);
   if (line.command === "prune") {
     return pruneCommand(config, {
@@ -174,16 +178,41 @@ function parseCommandLine(argv: string[]): CommandLine | number {
   return { command, spec, args, options, settings: values as Record<string, string | undefined> };
 }
 
-function migrateCommand(config: Config, log: Logger): number {
+async function migrateCommand(config: Config, log: Logger): Promise<number> {
+  const location = databaseLocation(config);
   try {
-    const { applied, version } = migrateDatabase(databaseLocation(config));
-    log.info("migrations applied", { path: config.databasePath, applied, version });
+    const { applied, version } = await migrateDatabase(location);
+    log.info("migrations applied", { ...describeLocation(location, redactDatabaseUrl), applied, version });
     return 0;
   } catch (err) {
-    if (!(err instanceof DatabaseRefusal)) throw err;
-    process.stderr.write(`leasequeue: ${err.message}\n`);
+    const message = databaseFailure(err, config);
+    if (message === undefined) throw err;
+    process.stderr.write(`leasequeue: ${message}\n`);
     return 1;
   }
+}
+
+/** Why a file command does not run on PostgreSQL, and what does its work there. */
+function sqliteOnly(command: string, schema: string): string {
+  const instead: Record<string, string> = {
+    backup: `back PostgreSQL up with its own tools, e.g. pg_dump --schema=${schema} (or a base backup with WAL archiving)`,
+    restore: "restore with PostgreSQL's own tools (pg_restore, or a point-in-time recovery), then start the servers",
+    check: "PostgreSQL keeps its own consistency (amcheck checks indexes); `leasequeue migrate` checks the schema version",
+    "import-litequeue": "import into a SQLite file first, or submit the messages with the SQL function submit()",
+  };
+  return `works on the SQLite store only, and LEASEQUEUE_DATABASE_URL selects PostgreSQL: ${instead[command] ?? "use PostgreSQL's own tools"}`;
+}
+
+/**
+ * What to say when the database refused or could not be reached; undefined
+ * for anything else (a bug, shown with its stack). PostgreSQL's errors name
+ * the server, never the password.
+ */
+function databaseFailure(err: unknown, config: Config): string | undefined {
+  if (err instanceof DatabaseRefusal) return err.message;
+  if (config.postgres === undefined || !(err instanceof Error)) return undefined;
+  const code = (err as { code?: unknown }).code;
+  return `cannot use the PostgreSQL database at ${redactDatabaseUrl(config.postgres.url)}: ${typeof code === "string" ? `${code}: ` : ""}${err.message}`;
 }
 
 async function serveCommand(config: Config, log: Logger): Promise<number> {
@@ -196,9 +225,14 @@ async function serveCommand(config: Config, log: Logger): Promise<number> {
       process.stderr.write(`leasequeue: not starting: ${err.message}\n`);
       return 2;
     }
-    if (!(err instanceof DatabaseRefusal)) throw err;
-    log.error("cannot open the database", { path: config.databasePath, reason: err.reason, error: err.message });
-    process.stderr.write(`leasequeue: ${err.message}\n`);
+    const message = databaseFailure(err, config);
+    if (message === undefined) throw err;
+    log.error("cannot open the database", {
+      ...describeLocation(databaseLocation(config), redactDatabaseUrl),
+      ...(err instanceof DatabaseRefusal ? { reason: err.reason } : {}),
+      error: message,
+    });
+    process.stderr.write(`leasequeue: ${message}\n`);
     return 1;
   }
   const reload = () => {

@@ -13,7 +13,7 @@ import { systemClock, type Clock } from "../domain/clock.js";
 import { formatDurationText } from "../domain/duration-text.js";
 import { prunesAnything, type RetentionPolicy } from "../domain/retention.js";
 import { prunePass, type PassSummary } from "../dispatch/pruner.js";
-import { openStore } from "../store/engine.js";
+import { databaseLocation, openStore } from "../store/engine.js";
 
 export interface PruneCommandIo {
   print(line: string): void;
@@ -22,7 +22,7 @@ export interface PruneCommandIo {
 }
 
 export async function pruneCommand(config: Config, io: PruneCommandIo): Promise<number> {
-  if (!existsSync(config.databasePath)) {
+  if (config.postgres === undefined && !existsSync(config.databasePath)) {
     io.complain(`leasequeue prune: no database at ${config.databasePath} (set --db or LEASEQUEUE_DATABASE_PATH)`);
     return 1;
   }
@@ -39,8 +39,8 @@ export async function pruneCommand(config: Config, io: PruneCommandIo): Promise<
 }
 
 async function pruneNow(config: Config, clock: Clock): Promise<PassSummary> {
-  // Beside a server that holds the file: a store of its own, no hold (store/engine.ts holdDatabase).
-  const store = openStore({ engine: "sqlite", path: config.databasePath, synchronous: config.sqliteSynchronous }, clock);
+  // Beside a server that holds the database: a store of its own, no hold (store/engine.ts holdDatabase).
+  const store = await openStore(databaseLocation(config), clock);
   try {
     return await prunePass({ store, clock, policy: config.retention });
   } finally {
