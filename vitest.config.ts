@@ -6,6 +6,11 @@ import { defineConfig } from "vitest/config";
  * exercise dist/, which is not counted). The thresholds are a floor just
  * under what the suite reaches, so coverage can only rise; raise them when it
  * does. A single file (`npx vitest run test/x.test.ts`) runs without coverage.
+ *
+ * Two projects: every test on the default engine (SQLite), and the service
+ * tests again with their servers on PostgreSQL (test/helpers/server.ts
+ * reads LEASEQUEUE_TEST_ENGINE); the store contract runs on both engines in
+ * the first (test/store/). `--project sqlite` or `--project postgres` picks one.
  */
 export default defineConfig({
   test: {
@@ -18,5 +23,12 @@ export default defineConfig({
       reportsDirectory: "test-artifacts/coverage",
       thresholds: { lines: 83, branches: 76 },
     },
+    projects: [
+      { extends: true, test: { name: "sqlite" } },
+      {
+        extends: true,
+        test: { name: "postgres", include: ["test/service/**/*.test.ts"], env: { LEASEQUEUE_TEST_ENGINE: "postgres" } },
+      },
+    ],
   },
 });

@@ -101,3 +101,14 @@ export function useTestSchema(probe: PostgresProbe, label: string, options: { cr
     },
   };
 }
+
+/** Drops a schema and everything in it (a test server's, at its close). */
+export async function dropSchema(schema: string, url = TEST_DATABASE_URL): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    await client.end();
+  }
+}

@@ -1,4 +1,10 @@
-/** Starts a real LeaseQueue server on free ports with a fresh database, for tests. */
+/**
+ * Starts a real LeaseQueue server on free ports with a fresh database, for tests.
+ *
+ * The engine is SQLite (a file in a temporary directory), or PostgreSQL when
+ * LEASEQUEUE_TEST_ENGINE=postgres (a fresh schema on the test database,
+ * dropped at close): vitest.config.ts runs the service tests both ways.
+ */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +14,9 @@ import { startServer, type RunningServer, type StartOptions } from "../../src/ap
 import { resolveConfig, type Config } from "../../src/config.js";
 import { silentLogger } from "../../src/logger.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { PgStore } from "../../src/store/postgres/pg-store.js";
+import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { dropSchema, TEST_DATABASE_URL, uniqueSchemaName } from "./postgres.js";
 
 export interface TestServer {
   server: RunningServer;
@@ -15,6 +24,8 @@ export interface TestServer {
   apiUrl: string;
   metricsUrl: string;
   dir: string;
+  /** The flags that name this server's database, to start another server on it. */
+  databaseFlags: Record<string, string>;
   /** Typed Connect client (JSON over HTTP/1.1). */
   client: Client<typeof LeaseQueueService>;
   /** POST a Connect JSON call the way curl does; returns the status and parsed body. */
@@ -22,10 +33,27 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
+/** The engine the service tests run on (LEASEQUEUE_TEST_ENGINE). */
+export const TEST_ENGINE: "sqlite" | "postgres" = process.env.LEASEQUEUE_TEST_ENGINE === "postgres" ? "postgres" : "sqlite";
+
 export async function startTestServer(flags: Record<string, string> = {}, options: Omit<StartOptions, "log"> = {}): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "leasequeue-test-"));
-  const config = resolveConfig({ db: join(dir, "jobs.db"), port: "0", "metrics-port": "0", ...flags }, {});
-  const server = await startServer(config, { log: silentLogger, ...options });
+  const named = flags.db !== undefined || flags["database-url"] !== undefined;
+  const schema = TEST_ENGINE === "postgres" && !named ? uniqueSchemaName("service") : undefined;
+  const databaseFlags: Record<string, string> =
+    schema !== undefined
+      ? { "database-url": TEST_DATABASE_URL, "database-schema": schema, "database-pool-size": "6" }
+      : named
+        ? Object.fromEntries(Object.entries(flags).filter(([k]) => k === "db" || k.startsWith("database-")))
+        : { db: join(dir, "jobs.db") };
+  const config = resolveConfig({ ...databaseFlags, port: "0", "metrics-port": "0", ...flags }, {});
+  let server: RunningServer;
+  try {
+    server = await startServer(config, { log: silentLogger, ...options });
+  } catch (err) {
+    if (schema !== undefined) await dropSchema(schema);
+    throw err;
+  }
   const transport = createConnectTransport({ baseUrl: server.apiUrl, httpVersion: "1.1", useBinaryFormat: false });
   return {
     server,
@@ -33,6 +61,7 @@ export async function startTestServer(flags: Record<string, string> = {}, option
     apiUrl: server.apiUrl,
     metricsUrl: server.metricsUrl,
     dir,
+    databaseFlags,
     client: createClient(LeaseQueueService, transport),
     async call(method, body, headers = {}) {
       const res = await fetch(`${server.apiUrl}/leasequeue.v1.LeaseQueueService/${method}`, {
@@ -46,6 +75,14 @@ export async function startTestServer(flags: Record<string, string> = {}, option
     async close() {
       await server.close();
       rmSync(dir, { recursive: true, force: true });
+      if (schema !== undefined) await dropSchema(schema);
     },
   };
+}
+
+/** Deletes the stored events up to a sequence behind the store's back, as pruning leaves holes (either engine). */
+export async function deleteEventsThrough(t: TestServer, sequence: number): Promise<void> {
+  const store = t.server.store;
+  if (store instanceof PgStore) await store.pool.query(`DELETE FROM ${store.schema}.job_events WHERE sequence <= $1`, [sequence]);
+  else (store as SqliteStore).db.prepare("DELETE FROM job_events WHERE sequence <= ?").run(sequence);
 }

@@ -186,8 +186,9 @@ describe("StreamClaims", () => {
     await t.server.close();
     expect((await ended)?.code).toBe(Code.Unavailable);
     // Reopen the same database: the lease is still the worker's.
-    const again = await startTestServer({ db: t.config.databasePath });
-    servers.push(again);
+    const again = await startTestServer(t.databaseFlags);
+    // Closed in this order: the first server's close drops its database.
+    servers.push(again, t);
     const job = await again.client.getJob({ jobId: lease.job!.id });
     expect(job.job).toMatchObject({ workerId: "w", state: 2 });
     const done = await again.client.complete({ jobId: lease.job!.id, leaseToken: lease.leaseToken });

@@ -14,8 +14,7 @@ import {
   type WatchEventsRequest,
   type WatchEventsResponse,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { startTestServer, type TestServer } from "../helpers/server.js";
+import { deleteEventsThrough, startTestServer, type TestServer } from "../helpers/server.js";
 
 const servers: TestServer[] = [];
 const aborts: AbortController[] = [];
@@ -248,7 +247,7 @@ describe("WatchEvents", () => {
     const grpc = grpcClient(t);
     await t.client.submitBatch({ jobs: Array.from({ length: 10 }, () => ({ queue: "billing", task: "t" })) });
     // Simulate pruning: the first four events are gone.
-    (t.server.store as SqliteStore).db.prepare("DELETE FROM job_events WHERE sequence <= 4").run();
+    await deleteEventsThrough(t, 4);
 
     const tooOld = await streamError(grpc, { afterSequence: 3n });
     expect(tooOld.code).toBe(Code.OutOfRange);
