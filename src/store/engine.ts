@@ -72,7 +72,7 @@ export async function openStore(location: DatabaseLocation, clock: Clock, option
     poolSize: location.poolSize,
     statementTimeoutMs: location.statementTimeoutMs,
     clock,
-    onListenerError: options.onListenerError,
+    onListenerError: (error, retryInMs) => options.onListenerError?.(error, retryInMs),
   });
 }
 
