@@ -12,7 +12,6 @@
  * request. So once a later write (a submit to another queue) is answered,
  * those claims have committed, and the job must still be queued.
  */
-import { rmSync } from "node:fs";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
@@ -183,7 +182,8 @@ describe("a paused queue", () => {
 
   it("stays paused across a restart, with or without jobs, and resumes after it", async () => {
     const t = await startTestServer();
-    cleanups.push(() => rmSync(t.dir, { recursive: true, force: true }));
+    // Reversed: runs after `again` closed (it drops the database).
+    cleanups.push(() => t.close());
     const jobId = await submit(t, "durable");
     await ok(t, "PauseQueue", { queue: "durable" });
     await ok(t, "PauseQueue", { queue: "empty" });
