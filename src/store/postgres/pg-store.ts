@@ -74,7 +74,7 @@ import { quoteIdentifier } from "./identifiers.js";
 import { isUuid, listJobsQuery, toStoredJob } from "./job-sql.js";
 import { migratePostgres } from "./migrate.js";
 import { NotificationListener, notificationChannel, type StoreNotification } from "./notifications.js";
-import { storeError } from "./pg-errors.js";
+import { isConnectionError, storeError } from "./pg-errors.js";
 import { pgStatements, type PgStatements } from "./pg-statements.js";
 import { PgTransactions } from "./pg-transactions.js";
 import { clientConfig, createPool, type PgConnectionOptions } from "./pool.js";
@@ -409,12 +409,16 @@ export class PgStore implements Store {
 
   // ----------------------------------------------------------------- reads
 
+  /** A read on the pool; one that met a connection that died while idle is tried once more on a fresh one. */
   async #read<R extends pg.QueryResultRow>(text: string, values: unknown[], rowMode?: "array"): Promise<R[]> {
-    try {
-      const result = rowMode === undefined ? await this.pool.query<R>(text, values) : await this.pool.query({ text, values, rowMode });
-      return result.rows as R[];
-    } catch (err) {
-      throw storeError(err);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const result = rowMode === undefined ? await this.pool.query<R>(text, values) : await this.pool.query({ text, values, rowMode });
+        return result.rows as R[];
+      } catch (err) {
+        if (attempt === 0 && isConnectionError(err)) continue;
+        throw storeError(err);
+      }
     }
   }
 

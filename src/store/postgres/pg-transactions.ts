@@ -164,37 +164,62 @@ export class PgTransactions {
   }
 
   async #run(batch: Pending[]): Promise<void> {
+    // A pooled connection that died while idle (the database restarted, a
+    // backend was terminated) fails at BEGIN, before anything could commit:
+    // the batch then goes to a fresh connection. Twice at most, so an
+    // outage is answered at once rather than retried forever.
+    for (let stale = 0; ; stale++) {
+      const outcome = await this.#runOnConnection(batch, stale < 2);
+      if (outcome !== "stale") return;
+    }
+  }
+
+  async #runOnConnection(batch: Pending[], mayRetryStale: boolean): Promise<"stale" | undefined> {
     let client: pg.PoolClient;
     try {
       client = await this.#opts.pool.connect();
     } catch (err) {
       this.#refuseAll(batch, err);
-      return;
+      return undefined;
     }
+    // A checked-out client's connection errors are ours to handle (the pool
+    // listens only while it is idle); unhandled, they would end the process.
+    let lost: Error | undefined;
+    const onError = (err: Error) => (lost ??= err);
+    client.on("error", onError);
     let broken: unknown;
     try {
+      try {
+        await client.query("BEGIN");
+      } catch (err) {
+        broken = err;
+        if (isConnectionError(err) && mayRetryStale) return "stale";
+        this.#refuseAll(batch, err);
+        return undefined;
+      }
       let guarded = false;
       let conflicts = 0;
-      for (;;) {
-        const result = await this.#attempt(client, batch, guarded);
-        if (result === "done") return;
+      for (let began = true; ; began = false) {
+        const result = await this.#attempt(client, batch, guarded, began);
+        if (result === "done") return undefined;
         if (result === "replay") guarded = true;
         else if (++conflicts > CONFLICT_RETRIES) {
           this.#refuseAll(
             batch,
             new QueueError("STORE_UNAVAILABLE", "the transaction kept conflicting with concurrent ones", { cause: "busy" }),
           );
-          return;
+          return undefined;
         }
       }
     } catch (err) {
       // A fault of the connection or of this runner: nothing of the batch is known to have committed.
       broken = err instanceof BrokenConnection ? err.original : err;
       this.#refuseAll(batch, broken);
+      return undefined;
     } finally {
-      client.release(
-        broken !== undefined && (broken instanceof BrokenConnection || isConnectionError(broken)) ? (broken as Error) : undefined,
-      );
+      client.off("error", onError);
+      const destroy = lost ?? (broken !== undefined && isConnectionError(broken) ? (broken as Error) : undefined);
+      client.release(destroy);
     }
   }
 
@@ -217,9 +242,10 @@ export class PgTransactions {
     await this.#control(client, "ROLLBACK");
   }
 
-  async #attempt(client: pg.PoolClient, batch: Pending[], guarded: boolean): Promise<"replay" | "retry" | "done"> {
+  /** One try of the batch in a transaction; `began`: the caller already sent its BEGIN. */
+  async #attempt(client: pg.PoolClient, batch: Pending[], guarded: boolean, began: boolean): Promise<"replay" | "retry" | "done"> {
     const { statements, clock } = this.#opts;
-    await this.#control(client, "BEGIN");
+    if (!began) await this.#control(client, "BEGIN");
     const port = new PgPort(client, statements);
     const changes = new TransactionChanges();
     const outcomes: Outcome[] = [];
