@@ -21,6 +21,8 @@
  *   npm run bench -- --quick      smaller sizes, no (c), no peers (< 1 min)
  *   npm run bench -- --no-peers   LeaseQueue and ceilings only
  *   options: --scenarios=a,b,c,d  --peers=graphile-worker,pg-boss,bullmq
+ *            --engines=sqlite,postgres (default both; --quick: sqlite) — the PostgreSQL rows
+ *            run the same scenarios on the local PostgreSQL, a fresh schema each
  *            --cpu-prof (an extra profiled run of (b); top self-time functions)
  *            --synchronous=normal (server and SQLite ceiling without an fsync per commit)
  *            --out=FILE (default bench/results/<timestamp>.json)
@@ -37,7 +39,8 @@ import { forkChild } from "./lib/children.mjs";
 import { seedHistory } from "./lib/history.mjs";
 import { startLeaseQueueServer } from "./lib/leasequeue-server.mjs";
 import { selectDriver } from "./lib/leasequeue-drivers.mjs";
-import { PEERS } from "./lib/peers.mjs";
+import { PEERS, POSTGRES_URL, postgresAvailable } from "./lib/peers.mjs";
+import { dropPgSchema, seedPgHistory } from "./lib/pg-history.mjs";
 import { commandCpuMeter, mib, processCpuMs } from "./lib/proc.mjs";
 import { latencySummary, nowMs, sleep } from "./lib/timing.mjs";
 import { printReport } from "./lib/report.mjs";
@@ -55,6 +58,7 @@ const { values: args } = parseArgs({
     scenarios: { type: "string" },
     "cpu-prof": { type: "boolean", default: false },
     synchronous: { type: "string", default: "full" },
+    engines: { type: "string" },
     out: { type: "string" },
   },
 });
@@ -103,6 +107,11 @@ const wantedScenarios = (args.scenarios ?? (args.quick ? "a,b,d" : "a,b,c,d"))
   .split(",")
   .map((s) => s.trim())
   .filter(Boolean);
+const wantedEngines = (args.engines ?? (args.quick ? "sqlite" : "sqlite,postgres"))
+  .split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
+for (const e of wantedEngines) if (!["sqlite", "postgres"].includes(e)) throw new Error(`--engines: "sqlite" or "postgres", not "${e}"`);
 for (const s of wantedScenarios) if (SCENARIOS[s] === undefined) throw new Error(`--scenarios: unknown scenario "${s}" (a, b, c, d)`);
 const wantedPeers =
   args.quick || args["no-peers"]
@@ -327,12 +336,20 @@ function historyTemplate(count) {
   return file;
 }
 
-async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = {}) {
+async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, engine = "sqlite" } = {}) {
   const scenario = SCENARIOS[key];
   const { driver, unusedBatchedRpcs, submitBatchView } = selectDriver(scenario.kind, pb.LeaseQueueService, pb);
   const db = join(runDir, `leasequeue-${key}${cpuProfDir ? "-profiled" : ""}.db`);
-  if (scenario.history) copyFileSync(historyTemplate(SIZES.historyJobs), db);
-  const server = await startLeaseQueueServer({ db, cpuProfDir, env: { LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous } });
+  const postgres = engine === "postgres" ? { url: POSTGRES_URL, schema: `bench_leasequeue_${key}` } : undefined;
+  if (postgres !== undefined) {
+    await dropPgSchema(postgres.url, postgres.schema);
+    if (scenario.history) {
+      log(`seeding ${SIZES.historyJobs.toLocaleString("en")} completed jobs into PostgreSQL schema ${postgres.schema}`);
+      const r = await seedPgHistory(postgres.url, postgres.schema, SIZES.historyJobs);
+      log(`seeded ${r.jobs} jobs and ${r.events} events in ${(r.ms / 1000).toFixed(1)} s`);
+    }
+  } else if (scenario.history) copyFileSync(historyTemplate(SIZES.historyJobs), db);
+  const server = await startLeaseQueueServer({ db, postgres, cpuProfDir, env: { LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous } });
   log(`  server listening at ${server.url}`);
   let watchers;
   try {
@@ -396,7 +413,13 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = 
       scenario: scenario.name,
       key,
       kind: scenario.kind,
-      system: args.synchronous === "full" ? "leasequeue" : `leasequeue (synchronous=${args.synchronous})`,
+      system:
+        engine === "postgres"
+          ? "leasequeue on postgresql"
+          : args.synchronous === "full"
+            ? "leasequeue"
+            : `leasequeue (synchronous=${args.synchronous})`,
+      engine,
       api: driver.label,
       driver: driver.key,
       submitBatchView: scenario.kind === "batched" ? submitBatchView : undefined,
@@ -418,6 +441,7 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false } = 
     await watchers?.kill(3000);
     await server.stop();
     for (const suffix of ["", "-wal", "-shm"]) rmSync(`${db}${suffix}`, { force: true });
+    if (postgres !== undefined) await dropPgSchema(postgres.url, postgres.schema);
   }
 }
 
@@ -491,7 +515,8 @@ const report = {
   layout: LAYOUT,
   transport:
     "gRPC over HTTP/2 (h2c), @connectrpc/connect-node createGrpcTransport, binary protobuf, one connection per producer and per worker process",
-  serverCommand: `node bin/leasequeue.js serve --db <fresh file> --port 0 --metrics-port 0 (LEASEQUEUE_SQLITE_SYNCHRONOUS=${args.synchronous})`,
+  serverCommand: `node bin/leasequeue.js serve --db <fresh file> --port 0 --metrics-port 0 (LEASEQUEUE_SQLITE_SYNCHRONOUS=${args.synchronous}); PostgreSQL rows: --database-url ${POSTGRES_URL} --database-schema <fresh schema>`,
+  engines: wantedEngines,
   synchronous: args.synchronous,
   ceilings: {},
   rows: [],
@@ -506,9 +531,19 @@ report.ceilings.sqliteBatch100 = await sqliteCeiling(100, SIZES.sqliteBatch100Jo
 log("ceiling: do-nothing gRPC handler, 64 callers");
 report.ceilings.noopGrpc = await noopCeiling();
 
-for (const key of wantedScenarios) {
-  log(`LeaseQueue ${SCENARIOS[key].name}`);
-  report.rows.push(await runLeaseQueueScenario(key));
+for (const engine of wantedEngines) {
+  if (engine === "postgres") {
+    const availability = await postgresAvailable();
+    if (!availability.ok) {
+      report.skipped.push({ system: "leasequeue on postgresql", skipped: availability.why });
+      continue;
+    }
+    report.postgres = availability.durability;
+  }
+  for (const key of wantedScenarios) {
+    log(`LeaseQueue ${SCENARIOS[key].name}${engine === "postgres" ? " on PostgreSQL" : ""}`);
+    report.rows.push(await runLeaseQueueScenario(key, { engine }));
+  }
 }
 for (const name of wantedPeers) {
   let rows;

@@ -13,14 +13,16 @@ const BIN = fileURLToPath(new URL("../../bin/leasequeue.js", import.meta.url));
 
 /**
  * Starts the server; resolves once it listens.
- * options: db (path), env (extra environment, e.g. LEASEQUEUE_SQLITE_SYNCHRONOUS),
- * cpuProfDir (write a V8 CPU profile there on exit), startTimeoutMs.
+ * options: db (a SQLite file) or postgres ({url, schema}: the PostgreSQL store),
+ * env (extra environment, e.g. LEASEQUEUE_SQLITE_SYNCHRONOUS), cpuProfDir
+ * (write a V8 CPU profile there on exit), startTimeoutMs.
  */
-export async function startLeaseQueueServer({ db, env = {}, cpuProfDir, startTimeoutMs = 30_000 }) {
+export async function startLeaseQueueServer({ db, postgres, env = {}, cpuProfDir, startTimeoutMs = 30_000 }) {
   const nodeArgs = cpuProfDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`];
+  const database = postgres === undefined ? ["--db", db] : ["--database-url", postgres.url, "--database-schema", postgres.schema];
   const { proc, exited, stderrTail } = spawnTracked(
     process.execPath,
-    [...nodeArgs, BIN, "serve", "--db", db, "--port", "0", "--metrics-port", "0"],
+    [...nodeArgs, BIN, "serve", ...database, "--port", "0", "--metrics-port", "0"],
     { env: { ...process.env, ...env } },
     "leasequeue server",
   );

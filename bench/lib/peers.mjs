@@ -36,7 +36,7 @@ async function postgresDurability() {
   });
 }
 
-async function postgresAvailable() {
+export async function postgresAvailable() {
   try {
     const d = await postgresDurability();
     if (d.fsync !== "on" || d.synchronous_commit !== "on")
