@@ -3,9 +3,8 @@
  * unchanged, each test on a fresh schema of its own, with a second store
  * instance on the same schema for the cross-instance cases.
  */
-import pg from "pg";
 import { openPgStore, type PgStore } from "../../../src/store/postgres/pg-store.js";
-import { probePostgres, skipWithoutPostgres, TEST_DATABASE_URL, uniqueSchemaName } from "../../helpers/postgres.js";
+import { dropSchema, probePostgres, skipWithoutPostgres, TEST_DATABASE_URL, uniqueSchemaName } from "../../helpers/postgres.js";
 import { describeStoreContract } from "../contract.js";
 import { describe, it } from "vitest";
 
@@ -31,13 +30,7 @@ if (skipWithoutPostgres(probe)) {
       },
       async dispose() {
         for (const store of stores) await store.close();
-        const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
-        await admin.connect();
-        try {
-          await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-        } finally {
-          await admin.end();
-        }
+        await dropSchema(schema);
       },
     };
   });
