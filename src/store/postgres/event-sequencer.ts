@@ -44,6 +44,7 @@
 import type pg from "pg";
 import { quoteIdentifier, quoteLiteral } from "./identifiers.js";
 import { notificationChannel } from "./notifications.js";
+import { prepared } from "./prepared.js";
 
 /** Most events moved by one sequencer transaction; sequence() loops while runs are full. */
 export const SEQUENCER_BATCH = 10_000;
@@ -98,7 +99,7 @@ AS $fn$ SELECT EXISTS (SELECT 1 FROM unsequenced_events) $fn$;
 
 /** Something that runs one statement: a pool (each call its own transaction) or a client outside a transaction. */
 export interface Queryable {
-  query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
+  query<R extends pg.QueryResultRow = pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>>;
 }
 
 /**
@@ -139,7 +140,7 @@ export class EventSequencer {
 
   async #runUntilDrained(): Promise<number> {
     for (;;) {
-      const { rows } = await this.#db.query<{ through: string; moved: number }>(this.#sql, [SEQUENCER_BATCH]);
+      const { rows } = await this.#db.query<{ through: string; moved: number }>(prepared(this.#sql, [SEQUENCER_BATCH]));
       const row = rows[0];
       if (row.moved < SEQUENCER_BATCH) return Number(row.through);
     }

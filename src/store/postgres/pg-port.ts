@@ -24,6 +24,7 @@ import { unsequencedEventParams } from "./event-sql.js";
 import { countDeltaParams } from "./job-counts.js";
 import { insertJobsParams, isUuid, NIL_UUID, toStoredJob, updateJobsParams } from "./job-sql.js";
 import type { PgStatements } from "./pg-statements.js";
+import { prepared, preparedArrays } from "./prepared.js";
 
 export class PgPort implements TransactionPort {
   /** Set by the first row the current operation writes; the transaction runner resets it per operation. */
@@ -39,7 +40,7 @@ export class PgPort implements TransactionPort {
   }
 
   async #rows(text: string, values: unknown[]): Promise<unknown[][]> {
-    const result = await this.#client.query<unknown[]>({ text, values, rowMode: "array" });
+    const result = await this.#client.query<unknown[]>(preparedArrays(text, values));
     return result.rows;
   }
 
@@ -81,13 +82,13 @@ export class PgPort implements TransactionPort {
 
   async insertJobs(jobs: readonly StoredJob[]): Promise<void> {
     this.wrote = true;
-    await this.#client.query(this.#sql.jobs.insertJobs, insertJobsParams(jobs));
+    await this.#client.query(prepared(this.#sql.jobs.insertJobs, insertJobsParams(jobs)));
     for (const job of jobs) this.#held.set(job.id, job);
   }
 
   async updateJobs(jobs: readonly StoredJob[]): Promise<void> {
     this.wrote = true;
-    await this.#client.query(this.#sql.jobs.updateJobs, updateJobsParams(jobs));
+    await this.#client.query(prepared(this.#sql.jobs.updateJobs, updateJobsParams(jobs)));
     for (const job of jobs) this.#held.set(job.id, job);
   }
 
@@ -107,45 +108,45 @@ export class PgPort implements TransactionPort {
   }
 
   async isQueuePaused(queue: string): Promise<boolean> {
-    return (await this.#client.query(this.#sql.jobs.queuePaused, [queue])).rowCount! > 0;
+    return (await this.#client.query(prepared(this.#sql.jobs.queuePaused, [queue]))).rowCount! > 0;
   }
 
   async pauseQueue(queue: string, now: number): Promise<boolean> {
-    const changed = (await this.#client.query(this.#sql.jobs.pauseQueue, [queue, now])).rowCount! > 0;
+    const changed = (await this.#client.query(prepared(this.#sql.jobs.pauseQueue, [queue, now]))).rowCount! > 0;
     if (changed) this.wrote = true;
     return changed;
   }
 
   async resumeQueue(queue: string): Promise<boolean> {
-    const changed = (await this.#client.query(this.#sql.jobs.resumeQueue, [queue])).rowCount! > 0;
+    const changed = (await this.#client.query(prepared(this.#sql.jobs.resumeQueue, [queue]))).rowCount! > 0;
     if (changed) this.wrote = true;
     return changed;
   }
 
   async selectPrunable(state: PrunableState, finishedBefore: number, limit: number): Promise<PrunableJob[]> {
-    const { rows } = await this.#client.query<PrunableJob>(this.#sql.jobs.prunable, [state, finishedBefore, limit]);
+    const { rows } = await this.#client.query<PrunableJob>(prepared(this.#sql.jobs.prunable, [state, finishedBefore, limit]));
     return rows;
   }
 
   async deleteJobs(ids: readonly string[]): Promise<{ events: number }> {
     this.wrote = true;
-    const { rows } = await this.#client.query<{ events: number }>(this.#sql.jobs.deleteJobs, [ids]);
+    const { rows } = await this.#client.query<{ events: number }>(prepared(this.#sql.jobs.deleteJobs, [ids]));
     for (const id of ids) this.#held.set(id, undefined);
     return { events: Number(rows[0].events) };
   }
 
   async touchWriteProbe(now: number): Promise<void> {
     this.wrote = true;
-    await this.#client.query(this.#sql.jobs.touchWriteProbe, [now]);
+    await this.#client.query(prepared(this.#sql.jobs.touchWriteProbe, [now]));
   }
 
   async addCountDeltas(deltas: readonly CountDelta[]): Promise<void> {
-    await this.#client.query(this.#sql.counts.appendDeltas, countDeltaParams(deltas));
+    await this.#client.query(prepared(this.#sql.counts.appendDeltas, countDeltaParams(deltas)));
   }
 
   /** Stores the events unnumbered (sequence 0 in the answer): the sequencer numbers them after the commit. */
   async insertEvents(drafts: readonly EventDraft[]): Promise<JobEvent[]> {
-    await this.#client.query(this.#sql.events.insertUnsequenced, unsequencedEventParams(drafts));
+    await this.#client.query(prepared(this.#sql.events.insertUnsequenced, unsequencedEventParams(drafts)));
     return drafts.map((draft) => ({ sequence: 0, ...draft }));
   }
 }

@@ -76,6 +76,7 @@ import { migratePostgres } from "./migrate.js";
 import { NotificationListener, notificationChannel, type StoreNotification } from "./notifications.js";
 import { isConnectionError, storeError } from "./pg-errors.js";
 import { pgStatements, type PgStatements } from "./pg-statements.js";
+import { prepared, preparedArrays } from "./prepared.js";
 import { PgTransactions } from "./pg-transactions.js";
 import { clientConfig, createPool, type PgConnectionOptions } from "./pool.js";
 
@@ -328,7 +329,7 @@ export class PgStore implements Store {
         this.#announce({ events: [], unrecorded: [], queueControls: controls, external: true });
       }
       await this.#readThrough(waiting ? await this.#sequencer.sequence() : latest);
-      await this.pool.query(this.#sql.counts.compact);
+      await this.pool.query(prepared(this.#sql.counts.compact));
     } catch {
       // The database is unreachable now: the next interval tries again.
     } finally {
@@ -351,7 +352,9 @@ export class PgStore implements Store {
         this.#own.clear();
         return;
       }
-      const { rows } = await this.pool.query<Record<string, unknown>>(this.#sql.events.eventsAfter, [this.#announcedThrough, READ_CHUNK]);
+      const { rows } = await this.pool.query<Record<string, unknown>>(
+        prepared(this.#sql.events.eventsAfter, [this.#announcedThrough, READ_CHUNK]),
+      );
       const events = rows.filter((r) => (r.sequence as number) <= through).map(toEvent);
       if (events.length === 0) {
         // Pruned meanwhile: nothing left to read up to `through`.
@@ -413,7 +416,8 @@ export class PgStore implements Store {
   async #read<R extends pg.QueryResultRow>(text: string, values: unknown[], rowMode?: "array"): Promise<R[]> {
     for (let attempt = 0; ; attempt++) {
       try {
-        const result = rowMode === undefined ? await this.pool.query<R>(text, values) : await this.pool.query({ text, values, rowMode });
+        const result =
+          rowMode === undefined ? await this.pool.query<R>(prepared(text, values)) : await this.pool.query(preparedArrays(text, values));
         return result.rows as R[];
       } catch (err) {
         if (attempt === 0 && isConnectionError(err)) continue;

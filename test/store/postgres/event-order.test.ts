@@ -94,10 +94,10 @@ describe.skipIf(skipWithoutPostgres(probe))("event sequences across concurrent w
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const counting = {
-      async query(text: string, values?: unknown[]) {
+      async query(config: pg.QueryConfig) {
         runs++;
         if (runs === 1) await gate; // the first run is under way (its statement not answered yet)
-        return db.pool.query(text, values);
+        return db.pool.query(config);
       },
     } as unknown as pg.Pool;
     const sequencer = new EventSequencer(counting, s);
