@@ -178,6 +178,10 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       return { job: jobToWire(await store.release(jobId, token)) };
     },
 
+    snooze() {
+      return Promise.reject(new ConnectError("Snooze is not built yet", Code.Unimplemented));
+    },
+
     async acknowledge(req, ctx) {
       const acks = parseAcknowledgements("acks", req.acks, 1);
       const refused = await refusedJobs(
