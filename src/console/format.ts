@@ -74,6 +74,11 @@ export function formatValue(value: Value | undefined): string {
   return JSON.stringify(toJson(ValueSchema, value), null, 2);
 }
 
+/** A google.protobuf.Value as one line of compact JSON (a job's progress). */
+export function formatCompactValue(value: Value): string {
+  return JSON.stringify(toJson(ValueSchema, value));
+}
+
 export function formatCount(n: bigint): string {
   return n.toLocaleString("en-US");
 }

@@ -11,7 +11,8 @@
  *   on a timer for the next delayed job or retry. Idle streams cost nothing:
  *   no polling loop touches the database.
  * - A lease counts against its stream until a committed event finishes it:
- *   completed, failed, dead-lettered, cancelled, released or lease expired.
+ *   completed, failed, dead-lettered, cancelled, released, snoozed or lease
+ *   expired.
  * - When a stream ends, the leases it sent stay owned by the worker until
  *   they are acknowledged or expire; nothing is handed out twice. Leases it
  *   claimed but had not sent yet are released (attempt refunded).
@@ -51,7 +52,15 @@ const MAX_CLAIM_BATCH = 100;
 const RETRY_AFTER_ERROR_MS = 1000;
 
 /** Events after which a lease no longer counts against its stream. */
-const LEASE_FINISHED: ReadonlySet<EventKind> = new Set(["completed", "failed", "dead_lettered", "cancelled", "lease_expired", "released"]);
+const LEASE_FINISHED: ReadonlySet<EventKind> = new Set([
+  "completed",
+  "failed",
+  "dead_lettered",
+  "cancelled",
+  "lease_expired",
+  "released",
+  "snoozed",
+]);
 
 /** A stream registered with {@link ClaimStreams.register}. */
 export interface ClaimStreamHandle {

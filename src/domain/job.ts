@@ -14,6 +14,12 @@ export const EVENT_KINDS = [
   "redriven",
   "cancelled",
   "released",
+  /** RUNNING -> QUEUED after a delay, attempt refunded (api.md section D). */
+  "snoozed",
+  /** A heartbeat reported progress; no state change (stored at most once a second per job). */
+  "progress",
+  /** A schedule submitted the job (api.md section D); its SUBMITTED event follows. */
+  "scheduled",
 ] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 
@@ -42,6 +48,8 @@ export interface Job {
   lastError: string | null;
   /** Compact JSON text of the result, set by Complete. */
   resultJson: string | null;
+  /** Compact JSON text of the latest progress a heartbeat reported; null until one does. */
+  progressJson: string | null;
 }
 
 /** A job with the private fields the store keeps beside it. */
@@ -59,6 +67,13 @@ export interface StoredJob extends Job {
    * HEARTBEAT_EVENT_INTERVAL_MS (see heartbeat() there).
    */
   heartbeatEventTime: number | null;
+  /**
+   * When the job last stored a PROGRESS event; null until its first one.
+   * Unlike heartbeatEventTime it belongs to the job, not the lease: at most
+   * one per job per PROGRESS_EVENT_INTERVAL_MS (see heartbeat() in
+   * state-machine.ts).
+   */
+  progressEventTime: number | null;
 }
 
 export interface JobEvent {
@@ -79,6 +94,14 @@ export interface JobEvent {
 export type EventDraft = Omit<JobEvent, "sequence">;
 
 export function publicJob(job: StoredJob): Job {
-  const { leaseTokenHash: _h, leaseDurationMs: _d, idempotencyKey: _k, requestHash: _r, heartbeatEventTime: _b, ...rest } = job;
+  const {
+    leaseTokenHash: _h,
+    leaseDurationMs: _d,
+    idempotencyKey: _k,
+    requestHash: _r,
+    heartbeatEventTime: _b,
+    progressEventTime: _p,
+    ...rest
+  } = job;
   return rest;
 }

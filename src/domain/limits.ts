@@ -56,6 +56,10 @@ export const BOUNDS = {
   acks: 1000,
   /** retry_delay on Fail: api.md gives no bound; we allow what a schedule allows. */
   retryDelayMs: [0, 30 * DAY],
+  /** Snooze's delay (api.md section D): bounded like a submit's `delay`. */
+  snoozeDelayMs: [0, 30 * DAY],
+  /** Bytes of a heartbeat's progress as compact JSON text (api.md section D: at most 4 KiB). */
+  progressJsonBytes: 4 * 1024,
 } as const;
 
 /** api.md "Defaults and identity": what an absent (or zero) field means. */
@@ -67,6 +71,8 @@ export const DEFAULTS = {
   maxJobs: 1,
   waitMs: 0,
   maxInFlight: 1,
+  /** Snooze without a delay: eligible again at once. */
+  snoozeDelayMs: 0,
   pageSize: 50,
   /**
    * Largest request body (a unary request, or one message of a stream) the

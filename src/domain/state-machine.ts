@@ -12,11 +12,14 @@
  *                │ CANCELLED ◄──cancel── RETRY          (RUNNING ──release──► QUEUED/RETRY, attempt refunded)
  *                │                                                                                 │
  *                └──────────────────────────────── redrive ◄───────────────────────────────────────┘
+ *
+ *   RUNNING ──snooze──► QUEUED at now + delay, attempt refunded ("not now" is not a failure)
+ *   RUNNING ──heartbeat with progress──► RUNNING, Job.progress replaced
  */
 import { QueueError } from "./errors.js";
 import type { EventDraft, JobState, StoredJob } from "./job.js";
 import { leaseTokenMatches } from "./lease-token.js";
-import { DEFAULTS } from "./limits.js";
+import { BOUNDS, DEFAULTS } from "./limits.js";
 
 export interface Transition {
   job: StoredJob;
@@ -24,8 +27,10 @@ export interface Transition {
   events: EventDraft[];
   /**
    * What happened but is not stored: a heartbeat within
-   * HEARTBEAT_EVENT_INTERVAL_MS of the lease's last stored one. It extends
-   * the lease all the same; metrics count it, nothing else sees it.
+   * HEARTBEAT_EVENT_INTERVAL_MS of the lease's last stored one, a progress
+   * report within PROGRESS_EVENT_INTERVAL_MS of the job's last stored one.
+   * They are applied all the same (the lease extended, Job.progress
+   * replaced); metrics count them, nothing else sees them.
    */
   unrecorded?: EventDraft[];
 }
@@ -37,6 +42,14 @@ export interface Transition {
  * event (every state change) is always stored.
  */
 export const HEARTBEAT_EVENT_INTERVAL_MS = 60 * 1000;
+
+/**
+ * The progress policy (api.md section D): a job stores at most one PROGRESS
+ * event per second, whatever its leases, so a worker reporting progress on
+ * every heartbeat of a fast loop cannot flood the timeline; Job.progress
+ * always holds the latest value.
+ */
+export const PROGRESS_EVENT_INTERVAL_MS = 1000;
 
 /** Backoff ceiling for retries (api.md: min(base * 2^(attempts-1), 1h)). */
 export const MAX_BACKOFF_MS = 60 * 60 * 1000;
@@ -132,23 +145,34 @@ export function assertLeaseHeld(job: StoredJob, token: string, now: number): voi
 }
 
 /**
- * Extends an active lease. Its HEARTBEAT event is stored when it is the
+ * Extends an active lease, and with `progressJson` (compact JSON text)
+ * replaces Job.progress. Its HEARTBEAT event is stored when it is the
  * lease's first, or when HEARTBEAT_EVENT_INTERVAL_MS have passed since the
- * last stored one; otherwise it is `unrecorded` (see Transition).
+ * last stored one; its PROGRESS event (the progress as its message) when
+ * it is the job's first, or when PROGRESS_EVENT_INTERVAL_MS have passed
+ * since the job's last stored one. Either one not stored is `unrecorded`
+ * (see Transition).
  */
-export function heartbeat(job: StoredJob, token: string, now: number, leaseDurationMs?: number): Transition {
+export function heartbeat(job: StoredJob, token: string, now: number, leaseDurationMs?: number, progressJson?: string): Transition {
   assertLeaseHeld(job, token, now);
   const duration = leaseDurationMs ?? job.leaseDurationMs ?? DEFAULTS.leaseDurationMs;
-  const stored = job.heartbeatEventTime === null || now - job.heartbeatEventTime >= HEARTBEAT_EVENT_INTERVAL_MS;
+  const beatStored = job.heartbeatEventTime === null || now - job.heartbeatEventTime >= HEARTBEAT_EVENT_INTERVAL_MS;
+  const reported = progressJson !== undefined;
+  const progressStored = reported && (job.progressEventTime === null || now - job.progressEventTime >= PROGRESS_EVENT_INTERVAL_MS);
   const next: StoredJob = {
     ...job,
     leaseExpireTime: now + duration,
     leaseDurationMs: duration,
     updateTime: now,
-    heartbeatEventTime: stored ? now : job.heartbeatEventTime,
+    heartbeatEventTime: beatStored ? now : job.heartbeatEventTime,
+    progressJson: reported ? progressJson : job.progressJson,
+    progressEventTime: progressStored ? now : job.progressEventTime,
   };
-  const beat = event(next, "running", "heartbeat", now);
-  return stored ? { job: next, events: [beat] } : { job: next, events: [], unrecorded: [beat] };
+  const events: EventDraft[] = [];
+  const unrecorded: EventDraft[] = [];
+  (beatStored ? events : unrecorded).push(event(next, "running", "heartbeat", now));
+  if (reported) (progressStored ? events : unrecorded).push(event(next, "running", "progress", now, progressJson));
+  return unrecorded.length === 0 ? { job: next, events } : { job: next, events, unrecorded };
 }
 
 function finished(job: StoredJob, state: JobState, now: number, patch: Partial<StoredJob> = {}): StoredJob {
@@ -252,6 +276,35 @@ export function release(job: StoredJob, token: string, now: number): Transition 
     leaseTokenHash: null,
   };
   return { job: next, events: [event(next, "running", "released", now, null, job.workerId)] };
+}
+
+/**
+ * RUNNING -> QUEUED, eligible again at now + delayMs: the worker says "not
+ * now" (a rate-limited partner, a resource not ready yet). The claim's
+ * attempt is refunded, so snoozing never spends the budget, and the job is
+ * always QUEUED (unlike release, which returns a retried job to RETRY):
+ * nothing failed. Job.progress and last_error stay; `deliveries` keeps
+ * counting the claim. The delay is bounded like a submit's `delay`
+ * (BOUNDS.snoozeDelayMs); the service refuses anything else first, so a
+ * delay out of bounds here is an invariant broken by the caller.
+ */
+export function snooze(job: StoredJob, token: string, now: number, delayMs: number): Transition {
+  const [min, max] = BOUNDS.snoozeDelayMs;
+  if (!Number.isInteger(delayMs) || delayMs < min || delayMs > max) {
+    throw new Error(`invariant: snooze delay ${delayMs} ms is outside ${min}..${max} ms`);
+  }
+  assertLeaseHeld(job, token, now);
+  const next: StoredJob = {
+    ...job,
+    state: "queued",
+    attempts: job.attempts - 1,
+    scheduleTime: now + delayMs,
+    updateTime: now,
+    workerId: null,
+    leaseExpireTime: null,
+    leaseTokenHash: null,
+  };
+  return { job: next, events: [event(next, "running", "snoozed", now, null, job.workerId)] };
 }
 
 /** DEAD -> QUEUED with a fresh attempt budget, eligible now. */

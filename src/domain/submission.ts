@@ -74,11 +74,13 @@ export function newStoredJob(spec: NewJob, now: number): StoredJob {
     deliveries: 0,
     lastError: null,
     resultJson: null,
+    progressJson: null,
     leaseTokenHash: null,
     leaseDurationMs: null,
     idempotencyKey: spec.idempotencyKey,
     requestHash: spec.idempotencyKey === null ? null : submitFingerprint(spec),
     heartbeatEventTime: null,
+    progressEventTime: null,
   };
 }
 

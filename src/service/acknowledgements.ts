@@ -1,6 +1,7 @@
 /**
- * Acknowledgements (api.md section A): the batched form of Complete, Fail,
- * Heartbeat and Release used by the Acknowledge RPC and the Work stream.
+ * Acknowledgements (api.md sections A and D): the batched form of Complete,
+ * Fail, Heartbeat (with its progress), Release and Snooze used by the
+ * Acknowledge RPC and the Work stream.
  *
  * - A malformed acknowledgement (bad id, missing token or outcome, a field
  *   out of bounds) fails the whole request with invalid_argument naming its
@@ -27,8 +28,9 @@ import * as v from "./validate.js";
 export type AckSpec = { jobId: string; leaseToken: string } & (
   | { outcome: "complete"; resultJson: string | null }
   | { outcome: "fail"; failure: v.Failure }
-  | { outcome: "heartbeat"; leaseDurationMs: number | undefined }
+  | { outcome: "heartbeat"; leaseDurationMs: number | undefined; progressJson: string | undefined }
   | { outcome: "release" }
+  | { outcome: "snooze"; delayMs: number }
 );
 
 /** What applying one acknowledgement did: the job after it, or the refusal. */
@@ -59,11 +61,14 @@ function parseAcknowledgement(path: string, ack: Acknowledgement): AckSpec {
         leaseToken,
         outcome: "heartbeat",
         leaseDurationMs: v.durationInRange(`${path}heartbeat.lease_duration`, o.value.leaseDuration, v.BOUNDS.leaseDurationMs),
+        progressJson: v.progressJsonText(`${path}heartbeat.progress`, o.value.progress),
       };
     case "release":
       return { jobId, leaseToken, outcome: "release" };
+    case "snooze":
+      return { jobId, leaseToken, outcome: "snooze", delayMs: v.snoozeDelayMs(`${path}snooze.delay`, o.value.delay) };
     default:
-      throw invalidArgument(`${path}outcome`, "is required: one of complete, fail, heartbeat or release");
+      throw invalidArgument(`${path}outcome`, "is required: one of complete, fail, heartbeat, release or snooze");
   }
 }
 
@@ -75,9 +80,11 @@ function applyOne(store: Store, ack: AckSpec): Promise<Job> {
     case "fail":
       return store.fail(ack.jobId, ack.leaseToken, ack.failure);
     case "heartbeat":
-      return store.heartbeat(ack.jobId, ack.leaseToken, ack.leaseDurationMs);
+      return store.heartbeat(ack.jobId, ack.leaseToken, ack.leaseDurationMs, ack.progressJson);
     case "release":
       return store.release(ack.jobId, ack.leaseToken);
+    case "snooze":
+      return store.snooze(ack.jobId, ack.leaseToken, ack.delayMs);
   }
 }
 

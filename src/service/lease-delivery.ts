@@ -74,12 +74,13 @@ export function leaseForDelivery(claimed: ClaimedLease, format: WireFormat = "js
   for (const [field, value] of [
     ["payload", lease.job?.payload],
     ["result", lease.job?.result],
+    ["progress", lease.job?.progress],
   ] as const) {
     if (value !== undefined && tooDeep(value)) {
       return undeliverable(field, `it is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
     }
   }
-  const jsonChars = claimed.job.payloadJson.length + (claimed.job.resultJson?.length ?? 0);
+  const jsonChars = claimed.job.payloadJson.length + (claimed.job.resultJson?.length ?? 0) + (claimed.job.progressJson?.length ?? 0);
   if (jsonChars <= TRIAL_ENCODING_ABOVE_CHARS) return { deliverable: true, jobId: claimed.job.id, lease, bytes: jsonChars + 512 };
   let bytes: number;
   try {
@@ -182,6 +183,6 @@ function tooDeep(value: Value): boolean {
   return valueDepth(value, BOUNDS.jsonDepth) > BOUNDS.jsonDepth;
 }
 
-function undeliverable(field: "payload" | "result", reason: string): LeaseDelivery {
+function undeliverable(field: NestingTooDeep["field"], reason: string): LeaseDelivery {
   return { deliverable: false, problem: `${field} cannot be encoded for delivery to a worker: ${reason}` };
 }

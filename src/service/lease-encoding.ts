@@ -23,9 +23,12 @@ import { JobState } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { BOUNDS } from "./validate.js";
 import { STATE_TO_WIRE } from "./wire.js";
 
-/** Thrown when a stored payload or result is nested deeper than api.md allows. */
+/** The JSON fields of a Job, each a google.protobuf.Value. */
+type JsonField = "payload" | "result" | "progress";
+
+/** Thrown when a stored payload, result or progress is nested deeper than api.md allows. */
 export class NestingTooDeep extends Error {
-  constructor(readonly field: "payload" | "result") {
+  constructor(readonly field: JsonField) {
     super(`${field} is nested more than ${BOUNDS.jsonDepth} levels deep`);
   }
 }
@@ -39,8 +42,8 @@ export interface EncodedField {
 }
 
 /**
- * The lease as protobuf binary. Throws NestingTooDeep for a payload or
- * result over 32 levels, and SyntaxError for stored JSON that cannot be read.
+ * The lease as protobuf binary. Throws NestingTooDeep for a payload, result
+ * or progress over 32 levels, and SyntaxError for stored JSON that cannot be read.
  */
 export function encodeLease(lease: ClaimedLease): Uint8Array {
   const w = new ProtoWriter();
@@ -85,9 +88,10 @@ function writeJob(w: ProtoWriter, job: Job): void {
   w.int32Field(16, job.deliveries);
   w.stringField(17, job.lastError ?? "");
   if (job.resultJson !== null) writeJsonValue(w, 18, job.resultJson, "result");
+  if (job.progressJson !== null) writeJsonValue(w, 19, job.progressJson, "progress");
 }
 
-function writeJsonValue(w: ProtoWriter, fieldNo: number, json: string, field: "payload" | "result"): void {
+function writeJsonValue(w: ProtoWriter, fieldNo: number, json: string, field: JsonField): void {
   const value: unknown = JSON.parse(json);
   const mark = w.beginMessage(fieldNo);
   writeValueBody(w, value, 0, field);
@@ -99,7 +103,7 @@ function writeJsonValue(w: ProtoWriter, fieldNo: number, json: string, field: "p
  * being its nesting level (`1` is level 0, `[1]` level 1). A oneof member is
  * written even at its zero value, as protobuf-es does.
  */
-function writeValueBody(w: ProtoWriter, value: unknown, depth: number, field: "payload" | "result"): void {
+function writeValueBody(w: ProtoWriter, value: unknown, depth: number, field: JsonField): void {
   if (value === null) {
     w.tag(1, WireType.Varint);
     w.varint(0);

@@ -151,8 +151,9 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       const jobId = v.jobId("job_id", req.jobId);
       const token = v.leaseToken("lease_token", req.leaseToken);
       const duration = v.durationInRange("lease_duration", req.leaseDuration, v.BOUNDS.leaseDurationMs);
+      const progress = v.progressJsonText("progress", req.progress);
       await requireJobQueue(ctx, store, "job_id", jobId);
-      return { job: jobToWire(await store.heartbeat(jobId, token, duration)) };
+      return { job: jobToWire(await store.heartbeat(jobId, token, duration, progress)) };
     },
 
     async complete(req, ctx) {
@@ -176,6 +177,14 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       const token = v.leaseToken("lease_token", req.leaseToken);
       await requireJobQueue(ctx, store, "job_id", jobId);
       return { job: jobToWire(await store.release(jobId, token)) };
+    },
+
+    async snooze(req, ctx) {
+      const jobId = v.jobId("job_id", req.jobId);
+      const token = v.leaseToken("lease_token", req.leaseToken);
+      const delayMs = v.snoozeDelayMs("delay", req.delay);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      return { job: jobToWire(await store.snooze(jobId, token, delayMs)) };
     },
 
     async acknowledge(req, ctx) {

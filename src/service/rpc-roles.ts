@@ -24,6 +24,7 @@ export const RPC_ROLES: Readonly<Record<string, Role>> = Object.freeze({
   Complete: "worker",
   Fail: "worker",
   Release: "worker",
+  Snooze: "worker",
   Acknowledge: "worker",
 
   Redrive: "operator",

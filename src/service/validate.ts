@@ -162,8 +162,8 @@ export function assertJsonDepth(field: string, value: Value): void {
   }
 }
 
-/** A google.protobuf.Value as compact JSON text, within the 64 KiB and 32-level bounds. */
-export function jsonText(field: string, value: Value | undefined): string {
+/** A google.protobuf.Value as compact JSON text, within the 32-level bound and `maxBytes` (default 64 KiB). */
+export function jsonText(field: string, value: Value | undefined, maxBytes: number = BOUNDS.jsonBytes): string {
   if (value === undefined) return "null";
   assertJsonDepth(field, value);
   let json: JsonValue;
@@ -174,13 +174,27 @@ export function jsonText(field: string, value: Value | undefined): string {
   }
   const textValue = JSON.stringify(json);
   const bytes = Buffer.byteLength(textValue, "utf8");
-  if (bytes > BOUNDS.jsonBytes) throw payloadTooLarge(field, bytes, BOUNDS.jsonBytes);
+  if (bytes > maxBytes) throw payloadTooLarge(field, bytes, maxBytes);
   return textValue;
 }
 
 /** An optional Value (a result): absent is null, not the JSON text "null". */
 export function optionalJsonText(field: string, value: Value | undefined): string | null {
   return value === undefined ? null : jsonText(field, value);
+}
+
+/**
+ * A heartbeat's progress (api.md section D): absent keeps the progress
+ * reported before; present is any JSON value of at most 4 KiB as compact
+ * JSON (over it: PAYLOAD_TOO_LARGE naming the field) and 32 levels.
+ */
+export function progressJsonText(field: string, value: Value | undefined): string | undefined {
+  return value === undefined ? undefined : jsonText(field, value, BOUNDS.progressJsonBytes);
+}
+
+/** Snooze's delay (api.md section D): absent is 0s (eligible at once); present within 0s..30d, as a submit's delay. */
+export function snoozeDelayMs(field: string, value: Duration | undefined): number {
+  return durationInRange(field, value, BOUNDS.snoozeDelayMs, DEFAULTS.snoozeDelayMs)!;
 }
 
 /** What Fail and an AckFail report. */

@@ -42,6 +42,9 @@ const KIND_TO_WIRE: Record<DomainKind, EventKind> = {
   redriven: EventKind.REDRIVEN,
   cancelled: EventKind.CANCELLED,
   released: EventKind.RELEASED,
+  snoozed: EventKind.SNOOZED,
+  progress: EventKind.PROGRESS,
+  scheduled: EventKind.SCHEDULED,
 };
 
 function jsonValue(text: string | null) {
@@ -82,6 +85,8 @@ function jobEnvelope(job: DomainJob) {
     workerId: job.workerId ?? "",
     leaseExpireTime: job.leaseExpireTime === null ? undefined : timestampFromMs(job.leaseExpireTime),
     deliveries: job.deliveries,
+    // Small (at most 4 KiB) and what a list of running jobs is read for: kept in JOB_VIEW_BASIC.
+    progress: jsonValue(job.progressJson),
   };
 }
 

@@ -126,11 +126,13 @@ export function mapLitequeueRow(row: LitequeueRow, target: ImportTarget): Mapped
     deliveries,
     lastError: null,
     resultJson: null,
+    progressJson: null,
     leaseTokenHash: null,
     leaseDurationMs: null,
     idempotencyKey: null,
     requestHash: null,
     heartbeatEventTime: null,
+    progressEventTime: null,
   };
   const event: EventDraft = {
     jobId: id,

@@ -29,8 +29,9 @@
  *   second server, or a second store in one process) are announced too,
  *   marked `external`, promptly (SQLite: within its poll interval, and
  *   always before this instance's own next commit is announced).
- * - Queue controls are announced the same way; heartbeats the heartbeat
- *   policy did not store only by the instance that applied them.
+ * - Queue controls are announced the same way; heartbeats and progress
+ *   reports that the event policies did not store only by the instance
+ *   that applied them.
  */
 import type { EventDraft, Job, JobEvent, JobState } from "../domain/job.js";
 import type { PrunableState, PruneCutoffs } from "../domain/retention.js";
@@ -92,9 +93,9 @@ export interface CommittedChange {
   /** The stored events, in sequence order. */
   events: JobEvent[];
   /**
-   * Heartbeats applied in this commit whose event the heartbeat policy did
-   * not store (domain/state-machine.ts): no sequence, never in ListJobEvents
-   * or WatchEvents; for counting only.
+   * Heartbeats and progress reports applied in this commit whose event the
+   * heartbeat or progress policy did not store (domain/state-machine.ts): no
+   * sequence, never in ListJobEvents or WatchEvents; for counting only.
    */
   unrecorded: EventDraft[];
   /** Queues whose paused state this commit changed, in commit order (usually none). */
@@ -193,11 +194,22 @@ export interface Store {
   submit(jobs: NewJob[]): Promise<SubmitOutcome[]>;
   /** Leases up to maxJobs eligible jobs, recovering expired leases of the queue first. */
   claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]>;
-  heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number): Promise<Job>;
+  /**
+   * Extends an active lease; with `progressJson` (compact JSON text) it also
+   * replaces the job's progress (api.md section D), whose PROGRESS event the
+   * progress policy stores at most once a second per job.
+   */
+  heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number, progressJson?: string): Promise<Job>;
   complete(jobId: string, leaseToken: string, resultJson: string | null): Promise<Job>;
   fail(jobId: string, leaseToken: string, failure: { error: string; permanent: boolean; retryDelayMs?: number }): Promise<Job>;
   /** Gives back an unstarted lease: eligible again at once, attempt refunded. */
   release(jobId: string, leaseToken: string): Promise<Job>;
+  /**
+   * Puts a running job back to QUEUED, eligible at now + delayMs (0..30
+   * days, validated by the caller), with the claim's attempt refunded
+   * (api.md section D). Fenced by the lease token like complete.
+   */
+  snooze(jobId: string, leaseToken: string, delayMs: number): Promise<Job>;
   redrive(jobId: string): Promise<Job>;
   cancel(jobId: string, reason: string): Promise<Job>;
   /** Recovers every expired lease; returns how many jobs moved. */

@@ -1,6 +1,6 @@
 /**
  * Batched acknowledgements (api.md section A): every Complete, Fail,
- * Heartbeat and Release the worker makes goes through here as an
+ * Heartbeat (with its progress), Snooze and Release the worker makes goes through here as an
  * `Acknowledgement`, and leaves in a batch: as soon as 1000 are waiting (the
  * most one Acknowledge request or Work message may carry) or they fill the
  * request body the server reads (128 KiB by default), or when the
@@ -219,6 +219,7 @@ function encodedBytes(ack: Acknowledgement): number {
   const o = ack.outcome;
   if (o.case === "complete" && o.value.result !== undefined) return fixed + toBinary(ValueSchema, o.value.result).byteLength;
   if (o.case === "fail") return fixed + 3 * o.value.error.length;
+  if (o.case === "heartbeat" && o.value.progress !== undefined) return fixed + toBinary(ValueSchema, o.value.progress).byteLength;
   return fixed;
 }
 

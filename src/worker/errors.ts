@@ -1,7 +1,8 @@
 /**
- * The errors a worker's handler throws to steer Fail, and the
+ * The errors a worker's handler throws to steer Fail or Snooze, and the
  * reasons its AbortSignal carries when the SDK takes the job away.
  */
+import { BOUNDS } from "../domain/limits.js";
 
 /**
  * Throw from a handler to dead-letter the job now, whatever attempts are
@@ -35,6 +36,28 @@ export class RetryJobError extends Error {
       throw new RangeError(`RetryJobError: retryDelayMs must be a finite number >= 0, got ${options.retryDelayMs}`);
     }
     this.retryDelayMs = options.retryDelayMs;
+  }
+}
+
+/**
+ * Throw from a handler (or call `ctx.snooze(delayMs)`, which throws one) to
+ * put the job back for later without failing it: the Snooze of api.md
+ * section D. The job is QUEUED again, eligible after `delayMs`, and the
+ * attempt is refunded, so a job can wait for a rate limit or a resource as
+ * often as it needs without spending its budget. For "not now", not for
+ * errors: those belong to RetryJobError.
+ */
+export class SnoozeJob extends Error {
+  override name = "SnoozeJob";
+  /** Milliseconds until the job is eligible again: 0..30 days (2 592 000 000). */
+  readonly delayMs: number;
+  constructor(delayMs: number, options?: ErrorOptions) {
+    const [min, max] = BOUNDS.snoozeDelayMs;
+    if (!Number.isFinite(delayMs) || delayMs < min || delayMs > max) {
+      throw new RangeError(`SnoozeJob: delayMs must be a finite number in ${min}..${max} (up to 30 days), got ${delayMs}`);
+    }
+    super(`snoozed for ${delayMs} ms`, options);
+    this.delayMs = Math.round(delayMs);
   }
 }
 

@@ -8,10 +8,10 @@
  *
  * - waiting: arrived, its handler has not started (no free slot yet).
  * - running: its handler runs.
- * - finishing: Complete, Fail or Release is on its way (batched, sent, or
- *   being sent again after a passing failure).
- * - acknowledged / released: the server took the Complete or Fail / the
- *   Release.
+ * - finishing: Complete, Fail, Snooze or Release is on its way (batched,
+ *   sent, or being sent again after a passing failure).
+ * - acknowledged / released: the server took the Complete, Fail or Snooze /
+ *   the Release.
  * - dropped: the worker stopped trying to acknowledge (a refusal that is not
  *   about the lease, or close() past its grace); the lease runs out on the
  *   server.
@@ -20,7 +20,11 @@
  *
  * Heartbeats run on a timer in every live state (a Complete may need
  * sending again for a while) and travel as AckHeartbeat acknowledgements in
- * the worker's batches. The local deadline runs on this machine's monotonic
+ * the worker's batches. Progress (api.md section D) rides on them: the
+ * handler's latest report goes with the next heartbeat, which a report
+ * brings forward to at most PROGRESS_DELAY_MS away, so a handler reporting
+ * in a tight loop sends one heartbeat a second with the latest value (the
+ * server stores at most one PROGRESS event a second per job anyway). The local deadline runs on this machine's monotonic
  * clock: a lease is assumed to last `leaseDurationMs` from its arrival, and
  * from the moment a successful heartbeat was queued. That errs early, so the
  * handler is told before another worker can get the job. The server stays
@@ -29,7 +33,7 @@
  * own Complete may be what ended it.
  */
 import { Code, type ConnectError } from "@connectrpc/connect";
-import { durationFromMs, timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { durationFromMs, timestampDate, timestampFromDate, type Value } from "@bufbuild/protobuf/wkt";
 import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import type { Job, Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import type { AckBatcher } from "./ack-batcher.js";
@@ -54,6 +58,9 @@ export interface HeldLeaseOptions {
 /** After a heartbeat fails for a passing reason (network, unavailable), try again this soon. */
 const HEARTBEAT_RETRY_MS = 1000;
 
+/** A progress report is sent with a heartbeat at most this long after it was made. */
+export const PROGRESS_DELAY_MS = 1000;
+
 /** The lease-loss reason of a refused acknowledgement, or undefined when the refusal is not about the lease. */
 export function leaseLostReason(err: ConnectError): LeaseLostReason | undefined {
   if (err.code === Code.NotFound) return "JOB_NOT_FOUND";
@@ -74,6 +81,12 @@ export class HeldLease {
   #expiryTimer: NodeJS.Timeout | undefined;
   #beating: Promise<void> | undefined;
   #lost: LeaseLostError | undefined;
+  /** Progress reported and not yet carried by a heartbeat the server took. */
+  #progress: Value | undefined;
+  /** The latest progress a heartbeat the server took carried. */
+  #sentProgress: Value | undefined;
+  /** When the scheduled heartbeat runs (performance.now()). */
+  #beatAt = Infinity;
 
   constructor(lease: Lease, options: HeldLeaseOptions) {
     if (lease.job === undefined) throw new TypeError("lease without a job");
@@ -136,6 +149,29 @@ export class HeldLease {
     return this.#beating;
   }
 
+  /**
+   * Sends `progress` (a Value, validated by the caller) with the next
+   * heartbeat, brought forward to at most PROGRESS_DELAY_MS from now; a
+   * later report replaces one not sent yet. Ignored unless the handler
+   * runs (a report after the handler returned, or after the lease was lost,
+   * has nobody to inform).
+   */
+  reportProgress(progress: Value): void {
+    if (this.#state !== "running") return;
+    this.#progress = progress;
+    const due = performance.now() + PROGRESS_DELAY_MS;
+    if (this.#beating === undefined && this.#beatAt > due) this.#scheduleBeat(PROGRESS_DELAY_MS);
+  }
+
+  /**
+   * Sends progress not sent yet with a heartbeat now, ahead of the
+   * acknowledgement the caller queues next: both share a batch and apply in
+   * order, so a job completes or snoozes with its last progress stored.
+   */
+  flushProgress(): void {
+    if (this.#progress !== undefined && this.#beating === undefined) void this.heartbeat().catch(() => undefined);
+  }
+
   /** Aborts the handler's signal without giving up the lease (close() still has to Fail the job). */
   abortHandler(reason: Error): void {
     this.#controller.abort(reason);
@@ -161,11 +197,14 @@ export class HeldLease {
   async #beat(): Promise<void> {
     const { acks, leaseDurationMs, heartbeatIntervalMs } = this.#opts;
     clearTimeout(this.#beatTimer);
+    this.#beatAt = Infinity;
     const queuedAt = performance.now();
+    const progress = this.#progress;
+    this.#progress = undefined;
     const answer = await acks.send({
       jobId: this.job.id,
       leaseToken: this.token,
-      outcome: { case: "heartbeat", value: { leaseDuration: durationFromMs(leaseDurationMs) } },
+      outcome: { case: "heartbeat", value: { leaseDuration: durationFromMs(leaseDurationMs), progress } },
     });
     if (this.#lost !== undefined) throw this.#lost;
     const err = answer.error;
@@ -175,10 +214,18 @@ export class HeldLease {
       this.#expiresAt = queuedAt + leaseDurationMs;
       this.#armExpiry();
       if (answer.leaseExpireTime !== undefined) this.#leaseExpireTime = answer.leaseExpireTime;
-      this.#scheduleBeat(heartbeatIntervalMs);
-      this.#opts.onHeartbeat({ ...this.job, leaseExpireTime: timestampFromDate(this.#leaseExpireTime) });
+      if (progress !== undefined) this.#sentProgress = progress;
+      // A report made while this one was on its way goes soon, not a whole interval later.
+      this.#scheduleBeat(this.#progress !== undefined ? Math.min(heartbeatIntervalMs, PROGRESS_DELAY_MS) : heartbeatIntervalMs);
+      this.#opts.onHeartbeat({
+        ...this.job,
+        leaseExpireTime: timestampFromDate(this.#leaseExpireTime),
+        progress: this.#sentProgress ?? this.job.progress,
+      });
       return;
     }
+    // Not taken: the report goes with the next attempt, unless a newer one replaced it.
+    this.#progress ??= progress;
     if (TERMINAL.has(this.#state)) throw err;
     const reason = leaseLostReason(err);
     if (reason !== undefined && this.#state === "finishing") {
@@ -194,7 +241,9 @@ export class HeldLease {
 
   #scheduleBeat(ms: number): void {
     clearTimeout(this.#beatTimer);
+    this.#beatAt = Infinity;
     if (TERMINAL.has(this.#state)) return;
+    this.#beatAt = performance.now() + ms;
     this.#beatTimer = setTimeout(() => void this.heartbeat().catch(() => undefined), ms);
     this.#beatTimer.unref();
   }

@@ -16,6 +16,7 @@ export {
   LeaseLostError,
   PermanentJobError,
   RetryJobError,
+  SnoozeJob,
   WorkerClosedError,
   type LeaseLostReason,
   type RetryJobErrorOptions,

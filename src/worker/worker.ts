@@ -35,7 +35,7 @@ import { AcknowledgementSchema, JobState, WorkStartSchema, type Job, type Lease 
 import { AckBatcher } from "./ack-batcher.js";
 import { backoffDelay, pause, type BackoffOptions } from "./backoff.js";
 import { canStreamBothWays, createLeaseQueueClient, type LeaseQueueClient, type LeaseQueueTransport } from "./client.js";
-import { LeaseLostError, PermanentJobError, RetryJobError, WorkerClosedError } from "./errors.js";
+import { LeaseLostError, PermanentJobError, RetryJobError, SnoozeJob, WorkerClosedError } from "./errors.js";
 import { HeldLease, leaseLostReason } from "./held-lease.js";
 import { jsonToValue, valueToJson } from "./json-values.js";
 import { isAuthRefusal, refusalAdvice } from "./refusal.js";
@@ -65,13 +65,34 @@ export interface JobContext {
    * the ConnectError of a call that failed otherwise (the timer keeps trying).
    */
   heartbeat(): Promise<void>;
+  /**
+   * Reports the job's progress (any JSON value, at most 4 KiB as compact
+   * JSON and 32 levels deep): stored as the job's `progress`, shown by
+   * GetJob and the console (api.md section D). It goes with the next
+   * heartbeat, brought forward to at most a second from now; reports made
+   * in between replace each other, so calling this in a tight loop costs
+   * one heartbeat a second. The last report before the handler ends is
+   * sent ahead of its Complete, Fail or Snooze. Throws RangeError or
+   * TypeError for a value the server would refuse.
+   */
+  progress(value: JsonValue): void;
+  /**
+   * Ends this attempt without failing it: the job goes back to QUEUED,
+   * eligible again after `delayMs` (0..30 days), and the attempt is
+   * refunded (api.md section D, Snooze). Throws a SnoozeJob to stop the
+   * handler; the job is snoozed however the handler then ends, even if it
+   * catches that error and returns.
+   */
+  snooze(delayMs: number): never;
 }
 
 /**
  * Runs one job. The value it returns (any JSON, at most 64 KiB; `undefined`
  * for none) becomes the job's result; a thrown error fails the attempt:
  * PermanentJobError dead-letters, RetryJobError sets the retry delay, any
- * other error retries with the job's backoff while attempts remain.
+ * other error retries with the job's backoff while attempts remain. A
+ * thrown SnoozeJob (or `ctx.snooze()`) snoozes the job instead: queued
+ * again after its delay, the attempt refunded.
  */
 export type JobHandler = (job: Job, ctx: JobContext) => Promise<JsonValue | void> | JsonValue | void;
 
@@ -110,6 +131,8 @@ export type WorkerEvent =
   | { type: "failed"; job: Job; error: string }
   /** close() gave back a lease whose job had not started; `job` is eligible again (QUEUED or RETRY), attempt refunded. */
   | { type: "released"; job: Job }
+  /** Snooze succeeded (SnoozeJob, or `ctx.snooze()`); `job` is QUEUED again, eligible after `delayMs`, attempt refunded. */
+  | { type: "snoozed"; job: Job; delayMs: number }
   /** The lease was lost; the handler's signal has been aborted with `error`. */
   | { type: "lease-lost"; job: Job; error: LeaseLostError }
   /** Something went wrong that the worker worked around (a failed heartbeat, an acknowledgement that could not be sent). */
@@ -141,7 +164,7 @@ export interface WorkerOptions {
   /** Reconnect backoff; default 250 ms doubling to 30 s, jittered. */
   reconnectBackoff?: BackoffOptions;
   /**
-   * Milliseconds an acknowledgement (Complete, Fail, Release, Heartbeat)
+   * Milliseconds an acknowledgement (Complete, Fail, Snooze, Release, Heartbeat)
    * waits for others to share its message; default 1. A batch leaves
    * earlier when it holds 1000. 0 waits one turn of the event loop.
    */
@@ -204,12 +227,14 @@ const TRANSIENT: ReadonlySet<Code> = new Set([
   Code.Unknown,
 ]);
 
-const RPC_OF = { complete: "Complete", release: "Release", fail: "Fail" } as const;
+const RPC_OF = { complete: "Complete", release: "Release", fail: "Fail", snooze: "Snooze" } as const;
 
 type Outcome =
   | { kind: "complete"; result: JsonValue | undefined }
   /** Give an unstarted lease back (Release): the attempt is refunded. */
   | { kind: "release" }
+  /** Put the job back for later (Snooze): the attempt is refunded. */
+  | { kind: "snooze"; delayMs: number }
   | { kind: "fail"; error: string; permanent: boolean; retryDelayMs: number | undefined };
 
 /**
@@ -470,6 +495,8 @@ class LeaseWorker implements Worker {
 
   async #run(lease: HeldLease): Promise<void> {
     const workerId = this.workerId;
+    /** Set by ctx.snooze(): decides the outcome however the handler ends. */
+    let snoozed: SnoozeJob | undefined;
     const ctx: JobContext = {
       signal: lease.signal,
       payload: valueToJson(lease.job.payload),
@@ -479,6 +506,11 @@ class LeaseWorker implements Worker {
       },
       workerId,
       heartbeat: () => lease.heartbeat(),
+      progress: (value) => lease.reportProgress(jsonToValue(checkedProgress(value))),
+      snooze: (delayMs) => {
+        snoozed = new SnoozeJob(delayMs);
+        throw snoozed;
+      },
     };
     lease.start();
     this.#handlers.add(lease);
@@ -488,6 +520,7 @@ class LeaseWorker implements Worker {
     } catch (err) {
       outcome = failureOf(err);
     }
+    if (snoozed !== undefined) outcome = { kind: "snooze", delayMs: snoozed.delayMs };
     this.#handlers.delete(lease);
     // Lost, or close() already failed the job: the outcome is dropped.
     if (lease.state === "running") {
@@ -507,12 +540,13 @@ class LeaseWorker implements Worker {
   }
 
   #finish(lease: HeldLease, outcome: Outcome): void {
+    lease.flushProgress();
     lease.finish();
     void this.#acknowledge(lease, outcome);
   }
 
   /**
-   * Sends Complete, Fail or Release in the next batch. Retries passing
+   * Sends Complete, Fail, Snooze or Release in the next batch. Retries passing
    * failures (unavailable, a broken stream) while the lease lasts; a
    * refused lease is lost; a result the server refuses fails the job
    * instead, so it is not left to expire.
@@ -591,6 +625,8 @@ class LeaseWorker implements Worker {
         return (job.state === JobState.RETRY || job.state === JobState.DEAD) && job.lastError === outcome.error ? job : undefined;
       case "release":
         return (job.state === JobState.QUEUED || job.state === JobState.RETRY) && job.attempts === lease.job.attempts - 1 ? job : undefined;
+      case "snooze":
+        return job.state === JobState.QUEUED && job.attempts === lease.job.attempts - 1 ? job : undefined;
     }
   }
 
@@ -602,6 +638,7 @@ class LeaseWorker implements Worker {
     if (stored !== undefined) {
       if (outcome.kind === "complete") this.#onEvent({ type: "completed", job: stored });
       else if (outcome.kind === "fail") this.#onEvent({ type: "failed", job: stored, error: outcome.error });
+      else if (outcome.kind === "snooze") this.#onEvent({ type: "snoozed", job: stored, delayMs: outcome.delayMs });
       else this.#onEvent({ type: "released", job: stored });
       return;
     }
@@ -644,6 +681,19 @@ class LeaseWorker implements Worker {
         });
         return;
       }
+      case "snooze":
+        this.#onEvent({
+          type: "snoozed",
+          delayMs: outcome.delayMs,
+          job: {
+            ...job,
+            ...left,
+            state: JobState.QUEUED,
+            attempts: job.attempts - 1,
+            scheduleTime: timestampFromMs(now + outcome.delayMs),
+          },
+        });
+        return;
     }
   }
 
@@ -724,6 +774,8 @@ function ackOutcome(outcome: Outcome, result: Value | undefined): NonNullable<Me
       return { case: "complete", value: { result } };
     case "release":
       return { case: "release", value: {} };
+    case "snooze":
+      return { case: "snooze", value: { delay: durationFromMs(outcome.delayMs) } };
     case "fail":
       return {
         case: "fail",
@@ -790,7 +842,27 @@ function jsonDepth(value: JsonValue, limit: number): number {
   return deepest;
 }
 
+/**
+ * A progress report as plain JSON the server takes (api.md section D: at
+ * most 4 KiB as compact JSON, 32 levels), or a TypeError / RangeError. The
+ * handler learns at once, rather than a heartbeat failing (an
+ * acknowledgement the server finds malformed fails its whole message).
+ */
+function checkedProgress(value: JsonValue): JsonValue {
+  const json = asJsonResult(value);
+  if (json === undefined) throw new TypeError("progress: must be a JSON value (got undefined or a value JSON cannot represent)");
+  const bytes = Buffer.byteLength(JSON.stringify(json), "utf8");
+  if (bytes > BOUNDS.progressJsonBytes) {
+    throw new RangeError(`progress: is ${bytes} bytes of JSON; the limit is ${BOUNDS.progressJsonBytes} bytes`);
+  }
+  if (jsonDepth(json, BOUNDS.jsonDepth) > BOUNDS.jsonDepth) {
+    throw new RangeError(`progress: is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
+  }
+  return json;
+}
+
 function failureOf(err: unknown): Outcome {
+  if (err instanceof SnoozeJob) return { kind: "snooze", delayMs: err.delayMs };
   const error = truncate(describe(err));
   if (err instanceof PermanentJobError) return { kind: "fail", error, permanent: true, retryDelayMs: undefined };
   if (err instanceof RetryJobError) {

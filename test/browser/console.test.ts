@@ -4,7 +4,8 @@
  *
  * Flows: the empty state; a job submitted through the API appears without a
  * reload (live from WatchEvents; and, with WatchEvents failing, through the
- * visible polling fallback); the job page shows the timeline and follows it;
+ * visible polling fallback); the job page shows the timeline and follows it,
+ * and a running job's progress as it is reported;
  * a dead job is redriven with the button (after a confirmation step) and
  * becomes queued; a queued job is cancelled; a queue is paused and resumed,
  * its dead jobs redriven all at once, and it is purged only when its name
@@ -190,6 +191,34 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     expect(await page.locator(".facts").textContent()).toContain("held by worker-7");
     await expectSameDocument(page);
     await page.screenshot({ path: `${ARTIFACTS}console-job-timeline.png`, fullPage: true });
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("shows a running job's progress live, and the last one reported once it completes", async () => {
+    const id = await submit({ queue: "renders", task: "video.render" });
+    const claim = await t.call("Claim", { queue: "renders", workerId: "render-1" });
+    const lease = claim.body.leases[0];
+    expect(lease.job.id).toBe(id);
+    const { page, errors } = await openConsole(`#/jobs/${id}`);
+    await waitForLive(page);
+    const progress = page.getByTestId("job-progress");
+    await progress.getByText("none reported").waitFor();
+    await markDocument(page);
+
+    // The job's first progress report is stored and announced: the page follows without a reload.
+    const beat = await t.call("Heartbeat", { jobId: id, leaseToken: lease.leaseToken, progress: { frames: 120, of: 480 } });
+    expect(beat.status, JSON.stringify(beat.body)).toBe(200);
+    await progress.getByText('{"frames":120,"of":480}').waitFor();
+    await page.getByTestId("timeline").locator('tr[data-kind="progress"]').waitFor();
+
+    // A report made less than a second later is stored on the job but not in the timeline: the next event shows it.
+    await t.call("Heartbeat", { jobId: id, leaseToken: lease.leaseToken, progress: { frames: 480, of: 480 } });
+    await t.call("Complete", { jobId: id, leaseToken: lease.leaseToken });
+    await page.getByTestId("job-state").getByText("Completed").waitFor();
+    expect(await progress.textContent()).toBe('{"frames":480,"of":480}');
+    await expectSameDocument(page);
+    await page.screenshot({ path: `${ARTIFACTS}console-job-progress.png`, fullPage: true });
     expect(errors).toEqual([]);
     await page.context().close();
   });

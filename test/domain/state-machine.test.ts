@@ -36,11 +36,13 @@ function jobIn(state: JobState, patch: Partial<StoredJob> = {}): StoredJob {
     deliveries: 0,
     lastError: null,
     resultJson: null,
+    progressJson: null,
     leaseTokenHash: null,
     leaseDurationMs: null,
     idempotencyKey: null,
     requestHash: null,
     heartbeatEventTime: null,
+    progressEventTime: null,
   };
   const byState: Record<JobState, Partial<StoredJob>> = {
     queued: {},
@@ -65,10 +67,12 @@ type Action = (job: StoredJob) => machine.Transition;
 const ACTIONS = {
   claim: (job) => machine.claim(job, NOW, { workerId: "worker-2", leaseDurationMs: MINUTE, tokenHash: hashLeaseToken("new") }),
   heartbeat: (job) => machine.heartbeat(job, TOKEN, NOW),
+  "heartbeat with progress": (job) => machine.heartbeat(job, TOKEN, NOW, undefined, '{"done":3,"of":10}'),
   complete: (job) => machine.complete(job, TOKEN, NOW, '{"ok":true}'),
   fail: (job) => machine.fail(job, TOKEN, NOW, { error: "smtp timeout", permanent: false }),
   "fail permanent": (job) => machine.fail(job, TOKEN, NOW, { error: "bad input", permanent: true }),
   release: (job) => machine.release(job, TOKEN, NOW),
+  snooze: (job) => machine.snooze(job, TOKEN, NOW, 30_000),
   "expire lease": (job) => machine.expireLease(job, NOW),
   redrive: (job) => machine.redrive(job, NOW),
   cancel: (job) => machine.cancel(job, NOW, "no longer needed"),
@@ -86,10 +90,12 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
   queued: {
     claim: "running claimed",
     heartbeat: "LEASE_REJECTED",
+    "heartbeat with progress": "LEASE_REJECTED",
     complete: "LEASE_REJECTED",
     fail: "LEASE_REJECTED",
     "fail permanent": "LEASE_REJECTED",
     release: "LEASE_REJECTED",
+    snooze: "LEASE_REJECTED",
     "expire lease": "invariant",
     redrive: "NOT_DEAD",
     cancel: "cancelled cancelled",
@@ -97,10 +103,12 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
   running: {
     claim: "invariant",
     heartbeat: "running heartbeat",
+    "heartbeat with progress": "running heartbeat+progress",
     complete: "completed completed",
     fail: "retry failed",
     "fail permanent": "dead dead_lettered",
     release: "queued released",
+    snooze: "queued snoozed",
     "expire lease": "invariant",
     redrive: "NOT_DEAD",
     cancel: "NOT_CANCELLABLE",
@@ -108,10 +116,12 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
   retry: {
     claim: "running claimed",
     heartbeat: "LEASE_REJECTED",
+    "heartbeat with progress": "LEASE_REJECTED",
     complete: "LEASE_REJECTED",
     fail: "LEASE_REJECTED",
     "fail permanent": "LEASE_REJECTED",
     release: "LEASE_REJECTED",
+    snooze: "LEASE_REJECTED",
     "expire lease": "invariant",
     redrive: "NOT_DEAD",
     cancel: "cancelled cancelled",
@@ -119,10 +129,12 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
   completed: {
     claim: "invariant",
     heartbeat: "LEASE_REJECTED",
+    "heartbeat with progress": "LEASE_REJECTED",
     complete: "LEASE_REJECTED",
     fail: "LEASE_REJECTED",
     "fail permanent": "LEASE_REJECTED",
     release: "LEASE_REJECTED",
+    snooze: "LEASE_REJECTED",
     "expire lease": "invariant",
     redrive: "NOT_DEAD",
     cancel: "NOT_CANCELLABLE",
@@ -130,10 +142,12 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
   dead: {
     claim: "invariant",
     heartbeat: "LEASE_REJECTED",
+    "heartbeat with progress": "LEASE_REJECTED",
     complete: "LEASE_REJECTED",
     fail: "LEASE_REJECTED",
     "fail permanent": "LEASE_REJECTED",
     release: "LEASE_REJECTED",
+    snooze: "LEASE_REJECTED",
     "expire lease": "invariant",
     redrive: "queued redriven",
     cancel: "NOT_CANCELLABLE",
@@ -141,10 +155,12 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
   cancelled: {
     claim: "invariant",
     heartbeat: "LEASE_REJECTED",
+    "heartbeat with progress": "LEASE_REJECTED",
     complete: "LEASE_REJECTED",
     fail: "LEASE_REJECTED",
     "fail permanent": "LEASE_REJECTED",
     release: "LEASE_REJECTED",
+    snooze: "LEASE_REJECTED",
     "expire lease": "invariant",
     redrive: "NOT_DEAD",
     cancel: "NOT_CANCELLABLE",
@@ -184,7 +200,7 @@ describe("the state machine where the lease, the token, the budget or the schedu
   const expiredLease = { leaseExpireTime: NOW };
   const spent = { attempts: 3 };
   const cases: Array<{ given: string; job: StoredJob; action: ActionName; expected: string }> = [
-    ...(["heartbeat", "complete", "fail", "fail permanent", "release"] as const).flatMap((action) => [
+    ...(["heartbeat", "heartbeat with progress", "complete", "fail", "fail permanent", "release", "snooze"] as const).flatMap((action) => [
       { given: "running, lease expired (now = expiry)", job: jobIn("running", expiredLease), action, expected: "LEASE_EXPIRED" },
       {
         given: "running, another lease's token",
@@ -220,6 +236,8 @@ describe("the state machine where the lease, the token, the budget or the schedu
     },
     { given: "running, budget spent", job: jobIn("running", spent), action: "fail", expected: "dead dead_lettered" },
     { given: "running, second attempt", job: jobIn("running", { attempts: 2 }), action: "release", expected: "retry released" },
+    { given: "running, second attempt", job: jobIn("running", { attempts: 2 }), action: "snooze", expected: "queued snoozed" },
+    { given: "running, budget spent", job: jobIn("running", spent), action: "snooze", expected: "queued snoozed" },
     { given: "queued, scheduled for later", job: jobIn("queued", { scheduleTime: NOW + 1 }), action: "claim", expected: "invariant" },
     { given: "retry, backoff not over", job: jobIn("retry", { scheduleTime: NOW + 1 }), action: "claim", expected: "invariant" },
     { given: "queued, scheduled for now", job: jobIn("queued", { scheduleTime: NOW }), action: "claim", expected: "running claimed" },
@@ -228,6 +246,12 @@ describe("the state machine where the lease, the token, the budget or the schedu
       job: jobIn("running", { heartbeatEventTime: NOW - 10_000 }),
       action: "heartbeat",
       expected: "running heartbeat",
+    },
+    {
+      given: "running, progress 999 ms after the job's stored one",
+      job: jobIn("running", { heartbeatEventTime: NOW - 10_000, progressEventTime: NOW - 999 }),
+      action: "heartbeat with progress",
+      expected: "running heartbeat+progress",
     },
   ];
 
@@ -241,6 +265,62 @@ describe("the state machine where the lease, the token, the budget or the schedu
     expect(t.unrecorded?.map((e) => e.kind)).toEqual(["heartbeat"]);
     const stored = machine.heartbeat(jobIn("running", { heartbeatEventTime: NOW - machine.HEARTBEAT_EVENT_INTERVAL_MS }), TOKEN, NOW);
     expect(stored.events.map((e) => e.kind)).toEqual(["heartbeat"]);
+  });
+});
+
+describe("the progress policy: at most one stored PROGRESS event per job per second", () => {
+  const PROGRESS = '{"done":3,"of":10}';
+  const kinds = (events: readonly { kind: string }[] | undefined) => (events ?? []).map((e) => e.kind);
+  const cases: Array<{ given: string; patch: Partial<StoredJob>; stored: string[]; unrecorded: string[] }> = [
+    { given: "the lease's first heartbeat, the job's first progress", patch: {}, stored: ["heartbeat", "progress"], unrecorded: [] },
+    {
+      given: "a heartbeat stored 10 s ago, no progress yet",
+      patch: { heartbeatEventTime: NOW - 10_000 },
+      stored: ["progress"],
+      unrecorded: ["heartbeat"],
+    },
+    {
+      given: "progress stored 999 ms ago",
+      patch: { heartbeatEventTime: NOW - 10_000, progressEventTime: NOW - 999 },
+      stored: [],
+      unrecorded: ["heartbeat", "progress"],
+    },
+    {
+      given: "progress stored exactly a second ago",
+      patch: { heartbeatEventTime: NOW - 10_000, progressEventTime: NOW - machine.PROGRESS_EVENT_INTERVAL_MS },
+      stored: ["progress"],
+      unrecorded: ["heartbeat"],
+    },
+    {
+      given: "progress stored 500 ms ago under an earlier lease (the policy is per job)",
+      patch: { progressEventTime: NOW - 500 },
+      stored: ["heartbeat"],
+      unrecorded: ["progress"],
+    },
+  ];
+
+  it.each(cases)("$given: stores $stored, leaves $unrecorded unrecorded", ({ patch, stored, unrecorded }) => {
+    const t = machine.heartbeat(jobIn("running", patch), TOKEN, NOW, undefined, PROGRESS);
+    expect(kinds(t.events)).toEqual(stored);
+    expect(kinds(t.unrecorded)).toEqual(unrecorded);
+    // Stored or not, the latest progress is what the job shows.
+    expect(t.job.progressJson).toBe(PROGRESS);
+    expect(t.job.progressEventTime).toBe(stored.includes("progress") ? NOW : (patch.progressEventTime ?? null));
+  });
+
+  it("a PROGRESS event carries the progress as its message and changes no state", () => {
+    const [, progress] = machine.heartbeat(jobIn("running"), TOKEN, NOW, undefined, PROGRESS).events;
+    expect(progress).toMatchObject({ kind: "progress", fromState: "running", toState: "running", message: PROGRESS, workerId: "worker-1" });
+  });
+
+  it("a heartbeat without progress keeps the progress reported before and records no PROGRESS event", () => {
+    const t = machine.heartbeat(jobIn("running", { progressJson: '"half"', progressEventTime: NOW - 5_000 }), TOKEN, NOW);
+    expect(t.job).toMatchObject({ progressJson: '"half"', progressEventTime: NOW - 5_000 });
+    expect(kinds([...t.events, ...(t.unrecorded ?? [])])).toEqual(["heartbeat"]);
+  });
+
+  it("a refused heartbeat stores no progress", () => {
+    expect(() => machine.heartbeat(jobIn("running", { leaseExpireTime: NOW }), TOKEN, NOW, undefined, PROGRESS)).toThrow(QueueError);
   });
 });
 
@@ -271,6 +351,43 @@ describe("what a transition sets", () => {
       scheduleTime: NOW,
       leaseTokenHash: null,
     });
+  });
+
+  it("snooze refunds the attempt, ends the lease and makes the job eligible after the delay", () => {
+    const t = ACTIONS.snooze(jobIn("running", { attempts: 2, deliveries: 2, progressJson: '"half"', lastError: "earlier" }));
+    expect(t.job).toMatchObject({
+      state: "queued",
+      attempts: 1,
+      deliveries: 2,
+      scheduleTime: NOW + 30_000,
+      workerId: null,
+      leaseExpireTime: null,
+      leaseTokenHash: null,
+      finishTime: null,
+      progressJson: '"half"',
+      lastError: "earlier",
+    });
+    expect(t.events).toEqual([
+      expect.objectContaining({
+        kind: "snoozed",
+        fromState: "running",
+        toState: "queued",
+        attempt: 1,
+        workerId: "worker-1",
+        message: null,
+      }),
+    ]);
+  });
+
+  it.each([
+    { delayMs: 0, scheduleTime: NOW },
+    { delayMs: 30 * 24 * 60 * MINUTE, scheduleTime: NOW + 30 * 24 * 60 * MINUTE },
+  ])("snooze accepts a delay of $delayMs ms (the bounds of a submit's delay)", ({ delayMs, scheduleTime }) => {
+    expect(machine.snooze(jobIn("running"), TOKEN, NOW, delayMs).job.scheduleTime).toBe(scheduleTime);
+  });
+
+  it.each([-1, 30 * 24 * 60 * MINUTE + 1, 0.5, Number.NaN])("snooze refuses a delay of %s ms as a broken invariant", (delayMs) => {
+    expect(() => machine.snooze(jobIn("running"), TOKEN, NOW, delayMs)).toThrow(/^invariant:/);
   });
 
   it("redrive resets the budget; complete, dead-lettering and cancel set the finish time and end the lease", () => {

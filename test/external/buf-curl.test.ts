@@ -26,6 +26,7 @@ const METHODS = [
   "Complete",
   "Fail",
   "Release",
+  "Snooze",
   "Redrive",
   "Cancel",
   "GetJob",

@@ -97,7 +97,17 @@ describe("roles", () => {
         .filter((rpc) => RPC_ROLES[rpc] === role)
         .sort();
     expect(byRole("producer")).toEqual(["Submit", "SubmitBatch"]);
-    expect(byRole("worker")).toEqual(["Acknowledge", "Claim", "Complete", "Fail", "Heartbeat", "Release", "StreamClaims", "Work"]);
+    expect(byRole("worker")).toEqual([
+      "Acknowledge",
+      "Claim",
+      "Complete",
+      "Fail",
+      "Heartbeat",
+      "Release",
+      "Snooze",
+      "StreamClaims",
+      "Work",
+    ]);
     expect(byRole("operator")).toEqual(["Cancel", "PauseQueue", "PurgeQueue", "Redrive", "RedriveAll", "ResumeQueue"]);
     expect(byRole("reader")).toEqual(["GetJob", "GetStats", "ListJobEvents", "ListJobs", "WatchEvents"]);
   });

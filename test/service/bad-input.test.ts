@@ -41,6 +41,7 @@ const JOB_ID_METHODS: [method: string, extra: Record<string, unknown>][] = [
   ["Complete", { leaseToken: "some-token" }],
   ["Fail", { leaseToken: "some-token", error: "boom" }],
   ["Release", { leaseToken: "some-token" }],
+  ["Snooze", { leaseToken: "some-token" }],
   ["Redrive", {}],
   ["Cancel", {}],
   ["ListJobEvents", {}],
@@ -656,7 +657,7 @@ describe("job_id: not a UUID is invalid_argument, an unknown UUID is not_found",
 });
 
 describe("lease_token, error, reason, retry_delay", () => {
-  it.each(["Heartbeat", "Complete", "Fail"])("%s refuses an empty or absurdly long lease_token", async (method) => {
+  it.each(["Heartbeat", "Complete", "Fail", "Snooze"])("%s refuses an empty or absurdly long lease_token", async (method) => {
     expectInvalid(await s.call(method, { jobId: UNKNOWN_IDS[0], leaseToken: "" }), "lease_token");
     expectInvalid(await s.call(method, { jobId: UNKNOWN_IDS[0] }), "lease_token");
     expectInvalid(await s.call(method, { jobId: UNKNOWN_IDS[0], leaseToken: "t".repeat(257) }), "lease_token");

@@ -109,6 +109,35 @@ describe("over gRPC with @grpc/grpc-js", () => {
     expect(bad.fieldViolations[0].field).toBe("max_jobs");
   });
 
+  it("snoozes a job and stores a heartbeat's progress, refusing a delay past 30 days with a BadRequest naming it", async () => {
+    const submitted = await call(client, "submit", { queue: "grpc-snooze", task: "t" });
+    const { leases } = await call(client, "claim", { queue: "grpc-snooze", workerId: "w" });
+    const beat = await call(client, "heartbeat", {
+      jobId: submitted.job.id,
+      leaseToken: leases[0].leaseToken,
+      progress: { structValue: { fields: { pct: { numberValue: 40 } } } },
+    });
+    expect(beat.job.progress).toMatchObject({ structValue: { fields: { pct: { numberValue: 40 } } } });
+    const err = await refusal(
+      call(client, "snooze", { jobId: submitted.job.id, leaseToken: leases[0].leaseToken, delay: { seconds: 30 * 86400 + 1 } }),
+    );
+    expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+    const bad = richStatus(err).details.find((d) => d?.$typeName === BadRequestSchema.typeName) as any;
+    expect(bad.fieldViolations[0].field).toBe("delay");
+    const snoozed = await call(client, "snooze", { jobId: submitted.job.id, leaseToken: leases[0].leaseToken, delay: { seconds: 30 } });
+    // defaults: false in proto-loader: a zero attempts count is simply absent.
+    expect(snoozed.job).toMatchObject({ state: "JOB_STATE_QUEUED", deliveries: 1 });
+    expect(snoozed.job.attempts ?? 0).toBe(0);
+    const events = await call(client, "listJobEvents", { jobId: submitted.job.id });
+    expect(events.events.map((e: any) => e.kind)).toEqual([
+      "EVENT_KIND_SUBMITTED",
+      "EVENT_KIND_CLAIMED",
+      "EVENT_KIND_HEARTBEAT",
+      "EVENT_KIND_PROGRESS",
+      "EVENT_KIND_SNOOZED",
+    ]);
+  });
+
   it("reports an unknown job as NOT_FOUND", async () => {
     const err = await refusal(call(client, "getJob", { jobId: "01890000-0000-7000-8000-000000000000" }));
     expect(err.code).toBe(grpc.status.NOT_FOUND);

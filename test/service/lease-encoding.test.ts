@@ -31,6 +31,7 @@ function job(overrides: Partial<Job> = {}): Job {
     deliveries: 1,
     lastError: null,
     resultJson: null,
+    progressJson: null,
     ...overrides,
   };
 }
@@ -78,6 +79,8 @@ describe("encodeLease", () => {
       }),
     ],
     ["a null payload and a null result", job({ payloadJson: "null", resultJson: "null" })],
+    ["progress reported by an earlier attempt", job({ progressJson: '{"done":3,"of":10,"stage":"render"}' })],
+    ["a null progress beside a result", job({ progressJson: "null", resultJson: '"ok"' })],
     ["big counters", job({ attempts: 100, maxAttempts: 100, deliveries: 2 ** 31 - 1, priority: 100 })],
     ["an empty object and an empty array", job({ payloadJson: "{}", resultJson: "[]" })],
     ["32 levels", job({ payloadJson: nested(32), resultJson: JSON.stringify(JSON.parse(nested(31))) })],
@@ -94,6 +97,7 @@ describe("encodeLease", () => {
         job: job({
           payloadJson: JSON.stringify(randomJson(rand, 6)),
           resultJson: rand() < 0.5 ? null : JSON.stringify(randomJson(rand, 4)),
+          progressJson: rand() < 0.5 ? null : JSON.stringify(randomJson(rand, 3)),
         }),
         leaseToken: `token-${i}`,
       };
@@ -108,6 +112,7 @@ describe("encodeLease", () => {
     expect(() => encodeLease({ job: job({ resultJson: JSON.stringify({ a: JSON.parse(nested(32)) }) }), leaseToken: "t" })).toThrow(
       /result is nested/,
     );
+    expect(() => encodeLease({ job: job({ progressJson: nested(33) }), leaseToken: "t" })).toThrow(/progress is nested/);
     expect(() => encodeLease({ job: job({ payloadJson: "{not json" }), leaseToken: "t" })).toThrow(SyntaxError);
   });
 

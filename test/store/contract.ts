@@ -10,7 +10,7 @@ import { ManualClock } from "../../src/domain/clock.js";
 import { QueueError } from "../../src/domain/errors.js";
 import type { JobEvent } from "../../src/domain/job.js";
 import type { NewJob } from "../../src/domain/submission.js";
-import { HEARTBEAT_EVENT_INTERVAL_MS } from "../../src/domain/state-machine.js";
+import { HEARTBEAT_EVENT_INTERVAL_MS, PROGRESS_EVENT_INTERVAL_MS } from "../../src/domain/state-machine.js";
 import { purgeQueue, redriveAll } from "../../src/store/bulk-transitions.js";
 import type { BulkBatchSpec, CommittedChange, PrunedJobs, Store } from "../../src/store/store.js";
 
@@ -30,6 +30,7 @@ export type StoreFactory = (clock: ManualClock) => Promise<StoreHarness>;
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
 
 export function newJob(overrides: Partial<NewJob> = {}): NewJob {
   return {
@@ -497,6 +498,101 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect((await refusal(store.release(lease.job.id, "wrong"))).reason).toBe("LEASE_REJECTED");
         clock.advance(SECOND);
         expect((await refusal(store.release(lease.job.id, lease.leaseToken))).reason).toBe("LEASE_EXPIRED");
+      });
+    });
+
+    describe("snooze", () => {
+      it("puts a running job back to QUEUED after the delay, attempt refunded, with a SNOOZED event", async () => {
+        const submitted = await submitOne();
+        const lease = await claimOne("billing", MINUTE, "busy-worker");
+        clock.advance(SECOND);
+        const job = await store.snooze(lease.job.id, lease.leaseToken, 30 * SECOND);
+        expect(job).toMatchObject({
+          state: "queued",
+          attempts: 0,
+          deliveries: 1,
+          scheduleTime: clock.now() + 30 * SECOND,
+          workerId: null,
+          leaseExpireTime: null,
+          finishTime: null,
+        });
+        expect((await store.listJobEvents(submitted.id)).at(-1)).toMatchObject({
+          kind: "snoozed",
+          fromState: "running",
+          toState: "queued",
+          workerId: "busy-worker",
+          attempt: 0,
+          eventTime: clock.now(),
+        });
+        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
+        expect(await store.nextScheduledTime("billing")).toBe(clock.now() + 30 * SECOND);
+        clock.advance(30 * SECOND);
+        expect((await claimOne()).job).toMatchObject({ attempts: 1, deliveries: 2 });
+      });
+
+      it("never spends the budget, however often a job is snoozed", async () => {
+        const submitted = await submitOne({ maxAttempts: 1 });
+        for (let i = 0; i < 3; i++) {
+          const lease = await claimOne();
+          expect((await store.snooze(lease.job.id, lease.leaseToken, 0)).attempts).toBe(0);
+        }
+        const lease = await claimOne();
+        expect(lease.job).toMatchObject({ state: "running", attempts: 1, deliveries: 4 });
+        expect((await store.complete(submitted.id, lease.leaseToken, null)).state).toBe("completed");
+      });
+
+      it("queues a retried job again with its earlier attempts", async () => {
+        await submitOne({ retryBaseDelayMs: 0 });
+        let lease = await claimOne();
+        await store.fail(lease.job.id, lease.leaseToken, { error: "flaky", permanent: false });
+        lease = await claimOne();
+        expect(await store.snooze(lease.job.id, lease.leaseToken, SECOND)).toMatchObject({
+          state: "queued",
+          attempts: 1,
+          lastError: "flaky",
+        });
+      });
+
+      it("needs the current token of an active lease, and ends that lease", async () => {
+        const submitted = await submitOne();
+        const lease = await claimOne("billing", SECOND);
+        expect((await refusal(store.snooze(lease.job.id, "wrong", 0))).reason).toBe("LEASE_REJECTED");
+        clock.advance(SECOND);
+        expect((await refusal(store.snooze(lease.job.id, lease.leaseToken, 0))).reason).toBe("LEASE_EXPIRED");
+        await store.recoverExpiredLeases();
+        const next = await claimOne();
+        await store.snooze(next.job.id, next.leaseToken, 0);
+        // The snoozed lease is over: its token no longer acknowledges anything.
+        expect((await refusal(store.snooze(submitted.id, next.leaseToken, 0))).reason).toBe("LEASE_REJECTED");
+        expect((await refusal(store.complete(submitted.id, next.leaseToken, null))).reason).toBe("LEASE_REJECTED");
+        expect((await refusal(store.snooze("01a230ac-40d4-7659-bdf9-5453cc692072", "x", 0))).reason).toBe("JOB_NOT_FOUND");
+        expect(await kinds(submitted.id)).toEqual([
+          "submitted:->queued",
+          "claimed:queued>running",
+          "lease_expired:running>retry",
+          "claimed:retry>running",
+          "snoozed:running>queued",
+        ]);
+      });
+
+      it("takes a delay from 0 (eligible at once) to 30 days, as a submit's delay, and refuses more without a change", async () => {
+        const submitted = await submitOne();
+        let lease = await claimOne();
+        expect((await store.snooze(lease.job.id, lease.leaseToken, 0)).scheduleTime).toBe(clock.now());
+        lease = await claimOne();
+        await expect(store.snooze(lease.job.id, lease.leaseToken, 30 * DAY + 1)).rejects.toThrow();
+        await expect(store.snooze(lease.job.id, lease.leaseToken, -1)).rejects.toThrow();
+        expect(await store.getJob(submitted.id)).toMatchObject({ state: "running", attempts: 1 });
+        expect((await store.snooze(lease.job.id, lease.leaseToken, 30 * DAY)).scheduleTime).toBe(clock.now() + 30 * DAY);
+        expect((await kinds(submitted.id)).filter((k) => k.startsWith("snoozed"))).toHaveLength(2);
+      });
+
+      it("counts the job as queued again", async () => {
+        await submitOne();
+        const lease = await claimOne();
+        await store.snooze(lease.job.id, lease.leaseToken, MINUTE);
+        const [billing] = await store.queueCounts();
+        expect(billing.counts).toMatchObject({ queued: 1, running: 0, retry: 0 });
       });
     });
 
@@ -1144,6 +1240,92 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           "completed:running>completed",
         ]);
         expect(timeline.filter((k) => k.startsWith("heartbeat"))).toHaveLength(2);
+      });
+    });
+
+    describe("progress", () => {
+      it("stores the latest progress on the job, shown by getJob and listJobs, kept by heartbeats without one", async () => {
+        const submitted = await submitOne();
+        expect(submitted.progressJson).toBeNull();
+        const lease = await claimOne();
+        clock.advance(SECOND);
+        const beat = await store.heartbeat(submitted.id, lease.leaseToken, undefined, '{"done":3,"of":10}');
+        expect(beat.progressJson).toBe('{"done":3,"of":10}');
+        clock.advance(SECOND);
+        await store.heartbeat(submitted.id, lease.leaseToken);
+        expect((await store.getJob(submitted.id))!.progressJson).toBe('{"done":3,"of":10}');
+        await store.heartbeat(submitted.id, lease.leaseToken, undefined, "null");
+        expect((await store.getJob(submitted.id))!.progressJson).toBe("null");
+        await store.heartbeat(submitted.id, lease.leaseToken, 2 * MINUTE, '"rendering"');
+        const completed = await store.complete(submitted.id, lease.leaseToken, '"ok"');
+        expect(completed).toMatchObject({ state: "completed", progressJson: '"rendering"' });
+        expect((await store.listJobs({ limit: 10 }))[0].progressJson).toBe('"rendering"');
+      });
+
+      it("keeps no progress from a refused heartbeat", async () => {
+        const submitted = await submitOne();
+        const lease = await claimOne("billing", SECOND);
+        expect((await refusal(store.heartbeat(submitted.id, "wrong", undefined, "1"))).reason).toBe("LEASE_REJECTED");
+        clock.advance(SECOND);
+        expect((await refusal(store.heartbeat(submitted.id, lease.leaseToken, undefined, "2"))).reason).toBe("LEASE_EXPIRED");
+        expect((await store.getJob(submitted.id))!.progressJson).toBeNull();
+        expect((await kinds(submitted.id)).some((k) => k.startsWith("progress"))).toBe(false);
+      });
+
+      it("stores a PROGRESS event at most once a second per job, announcing the rest as unrecorded", async () => {
+        const submitted = await submitOne();
+        const lease = await claimOne("billing", MINUTE);
+        const announced = recordAnnouncements(store);
+        // Progress every 250 ms for 2.5 s: stored at 250 ms, 1250 ms and 2250 ms.
+        for (let i = 1; i <= 10; i++) {
+          clock.advance(250);
+          const beat = await store.heartbeat(submitted.id, lease.leaseToken, undefined, JSON.stringify({ step: i }));
+          expect(beat.progressJson).toBe(JSON.stringify({ step: i }));
+        }
+        announced.off();
+        expect(PROGRESS_EVENT_INTERVAL_MS).toBe(SECOND);
+        const progress = (await store.listJobEvents(submitted.id)).filter((e) => e.kind === "progress");
+        expect(progress.map((e) => [e.eventTime - lease.job.updateTime, e.message])).toEqual([
+          [250, '{"step":1}'],
+          [1250, '{"step":5}'],
+          [2250, '{"step":9}'],
+        ]);
+        expect(progress.every((e) => e.fromState === "running" && e.toState === "running" && e.workerId === "worker-1")).toBe(true);
+        expect(
+          announced
+            .events()
+            .filter((e) => e.kind === "progress")
+            .map((e) => e.sequence),
+        ).toEqual(progress.map((e) => e.sequence));
+        const unrecorded = announced.changes.flatMap((c) => c.unrecorded).filter((e) => e.kind === "progress");
+        expect(unrecorded.map((e) => e.message)).toEqual([2, 3, 4, 6, 7, 8, 10].map((step) => JSON.stringify({ step })));
+        // However many were left unrecorded, the job shows the latest.
+        expect((await store.getJob(submitted.id))!.progressJson).toBe('{"step":10}');
+      });
+
+      it("holds the policy per job across leases, and a new lease sees the progress reported before", async () => {
+        const submitted = await submitOne();
+        let lease = await claimOne();
+        await store.heartbeat(submitted.id, lease.leaseToken, undefined, '"half"');
+        await store.snooze(submitted.id, lease.leaseToken, 0);
+        clock.advance(500);
+        lease = await claimOne();
+        expect(lease.job.progressJson).toBe('"half"');
+        await store.heartbeat(submitted.id, lease.leaseToken, undefined, '"more"');
+        clock.advance(500);
+        await store.heartbeat(submitted.id, lease.leaseToken, undefined, '"most"');
+        expect((await kinds(submitted.id)).filter((k) => !k.startsWith("heartbeat"))).toEqual([
+          "submitted:->queued",
+          "claimed:queued>running",
+          "progress:running>running",
+          "snoozed:running>queued",
+          "claimed:queued>running",
+          "progress:running>running",
+        ]);
+        expect((await store.listJobEvents(submitted.id)).filter((e) => e.kind === "progress").map((e) => e.message)).toEqual([
+          '"half"',
+          '"most"',
+        ]);
       });
     });
 

@@ -169,7 +169,8 @@ describe("SQLite store specifics", () => {
     // Take the file back to schema 3, as the release before retention left it.
     const db = new Database(path);
     db.exec(
-      `DROP TABLE paused_queues; DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;`,
+      `DROP TABLE paused_queues; DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;
+       ALTER TABLE jobs DROP COLUMN progress; ALTER TABLE jobs DROP COLUMN progress_event_time;`,
     );
     db.pragma("user_version = 3");
     db.close();
@@ -180,6 +181,9 @@ describe("SQLite store specifics", () => {
     // A lease from before the upgrade stores its first heartbeat as any lease does.
     await reopened.heartbeat(leases[0].job.id, leases[0].leaseToken);
     expect((await reopened.listJobEvents(leases[0].job.id)).map((e) => e.kind)).toEqual(["submitted", "claimed", "heartbeat"]);
+    // Jobs from before progress existed have none, and take one.
+    expect((await reopened.getJob(leases[1].job.id))!.progressJson).toBeNull();
+    expect((await reopened.heartbeat(leases[0].job.id, leases[0].leaseToken, undefined, "0.5")).progressJson).toBe("0.5");
     const outcome = await reopened.pruneJobs({ finishedBefore: { completed: clock.now() + 1 }, limit: 10 });
     expect(outcome.pruned).toEqual([{ queue: "billing", state: "completed", jobs: 1 }]);
     expect(migrate(reopened.db)).toEqual([]);

@@ -1,10 +1,15 @@
-/** #/jobs/<id> : one job, its event timeline, and the operator's actions on it. */
+/**
+ * #/jobs/<id> : one job, its progress, its event timeline, and the
+ * operator's actions on it. The page refetches on every live event of the
+ * job, so a worker's progress (a PROGRESS event, stored at most once a
+ * second per job: api.md section D) shows as it is reported.
+ */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { JobState, type Job } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client, describeError } from "../api.js";
 import { ErrorNotice, StateBadge, Time } from "../components.js";
-import { formatDuration, durationMs, formatValue, kindLabel, stateLabel } from "../format.js";
+import { formatDuration, durationMs, formatCompactValue, formatValue, kindLabel, stateLabel } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
 import { jobsHref } from "../router.js";
 
@@ -98,6 +103,14 @@ export function JobPage({ id }: { id: string }) {
             </>
           ) : (
             <span class="muted">none</span>
+          )}
+        </dd>
+        <dt>Progress</dt>
+        <dd data-testid="job-progress" aria-live="polite">
+          {job.progress === undefined ? (
+            <span class="muted">none reported</span>
+          ) : (
+            <span class="mono progress-value">{formatCompactValue(job.progress)}</span>
           )}
         </dd>
       </dl>

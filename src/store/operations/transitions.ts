@@ -41,8 +41,8 @@ export function transitionJob(jobId: string, decide: (job: StoredJob, now: numbe
   );
 }
 
-export const heartbeatJob = (jobId: string, leaseToken: string, leaseDurationMs?: number) =>
-  transitionJob(jobId, (job, now) => machine.heartbeat(job, leaseToken, now, leaseDurationMs));
+export const heartbeatJob = (jobId: string, leaseToken: string, leaseDurationMs?: number, progressJson?: string) =>
+  transitionJob(jobId, (job, now) => machine.heartbeat(job, leaseToken, now, leaseDurationMs, progressJson));
 
 export const completeJob = (jobId: string, leaseToken: string, resultJson: string | null) =>
   transitionJob(jobId, (job, now) => machine.complete(job, leaseToken, now, resultJson));
@@ -51,6 +51,9 @@ export const failJob = (jobId: string, leaseToken: string, failure: { error: str
   transitionJob(jobId, (job, now) => machine.fail(job, leaseToken, now, failure));
 
 export const releaseJob = (jobId: string, leaseToken: string) => transitionJob(jobId, (job, now) => machine.release(job, leaseToken, now));
+
+export const snoozeJob = (jobId: string, leaseToken: string, delayMs: number) =>
+  transitionJob(jobId, (job, now) => machine.snooze(job, leaseToken, now, delayMs));
 
 export const redriveJob = (jobId: string) => transitionJob(jobId, (job, now) => machine.redrive(job, now));
 

@@ -5,7 +5,7 @@
  * recorded in `schema_migrations`; migrate.ts applies them under an
  * advisory lock. Never edit a released migration; add the next one.
  *
- * The tables hold what SQLite's schema version 5 holds (sqlite/migrations.ts),
+ * The tables hold what SQLite's schema version 6 holds (sqlite/migrations.ts),
  * with three differences that only concurrency across servers needs:
  * - Events are written without a sequence to `unsequenced_events` and
  *   numbered after their commit (event-sequencer.ts), so that every reader
@@ -155,6 +155,17 @@ CREATE TABLE write_probe (
   probes      bigint NOT NULL
 );
 INSERT INTO write_probe (id, probe_time, probes) VALUES (1, 0, 0);
+`,
+  },
+  {
+    version: 2,
+    name: "job progress",
+    sql: `
+-- Progress (api.md section D), as SQLite's migration 6: the latest value a
+-- heartbeat reported (compact JSON text, at most 4 KiB), and when the job
+-- last stored a PROGRESS event (at most one stored per job per second).
+ALTER TABLE jobs ADD COLUMN progress text;
+ALTER TABLE jobs ADD COLUMN progress_event_time bigint;
 `,
   },
 ];

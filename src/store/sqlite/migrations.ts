@@ -136,4 +136,15 @@ CREATE TABLE paused_queues (
 ) STRICT, WITHOUT ROWID;
 `,
   },
+  {
+    version: 6,
+    name: "job progress",
+    sql: `
+-- Progress (api.md section D): the latest value a heartbeat reported
+-- (compact JSON text, at most 4 KiB), and when the job last stored a
+-- PROGRESS event, for the policy of at most one stored per job per second.
+ALTER TABLE jobs ADD COLUMN progress TEXT;
+ALTER TABLE jobs ADD COLUMN progress_event_time INTEGER;
+`,
+  },
 ];

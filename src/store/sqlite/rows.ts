@@ -37,6 +37,8 @@ export function toStoredJob(r: JobRow): StoredJob {
     idempotencyKey: r[20] as string | null,
     requestHash: r[21] as string | null,
     heartbeatEventTime: r[22] as number | null,
+    progressJson: r[23] as string | null,
+    progressEventTime: r[24] as number | null,
   };
 }
 
@@ -66,6 +68,8 @@ export function jobRow(j: StoredJob): JobRow {
     j.idempotencyKey,
     j.requestHash,
     j.heartbeatEventTime,
+    j.progressJson,
+    j.progressEventTime,
   ];
 }
 

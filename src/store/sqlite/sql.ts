@@ -8,7 +8,7 @@ import type { JobState } from "../../domain/job.js";
 /**
  * The columns of a job row, in the order every job query selects them and
  * insertJob binds them. Job rows are read as arrays (better-sqlite3's raw
- * mode) and bound by position: building and reading objects with 22 named
+ * mode) and bound by position: building and reading objects with 25 named
  * keys costs more than the B-tree work of a lookup.
  */
 export const JOB_COLUMN_NAMES = [
@@ -35,6 +35,8 @@ export const JOB_COLUMN_NAMES = [
   "idempotency_key",
   "request_hash",
   "heartbeat_event_time",
+  "progress",
+  "progress_event_time",
 ] as const;
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
@@ -54,6 +56,8 @@ export const UPDATED_JOB_COLUMN_NAMES = [
   "last_error",
   "result",
   "heartbeat_event_time",
+  "progress",
+  "progress_event_time",
 ] as const;
 
 /** Statements whose rows are jobs, read as arrays in JOB_COLUMN_NAMES order. */

@@ -68,6 +68,8 @@ export class SqlitePort implements TransactionPort {
         j.lastError,
         j.resultJson,
         j.heartbeatEventTime,
+        j.progressJson,
+        j.progressEventTime,
         j.id,
       );
     }

@@ -27,7 +27,7 @@ type LeaseQueueServiceClient interface {
 	// StreamClaims pushes leases as jobs become eligible, never more than
 	// max_in_flight unfinished leases on one stream.
 	StreamClaims(ctx context.Context, in *StreamClaimsRequest, opts ...grpc.CallOption) (LeaseQueueService_StreamClaimsClient, error)
-	// Heartbeat extends an active lease.
+	// Heartbeat extends an active lease, and may store the job's progress.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	// Complete finishes a job with its current lease token.
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
@@ -36,6 +36,10 @@ type LeaseQueueServiceClient interface {
 	// Release gives back a lease whose job the worker has not started: the job
 	// is eligible again at once and the claim's attempt is refunded.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// Snooze puts a running job back to queued, eligible again after delay
+	// (at most 30 days), and refunds the claim's attempt: "not now" is not a
+	// failure.
+	Snooze(ctx context.Context, in *SnoozeRequest, opts ...grpc.CallOption) (*SnoozeResponse, error)
 	// Redrive moves a dead job back to queued with a fresh attempt budget.
 	Redrive(ctx context.Context, in *RedriveRequest, opts ...grpc.CallOption) (*RedriveResponse, error)
 	// Cancel moves a queued or retrying job to cancelled.
@@ -51,7 +55,7 @@ type LeaseQueueServiceClient interface {
 	// WatchEvents streams transition events, resumable from a sequence.
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (LeaseQueueService_WatchEventsClient, error)
 	// Acknowledge applies up to 1000 acknowledgements (complete, fail,
-	// heartbeat, release), each answered on its own.
+	// heartbeat, release, snooze), each answered on its own.
 	Acknowledge(ctx context.Context, in *AcknowledgeRequest, opts ...grpc.CallOption) (*AcknowledgeResponse, error)
 	// Work carries leases down and acknowledgements up on one stream, many per
 	// message. It needs HTTP/2; clients on HTTP/1.1 use StreamClaims plus
@@ -171,6 +175,15 @@ func (c *leaseQueueServiceClient) Fail(ctx context.Context, in *FailRequest, opt
 func (c *leaseQueueServiceClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
 	out := new(ReleaseResponse)
 	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/Release", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *leaseQueueServiceClient) Snooze(ctx context.Context, in *SnoozeRequest, opts ...grpc.CallOption) (*SnoozeResponse, error) {
+	out := new(SnoozeResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/Snooze", in, out, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +366,7 @@ type LeaseQueueServiceServer interface {
 	// StreamClaims pushes leases as jobs become eligible, never more than
 	// max_in_flight unfinished leases on one stream.
 	StreamClaims(*StreamClaimsRequest, LeaseQueueService_StreamClaimsServer) error
-	// Heartbeat extends an active lease.
+	// Heartbeat extends an active lease, and may store the job's progress.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	// Complete finishes a job with its current lease token.
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
@@ -362,6 +375,10 @@ type LeaseQueueServiceServer interface {
 	// Release gives back a lease whose job the worker has not started: the job
 	// is eligible again at once and the claim's attempt is refunded.
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// Snooze puts a running job back to queued, eligible again after delay
+	// (at most 30 days), and refunds the claim's attempt: "not now" is not a
+	// failure.
+	Snooze(context.Context, *SnoozeRequest) (*SnoozeResponse, error)
 	// Redrive moves a dead job back to queued with a fresh attempt budget.
 	Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error)
 	// Cancel moves a queued or retrying job to cancelled.
@@ -377,7 +394,7 @@ type LeaseQueueServiceServer interface {
 	// WatchEvents streams transition events, resumable from a sequence.
 	WatchEvents(*WatchEventsRequest, LeaseQueueService_WatchEventsServer) error
 	// Acknowledge applies up to 1000 acknowledgements (complete, fail,
-	// heartbeat, release), each answered on its own.
+	// heartbeat, release, snooze), each answered on its own.
 	Acknowledge(context.Context, *AcknowledgeRequest) (*AcknowledgeResponse, error)
 	// Work carries leases down and acknowledgements up on one stream, many per
 	// message. It needs HTTP/2; clients on HTTP/1.1 use StreamClaims plus
@@ -428,6 +445,9 @@ func (UnimplementedLeaseQueueServiceServer) Fail(context.Context, *FailRequest) 
 }
 func (UnimplementedLeaseQueueServiceServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) Snooze(context.Context, *SnoozeRequest) (*SnoozeResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Snooze not implemented")
 }
 func (UnimplementedLeaseQueueServiceServer) Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Redrive not implemented")
@@ -624,6 +644,24 @@ func _LeaseQueueService_Release_Handler(srv interface{}, ctx context.Context, de
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LeaseQueueServiceServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LeaseQueueService_Snooze_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SnoozeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).Snooze(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/Snooze",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).Snooze(ctx, req.(*SnoozeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -904,6 +942,10 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Release",
 			Handler:    _LeaseQueueService_Release_Handler,
+		},
+		{
+			MethodName: "Snooze",
+			Handler:    _LeaseQueueService_Snooze_Handler,
 		},
 		{
 			MethodName: "Redrive",

@@ -55,6 +55,11 @@ class LeaseQueueServiceStub(object):
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseRequest.SerializeToString,
                 response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseResponse.FromString,
                 )
+        self.Snooze = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/Snooze',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.SnoozeRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.SnoozeResponse.FromString,
+                )
         self.Redrive = channel.unary_unary(
                 '/leasequeue.v1.LeaseQueueService/Redrive',
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.RedriveRequest.SerializeToString,
@@ -157,7 +162,7 @@ class LeaseQueueServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Heartbeat(self, request, context):
-        """Heartbeat extends an active lease.
+        """Heartbeat extends an active lease, and may store the job's progress.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -180,6 +185,15 @@ class LeaseQueueServiceServicer(object):
     def Release(self, request, context):
         """Release gives back a lease whose job the worker has not started: the job
         is eligible again at once and the claim's attempt is refunded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Snooze(self, request, context):
+        """Snooze puts a running job back to queued, eligible again after delay
+        (at most 30 days), and refunds the claim's attempt: "not now" is not a
+        failure.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -236,7 +250,7 @@ class LeaseQueueServiceServicer(object):
 
     def Acknowledge(self, request, context):
         """Acknowledge applies up to 1000 acknowledgements (complete, fail,
-        heartbeat, release), each answered on its own.
+        heartbeat, release, snooze), each answered on its own.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -328,6 +342,11 @@ def add_LeaseQueueServiceServicer_to_server(servicer, server):
                     servicer.Release,
                     request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseRequest.FromString,
                     response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseResponse.SerializeToString,
+            ),
+            'Snooze': grpc.unary_unary_rpc_method_handler(
+                    servicer.Snooze,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.SnoozeRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.SnoozeResponse.SerializeToString,
             ),
             'Redrive': grpc.unary_unary_rpc_method_handler(
                     servicer.Redrive,
@@ -538,6 +557,23 @@ class LeaseQueueService(object):
         return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/Release',
             leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseRequest.SerializeToString,
             leasequeue_dot_v1_dot_leasequeue__pb2.ReleaseResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Snooze(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/Snooze',
+            leasequeue_dot_v1_dot_leasequeue__pb2.SnoozeRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.SnoozeResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

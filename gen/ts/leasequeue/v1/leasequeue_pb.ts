@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file leasequeue/v1/leasequeue.proto.
  */
 export const file_leasequeue_v1_leasequeue: GenFile = /*@__PURE__*/
-  fileDesc("Ch5sZWFzZXF1ZXVlL3YxL2xlYXNlcXVldWUucHJvdG8SDWxlYXNlcXVldWUudjEizgQKA0pvYhIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0YXNrGAMgASgJEicKB3BheWxvYWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBSABKAUSJgoFc3RhdGUYBiABKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhAKCGF0dGVtcHRzGAcgASgFEhQKDG1heF9hdHRlbXB0cxgIIAEoBRIzChByZXRyeV9iYXNlX2RlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDXNjaGVkdWxlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXdvcmtlcl9pZBgOIAEoCRI1ChFsZWFzZV9leHBpcmVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVsaXZlcmllcxgQIAEoBRISCgpsYXN0X2Vycm9yGBEgASgJEiYKBnJlc3VsdBgSIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSI9CgVMZWFzZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhITCgtsZWFzZV90b2tlbhgCIAEoCSKgAgoISm9iRXZlbnQSEAoIc2VxdWVuY2UYASABKAMSDgoGam9iX2lkGAIgASgJEg0KBXF1ZXVlGAMgASgJEiYKBGtpbmQYBCABKA4yGC5sZWFzZXF1ZXVlLnYxLkV2ZW50S2luZBIrCgpmcm9tX3N0YXRlGAUgASgOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIpCgh0b19zdGF0ZRgGIAEoDjIXLmxlYXNlcXVldWUudjEuSm9iU3RhdGUSLgoKZXZlbnRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGAggASgJEg8KB2F0dGVtcHQYCSABKAUSDwoHbWVzc2FnZRgKIAEoCSLGAQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRIOCgZxdWV1ZWQYAiABKAMSDwoHcnVubmluZxgDIAEoAxINCgVyZXRyeRgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSNQoSb2xkZXN0X3BlbmRpbmdfYWdlGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnBhdXNlZBgJIAEoCCK4AgoNU3VibWl0UmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIMCgR0YXNrGAIgASgJEicKB3BheWxvYWQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBCABKAUSFAoMbWF4X2F0dGVtcHRzGAUgASgFEjMKEHJldHJ5X2Jhc2VfZGVsYXkYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoNc2NoZWR1bGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIqCgVkZWxheRgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkgAEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCUIKCghzY2hlZHVsZSJHCg5TdWJtaXRSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhIUCgxkZWR1cGxpY2F0ZWQYAiABKAgiZgoSU3VibWl0QmF0Y2hSZXF1ZXN0EioKBGpvYnMYASADKAsyHC5sZWFzZXF1ZXVlLnYxLlN1Ym1pdFJlcXVlc3QSJAoEdmlldxgCIAEoDjIWLmxlYXNlcXVldWUudjEuSm9iVmlldyJFChNTdWJtaXRCYXRjaFJlc3BvbnNlEi4KB3Jlc3VsdHMYASADKAsyHS5sZWFzZXF1ZXVlLnYxLlN1Ym1pdFJlc3BvbnNlIp4BCgxDbGFpbVJlcXVlc3QSDQoFcXVldWUYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCG1heF9qb2JzGAQgASgFEicKBHdhaXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNQoNQ2xhaW1SZXNwb25zZRIkCgZsZWFzZXMYASADKAsyFC5sZWFzZXF1ZXVlLnYxLkxlYXNlIoEBChNTdHJlYW1DbGFpbXNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1tYXhfaW5fZmxpZ2h0GAQgASgFIjsKFFN0cmVhbUNsYWltc1Jlc3BvbnNlEiMKBWxlYXNlGAEgASgLMhQubGVhc2VxdWV1ZS52MS5MZWFzZSJqChBIZWFydGJlYXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI0ChFIZWFydGJlYXRSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiJeCg9Db21wbGV0ZVJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEiYKBnJlc3VsdBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIzChBDb21wbGV0ZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIoQBCgtGYWlsUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkSDQoFZXJyb3IYAyABKAkSEQoJcGVybWFuZW50GAQgASgIEi4KC3JldHJ5X2RlbGF5GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi8KDEZhaWxSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiI1Cg5SZWxlYXNlUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkiMgoPUmVsZWFzZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIiAKDlJlZHJpdmVSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIyCg9SZWRyaXZlUmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IiLwoNQ2FuY2VsUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIjEKDkNhbmNlbFJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjEKDkdldEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIpYBCg9MaXN0Sm9ic1JlcXVlc3QSDQoFcXVldWUYASABKAkSJwoGc3RhdGVzGAIgAygOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIkCgR2aWV3GAUgASgOMhYubGVhc2VxdWV1ZS52MS5Kb2JWaWV3Ik0KEExpc3RKb2JzUmVzcG9uc2USIAoEam9icxgBIAMoCzISLmxlYXNlcXVldWUudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSImChRMaXN0Sm9iRXZlbnRzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiQAoVTGlzdEpvYkV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLmxlYXNlcXVldWUudjEuSm9iRXZlbnQiEQoPR2V0U3RhdHNSZXF1ZXN0ImcKEEdldFN0YXRzUmVzcG9uc2USKQoGcXVldWVzGAEgAygLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzEigKBXRvdGFsGAIgASgLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzImMKEldhdGNoRXZlbnRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIOCgZqb2JfaWQYAiABKAkSGwoOYWZ0ZXJfc2VxdWVuY2UYAyABKANIAIgBAUIRCg9fYWZ0ZXJfc2VxdWVuY2UiPQoTV2F0Y2hFdmVudHNSZXNwb25zZRImCgVldmVudBgBIAEoCzIXLmxlYXNlcXVldWUudjEuSm9iRXZlbnQi+QEKD0Fja25vd2xlZGdlbWVudBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkSLgoIY29tcGxldGUYAyABKAsyGi5sZWFzZXF1ZXVlLnYxLkFja0NvbXBsZXRlSAASJgoEZmFpbBgEIAEoCzIWLmxlYXNlcXVldWUudjEuQWNrRmFpbEgAEjAKCWhlYXJ0YmVhdBgFIAEoCzIbLmxlYXNlcXVldWUudjEuQWNrSGVhcnRiZWF0SAASLAoHcmVsZWFzZRgGIAEoCzIZLmxlYXNlcXVldWUudjEuQWNrUmVsZWFzZUgAQgkKB291dGNvbWUiNQoLQWNrQ29tcGxldGUSJgoGcmVzdWx0GAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIlsKB0Fja0ZhaWwSDQoFZXJyb3IYASABKAkSEQoJcGVybWFuZW50GAIgASgIEi4KC3JldHJ5X2RlbGF5GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkEKDEFja0hlYXJ0YmVhdBIxCg5sZWFzZV9kdXJhdGlvbhgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIMCgpBY2tSZWxlYXNlIoIBChVBY2tub3dsZWRnZW1lbnRSZXN1bHQSDgoGam9iX2lkGAEgASgJEiIKBnN0YXR1cxgCIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzEjUKEWxlYXNlX2V4cGlyZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCChJBY2tub3dsZWRnZVJlcXVlc3QSLAoEYWNrcxgBIAMoCzIeLmxlYXNlcXVldWUudjEuQWNrbm93bGVkZ2VtZW50IkwKE0Fja25vd2xlZGdlUmVzcG9uc2USNQoHcmVzdWx0cxgBIAMoCzIkLmxlYXNlcXVldWUudjEuQWNrbm93bGVkZ2VtZW50UmVzdWx0IncKCVdvcmtTdGFydBINCgVxdWV1ZRgBIAEoCRIRCgl3b3JrZXJfaWQYAiABKAkSMQoObGVhc2VfZHVyYXRpb24YAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNbWF4X2luX2ZsaWdodBgEIAEoBSJkCgtXb3JrUmVxdWVzdBInCgVzdGFydBgBIAEoCzIYLmxlYXNlcXVldWUudjEuV29ya1N0YXJ0EiwKBGFja3MYAiADKAsyHi5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlbWVudCJrCgxXb3JrUmVzcG9uc2USJAoGbGVhc2VzGAEgAygLMhQubGVhc2VxdWV1ZS52MS5MZWFzZRI1CgdyZXN1bHRzGAIgAygLMiQubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZW1lbnRSZXN1bHQiIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiPgoSUGF1c2VRdWV1ZVJlc3BvbnNlEigKBXN0YXRzGAEgASgLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI/ChNSZXN1bWVRdWV1ZVJlc3BvbnNlEigKBXN0YXRzGAEgASgLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzIj8KEVJlZHJpdmVBbGxSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgwKBHRhc2sYAiABKAkSDQoFbGltaXQYAyABKAUiJgoSUmVkcml2ZUFsbFJlc3BvbnNlEhAKCHJlZHJpdmVuGAEgASgDIjMKEVB1cmdlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEg8KB2NvbmZpcm0YAiABKAkiJwoSUHVyZ2VRdWV1ZVJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoAypKCgdKb2JWaWV3EhgKFEpPQl9WSUVXX1VOU1BFQ0lGSUVEEAASEQoNSk9CX1ZJRVdfRlVMTBABEhIKDkpPQl9WSUVXX0JBU0lDEAIqrQEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhQKEEpPQl9TVEFURV9RVUVVRUQQARIVChFKT0JfU1RBVEVfUlVOTklORxACEhMKD0pPQl9TVEFURV9SRVRSWRADEhcKE0pPQl9TVEFURV9DT01QTEVURUQQBBISCg5KT0JfU1RBVEVfREVBRBAFEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQBiqsAgoJRXZlbnRLaW5kEhoKFkVWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIYChRFVkVOVF9LSU5EX1NVQk1JVFRFRBABEhYKEkVWRU5UX0tJTkRfQ0xBSU1FRBACEhgKFEVWRU5UX0tJTkRfSEVBUlRCRUFUEAMSGAoURVZFTlRfS0lORF9DT01QTEVURUQQBBIVChFFVkVOVF9LSU5EX0ZBSUxFRBAFEhwKGEVWRU5UX0tJTkRfREVBRF9MRVRURVJFRBAGEhwKGEVWRU5UX0tJTkRfTEVBU0VfRVhQSVJFRBAHEhcKE0VWRU5UX0tJTkRfUkVEUklWRU4QCBIYChRFVkVOVF9LSU5EX0NBTkNFTExFRBAJEhcKE0VWRU5UX0tJTkRfUkVMRUFTRUQQCjKHDQoRTGVhc2VRdWV1ZVNlcnZpY2USRQoGU3VibWl0EhwubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXF1ZXN0Gh0ubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXNwb25zZRJUCgtTdWJtaXRCYXRjaBIhLmxlYXNlcXVldWUudjEuU3VibWl0QmF0Y2hSZXF1ZXN0GiIubGVhc2VxdWV1ZS52MS5TdWJtaXRCYXRjaFJlc3BvbnNlEkIKBUNsYWltEhsubGVhc2VxdWV1ZS52MS5DbGFpbVJlcXVlc3QaHC5sZWFzZXF1ZXVlLnYxLkNsYWltUmVzcG9uc2USWQoMU3RyZWFtQ2xhaW1zEiIubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXF1ZXN0GiMubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXNwb25zZTABEk4KCUhlYXJ0YmVhdBIfLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVxdWVzdBogLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVzcG9uc2USSwoIQ29tcGxldGUSHi5sZWFzZXF1ZXVlLnYxLkNvbXBsZXRlUmVxdWVzdBofLmxlYXNlcXVldWUudjEuQ29tcGxldGVSZXNwb25zZRI/CgRGYWlsEhoubGVhc2VxdWV1ZS52MS5GYWlsUmVxdWVzdBobLmxlYXNlcXVldWUudjEuRmFpbFJlc3BvbnNlEkgKB1JlbGVhc2USHS5sZWFzZXF1ZXVlLnYxLlJlbGVhc2VSZXF1ZXN0Gh4ubGVhc2VxdWV1ZS52MS5SZWxlYXNlUmVzcG9uc2USSAoHUmVkcml2ZRIdLmxlYXNlcXVldWUudjEuUmVkcml2ZVJlcXVlc3QaHi5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVSZXNwb25zZRJFCgZDYW5jZWwSHC5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlcXVlc3QaHS5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlc3BvbnNlEkUKBkdldEpvYhIcLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVxdWVzdBodLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5sZWFzZXF1ZXVlLnYxLkxpc3RKb2JzUmVxdWVzdBofLmxlYXNlcXVldWUudjEuTGlzdEpvYnNSZXNwb25zZRJaCg1MaXN0Sm9iRXZlbnRzEiMubGVhc2VxdWV1ZS52MS5MaXN0Sm9iRXZlbnRzUmVxdWVzdBokLmxlYXNlcXVldWUudjEuTGlzdEpvYkV2ZW50c1Jlc3BvbnNlEksKCEdldFN0YXRzEh4ubGVhc2VxdWV1ZS52MS5HZXRTdGF0c1JlcXVlc3QaHy5sZWFzZXF1ZXVlLnYxLkdldFN0YXRzUmVzcG9uc2USVgoLV2F0Y2hFdmVudHMSIS5sZWFzZXF1ZXVlLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoiLmxlYXNlcXVldWUudjEuV2F0Y2hFdmVudHNSZXNwb25zZTABElQKC0Fja25vd2xlZGdlEiEubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZVJlcXVlc3QaIi5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlUmVzcG9uc2USQwoEV29yaxIaLmxlYXNlcXVldWUudjEuV29ya1JlcXVlc3QaGy5sZWFzZXF1ZXVlLnYxLldvcmtSZXNwb25zZSgBMAESUQoKUGF1c2VRdWV1ZRIgLmxlYXNlcXVldWUudjEuUGF1c2VRdWV1ZVJlcXVlc3QaIS5sZWFzZXF1ZXVlLnYxLlBhdXNlUXVldWVSZXNwb25zZRJUCgtSZXN1bWVRdWV1ZRIhLmxlYXNlcXVldWUudjEuUmVzdW1lUXVldWVSZXF1ZXN0GiIubGVhc2VxdWV1ZS52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlElEKClJlZHJpdmVBbGwSIC5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVBbGxSZXF1ZXN0GiEubGVhc2VxdWV1ZS52MS5SZWRyaXZlQWxsUmVzcG9uc2USUQoKUHVyZ2VRdWV1ZRIgLmxlYXNlcXVldWUudjEuUHVyZ2VRdWV1ZVJlcXVlc3QaIS5sZWFzZXF1ZXVlLnYxLlB1cmdlUXVldWVSZXNwb25zZUIuWixsZWFzZXF1ZXVlL2dlbi9nby9sZWFzZXF1ZXVlL3YxO2xlYXNlcXVldWV2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_google_rpc_status]);
+  fileDesc("Ch5sZWFzZXF1ZXVlL3YxL2xlYXNlcXVldWUucHJvdG8SDWxlYXNlcXVldWUudjEi+AQKA0pvYhIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0YXNrGAMgASgJEicKB3BheWxvYWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBSABKAUSJgoFc3RhdGUYBiABKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhAKCGF0dGVtcHRzGAcgASgFEhQKDG1heF9hdHRlbXB0cxgIIAEoBRIzChByZXRyeV9iYXNlX2RlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDXNjaGVkdWxlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXdvcmtlcl9pZBgOIAEoCRI1ChFsZWFzZV9leHBpcmVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVsaXZlcmllcxgQIAEoBRISCgpsYXN0X2Vycm9yGBEgASgJEiYKBnJlc3VsdBgSIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIoCghwcm9ncmVzcxgTIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSI9CgVMZWFzZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhITCgtsZWFzZV90b2tlbhgCIAEoCSKgAgoISm9iRXZlbnQSEAoIc2VxdWVuY2UYASABKAMSDgoGam9iX2lkGAIgASgJEg0KBXF1ZXVlGAMgASgJEiYKBGtpbmQYBCABKA4yGC5sZWFzZXF1ZXVlLnYxLkV2ZW50S2luZBIrCgpmcm9tX3N0YXRlGAUgASgOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIpCgh0b19zdGF0ZRgGIAEoDjIXLmxlYXNlcXVldWUudjEuSm9iU3RhdGUSLgoKZXZlbnRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGAggASgJEg8KB2F0dGVtcHQYCSABKAUSDwoHbWVzc2FnZRgKIAEoCSLGAQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRIOCgZxdWV1ZWQYAiABKAMSDwoHcnVubmluZxgDIAEoAxINCgVyZXRyeRgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSNQoSb2xkZXN0X3BlbmRpbmdfYWdlGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnBhdXNlZBgJIAEoCCK4AgoNU3VibWl0UmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIMCgR0YXNrGAIgASgJEicKB3BheWxvYWQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBCABKAUSFAoMbWF4X2F0dGVtcHRzGAUgASgFEjMKEHJldHJ5X2Jhc2VfZGVsYXkYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoNc2NoZWR1bGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIqCgVkZWxheRgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkgAEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCUIKCghzY2hlZHVsZSJHCg5TdWJtaXRSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhIUCgxkZWR1cGxpY2F0ZWQYAiABKAgiZgoSU3VibWl0QmF0Y2hSZXF1ZXN0EioKBGpvYnMYASADKAsyHC5sZWFzZXF1ZXVlLnYxLlN1Ym1pdFJlcXVlc3QSJAoEdmlldxgCIAEoDjIWLmxlYXNlcXVldWUudjEuSm9iVmlldyJFChNTdWJtaXRCYXRjaFJlc3BvbnNlEi4KB3Jlc3VsdHMYASADKAsyHS5sZWFzZXF1ZXVlLnYxLlN1Ym1pdFJlc3BvbnNlIp4BCgxDbGFpbVJlcXVlc3QSDQoFcXVldWUYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCG1heF9qb2JzGAQgASgFEicKBHdhaXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNQoNQ2xhaW1SZXNwb25zZRIkCgZsZWFzZXMYASADKAsyFC5sZWFzZXF1ZXVlLnYxLkxlYXNlIoEBChNTdHJlYW1DbGFpbXNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1tYXhfaW5fZmxpZ2h0GAQgASgFIjsKFFN0cmVhbUNsYWltc1Jlc3BvbnNlEiMKBWxlYXNlGAEgASgLMhQubGVhc2VxdWV1ZS52MS5MZWFzZSKUAQoQSGVhcnRiZWF0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkSMQoObGVhc2VfZHVyYXRpb24YAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoIcHJvZ3Jlc3MYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiNAoRSGVhcnRiZWF0UmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IiXgoPQ29tcGxldGVSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRImCgZyZXN1bHQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiMwoQQ29tcGxldGVSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiKEAQoLRmFpbFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEg0KBWVycm9yGAMgASgJEhEKCXBlcm1hbmVudBgEIAEoCBIuCgtyZXRyeV9kZWxheRgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIvCgxGYWlsUmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IiNQoOUmVsZWFzZVJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJIjIKD1JlbGVhc2VSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiJeCg1Tbm9vemVSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRIoCgVkZWxheRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIxCg5Tbm9vemVSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiIgCg5SZWRyaXZlUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoPUmVkcml2ZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIi8KDUNhbmNlbFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIxCg5DYW5jZWxSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiIfCg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIxCg5HZXRKb2JSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiKWAQoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEicKBnN0YXRlcxgCIAMoDjIXLmxlYXNlcXVldWUudjEuSm9iU3RhdGUSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSJAoEdmlldxgFIAEoDjIWLmxlYXNlcXVldWUudjEuSm9iVmlldyJNChBMaXN0Sm9ic1Jlc3BvbnNlEiAKBGpvYnMYASADKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJgoUTGlzdEpvYkV2ZW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJIkAKFUxpc3RKb2JFdmVudHNSZXNwb25zZRInCgZldmVudHMYASADKAsyFy5sZWFzZXF1ZXVlLnYxLkpvYkV2ZW50IhEKD0dldFN0YXRzUmVxdWVzdCJnChBHZXRTdGF0c1Jlc3BvbnNlEikKBnF1ZXVlcxgBIAMoCzIZLmxlYXNlcXVldWUudjEuUXVldWVTdGF0cxIoCgV0b3RhbBgCIAEoCzIZLmxlYXNlcXVldWUudjEuUXVldWVTdGF0cyJjChJXYXRjaEV2ZW50c1JlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGam9iX2lkGAIgASgJEhsKDmFmdGVyX3NlcXVlbmNlGAMgASgDSACIAQFCEQoPX2FmdGVyX3NlcXVlbmNlIj0KE1dhdGNoRXZlbnRzUmVzcG9uc2USJgoFZXZlbnQYASABKAsyFy5sZWFzZXF1ZXVlLnYxLkpvYkV2ZW50IqUCCg9BY2tub3dsZWRnZW1lbnQSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEi4KCGNvbXBsZXRlGAMgASgLMhoubGVhc2VxdWV1ZS52MS5BY2tDb21wbGV0ZUgAEiYKBGZhaWwYBCABKAsyFi5sZWFzZXF1ZXVlLnYxLkFja0ZhaWxIABIwCgloZWFydGJlYXQYBSABKAsyGy5sZWFzZXF1ZXVlLnYxLkFja0hlYXJ0YmVhdEgAEiwKB3JlbGVhc2UYBiABKAsyGS5sZWFzZXF1ZXVlLnYxLkFja1JlbGVhc2VIABIqCgZzbm9vemUYByABKAsyGC5sZWFzZXF1ZXVlLnYxLkFja1Nub296ZUgAQgkKB291dGNvbWUiNQoLQWNrQ29tcGxldGUSJgoGcmVzdWx0GAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIlsKB0Fja0ZhaWwSDQoFZXJyb3IYASABKAkSEQoJcGVybWFuZW50GAIgASgIEi4KC3JldHJ5X2RlbGF5GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uImsKDEFja0hlYXJ0YmVhdBIxCg5sZWFzZV9kdXJhdGlvbhgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIoCghwcm9ncmVzcxgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIMCgpBY2tSZWxlYXNlIjUKCUFja1Nub296ZRIoCgVkZWxheRgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKCAQoVQWNrbm93bGVkZ2VtZW50UmVzdWx0Eg4KBmpvYl9pZBgBIAEoCRIiCgZzdGF0dXMYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1cxI1ChFsZWFzZV9leHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiQgoSQWNrbm93bGVkZ2VSZXF1ZXN0EiwKBGFja3MYASADKAsyHi5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlbWVudCJMChNBY2tub3dsZWRnZVJlc3BvbnNlEjUKB3Jlc3VsdHMYASADKAsyJC5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlbWVudFJlc3VsdCJ3CglXb3JrU3RhcnQSDQoFcXVldWUYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDW1heF9pbl9mbGlnaHQYBCABKAUiZAoLV29ya1JlcXVlc3QSJwoFc3RhcnQYASABKAsyGC5sZWFzZXF1ZXVlLnYxLldvcmtTdGFydBIsCgRhY2tzGAIgAygLMh4ubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZW1lbnQiawoMV29ya1Jlc3BvbnNlEiQKBmxlYXNlcxgBIAMoCzIULmxlYXNlcXVldWUudjEuTGVhc2USNQoHcmVzdWx0cxgCIAMoCzIkLmxlYXNlcXVldWUudjEuQWNrbm93bGVkZ2VtZW50UmVzdWx0IiIKEVBhdXNlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIj4KElBhdXNlUXVldWVSZXNwb25zZRIoCgVzdGF0cxgBIAEoCzIZLmxlYXNlcXVldWUudjEuUXVldWVTdGF0cyIjChJSZXN1bWVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiPwoTUmVzdW1lUXVldWVSZXNwb25zZRIoCgVzdGF0cxgBIAEoCzIZLmxlYXNlcXVldWUudjEuUXVldWVTdGF0cyI/ChFSZWRyaXZlQWxsUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIMCgR0YXNrGAIgASgJEg0KBWxpbWl0GAMgASgFIiYKElJlZHJpdmVBbGxSZXNwb25zZRIQCghyZWRyaXZlbhgBIAEoAyIzChFQdXJnZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIPCgdjb25maXJtGAIgASgJIicKElB1cmdlUXVldWVSZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAMqSgoHSm9iVmlldxIYChRKT0JfVklFV19VTlNQRUNJRklFRBAAEhEKDUpPQl9WSUVXX0ZVTEwQARISCg5KT0JfVklFV19CQVNJQxACKq0BCghKb2JTdGF0ZRIZChVKT0JfU1RBVEVfVU5TUEVDSUZJRUQQABIUChBKT0JfU1RBVEVfUVVFVUVEEAESFQoRSk9CX1NUQVRFX1JVTk5JTkcQAhITCg9KT0JfU1RBVEVfUkVUUlkQAxIXChNKT0JfU1RBVEVfQ09NUExFVEVEEAQSEgoOSk9CX1NUQVRFX0RFQUQQBRIXChNKT0JfU1RBVEVfQ0FOQ0VMTEVEEAYq9wIKCUV2ZW50S2luZBIaChZFVkVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASGAoURVZFTlRfS0lORF9TVUJNSVRURUQQARIWChJFVkVOVF9LSU5EX0NMQUlNRUQQAhIYChRFVkVOVF9LSU5EX0hFQVJUQkVBVBADEhgKFEVWRU5UX0tJTkRfQ09NUExFVEVEEAQSFQoRRVZFTlRfS0lORF9GQUlMRUQQBRIcChhFVkVOVF9LSU5EX0RFQURfTEVUVEVSRUQQBhIcChhFVkVOVF9LSU5EX0xFQVNFX0VYUElSRUQQBxIXChNFVkVOVF9LSU5EX1JFRFJJVkVOEAgSGAoURVZFTlRfS0lORF9DQU5DRUxMRUQQCRIXChNFVkVOVF9LSU5EX1JFTEVBU0VEEAoSFgoSRVZFTlRfS0lORF9TTk9PWkVEEAsSFwoTRVZFTlRfS0lORF9QUk9HUkVTUxAMEhgKFEVWRU5UX0tJTkRfU0NIRURVTEVEEA0yzg0KEUxlYXNlUXVldWVTZXJ2aWNlEkUKBlN1Ym1pdBIcLmxlYXNlcXVldWUudjEuU3VibWl0UmVxdWVzdBodLmxlYXNlcXVldWUudjEuU3VibWl0UmVzcG9uc2USVAoLU3VibWl0QmF0Y2gSIS5sZWFzZXF1ZXVlLnYxLlN1Ym1pdEJhdGNoUmVxdWVzdBoiLmxlYXNlcXVldWUudjEuU3VibWl0QmF0Y2hSZXNwb25zZRJCCgVDbGFpbRIbLmxlYXNlcXVldWUudjEuQ2xhaW1SZXF1ZXN0GhwubGVhc2VxdWV1ZS52MS5DbGFpbVJlc3BvbnNlElkKDFN0cmVhbUNsYWltcxIiLmxlYXNlcXVldWUudjEuU3RyZWFtQ2xhaW1zUmVxdWVzdBojLmxlYXNlcXVldWUudjEuU3RyZWFtQ2xhaW1zUmVzcG9uc2UwARJOCglIZWFydGJlYXQSHy5sZWFzZXF1ZXVlLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC5sZWFzZXF1ZXVlLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEksKCENvbXBsZXRlEh4ubGVhc2VxdWV1ZS52MS5Db21wbGV0ZVJlcXVlc3QaHy5sZWFzZXF1ZXVlLnYxLkNvbXBsZXRlUmVzcG9uc2USPwoERmFpbBIaLmxlYXNlcXVldWUudjEuRmFpbFJlcXVlc3QaGy5sZWFzZXF1ZXVlLnYxLkZhaWxSZXNwb25zZRJICgdSZWxlYXNlEh0ubGVhc2VxdWV1ZS52MS5SZWxlYXNlUmVxdWVzdBoeLmxlYXNlcXVldWUudjEuUmVsZWFzZVJlc3BvbnNlEkUKBlNub296ZRIcLmxlYXNlcXVldWUudjEuU25vb3plUmVxdWVzdBodLmxlYXNlcXVldWUudjEuU25vb3plUmVzcG9uc2USSAoHUmVkcml2ZRIdLmxlYXNlcXVldWUudjEuUmVkcml2ZVJlcXVlc3QaHi5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVSZXNwb25zZRJFCgZDYW5jZWwSHC5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlcXVlc3QaHS5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlc3BvbnNlEkUKBkdldEpvYhIcLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVxdWVzdBodLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5sZWFzZXF1ZXVlLnYxLkxpc3RKb2JzUmVxdWVzdBofLmxlYXNlcXVldWUudjEuTGlzdEpvYnNSZXNwb25zZRJaCg1MaXN0Sm9iRXZlbnRzEiMubGVhc2VxdWV1ZS52MS5MaXN0Sm9iRXZlbnRzUmVxdWVzdBokLmxlYXNlcXVldWUudjEuTGlzdEpvYkV2ZW50c1Jlc3BvbnNlEksKCEdldFN0YXRzEh4ubGVhc2VxdWV1ZS52MS5HZXRTdGF0c1JlcXVlc3QaHy5sZWFzZXF1ZXVlLnYxLkdldFN0YXRzUmVzcG9uc2USVgoLV2F0Y2hFdmVudHMSIS5sZWFzZXF1ZXVlLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoiLmxlYXNlcXVldWUudjEuV2F0Y2hFdmVudHNSZXNwb25zZTABElQKC0Fja25vd2xlZGdlEiEubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZVJlcXVlc3QaIi5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlUmVzcG9uc2USQwoEV29yaxIaLmxlYXNlcXVldWUudjEuV29ya1JlcXVlc3QaGy5sZWFzZXF1ZXVlLnYxLldvcmtSZXNwb25zZSgBMAESUQoKUGF1c2VRdWV1ZRIgLmxlYXNlcXVldWUudjEuUGF1c2VRdWV1ZVJlcXVlc3QaIS5sZWFzZXF1ZXVlLnYxLlBhdXNlUXVldWVSZXNwb25zZRJUCgtSZXN1bWVRdWV1ZRIhLmxlYXNlcXVldWUudjEuUmVzdW1lUXVldWVSZXF1ZXN0GiIubGVhc2VxdWV1ZS52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlElEKClJlZHJpdmVBbGwSIC5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVBbGxSZXF1ZXN0GiEubGVhc2VxdWV1ZS52MS5SZWRyaXZlQWxsUmVzcG9uc2USUQoKUHVyZ2VRdWV1ZRIgLmxlYXNlcXVldWUudjEuUHVyZ2VRdWV1ZVJlcXVlc3QaIS5sZWFzZXF1ZXVlLnYxLlB1cmdlUXVldWVSZXNwb25zZUIuWixsZWFzZXF1ZXVlL2dlbi9nby9sZWFzZXF1ZXVlL3YxO2xlYXNlcXVldWV2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_google_rpc_status]);
 
 /**
  * Job is one unit of background work. It never carries a lease token or an
@@ -136,6 +136,14 @@ export type Job = Message<"leasequeue.v1.Job"> & {
    * @generated from field: google.protobuf.Value result = 18;
    */
   result?: Value | undefined;
+
+  /**
+   * The latest progress a worker reported with a heartbeat (any JSON value,
+   * at most 4 KiB); absent until one does.
+   *
+   * @generated from field: google.protobuf.Value progress = 19;
+   */
+  progress?: Value | undefined;
 };
 
 /**
@@ -587,6 +595,14 @@ export type HeartbeatRequest = Message<"leasequeue.v1.HeartbeatRequest"> & {
    * @generated from field: google.protobuf.Duration lease_duration = 3;
    */
   leaseDuration?: Duration | undefined;
+
+  /**
+   * Optional: any JSON value, at most 4 KiB, stored as Job.progress. Absent
+   * keeps the progress reported before.
+   *
+   * @generated from field: google.protobuf.Value progress = 4;
+   */
+  progress?: Value | undefined;
 };
 
 /**
@@ -755,6 +771,54 @@ export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
   messageDesc(file_leasequeue_v1_leasequeue, 19);
 
 /**
+ * @generated from message leasequeue.v1.SnoozeRequest
+ */
+export type SnoozeRequest = Message<"leasequeue.v1.SnoozeRequest"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * @generated from field: string lease_token = 2;
+   */
+  leaseToken: string;
+
+  /**
+   * 0s..30 days; absent means eligible again at once.
+   *
+   * @generated from field: google.protobuf.Duration delay = 3;
+   */
+  delay?: Duration | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.SnoozeRequest.
+ * Use `create(SnoozeRequestSchema)` to create a new message.
+ */
+export const SnoozeRequestSchema: GenMessage<SnoozeRequest> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 20);
+
+/**
+ * @generated from message leasequeue.v1.SnoozeResponse
+ */
+export type SnoozeResponse = Message<"leasequeue.v1.SnoozeResponse"> & {
+  /**
+   * The job, queued again (schedule_time is now + delay).
+   *
+   * @generated from field: leasequeue.v1.Job job = 1;
+   */
+  job?: Job | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.SnoozeResponse.
+ * Use `create(SnoozeResponseSchema)` to create a new message.
+ */
+export const SnoozeResponseSchema: GenMessage<SnoozeResponse> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 21);
+
+/**
  * @generated from message leasequeue.v1.RedriveRequest
  */
 export type RedriveRequest = Message<"leasequeue.v1.RedriveRequest"> & {
@@ -769,7 +833,7 @@ export type RedriveRequest = Message<"leasequeue.v1.RedriveRequest"> & {
  * Use `create(RedriveRequestSchema)` to create a new message.
  */
 export const RedriveRequestSchema: GenMessage<RedriveRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 20);
+  messageDesc(file_leasequeue_v1_leasequeue, 22);
 
 /**
  * @generated from message leasequeue.v1.RedriveResponse
@@ -786,7 +850,7 @@ export type RedriveResponse = Message<"leasequeue.v1.RedriveResponse"> & {
  * Use `create(RedriveResponseSchema)` to create a new message.
  */
 export const RedriveResponseSchema: GenMessage<RedriveResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 21);
+  messageDesc(file_leasequeue_v1_leasequeue, 23);
 
 /**
  * @generated from message leasequeue.v1.CancelRequest
@@ -808,7 +872,7 @@ export type CancelRequest = Message<"leasequeue.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 22);
+  messageDesc(file_leasequeue_v1_leasequeue, 24);
 
 /**
  * @generated from message leasequeue.v1.CancelResponse
@@ -825,7 +889,7 @@ export type CancelResponse = Message<"leasequeue.v1.CancelResponse"> & {
  * Use `create(CancelResponseSchema)` to create a new message.
  */
 export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 23);
+  messageDesc(file_leasequeue_v1_leasequeue, 25);
 
 /**
  * @generated from message leasequeue.v1.GetJobRequest
@@ -842,7 +906,7 @@ export type GetJobRequest = Message<"leasequeue.v1.GetJobRequest"> & {
  * Use `create(GetJobRequestSchema)` to create a new message.
  */
 export const GetJobRequestSchema: GenMessage<GetJobRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 24);
+  messageDesc(file_leasequeue_v1_leasequeue, 26);
 
 /**
  * @generated from message leasequeue.v1.GetJobResponse
@@ -859,7 +923,7 @@ export type GetJobResponse = Message<"leasequeue.v1.GetJobResponse"> & {
  * Use `create(GetJobResponseSchema)` to create a new message.
  */
 export const GetJobResponseSchema: GenMessage<GetJobResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 25);
+  messageDesc(file_leasequeue_v1_leasequeue, 27);
 
 /**
  * @generated from message leasequeue.v1.ListJobsRequest
@@ -906,7 +970,7 @@ export type ListJobsRequest = Message<"leasequeue.v1.ListJobsRequest"> & {
  * Use `create(ListJobsRequestSchema)` to create a new message.
  */
 export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 26);
+  messageDesc(file_leasequeue_v1_leasequeue, 28);
 
 /**
  * @generated from message leasequeue.v1.ListJobsResponse
@@ -932,7 +996,7 @@ export type ListJobsResponse = Message<"leasequeue.v1.ListJobsResponse"> & {
  * Use `create(ListJobsResponseSchema)` to create a new message.
  */
 export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 27);
+  messageDesc(file_leasequeue_v1_leasequeue, 29);
 
 /**
  * @generated from message leasequeue.v1.ListJobEventsRequest
@@ -949,7 +1013,7 @@ export type ListJobEventsRequest = Message<"leasequeue.v1.ListJobEventsRequest">
  * Use `create(ListJobEventsRequestSchema)` to create a new message.
  */
 export const ListJobEventsRequestSchema: GenMessage<ListJobEventsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 28);
+  messageDesc(file_leasequeue_v1_leasequeue, 30);
 
 /**
  * @generated from message leasequeue.v1.ListJobEventsResponse
@@ -968,7 +1032,7 @@ export type ListJobEventsResponse = Message<"leasequeue.v1.ListJobEventsResponse
  * Use `create(ListJobEventsResponseSchema)` to create a new message.
  */
 export const ListJobEventsResponseSchema: GenMessage<ListJobEventsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 29);
+  messageDesc(file_leasequeue_v1_leasequeue, 31);
 
 /**
  * @generated from message leasequeue.v1.GetStatsRequest
@@ -981,7 +1045,7 @@ export type GetStatsRequest = Message<"leasequeue.v1.GetStatsRequest"> & {
  * Use `create(GetStatsRequestSchema)` to create a new message.
  */
 export const GetStatsRequestSchema: GenMessage<GetStatsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 30);
+  messageDesc(file_leasequeue_v1_leasequeue, 32);
 
 /**
  * @generated from message leasequeue.v1.GetStatsResponse
@@ -1005,7 +1069,7 @@ export type GetStatsResponse = Message<"leasequeue.v1.GetStatsResponse"> & {
  * Use `create(GetStatsResponseSchema)` to create a new message.
  */
 export const GetStatsResponseSchema: GenMessage<GetStatsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 31);
+  messageDesc(file_leasequeue_v1_leasequeue, 33);
 
 /**
  * @generated from message leasequeue.v1.WatchEventsRequest
@@ -1038,7 +1102,7 @@ export type WatchEventsRequest = Message<"leasequeue.v1.WatchEventsRequest"> & {
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 32);
+  messageDesc(file_leasequeue_v1_leasequeue, 34);
 
 /**
  * @generated from message leasequeue.v1.WatchEventsResponse
@@ -1057,7 +1121,7 @@ export type WatchEventsResponse = Message<"leasequeue.v1.WatchEventsResponse"> &
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 33);
+  messageDesc(file_leasequeue_v1_leasequeue, 35);
 
 /**
  * Acknowledgement is one worker report about one lease: the job id, its
@@ -1105,6 +1169,12 @@ export type Acknowledgement = Message<"leasequeue.v1.Acknowledgement"> & {
      */
     value: AckRelease;
     case: "release";
+  } | {
+    /**
+     * @generated from field: leasequeue.v1.AckSnooze snooze = 7;
+     */
+    value: AckSnooze;
+    case: "snooze";
   } | { case: undefined; value?: undefined };
 };
 
@@ -1113,7 +1183,7 @@ export type Acknowledgement = Message<"leasequeue.v1.Acknowledgement"> & {
  * Use `create(AcknowledgementSchema)` to create a new message.
  */
 export const AcknowledgementSchema: GenMessage<Acknowledgement> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 34);
+  messageDesc(file_leasequeue_v1_leasequeue, 36);
 
 /**
  * AckComplete finishes the job, as Complete does.
@@ -1134,7 +1204,7 @@ export type AckComplete = Message<"leasequeue.v1.AckComplete"> & {
  * Use `create(AckCompleteSchema)` to create a new message.
  */
 export const AckCompleteSchema: GenMessage<AckComplete> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 35);
+  messageDesc(file_leasequeue_v1_leasequeue, 37);
 
 /**
  * AckFail reports a failure, as Fail does.
@@ -1169,7 +1239,7 @@ export type AckFail = Message<"leasequeue.v1.AckFail"> & {
  * Use `create(AckFailSchema)` to create a new message.
  */
 export const AckFailSchema: GenMessage<AckFail> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 36);
+  messageDesc(file_leasequeue_v1_leasequeue, 38);
 
 /**
  * AckHeartbeat extends the lease, as Heartbeat does.
@@ -1183,6 +1253,13 @@ export type AckHeartbeat = Message<"leasequeue.v1.AckHeartbeat"> & {
    * @generated from field: google.protobuf.Duration lease_duration = 1;
    */
   leaseDuration?: Duration | undefined;
+
+  /**
+   * Optional: stored as Job.progress, as HeartbeatRequest.progress is.
+   *
+   * @generated from field: google.protobuf.Value progress = 2;
+   */
+  progress?: Value | undefined;
 };
 
 /**
@@ -1190,7 +1267,7 @@ export type AckHeartbeat = Message<"leasequeue.v1.AckHeartbeat"> & {
  * Use `create(AckHeartbeatSchema)` to create a new message.
  */
 export const AckHeartbeatSchema: GenMessage<AckHeartbeat> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 37);
+  messageDesc(file_leasequeue_v1_leasequeue, 39);
 
 /**
  * AckRelease gives back an unstarted lease, as Release does.
@@ -1205,7 +1282,28 @@ export type AckRelease = Message<"leasequeue.v1.AckRelease"> & {
  * Use `create(AckReleaseSchema)` to create a new message.
  */
 export const AckReleaseSchema: GenMessage<AckRelease> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 38);
+  messageDesc(file_leasequeue_v1_leasequeue, 40);
+
+/**
+ * AckSnooze puts the job back to queued after delay, as Snooze does.
+ *
+ * @generated from message leasequeue.v1.AckSnooze
+ */
+export type AckSnooze = Message<"leasequeue.v1.AckSnooze"> & {
+  /**
+   * 0s..30 days; absent means eligible again at once.
+   *
+   * @generated from field: google.protobuf.Duration delay = 1;
+   */
+  delay?: Duration | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.AckSnooze.
+ * Use `create(AckSnoozeSchema)` to create a new message.
+ */
+export const AckSnoozeSchema: GenMessage<AckSnooze> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 41);
 
 /**
  * AcknowledgementResult answers one Acknowledgement.
@@ -1239,7 +1337,7 @@ export type AcknowledgementResult = Message<"leasequeue.v1.AcknowledgementResult
  * Use `create(AcknowledgementResultSchema)` to create a new message.
  */
 export const AcknowledgementResultSchema: GenMessage<AcknowledgementResult> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 39);
+  messageDesc(file_leasequeue_v1_leasequeue, 42);
 
 /**
  * @generated from message leasequeue.v1.AcknowledgeRequest
@@ -1258,7 +1356,7 @@ export type AcknowledgeRequest = Message<"leasequeue.v1.AcknowledgeRequest"> & {
  * Use `create(AcknowledgeRequestSchema)` to create a new message.
  */
 export const AcknowledgeRequestSchema: GenMessage<AcknowledgeRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 40);
+  messageDesc(file_leasequeue_v1_leasequeue, 43);
 
 /**
  * @generated from message leasequeue.v1.AcknowledgeResponse
@@ -1277,7 +1375,7 @@ export type AcknowledgeResponse = Message<"leasequeue.v1.AcknowledgeResponse"> &
  * Use `create(AcknowledgeResponseSchema)` to create a new message.
  */
 export const AcknowledgeResponseSchema: GenMessage<AcknowledgeResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 41);
+  messageDesc(file_leasequeue_v1_leasequeue, 44);
 
 /**
  * WorkStart opens a Work stream: which queue, who works, and how many
@@ -1316,7 +1414,7 @@ export type WorkStart = Message<"leasequeue.v1.WorkStart"> & {
  * Use `create(WorkStartSchema)` to create a new message.
  */
 export const WorkStartSchema: GenMessage<WorkStart> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 42);
+  messageDesc(file_leasequeue_v1_leasequeue, 45);
 
 /**
  * @generated from message leasequeue.v1.WorkRequest
@@ -1342,7 +1440,7 @@ export type WorkRequest = Message<"leasequeue.v1.WorkRequest"> & {
  * Use `create(WorkRequestSchema)` to create a new message.
  */
 export const WorkRequestSchema: GenMessage<WorkRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 43);
+  messageDesc(file_leasequeue_v1_leasequeue, 46);
 
 /**
  * @generated from message leasequeue.v1.WorkResponse
@@ -1368,7 +1466,7 @@ export type WorkResponse = Message<"leasequeue.v1.WorkResponse"> & {
  * Use `create(WorkResponseSchema)` to create a new message.
  */
 export const WorkResponseSchema: GenMessage<WorkResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 44);
+  messageDesc(file_leasequeue_v1_leasequeue, 47);
 
 /**
  * @generated from message leasequeue.v1.PauseQueueRequest
@@ -1387,7 +1485,7 @@ export type PauseQueueRequest = Message<"leasequeue.v1.PauseQueueRequest"> & {
  * Use `create(PauseQueueRequestSchema)` to create a new message.
  */
 export const PauseQueueRequestSchema: GenMessage<PauseQueueRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 45);
+  messageDesc(file_leasequeue_v1_leasequeue, 48);
 
 /**
  * @generated from message leasequeue.v1.PauseQueueResponse
@@ -1406,7 +1504,7 @@ export type PauseQueueResponse = Message<"leasequeue.v1.PauseQueueResponse"> & {
  * Use `create(PauseQueueResponseSchema)` to create a new message.
  */
 export const PauseQueueResponseSchema: GenMessage<PauseQueueResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 46);
+  messageDesc(file_leasequeue_v1_leasequeue, 49);
 
 /**
  * @generated from message leasequeue.v1.ResumeQueueRequest
@@ -1425,7 +1523,7 @@ export type ResumeQueueRequest = Message<"leasequeue.v1.ResumeQueueRequest"> & {
  * Use `create(ResumeQueueRequestSchema)` to create a new message.
  */
 export const ResumeQueueRequestSchema: GenMessage<ResumeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 47);
+  messageDesc(file_leasequeue_v1_leasequeue, 50);
 
 /**
  * @generated from message leasequeue.v1.ResumeQueueResponse
@@ -1444,7 +1542,7 @@ export type ResumeQueueResponse = Message<"leasequeue.v1.ResumeQueueResponse"> &
  * Use `create(ResumeQueueResponseSchema)` to create a new message.
  */
 export const ResumeQueueResponseSchema: GenMessage<ResumeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 48);
+  messageDesc(file_leasequeue_v1_leasequeue, 51);
 
 /**
  * @generated from message leasequeue.v1.RedriveAllRequest
@@ -1477,7 +1575,7 @@ export type RedriveAllRequest = Message<"leasequeue.v1.RedriveAllRequest"> & {
  * Use `create(RedriveAllRequestSchema)` to create a new message.
  */
 export const RedriveAllRequestSchema: GenMessage<RedriveAllRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 49);
+  messageDesc(file_leasequeue_v1_leasequeue, 52);
 
 /**
  * @generated from message leasequeue.v1.RedriveAllResponse
@@ -1496,7 +1594,7 @@ export type RedriveAllResponse = Message<"leasequeue.v1.RedriveAllResponse"> & {
  * Use `create(RedriveAllResponseSchema)` to create a new message.
  */
 export const RedriveAllResponseSchema: GenMessage<RedriveAllResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 50);
+  messageDesc(file_leasequeue_v1_leasequeue, 53);
 
 /**
  * @generated from message leasequeue.v1.PurgeQueueRequest
@@ -1522,7 +1620,7 @@ export type PurgeQueueRequest = Message<"leasequeue.v1.PurgeQueueRequest"> & {
  * Use `create(PurgeQueueRequestSchema)` to create a new message.
  */
 export const PurgeQueueRequestSchema: GenMessage<PurgeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 51);
+  messageDesc(file_leasequeue_v1_leasequeue, 54);
 
 /**
  * @generated from message leasequeue.v1.PurgeQueueResponse
@@ -1541,7 +1639,7 @@ export type PurgeQueueResponse = Message<"leasequeue.v1.PurgeQueueResponse"> & {
  * Use `create(PurgeQueueResponseSchema)` to create a new message.
  */
 export const PurgeQueueResponseSchema: GenMessage<PurgeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 52);
+  messageDesc(file_leasequeue_v1_leasequeue, 55);
 
 /**
  * JobView chooses how much of each job a response carries.
@@ -1702,6 +1800,29 @@ export enum EventKind {
    * @generated from enum value: EVENT_KIND_RELEASED = 10;
    */
   RELEASED = 10,
+
+  /**
+   * A worker snoozed its job: RUNNING -> QUEUED after a delay, attempt
+   * refunded.
+   *
+   * @generated from enum value: EVENT_KIND_SNOOZED = 11;
+   */
+  SNOOZED = 11,
+
+  /**
+   * A heartbeat reported progress. Announced on WatchEvents; stored in the
+   * timeline at most once a second per job.
+   *
+   * @generated from enum value: EVENT_KIND_PROGRESS = 12;
+   */
+  PROGRESS = 12,
+
+  /**
+   * A schedule submitted the job; its SUBMITTED event follows.
+   *
+   * @generated from enum value: EVENT_KIND_SCHEDULED = 13;
+   */
+  SCHEDULED = 13,
 }
 
 /**
@@ -1759,7 +1880,7 @@ export const LeaseQueueService: GenService<{
     output: typeof StreamClaimsResponseSchema;
   },
   /**
-   * Heartbeat extends an active lease.
+   * Heartbeat extends an active lease, and may store the job's progress.
    *
    * @generated from rpc leasequeue.v1.LeaseQueueService.Heartbeat
    */
@@ -1798,6 +1919,18 @@ export const LeaseQueueService: GenService<{
     methodKind: "unary";
     input: typeof ReleaseRequestSchema;
     output: typeof ReleaseResponseSchema;
+  },
+  /**
+   * Snooze puts a running job back to queued, eligible again after delay
+   * (at most 30 days), and refunds the claim's attempt: "not now" is not a
+   * failure.
+   *
+   * @generated from rpc leasequeue.v1.LeaseQueueService.Snooze
+   */
+  snooze: {
+    methodKind: "unary";
+    input: typeof SnoozeRequestSchema;
+    output: typeof SnoozeResponseSchema;
   },
   /**
    * Redrive moves a dead job back to queued with a fresh attempt budget.
@@ -1871,7 +2004,7 @@ export const LeaseQueueService: GenService<{
   },
   /**
    * Acknowledge applies up to 1000 acknowledgements (complete, fail,
-   * heartbeat, release), each answered on its own.
+   * heartbeat, release, snooze), each answered on its own.
    *
    * @generated from rpc leasequeue.v1.LeaseQueueService.Acknowledge
    */
