@@ -6,41 +6,18 @@
  * is one statement, however many rows.
  *
  * Job rows are read in array mode (node-postgres `rowMode: "array"`) in
- * JOB_COLUMNS order, as the SQLite store reads its rows; bigint columns come
+ * JOB_COLUMN_NAMES order (store/job-columns.ts, shared with SQLite); bigint columns come
  * back as numbers (pool.ts sets the parser: every time is epoch ms, far
  * below 2^53).
  */
 import type { JobState, StoredJob } from "../../domain/job.js";
+import { JOB_COLUMN_NAMES, jobColumnArrays, UPDATED_JOB_COLUMN_NAMES, type JobColumn } from "../job-columns.js";
+
+export { toStoredJob } from "../job-columns.js";
 import { quoteIdentifier } from "./identifiers.js";
 
-export const JOB_COLUMN_NAMES = [
-  "id",
-  "queue",
-  "task",
-  "payload",
-  "priority",
-  "state",
-  "attempts",
-  "max_attempts",
-  "retry_base_delay_ms",
-  "schedule_time",
-  "create_time",
-  "update_time",
-  "finish_time",
-  "worker_id",
-  "lease_expire_time",
-  "lease_duration_ms",
-  "lease_token_hash",
-  "deliveries",
-  "last_error",
-  "result",
-  "idempotency_key",
-  "request_hash",
-  "heartbeat_event_time",
-] as const;
-
 /** The PostgreSQL type of each column, for the arrays that insert and update bind. */
-const COLUMN_TYPES: Record<(typeof JOB_COLUMN_NAMES)[number], string> = {
+const COLUMN_TYPES: Record<JobColumn, string> = {
   id: "uuid",
   queue: "text",
   task: "text",
@@ -65,24 +42,9 @@ const COLUMN_TYPES: Record<(typeof JOB_COLUMN_NAMES)[number], string> = {
   idempotency_key: "text",
   request_hash: "text",
   heartbeat_event_time: "bigint",
+  progress: "text",
+  progress_event_time: "bigint",
 };
-
-/** The columns a transition may change (the rest are fixed at submit). */
-export const UPDATED_JOB_COLUMN_NAMES = [
-  "state",
-  "attempts",
-  "schedule_time",
-  "update_time",
-  "finish_time",
-  "worker_id",
-  "lease_expire_time",
-  "lease_duration_ms",
-  "lease_token_hash",
-  "deliveries",
-  "last_error",
-  "result",
-  "heartbeat_event_time",
-] as const;
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
 
@@ -145,7 +107,7 @@ export function jobStatements(schema: string): JobStatements {
   const s = quoteIdentifier(schema);
   const select = `SELECT ${JOB_COLUMNS} FROM ${s}.jobs`;
   const unnestArgs = (names: readonly string[], from: number) =>
-    names.map((c, i) => `$${i + from}::${COLUMN_TYPES[c as keyof typeof COLUMN_TYPES]}[]`).join(", ");
+    names.map((c, i) => `$${i + from}::${COLUMN_TYPES[c as JobColumn]}[]`).join(", ");
   return {
     lockJobs: `${select} WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
     jobsByIdempotencyKeys: `SELECT ${JOB_COLUMN_NAMES.map((c) => `j.${c}`).join(", ")}, k.ord
@@ -218,83 +180,15 @@ export function listJobsQuery(
   return { text: `SELECT ${JOB_COLUMNS} FROM ${quoteIdentifier(schema)}.jobs ${clause} ORDER BY id DESC LIMIT $${values.length}`, values };
 }
 
-export function toStoredJob(r: unknown[]): StoredJob {
-  const hash = r[16] as Buffer | null;
-  return {
-    id: r[0] as string,
-    queue: r[1] as string,
-    task: r[2] as string,
-    payloadJson: r[3] as string,
-    priority: r[4] as number,
-    state: r[5] as JobState,
-    attempts: r[6] as number,
-    maxAttempts: r[7] as number,
-    retryBaseDelayMs: r[8] as number,
-    scheduleTime: r[9] as number,
-    createTime: r[10] as number,
-    updateTime: r[11] as number,
-    finishTime: r[12] as number | null,
-    workerId: r[13] as string | null,
-    leaseExpireTime: r[14] as number | null,
-    leaseDurationMs: r[15] as number | null,
-    leaseTokenHash: hash === null ? null : new Uint8Array(hash.buffer, hash.byteOffset, hash.byteLength),
-    deliveries: r[17] as number,
-    lastError: r[18] as string | null,
-    resultJson: r[19] as string | null,
-    idempotencyKey: r[20] as string | null,
-    requestHash: r[21] as string | null,
-    heartbeatEventTime: r[22] as number | null,
-  };
-}
-
 const hex = (hash: Uint8Array | null) =>
   hash === null ? null : Buffer.from(hash.buffer, hash.byteOffset, hash.byteLength).toString("hex");
 
 /** One array per column for insertJobs. */
 export function insertJobsParams(jobs: readonly StoredJob[]): unknown[][] {
-  return [
-    jobs.map((j) => j.id),
-    jobs.map((j) => j.queue),
-    jobs.map((j) => j.task),
-    jobs.map((j) => j.payloadJson),
-    jobs.map((j) => j.priority),
-    jobs.map((j) => j.state),
-    jobs.map((j) => j.attempts),
-    jobs.map((j) => j.maxAttempts),
-    jobs.map((j) => j.retryBaseDelayMs),
-    jobs.map((j) => j.scheduleTime),
-    jobs.map((j) => j.createTime),
-    jobs.map((j) => j.updateTime),
-    jobs.map((j) => j.finishTime),
-    jobs.map((j) => j.workerId),
-    jobs.map((j) => j.leaseExpireTime),
-    jobs.map((j) => j.leaseDurationMs),
-    jobs.map((j) => hex(j.leaseTokenHash)),
-    jobs.map((j) => j.deliveries),
-    jobs.map((j) => j.lastError),
-    jobs.map((j) => j.resultJson),
-    jobs.map((j) => j.idempotencyKey),
-    jobs.map((j) => j.requestHash),
-    jobs.map((j) => j.heartbeatEventTime),
-  ];
+  return jobColumnArrays(jobs, JOB_COLUMN_NAMES, hex);
 }
 
 /** The ids, then one array per UPDATED_JOB_COLUMN_NAMES column, for updateJobs. */
 export function updateJobsParams(jobs: readonly StoredJob[]): unknown[][] {
-  return [
-    jobs.map((j) => j.id),
-    jobs.map((j) => j.state),
-    jobs.map((j) => j.attempts),
-    jobs.map((j) => j.scheduleTime),
-    jobs.map((j) => j.updateTime),
-    jobs.map((j) => j.finishTime),
-    jobs.map((j) => j.workerId),
-    jobs.map((j) => j.leaseExpireTime),
-    jobs.map((j) => j.leaseDurationMs),
-    jobs.map((j) => hex(j.leaseTokenHash)),
-    jobs.map((j) => j.deliveries),
-    jobs.map((j) => j.lastError),
-    jobs.map((j) => j.resultJson),
-    jobs.map((j) => j.heartbeatEventTime),
-  ];
+  return [jobs.map((j) => j.id), ...jobColumnArrays(jobs, UPDATED_JOB_COLUMN_NAMES, hex)];
 }

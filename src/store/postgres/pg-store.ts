@@ -48,6 +48,7 @@ import {
   recoverExpiredLeases,
   redriveJob,
   releaseJob,
+  snoozeJob,
 } from "../operations/transitions.js";
 import { probeWrite } from "../operations/write-probe.js";
 import { assembleQueueCounts } from "../queue-counts.js";
@@ -220,8 +221,8 @@ export class PgStore implements Store {
     return this.#write(claimJobs(spec, { maxRecovered: this.#maxRecovered }));
   }
 
-  heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number): Promise<Job> {
-    return this.#write(heartbeatJob(jobId, leaseToken, leaseDurationMs));
+  heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number, progressJson?: string): Promise<Job> {
+    return this.#write(heartbeatJob(jobId, leaseToken, leaseDurationMs, progressJson));
   }
 
   complete(jobId: string, leaseToken: string, resultJson: string | null): Promise<Job> {
@@ -234,6 +235,10 @@ export class PgStore implements Store {
 
   release(jobId: string, leaseToken: string): Promise<Job> {
     return this.#write(releaseJob(jobId, leaseToken));
+  }
+
+  snooze(jobId: string, leaseToken: string, delayMs: number): Promise<Job> {
+    return this.#write(snoozeJob(jobId, leaseToken, delayMs));
   }
 
   redrive(jobId: string): Promise<Job> {

@@ -4,61 +4,9 @@
  */
 import type Database from "better-sqlite3";
 import type { JobState } from "../../domain/job.js";
-
-/**
- * The columns of a job row, in the order every job query selects them and
- * insertJob binds them. Job rows are read as arrays (better-sqlite3's raw
- * mode) and bound by position: building and reading objects with 25 named
- * keys costs more than the B-tree work of a lookup.
- */
-export const JOB_COLUMN_NAMES = [
-  "id",
-  "queue",
-  "task",
-  "payload",
-  "priority",
-  "state",
-  "attempts",
-  "max_attempts",
-  "retry_base_delay_ms",
-  "schedule_time",
-  "create_time",
-  "update_time",
-  "finish_time",
-  "worker_id",
-  "lease_expire_time",
-  "lease_duration_ms",
-  "lease_token_hash",
-  "deliveries",
-  "last_error",
-  "result",
-  "idempotency_key",
-  "request_hash",
-  "heartbeat_event_time",
-  "progress",
-  "progress_event_time",
-] as const;
+import { JOB_COLUMN_NAMES, UPDATED_JOB_COLUMN_NAMES } from "../job-columns.js";
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
-
-/** The columns a transition may change, bound in this order before the id by updateJob. */
-export const UPDATED_JOB_COLUMN_NAMES = [
-  "state",
-  "attempts",
-  "schedule_time",
-  "update_time",
-  "finish_time",
-  "worker_id",
-  "lease_expire_time",
-  "lease_duration_ms",
-  "lease_token_hash",
-  "deliveries",
-  "last_error",
-  "result",
-  "heartbeat_event_time",
-  "progress",
-  "progress_event_time",
-] as const;
 
 /** Statements whose rows are jobs, read as arrays in JOB_COLUMN_NAMES order. */
 export const JOB_ROW_STATEMENTS = [

@@ -15,7 +15,7 @@ import type Database from "better-sqlite3";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { CountDelta, PrunableJob, TransactionPort } from "../transaction-port.js";
-import { jobRow, tokenHashBlob, toStoredJob, type JobRow } from "./rows.js";
+import { jobRow, toStoredJob, updatedJobRow, type JobRow } from "./rows.js";
 import { EVENT_INSERT_SIZES, insertEventsSql, type SqliteStatements } from "./sql.js";
 
 export class SqlitePort implements TransactionPort {
@@ -54,24 +54,7 @@ export class SqlitePort implements TransactionPort {
   updateJobs(jobs: readonly StoredJob[]): void {
     this.wrote = true;
     for (const j of jobs) {
-      this.#stmts.updateJob.run(
-        j.state,
-        j.attempts,
-        j.scheduleTime,
-        j.updateTime,
-        j.finishTime,
-        j.workerId,
-        j.leaseExpireTime,
-        j.leaseDurationMs,
-        tokenHashBlob(j.leaseTokenHash),
-        j.deliveries,
-        j.lastError,
-        j.resultJson,
-        j.heartbeatEventTime,
-        j.progressJson,
-        j.progressEventTime,
-        j.id,
-      );
+      this.#stmts.updateJob.run(updatedJobRow(j));
     }
   }
 
