@@ -14,6 +14,8 @@ export const EVENT_KINDS = [
   "redriven",
   "cancelled",
   "released",
+  /** A schedule submitted the job (api.md section D); its SUBMITTED event follows. */
+  "scheduled",
 ] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 

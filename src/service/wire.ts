@@ -42,6 +42,7 @@ const KIND_TO_WIRE: Record<DomainKind, EventKind> = {
   redriven: EventKind.REDRIVEN,
   cancelled: EventKind.CANCELLED,
   released: EventKind.RELEASED,
+  scheduled: EventKind.SCHEDULED,
 };
 
 function jsonValue(text: string | null) {
