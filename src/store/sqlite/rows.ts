@@ -4,6 +4,8 @@
  * raw mode) and bound by position.
  */
 import type { JobEvent, JobState, StoredJob } from "../../domain/job.js";
+import type { StoredSchedule } from "../../domain/schedule.js";
+import { scheduleColumns, scheduleFromColumns, type ScheduleColumns } from "../schedule-columns.js";
 
 /** A job row as its columns, in JOB_COLUMN_NAMES order. */
 export type JobRow = unknown[];
@@ -84,4 +86,15 @@ export function toEvent(r: Row): JobEvent {
     attempt: r.attempt as number,
     message: r.message as string | null,
   };
+}
+
+/** A schedules row (paused as 0 or 1) as a domain schedule. */
+export function toSchedule(r: Row): StoredSchedule {
+  return scheduleFromColumns({ ...(r as unknown as ScheduleColumns), paused: r.paused === 1 });
+}
+
+/** The named parameters of upsertSchedule. */
+export function scheduleRow(s: StoredSchedule): Omit<ScheduleColumns, "paused"> & { paused: 0 | 1 } {
+  const columns = scheduleColumns(s);
+  return { ...columns, paused: columns.paused ? 1 : 0 };
 }
