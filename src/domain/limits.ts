@@ -56,6 +56,10 @@ export const BOUNDS = {
   acks: 1000,
   /** retry_delay on Fail: api.md gives no bound; we allow what a schedule allows. */
   retryDelayMs: [0, 30 * DAY],
+  /** A schedule's interval (api.md section D: at least 1s); longer than a year is a cron expression's job. */
+  scheduleIntervalMs: [SECOND, 366 * DAY],
+  /** Characters of a schedule's cron expression. */
+  cronChars: 256,
 } as const;
 
 /** api.md "Defaults and identity": what an absent (or zero) field means. */
