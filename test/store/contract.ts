@@ -997,6 +997,12 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect((await fire()).map((f) => iso(f.runTime))).toEqual(["2026-01-04T13:00:00.000Z"]);
       });
 
+      it("counts an interval from the whole second it was created in", async () => {
+        clock.set(at("2026-01-01T10:00:00.750Z"));
+        const created = await store.createSchedule(newSchedule({ name: "every-5s", recurrence: { intervalMs: 5 * SECOND } }));
+        expect(iso(created.nextRunTime)).toBe("2026-01-01T10:00:05.000Z");
+      });
+
       it("fires at most `limit` schedules per call, earliest due first", async () => {
         clock.set(at("2026-01-01T10:00:00Z"));
         for (const minutes of [3, 1, 2])

@@ -32,11 +32,13 @@ function sameTiming(a: ScheduleSpec, b: ScheduleSpec): boolean {
 /**
  * The schedule stored for `spec` at `now`, given the one it replaces (if
  * any). A schedule that was running and keeps its timing keeps its anchor
- * and next run; otherwise (new, resumed, or retimed) its runs count from now.
+ * and next run; otherwise (new, resumed, or retimed) its runs count from now
+ * (the start of its second, so that interval run times are whole seconds).
  */
 export function scheduleToStore(spec: ScheduleSpec, existing: StoredSchedule | undefined, now: number): StoredSchedule {
   const keepsTiming = existing !== undefined && !existing.paused && !spec.paused && sameTiming(existing, spec);
-  const anchorTime = keepsTiming ? existing.anchorTime : now;
+  // Intervals count from a whole second, so run times (and the keys made of them) read as whole seconds too.
+  const anchorTime = keepsTiming ? existing.anchorTime : now - (now % 1000);
   let nextRunTime: number | null = null;
   if (!spec.paused) nextRunTime = keepsTiming ? existing.nextRunTime : nextRunAfter({ ...spec, anchorTime }, now);
   return {
