@@ -3,7 +3,8 @@
  * next) runs this suite unchanged. It covers every transition and refusal of
  * api.md's state machine, with a manual clock and no sleeps, and the
  * announcement guarantees of store.ts, also across two store instances on
- * one database.
+ * one database, and schedules (run times across daylight-saving changes,
+ * missed runs after downtime, each run once with two instances, reopen).
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
