@@ -14,6 +14,7 @@ import { EventFeed } from "./dispatch/event-feed.js";
 import { startLeaseSweeper } from "./dispatch/lease-sweeper.js";
 import { startPruner } from "./dispatch/pruner.js";
 import { QueueWakeups } from "./dispatch/queue-wakeups.js";
+import { startScheduler } from "./dispatch/scheduler.js";
 import type { Logger } from "./logger.js";
 import { createMetrics } from "./metrics/metrics.js";
 import { startApiListener, type ApiListener } from "./server/api-listener.js";
@@ -123,12 +124,15 @@ export async function startServer(
     refresh: () => store.checkWritable(),
   });
   const readiness = new WriteReadiness({ store, health, services: healthServices, log });
+  // Schedules (api.md section D): one timer to the earliest next run; runs missed while down fire now.
+  const scheduler = startScheduler({ store, clock, log });
   const service = createLeaseQueueService({
     store,
     clock,
     wakeups,
     claimStreams,
     events,
+    scheduler,
     onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
     workKeepaliveMs: claimKeepaliveMs,
     log,
@@ -237,6 +241,7 @@ export async function startServer(
     await api?.close(0);
     await sweeper.stop();
     await pruner.stop();
+    await scheduler.stop();
     await store.close();
     hold.release();
     throw err;
@@ -266,6 +271,7 @@ export async function startServer(
         shutdown.abort(new ConnectError("the server is shutting down", Code.Unavailable));
         await sweeper.stop();
         await pruner.stop();
+        await scheduler.stop();
         await apiListener.close(SHUTDOWN_GRACE_MS);
         claimStreams.close();
         events.close();

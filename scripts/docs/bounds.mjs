@@ -49,6 +49,14 @@ export function describeBounds({ BOUNDS: B, DEFAULTS: D }) {
     { fields: ["retryDelay"], bound: range(B.retryDelayMs, duration), default: "the exponential backoff" },
     { fields: ["error", "reason"], bound: `at most ${B.textChars} characters`, default: "empty" },
     { fields: ["pageSize"], bound: range(B.pageSize), default: String(D.pageSize) },
+    { fields: ["name"], bound: `a schedule's name: matches \`${B.name.source}\``, default: "required" },
+    {
+      fields: ["cron"],
+      bound: `5 fields (minute hour day-of-month month day-of-week) or @yearly, @monthly, @weekly, @daily, @hourly; at most ${B.cronChars} characters`,
+      default: "one of cron and interval",
+    },
+    { fields: ["interval"], bound: range(B.scheduleIntervalMs, duration), default: "one of cron and interval" },
+    { fields: ["timezone"], bound: "an IANA time zone name", default: '`"UTC"`' },
     { fields: ["jobs"], bound: `1..${B.batchJobs} per SubmitBatch`, default: "required" },
     { fields: ["acks"], bound: `1..${B.acks} per Acknowledge, 0..${B.acks} per Work message`, default: "required (Acknowledge)" },
     // A setting, not a field: one request, or one message of a stream.

@@ -13,6 +13,7 @@ import { jobsHref, useRoute, type Route } from "./router.js";
 import { JobPage } from "./views/job.js";
 import { Jobs } from "./views/jobs.js";
 import { Overview } from "./views/overview.js";
+import { Schedules } from "./views/schedules.js";
 import { ForgetToken, TokenPrompt } from "./token-prompt.js";
 
 function title(route: Route): string {
@@ -23,6 +24,8 @@ function title(route: Route): string {
       return "Jobs";
     case "job":
       return `Job ${route.id}`;
+    case "schedules":
+      return "Schedules";
     case "unknown":
       return "Not found";
   }
@@ -49,6 +52,9 @@ function App() {
           <a href={jobsHref()} aria-current={route.name === "jobs" || route.name === "job" ? "page" : undefined}>
             Jobs
           </a>
+          <a href="#/schedules" aria-current={route.name === "schedules" ? "page" : undefined}>
+            Schedules
+          </a>
           {/* The API reference (served by the same port unless production mode turned it off). */}
           <a href="/docs">API reference</a>
         </nav>
@@ -61,6 +67,7 @@ function App() {
         {route.name === "overview" && <Overview />}
         {route.name === "jobs" && <Jobs queue={route.queue} state={route.state} page={route.page} />}
         {route.name === "job" && <JobPage key={route.id} id={route.id} />}
+        {route.name === "schedules" && <Schedules />}
         {route.name === "unknown" && (
           <section>
             <h1>Not found</h1>

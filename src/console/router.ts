@@ -3,6 +3,7 @@
  *   #/                                   queues overview
  *   #/jobs?queue=billing&state=dead&page=<token>   jobs table
  *   #/jobs/<job id>                      one job
+ *   #/schedules                          schedules
  */
 import { useEffect, useState } from "preact/hooks";
 
@@ -10,6 +11,7 @@ export type Route =
   | { name: "overview" }
   | { name: "jobs"; queue: string; state: string; page: string }
   | { name: "job"; id: string }
+  | { name: "schedules" }
   | { name: "unknown"; path: string };
 
 export function parseHash(hash: string): Route {
@@ -20,6 +22,7 @@ export function parseHash(hash: string): Route {
   if (path === "/jobs" || path === "/jobs/") {
     return { name: "jobs", queue: params.get("queue") ?? "", state: params.get("state") ?? "", page: params.get("page") ?? "" };
   }
+  if (path === "/schedules" || path === "/schedules/") return { name: "schedules" };
   const job = /^\/jobs\/([^/]+)$/.exec(path);
   if (job) return { name: "job", id: safeDecode(job[1]) };
   return { name: "unknown", path };

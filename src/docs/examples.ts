@@ -54,6 +54,16 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
   "leasequeue.v1.LeaseQueueService.ResumeQueue": () => ({ queue: QUEUE }),
   "leasequeue.v1.LeaseQueueService.RedriveAll": () => ({ queue: QUEUE, limit: 100 }),
   "leasequeue.v1.LeaseQueueService.PurgeQueue": () => ({ queue: QUEUE, confirm: QUEUE }),
+  "leasequeue.v1.LeaseQueueService.CreateSchedule": () => ({
+    schedule: {
+      name: "weekly-digest",
+      cron: "0 9 * * MON",
+      timezone: "Europe/Berlin",
+      template: { queue: QUEUE, task: "digest.send", payload: { edition: "weekly" } },
+    },
+  }),
+  "leasequeue.v1.LeaseQueueService.ListSchedules": () => ({}),
+  "leasequeue.v1.LeaseQueueService.DeleteSchedule": () => ({ name: "weekly-digest" }),
   "grpc.health.v1.Health.Check": () => ({ service: "leasequeue.v1.LeaseQueueService" }),
   "grpc.health.v1.Health.Watch": () => ({ service: "" }),
   "grpc.health.v1.Health.List": () => ({}),

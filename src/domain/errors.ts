@@ -10,6 +10,8 @@ export type QueueErrorReason =
   | "NOT_CANCELLABLE"
   | "NOT_DEAD"
   | "IDEMPOTENCY_MISMATCH"
+  /** DeleteSchedule: no schedule of that name. */
+  | "SCHEDULE_NOT_FOUND"
   | "STORE_UNAVAILABLE"
   /** WatchEvents: after_sequence is older than the oldest stored event (the events between were pruned). */
   | "REPLAY_TOO_OLD"
@@ -32,3 +34,5 @@ export class QueueError extends Error {
 }
 
 export const jobNotFound = (jobId: string) => new QueueError("JOB_NOT_FOUND", `job ${jobId} does not exist`, { jobId });
+
+export const scheduleNotFound = (name: string) => new QueueError("SCHEDULE_NOT_FOUND", `schedule "${name}" does not exist`, { name });

@@ -60,6 +60,10 @@ export const BOUNDS = {
   snoozeDelayMs: [0, 30 * DAY],
   /** Bytes of a heartbeat's progress as compact JSON text (api.md section D: at most 4 KiB). */
   progressJsonBytes: 4 * 1024,
+  /** A schedule's interval (api.md section D: at least 1s); longer than a year is a cron expression's job. */
+  scheduleIntervalMs: [SECOND, 366 * DAY],
+  /** Characters of a schedule's cron expression. */
+  cronChars: 256,
 } as const;
 
 /** api.md "Defaults and identity": what an absent (or zero) field means. */

@@ -18,6 +18,7 @@ const CODE_OF: Record<QueueErrorReason, Code> = {
   NOT_CANCELLABLE: Code.FailedPrecondition,
   NOT_DEAD: Code.FailedPrecondition,
   IDEMPOTENCY_MISMATCH: Code.AlreadyExists,
+  SCHEDULE_NOT_FOUND: Code.NotFound,
   STORE_UNAVAILABLE: Code.Unavailable,
   REPLAY_TOO_OLD: Code.OutOfRange,
   SEQUENCE_NOT_ISSUED: Code.OutOfRange,

@@ -12,6 +12,7 @@ import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import type { EventFeed } from "../dispatch/event-feed.js";
 import { claimWithin } from "../dispatch/long-poll-claim.js";
 import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
+import type { Scheduler } from "../dispatch/scheduler.js";
 import { releaseUnsent as releaseLeases } from "../dispatch/unsent-leases.js";
 import type { Logger } from "../logger.js";
 import { purgeQueue, redriveAll } from "../store/bulk-transitions.js";
@@ -25,7 +26,7 @@ import {
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
 import { invalidArgument } from "./errors.js";
-import { refusedJobs, requireJobQueue, requireQueue, requireQueueFilter, visibleQueues } from "./queue-access.js";
+import { refusedJobs, requireJobQueue, requireQueue, requireQueueFilter, requireScheduleQueue, visibleQueues } from "./queue-access.js";
 import { deliverableLeases, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
 import * as v from "./validate.js";
 import {
@@ -36,7 +37,7 @@ import {
   watchResponseOf,
   watchWireFormat,
 } from "./watch-output.js";
-import { eventToWire, jobToWire, statsToWire } from "./wire.js";
+import { eventToWire, jobToWire, scheduleToWire, statsToWire } from "./wire.js";
 import { workStream } from "./work-stream.js";
 
 /** The HTTP / gRPC metadata header that may carry a Submit's idempotency key. */
@@ -49,6 +50,8 @@ export interface LeaseQueueServiceOptions {
   claimStreams: ClaimStreams;
   /** Serves WatchEvents. */
   events: EventFeed;
+  /** Told when a schedule is created, replaced or deleted, so its timer follows at once. Default: nobody. */
+  scheduler?: Pick<Scheduler, "rearm">;
   /** Told about every submit answered from an existing job. */
   onIdempotentReplay?: (queue: string) => void;
   /** Idle interval between Work keepalive messages. Default 15 s. */
@@ -257,6 +260,42 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       const cancelled = await purgeQueue(store, queue, { signal: ctx.signal });
       opts.log?.info("queue purged", { queue, cancelled });
       return { cancelled: BigInt(cancelled) };
+    },
+
+    // Schedules (api.md section D). The template's queue is checked as a
+    // Submit's would be; replacing or deleting a schedule also needs the
+    // queue of the schedule that is there.
+    async createSchedule(req, ctx) {
+      const spec = v.scheduleSpec("schedule.", req.schedule, clock.now());
+      requireQueue(ctx, "schedule.template.queue", spec.template.queue);
+      await requireScheduleQueue(ctx, store, "schedule.name", spec.name);
+      const stored = await store.createSchedule(spec);
+      opts.scheduler?.rearm();
+      opts.log?.info("schedule saved", {
+        schedule: stored.name,
+        queue: stored.template.queue,
+        paused: stored.paused,
+        nextRunTime: stored.nextRunTime === null ? null : new Date(stored.nextRunTime).toISOString(),
+      });
+      return { schedule: scheduleToWire(stored) };
+    },
+
+    async listSchedules(_req, ctx) {
+      const schedules = await store.listSchedules();
+      const visible = visibleQueues(
+        ctx,
+        schedules.map((schedule) => ({ queue: schedule.template.queue, schedule })),
+      );
+      return { schedules: visible.map((entry) => scheduleToWire(entry.schedule)) };
+    },
+
+    async deleteSchedule(req, ctx) {
+      const name = v.queueName("name", req.name);
+      await requireScheduleQueue(ctx, store, "name", name);
+      await store.deleteSchedule(name);
+      opts.scheduler?.rearm();
+      opts.log?.info("schedule deleted", { schedule: name });
+      return {};
     },
 
     async getJob(req, ctx) {

@@ -16,7 +16,11 @@
  * - ListJobs and WatchEvents: the `queue` filter, which a limited caller must
  *   set (to one of its queues); without it the call is refused rather than
  *   silently narrowed;
- * - GetStats: answered over the caller's queues only (`total` too).
+ * - GetStats: answered over the caller's queues only (`total` too);
+ * - schedules (api.md section D): CreateSchedule checks its template's
+ *   queue, and like DeleteSchedule the queue of the schedule it replaces
+ *   or deletes (a name that names no schedule is let through);
+ *   ListSchedules answers the schedules of the caller's queues only.
  *
  * Without authentication, or for a token without a queue list, there is no
  * limit and nothing here costs anything.
@@ -106,4 +110,14 @@ export async function refusedJobs(
       ? denied(caller, `${field}[${i}].job_id`, `job ${jobIds[i]} is in queue "${job.queue}", which is not permitted`)
       : undefined,
   );
+}
+
+/** Throws permission_denied if a schedule of this name exists and submits into a queue the caller may not use. */
+export async function requireScheduleQueue(ctx: HandlerContext, store: Store, field: string, name: string): Promise<void> {
+  const caller = limited(ctx);
+  if (caller === undefined) return;
+  const schedule = (await store.listSchedules()).find((s) => s.name === name);
+  if (schedule !== undefined && !caller.queues.has(schedule.template.queue)) {
+    throw denied(caller, field, `schedule "${name}" submits into queue "${schedule.template.queue}", which is not permitted`);
+  }
 }

@@ -33,12 +33,15 @@ export const RPC_ROLES: Readonly<Record<string, Role>> = Object.freeze({
   PauseQueue: "operator",
   ResumeQueue: "operator",
   PurgeQueue: "operator",
+  CreateSchedule: "operator",
+  DeleteSchedule: "operator",
 
   GetJob: "reader",
   ListJobs: "reader",
   ListJobEvents: "reader",
   GetStats: "reader",
   WatchEvents: "reader",
+  ListSchedules: "reader",
 });
 
 export function isRole(value: unknown): value is Role {

@@ -8,8 +8,9 @@ import { ValueSchema, type Duration, type Timestamp, type Value } from "@bufbuil
 import type { JobState as DomainState } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";
 import { BOUNDS, DEFAULTS } from "../domain/limits.js";
+import { canonicalTimeZone, cronProblem, type Recurrence, type ScheduleSpec } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
-import { JobView, type JobState, type SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { JobView, type JobState, type Schedule, type SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
 import { STATE_FROM_WIRE } from "./wire.js";
 
@@ -301,4 +302,66 @@ export function jobStates(field: string, values: JobState[]): DomainState[] {
     states.add(s);
   });
   return [...states];
+}
+
+/**
+ * CreateSchedule's schedule -> ScheduleSpec (api.md section D), fields
+ * named under `path` (`schedule.`). The template is validated exactly as a
+ * SubmitRequest (`schedule.template.queue`, ...), except that it may carry
+ * no idempotency_key (each run brings its own) and no schedule_time (a fixed
+ * instant cannot recur; a delay counts from each run time).
+ * next_run_time and last_run_time are the server's and are ignored.
+ */
+export function scheduleSpec(path: string, schedule: Schedule | undefined, now: number): ScheduleSpec {
+  const f = (name: string) => `${path}${name}`;
+  if (schedule === undefined) throw invalidArgument(path.replace(/\.$/, ""), "is required");
+  const name = queueName(f("name"), schedule.name);
+  let timezone = "UTC";
+  if (schedule.timezone !== "") {
+    const canonical = canonicalTimeZone(schedule.timezone);
+    if (canonical === undefined) {
+      throw invalidArgument(f("timezone"), "must be an IANA time zone name, such as UTC, Europe/Berlin or America/New_York");
+    }
+    timezone = canonical;
+  }
+  let recurrence: Recurrence;
+  const r = schedule.recurrence;
+  if (r.case === "cron") {
+    const expression = r.value.trim();
+    if (expression === "") throw invalidArgument(f("cron"), "is required (or interval)");
+    if (expression.length > BOUNDS.cronChars) throw invalidArgument(f("cron"), `must be at most ${BOUNDS.cronChars} characters`);
+    const problem = cronProblem(expression, timezone, now);
+    if (problem !== undefined) {
+      throw invalidArgument(f("cron"), `is not a 5-field cron expression or @hourly-style shorthand (${problem})`);
+    }
+    recurrence = { cron: expression };
+  } else if (r.case === "interval") {
+    recurrence = { intervalMs: durationInRange(f("interval"), r.value, BOUNDS.scheduleIntervalMs)! };
+  } else {
+    throw invalidArgument(f("cron"), "one of cron and interval is required");
+  }
+  const template = schedule.template;
+  if (template === undefined) throw invalidArgument(f("template"), "is required");
+  if (template.idempotencyKey !== "") {
+    throw invalidArgument(f("template.idempotency_key"), "must be empty: each run uses the key schedule:<name>:<run time>");
+  }
+  if (template.schedule.case === "scheduleTime") {
+    throw invalidArgument(f("template.schedule_time"), "cannot recur; use delay, which counts from each run time");
+  }
+  const job = newJob(template, now, f("template."));
+  return {
+    name,
+    recurrence,
+    timezone,
+    template: {
+      queue: job.queue,
+      task: job.task,
+      payloadJson: job.payloadJson,
+      priority: job.priority,
+      maxAttempts: job.maxAttempts,
+      retryBaseDelayMs: job.retryBaseDelayMs,
+      delayMs: job.schedule !== null && "delayMs" in job.schedule ? job.schedule.delayMs : null,
+    },
+    paused: schedule.paused,
+  };
 }

@@ -6,6 +6,7 @@
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Job as DomainJob, JobEvent as DomainEvent, EventKind as DomainKind, JobState as DomainState } from "../domain/job.js";
+import type { StoredSchedule } from "../domain/schedule.js";
 import type { ClaimedLease, QueueCounts } from "../store/store.js";
 import {
   EventKind,
@@ -14,10 +15,13 @@ import {
   JobState,
   LeaseSchema,
   QueueStatsSchema,
+  ScheduleSchema,
+  SubmitRequestSchema,
   type Job,
   type JobEvent,
   type Lease,
   type QueueStats,
+  type Schedule,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 
 export const STATE_TO_WIRE: Record<DomainState, JobState> = {
@@ -120,5 +124,30 @@ export function statsToWire(queue: string, counts: QueueCounts["counts"], oldest
     cancelled: BigInt(counts.cancelled),
     oldestPendingAge: durationFromMs(oldestPendingAgeMs),
     paused,
+  });
+}
+
+/** A schedule as the wire's Schedule: the template as the SubmitRequest it was validated from (defaults applied). */
+export function scheduleToWire(s: StoredSchedule): Schedule {
+  const t = s.template;
+  return create(ScheduleSchema, {
+    name: s.name,
+    recurrence:
+      "cron" in s.recurrence
+        ? { case: "cron", value: s.recurrence.cron }
+        : { case: "interval", value: durationFromMs(s.recurrence.intervalMs) },
+    timezone: s.timezone,
+    template: create(SubmitRequestSchema, {
+      queue: t.queue,
+      task: t.task,
+      payload: jsonValue(t.payloadJson),
+      priority: t.priority,
+      maxAttempts: t.maxAttempts,
+      retryBaseDelay: durationFromMs(t.retryBaseDelayMs),
+      schedule: t.delayMs === null ? { case: undefined } : { case: "delay", value: durationFromMs(t.delayMs) },
+    }),
+    paused: s.paused,
+    nextRunTime: s.nextRunTime === null ? undefined : timestampFromMs(s.nextRunTime),
+    lastRunTime: s.lastRunTime === null ? undefined : timestampFromMs(s.lastRunTime),
   });
 }

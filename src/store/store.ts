@@ -35,6 +35,7 @@
  */
 import type { EventDraft, Job, JobEvent, JobState } from "../domain/job.js";
 import type { PrunableState, PruneCutoffs } from "../domain/retention.js";
+import type { ScheduleSpec, StoredSchedule } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
 
 export interface SubmitOutcome {
@@ -166,6 +167,17 @@ export interface BulkBatchOutcome {
   exhausted: boolean;
 }
 
+/** One run of a schedule submitted by fireDueSchedules. */
+export interface FiredRun {
+  schedule: string;
+  /** The run time the schedule named (not when it was fired). */
+  runTime: number;
+  /** The job of the run: created now, or (submitted false) found under the run's idempotency key. */
+  job: Job;
+  /** False when the run's job existed already (another server submitted this run first). */
+  submitted: boolean;
+}
+
 export type CommitListener = (change: CommittedChange) => void;
 
 /**
@@ -236,6 +248,31 @@ export interface Store {
   lastJobId(queue: string, state: JobState): Promise<string | null>;
   /** One bounded batch of a bulk transition, in a transaction of its own. */
   bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome>;
+
+  /**
+   * Creates a schedule (api.md section D), or replaces the one of the same
+   * name. Its next run is computed from now; a replacement that keeps the
+   * timing (cron or interval, and time zone) of a schedule that was running
+   * keeps its next run, so creating the same schedules at every deploy
+   * neither shifts nor skips runs. The last run is kept.
+   */
+  createSchedule(spec: ScheduleSpec): Promise<StoredSchedule>;
+  /** Deletes a schedule (its jobs stay); SCHEDULE_NOT_FOUND when there is none of that name. */
+  deleteSchedule(name: string): Promise<void>;
+  /**
+   * Submits, in one transaction, the due run of each due schedule (at most
+   * `limit` schedules): the template under the idempotency key
+   * `schedule:<name>:<run time>` through the shared submit, a SCHEDULED
+   * event right before the job's SUBMITTED one, and the schedule's next
+   * and last run times advanced. After downtime only the latest missed run
+   * is submitted. A run whose key already names a job (another server got
+   * there first) is not submitted again. Earliest due first.
+   */
+  fireDueSchedules(limit: number): Promise<FiredRun[]>;
+  /** Every schedule, ordered by name. */
+  listSchedules(): Promise<StoredSchedule[]>;
+  /** The earliest next_run_time of the schedules that are not paused, or null when none will run. */
+  nextScheduleRunTime(): Promise<number | null>;
 
   getJob(jobId: string): Promise<Job | undefined>;
   /** Newest first. */

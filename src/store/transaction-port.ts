@@ -15,10 +15,10 @@
  *   answers at once they answer at once too.
  * - Rows a method selects for change are the transaction's until it ends:
  *   SQLite holds the database's write lock for the whole transaction;
- *   PostgreSQL locks them (`findJobs`: FOR UPDATE; the selections of
- *   claimable, expired, prunable and bulk jobs: FOR UPDATE SKIP LOCKED, so
- *   that concurrent transactions take different rows and never wait on
- *   each other's).
+ *   PostgreSQL locks them (`findJobs` and `findSchedule`: FOR UPDATE; the
+ *   selections of claimable, expired, prunable and bulk jobs and of due
+ *   schedules: FOR UPDATE SKIP LOCKED, so that concurrent transactions take
+ *   different rows and never wait on each other's).
  * - Plural methods take and return many rows, so an engine can use
  *   multi-row statements (one claim of 100 jobs, one SubmitBatch of 500).
  * - Refusals are decided by the operations before they write, so a refused
@@ -33,6 +33,7 @@
  */
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
 import type { PrunableState } from "../domain/retention.js";
+import type { StoredSchedule } from "../domain/schedule.js";
 
 /** A value now, or later. */
 export type Awaitable<T> = T | Promise<T>;
@@ -42,6 +43,14 @@ export interface CountDelta {
   queue: string;
   state: JobState;
   delta: number;
+}
+
+/** A schedule's run recorded: its times after the run (Schedule.next_run_time and last_run_time). */
+export interface ScheduleRunUpdate {
+  name: string;
+  nextRunTime: number | null;
+  lastRunTime: number;
+  updateTime: number;
 }
 
 /** A finished job due for pruning: enough to delete it and count it. */
@@ -81,6 +90,17 @@ export interface TransactionPort {
   pauseQueue(queue: string, now: number): Awaitable<boolean>;
   /** Removes a pause; true when the queue was paused. */
   resumeQueue(queue: string): Awaitable<boolean>;
+
+  /** The schedule of this name (api.md section D), or undefined. */
+  findSchedule(name: string): Awaitable<StoredSchedule | undefined>;
+  /** Stores a schedule, replacing the one of the same name if there is one. */
+  upsertSchedule(schedule: StoredSchedule): Awaitable<void>;
+  /** Deletes a schedule; true when it existed. */
+  deleteSchedule(name: string): Awaitable<boolean>;
+  /** Up to `limit` schedules that are not paused and whose next_run_time <= now, earliest first. */
+  selectDueSchedules(now: number, limit: number): Awaitable<StoredSchedule[]>;
+  /** Writes the run times of schedules after their runs (by name). */
+  recordScheduleRuns(runs: readonly ScheduleRunUpdate[]): Awaitable<void>;
 
   /** Up to `limit` jobs in `state` finished before `finishedBefore` (epoch ms), oldest finished first. */
   selectPrunable(state: PrunableState, finishedBefore: number, limit: number): Awaitable<PrunableJob[]>;

@@ -9,7 +9,8 @@
  * a dead job is redriven with the button (after a confirmation step) and
  * becomes queued; a queued job is cancelled; a queue is paused and resumed,
  * its dead jobs redriven all at once, and it is purged only when its name
- * is typed, each showing the API's error when refused; an unreachable server is said
+ * is typed, each showing the API's error when refused; schedules are listed
+ * with their next and last runs (live), paused, resumed and deleted; an unreachable server is said
  * to be one; `/` carries the security headers; the page logs no console
  * error and no CSP violation. With authentication on: the token prompt,
  * a refused token, sessionStorage only, live updates and actions with a token.
@@ -421,6 +422,74 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     expect(stats).toMatchObject({ cancelled: "4" });
     expect(stats.queued).toBeUndefined();
     expect(withoutRefusals(errors, 400)).toEqual([]);
+    await page.context().close();
+  });
+
+  it("lists schedules with their next and last runs, pauses and resumes one, and deletes one after a confirmation step", async () => {
+    const create = async (schedule: Record<string, unknown>) => {
+      const res = await t.call("CreateSchedule", { schedule });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body.schedule;
+    };
+    const nightly = await create({
+      name: "ui-nightly",
+      cron: "0 3 * * *",
+      timezone: "Europe/Berlin",
+      template: { queue: "ui-reports", task: "report.build" },
+    });
+    await create({ name: "ui-every-second", interval: "1s", template: { queue: "ui-pings", task: "ping" } });
+    await create({ name: "ui-gone", interval: "3600s", template: { task: "t" } });
+    const { page, errors } = await openConsole("#/schedules");
+    await waitForLive(page);
+    const row = page.locator('tr[data-schedule="ui-nightly"]');
+    await row.and(page.locator('[data-paused="false"]')).waitFor();
+    expect(await row.textContent()).toContain("cron 0 3 * * * (Europe/Berlin)");
+    expect(await row.textContent()).toContain("ui-reports / report.build");
+    expect(await row.locator('[data-field="next-run"] time').getAttribute("datetime")).toBe(
+      new Date(Date.parse(nightly.nextRunTime)).toISOString(),
+    );
+    // A run is announced live (its SCHEDULED event): the last run appears without a reload.
+    const every = page.locator('tr[data-schedule="ui-every-second"]');
+    expect(await every.textContent()).toContain("every 1 s");
+    await every.locator('[data-field="last-run"] time').waitFor();
+    await page.screenshot({ path: `${ARTIFACTS}console-schedules.png` });
+
+    const outcome = page.getByTestId("queue-outcome");
+    await page.getByRole("button", { name: "Pause schedule ui-nightly" }).click();
+    await outcome.getByText("Paused ui-nightly: it submits nothing until resumed.").waitFor();
+    await row.and(page.locator('[data-paused="true"]')).waitFor();
+    expect(await row.locator(".badge.paused").textContent()).toBe("Paused");
+    expect(await row.locator('[data-field="next-run"]').textContent()).toBe("paused");
+    const listed = async () => ((await t.call("ListSchedules", {})).body.schedules ?? []) as Array<Record<string, any>>;
+    expect((await listed()).find((x) => x.name === "ui-nightly")).toMatchObject({ paused: true, template: nightly.template });
+
+    await refuseOnce(page, "CreateSchedule");
+    await page.getByRole("button", { name: "Resume schedule ui-nightly" }).click();
+    await outcome.getByText("Resume failed: permission_denied: this token lacks the operator role").waitFor();
+    expect(await row.getAttribute("data-paused")).toBe("true");
+    await page.getByRole("button", { name: "Resume schedule ui-nightly" }).click();
+    await outcome.getByText(/^Resumed ui-nightly: next run \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\.$/).waitFor();
+    await row.and(page.locator('[data-paused="false"]')).waitFor();
+
+    await page.getByRole("button", { name: "Delete schedule ui-every-second" }).click();
+    const confirm = page.getByTestId("delete-schedule-form");
+    expect(await confirm.textContent()).toContain("Delete schedule ui-every-second?");
+    await confirm.getByRole("button", { name: "No, keep it" }).click();
+    await confirm.waitFor({ state: "detached" });
+    expect((await listed()).map((x) => x.name)).toContain("ui-every-second");
+    await page.getByRole("button", { name: "Delete schedule ui-every-second" }).click();
+    await page.getByTestId("delete-schedule-form").getByRole("button", { name: "Yes, delete ui-every-second" }).click();
+    await outcome.getByText("Deleted schedule ui-every-second. The jobs it submitted stay.").waitFor();
+    await every.waitFor({ state: "detached" });
+    expect((await listed()).map((x) => x.name)).toEqual(["ui-gone", "ui-nightly"]);
+    expect((await t.call("ListJobs", { queue: "ui-pings" })).body.jobs.length).toBeGreaterThan(0);
+    // A schedule that another operator deleted meanwhile: the API's refusal is shown.
+    await t.call("DeleteSchedule", { name: "ui-gone" });
+    await page.getByRole("button", { name: "Delete schedule ui-gone" }).click();
+    await page.getByTestId("delete-schedule-form").getByRole("button", { name: "Yes, delete ui-gone" }).click();
+    await outcome.getByText('Delete failed: not_found: schedule "ui-gone" does not exist').waitFor();
+    await t.call("DeleteSchedule", { name: "ui-nightly" });
+    expect(withoutRefusals(withoutRefusals(errors, 403), 404)).toEqual([]);
     await page.context().close();
   });
 

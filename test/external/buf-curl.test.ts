@@ -40,6 +40,9 @@ const METHODS = [
   "ResumeQueue",
   "RedriveAll",
   "PurgeQueue",
+  "CreateSchedule",
+  "ListSchedules",
+  "DeleteSchedule",
 ];
 /** gRPC over cleartext HTTP/2; the schema comes from server reflection. */
 const GRPC = ["--protocol", "grpc", "--http2-prior-knowledge"];

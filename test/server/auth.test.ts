@@ -77,6 +77,10 @@ beforeAll(async () => {
   for (const queue of ["mine", "theirs"] as const) {
     const res = await grpc.submit({ queue, task: "seed" }, { headers: bearer(tokens.admin) });
     jobs[queue] = res.job!.id;
+    await grpc.createSchedule(
+      { schedule: { name: `s-${queue}`, recurrence: { case: "cron", value: "@daily" }, template: { queue, task: "seed" } } },
+      { headers: bearer(tokens.admin) },
+    );
   }
 });
 
@@ -108,8 +112,17 @@ describe("roles", () => {
       "StreamClaims",
       "Work",
     ]);
-    expect(byRole("operator")).toEqual(["Cancel", "PauseQueue", "PurgeQueue", "Redrive", "RedriveAll", "ResumeQueue"]);
-    expect(byRole("reader")).toEqual(["GetJob", "GetStats", "ListJobEvents", "ListJobs", "WatchEvents"]);
+    expect(byRole("operator")).toEqual([
+      "Cancel",
+      "CreateSchedule",
+      "DeleteSchedule",
+      "PauseQueue",
+      "PurgeQueue",
+      "Redrive",
+      "RedriveAll",
+      "ResumeQueue",
+    ]);
+    expect(byRole("reader")).toEqual(["GetJob", "GetStats", "ListJobEvents", "ListJobs", "ListSchedules", "WatchEvents"]);
   });
 
   describe.each(LeaseQueueService.methods.map((m) => [m.name, m] as const))("%s", (_name, method) => {
@@ -232,9 +245,12 @@ function aimedAt(method: DescMethod, queue: string, jobId: string): object | und
     jobs: [{ queue, task: "t" }],
     acks: [{ jobId, leaseToken, outcome: { case: "release", value: {} } }],
     start: { queue, workerId: "w" },
+    // The schedules seeded in beforeAll are "s-mine" and "s-theirs", each submitting into its queue.
+    schedule: { name: `s-${queue}`, recurrence: { case: "cron", value: "@daily" }, template: { queue, task: "t" } },
+    name: `s-${queue}`,
   };
   const names = method.input.fields.map((f) => f.localName);
-  if (!names.some((n) => ["queue", "jobId", "jobs", "acks", "start"].includes(n))) return undefined;
+  if (!names.some((n) => ["queue", "jobId", "jobs", "acks", "start", "schedule", "name"].includes(n))) return undefined;
   return create(method.input, Object.fromEntries(names.filter((n) => n in fill).map((n) => [n, fill[n]])) as never);
 }
 
@@ -246,17 +262,21 @@ function codeOf(outcome: Outcome): Code | undefined {
 }
 
 describe("tokens limited to queues", () => {
-  describe.each(LeaseQueueService.methods.filter((m) => m.name !== "GetStats").map((m) => [m.name, m] as const))("%s", (_name, method) => {
-    it("refuses another queue, or a job of another queue, and lets its own through", async () => {
-      const headers = bearer(tokens[limitedName(RPC_ROLES[method.name])]);
-      const theirs = aimedAt(method, "theirs", jobs.theirs);
-      expect(theirs, `teach aimedAt which queue ${method.name} touches`).toBeDefined();
-      const refused = await callOnce(grpc, method, theirs!, headers);
-      expect(codeOf(refused), refused.message).toBe(Code.PermissionDenied);
-      const mine = await callOnce(grpc, method, aimedAt(method, "mine", jobs.mine)!, headers);
-      expect(codeOf(mine), mine.message).not.toBe(Code.PermissionDenied);
-    });
-  });
+  const answeredOverOwnQueues = new Set(["GetStats", "ListSchedules"]);
+  describe.each(LeaseQueueService.methods.filter((m) => !answeredOverOwnQueues.has(m.name)).map((m) => [m.name, m] as const))(
+    "%s",
+    (_name, method) => {
+      it("refuses another queue, or a job of another queue, and lets its own through", async () => {
+        const headers = bearer(tokens[limitedName(RPC_ROLES[method.name])]);
+        const theirs = aimedAt(method, "theirs", jobs.theirs);
+        expect(theirs, `teach aimedAt which queue ${method.name} touches`).toBeDefined();
+        const refused = await callOnce(grpc, method, theirs!, headers);
+        expect(codeOf(refused), refused.message).toBe(Code.PermissionDenied);
+        const mine = await callOnce(grpc, method, aimedAt(method, "mine", jobs.mine)!, headers);
+        expect(codeOf(mine), mine.message).not.toBe(Code.PermissionDenied);
+      });
+    },
+  );
 
   it("says which queue and which queues the token may use", async () => {
     const res = await t.call("Submit", { queue: "theirs", task: "t" }, bearer(tokens["producer-mine"]));
@@ -304,6 +324,23 @@ describe("tokens limited to queues", () => {
     expect(mine.queues.map((q) => q.queue)).toEqual(["mine"]);
     const own = all.queues.find((q) => q.queue === "mine")!;
     expect(mine.total).toMatchObject({ queue: "", queued: own.queued, running: own.running, completed: own.completed });
+  });
+
+  it("lists the schedules of its own queues only, and may not take over another queue's schedule by its name", async () => {
+    const all = await grpc.listSchedules({}, { headers: bearer(tokens.reader) });
+    expect(all.schedules.map((s) => s.name)).toEqual(expect.arrayContaining(["s-theirs"]));
+    const mine = await grpc.listSchedules({}, { headers: bearer(tokens["reader-mine"]) });
+    expect(mine.schedules.every((s) => s.template?.queue === "mine")).toBe(true);
+    expect(mine.schedules.map((s) => s.name)).not.toContain("s-theirs");
+    const takeover = await t.call(
+      "CreateSchedule",
+      { schedule: { name: "s-theirs", cron: "@hourly", template: { queue: "mine", task: "t" } } },
+      bearer(tokens["operator-mine"]),
+    );
+    expect(takeover.status).toBe(403);
+    expect(takeover.body.message).toBe(
+      'schedule.name: schedule "s-theirs" submits into queue "theirs", which is not permitted; token "operator-mine" may use only the queues also-mine, mine',
+    );
   });
 
   it("refuses each acknowledgement of another queue's job on its own, and applies the others", async () => {

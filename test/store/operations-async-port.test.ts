@@ -15,6 +15,7 @@ import { OperationChanges, TransactionChanges, type PersistedChanges } from "../
 import { claimJobs } from "../../src/store/operations/claim.js";
 import { pruneFinishedJobs } from "../../src/store/operations/prune.js";
 import { pauseQueue } from "../../src/store/operations/queue-controls.js";
+import { createSchedule, deleteSchedule, fireDueSchedules } from "../../src/store/operations/schedules.js";
 import type { WriteOperation } from "../../src/store/operations/scope.js";
 import { submitJobs } from "../../src/store/operations/submit.js";
 import { completeJob, heartbeatJob } from "../../src/store/operations/transitions.js";
@@ -23,7 +24,7 @@ import { migrate } from "../../src/store/sqlite/migrate.js";
 import { prepareStatements } from "../../src/store/sqlite/sql.js";
 import { SqlitePort } from "../../src/store/sqlite/sqlite-port.js";
 import type { TransactionPort } from "../../src/store/transaction-port.js";
-import { newJob } from "./contract.js";
+import { newJob, newSchedule } from "./contract.js";
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
 
@@ -133,6 +134,21 @@ describe("the shared write operations over a port that answers later", () => {
     expect(pruned.value).toEqual({ pruned: [{ queue: "billing", state: "dead", jobs: 1 }], events: 4, exhausted: true });
     expect((await transaction(pauseQueue("billing"))).value).toBe(true);
     expect((await transaction(pauseQueue("billing"))).value).toBe(false);
+  });
+
+  it("creates a schedule and fires its run over the same port: SCHEDULED before SUBMITTED, once", async () => {
+    const created = await transaction(createSchedule(newSchedule({ name: "every-minute", recurrence: { intervalMs: 60_000 } })));
+    expect(created.value.nextRunTime).toBe(NOW + 60_000);
+    expect((await transaction(fireDueSchedules(10), NOW + 59_999)).value).toEqual([]);
+    const fired = await transaction(fireDueSchedules(10), NOW + 60_000);
+    expect(fired.value.map((f) => [f.schedule, f.runTime, f.submitted])).toEqual([["every-minute", NOW + 60_000, true]]);
+    expect(fired.persisted.events.map((e) => [e.kind, e.jobId])).toEqual([
+      ["scheduled", fired.value[0].job.id],
+      ["submitted", fired.value[0].job.id],
+    ]);
+    expect((await transaction(fireDueSchedules(10), NOW + 60_000)).value).toEqual([]);
+    await transaction(deleteSchedule("every-minute"));
+    expect(await refusal(transaction(deleteSchedule("every-minute")))).toBe("SCHEDULE_NOT_FOUND");
   });
 });
 

@@ -7,7 +7,7 @@ import { ManualClock } from "../../src/domain/clock.js";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
 import { listJobsSql, SQL } from "../../src/store/sqlite/sql.js";
 import { migrate, openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { describeStoreContract, newJob } from "./contract.js";
+import { describeStoreContract, newJob, newSchedule } from "./contract.js";
 
 function tempDir(): string {
   return mkdtempSync(join(tmpdir(), "leasequeue-store-"));
@@ -169,7 +169,7 @@ describe("SQLite store specifics", () => {
     // Take the file back to schema 3, as the release before retention left it.
     const db = new Database(path);
     db.exec(
-      `DROP TABLE paused_queues; DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;
+      `DROP TABLE schedules; DROP TABLE paused_queues; DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;
        ALTER TABLE jobs DROP COLUMN progress; ALTER TABLE jobs DROP COLUMN progress_event_time;`,
     );
     db.pragma("user_version = 3");
@@ -244,6 +244,25 @@ describe("SQLite store specifics", () => {
     expect(await second.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 })).toHaveLength(1);
   });
 
+  it("keeps schedules and their run times across a close and a reopen of the file", async () => {
+    const clock = new ManualClock(Date.parse("2026-01-01T10:00:00Z"));
+    const first = open(undefined, clock);
+    const path = first.db.name;
+    await first.createSchedule(newSchedule({ name: "hourly", recurrence: { intervalMs: 3_600_000 } }));
+    await first.createSchedule(newSchedule({ name: "paused", paused: true }));
+    clock.set(Date.parse("2026-01-01T11:00:00Z"));
+    await first.fireDueSchedules(10);
+    const before = await first.listSchedules();
+    await first.close();
+    stores.splice(stores.indexOf(first), 1);
+    const second = open(path, clock);
+    expect(await second.listSchedules()).toEqual(before);
+    expect(before.map((s) => [s.name, s.paused, s.lastRunTime, s.nextRunTime])).toEqual([
+      ["hourly", false, Date.parse("2026-01-01T11:00:00Z"), Date.parse("2026-01-01T12:00:00Z")],
+      ["paused", true, null, null],
+    ]);
+  });
+
   describe("query plans match the indexes exactly", () => {
     function plan(sql: string, params: unknown = {}): string {
       const store = stores[0] ?? open();
@@ -294,6 +313,14 @@ describe("SQLite store specifics", () => {
 
     it("checks a queue's paused state by its primary key", () => {
       expect(plan(SQL.queuePaused.replaceAll("?", "NULL"))).toContain("USING PRIMARY KEY (queue=?)");
+    });
+
+    it("finds due schedules and the next run through schedules_due, with no sort step", () => {
+      const due = plan(SQL.dueSchedules.replaceAll("?", "NULL"));
+      expect(due).toContain("USING INDEX schedules_due");
+      expect(due).not.toContain("TEMP B-TREE");
+      expect(plan(SQL.nextScheduleRunTime)).toContain("schedules_due");
+      expect(plan(SQL.scheduleByName.replaceAll("?", "NULL"))).toContain("USING PRIMARY KEY (name=?)");
     });
 
     it("lists jobs newest first through a matching index for each filter", () => {

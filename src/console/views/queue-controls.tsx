@@ -15,7 +15,7 @@ export interface Outcome {
 }
 
 /** Runs one API call; its success text, or "<what> failed: <code>: <message>". */
-async function attempt(what: string, call: () => Promise<string>): Promise<Outcome> {
+export async function attempt(what: string, call: () => Promise<string>): Promise<Outcome> {
   try {
     return { ok: true, text: await call() };
   } catch (err) {

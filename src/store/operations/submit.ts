@@ -13,21 +13,32 @@ import type { WriteOperation } from "./scope.js";
 
 const scopedKey = (queue: string, key: string) => `${queue}\0${key}`;
 
-export function submitJobs(specs: readonly NewJob[]): WriteOperation<SubmitOutcome[]> {
+/** What a caller of submitJobs may add to the submissions. */
+export interface SubmitHooks {
+  /**
+   * Called for each job the submission creates, before its SUBMITTED event
+   * is recorded, with its index in `specs`: a schedule's run records its
+   * SCHEDULED event here, so that it comes first.
+   */
+  beforeCreated?(job: StoredJob, index: number): void;
+}
+
+export function submitJobs(specs: readonly NewJob[], hooks: SubmitHooks = {}): WriteOperation<SubmitOutcome[]> {
   return ({ now, port, changes }) =>
     andThen(storedJobsByKey(port, specs), (known) => {
       const outcomes: SubmitOutcome[] = [];
       const created: StoredJob[] = [];
-      for (const spec of specs) {
+      specs.forEach((spec, index) => {
         const key = spec.idempotencyKey === null ? undefined : scopedKey(spec.queue, spec.idempotencyKey);
         const decision = resolveSubmission(spec, key === undefined ? undefined : known.get(key), now);
         if (decision.created) {
           created.push(decision.job);
+          hooks.beforeCreated?.(decision.job, index);
           changes.created(decision.job);
           if (key !== undefined) known.set(key, decision.job);
         }
         outcomes.push({ job: publicJob(decision.job), deduplicated: !decision.created });
-      }
+      });
       return created.length === 0 ? outcomes : andThen(port.insertJobs(created), () => outcomes);
     });
 }

@@ -168,6 +168,34 @@ ALTER TABLE jobs ADD COLUMN progress text;
 ALTER TABLE jobs ADD COLUMN progress_event_time bigint;
 `,
   },
+  {
+    version: 3,
+    name: "schedules",
+    sql: `
+-- Schedules (api.md section D), as SQLite's migration 7: exactly one of
+-- cron and interval_ms is set; a paused schedule has no next_run_time;
+-- template is the validated submit request as JSON text
+-- (store/schedule-columns.ts), its queue also kept in a column. The
+-- transaction that fires runs selects the due rows FOR UPDATE SKIP LOCKED.
+CREATE TABLE schedules (
+  name           text PRIMARY KEY,
+  cron           text,
+  interval_ms    bigint,
+  timezone       text NOT NULL,
+  queue          text NOT NULL,
+  template       text NOT NULL,
+  paused         boolean NOT NULL,
+  anchor_time    bigint NOT NULL,
+  next_run_time  bigint,
+  last_run_time  bigint,
+  create_time    bigint NOT NULL,
+  update_time    bigint NOT NULL,
+  CHECK ((cron IS NULL) <> (interval_ms IS NULL))
+);
+-- The due schedules, earliest first, and the servers' next wake-up.
+CREATE INDEX schedules_due ON schedules (next_run_time) WHERE next_run_time IS NOT NULL;
+`,
+  },
 ];
 
 /** The schema version this release's migrations end at. */

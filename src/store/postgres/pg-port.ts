@@ -19,12 +19,14 @@
 import type pg from "pg";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
 import type { PrunableState } from "../../domain/retention.js";
-import type { CountDelta, PrunableJob, TransactionPort } from "../transaction-port.js";
+import type { StoredSchedule } from "../../domain/schedule.js";
+import type { CountDelta, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
 import { unsequencedEventParams } from "./event-sql.js";
 import { countDeltaParams } from "./job-counts.js";
 import { insertJobsParams, isUuid, NIL_UUID, toStoredJob, updateJobsParams } from "./job-sql.js";
 import type { PgStatements } from "./pg-statements.js";
 import { prepared, preparedArrays } from "./prepared.js";
+import { scheduleParams, scheduleRunParams, toSchedule } from "./schedule-sql.js";
 
 export class PgPort implements TransactionPort {
   /** Set by the first row the current operation writes; the transaction runner resets it per operation. */
@@ -121,6 +123,32 @@ export class PgPort implements TransactionPort {
     const changed = (await this.#client.query(prepared(this.#sql.jobs.resumeQueue, [queue]))).rowCount! > 0;
     if (changed) this.wrote = true;
     return changed;
+  }
+
+  async findSchedule(name: string): Promise<StoredSchedule | undefined> {
+    const { rows } = await this.#client.query(prepared(this.#sql.schedules.scheduleByName, [name]));
+    return rows.length === 0 ? undefined : toSchedule(rows[0] as Record<string, unknown>);
+  }
+
+  async upsertSchedule(schedule: StoredSchedule): Promise<void> {
+    this.wrote = true;
+    await this.#client.query(prepared(this.#sql.schedules.upsertSchedule, scheduleParams(schedule)));
+  }
+
+  async deleteSchedule(name: string): Promise<boolean> {
+    const deleted = (await this.#client.query(prepared(this.#sql.schedules.deleteSchedule, [name]))).rowCount! > 0;
+    if (deleted) this.wrote = true;
+    return deleted;
+  }
+
+  async selectDueSchedules(now: number, limit: number): Promise<StoredSchedule[]> {
+    const { rows } = await this.#client.query(prepared(this.#sql.schedules.dueSchedules, [now, limit]));
+    return rows.map((r) => toSchedule(r as Record<string, unknown>));
+  }
+
+  async recordScheduleRuns(runs: readonly ScheduleRunUpdate[]): Promise<void> {
+    this.wrote = true;
+    await this.#client.query(prepared(this.#sql.schedules.recordScheduleRuns, scheduleRunParams(runs)));
   }
 
   async selectPrunable(state: PrunableState, finishedBefore: number, limit: number): Promise<PrunableJob[]> {

@@ -2,14 +2,22 @@
 import { eventStatements, type EventStatements } from "./event-sql.js";
 import { countStatements, type CountStatements } from "./job-counts.js";
 import { jobStatements, type JobStatements } from "./job-sql.js";
+import { scheduleStatements, type ScheduleStatements } from "./schedule-sql.js";
 
 export interface PgStatements {
   schema: string;
   jobs: JobStatements;
   events: EventStatements;
   counts: CountStatements;
+  schedules: ScheduleStatements;
 }
 
 export function pgStatements(schema: string): PgStatements {
-  return { schema, jobs: jobStatements(schema), events: eventStatements(schema), counts: countStatements(schema) };
+  return {
+    schema,
+    jobs: jobStatements(schema),
+    events: eventStatements(schema),
+    counts: countStatements(schema),
+    schedules: scheduleStatements(schema),
+  };
 }

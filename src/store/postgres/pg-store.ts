@@ -30,11 +30,13 @@ import pg from "pg";
 import type { Clock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
 import { publicJob, type EventDraft, type Job, type JobEvent, type JobState } from "../../domain/job.js";
+import type { ScheduleSpec, StoredSchedule } from "../../domain/schedule.js";
 import type { NewJob } from "../../domain/submission.js";
 import { replayBounds } from "../event-bounds.js";
 import { toEvent } from "../event-rows.js";
 import type { PersistedChanges } from "../operation-changes.js";
 import { claimJobs } from "../operations/claim.js";
+import { createSchedule, deleteSchedule, fireDueSchedules } from "../operations/schedules.js";
 import { pruneFinishedJobs } from "../operations/prune.js";
 import { pauseQueue, resumeQueue } from "../operations/queue-controls.js";
 import type { WriteOperation } from "../operations/scope.js";
@@ -59,6 +61,7 @@ import type {
   ClaimRequestSpec,
   CommitListener,
   CommittedChange,
+  FiredRun,
   ListEventsSpec,
   ListJobsSpec,
   PruneOutcome,
@@ -77,6 +80,7 @@ import { migratePostgres } from "./migrate.js";
 import { NotificationListener, notificationChannel, type StoreNotification } from "./notifications.js";
 import { isConnectionError, storeError } from "./pg-errors.js";
 import { pgStatements, type PgStatements } from "./pg-statements.js";
+import { toSchedule } from "./schedule-sql.js";
 import { prepared, preparedArrays } from "./prepared.js";
 import { PgTransactions } from "./pg-transactions.js";
 import { clientConfig, createPool, type PgConnectionOptions } from "./pool.js";
@@ -267,6 +271,18 @@ export class PgStore implements Store {
 
   bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome> {
     return this.#write(bulkTransitionBatch(spec));
+  }
+
+  createSchedule(spec: ScheduleSpec): Promise<StoredSchedule> {
+    return this.#write(createSchedule(spec));
+  }
+
+  deleteSchedule(name: string): Promise<void> {
+    return this.#write(deleteSchedule(name));
+  }
+
+  fireDueSchedules(limit: number): Promise<FiredRun[]> {
+    return this.#write(fireDueSchedules(limit));
   }
 
   #write<T>(op: WriteOperation<T>): Promise<T> {
@@ -479,6 +495,14 @@ export class PgStore implements Store {
 
   async nextScheduledTime(queue: string): Promise<number | null> {
     return (await this.#read<{ t: number | null }>(this.#sql.jobs.nextScheduledTime, [queue, this.#clock.now()]))[0].t;
+  }
+
+  async listSchedules(): Promise<StoredSchedule[]> {
+    return (await this.#read<Record<string, unknown>>(this.#sql.schedules.allSchedules, [])).map(toSchedule);
+  }
+
+  async nextScheduleRunTime(): Promise<number | null> {
+    return (await this.#read<{ t: number | null }>(this.#sql.schedules.nextScheduleRunTime, []))[0].t;
   }
 
   async lastJobId(queue: string, state: JobState): Promise<string | null> {

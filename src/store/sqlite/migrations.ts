@@ -147,4 +147,31 @@ ALTER TABLE jobs ADD COLUMN progress TEXT;
 ALTER TABLE jobs ADD COLUMN progress_event_time INTEGER;
 `,
   },
+  {
+    version: 7,
+    name: "schedules",
+    sql: `
+-- Schedules (api.md section D): each row submits its template at its runs.
+-- Exactly one of cron and interval_ms is set; a paused schedule has no
+-- next_run_time. template is the validated submit request as JSON text
+-- (store/schedule-columns.ts), its queue also kept in a column.
+CREATE TABLE schedules (
+  name           TEXT PRIMARY KEY,
+  cron           TEXT,
+  interval_ms    INTEGER,
+  timezone       TEXT NOT NULL,
+  queue          TEXT NOT NULL,
+  template       TEXT NOT NULL,
+  paused         INTEGER NOT NULL CHECK (paused IN (0, 1)),
+  anchor_time    INTEGER NOT NULL,
+  next_run_time  INTEGER,
+  last_run_time  INTEGER,
+  create_time    INTEGER NOT NULL,
+  update_time    INTEGER NOT NULL,
+  CHECK ((cron IS NULL) <> (interval_ms IS NULL))
+) STRICT, WITHOUT ROWID;
+-- The due schedules, earliest first, and the dispatcher's next wake-up.
+CREATE INDEX schedules_due ON schedules (next_run_time) WHERE next_run_time IS NOT NULL;
+`,
+  },
 ];

@@ -4,7 +4,9 @@
  * better-sqlite3's raw mode) and bound by position.
  */
 import type { StoredJob } from "../../domain/job.js";
+import type { StoredSchedule } from "../../domain/schedule.js";
 import { JOB_COLUMN_NAMES, jobValues, UPDATED_JOB_COLUMN_NAMES, type JobRow } from "../job-columns.js";
+import { scheduleColumns, scheduleFromColumns, type ScheduleColumns } from "../schedule-columns.js";
 
 export { toStoredJob, type JobRow } from "../job-columns.js";
 
@@ -26,4 +28,15 @@ export function updatedJobRow(j: StoredJob): unknown[] {
 
 export function tokenHashBlob(hash: Uint8Array | null): Buffer | null {
   return hash === null ? null : Buffer.from(hash.buffer, hash.byteOffset, hash.byteLength);
+}
+
+/** A schedules row (paused as 0 or 1) as a domain schedule. */
+export function toSchedule(r: Row): StoredSchedule {
+  return scheduleFromColumns({ ...(r as unknown as ScheduleColumns), paused: r.paused === 1 });
+}
+
+/** The named parameters of upsertSchedule. */
+export function scheduleRow(s: StoredSchedule): Omit<ScheduleColumns, "paused"> & { paused: 0 | 1 } {
+  const columns = scheduleColumns(s);
+  return { ...columns, paused: columns.paused ? 1 : 0 };
 }

@@ -94,6 +94,24 @@ export const SQL = {
   jobsInStateBetween: `SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_queue_state_recent
     WHERE queue = ? AND state = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?`,
 
+  /** Schedules (api.md section D), one row each; paused is 0 or 1. */
+  scheduleByName: `SELECT * FROM schedules WHERE name = ?`,
+  upsertSchedule: `INSERT INTO schedules (name, cron, interval_ms, timezone, queue, template, paused, anchor_time, next_run_time,
+      last_run_time, create_time, update_time)
+    VALUES (@name, @cron, @interval_ms, @timezone, @queue, @template, @paused, @anchor_time, @next_run_time,
+      @last_run_time, @create_time, @update_time)
+    ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, interval_ms = excluded.interval_ms, timezone = excluded.timezone,
+      queue = excluded.queue, template = excluded.template, paused = excluded.paused, anchor_time = excluded.anchor_time,
+      next_run_time = excluded.next_run_time, last_run_time = excluded.last_run_time, create_time = excluded.create_time,
+      update_time = excluded.update_time`,
+  deleteSchedule: `DELETE FROM schedules WHERE name = ?`,
+  /** Through schedules_due (the literal IS NOT NULL lets the planner use the partial index). */
+  dueSchedules: `SELECT * FROM schedules INDEXED BY schedules_due
+    WHERE next_run_time IS NOT NULL AND next_run_time <= ? AND paused = 0 ORDER BY next_run_time, name LIMIT ?`,
+  recordScheduleRun: `UPDATE schedules SET next_run_time = ?, last_run_time = ?, update_time = ? WHERE name = ?`,
+  allSchedules: `SELECT * FROM schedules ORDER BY name`,
+  nextScheduleRunTime: `SELECT min(next_run_time) AS t FROM schedules WHERE next_run_time IS NOT NULL AND paused = 0`,
+
   /** The readiness probe's write: one row, one page, its own durable commit. */
   touchWriteProbe: `UPDATE write_probe SET probe_time = ?, probes = probes + 1 WHERE id = 1`,
 

@@ -14,8 +14,9 @@
 import type Database from "better-sqlite3";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
 import type { PrunableState } from "../../domain/retention.js";
-import type { CountDelta, PrunableJob, TransactionPort } from "../transaction-port.js";
-import { jobRow, toStoredJob, updatedJobRow, type JobRow } from "./rows.js";
+import type { StoredSchedule } from "../../domain/schedule.js";
+import type { CountDelta, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
+import { jobRow, scheduleRow, toSchedule, toStoredJob, updatedJobRow, type JobRow, type Row } from "./rows.js";
 import { EVENT_INSERT_SIZES, insertEventsSql, type SqliteStatements } from "./sql.js";
 
 export class SqlitePort implements TransactionPort {
@@ -89,6 +90,31 @@ export class SqlitePort implements TransactionPort {
     const changed = this.#stmts.resumeQueue.run(queue).changes > 0;
     if (changed) this.wrote = true;
     return changed;
+  }
+
+  findSchedule(name: string): StoredSchedule | undefined {
+    const row = this.#stmts.scheduleByName.get(name) as Row | undefined;
+    return row === undefined ? undefined : toSchedule(row);
+  }
+
+  upsertSchedule(schedule: StoredSchedule): void {
+    this.wrote = true;
+    this.#stmts.upsertSchedule.run(scheduleRow(schedule));
+  }
+
+  deleteSchedule(name: string): boolean {
+    const deleted = this.#stmts.deleteSchedule.run(name).changes > 0;
+    if (deleted) this.wrote = true;
+    return deleted;
+  }
+
+  selectDueSchedules(now: number, limit: number): StoredSchedule[] {
+    return (this.#stmts.dueSchedules.all(now, limit) as Row[]).map(toSchedule);
+  }
+
+  recordScheduleRuns(runs: readonly ScheduleRunUpdate[]): void {
+    if (runs.length > 0) this.wrote = true;
+    for (const r of runs) this.#stmts.recordScheduleRun.run(r.nextRunTime, r.lastRunTime, r.updateTime, r.name);
   }
 
   selectPrunable(state: PrunableState, finishedBefore: number, limit: number): PrunableJob[] {

@@ -28,6 +28,7 @@ import type { Clock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
 import type { Job, JobEvent, JobState } from "../../domain/job.js";
 import { publicJob } from "../../domain/job.js";
+import type { ScheduleSpec, StoredSchedule } from "../../domain/schedule.js";
 import type { NewJob } from "../../domain/submission.js";
 import { DatabaseRefusal } from "../database-refusal.js";
 import { replayBounds } from "../event-bounds.js";
@@ -35,6 +36,7 @@ import type { PersistedChanges } from "../operation-changes.js";
 import { claimJobs } from "../operations/claim.js";
 import { pauseQueue, resumeQueue } from "../operations/queue-controls.js";
 import { pruneFinishedJobs } from "../operations/prune.js";
+import { createSchedule, deleteSchedule, fireDueSchedules } from "../operations/schedules.js";
 import type { WriteOperation } from "../operations/scope.js";
 import { submitJobs } from "../operations/submit.js";
 import {
@@ -57,6 +59,7 @@ import type {
   ClaimRequestSpec,
   CommitListener,
   CommittedChange,
+  FiredRun,
   ListEventsSpec,
   ListJobsSpec,
   PruneOutcome,
@@ -70,7 +73,7 @@ import type {
 import { GroupCommit } from "./group-commit.js";
 import { migrate } from "./migrate.js";
 import { OtherWriters } from "./other-writers.js";
-import { toEvent, toStoredJob, type JobRow, type Row } from "./rows.js";
+import { toEvent, toSchedule, toStoredJob, type JobRow, type Row } from "./rows.js";
 import { listJobsSql, prepareStatements, type SqliteStatements } from "./sql.js";
 import { SqlitePort } from "./sqlite-port.js";
 import { WalSync, type DurableSettle } from "./wal-sync.js";
@@ -247,6 +250,18 @@ export class SqliteStore implements Store {
     return this.#write(bulkTransitionBatch(spec));
   }
 
+  createSchedule(spec: ScheduleSpec): Promise<StoredSchedule> {
+    return this.#write(createSchedule(spec));
+  }
+
+  deleteSchedule(name: string): Promise<void> {
+    return this.#write(deleteSchedule(name));
+  }
+
+  fireDueSchedules(limit: number): Promise<FiredRun[]> {
+    return this.#write(fireDueSchedules(limit));
+  }
+
   #write<T>(op: WriteOperation<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new QueueError("STORE_UNAVAILABLE", "the store is closed"));
     return this.#groupCommit.write(op);
@@ -420,6 +435,15 @@ export class SqliteStore implements Store {
 
   async nextScheduledTime(queue: string): Promise<number | null> {
     const { t } = this.#stmts.nextScheduledTime.get(queue, this.#clock.now()) as { t: number | null };
+    return t;
+  }
+
+  async listSchedules(): Promise<StoredSchedule[]> {
+    return (this.#stmts.allSchedules.all() as Row[]).map(toSchedule);
+  }
+
+  async nextScheduleRunTime(): Promise<number | null> {
+    const { t } = this.#stmts.nextScheduleRunTime.get() as { t: number | null };
     return t;
   }
 

@@ -63,6 +63,7 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
       "job_events",
       "jobs",
       "paused_queues",
+      "schedules",
       "schema_definitions",
       "schema_migrations",
       "unsequenced_events",

@@ -76,6 +76,15 @@ type LeaseQueueServiceClient interface {
 	// PurgeQueue cancels every queued and retrying job of a queue with the
 	// reason "purged", in bounded batches. confirm must equal the queue name.
 	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
+	// CreateSchedule submits a job on a cron expression or a fixed interval.
+	// A schedule of the same name is replaced (its last_run_time kept, its
+	// next run computed afresh); paused = true keeps it without running it.
+	CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error)
+	// ListSchedules returns every schedule, ordered by name, with its next and
+	// last run.
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// DeleteSchedule removes a schedule; jobs it already submitted stay.
+	DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
 }
 
 type leaseQueueServiceClient struct {
@@ -352,6 +361,33 @@ func (c *leaseQueueServiceClient) PurgeQueue(ctx context.Context, in *PurgeQueue
 	return out, nil
 }
 
+func (c *leaseQueueServiceClient) CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error) {
+	out := new(CreateScheduleResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/CreateSchedule", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *leaseQueueServiceClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/ListSchedules", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *leaseQueueServiceClient) DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error) {
+	out := new(DeleteScheduleResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/DeleteSchedule", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LeaseQueueServiceServer is the server API for LeaseQueueService service.
 // All implementations must embed UnimplementedLeaseQueueServiceServer
 // for forward compatibility
@@ -415,6 +451,15 @@ type LeaseQueueServiceServer interface {
 	// PurgeQueue cancels every queued and retrying job of a queue with the
 	// reason "purged", in bounded batches. confirm must equal the queue name.
 	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
+	// CreateSchedule submits a job on a cron expression or a fixed interval.
+	// A schedule of the same name is replaced (its last_run_time kept, its
+	// next run computed afresh); paused = true keeps it without running it.
+	CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error)
+	// ListSchedules returns every schedule, ordered by name, with its next and
+	// last run.
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// DeleteSchedule removes a schedule; jobs it already submitted stay.
+	DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
 	mustEmbedUnimplementedLeaseQueueServiceServer()
 }
 
@@ -487,6 +532,15 @@ func (UnimplementedLeaseQueueServiceServer) RedriveAll(context.Context, *Redrive
 }
 func (UnimplementedLeaseQueueServiceServer) PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PurgeQueue not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateSchedule not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteSchedule not implemented")
 }
 func (UnimplementedLeaseQueueServiceServer) mustEmbedUnimplementedLeaseQueueServiceServer() {}
 
@@ -911,6 +965,60 @@ func _LeaseQueueService_PurgeQueue_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LeaseQueueService_CreateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).CreateSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/CreateSchedule",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).CreateSchedule(ctx, req.(*CreateScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LeaseQueueService_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/ListSchedules",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LeaseQueueService_DeleteSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).DeleteSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/DeleteSchedule",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).DeleteSchedule(ctx, req.(*DeleteScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "leasequeue.v1.LeaseQueueService",
 	HandlerType: (*LeaseQueueServiceServer)(nil),
@@ -990,6 +1098,18 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeQueue",
 			Handler:    _LeaseQueueService_PurgeQueue_Handler,
+		},
+		{
+			MethodName: "CreateSchedule",
+			Handler:    _LeaseQueueService_CreateSchedule_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _LeaseQueueService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "DeleteSchedule",
+			Handler:    _LeaseQueueService_DeleteSchedule_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -125,6 +125,21 @@ class LeaseQueueServiceStub(object):
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueRequest.SerializeToString,
                 response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueResponse.FromString,
                 )
+        self.CreateSchedule = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/CreateSchedule',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.CreateScheduleRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.CreateScheduleResponse.FromString,
+                )
+        self.ListSchedules = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/ListSchedules',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListSchedulesResponse.FromString,
+                )
+        self.DeleteSchedule = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/DeleteSchedule',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleResponse.FromString,
+                )
 
 
 class LeaseQueueServiceServicer(object):
@@ -300,6 +315,30 @@ class LeaseQueueServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSchedule(self, request, context):
+        """CreateSchedule submits a job on a cron expression or a fixed interval.
+        A schedule of the same name is replaced (its last_run_time kept, its
+        next run computed afresh); paused = true keeps it without running it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """ListSchedules returns every schedule, ordered by name, with its next and
+        last run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """DeleteSchedule removes a schedule; jobs it already submitted stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LeaseQueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -412,6 +451,21 @@ def add_LeaseQueueServiceServicer_to_server(servicer, server):
                     servicer.PurgeQueue,
                     request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueRequest.FromString,
                     response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueResponse.SerializeToString,
+            ),
+            'CreateSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSchedule,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.CreateScheduleRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.CreateScheduleResponse.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -795,5 +849,56 @@ class LeaseQueueService(object):
         return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/PurgeQueue',
             leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueRequest.SerializeToString,
             leasequeue_dot_v1_dot_leasequeue__pb2.PurgeQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CreateSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/CreateSchedule',
+            leasequeue_dot_v1_dot_leasequeue__pb2.CreateScheduleRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.CreateScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/ListSchedules',
+            leasequeue_dot_v1_dot_leasequeue__pb2.ListSchedulesRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.ListSchedulesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/DeleteSchedule',
+            leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
