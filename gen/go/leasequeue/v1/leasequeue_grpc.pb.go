@@ -72,6 +72,12 @@ type LeaseQueueServiceClient interface {
 	// PurgeQueue cancels every queued and retrying job of a queue with the
 	// reason "purged", in bounded batches. confirm must equal the queue name.
 	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
+	// UpdateQueue sets a queue's limits (QueueConfig): at most max_running of
+	// its jobs running at once, at most rate_limit leases in any rate_period,
+	// across every worker and server. The fields named by update_mask are
+	// replaced; an empty mask replaces them all. Limits survive a restart, and
+	// waiting streams and long-polls see a change at once.
+	UpdateQueue(ctx context.Context, in *UpdateQueueRequest, opts ...grpc.CallOption) (*UpdateQueueResponse, error)
 }
 
 type leaseQueueServiceClient struct {
@@ -339,6 +345,15 @@ func (c *leaseQueueServiceClient) PurgeQueue(ctx context.Context, in *PurgeQueue
 	return out, nil
 }
 
+func (c *leaseQueueServiceClient) UpdateQueue(ctx context.Context, in *UpdateQueueRequest, opts ...grpc.CallOption) (*UpdateQueueResponse, error) {
+	out := new(UpdateQueueResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/UpdateQueue", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LeaseQueueServiceServer is the server API for LeaseQueueService service.
 // All implementations must embed UnimplementedLeaseQueueServiceServer
 // for forward compatibility
@@ -398,6 +413,12 @@ type LeaseQueueServiceServer interface {
 	// PurgeQueue cancels every queued and retrying job of a queue with the
 	// reason "purged", in bounded batches. confirm must equal the queue name.
 	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
+	// UpdateQueue sets a queue's limits (QueueConfig): at most max_running of
+	// its jobs running at once, at most rate_limit leases in any rate_period,
+	// across every worker and server. The fields named by update_mask are
+	// replaced; an empty mask replaces them all. Limits survive a restart, and
+	// waiting streams and long-polls see a change at once.
+	UpdateQueue(context.Context, *UpdateQueueRequest) (*UpdateQueueResponse, error)
 	mustEmbedUnimplementedLeaseQueueServiceServer()
 }
 
@@ -467,6 +488,9 @@ func (UnimplementedLeaseQueueServiceServer) RedriveAll(context.Context, *Redrive
 }
 func (UnimplementedLeaseQueueServiceServer) PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PurgeQueue not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) UpdateQueue(context.Context, *UpdateQueueRequest) (*UpdateQueueResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateQueue not implemented")
 }
 func (UnimplementedLeaseQueueServiceServer) mustEmbedUnimplementedLeaseQueueServiceServer() {}
 
@@ -873,6 +897,24 @@ func _LeaseQueueService_PurgeQueue_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LeaseQueueService_UpdateQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).UpdateQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/UpdateQueue",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).UpdateQueue(ctx, req.(*UpdateQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "leasequeue.v1.LeaseQueueService",
 	HandlerType: (*LeaseQueueServiceServer)(nil),
@@ -948,6 +990,10 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeQueue",
 			Handler:    _LeaseQueueService_PurgeQueue_Handler,
+		},
+		{
+			MethodName: "UpdateQueue",
+			Handler:    _LeaseQueueService_UpdateQueue_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

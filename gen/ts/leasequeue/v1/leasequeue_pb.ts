@@ -8,8 +8,8 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Duration, Timestamp, Value } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, FieldMask, Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Status } from "../../google/rpc/status_pb.js";
 import { file_google_rpc_status } from "../../google/rpc/status_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file leasequeue/v1/leasequeue.proto.
  */
 export const file_leasequeue_v1_leasequeue: GenFile = /*@__PURE__*/
-  fileDesc("Ch5sZWFzZXF1ZXVlL3YxL2xlYXNlcXVldWUucHJvdG8SDWxlYXNlcXVldWUudjEizgQKA0pvYhIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0YXNrGAMgASgJEicKB3BheWxvYWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBSABKAUSJgoFc3RhdGUYBiABKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhAKCGF0dGVtcHRzGAcgASgFEhQKDG1heF9hdHRlbXB0cxgIIAEoBRIzChByZXRyeV9iYXNlX2RlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDXNjaGVkdWxlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXdvcmtlcl9pZBgOIAEoCRI1ChFsZWFzZV9leHBpcmVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVsaXZlcmllcxgQIAEoBRISCgpsYXN0X2Vycm9yGBEgASgJEiYKBnJlc3VsdBgSIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSI9CgVMZWFzZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhITCgtsZWFzZV90b2tlbhgCIAEoCSKgAgoISm9iRXZlbnQSEAoIc2VxdWVuY2UYASABKAMSDgoGam9iX2lkGAIgASgJEg0KBXF1ZXVlGAMgASgJEiYKBGtpbmQYBCABKA4yGC5sZWFzZXF1ZXVlLnYxLkV2ZW50S2luZBIrCgpmcm9tX3N0YXRlGAUgASgOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIpCgh0b19zdGF0ZRgGIAEoDjIXLmxlYXNlcXVldWUudjEuSm9iU3RhdGUSLgoKZXZlbnRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGAggASgJEg8KB2F0dGVtcHQYCSABKAUSDwoHbWVzc2FnZRgKIAEoCSLGAQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRIOCgZxdWV1ZWQYAiABKAMSDwoHcnVubmluZxgDIAEoAxINCgVyZXRyeRgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSNQoSb2xkZXN0X3BlbmRpbmdfYWdlGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnBhdXNlZBgJIAEoCCK4AgoNU3VibWl0UmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIMCgR0YXNrGAIgASgJEicKB3BheWxvYWQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBCABKAUSFAoMbWF4X2F0dGVtcHRzGAUgASgFEjMKEHJldHJ5X2Jhc2VfZGVsYXkYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoNc2NoZWR1bGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIqCgVkZWxheRgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkgAEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCUIKCghzY2hlZHVsZSJHCg5TdWJtaXRSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhIUCgxkZWR1cGxpY2F0ZWQYAiABKAgiZgoSU3VibWl0QmF0Y2hSZXF1ZXN0EioKBGpvYnMYASADKAsyHC5sZWFzZXF1ZXVlLnYxLlN1Ym1pdFJlcXVlc3QSJAoEdmlldxgCIAEoDjIWLmxlYXNlcXVldWUudjEuSm9iVmlldyJFChNTdWJtaXRCYXRjaFJlc3BvbnNlEi4KB3Jlc3VsdHMYASADKAsyHS5sZWFzZXF1ZXVlLnYxLlN1Ym1pdFJlc3BvbnNlIp4BCgxDbGFpbVJlcXVlc3QSDQoFcXVldWUYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhAKCG1heF9qb2JzGAQgASgFEicKBHdhaXQYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNQoNQ2xhaW1SZXNwb25zZRIkCgZsZWFzZXMYASADKAsyFC5sZWFzZXF1ZXVlLnYxLkxlYXNlIoEBChNTdHJlYW1DbGFpbXNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1tYXhfaW5fZmxpZ2h0GAQgASgFIjsKFFN0cmVhbUNsYWltc1Jlc3BvbnNlEiMKBWxlYXNlGAEgASgLMhQubGVhc2VxdWV1ZS52MS5MZWFzZSJqChBIZWFydGJlYXRSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI0ChFIZWFydGJlYXRSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiJeCg9Db21wbGV0ZVJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEiYKBnJlc3VsdBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIzChBDb21wbGV0ZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIoQBCgtGYWlsUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkSDQoFZXJyb3IYAyABKAkSEQoJcGVybWFuZW50GAQgASgIEi4KC3JldHJ5X2RlbGF5GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi8KDEZhaWxSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiI1Cg5SZWxlYXNlUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkiMgoPUmVsZWFzZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIiAKDlJlZHJpdmVSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIyCg9SZWRyaXZlUmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IiLwoNQ2FuY2VsUmVxdWVzdBIOCgZqb2JfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIjEKDkNhbmNlbFJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIh8KDUdldEpvYlJlcXVlc3QSDgoGam9iX2lkGAEgASgJIjEKDkdldEpvYlJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIpYBCg9MaXN0Sm9ic1JlcXVlc3QSDQoFcXVldWUYASABKAkSJwoGc3RhdGVzGAIgAygOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCRIkCgR2aWV3GAUgASgOMhYubGVhc2VxdWV1ZS52MS5Kb2JWaWV3Ik0KEExpc3RKb2JzUmVzcG9uc2USIAoEam9icxgBIAMoCzISLmxlYXNlcXVldWUudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSImChRMaXN0Sm9iRXZlbnRzUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiQAoVTGlzdEpvYkV2ZW50c1Jlc3BvbnNlEicKBmV2ZW50cxgBIAMoCzIXLmxlYXNlcXVldWUudjEuSm9iRXZlbnQiEQoPR2V0U3RhdHNSZXF1ZXN0ImcKEEdldFN0YXRzUmVzcG9uc2USKQoGcXVldWVzGAEgAygLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzEigKBXRvdGFsGAIgASgLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzImMKEldhdGNoRXZlbnRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIOCgZqb2JfaWQYAiABKAkSGwoOYWZ0ZXJfc2VxdWVuY2UYAyABKANIAIgBAUIRCg9fYWZ0ZXJfc2VxdWVuY2UiPQoTV2F0Y2hFdmVudHNSZXNwb25zZRImCgVldmVudBgBIAEoCzIXLmxlYXNlcXVldWUudjEuSm9iRXZlbnQi+QEKD0Fja25vd2xlZGdlbWVudBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkSLgoIY29tcGxldGUYAyABKAsyGi5sZWFzZXF1ZXVlLnYxLkFja0NvbXBsZXRlSAASJgoEZmFpbBgEIAEoCzIWLmxlYXNlcXVldWUudjEuQWNrRmFpbEgAEjAKCWhlYXJ0YmVhdBgFIAEoCzIbLmxlYXNlcXVldWUudjEuQWNrSGVhcnRiZWF0SAASLAoHcmVsZWFzZRgGIAEoCzIZLmxlYXNlcXVldWUudjEuQWNrUmVsZWFzZUgAQgkKB291dGNvbWUiNQoLQWNrQ29tcGxldGUSJgoGcmVzdWx0GAEgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIlsKB0Fja0ZhaWwSDQoFZXJyb3IYASABKAkSEQoJcGVybWFuZW50GAIgASgIEi4KC3JldHJ5X2RlbGF5GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkEKDEFja0hlYXJ0YmVhdBIxCg5sZWFzZV9kdXJhdGlvbhgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIMCgpBY2tSZWxlYXNlIoIBChVBY2tub3dsZWRnZW1lbnRSZXN1bHQSDgoGam9iX2lkGAEgASgJEiIKBnN0YXR1cxgCIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzEjUKEWxlYXNlX2V4cGlyZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCChJBY2tub3dsZWRnZVJlcXVlc3QSLAoEYWNrcxgBIAMoCzIeLmxlYXNlcXVldWUudjEuQWNrbm93bGVkZ2VtZW50IkwKE0Fja25vd2xlZGdlUmVzcG9uc2USNQoHcmVzdWx0cxgBIAMoCzIkLmxlYXNlcXVldWUudjEuQWNrbm93bGVkZ2VtZW50UmVzdWx0IncKCVdvcmtTdGFydBINCgVxdWV1ZRgBIAEoCRIRCgl3b3JrZXJfaWQYAiABKAkSMQoObGVhc2VfZHVyYXRpb24YAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNbWF4X2luX2ZsaWdodBgEIAEoBSJkCgtXb3JrUmVxdWVzdBInCgVzdGFydBgBIAEoCzIYLmxlYXNlcXVldWUudjEuV29ya1N0YXJ0EiwKBGFja3MYAiADKAsyHi5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlbWVudCJrCgxXb3JrUmVzcG9uc2USJAoGbGVhc2VzGAEgAygLMhQubGVhc2VxdWV1ZS52MS5MZWFzZRI1CgdyZXN1bHRzGAIgAygLMiQubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZW1lbnRSZXN1bHQiIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiPgoSUGF1c2VRdWV1ZVJlc3BvbnNlEigKBXN0YXRzGAEgASgLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI/ChNSZXN1bWVRdWV1ZVJlc3BvbnNlEigKBXN0YXRzGAEgASgLMhkubGVhc2VxdWV1ZS52MS5RdWV1ZVN0YXRzIj8KEVJlZHJpdmVBbGxSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEgwKBHRhc2sYAiABKAkSDQoFbGltaXQYAyABKAUiJgoSUmVkcml2ZUFsbFJlc3BvbnNlEhAKCHJlZHJpdmVuGAEgASgDIjMKEVB1cmdlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEg8KB2NvbmZpcm0YAiABKAkiJwoSUHVyZ2VRdWV1ZVJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoAypKCgdKb2JWaWV3EhgKFEpPQl9WSUVXX1VOU1BFQ0lGSUVEEAASEQoNSk9CX1ZJRVdfRlVMTBABEhIKDkpPQl9WSUVXX0JBU0lDEAIqrQEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhQKEEpPQl9TVEFURV9RVUVVRUQQARIVChFKT0JfU1RBVEVfUlVOTklORxACEhMKD0pPQl9TVEFURV9SRVRSWRADEhcKE0pPQl9TVEFURV9DT01QTEVURUQQBBISCg5KT0JfU1RBVEVfREVBRBAFEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQBiqsAgoJRXZlbnRLaW5kEhoKFkVWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIYChRFVkVOVF9LSU5EX1NVQk1JVFRFRBABEhYKEkVWRU5UX0tJTkRfQ0xBSU1FRBACEhgKFEVWRU5UX0tJTkRfSEVBUlRCRUFUEAMSGAoURVZFTlRfS0lORF9DT01QTEVURUQQBBIVChFFVkVOVF9LSU5EX0ZBSUxFRBAFEhwKGEVWRU5UX0tJTkRfREVBRF9MRVRURVJFRBAGEhwKGEVWRU5UX0tJTkRfTEVBU0VfRVhQSVJFRBAHEhcKE0VWRU5UX0tJTkRfUkVEUklWRU4QCBIYChRFVkVOVF9LSU5EX0NBTkNFTExFRBAJEhcKE0VWRU5UX0tJTkRfUkVMRUFTRUQQCjKHDQoRTGVhc2VRdWV1ZVNlcnZpY2USRQoGU3VibWl0EhwubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXF1ZXN0Gh0ubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXNwb25zZRJUCgtTdWJtaXRCYXRjaBIhLmxlYXNlcXVldWUudjEuU3VibWl0QmF0Y2hSZXF1ZXN0GiIubGVhc2VxdWV1ZS52MS5TdWJtaXRCYXRjaFJlc3BvbnNlEkIKBUNsYWltEhsubGVhc2VxdWV1ZS52MS5DbGFpbVJlcXVlc3QaHC5sZWFzZXF1ZXVlLnYxLkNsYWltUmVzcG9uc2USWQoMU3RyZWFtQ2xhaW1zEiIubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXF1ZXN0GiMubGVhc2VxdWV1ZS52MS5TdHJlYW1DbGFpbXNSZXNwb25zZTABEk4KCUhlYXJ0YmVhdBIfLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVxdWVzdBogLmxlYXNlcXVldWUudjEuSGVhcnRiZWF0UmVzcG9uc2USSwoIQ29tcGxldGUSHi5sZWFzZXF1ZXVlLnYxLkNvbXBsZXRlUmVxdWVzdBofLmxlYXNlcXVldWUudjEuQ29tcGxldGVSZXNwb25zZRI/CgRGYWlsEhoubGVhc2VxdWV1ZS52MS5GYWlsUmVxdWVzdBobLmxlYXNlcXVldWUudjEuRmFpbFJlc3BvbnNlEkgKB1JlbGVhc2USHS5sZWFzZXF1ZXVlLnYxLlJlbGVhc2VSZXF1ZXN0Gh4ubGVhc2VxdWV1ZS52MS5SZWxlYXNlUmVzcG9uc2USSAoHUmVkcml2ZRIdLmxlYXNlcXVldWUudjEuUmVkcml2ZVJlcXVlc3QaHi5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVSZXNwb25zZRJFCgZDYW5jZWwSHC5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlcXVlc3QaHS5sZWFzZXF1ZXVlLnYxLkNhbmNlbFJlc3BvbnNlEkUKBkdldEpvYhIcLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVxdWVzdBodLmxlYXNlcXVldWUudjEuR2V0Sm9iUmVzcG9uc2USSwoITGlzdEpvYnMSHi5sZWFzZXF1ZXVlLnYxLkxpc3RKb2JzUmVxdWVzdBofLmxlYXNlcXVldWUudjEuTGlzdEpvYnNSZXNwb25zZRJaCg1MaXN0Sm9iRXZlbnRzEiMubGVhc2VxdWV1ZS52MS5MaXN0Sm9iRXZlbnRzUmVxdWVzdBokLmxlYXNlcXVldWUudjEuTGlzdEpvYkV2ZW50c1Jlc3BvbnNlEksKCEdldFN0YXRzEh4ubGVhc2VxdWV1ZS52MS5HZXRTdGF0c1JlcXVlc3QaHy5sZWFzZXF1ZXVlLnYxLkdldFN0YXRzUmVzcG9uc2USVgoLV2F0Y2hFdmVudHMSIS5sZWFzZXF1ZXVlLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoiLmxlYXNlcXVldWUudjEuV2F0Y2hFdmVudHNSZXNwb25zZTABElQKC0Fja25vd2xlZGdlEiEubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZVJlcXVlc3QaIi5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlUmVzcG9uc2USQwoEV29yaxIaLmxlYXNlcXVldWUudjEuV29ya1JlcXVlc3QaGy5sZWFzZXF1ZXVlLnYxLldvcmtSZXNwb25zZSgBMAESUQoKUGF1c2VRdWV1ZRIgLmxlYXNlcXVldWUudjEuUGF1c2VRdWV1ZVJlcXVlc3QaIS5sZWFzZXF1ZXVlLnYxLlBhdXNlUXVldWVSZXNwb25zZRJUCgtSZXN1bWVRdWV1ZRIhLmxlYXNlcXVldWUudjEuUmVzdW1lUXVldWVSZXF1ZXN0GiIubGVhc2VxdWV1ZS52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlElEKClJlZHJpdmVBbGwSIC5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVBbGxSZXF1ZXN0GiEubGVhc2VxdWV1ZS52MS5SZWRyaXZlQWxsUmVzcG9uc2USUQoKUHVyZ2VRdWV1ZRIgLmxlYXNlcXVldWUudjEuUHVyZ2VRdWV1ZVJlcXVlc3QaIS5sZWFzZXF1ZXVlLnYxLlB1cmdlUXVldWVSZXNwb25zZUIuWixsZWFzZXF1ZXVlL2dlbi9nby9sZWFzZXF1ZXVlL3YxO2xlYXNlcXVldWV2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_google_rpc_status]);
+  fileDesc("Ch5sZWFzZXF1ZXVlL3YxL2xlYXNlcXVldWUucHJvdG8SDWxlYXNlcXVldWUudjEizgQKA0pvYhIKCgJpZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIMCgR0YXNrGAMgASgJEicKB3BheWxvYWQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIcHJpb3JpdHkYBSABKAUSJgoFc3RhdGUYBiABKA4yFy5sZWFzZXF1ZXVlLnYxLkpvYlN0YXRlEhAKCGF0dGVtcHRzGAcgASgFEhQKDG1heF9hdHRlbXB0cxgIIAEoBRIzChByZXRyeV9iYXNlX2RlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKDXNjaGVkdWxlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC2NyZWF0ZV90aW1lGAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZmluaXNoX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXdvcmtlcl9pZBgOIAEoCRI1ChFsZWFzZV9leHBpcmVfdGltZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVsaXZlcmllcxgQIAEoBRISCgpsYXN0X2Vycm9yGBEgASgJEiYKBnJlc3VsdBgSIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSI9CgVMZWFzZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhITCgtsZWFzZV90b2tlbhgCIAEoCSKgAgoISm9iRXZlbnQSEAoIc2VxdWVuY2UYASABKAMSDgoGam9iX2lkGAIgASgJEg0KBXF1ZXVlGAMgASgJEiYKBGtpbmQYBCABKA4yGC5sZWFzZXF1ZXVlLnYxLkV2ZW50S2luZBIrCgpmcm9tX3N0YXRlGAUgASgOMhcubGVhc2VxdWV1ZS52MS5Kb2JTdGF0ZRIpCgh0b19zdGF0ZRgGIAEoDjIXLmxlYXNlcXVldWUudjEuSm9iU3RhdGUSLgoKZXZlbnRfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGAggASgJEg8KB2F0dGVtcHQYCSABKAUSDwoHbWVzc2FnZRgKIAEoCSLyAQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRIOCgZxdWV1ZWQYAiABKAMSDwoHcnVubmluZxgDIAEoAxINCgVyZXRyeRgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSNQoSb2xkZXN0X3BlbmRpbmdfYWdlGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnBhdXNlZBgJIAEoCBIqCgZjb25maWcYCiABKAsyGi5sZWFzZXF1ZXVlLnYxLlF1ZXVlQ29uZmlnImYKC1F1ZXVlQ29uZmlnEhMKC21heF9ydW5uaW5nGAEgASgFEhIKCnJhdGVfbGltaXQYAiABKAUSLgoLcmF0ZV9wZXJpb2QYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iuAIKDVN1Ym1pdFJlcXVlc3QSDQoFcXVldWUYASABKAkSDAoEdGFzaxgCIAEoCRInCgdwYXlsb2FkGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCHByaW9yaXR5GAQgASgFEhQKDG1heF9hdHRlbXB0cxgFIAEoBRIzChByZXRyeV9iYXNlX2RlbGF5GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjMKDXNjaGVkdWxlX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAASKgoFZGVsYXkYCCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IABIXCg9pZGVtcG90ZW5jeV9rZXkYCSABKAlCCgoIc2NoZWR1bGUiRwoOU3VibWl0UmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2ISFAoMZGVkdXBsaWNhdGVkGAIgASgIImYKElN1Ym1pdEJhdGNoUmVxdWVzdBIqCgRqb2JzGAEgAygLMhwubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXF1ZXN0EiQKBHZpZXcYAiABKA4yFi5sZWFzZXF1ZXVlLnYxLkpvYlZpZXciRQoTU3VibWl0QmF0Y2hSZXNwb25zZRIuCgdyZXN1bHRzGAEgAygLMh0ubGVhc2VxdWV1ZS52MS5TdWJtaXRSZXNwb25zZSKeAQoMQ2xhaW1SZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhEKCXdvcmtlcl9pZBgCIAEoCRIxCg5sZWFzZV9kdXJhdGlvbhgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghtYXhfam9icxgEIAEoBRInCgR3YWl0GAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjUKDUNsYWltUmVzcG9uc2USJAoGbGVhc2VzGAEgAygLMhQubGVhc2VxdWV1ZS52MS5MZWFzZSKBAQoTU3RyZWFtQ2xhaW1zUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIRCgl3b3JrZXJfaWQYAiABKAkSMQoObGVhc2VfZHVyYXRpb24YAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFQoNbWF4X2luX2ZsaWdodBgEIAEoBSI7ChRTdHJlYW1DbGFpbXNSZXNwb25zZRIjCgVsZWFzZRgBIAEoCzIULmxlYXNlcXVldWUudjEuTGVhc2UiagoQSGVhcnRiZWF0UmVxdWVzdBIOCgZqb2JfaWQYASABKAkSEwoLbGVhc2VfdG9rZW4YAiABKAkSMQoObGVhc2VfZHVyYXRpb24YAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iNAoRSGVhcnRiZWF0UmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IiXgoPQ29tcGxldGVSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRImCgZyZXN1bHQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiMwoQQ29tcGxldGVSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiKEAQoLRmFpbFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEg0KBWVycm9yGAMgASgJEhEKCXBlcm1hbmVudBgEIAEoCBIuCgtyZXRyeV9kZWxheRgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIvCgxGYWlsUmVzcG9uc2USHwoDam9iGAEgASgLMhIubGVhc2VxdWV1ZS52MS5Kb2IiNQoOUmVsZWFzZVJlcXVlc3QSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJIjIKD1JlbGVhc2VSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiIgCg5SZWRyaXZlUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiMgoPUmVkcml2ZVJlc3BvbnNlEh8KA2pvYhgBIAEoCzISLmxlYXNlcXVldWUudjEuSm9iIi8KDUNhbmNlbFJlcXVlc3QSDgoGam9iX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIxCg5DYW5jZWxSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiIfCg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIxCg5HZXRKb2JSZXNwb25zZRIfCgNqb2IYASABKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYiKWAQoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEicKBnN0YXRlcxgCIAMoDjIXLmxlYXNlcXVldWUudjEuSm9iU3RhdGUSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkSJAoEdmlldxgFIAEoDjIWLmxlYXNlcXVldWUudjEuSm9iVmlldyJNChBMaXN0Sm9ic1Jlc3BvbnNlEiAKBGpvYnMYASADKAsyEi5sZWFzZXF1ZXVlLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJgoUTGlzdEpvYkV2ZW50c1JlcXVlc3QSDgoGam9iX2lkGAEgASgJIkAKFUxpc3RKb2JFdmVudHNSZXNwb25zZRInCgZldmVudHMYASADKAsyFy5sZWFzZXF1ZXVlLnYxLkpvYkV2ZW50IhEKD0dldFN0YXRzUmVxdWVzdCJnChBHZXRTdGF0c1Jlc3BvbnNlEikKBnF1ZXVlcxgBIAMoCzIZLmxlYXNlcXVldWUudjEuUXVldWVTdGF0cxIoCgV0b3RhbBgCIAEoCzIZLmxlYXNlcXVldWUudjEuUXVldWVTdGF0cyJjChJXYXRjaEV2ZW50c1JlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGam9iX2lkGAIgASgJEhsKDmFmdGVyX3NlcXVlbmNlGAMgASgDSACIAQFCEQoPX2FmdGVyX3NlcXVlbmNlIj0KE1dhdGNoRXZlbnRzUmVzcG9uc2USJgoFZXZlbnQYASABKAsyFy5sZWFzZXF1ZXVlLnYxLkpvYkV2ZW50IvkBCg9BY2tub3dsZWRnZW1lbnQSDgoGam9iX2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEi4KCGNvbXBsZXRlGAMgASgLMhoubGVhc2VxdWV1ZS52MS5BY2tDb21wbGV0ZUgAEiYKBGZhaWwYBCABKAsyFi5sZWFzZXF1ZXVlLnYxLkFja0ZhaWxIABIwCgloZWFydGJlYXQYBSABKAsyGy5sZWFzZXF1ZXVlLnYxLkFja0hlYXJ0YmVhdEgAEiwKB3JlbGVhc2UYBiABKAsyGS5sZWFzZXF1ZXVlLnYxLkFja1JlbGVhc2VIAEIJCgdvdXRjb21lIjUKC0Fja0NvbXBsZXRlEiYKBnJlc3VsdBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSJbCgdBY2tGYWlsEg0KBWVycm9yGAEgASgJEhEKCXBlcm1hbmVudBgCIAEoCBIuCgtyZXRyeV9kZWxheRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJBCgxBY2tIZWFydGJlYXQSMQoObGVhc2VfZHVyYXRpb24YASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iDAoKQWNrUmVsZWFzZSKCAQoVQWNrbm93bGVkZ2VtZW50UmVzdWx0Eg4KBmpvYl9pZBgBIAEoCRIiCgZzdGF0dXMYAiABKAsyEi5nb29nbGUucnBjLlN0YXR1cxI1ChFsZWFzZV9leHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiQgoSQWNrbm93bGVkZ2VSZXF1ZXN0EiwKBGFja3MYASADKAsyHi5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlbWVudCJMChNBY2tub3dsZWRnZVJlc3BvbnNlEjUKB3Jlc3VsdHMYASADKAsyJC5sZWFzZXF1ZXVlLnYxLkFja25vd2xlZGdlbWVudFJlc3VsdCJ3CglXb3JrU3RhcnQSDQoFcXVldWUYASABKAkSEQoJd29ya2VyX2lkGAIgASgJEjEKDmxlYXNlX2R1cmF0aW9uGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhUKDW1heF9pbl9mbGlnaHQYBCABKAUiZAoLV29ya1JlcXVlc3QSJwoFc3RhcnQYASABKAsyGC5sZWFzZXF1ZXVlLnYxLldvcmtTdGFydBIsCgRhY2tzGAIgAygLMh4ubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZW1lbnQiawoMV29ya1Jlc3BvbnNlEiQKBmxlYXNlcxgBIAMoCzIULmxlYXNlcXVldWUudjEuTGVhc2USNQoHcmVzdWx0cxgCIAMoCzIkLmxlYXNlcXVldWUudjEuQWNrbm93bGVkZ2VtZW50UmVzdWx0IiIKEVBhdXNlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIj4KElBhdXNlUXVldWVSZXNwb25zZRIoCgVzdGF0cxgBIAEoCzIZLmxlYXNlcXVldWUudjEuUXVldWVTdGF0cyIjChJSZXN1bWVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiPwoTUmVzdW1lUXVldWVSZXNwb25zZRIoCgVzdGF0cxgBIAEoCzIZLmxlYXNlcXVldWUudjEuUXVldWVTdGF0cyI/ChFSZWRyaXZlQWxsUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIMCgR0YXNrGAIgASgJEg0KBWxpbWl0GAMgASgFIiYKElJlZHJpdmVBbGxSZXNwb25zZRIQCghyZWRyaXZlbhgBIAEoAyIzChFQdXJnZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIPCgdjb25maXJtGAIgASgJIicKElB1cmdlUXVldWVSZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAMigAEKElVwZGF0ZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIqCgZjb25maWcYAiABKAsyGi5sZWFzZXF1ZXVlLnYxLlF1ZXVlQ29uZmlnEi8KC3VwZGF0ZV9tYXNrGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzayJBChNVcGRhdGVRdWV1ZVJlc3BvbnNlEioKBmNvbmZpZxgBIAEoCzIaLmxlYXNlcXVldWUudjEuUXVldWVDb25maWcqSgoHSm9iVmlldxIYChRKT0JfVklFV19VTlNQRUNJRklFRBAAEhEKDUpPQl9WSUVXX0ZVTEwQARISCg5KT0JfVklFV19CQVNJQxACKq0BCghKb2JTdGF0ZRIZChVKT0JfU1RBVEVfVU5TUEVDSUZJRUQQABIUChBKT0JfU1RBVEVfUVVFVUVEEAESFQoRSk9CX1NUQVRFX1JVTk5JTkcQAhITCg9KT0JfU1RBVEVfUkVUUlkQAxIXChNKT0JfU1RBVEVfQ09NUExFVEVEEAQSEgoOSk9CX1NUQVRFX0RFQUQQBRIXChNKT0JfU1RBVEVfQ0FOQ0VMTEVEEAYqrAIKCUV2ZW50S2luZBIaChZFVkVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASGAoURVZFTlRfS0lORF9TVUJNSVRURUQQARIWChJFVkVOVF9LSU5EX0NMQUlNRUQQAhIYChRFVkVOVF9LSU5EX0hFQVJUQkVBVBADEhgKFEVWRU5UX0tJTkRfQ09NUExFVEVEEAQSFQoRRVZFTlRfS0lORF9GQUlMRUQQBRIcChhFVkVOVF9LSU5EX0RFQURfTEVUVEVSRUQQBhIcChhFVkVOVF9LSU5EX0xFQVNFX0VYUElSRUQQBxIXChNFVkVOVF9LSU5EX1JFRFJJVkVOEAgSGAoURVZFTlRfS0lORF9DQU5DRUxMRUQQCRIXChNFVkVOVF9LSU5EX1JFTEVBU0VEEAoy3Q0KEUxlYXNlUXVldWVTZXJ2aWNlEkUKBlN1Ym1pdBIcLmxlYXNlcXVldWUudjEuU3VibWl0UmVxdWVzdBodLmxlYXNlcXVldWUudjEuU3VibWl0UmVzcG9uc2USVAoLU3VibWl0QmF0Y2gSIS5sZWFzZXF1ZXVlLnYxLlN1Ym1pdEJhdGNoUmVxdWVzdBoiLmxlYXNlcXVldWUudjEuU3VibWl0QmF0Y2hSZXNwb25zZRJCCgVDbGFpbRIbLmxlYXNlcXVldWUudjEuQ2xhaW1SZXF1ZXN0GhwubGVhc2VxdWV1ZS52MS5DbGFpbVJlc3BvbnNlElkKDFN0cmVhbUNsYWltcxIiLmxlYXNlcXVldWUudjEuU3RyZWFtQ2xhaW1zUmVxdWVzdBojLmxlYXNlcXVldWUudjEuU3RyZWFtQ2xhaW1zUmVzcG9uc2UwARJOCglIZWFydGJlYXQSHy5sZWFzZXF1ZXVlLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC5sZWFzZXF1ZXVlLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEksKCENvbXBsZXRlEh4ubGVhc2VxdWV1ZS52MS5Db21wbGV0ZVJlcXVlc3QaHy5sZWFzZXF1ZXVlLnYxLkNvbXBsZXRlUmVzcG9uc2USPwoERmFpbBIaLmxlYXNlcXVldWUudjEuRmFpbFJlcXVlc3QaGy5sZWFzZXF1ZXVlLnYxLkZhaWxSZXNwb25zZRJICgdSZWxlYXNlEh0ubGVhc2VxdWV1ZS52MS5SZWxlYXNlUmVxdWVzdBoeLmxlYXNlcXVldWUudjEuUmVsZWFzZVJlc3BvbnNlEkgKB1JlZHJpdmUSHS5sZWFzZXF1ZXVlLnYxLlJlZHJpdmVSZXF1ZXN0Gh4ubGVhc2VxdWV1ZS52MS5SZWRyaXZlUmVzcG9uc2USRQoGQ2FuY2VsEhwubGVhc2VxdWV1ZS52MS5DYW5jZWxSZXF1ZXN0Gh0ubGVhc2VxdWV1ZS52MS5DYW5jZWxSZXNwb25zZRJFCgZHZXRKb2ISHC5sZWFzZXF1ZXVlLnYxLkdldEpvYlJlcXVlc3QaHS5sZWFzZXF1ZXVlLnYxLkdldEpvYlJlc3BvbnNlEksKCExpc3RKb2JzEh4ubGVhc2VxdWV1ZS52MS5MaXN0Sm9ic1JlcXVlc3QaHy5sZWFzZXF1ZXVlLnYxLkxpc3RKb2JzUmVzcG9uc2USWgoNTGlzdEpvYkV2ZW50cxIjLmxlYXNlcXVldWUudjEuTGlzdEpvYkV2ZW50c1JlcXVlc3QaJC5sZWFzZXF1ZXVlLnYxLkxpc3RKb2JFdmVudHNSZXNwb25zZRJLCghHZXRTdGF0cxIeLmxlYXNlcXVldWUudjEuR2V0U3RhdHNSZXF1ZXN0Gh8ubGVhc2VxdWV1ZS52MS5HZXRTdGF0c1Jlc3BvbnNlElYKC1dhdGNoRXZlbnRzEiEubGVhc2VxdWV1ZS52MS5XYXRjaEV2ZW50c1JlcXVlc3QaIi5sZWFzZXF1ZXVlLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwARJUCgtBY2tub3dsZWRnZRIhLmxlYXNlcXVldWUudjEuQWNrbm93bGVkZ2VSZXF1ZXN0GiIubGVhc2VxdWV1ZS52MS5BY2tub3dsZWRnZVJlc3BvbnNlEkMKBFdvcmsSGi5sZWFzZXF1ZXVlLnYxLldvcmtSZXF1ZXN0GhsubGVhc2VxdWV1ZS52MS5Xb3JrUmVzcG9uc2UoATABElEKClBhdXNlUXVldWUSIC5sZWFzZXF1ZXVlLnYxLlBhdXNlUXVldWVSZXF1ZXN0GiEubGVhc2VxdWV1ZS52MS5QYXVzZVF1ZXVlUmVzcG9uc2USVAoLUmVzdW1lUXVldWUSIS5sZWFzZXF1ZXVlLnYxLlJlc3VtZVF1ZXVlUmVxdWVzdBoiLmxlYXNlcXVldWUudjEuUmVzdW1lUXVldWVSZXNwb25zZRJRCgpSZWRyaXZlQWxsEiAubGVhc2VxdWV1ZS52MS5SZWRyaXZlQWxsUmVxdWVzdBohLmxlYXNlcXVldWUudjEuUmVkcml2ZUFsbFJlc3BvbnNlElEKClB1cmdlUXVldWUSIC5sZWFzZXF1ZXVlLnYxLlB1cmdlUXVldWVSZXF1ZXN0GiEubGVhc2VxdWV1ZS52MS5QdXJnZVF1ZXVlUmVzcG9uc2USVAoLVXBkYXRlUXVldWUSIS5sZWFzZXF1ZXVlLnYxLlVwZGF0ZVF1ZXVlUmVxdWVzdBoiLmxlYXNlcXVldWUudjEuVXBkYXRlUXVldWVSZXNwb25zZUIuWixsZWFzZXF1ZXVlL2dlbi9nby9sZWFzZXF1ZXVlL3YxO2xlYXNlcXVldWV2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp, file_google_rpc_status]);
 
 /**
  * Job is one unit of background work. It never carries a lease token or an
@@ -298,6 +298,14 @@ export type QueueStats = Message<"leasequeue.v1.QueueStats"> & {
    * @generated from field: bool paused = 9;
    */
   paused: boolean;
+
+  /**
+   * The queue's limits (UpdateQueue); zeros when it has none. A queue with
+   * limits is listed even while it has no jobs. Absent in a total.
+   *
+   * @generated from field: leasequeue.v1.QueueConfig config = 10;
+   */
+  config?: QueueConfig | undefined;
 };
 
 /**
@@ -306,6 +314,43 @@ export type QueueStats = Message<"leasequeue.v1.QueueStats"> & {
  */
 export const QueueStatsSchema: GenMessage<QueueStats> = /*@__PURE__*/
   messageDesc(file_leasequeue_v1_leasequeue, 3);
+
+/**
+ * QueueConfig holds the limits that every lease of a queue obeys, whichever
+ * worker, stream or server asks for it.
+ *
+ * @generated from message leasequeue.v1.QueueConfig
+ */
+export type QueueConfig = Message<"leasequeue.v1.QueueConfig"> & {
+  /**
+   * Most jobs of the queue RUNNING at once, 0..100000; 0 means no limit.
+   *
+   * @generated from field: int32 max_running = 1;
+   */
+  maxRunning: number;
+
+  /**
+   * Most leases handed out in any window of length rate_period,
+   * 0..1000000; 0 means no limit.
+   *
+   * @generated from field: int32 rate_limit = 2;
+   */
+  rateLimit: number;
+
+  /**
+   * The window of rate_limit, 1s..24h; absent means 1s.
+   *
+   * @generated from field: google.protobuf.Duration rate_period = 3;
+   */
+  ratePeriod?: Duration | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.QueueConfig.
+ * Use `create(QueueConfigSchema)` to create a new message.
+ */
+export const QueueConfigSchema: GenMessage<QueueConfig> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 4);
 
 /**
  * @generated from message leasequeue.v1.SubmitRequest
@@ -381,7 +426,7 @@ export type SubmitRequest = Message<"leasequeue.v1.SubmitRequest"> & {
  * Use `create(SubmitRequestSchema)` to create a new message.
  */
 export const SubmitRequestSchema: GenMessage<SubmitRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 4);
+  messageDesc(file_leasequeue_v1_leasequeue, 5);
 
 /**
  * @generated from message leasequeue.v1.SubmitResponse
@@ -405,7 +450,7 @@ export type SubmitResponse = Message<"leasequeue.v1.SubmitResponse"> & {
  * Use `create(SubmitResponseSchema)` to create a new message.
  */
 export const SubmitResponseSchema: GenMessage<SubmitResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 5);
+  messageDesc(file_leasequeue_v1_leasequeue, 6);
 
 /**
  * @generated from message leasequeue.v1.SubmitBatchRequest
@@ -431,7 +476,7 @@ export type SubmitBatchRequest = Message<"leasequeue.v1.SubmitBatchRequest"> & {
  * Use `create(SubmitBatchRequestSchema)` to create a new message.
  */
 export const SubmitBatchRequestSchema: GenMessage<SubmitBatchRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 6);
+  messageDesc(file_leasequeue_v1_leasequeue, 7);
 
 /**
  * @generated from message leasequeue.v1.SubmitBatchResponse
@@ -450,7 +495,7 @@ export type SubmitBatchResponse = Message<"leasequeue.v1.SubmitBatchResponse"> &
  * Use `create(SubmitBatchResponseSchema)` to create a new message.
  */
 export const SubmitBatchResponseSchema: GenMessage<SubmitBatchResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 7);
+  messageDesc(file_leasequeue_v1_leasequeue, 8);
 
 /**
  * @generated from message leasequeue.v1.ClaimRequest
@@ -493,7 +538,7 @@ export type ClaimRequest = Message<"leasequeue.v1.ClaimRequest"> & {
  * Use `create(ClaimRequestSchema)` to create a new message.
  */
 export const ClaimRequestSchema: GenMessage<ClaimRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 8);
+  messageDesc(file_leasequeue_v1_leasequeue, 9);
 
 /**
  * @generated from message leasequeue.v1.ClaimResponse
@@ -512,7 +557,7 @@ export type ClaimResponse = Message<"leasequeue.v1.ClaimResponse"> & {
  * Use `create(ClaimResponseSchema)` to create a new message.
  */
 export const ClaimResponseSchema: GenMessage<ClaimResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 9);
+  messageDesc(file_leasequeue_v1_leasequeue, 10);
 
 /**
  * @generated from message leasequeue.v1.StreamClaimsRequest
@@ -546,7 +591,7 @@ export type StreamClaimsRequest = Message<"leasequeue.v1.StreamClaimsRequest"> &
  * Use `create(StreamClaimsRequestSchema)` to create a new message.
  */
 export const StreamClaimsRequestSchema: GenMessage<StreamClaimsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 10);
+  messageDesc(file_leasequeue_v1_leasequeue, 11);
 
 /**
  * @generated from message leasequeue.v1.StreamClaimsResponse
@@ -565,7 +610,7 @@ export type StreamClaimsResponse = Message<"leasequeue.v1.StreamClaimsResponse">
  * Use `create(StreamClaimsResponseSchema)` to create a new message.
  */
 export const StreamClaimsResponseSchema: GenMessage<StreamClaimsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 11);
+  messageDesc(file_leasequeue_v1_leasequeue, 12);
 
 /**
  * @generated from message leasequeue.v1.HeartbeatRequest
@@ -594,7 +639,7 @@ export type HeartbeatRequest = Message<"leasequeue.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 12);
+  messageDesc(file_leasequeue_v1_leasequeue, 13);
 
 /**
  * @generated from message leasequeue.v1.HeartbeatResponse
@@ -611,7 +656,7 @@ export type HeartbeatResponse = Message<"leasequeue.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 13);
+  messageDesc(file_leasequeue_v1_leasequeue, 14);
 
 /**
  * @generated from message leasequeue.v1.CompleteRequest
@@ -638,7 +683,7 @@ export type CompleteRequest = Message<"leasequeue.v1.CompleteRequest"> & {
  * Use `create(CompleteRequestSchema)` to create a new message.
  */
 export const CompleteRequestSchema: GenMessage<CompleteRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 14);
+  messageDesc(file_leasequeue_v1_leasequeue, 15);
 
 /**
  * @generated from message leasequeue.v1.CompleteResponse
@@ -655,7 +700,7 @@ export type CompleteResponse = Message<"leasequeue.v1.CompleteResponse"> & {
  * Use `create(CompleteResponseSchema)` to create a new message.
  */
 export const CompleteResponseSchema: GenMessage<CompleteResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 15);
+  messageDesc(file_leasequeue_v1_leasequeue, 16);
 
 /**
  * @generated from message leasequeue.v1.FailRequest
@@ -696,7 +741,7 @@ export type FailRequest = Message<"leasequeue.v1.FailRequest"> & {
  * Use `create(FailRequestSchema)` to create a new message.
  */
 export const FailRequestSchema: GenMessage<FailRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 16);
+  messageDesc(file_leasequeue_v1_leasequeue, 17);
 
 /**
  * @generated from message leasequeue.v1.FailResponse
@@ -713,7 +758,7 @@ export type FailResponse = Message<"leasequeue.v1.FailResponse"> & {
  * Use `create(FailResponseSchema)` to create a new message.
  */
 export const FailResponseSchema: GenMessage<FailResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 17);
+  messageDesc(file_leasequeue_v1_leasequeue, 18);
 
 /**
  * @generated from message leasequeue.v1.ReleaseRequest
@@ -735,7 +780,7 @@ export type ReleaseRequest = Message<"leasequeue.v1.ReleaseRequest"> & {
  * Use `create(ReleaseRequestSchema)` to create a new message.
  */
 export const ReleaseRequestSchema: GenMessage<ReleaseRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 18);
+  messageDesc(file_leasequeue_v1_leasequeue, 19);
 
 /**
  * @generated from message leasequeue.v1.ReleaseResponse
@@ -752,7 +797,7 @@ export type ReleaseResponse = Message<"leasequeue.v1.ReleaseResponse"> & {
  * Use `create(ReleaseResponseSchema)` to create a new message.
  */
 export const ReleaseResponseSchema: GenMessage<ReleaseResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 19);
+  messageDesc(file_leasequeue_v1_leasequeue, 20);
 
 /**
  * @generated from message leasequeue.v1.RedriveRequest
@@ -769,7 +814,7 @@ export type RedriveRequest = Message<"leasequeue.v1.RedriveRequest"> & {
  * Use `create(RedriveRequestSchema)` to create a new message.
  */
 export const RedriveRequestSchema: GenMessage<RedriveRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 20);
+  messageDesc(file_leasequeue_v1_leasequeue, 21);
 
 /**
  * @generated from message leasequeue.v1.RedriveResponse
@@ -786,7 +831,7 @@ export type RedriveResponse = Message<"leasequeue.v1.RedriveResponse"> & {
  * Use `create(RedriveResponseSchema)` to create a new message.
  */
 export const RedriveResponseSchema: GenMessage<RedriveResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 21);
+  messageDesc(file_leasequeue_v1_leasequeue, 22);
 
 /**
  * @generated from message leasequeue.v1.CancelRequest
@@ -808,7 +853,7 @@ export type CancelRequest = Message<"leasequeue.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 22);
+  messageDesc(file_leasequeue_v1_leasequeue, 23);
 
 /**
  * @generated from message leasequeue.v1.CancelResponse
@@ -825,7 +870,7 @@ export type CancelResponse = Message<"leasequeue.v1.CancelResponse"> & {
  * Use `create(CancelResponseSchema)` to create a new message.
  */
 export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 23);
+  messageDesc(file_leasequeue_v1_leasequeue, 24);
 
 /**
  * @generated from message leasequeue.v1.GetJobRequest
@@ -842,7 +887,7 @@ export type GetJobRequest = Message<"leasequeue.v1.GetJobRequest"> & {
  * Use `create(GetJobRequestSchema)` to create a new message.
  */
 export const GetJobRequestSchema: GenMessage<GetJobRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 24);
+  messageDesc(file_leasequeue_v1_leasequeue, 25);
 
 /**
  * @generated from message leasequeue.v1.GetJobResponse
@@ -859,7 +904,7 @@ export type GetJobResponse = Message<"leasequeue.v1.GetJobResponse"> & {
  * Use `create(GetJobResponseSchema)` to create a new message.
  */
 export const GetJobResponseSchema: GenMessage<GetJobResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 25);
+  messageDesc(file_leasequeue_v1_leasequeue, 26);
 
 /**
  * @generated from message leasequeue.v1.ListJobsRequest
@@ -906,7 +951,7 @@ export type ListJobsRequest = Message<"leasequeue.v1.ListJobsRequest"> & {
  * Use `create(ListJobsRequestSchema)` to create a new message.
  */
 export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 26);
+  messageDesc(file_leasequeue_v1_leasequeue, 27);
 
 /**
  * @generated from message leasequeue.v1.ListJobsResponse
@@ -932,7 +977,7 @@ export type ListJobsResponse = Message<"leasequeue.v1.ListJobsResponse"> & {
  * Use `create(ListJobsResponseSchema)` to create a new message.
  */
 export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 27);
+  messageDesc(file_leasequeue_v1_leasequeue, 28);
 
 /**
  * @generated from message leasequeue.v1.ListJobEventsRequest
@@ -949,7 +994,7 @@ export type ListJobEventsRequest = Message<"leasequeue.v1.ListJobEventsRequest">
  * Use `create(ListJobEventsRequestSchema)` to create a new message.
  */
 export const ListJobEventsRequestSchema: GenMessage<ListJobEventsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 28);
+  messageDesc(file_leasequeue_v1_leasequeue, 29);
 
 /**
  * @generated from message leasequeue.v1.ListJobEventsResponse
@@ -968,7 +1013,7 @@ export type ListJobEventsResponse = Message<"leasequeue.v1.ListJobEventsResponse
  * Use `create(ListJobEventsResponseSchema)` to create a new message.
  */
 export const ListJobEventsResponseSchema: GenMessage<ListJobEventsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 29);
+  messageDesc(file_leasequeue_v1_leasequeue, 30);
 
 /**
  * @generated from message leasequeue.v1.GetStatsRequest
@@ -981,7 +1026,7 @@ export type GetStatsRequest = Message<"leasequeue.v1.GetStatsRequest"> & {
  * Use `create(GetStatsRequestSchema)` to create a new message.
  */
 export const GetStatsRequestSchema: GenMessage<GetStatsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 30);
+  messageDesc(file_leasequeue_v1_leasequeue, 31);
 
 /**
  * @generated from message leasequeue.v1.GetStatsResponse
@@ -1005,7 +1050,7 @@ export type GetStatsResponse = Message<"leasequeue.v1.GetStatsResponse"> & {
  * Use `create(GetStatsResponseSchema)` to create a new message.
  */
 export const GetStatsResponseSchema: GenMessage<GetStatsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 31);
+  messageDesc(file_leasequeue_v1_leasequeue, 32);
 
 /**
  * @generated from message leasequeue.v1.WatchEventsRequest
@@ -1038,7 +1083,7 @@ export type WatchEventsRequest = Message<"leasequeue.v1.WatchEventsRequest"> & {
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 32);
+  messageDesc(file_leasequeue_v1_leasequeue, 33);
 
 /**
  * @generated from message leasequeue.v1.WatchEventsResponse
@@ -1057,7 +1102,7 @@ export type WatchEventsResponse = Message<"leasequeue.v1.WatchEventsResponse"> &
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 33);
+  messageDesc(file_leasequeue_v1_leasequeue, 34);
 
 /**
  * Acknowledgement is one worker report about one lease: the job id, its
@@ -1113,7 +1158,7 @@ export type Acknowledgement = Message<"leasequeue.v1.Acknowledgement"> & {
  * Use `create(AcknowledgementSchema)` to create a new message.
  */
 export const AcknowledgementSchema: GenMessage<Acknowledgement> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 34);
+  messageDesc(file_leasequeue_v1_leasequeue, 35);
 
 /**
  * AckComplete finishes the job, as Complete does.
@@ -1134,7 +1179,7 @@ export type AckComplete = Message<"leasequeue.v1.AckComplete"> & {
  * Use `create(AckCompleteSchema)` to create a new message.
  */
 export const AckCompleteSchema: GenMessage<AckComplete> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 35);
+  messageDesc(file_leasequeue_v1_leasequeue, 36);
 
 /**
  * AckFail reports a failure, as Fail does.
@@ -1169,7 +1214,7 @@ export type AckFail = Message<"leasequeue.v1.AckFail"> & {
  * Use `create(AckFailSchema)` to create a new message.
  */
 export const AckFailSchema: GenMessage<AckFail> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 36);
+  messageDesc(file_leasequeue_v1_leasequeue, 37);
 
 /**
  * AckHeartbeat extends the lease, as Heartbeat does.
@@ -1190,7 +1235,7 @@ export type AckHeartbeat = Message<"leasequeue.v1.AckHeartbeat"> & {
  * Use `create(AckHeartbeatSchema)` to create a new message.
  */
 export const AckHeartbeatSchema: GenMessage<AckHeartbeat> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 37);
+  messageDesc(file_leasequeue_v1_leasequeue, 38);
 
 /**
  * AckRelease gives back an unstarted lease, as Release does.
@@ -1205,7 +1250,7 @@ export type AckRelease = Message<"leasequeue.v1.AckRelease"> & {
  * Use `create(AckReleaseSchema)` to create a new message.
  */
 export const AckReleaseSchema: GenMessage<AckRelease> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 38);
+  messageDesc(file_leasequeue_v1_leasequeue, 39);
 
 /**
  * AcknowledgementResult answers one Acknowledgement.
@@ -1239,7 +1284,7 @@ export type AcknowledgementResult = Message<"leasequeue.v1.AcknowledgementResult
  * Use `create(AcknowledgementResultSchema)` to create a new message.
  */
 export const AcknowledgementResultSchema: GenMessage<AcknowledgementResult> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 39);
+  messageDesc(file_leasequeue_v1_leasequeue, 40);
 
 /**
  * @generated from message leasequeue.v1.AcknowledgeRequest
@@ -1258,7 +1303,7 @@ export type AcknowledgeRequest = Message<"leasequeue.v1.AcknowledgeRequest"> & {
  * Use `create(AcknowledgeRequestSchema)` to create a new message.
  */
 export const AcknowledgeRequestSchema: GenMessage<AcknowledgeRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 40);
+  messageDesc(file_leasequeue_v1_leasequeue, 41);
 
 /**
  * @generated from message leasequeue.v1.AcknowledgeResponse
@@ -1277,7 +1322,7 @@ export type AcknowledgeResponse = Message<"leasequeue.v1.AcknowledgeResponse"> &
  * Use `create(AcknowledgeResponseSchema)` to create a new message.
  */
 export const AcknowledgeResponseSchema: GenMessage<AcknowledgeResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 41);
+  messageDesc(file_leasequeue_v1_leasequeue, 42);
 
 /**
  * WorkStart opens a Work stream: which queue, who works, and how many
@@ -1316,7 +1361,7 @@ export type WorkStart = Message<"leasequeue.v1.WorkStart"> & {
  * Use `create(WorkStartSchema)` to create a new message.
  */
 export const WorkStartSchema: GenMessage<WorkStart> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 42);
+  messageDesc(file_leasequeue_v1_leasequeue, 43);
 
 /**
  * @generated from message leasequeue.v1.WorkRequest
@@ -1342,7 +1387,7 @@ export type WorkRequest = Message<"leasequeue.v1.WorkRequest"> & {
  * Use `create(WorkRequestSchema)` to create a new message.
  */
 export const WorkRequestSchema: GenMessage<WorkRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 43);
+  messageDesc(file_leasequeue_v1_leasequeue, 44);
 
 /**
  * @generated from message leasequeue.v1.WorkResponse
@@ -1368,7 +1413,7 @@ export type WorkResponse = Message<"leasequeue.v1.WorkResponse"> & {
  * Use `create(WorkResponseSchema)` to create a new message.
  */
 export const WorkResponseSchema: GenMessage<WorkResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 44);
+  messageDesc(file_leasequeue_v1_leasequeue, 45);
 
 /**
  * @generated from message leasequeue.v1.PauseQueueRequest
@@ -1387,7 +1432,7 @@ export type PauseQueueRequest = Message<"leasequeue.v1.PauseQueueRequest"> & {
  * Use `create(PauseQueueRequestSchema)` to create a new message.
  */
 export const PauseQueueRequestSchema: GenMessage<PauseQueueRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 45);
+  messageDesc(file_leasequeue_v1_leasequeue, 46);
 
 /**
  * @generated from message leasequeue.v1.PauseQueueResponse
@@ -1406,7 +1451,7 @@ export type PauseQueueResponse = Message<"leasequeue.v1.PauseQueueResponse"> & {
  * Use `create(PauseQueueResponseSchema)` to create a new message.
  */
 export const PauseQueueResponseSchema: GenMessage<PauseQueueResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 46);
+  messageDesc(file_leasequeue_v1_leasequeue, 47);
 
 /**
  * @generated from message leasequeue.v1.ResumeQueueRequest
@@ -1425,7 +1470,7 @@ export type ResumeQueueRequest = Message<"leasequeue.v1.ResumeQueueRequest"> & {
  * Use `create(ResumeQueueRequestSchema)` to create a new message.
  */
 export const ResumeQueueRequestSchema: GenMessage<ResumeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 47);
+  messageDesc(file_leasequeue_v1_leasequeue, 48);
 
 /**
  * @generated from message leasequeue.v1.ResumeQueueResponse
@@ -1444,7 +1489,7 @@ export type ResumeQueueResponse = Message<"leasequeue.v1.ResumeQueueResponse"> &
  * Use `create(ResumeQueueResponseSchema)` to create a new message.
  */
 export const ResumeQueueResponseSchema: GenMessage<ResumeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 48);
+  messageDesc(file_leasequeue_v1_leasequeue, 49);
 
 /**
  * @generated from message leasequeue.v1.RedriveAllRequest
@@ -1477,7 +1522,7 @@ export type RedriveAllRequest = Message<"leasequeue.v1.RedriveAllRequest"> & {
  * Use `create(RedriveAllRequestSchema)` to create a new message.
  */
 export const RedriveAllRequestSchema: GenMessage<RedriveAllRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 49);
+  messageDesc(file_leasequeue_v1_leasequeue, 50);
 
 /**
  * @generated from message leasequeue.v1.RedriveAllResponse
@@ -1496,7 +1541,7 @@ export type RedriveAllResponse = Message<"leasequeue.v1.RedriveAllResponse"> & {
  * Use `create(RedriveAllResponseSchema)` to create a new message.
  */
 export const RedriveAllResponseSchema: GenMessage<RedriveAllResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 50);
+  messageDesc(file_leasequeue_v1_leasequeue, 51);
 
 /**
  * @generated from message leasequeue.v1.PurgeQueueRequest
@@ -1522,7 +1567,7 @@ export type PurgeQueueRequest = Message<"leasequeue.v1.PurgeQueueRequest"> & {
  * Use `create(PurgeQueueRequestSchema)` to create a new message.
  */
 export const PurgeQueueRequestSchema: GenMessage<PurgeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 51);
+  messageDesc(file_leasequeue_v1_leasequeue, 52);
 
 /**
  * @generated from message leasequeue.v1.PurgeQueueResponse
@@ -1541,7 +1586,61 @@ export type PurgeQueueResponse = Message<"leasequeue.v1.PurgeQueueResponse"> & {
  * Use `create(PurgeQueueResponseSchema)` to create a new message.
  */
 export const PurgeQueueResponseSchema: GenMessage<PurgeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_leasequeue_v1_leasequeue, 52);
+  messageDesc(file_leasequeue_v1_leasequeue, 53);
+
+/**
+ * @generated from message leasequeue.v1.UpdateQueueRequest
+ */
+export type UpdateQueueRequest = Message<"leasequeue.v1.UpdateQueueRequest"> & {
+  /**
+   * Required; any valid queue name, with or without jobs.
+   *
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * The new values of the fields named by update_mask.
+   *
+   * @generated from field: leasequeue.v1.QueueConfig config = 2;
+   */
+  config?: QueueConfig | undefined;
+
+  /**
+   * Fields of config to replace: max_running, rate_limit, rate_period (or
+   * "*"). Empty means all of them, so that a request with no config and no
+   * mask removes every limit. Other paths are invalid_argument.
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 3;
+   */
+  updateMask?: FieldMask | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.UpdateQueueRequest.
+ * Use `create(UpdateQueueRequestSchema)` to create a new message.
+ */
+export const UpdateQueueRequestSchema: GenMessage<UpdateQueueRequest> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 54);
+
+/**
+ * @generated from message leasequeue.v1.UpdateQueueResponse
+ */
+export type UpdateQueueResponse = Message<"leasequeue.v1.UpdateQueueResponse"> & {
+  /**
+   * The queue's limits after the change.
+   *
+   * @generated from field: leasequeue.v1.QueueConfig config = 1;
+   */
+  config?: QueueConfig | undefined;
+};
+
+/**
+ * Describes the message leasequeue.v1.UpdateQueueResponse.
+ * Use `create(UpdateQueueResponseSchema)` to create a new message.
+ */
+export const UpdateQueueResponseSchema: GenMessage<UpdateQueueResponse> = /*@__PURE__*/
+  messageDesc(file_leasequeue_v1_leasequeue, 55);
 
 /**
  * JobView chooses how much of each job a response carries.
@@ -1938,6 +2037,20 @@ export const LeaseQueueService: GenService<{
     methodKind: "unary";
     input: typeof PurgeQueueRequestSchema;
     output: typeof PurgeQueueResponseSchema;
+  },
+  /**
+   * UpdateQueue sets a queue's limits (QueueConfig): at most max_running of
+   * its jobs running at once, at most rate_limit leases in any rate_period,
+   * across every worker and server. The fields named by update_mask are
+   * replaced; an empty mask replaces them all. Limits survive a restart, and
+   * waiting streams and long-polls see a change at once.
+   *
+   * @generated from rpc leasequeue.v1.LeaseQueueService.UpdateQueue
+   */
+  updateQueue: {
+    methodKind: "unary";
+    input: typeof UpdateQueueRequestSchema;
+    output: typeof UpdateQueueResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_leasequeue_v1_leasequeue, 0);
