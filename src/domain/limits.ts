@@ -56,6 +56,15 @@ export const BOUNDS = {
   acks: 1000,
   /** retry_delay on Fail: api.md gives no bound; we allow what a schedule allows. */
   retryDelayMs: [0, 30 * DAY],
+  /**
+   * QueueConfig (api.md section D). 0 means no limit. A limit above these is
+   * no limit in practice; the ceilings keep counts and windows small enough
+   * for one claim to check them cheaply.
+   */
+  maxRunning: [0, 100_000],
+  rateLimit: [0, 1_000_000],
+  /** At least a second: shorter windows would be finer than lease timing itself; at most a day. */
+  ratePeriodMs: [SECOND, DAY],
 } as const;
 
 /** api.md "Defaults and identity": what an absent (or zero) field means. */
@@ -68,6 +77,8 @@ export const DEFAULTS = {
   waitMs: 0,
   maxInFlight: 1,
   pageSize: 50,
+  /** QueueConfig.rate_period when absent: rate_limit is then jobs per second. */
+  ratePeriodMs: SECOND,
   /**
    * Largest request body (a unary request, or one message of a stream) the
    * server reads unless LEASEQUEUE_MAX_REQUEST_BYTES says otherwise. The

@@ -14,14 +14,15 @@
  *   new, and none can still appear below it. The store also looks at each
  *   BEGIN (under the write lock), so another writer's events are always
  *   announced before this store's own later ones.
- * - Queue controls have no events: the paused queues are compared with
- *   those last seen.
+ * - Queue controls have no events: the paused queues and the queue limits
+ *   are compared with those last seen.
  * What cannot be announced: heartbeats that were not stored (their
  * `unrecorded` drafts exist only in the writer's memory), and events
  * pruned before this store read them (retention only deletes jobs finished
  * long ago, so in practice never).
  */
 import type { JobEvent } from "../../domain/job.js";
+import { NO_QUEUE_LIMITS, sameConfig, type QueueConfig } from "../../domain/queue-limits.js";
 import type { QueueControlChange } from "../store.js";
 import { toEvent, type Row } from "./rows.js";
 import type { SqliteStatements } from "./sql.js";
@@ -33,11 +34,14 @@ export class OtherWriters {
   readonly #stmts: SqliteStatements;
   #dataVersion: number;
   readonly #paused: Set<string>;
+  /** Queue limits as last seen, by queue (queues without a config row are absent). */
+  #configs: Map<string, QueueConfig>;
 
   constructor(stmts: SqliteStatements) {
     this.#stmts = stmts;
     this.#dataVersion = stmts.dataVersion.get() as number;
     this.#paused = new Set(this.#readPaused());
+    this.#configs = this.#readConfigs();
   }
 
   /** The data version now, when it differs from the one last acknowledged (another connection committed). */
@@ -73,7 +77,7 @@ export class OtherWriters {
     return events;
   }
 
-  /** Queues paused or resumed by other writers since the last look. */
+  /** Queues paused, resumed or given other limits by other writers since the last look. */
   queueControlChanges(): QueueControlChange[] {
     const now = new Set(this.#readPaused());
     const changes: QueueControlChange[] = [];
@@ -81,15 +85,29 @@ export class OtherWriters {
     for (const queue of this.#paused) if (!now.has(queue)) changes.push({ queue, paused: false });
     this.#paused.clear();
     for (const queue of now) this.#paused.add(queue);
+    const configs = this.#readConfigs();
+    for (const queue of new Set([...this.#configs.keys(), ...configs.keys()])) {
+      const config = configs.get(queue) ?? { ...NO_QUEUE_LIMITS };
+      if (!sameConfig(this.#configs.get(queue) ?? NO_QUEUE_LIMITS, config)) changes.push({ queue, paused: now.has(queue), config });
+    }
+    this.#configs = configs;
     return changes;
   }
 
-  /** Takes this store's own pauses and resumes into account, so they are not reported as others'. */
+  /** Takes this store's own queue controls into account, so they are not reported as others'. */
   noteOwn(changes: readonly QueueControlChange[]): void {
     for (const c of changes) {
       if (c.paused) this.#paused.add(c.queue);
       else this.#paused.delete(c.queue);
+      if (c.config === undefined) continue;
+      if (sameConfig(c.config, NO_QUEUE_LIMITS)) this.#configs.delete(c.queue);
+      else this.#configs.set(c.queue, c.config);
     }
+  }
+
+  #readConfigs(): Map<string, QueueConfig> {
+    const rows = this.#stmts.queueConfigs.all() as Array<{ queue: string } & QueueConfig>;
+    return new Map(rows.map(({ queue, maxRunning, rateLimit, ratePeriodMs }) => [queue, { maxRunning, rateLimit, ratePeriodMs }]));
   }
 
   #readPaused(): string[] {

@@ -27,13 +27,14 @@ import Database from "better-sqlite3";
 import type { Clock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
 import type { Job, JobEvent, JobState } from "../../domain/job.js";
+import type { QueueConfig, QueueConfigUpdate } from "../../domain/queue-limits.js";
 import { publicJob } from "../../domain/job.js";
 import type { NewJob } from "../../domain/submission.js";
 import { DatabaseRefusal } from "../database-refusal.js";
 import { replayBounds } from "../event-bounds.js";
 import type { PersistedChanges } from "../operation-changes.js";
 import { claimJobs } from "../operations/claim.js";
-import { pauseQueue, resumeQueue } from "../operations/queue-controls.js";
+import { pauseQueue, resumeQueue, updateQueueConfig } from "../operations/queue-controls.js";
 import { pruneFinishedJobs } from "../operations/prune.js";
 import type { WriteOperation } from "../operations/scope.js";
 import { submitJobs } from "../operations/submit.js";
@@ -48,11 +49,12 @@ import {
   releaseJob,
 } from "../operations/transitions.js";
 import { probeWrite } from "../operations/write-probe.js";
-import { assembleQueueCounts } from "../queue-counts.js";
+import { assembleQueueCounts, type QueueCountsSource } from "../queue-counts.js";
 import type {
   BulkBatchOutcome,
   BulkBatchSpec,
   ClaimedLease,
+  ClaimOutcome,
   ClaimRequestSpec,
   CommitListener,
   CommittedChange,
@@ -195,6 +197,10 @@ export class SqliteStore implements Store {
   }
 
   claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]> {
+    return this.claimOutcome(spec).then((outcome) => outcome.leases);
+  }
+
+  claimOutcome(spec: ClaimRequestSpec): Promise<ClaimOutcome> {
     return this.#write(claimJobs(spec, { maxRecovered: this.#maxRecovered }));
   }
 
@@ -236,6 +242,10 @@ export class SqliteStore implements Store {
 
   resumeQueue(queue: string): Promise<boolean> {
     return this.#write(resumeQueue(queue));
+  }
+
+  updateQueueConfig(queue: string, update: QueueConfigUpdate): Promise<QueueConfig> {
+    return this.#write(updateQueueConfig(queue, update));
   }
 
   bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome> {
@@ -409,6 +419,7 @@ export class SqliteStore implements Store {
     return assembleQueueCounts({
       counts: this.#stmts.counts.all() as Array<{ queue: string; state: JobState; count: number }>,
       paused: (this.#stmts.pausedQueues.all() as Array<{ queue: string }>).map((r) => r.queue),
+      configs: this.#stmts.queueConfigs.all() as QueueCountsSource["configs"],
       oldestPendingSince: (queue) => (this.#stmts.oldestPendingSince.get(queue, now) as { t: number | null }).t,
     });
   }
