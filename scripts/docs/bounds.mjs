@@ -41,6 +41,9 @@ export function describeBounds({ BOUNDS: B, DEFAULTS: D }) {
     { fields: ["error", "reason"], bound: `at most ${B.textChars} characters`, default: "empty" },
     { fields: ["pageSize"], bound: range(B.pageSize), default: String(D.pageSize) },
     { fields: ["jobs"], bound: `1..${B.batchJobs} per SubmitBatch`, default: "required" },
+    { fields: ["maxRunning"], bound: `${range(B.maxRunning)} jobs running at once`, default: "0 (no limit)" },
+    { fields: ["rateLimit"], bound: `${range(B.rateLimit)} leases per \`ratePeriod\``, default: "0 (no limit)" },
+    { fields: ["ratePeriod"], bound: range(B.ratePeriodMs, duration), default: duration(D.ratePeriodMs) },
     { fields: ["acks"], bound: `1..${B.acks} per Acknowledge, 0..${B.acks} per Work message`, default: "required (Acknowledge)" },
     // A setting, not a field: one request, or one message of a stream.
     { fields: [], subject: "request body", bound: "`LEASEQUEUE_MAX_REQUEST_BYTES`", default: `${D.maxRequestBytes} bytes` },

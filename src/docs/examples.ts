@@ -53,6 +53,11 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
   "leasequeue.v1.LeaseQueueService.ResumeQueue": () => ({ queue: QUEUE }),
   "leasequeue.v1.LeaseQueueService.RedriveAll": () => ({ queue: QUEUE, limit: 100 }),
   "leasequeue.v1.LeaseQueueService.PurgeQueue": () => ({ queue: QUEUE, confirm: QUEUE }),
+  "leasequeue.v1.LeaseQueueService.UpdateQueue": () => ({
+    queue: QUEUE,
+    config: { maxRunning: 5, rateLimit: 100, ratePeriod: "60s" },
+    updateMask: "maxRunning,rateLimit,ratePeriod",
+  }),
   "grpc.health.v1.Health.Check": () => ({ service: "leasequeue.v1.LeaseQueueService" }),
   "grpc.health.v1.Health.Watch": () => ({ service: "" }),
   "grpc.health.v1.Health.List": () => ({}),

@@ -32,6 +32,7 @@ export const RPC_ROLES: Readonly<Record<string, Role>> = Object.freeze({
   PauseQueue: "operator",
   ResumeQueue: "operator",
   PurgeQueue: "operator",
+  UpdateQueue: "operator",
 
   GetJob: "reader",
   ListJobs: "reader",

@@ -39,6 +39,7 @@ const METHODS = [
   "ResumeQueue",
   "RedriveAll",
   "PurgeQueue",
+  "UpdateQueue",
 ];
 /** gRPC over cleartext HTTP/2; the schema comes from server reflection. */
 const GRPC = ["--protocol", "grpc", "--http2-prior-knowledge"];

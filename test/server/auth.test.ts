@@ -91,14 +91,14 @@ describe("roles", () => {
     expect(missing, "RPCs without a role in src/service/rpc-roles.ts").toEqual([]);
   });
 
-  it("are exactly api.md section B's", () => {
+  it("are exactly api.md section B's (and section D's UpdateQueue)", () => {
     const byRole = (role: Role) =>
       Object.keys(RPC_ROLES)
         .filter((rpc) => RPC_ROLES[rpc] === role)
         .sort();
     expect(byRole("producer")).toEqual(["Submit", "SubmitBatch"]);
     expect(byRole("worker")).toEqual(["Acknowledge", "Claim", "Complete", "Fail", "Heartbeat", "Release", "StreamClaims", "Work"]);
-    expect(byRole("operator")).toEqual(["Cancel", "PauseQueue", "PurgeQueue", "Redrive", "RedriveAll", "ResumeQueue"]);
+    expect(byRole("operator")).toEqual(["Cancel", "PauseQueue", "PurgeQueue", "Redrive", "RedriveAll", "ResumeQueue", "UpdateQueue"]);
     expect(byRole("reader")).toEqual(["GetJob", "GetStats", "ListJobEvents", "ListJobs", "WatchEvents"]);
   });
 
