@@ -117,6 +117,7 @@ export async function startServer(
     claimWaiters: () => wakeups.waiting,
     claimStreams: () => claimStreams.streams,
     watchEvents: () => events.stats,
+    limitedClaims: () => wakeups.limitedClaims,
   });
   // Readiness and grpc.health.v1 follow the database's ability to take writes.
   const healthServices = ["", "leasequeue.v1.LeaseQueueService"] as const;

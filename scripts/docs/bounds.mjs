@@ -58,6 +58,9 @@ export function describeBounds({ BOUNDS: B, DEFAULTS: D }) {
     { fields: ["interval"], bound: range(B.scheduleIntervalMs, duration), default: "one of cron and interval" },
     { fields: ["timezone"], bound: "an IANA time zone name", default: '`"UTC"`' },
     { fields: ["jobs"], bound: `1..${B.batchJobs} per SubmitBatch`, default: "required" },
+    { fields: ["maxRunning"], bound: `${range(B.maxRunning)} jobs running at once`, default: "0 (no limit)" },
+    { fields: ["rateLimit"], bound: `${range(B.rateLimit)} leases per \`ratePeriod\``, default: "0 (no limit)" },
+    { fields: ["ratePeriod"], bound: range(B.ratePeriodMs, duration), default: duration(D.ratePeriodMs) },
     { fields: ["acks"], bound: `1..${B.acks} per Acknowledge, 0..${B.acks} per Work message`, default: "required (Acknowledge)" },
     // A setting, not a field: one request, or one message of a stream.
     { fields: [], subject: "request body", bound: "`LEASEQUEUE_MAX_REQUEST_BYTES`", default: `${D.maxRequestBytes} bytes` },

@@ -15,6 +15,10 @@ const WELL_KNOWN_JSON = {
   "google.protobuf.Value": { json: "any JSON value", example: '{"to": "ada@example.com"}, [1, 2], "text", 3, true, null' },
   "google.protobuf.Struct": { json: "a JSON object", example: '{"a": 1}' },
   "google.protobuf.ListValue": { json: "a JSON array", example: "[1, 2]" },
+  "google.protobuf.FieldMask": {
+    json: "a string of lowerCamelCase field paths separated by commas",
+    example: '"maxRunning,rateLimit"',
+  },
   "google.protobuf.Any": {
     json: "a JSON object with `@type` naming the message, then its fields",
     example: '{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "JOB_NOT_FOUND"}',

@@ -21,9 +21,14 @@
  *   resumes it (QueueWakeups wakes the queue). When a pause commits, the
  *   leases claimed before it but not sent yet are released, so none goes
  *   out after the pause.
+ * - A queue limit (api.md section D) that holds a claim back parks the
+ *   pump until what frees a place: the queue's next finishing lease, of any
+ *   worker on any server (max_running), or the moment the rate window frees
+ *   one (rate_limit, a timer). A change of the limits wakes it like a resume.
  */
 import type { Clock } from "../domain/clock.js";
 import type { EventKind } from "../domain/job.js";
+import type { ClaimHold } from "../domain/queue-limits.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import type { QueueWakeups } from "./queue-wakeups.js";
@@ -96,6 +101,8 @@ interface QueueState {
   pumping: boolean;
   again: boolean;
   timer: NodeJS.Timeout | undefined;
+  /** The last claim was held back by max_running: the queue's next finishing lease pumps again. */
+  waitingForPlace: boolean;
 }
 
 export class ClaimStreams {
@@ -111,6 +118,7 @@ export class ClaimStreams {
       options.store.onCommitted(({ events, queueControls }) => {
         for (const c of queueControls) if (c.paused) this.#releaseReady(c.queue);
         for (const e of events) {
+          if (e.fromState === "running" && e.toState !== "running") this.#placeFreed(e.queue);
           if (!LEASE_FINISHED.has(e.kind)) continue;
           const owner = this.#owners.get(e.jobId);
           if (owner === undefined) continue;
@@ -162,7 +170,7 @@ export class ClaimStreams {
     const sub = new Subscriber(spec);
     let state = this.#queues.get(spec.queue);
     if (state === undefined) {
-      state = { subscribers: new Set(), pumping: false, again: false, timer: undefined };
+      state = { subscribers: new Set(), pumping: false, again: false, timer: undefined, waitingForPlace: false };
       this.#queues.set(spec.queue, state);
     }
     state.subscribers.add(sub);
@@ -239,16 +247,20 @@ export class ClaimStreams {
   }
 
   async #drain(queue: string, state: QueueState): Promise<void> {
-    const { store, clock, log } = this.#opts;
+    const { store, clock, log, wakeups } = this.#opts;
     do {
       state.again = false;
+      state.waitingForPlace = false;
       let drained = false;
+      let hold: ClaimHold | null = null;
+      let finishedSince = 0;
       for (const sub of [...state.subscribers]) {
         if (sub.closed || sub.room <= 0) continue;
         const ask = Math.min(sub.room, MAX_CLAIM_BATCH);
         let leases: ClaimedLease[];
         try {
-          leases = await store.claim({ ...sub.spec, maxJobs: ask });
+          finishedSince = wakeups.finishedLeases(queue);
+          ({ leases, heldBack: hold } = await store.claimOutcome({ ...sub.spec, maxJobs: ask }));
         } catch (err) {
           log.warn("stream claim failed; retrying", { queue, error: err });
           this.#schedule(queue, state, clock.now() + RETRY_AFTER_ERROR_MS);
@@ -269,13 +281,21 @@ export class ClaimStreams {
           }
           sub.wake();
         }
+        if (hold !== null) wakeups.heldBack(queue, hold);
         if (leases.length < ask) {
           drained = true;
           break;
         }
         if (sub.room > 0) state.again = true;
       }
-      if (drained && [...state.subscribers].some((s) => s.room > 0)) {
+      if (!drained || ![...state.subscribers].some((s) => s.room > 0)) continue;
+      if (hold?.limit === "max_running") {
+        // A lease that finished while the claim ran has already freed its place.
+        if (wakeups.finishedLeases(queue) !== finishedSince) state.again = true;
+        else state.waitingForPlace = true;
+      } else if (hold?.limit === "rate_limit") {
+        this.#schedule(queue, state, hold.until);
+      } else {
         let next: number | null;
         try {
           next = await store.nextScheduledTime(queue);
@@ -286,6 +306,14 @@ export class ClaimStreams {
         if (next !== null) this.#schedule(queue, state, next);
       }
     } while (state.again);
+  }
+
+  /** A lease of the queue finished (of any stream, worker or server): a pump held back by max_running claims again. */
+  #placeFreed(queue: string): void {
+    const state = this.#queues.get(queue);
+    if (state === undefined || !state.waitingForPlace) return;
+    state.waitingForPlace = false;
+    this.#pump(queue);
   }
 
   /** Releases what the queue's streams claimed but have not sent (their released events free their room). */

@@ -2,8 +2,10 @@
  * Claim's long-poll (api.md ClaimRequest `wait`): claim at once, and while
  * nothing is eligible park until a commit makes work pending on the queue,
  * the next delayed job is due (QueueWakeups), the wait ends or the caller
- * goes away. StreamClaims (claim-streams.ts) is the same idea for callers
- * that stay.
+ * goes away. While a queue limit holds the claim back (api.md section D),
+ * park until a lease of the queue finishes (max_running) or the rate window
+ * frees a place (rate_limit) instead. StreamClaims (claim-streams.ts) is the
+ * same idea for callers that stay.
  */
 import type { Clock } from "../domain/clock.js";
 import type { Logger } from "../logger.js";
@@ -45,7 +47,9 @@ export async function claimWithin<T>(
   const deadline = clock.now() + waitMs;
   for (;;) {
     const generation = wakeups.generation(claim.queue);
-    const claimed = await store.claim(claim);
+    const finishedSince = wakeups.finishedLeases(claim.queue);
+    const { leases: claimed, heldBack } = await store.claimOutcome(claim);
+    if (heldBack !== null) wakeups.heldBack(claim.queue, heldBack);
     if (signal.aborted) {
       // The caller went while the claim committed: nobody can receive these.
       await releaseUnsent(store, deps.log, claimed);
@@ -56,7 +60,7 @@ export async function claimWithin<T>(
     // Only undeliverable jobs (now dead): claim again.
     if (claimed.length > 0) continue;
     if (clock.now() >= deadline) return [];
-    await wakeups.waitForWork(claim.queue, generation, deadline, signal);
+    await wakeups.waitForWork(claim.queue, generation, deadline, signal, heldBack === null ? undefined : { hold: heldBack, finishedSince });
     if (signal.aborted) return [];
   }
 }

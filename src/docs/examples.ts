@@ -64,6 +64,11 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
   }),
   "leasequeue.v1.LeaseQueueService.ListSchedules": () => ({}),
   "leasequeue.v1.LeaseQueueService.DeleteSchedule": () => ({ name: "weekly-digest" }),
+  "leasequeue.v1.LeaseQueueService.UpdateQueue": () => ({
+    queue: QUEUE,
+    config: { maxRunning: 5, rateLimit: 100, ratePeriod: "60s" },
+    updateMask: "maxRunning,rateLimit,ratePeriod",
+  }),
   "grpc.health.v1.Health.Check": () => ({ service: "leasequeue.v1.LeaseQueueService" }),
   "grpc.health.v1.Health.Watch": () => ({ service: "" }),
   "grpc.health.v1.Health.List": () => ({}),

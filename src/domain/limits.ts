@@ -64,6 +64,15 @@ export const BOUNDS = {
   scheduleIntervalMs: [SECOND, 366 * DAY],
   /** Characters of a schedule's cron expression. */
   cronChars: 256,
+  /**
+   * QueueConfig (api.md section D). 0 means no limit. A limit above these is
+   * no limit in practice; the ceilings keep counts and windows small enough
+   * for one claim to check them cheaply.
+   */
+  maxRunning: [0, 100_000],
+  rateLimit: [0, 1_000_000],
+  /** At least a second: shorter windows would be finer than lease timing itself; at most a day. */
+  ratePeriodMs: [SECOND, DAY],
 } as const;
 
 /** api.md "Defaults and identity": what an absent (or zero) field means. */
@@ -78,6 +87,8 @@ export const DEFAULTS = {
   /** Snooze without a delay: eligible again at once. */
   snoozeDelayMs: 0,
   pageSize: 50,
+  /** QueueConfig.rate_period when absent: rate_limit is then jobs per second. */
+  ratePeriodMs: SECOND,
   /**
    * Largest request body (a unary request, or one message of a stream) the
    * server reads unless LEASEQUEUE_MAX_REQUEST_BYTES says otherwise. The

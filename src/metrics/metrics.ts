@@ -37,6 +37,8 @@ export interface MetricsSources {
   claimStreams?: () => number;
   /** The WatchEvents feed: current subscribers, events sent and subscribers dropped (by reason) so far. */
   watchEvents?: () => { subscribers: number; eventsSent: number; dropped: Record<string, number> };
+  /** Claims that a queue limit held back so far (`limit`: max_running or rate_limit), by queue. */
+  limitedClaims?: () => ReadonlyArray<{ queue: string; limit: string; claims: number }>;
 }
 
 export function createMetrics(store: Store, clock: Clock, sources: MetricsSources = {}): Metrics {
@@ -98,6 +100,28 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     },
   });
 
+  // Queue limits (UpdateQueue): what each queue allows, beside what it runs and leases.
+  new client.Gauge({
+    name: "leasequeue_queue_max_running",
+    help: "A queue's max_running limit (UpdateQueue): most of its jobs running at once; 0 when unlimited. By queue.",
+    labelNames: ["queue"] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const q of await countsOfThisScrape()) this.set({ queue: q.queue }, q.config.maxRunning);
+    },
+  });
+  new client.Gauge({
+    name: "leasequeue_queue_rate_limit_per_second",
+    help: "A queue's rate limit (UpdateQueue: rate_limit leases per rate_period) as leases per second; 0 when unlimited. By queue.",
+    labelNames: ["queue"] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const q of await countsOfThisScrape()) this.set({ queue: q.queue }, q.config.rateLimit / (q.config.ratePeriodMs / 1000));
+    },
+  });
+
   const gaugeOf = (name: string, help: string, read: (() => number) | undefined) => {
     if (read === undefined) return;
     new client.Gauge({
@@ -135,6 +159,23 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
       collect() {
         this.reset();
         for (const [reason, n] of Object.entries(watch().dropped)) this.inc({ reason }, n);
+      },
+    });
+  }
+
+  if (sources.limitedClaims !== undefined) {
+    const limited = sources.limitedClaims;
+    // Dispatch keeps the running totals (every lease path reports its claims' holds there).
+    new client.Counter({
+      name: "leasequeue_queue_limited_claims_total",
+      help:
+        "Claims that handed out fewer leases than asked although eligible jobs were left, because of a queue limit " +
+        "(limit: max_running or rate_limit), by queue and limit. Waiting claimers then wait for a lease to finish or the rate window to move.",
+      labelNames: ["queue", "limit"] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const { queue, limit, claims } of limited()) this.inc({ queue, limit }, claims);
       },
     });
   }

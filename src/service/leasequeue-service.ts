@@ -8,6 +8,7 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@conn
 import type { Clock } from "../domain/clock.js";
 import { jobNotFound, QueueError } from "../domain/errors.js";
 import { JOB_STATES, type JobState } from "../domain/job.js";
+import { NO_QUEUE_LIMITS } from "../domain/queue-limits.js";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import type { EventFeed } from "../dispatch/event-feed.js";
 import { claimWithin } from "../dispatch/long-poll-claim.js";
@@ -37,7 +38,7 @@ import {
   watchResponseOf,
   watchWireFormat,
 } from "./watch-output.js";
-import { eventToWire, jobToWire, scheduleToWire, statsToWire } from "./wire.js";
+import { eventToWire, jobToWire, queueConfigToWire, scheduleToWire, statsToWire } from "./wire.js";
 import { workStream } from "./work-stream.js";
 
 /** The HTTP / gRPC metadata header that may carry a Submit's idempotency key. */
@@ -84,8 +85,9 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       counts: Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as QueueCounts["counts"],
       oldestPendingSince: null,
       paused: false,
+      config: { ...NO_QUEUE_LIMITS },
     };
-    return statsToWire(q.queue, q.counts, ageMs(clock.now(), q.oldestPendingSince), q.paused);
+    return statsToWire(q.queue, q.counts, ageMs(clock.now(), q.oldestPendingSince), q.paused, q.config);
   }
 
   function headerKey(ctx: HandlerContext): string | undefined {
@@ -241,6 +243,17 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       return { stats: await statsOfQueue(queue) };
     },
 
+    // Queue limits (api.md section D): the store applies the mask in one
+    // transaction and announces the change, so held-back claimers wake.
+    async updateQueue(req, ctx) {
+      const queue = v.queueName("queue", req.queue);
+      const update = v.queueConfigUpdate(req);
+      requireQueue(ctx, "queue", queue);
+      const config = await store.updateQueueConfig(queue, update);
+      opts.log?.info("queue limits set", { queue, fields: update.fields, ...config });
+      return { config: queueConfigToWire(config) };
+    },
+
     async redriveAll(req, ctx) {
       const spec = {
         queue: v.queueName("queue", req.queue),
@@ -341,7 +354,7 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
         if (q.oldestPendingSince !== null && (oldest === null || q.oldestPendingSince < oldest)) {
           oldest = q.oldestPendingSince;
         }
-        return statsToWire(q.queue, q.counts, ageMs(now, q.oldestPendingSince), q.paused);
+        return statsToWire(q.queue, q.counts, ageMs(now, q.oldestPendingSince), q.paused, q.config);
       });
       return create(GetStatsResponseSchema, { queues: perQueue, total: statsToWire("", total, ageMs(now, oldest)) });
     },

@@ -35,6 +35,7 @@ export const RPC_ROLES: Readonly<Record<string, Role>> = Object.freeze({
   PurgeQueue: "operator",
   CreateSchedule: "operator",
   DeleteSchedule: "operator",
+  UpdateQueue: "operator",
 
   GetJob: "reader",
   ListJobs: "reader",

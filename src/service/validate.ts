@@ -4,13 +4,14 @@
  * a BadRequest that names the field.
  */
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
-import { ValueSchema, type Duration, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import { ValueSchema, type Duration, type FieldMask, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
 import type { JobState as DomainState } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";
 import { BOUNDS, DEFAULTS } from "../domain/limits.js";
+import { NO_QUEUE_LIMITS, QUEUE_CONFIG_FIELDS, type QueueConfigField, type QueueConfigUpdate } from "../domain/queue-limits.js";
 import { canonicalTimeZone, cronProblem, type Recurrence, type ScheduleSpec } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
-import { JobView, type JobState, type Schedule, type SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { JobView, type JobState, type QueueConfig, type Schedule, type SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
 import { STATE_FROM_WIRE } from "./wire.js";
 
@@ -364,4 +365,40 @@ export function scheduleSpec(path: string, schedule: Schedule | undefined, now: 
     },
     paused: schedule.paused,
   };
+}
+
+/** UpdateQueue's update_mask paths (AIP-161, relative to QueueConfig), by the domain field each names. */
+const CONFIG_PATHS: ReadonlyMap<string, QueueConfigField> = new Map([
+  ["max_running", "maxRunning"],
+  ["rate_limit", "rateLimit"],
+  ["rate_period", "ratePeriodMs"],
+]);
+
+/**
+ * UpdateQueue's `config` and `update_mask` (api.md section D): the fields
+ * the mask names, each within its bound. An empty mask (or "*") names every
+ * field, so `{queue}` alone removes every limit. Fields the mask leaves out
+ * are ignored, whatever they hold (AIP-134).
+ */
+export function queueConfigUpdate(req: { config?: QueueConfig; updateMask?: FieldMask }): QueueConfigUpdate {
+  const paths = req.updateMask?.paths ?? [];
+  const named = new Set<QueueConfigField>(paths.length === 0 ? QUEUE_CONFIG_FIELDS : []);
+  for (const path of paths) {
+    const field = path === "*" ? QUEUE_CONFIG_FIELDS : CONFIG_PATHS.get(path);
+    if (field === undefined) {
+      throw invalidArgument(
+        "update_mask",
+        `has the path ${JSON.stringify(path)}, which is not a field of QueueConfig; use max_running, rate_limit, rate_period or "*" (empty means all)`,
+      );
+    }
+    for (const f of typeof field === "string" ? [field] : field) named.add(f);
+  }
+  const wire = req.config;
+  const config = { ...NO_QUEUE_LIMITS };
+  if (named.has("maxRunning")) config.maxRunning = intInRange("config.max_running", wire?.maxRunning ?? 0, BOUNDS.maxRunning);
+  if (named.has("rateLimit")) config.rateLimit = intInRange("config.rate_limit", wire?.rateLimit ?? 0, BOUNDS.rateLimit);
+  if (named.has("ratePeriodMs")) {
+    config.ratePeriodMs = durationInRange("config.rate_period", wire?.ratePeriod, BOUNDS.ratePeriodMs, DEFAULTS.ratePeriodMs)!;
+  }
+  return { config, fields: QUEUE_CONFIG_FIELDS.filter((f) => named.has(f)) };
 }

@@ -7,6 +7,7 @@ import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Job as DomainJob, JobEvent as DomainEvent, EventKind as DomainKind, JobState as DomainState } from "../domain/job.js";
 import type { StoredSchedule } from "../domain/schedule.js";
+import type { QueueConfig as DomainQueueConfig } from "../domain/queue-limits.js";
 import type { ClaimedLease, QueueCounts } from "../store/store.js";
 import {
   EventKind,
@@ -14,12 +15,14 @@ import {
   JobSchema,
   JobState,
   LeaseSchema,
+  QueueConfigSchema,
   QueueStatsSchema,
   ScheduleSchema,
   SubmitRequestSchema,
   type Job,
   type JobEvent,
   type Lease,
+  type QueueConfig,
   type QueueStats,
   type Schedule,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -113,7 +116,22 @@ export function eventToWire(e: DomainEvent): JobEvent {
   });
 }
 
-export function statsToWire(queue: string, counts: QueueCounts["counts"], oldestPendingAgeMs: number, paused = false): QueueStats {
+export function queueConfigToWire(config: DomainQueueConfig): QueueConfig {
+  return create(QueueConfigSchema, {
+    maxRunning: config.maxRunning,
+    rateLimit: config.rateLimit,
+    ratePeriod: durationFromMs(config.ratePeriodMs),
+  });
+}
+
+/** One queue's stats (with its config), or a total (no config). */
+export function statsToWire(
+  queue: string,
+  counts: QueueCounts["counts"],
+  oldestPendingAgeMs: number,
+  paused = false,
+  config?: DomainQueueConfig,
+): QueueStats {
   return create(QueueStatsSchema, {
     queue,
     queued: BigInt(counts.queued),
@@ -124,6 +142,7 @@ export function statsToWire(queue: string, counts: QueueCounts["counts"], oldest
     cancelled: BigInt(counts.cancelled),
     oldestPendingAge: durationFromMs(oldestPendingAgeMs),
     paused,
+    config: config === undefined ? undefined : queueConfigToWire(config),
   });
 }
 

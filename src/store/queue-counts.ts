@@ -1,10 +1,12 @@
 /**
  * GetStats' model (Store.queueCounts), assembled the same way by every
  * engine from what its SQL reads: the non-zero counts per queue and state,
- * the paused queues (listed even without jobs, api.md section B) and the
- * oldest pending job of each queue that has one.
+ * the paused queues and the configured ones (both listed even without jobs,
+ * api.md sections B and D) and the oldest pending job of each queue that
+ * has one.
  */
 import { JOB_STATES, type JobState } from "../domain/job.js";
+import { NO_QUEUE_LIMITS, type QueueConfig } from "../domain/queue-limits.js";
 import type { QueueCounts } from "./store.js";
 import type { Awaitable } from "./transaction-port.js";
 
@@ -13,6 +15,8 @@ export interface QueueCountsSource {
   counts: ReadonlyArray<{ queue: string; state: JobState; count: number }>;
   /** Paused queues, in any order. */
   paused: readonly string[];
+  /** Queues with a config (limits), in any order. */
+  configs: ReadonlyArray<{ queue: string } & QueueConfig>;
   /** Schedule time of the queue's longest-waiting eligible job, or null. */
   oldestPendingSince(queue: string): Awaitable<number | null>;
 }
@@ -23,27 +27,24 @@ export function zeroCounts(): Record<JobState, number> {
 
 export async function assembleQueueCounts(source: QueueCountsSource): Promise<QueueCounts[]> {
   const byQueue = new Map<string, QueueCounts>();
-  for (const row of source.counts) {
-    let entry = byQueue.get(row.queue);
+  const entryOf = (queue: string): QueueCounts => {
+    let entry = byQueue.get(queue);
     if (entry === undefined) {
-      entry = { queue: row.queue, counts: zeroCounts(), oldestPendingSince: null, paused: false };
-      byQueue.set(row.queue, entry);
+      entry = { queue, counts: zeroCounts(), oldestPendingSince: null, paused: false, config: { ...NO_QUEUE_LIMITS } };
+      byQueue.set(queue, entry);
     }
-    entry.counts[row.state] = row.count;
-  }
-  let unlisted = false;
-  for (const queue of source.paused) {
-    const entry = byQueue.get(queue);
-    if (entry !== undefined) entry.paused = true;
-    else {
-      byQueue.set(queue, { queue, counts: zeroCounts(), oldestPendingSince: null, paused: true });
-      unlisted = true;
-    }
-  }
+    return entry;
+  };
+  for (const row of source.counts) entryOf(row.queue).counts[row.state] = row.count;
+  const counted = byQueue.size;
+  for (const queue of source.paused) entryOf(queue).paused = true;
+  for (const { queue, maxRunning, rateLimit, ratePeriodMs } of source.configs)
+    entryOf(queue).config = { maxRunning, rateLimit, ratePeriodMs };
   for (const entry of byQueue.values()) {
     if (entry.counts.queued + entry.counts.retry === 0) continue;
     entry.oldestPendingSince = await source.oldestPendingSince(entry.queue);
   }
   const queues = [...byQueue.values()];
-  return unlisted ? queues.sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0)) : queues;
+  // Queues listed only for a pause or a config came after the counted ones.
+  return byQueue.size > counted ? queues.sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0)) : queues;
 }

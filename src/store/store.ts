@@ -34,6 +34,7 @@
  *   that applied them.
  */
 import type { EventDraft, Job, JobEvent, JobState } from "../domain/job.js";
+import type { ClaimHold, QueueConfig, QueueConfigUpdate } from "../domain/queue-limits.js";
 import type { PrunableState, PruneCutoffs } from "../domain/retention.js";
 import type { ScheduleSpec, StoredSchedule } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
@@ -54,6 +55,13 @@ export interface ClaimRequestSpec {
 export interface ClaimedLease {
   job: Job;
   leaseToken: string;
+}
+
+/** A claim's leases, and whether a queue limit held eligible jobs back (what a waiting claimer waits for then). */
+export interface ClaimOutcome {
+  leases: ClaimedLease[];
+  /** Null unless a limit of the queue (QueueConfig) left eligible jobs unleased. */
+  heldBack: ClaimHold | null;
 }
 
 export interface ListJobsSpec {
@@ -78,15 +86,21 @@ export interface QueueCounts {
   oldestPendingSince: number | null;
   /** Paused by pauseQueue: claims hand out nothing. A paused queue is listed even without jobs. */
   paused: boolean;
+  /** The queue's limits (NO_QUEUE_LIMITS when none). A queue with limits is listed even without jobs. */
+  config: QueueConfig;
 }
 
 /**
- * A queue paused or resumed (api.md section B). Queue-level changes are not
- * job events: they are announced beside them, never stored as JobEvents.
+ * A queue paused or resumed (api.md section B), or its limits changed
+ * (UpdateQueue, api.md section D). Queue-level changes are not job events:
+ * they are announced beside them, never stored as JobEvents.
  */
 export interface QueueControlChange {
   queue: string;
+  /** Whether the queue is paused after the commit (for a limits change: unchanged). */
   paused: boolean;
+  /** Set when the commit changed the queue's limits: the limits after it (NO_QUEUE_LIMITS when removed). */
+  config?: QueueConfig;
 }
 
 /** What one committed transaction changed, announced after the commit. */
@@ -99,7 +113,7 @@ export interface CommittedChange {
    * sequence, never in ListJobEvents or WatchEvents; for counting only.
    */
   unrecorded: EventDraft[];
-  /** Queues whose paused state this commit changed, in commit order (usually none). */
+  /** Queues whose paused state or limits this commit changed, in commit order (usually none). */
   queueControls: QueueControlChange[];
   /**
    * True when the commit was made through another store instance on the
@@ -204,8 +218,13 @@ export type WriteOutcomeListener = (outcome: WriteOutcome) => void;
 export interface Store {
   /** Creates the jobs, all or nothing, in request order. */
   submit(jobs: NewJob[]): Promise<SubmitOutcome[]>;
-  /** Leases up to maxJobs eligible jobs, recovering expired leases of the queue first. */
+  /**
+   * Leases up to maxJobs eligible jobs, recovering expired leases of the
+   * queue first, and never past the queue's limits (updateQueueConfig).
+   */
   claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]>;
+  /** The same claim, also telling when a queue limit held eligible jobs back (dispatch/ waits on that). */
+  claimOutcome(spec: ClaimRequestSpec): Promise<ClaimOutcome>;
   /**
    * Extends an active lease; with `progressJson` (compact JSON text) it also
    * replaces the job's progress (api.md section D), whose PROGRESS event the
@@ -244,6 +263,15 @@ export interface Store {
   pauseQueue(queue: string): Promise<boolean>;
   /** Resumes a paused queue; true when it was paused. The change is announced so claimers wake at once. */
   resumeQueue(queue: string): Promise<boolean>;
+  /**
+   * Changes a queue's limits (api.md section D): the fields named take
+   * their new values, the others keep theirs; answers the limits after the
+   * change. Persisted; any valid name may be configured, with or without
+   * jobs. A real change is announced (a queueControls entry with `config`)
+   * so that claimers held back by the old limits wake at once. Removing the
+   * rate limit forgets the queue's recorded grants.
+   */
+  updateQueueConfig(queue: string, update: QueueConfigUpdate): Promise<QueueConfig>;
   /** The largest id among the queue's jobs in `state`, or null: where a bulk transition stops. */
   lastJobId(queue: string, state: JobState): Promise<string | null>;
   /** One bounded batch of a bulk transition, in a transaction of its own. */
@@ -290,7 +318,7 @@ export interface Store {
    * sequence if that is larger; 0 when no event is stored.
    */
   eventBounds(): Promise<{ oldest: number; latest: number }>;
-  /** Counts per queue and state, maintained transactionally, and paused queues; ordered by queue. */
+  /** Counts per queue and state, maintained transactionally, paused queues and queue limits; ordered by queue. */
   queueCounts(): Promise<QueueCounts[]>;
   /** Earliest schedule_time among pending jobs of a queue that are not yet eligible. */
   nextScheduledTime(queue: string): Promise<number | null>;

@@ -18,7 +18,11 @@
  *   PostgreSQL locks them (`findJobs` and `findSchedule`: FOR UPDATE; the
  *   selections of claimable, expired, prunable and bulk jobs and of due
  *   schedules: FOR UPDATE SKIP LOCKED, so that concurrent transactions take
- *   different rows and never wait on each other's).
+ *   different rows and never wait on each other's). Claims of a queue with
+ *   limits must also take turns with each other, across servers, from
+ *   reading the limits to the commit (`queueConfig` inside a claim:
+ *   PostgreSQL locks the queue's config row FOR UPDATE), or two of them
+ *   could each see room for the same place.
  * - Plural methods take and return many rows, so an engine can use
  *   multi-row statements (one claim of 100 jobs, one SubmitBatch of 500).
  * - Refusals are decided by the operations before they write, so a refused
@@ -32,6 +36,7 @@
  *   commit order there (api.md section C).
  */
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
+import type { QueueConfig, WindowGrants } from "../domain/queue-limits.js";
 import type { PrunableState } from "../domain/retention.js";
 import type { StoredSchedule } from "../domain/schedule.js";
 
@@ -101,6 +106,32 @@ export interface TransactionPort {
   selectDueSchedules(now: number, limit: number): Awaitable<StoredSchedule[]>;
   /** Writes the run times of schedules after their runs (by name). */
   recordScheduleRuns(runs: readonly ScheduleRunUpdate[]): Awaitable<void>;
+
+  /**
+   * The queue's config, or undefined when it was never set (or set back to
+   * NO_QUEUE_LIMITS). Claims of a queue that has one are serialized from
+   * here to their commit (PostgreSQL: the row is read FOR UPDATE), so that
+   * the running count and the grants they read next cannot change under them.
+   */
+  queueConfig(queue: string): Awaitable<QueueConfig | undefined>;
+  /** Stores the queue's config; undefined removes it (the queue has no limits). */
+  setQueueConfig(queue: string, config: QueueConfig | undefined, now: number): Awaitable<void>;
+  /**
+   * RUNNING jobs of the queue, counting at most `atMost` (enough to compare
+   * with max_running). Counted from the jobs themselves, so that it includes
+   * the claims of this transaction, whose counts are not written yet.
+   */
+  countRunning(queue: string, atMost: number): Awaitable<number>;
+  /** The queue's recorded lease grants with a time after `after`: how many leases, and the oldest grant's time. */
+  leaseGrantsSince(queue: string, after: number): Awaitable<WindowGrants>;
+  /**
+   * Records `leases` leases granted at `at` (adding to a grant recorded at
+   * the same time), and forgets the queue's grants at or before
+   * `forgetThrough`: no later claim's window reaches them.
+   */
+  recordLeaseGrant(queue: string, at: number, leases: number, forgetThrough: number): Awaitable<void>;
+  /** Forgets every recorded grant of the queue (its rate limit was removed). */
+  forgetLeaseGrants(queue: string): Awaitable<void>;
 
   /** Up to `limit` jobs in `state` finished before `finishedBefore` (epoch ms), oldest finished first. */
   selectPrunable(state: PrunableState, finishedBefore: number, limit: number): Awaitable<PrunableJob[]>;

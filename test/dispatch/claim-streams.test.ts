@@ -1,11 +1,12 @@
 /**
  * ClaimStreams on its own, pulling messages by hand: what a stream holds
- * that it has not sent yet, and what happens to it when the stream ends.
+ * that it has not sent yet, what happens to it when the stream ends, and
+ * how a stream held back by a queue limit gets its next job.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ClaimStreams } from "../../src/dispatch/claim-streams.js";
 import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
 import { ManualClock } from "../../src/domain/clock.js";
@@ -18,10 +19,11 @@ let dir: string;
 let store: SqliteStore;
 let streams: ClaimStreams;
 let wakeups: QueueWakeups;
+let clock: ManualClock;
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), "lq-streams-"));
-  const clock = new ManualClock();
+  clock = new ManualClock();
   store = openSqliteStore({ path: join(dir, "jobs.db"), clock });
   wakeups = new QueueWakeups(store, clock);
   streams = new ClaimStreams({ store, wakeups, clock, log: silentLogger, keepaliveMs: 60_000 });
@@ -119,5 +121,65 @@ describe("ClaimStreams", () => {
     await store.complete(first.job.id, first.leaseToken, null);
     expect((await second).value!.job.id).not.toBe(first.job.id);
     abort.abort();
+  });
+
+  describe("held back by a queue limit", () => {
+    const ALL = ["maxRunning", "rateLimit", "ratePeriodMs"] as const;
+    const spec = { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 5 };
+
+    /** Resolves once the queue's pump reported a claim held back by `limit` (its wait is then armed). */
+    async function heldBy(limit: string, claims = 1): Promise<void> {
+      const count = () => wakeups.limitedClaims.find((c) => c.limit === limit)?.claims ?? 0;
+      while (count() < claims) await new Promise((resolve) => setImmediate(resolve));
+    }
+
+    it("sends the next job as soon as a lease of the queue finishes elsewhere (max_running)", async () => {
+      await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
+      await store.updateQueueConfig("billing", { config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
+      const [elsewhere] = await store.claim({ queue: "billing", workerId: "other", leaseDurationMs: 60_000, maxJobs: 1 });
+      const abort = new AbortController();
+      const it = streams.open(spec, abort.signal)[Symbol.asyncIterator]();
+      expect((await it.next()).value).toBeNull();
+      expect((await it.next()).value!.job.task).toBe("b");
+      await heldBy("max_running");
+      const next = it.next();
+      await store.complete(elsewhere.job.id, elsewhere.leaseToken, null);
+      expect((await next).value!.job.task).toBe("c");
+      abort.abort();
+    });
+
+    it("sends the next job when the rate window frees a place (rate_limit)", async () => {
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+      try {
+        await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
+        await store.updateQueueConfig("billing", { config: { maxRunning: 0, rateLimit: 2, ratePeriodMs: 30_000 }, fields: ALL });
+        const abort = new AbortController();
+        const it = streams.open(spec, abort.signal)[Symbol.asyncIterator]();
+        expect((await it.next()).value).toBeNull();
+        expect([(await it.next()).value!.job.task, (await it.next()).value!.job.task]).toEqual(["a", "b"]);
+        await heldBy("rate_limit");
+        const next = it.next();
+        clock.advance(30_000);
+        vi.advanceTimersByTime(30_000);
+        expect((await next).value!.job.task).toBe("c");
+        abort.abort();
+      } finally {
+        vi.useRealTimers();
+      }
+    });
+
+    it("claims again at once when the limits are raised", async () => {
+      await store.submit([newJob({ task: "a" }), newJob({ task: "b" })]);
+      await store.updateQueueConfig("billing", { config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
+      const abort = new AbortController();
+      const it = streams.open(spec, abort.signal)[Symbol.asyncIterator]();
+      expect((await it.next()).value).toBeNull();
+      expect((await it.next()).value!.job.task).toBe("a");
+      await heldBy("max_running");
+      const next = it.next();
+      await store.updateQueueConfig("billing", { config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: 1000 }, fields: ["maxRunning"] });
+      expect((await next).value!.job.task).toBe("b");
+      abort.abort();
+    });
   });
 });

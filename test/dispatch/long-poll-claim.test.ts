@@ -1,12 +1,13 @@
 /**
  * Claim's long-poll on its own: it answers as soon as work arrives, hands a
- * caller that has gone nothing (releasing what it claimed for it), and
- * claims again when every claimed lease was left out as undeliverable.
+ * caller that has gone nothing (releasing what it claimed for it), claims
+ * again when every claimed lease was left out as undeliverable, and, held
+ * back by a queue limit, answers as soon as a place is free.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, expect, it } from "vitest";
+import { afterEach, expect, it, vi } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import { claimWithin, type LongPollClaimDeps } from "../../src/dispatch/long-poll-claim.js";
 import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
@@ -19,7 +20,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-function setup(): LongPollClaimDeps & { store: SqliteStore } {
+function setup(): LongPollClaimDeps & { store: SqliteStore; clock: ManualClock } {
   const dir = mkdtempSync(join(tmpdir(), "leasequeue-long-poll-"));
   const clock = new ManualClock();
   const store = openSqliteStore({ path: join(dir, "jobs.db"), clock, synchronous: "normal" });
@@ -56,9 +57,9 @@ it("hands a caller that went away during the claim nothing, and releases what it
   // The caller disconnects exactly while the claim transaction commits.
   const goneDuringClaim = new Proxy(deps.store, {
     get(target, prop) {
-      if (prop === "claim") {
+      if (prop === "claimOutcome") {
         return async (s: typeof spec) => {
-          const claimed = await target.claim(s);
+          const claimed = await target.claimOutcome(s);
           gone.abort();
           return claimed;
         };
@@ -82,4 +83,59 @@ it("claims again when every claimed lease was left out as undeliverable", async 
   });
   expect(offered).toEqual([first.job.id, second.job.id]);
   expect(leases.map((l) => l.job.id)).toEqual([second.job.id]);
+});
+
+/** Resolves once the long-poll is parked (its wait registered, its timer armed). */
+async function parked(deps: LongPollClaimDeps): Promise<void> {
+  while (deps.wakeups.waiting === 0) await new Promise((resolve) => setImmediate(resolve));
+}
+
+const ALL = ["maxRunning", "rateLimit", "ratePeriodMs"] as const;
+
+it("answers a claim held back by max_running as soon as another worker's lease of the queue finishes", async () => {
+  const deps = setup();
+  await deps.store.submit([newJob({ task: "first" }), newJob({ task: "second" })]);
+  await deps.store.updateQueueConfig("billing", { config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
+  const [elsewhere] = await deps.store.claim({ ...spec, workerId: "other" });
+  const claiming = claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs);
+  await parked(deps);
+  expect(deps.wakeups.limitedClaims).toEqual([{ queue: "billing", limit: "max_running", claims: 1 }]);
+  await deps.store.complete(elsewhere.job.id, elsewhere.leaseToken, null);
+  const [lease] = await claiming;
+  expect(lease.job.task).toBe("second");
+});
+
+it("answers a claim held back by the rate limit when the window frees a place, not before", async () => {
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+  try {
+    const deps = setup();
+    await deps.store.submit([newJob({ task: "first" }), newJob({ task: "second" })]);
+    await deps.store.updateQueueConfig("billing", { config: { maxRunning: 0, rateLimit: 1, ratePeriodMs: 10_000 }, fields: ALL });
+    expect(await claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs)).toHaveLength(1);
+    let answered = false;
+    const claiming = claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs).finally(() => (answered = true));
+    await parked(deps);
+    deps.clock.advance(9_999);
+    vi.advanceTimersByTime(9_999);
+    await deps.store.submit([newJob({ queue: "barrier" })]);
+    expect(answered).toBe(false);
+    deps.clock.advance(1);
+    vi.advanceTimersByTime(1);
+    const [lease] = await claiming;
+    expect(lease.job.task).toBe("second");
+    expect(deps.wakeups.limitedClaims).toEqual([{ queue: "billing", limit: "rate_limit", claims: 1 }]);
+  } finally {
+    vi.useRealTimers();
+  }
+});
+
+it("answers a held-back claim at once when the queue's limits are raised", async () => {
+  const deps = setup();
+  await deps.store.submit([newJob({ task: "first" }), newJob({ task: "second" })]);
+  await deps.store.updateQueueConfig("billing", { config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
+  await deps.store.claim({ ...spec, workerId: "other" });
+  const claiming = claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs);
+  await parked(deps);
+  await deps.store.updateQueueConfig("billing", { config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000 }, fields: ["maxRunning"] });
+  expect((await claiming).map((l) => l.job.task)).toEqual(["second"]);
 });

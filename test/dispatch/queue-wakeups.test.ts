@@ -1,6 +1,7 @@
 /**
  * QueueWakeups: a commit that makes work eligible wakes each of its queues
- * once, however many jobs it holds, and bumps the queue's generation once.
+ * once, however many jobs it holds, and bumps the queue's generation once;
+ * a finishing lease wakes only the claimers that max_running held back.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -66,4 +67,54 @@ it("wakes a queue when it is resumed, not when it is paused", async () => {
   await waiting;
   expect(woken).toEqual(["a"]);
   expect(wakeups.generation("a")).toBe(generation + 1);
+});
+
+it("wakes a claimer held back by max_running on the queue's next finishing lease, and leaves the others waiting for work", async () => {
+  const { store, wakeups } = setup();
+  await store.submit([newJob({ queue: "a" })]);
+  const [lease] = await store.claim({ queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+  const woken: string[] = [];
+  wakeups.onWork((queue) => woken.push(queue));
+  const generation = wakeups.generation("a");
+  const finishedSince = wakeups.finishedLeases("a");
+  const forever = Date.now() + 60_000;
+  let workerWoken = false;
+  const forWork = wakeups.waitForWork("a", generation, forever, new AbortController().signal).then(() => (workerWoken = true));
+  const forPlace = wakeups.waitForWork("a", generation, forever, new AbortController().signal, {
+    hold: { limit: "max_running" },
+    finishedSince,
+  });
+  await store.complete(lease.job.id, lease.leaseToken, null);
+  await forPlace;
+  expect(wakeups.finishedLeases("a")).toBe(finishedSince + 1);
+  expect(wakeups.generation("a")).toBe(generation);
+  expect(woken).toEqual([]);
+  expect(workerWoken).toBe(false);
+  expect(wakeups.waiting).toBe(1);
+  wakeups.close();
+  await forWork;
+});
+
+it("does not park a claimer held back by max_running when a lease finished since it read the count", async () => {
+  const { store, wakeups } = setup();
+  await store.submit([newJob({ queue: "a" })]);
+  const [lease] = await store.claim({ queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+  const finishedSince = wakeups.finishedLeases("a");
+  await store.fail(lease.job.id, lease.leaseToken, { error: "boom", permanent: true });
+  await wakeups.waitForWork("a", wakeups.generation("a"), Date.now() + 60_000, new AbortController().signal, {
+    hold: { limit: "max_running" },
+    finishedSince,
+  });
+  expect(wakeups.waiting).toBe(0);
+});
+
+it("counts the claims a limit held back, by queue and limit", () => {
+  const { wakeups } = setup();
+  wakeups.heldBack("a", { limit: "max_running" });
+  wakeups.heldBack("a", { limit: "max_running" });
+  wakeups.heldBack("b", { limit: "rate_limit", until: 5 });
+  expect(wakeups.limitedClaims).toEqual([
+    { queue: "a", limit: "max_running", claims: 2 },
+    { queue: "b", limit: "rate_limit", claims: 1 },
+  ]);
 });

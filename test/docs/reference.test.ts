@@ -166,6 +166,7 @@ describe("the API reference (dist/docs/reference.json)", () => {
     expect([...wellKnown].sort()).toEqual([
       "google.protobuf.Any",
       "google.protobuf.Duration",
+      "google.protobuf.FieldMask",
       "google.protobuf.Timestamp",
       "google.protobuf.Value",
     ]);
@@ -190,6 +191,8 @@ describe("the API reference (dist/docs/reference.json)", () => {
     expect(row("maxJobs").bound).toBe(`${BOUNDS.maxJobs[0]}..${BOUNDS.maxJobs[1]}`);
     expect(row("pageSize")).toMatchObject({ bound: `${BOUNDS.pageSize[0]}..${BOUNDS.pageSize[1]}`, default: String(DEFAULTS.pageSize) });
     expect(row("leaseDuration")).toMatchObject({ bound: "1s..12h", default: `${DEFAULTS.leaseDurationMs / 1000}s` });
+    expect(row("ratePeriod")).toMatchObject({ bound: "1s..1d", default: "1s" });
+    expect(row("maxRunning").bound).toContain(`${BOUNDS.maxRunning[0]}..${BOUNDS.maxRunning[1]}`);
     expect(row("queue").bound).toContain(BOUNDS.name.source);
     expect(row("workerId").bound).toContain(BOUNDS.workerId.source);
     expect(row("payload").bound).toContain(`${BOUNDS.jsonBytes / 1024} KiB`);

@@ -43,6 +43,7 @@ const METHODS = [
   "CreateSchedule",
   "ListSchedules",
   "DeleteSchedule",
+  "UpdateQueue",
 ];
 /** gRPC over cleartext HTTP/2; the schema comes from server reflection. */
 const GRPC = ["--protocol", "grpc", "--http2-prior-knowledge"];

@@ -95,7 +95,7 @@ describe("roles", () => {
     expect(missing, "RPCs without a role in src/service/rpc-roles.ts").toEqual([]);
   });
 
-  it("are exactly api.md section B's", () => {
+  it("are exactly api.md section B's (and section D's UpdateQueue)", () => {
     const byRole = (role: Role) =>
       Object.keys(RPC_ROLES)
         .filter((rpc) => RPC_ROLES[rpc] === role)
@@ -121,6 +121,7 @@ describe("roles", () => {
       "Redrive",
       "RedriveAll",
       "ResumeQueue",
+      "UpdateQueue",
     ]);
     expect(byRole("reader")).toEqual(["GetJob", "GetStats", "ListJobEvents", "ListJobs", "ListSchedules", "WatchEvents"]);
   });

@@ -20,6 +20,7 @@ const LEASEQUEUE_FILE = "leasequeue/v1/leasequeue.proto";
 /** What leasequeue.proto imports, in its order. */
 const LEASEQUEUE_IMPORTS = [
   "google/protobuf/duration.proto",
+  "google/protobuf/field_mask.proto",
   "google/protobuf/struct.proto",
   "google/protobuf/timestamp.proto",
   "google/rpc/status.proto",

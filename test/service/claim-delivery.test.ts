@@ -77,10 +77,10 @@ it("a Claim whose caller went away while the claim committed releases its leases
   const [a, b] = await store.submit([newJob({ queue: "gone" }), newJob({ queue: "gone" })]);
   const ctx = context("claim");
   // The caller disconnects exactly while the claim transaction commits.
-  const goneDuringClaim = withMethod<Store>(store, "claim", async (spec: Parameters<Store["claim"]>[0]) => {
-    const leases = await store.claim(spec);
+  const goneDuringClaim = withMethod<Store>(store, "claimOutcome", async (spec: Parameters<Store["claimOutcome"]>[0]) => {
+    const outcome = await store.claimOutcome(spec);
     ctx.abort(new Error("client went away"));
-    return leases;
+    return outcome;
   });
   const res = await service({ store: goneDuringClaim }).claim(
     create(ClaimRequestSchema, { queue: "gone", workerId: "w", maxJobs: 2 }),

@@ -14,7 +14,7 @@ import { QueueError } from "../../src/domain/errors.js";
 import { OperationChanges, TransactionChanges, type PersistedChanges } from "../../src/store/operation-changes.js";
 import { claimJobs } from "../../src/store/operations/claim.js";
 import { pruneFinishedJobs } from "../../src/store/operations/prune.js";
-import { pauseQueue } from "../../src/store/operations/queue-controls.js";
+import { pauseQueue, updateQueueConfig } from "../../src/store/operations/queue-controls.js";
 import { createSchedule, deleteSchedule, fireDueSchedules } from "../../src/store/operations/schedules.js";
 import type { WriteOperation } from "../../src/store/operations/scope.js";
 import { submitJobs } from "../../src/store/operations/submit.js";
@@ -95,8 +95,9 @@ describe("the shared write operations over a port that answers later", () => {
     const claimed = await transaction(
       claimJobs({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 5 }, { maxRecovered: 10 }),
     );
-    expect(claimed.value).toHaveLength(1);
-    const [lease] = claimed.value;
+    expect(claimed.value.leases).toHaveLength(1);
+    expect(claimed.value.heldBack).toBeNull();
+    const [lease] = claimed.value.leases;
     const jobId = lease.job.id;
 
     const beat = await transaction(heartbeatJob(jobId, lease.leaseToken, 120_000), NOW + 1000);
@@ -112,7 +113,7 @@ describe("the shared write operations over a port that answers later", () => {
     await transaction(submitJobs([newJob({ idempotencyKey: "k" })]));
     const [lease] = (
       await transaction(claimJobs({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 }, { maxRecovered: 10 }))
-    ).value;
+    ).value.leases;
     expect(await refusal(transaction(completeJob(lease.job.id, "not-the-token", null)))).toBe("LEASE_REJECTED");
     expect(await refusal(transaction(completeJob(lease.job.id, lease.leaseToken, null), NOW + 61_000))).toBe("LEASE_EXPIRED");
     expect(await refusal(transaction(submitJobs([newJob({ idempotencyKey: "k", priority: 9 })])))).toBe("IDEMPOTENCY_MISMATCH");
@@ -128,7 +129,7 @@ describe("the shared write operations over a port that answers later", () => {
       claimJobs({ queue: "billing", workerId: "w2", leaseDurationMs: 1000, maxJobs: 1 }, { maxRecovered: 10 }),
       NOW + 5000,
     );
-    expect(later.value).toEqual([]);
+    expect(later.value).toEqual({ leases: [], heldBack: null });
     expect(later.persisted.events.map((e) => e.kind)).toEqual(["lease_expired", "dead_lettered"]);
     const pruned = await transaction(pruneFinishedJobs({ finishedBefore: { dead: NOW + 10_000 }, limit: 10 }), NOW + 10_000);
     expect(pruned.value).toEqual({ pruned: [{ queue: "billing", state: "dead", jobs: 1 }], events: 4, exhausted: true });
@@ -149,6 +150,25 @@ describe("the shared write operations over a port that answers later", () => {
     expect((await transaction(fireDueSchedules(10), NOW + 60_000)).value).toEqual([]);
     await transaction(deleteSchedule("every-minute"));
     expect(await refusal(transaction(deleteSchedule("every-minute")))).toBe("SCHEDULE_NOT_FOUND");
+  });
+
+  it("keeps a queue's limits in a claim over the same port, and says which one held jobs back", async () => {
+    await transaction(submitJobs(Array.from({ length: 6 }, () => newJob())));
+    const update = {
+      config: { maxRunning: 3, rateLimit: 2, ratePeriodMs: 10_000 },
+      fields: ["maxRunning", "rateLimit", "ratePeriodMs"] as const,
+    };
+    const configured = await transaction(updateQueueConfig("billing", update));
+    expect(configured.value).toEqual(update.config);
+    expect(configured.persisted.queueControls).toEqual([{ queue: "billing", paused: false, config: update.config }]);
+    const claim = (now: number) =>
+      transaction(claimJobs({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 5 }, { maxRecovered: 10 }), now);
+    const first = await claim(NOW);
+    expect(first.value.leases).toHaveLength(2);
+    expect(first.value.heldBack).toEqual({ limit: "rate_limit", until: NOW + 10_000 });
+    const second = await claim(NOW + 10_000);
+    expect(second.value.leases).toHaveLength(1);
+    expect(second.value.heldBack).toEqual({ limit: "max_running" });
   });
 });
 

@@ -172,6 +172,7 @@ describe("SQLite store specifics", () => {
       `DROP TABLE schedules; DROP TABLE paused_queues; DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;
        ALTER TABLE jobs DROP COLUMN progress; ALTER TABLE jobs DROP COLUMN progress_event_time;`,
     );
+    db.exec(`DROP TABLE queue_configs; DROP TABLE queue_lease_grants;`);
     db.pragma("user_version = 3");
     db.close();
 
@@ -321,6 +322,15 @@ describe("SQLite store specifics", () => {
       expect(due).not.toContain("TEMP B-TREE");
       expect(plan(SQL.nextScheduleRunTime)).toContain("schedules_due");
       expect(plan(SQL.scheduleByName.replaceAll("?", "NULL"))).toContain("USING PRIMARY KEY (name=?)");
+    });
+
+    it("reads a queue's limits by key, counts its running jobs over an index range, and sums its rate window by key range", () => {
+      expect(plan(SQL.queueConfig.replaceAll("?", "NULL"))).toContain("USING PRIMARY KEY (queue=?)");
+      expect(plan(SQL.countRunning.replaceAll("?", "NULL"))).toContain(
+        "USING COVERING INDEX jobs_queue_state_recent (queue=? AND state=?)",
+      );
+      expect(plan(SQL.leaseGrantsSince.replaceAll("?", "NULL"))).toContain("USING PRIMARY KEY (queue=? AND grant_time>?)");
+      expect(plan(SQL.forgetLeaseGrantsThrough.replaceAll("?", "NULL"))).toContain("USING PRIMARY KEY (queue=? AND grant_time<?)");
     });
 
     it("lists jobs newest first through a matching index for each filter", () => {

@@ -1,13 +1,26 @@
 /**
  * Claim (api.md "Semantics"): expired leases of the queue are recovered
- * first, a paused queue hands out nothing (api.md section B), and the
- * eligible jobs in claim order each get a new lease from the state machine.
+ * first, a paused queue hands out nothing (api.md section B), the queue's
+ * limits (api.md section D, domain/queue-limits.ts) bound how many leases
+ * it may hand out now, and the eligible jobs in claim order each get a new
+ * lease from the state machine.
+ *
+ * Every lease path (Claim, its long-poll, StreamClaims, Work) claims through
+ * here, so the limits hold on all of them. A claim of a limited queue reads
+ * the limits, the queue's running count and its grants in the rate window
+ * in its own transaction, which the engine serializes with every other
+ * claim of that queue (store/transaction-port.ts), and records its own
+ * grant before it commits. It looks at one eligible job more than the
+ * limits allow, to tell the caller whether a limit held a job back
+ * (ClaimOutcome.heldBack): a waiting claimer then waits for what frees a
+ * place, not for new work.
  */
 import { newLeaseToken } from "../../domain/lease-token.js";
 import { publicJob, type StoredJob } from "../../domain/job.js";
+import { hasLimits, holdOf, leaseRoom, rateWindowStart, type QueueConfig, type WindowGrants } from "../../domain/queue-limits.js";
 import * as machine from "../../domain/state-machine.js";
 import { andThen } from "../steps.js";
-import type { ClaimedLease, ClaimRequestSpec } from "../store.js";
+import type { ClaimedLease, ClaimOutcome, ClaimRequestSpec } from "../store.js";
 import type { Awaitable } from "../transaction-port.js";
 import type { OperationScope, WriteOperation } from "./scope.js";
 import { applyTransitions, recoverExpired, type DecidedTransition } from "./transitions.js";
@@ -17,13 +30,47 @@ export interface ClaimLimits {
   maxRecovered: number;
 }
 
-export function claimJobs(spec: ClaimRequestSpec, limits: ClaimLimits): WriteOperation<ClaimedLease[]> {
+const NO_GRANTS: WindowGrants = Object.freeze({ leases: 0, oldest: null });
+
+export function claimJobs(spec: ClaimRequestSpec, limits: ClaimLimits): WriteOperation<ClaimOutcome> {
   return (scope) =>
     andThen(recoverExpired(scope, limits.maxRecovered, spec.queue), () =>
       andThen(scope.port.isQueuePaused(spec.queue), (paused) =>
-        paused ? [] : andThen(scope.port.selectClaimable(spec.queue, scope.now, spec.maxJobs), (jobs) => lease(scope, spec, jobs)),
+        paused
+          ? { leases: [], heldBack: null }
+          : andThen(scope.port.queueConfig(spec.queue), (config) =>
+              config === undefined || !hasLimits(config)
+                ? andThen(scope.port.selectClaimable(spec.queue, scope.now, spec.maxJobs), (jobs) =>
+                    andThen(lease(scope, spec, jobs), (leases) => ({ leases, heldBack: null })),
+                  )
+                : claimWithinLimits(scope, spec, config),
+            ),
       ),
     );
+}
+
+/** A claim of a queue with limits: at most min(maxJobs, max_running - running, what the rate window has left). */
+function claimWithinLimits(scope: OperationScope, spec: ClaimRequestSpec, config: QueueConfig): Awaitable<ClaimOutcome> {
+  const { port, now } = scope;
+  const windowStart = rateWindowStart(config, now);
+  return andThen(config.maxRunning > 0 ? port.countRunning(spec.queue, config.maxRunning) : 0, (running) =>
+    andThen(config.rateLimit > 0 ? port.leaseGrantsSince(spec.queue, windowStart) : NO_GRANTS, (window) => {
+      const room = leaseRoom(config, running, window);
+      const allowed = Math.min(spec.maxJobs, room.running, room.rate);
+      // One job past what the limits allow tells whether they held one back.
+      const look = Math.min(spec.maxJobs, allowed + 1);
+      return andThen(port.selectClaimable(spec.queue, now, look), (eligible) => {
+        const taken = eligible.slice(0, allowed);
+        const heldBack = eligible.length > allowed ? holdOf(config, room, window, now) : null;
+        return andThen(lease(scope, spec, taken), (leases) =>
+          andThen(
+            config.rateLimit > 0 && leases.length > 0 ? port.recordLeaseGrant(spec.queue, now, leases.length, windowStart) : undefined,
+            () => ({ leases, heldBack }),
+          ),
+        );
+      });
+    }),
+  );
 }
 
 /** A new lease on each job, through the state machine. */

@@ -15,6 +15,8 @@
  *   transition of a queue.
  * - Times stay epoch milliseconds (bigint), as in SQLite: every time comes
  *   from the server's injected clock, and rows map to the same domain types.
+ * Versions increase but need not be contiguous (migrate.ts applies every
+ * migration above the schema's version, in this array's order).
  * The functions (submit, the sequencer, count compaction) are not migrations:
  * definitions.ts creates or replaces them after the migrations.
  */
@@ -194,6 +196,62 @@ CREATE TABLE schedules (
 );
 -- The due schedules, earliest first, and the servers' next wake-up.
 CREATE INDEX schedules_due ON schedules (next_run_time) WHERE next_run_time IS NOT NULL;
+`,
+  },
+  {
+    version: 4,
+    name: "queue limits",
+    sql: `
+-- Queue limits (api.md section D, QueueConfig), as SQLite's migration 8: a
+-- queue with a row here has the limits it holds (zero: that limit is off).
+--
+-- Cross-server correctness (the store's claim operation, claim.ts, reads
+-- the config, then the running count and the rate window, then leases and
+-- records its grant): every claim of a queue that has a row must take the
+-- row's lock before it counts anything, and hold it to its commit:
+--   SELECT max_running, rate_limit, rate_period_ms FROM queue_configs
+--     WHERE queue = $1 FOR UPDATE
+-- (TransactionPort.queueConfig). Claims of one limited queue then take
+-- turns across all servers, and under READ COMMITTED each statement after
+-- the lock sees what the previous holder committed, so two claims never
+-- both see room for the same place. Claims of queues without a row lock
+-- nothing and never wait on each other (the usual SKIP LOCKED claim).
+-- Nothing else needs the lock: completing, failing, releasing and expiring
+-- only lower the running count, and UpdateQueue writes the row (its own
+-- row lock orders it with the claims).
+-- Wake-ups across servers: a finishing lease reaches the other servers'
+-- claimers as its event does (notifications.ts "events"); an UpdateQueue
+-- must be notified like a pause (a queue_control notification carrying the
+-- config), so that claimers held back on other servers wake at once.
+CREATE TABLE queue_configs (
+  queue           text PRIMARY KEY,
+  max_running     integer NOT NULL CHECK (max_running >= 0),
+  rate_limit      integer NOT NULL CHECK (rate_limit >= 0),
+  rate_period_ms  bigint NOT NULL CHECK (rate_period_ms > 0),
+  update_time     bigint NOT NULL
+);
+
+-- The running count of a limited queue is read from jobs, not job_counts
+-- (whose deltas of this transaction are written only at its end, and whose
+-- totals are folded in now and then), up to max_running rows:
+--   SELECT count(*) FROM (SELECT 1 FROM jobs WHERE queue = $1
+--     AND state = 'running' LIMIT $2) AS r
+-- served by jobs_queue_state_recent (queue, state, id).
+
+-- The rate window: leases granted by claims of rate-limited queues, one row
+-- per queue and grant time (claims in the same millisecond add up). A claim,
+-- holding the config row's lock, sums the rows with grant_time >
+-- now - rate_period, deletes those at or before it, and upserts its own:
+--   INSERT ... ON CONFLICT (queue, grant_time) DO UPDATE
+--     SET leases = queue_lease_grants.leases + excluded.leases
+-- The lock makes the sum exact: no other claim of the queue adds a row
+-- between the sum and the commit.
+CREATE TABLE queue_lease_grants (
+  queue       text NOT NULL,
+  grant_time  bigint NOT NULL,
+  leases      integer NOT NULL CHECK (leases > 0),
+  PRIMARY KEY (queue, grant_time)
+);
 `,
   },
 ];

@@ -18,20 +18,23 @@
  * - `{"kind":"submitted","queue":Q}`: `<schema>.submit()` committed jobs of
  *   queue Q whose events are not numbered yet: wake Q's claimers, and run
  *   the sequencer.
- * - `{"kind":"queue_control","queue":Q,"paused":B,"origin":O}`: Q was paused
- *   or resumed by store instance O (not an event, so nothing to read: wake
- *   or hold Q's claimers).
+ * - `{"kind":"queue_control","queue":Q,"paused":B,"config":C,"origin":O}`: Q
+ *   was paused, resumed or given the limits C (`{"maxRunning":..,
+ *   "rateLimit":..,"ratePeriodMs":..}`, present only when they changed) by
+ *   store instance O (not an event, so nothing to read: wake or hold Q's
+ *   claimers).
  * PostgreSQL folds identical notifications of one transaction into one, so
  * a transaction that submits many jobs to one queue sends one `submitted`.
  */
 import pg from "pg";
+import type { QueueConfig } from "../../domain/queue-limits.js";
 import { quoteIdentifier } from "./identifiers.js";
 
 export type StoreNotification =
   | { kind: "events"; through: number }
   | { kind: "submitted"; queue: string }
   /** `origin`: the store instance that made the change, so it can tell its own from another server's. */
-  | { kind: "queue_control"; queue: string; paused: boolean; origin?: string };
+  | { kind: "queue_control"; queue: string; paused: boolean; config?: QueueConfig; origin?: string };
 
 /**
  * The channel of a schema: its name, so that schemas sharing a database
@@ -59,9 +62,25 @@ export function decodeNotification(payload: string): StoreNotification | undefin
   if (o.kind === "events" && Number.isSafeInteger(o.through)) return { kind: "events", through: o.through as number };
   if (o.kind === "submitted" && typeof o.queue === "string") return { kind: "submitted", queue: o.queue };
   if (o.kind === "queue_control" && typeof o.queue === "string" && typeof o.paused === "boolean") {
-    return { kind: "queue_control", queue: o.queue, paused: o.paused, ...(typeof o.origin === "string" ? { origin: o.origin } : {}) };
+    const config = queueConfigOf(o.config);
+    return {
+      kind: "queue_control",
+      queue: o.queue,
+      paused: o.paused,
+      ...(config !== undefined ? { config } : {}),
+      ...(typeof o.origin === "string" ? { origin: o.origin } : {}),
+    };
   }
   return undefined;
+}
+
+function queueConfigOf(v: unknown): QueueConfig | undefined {
+  if (typeof v !== "object" || v === null) return undefined;
+  const c = v as Record<string, unknown>;
+  const counts = [c.maxRunning, c.rateLimit, c.ratePeriodMs];
+  return counts.every((n) => Number.isSafeInteger(n) && (n as number) >= 0)
+    ? { maxRunning: c.maxRunning as number, rateLimit: c.rateLimit as number, ratePeriodMs: c.ratePeriodMs as number }
+    : undefined;
 }
 
 /** Sends a notification inside the caller's transaction (delivered at its commit). */

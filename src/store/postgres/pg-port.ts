@@ -19,6 +19,7 @@
 import type pg from "pg";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
 import type { PrunableState } from "../../domain/retention.js";
+import type { QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import type { CountDelta, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
 import { unsequencedEventParams } from "./event-sql.js";
@@ -26,6 +27,7 @@ import { countDeltaParams } from "./job-counts.js";
 import { insertJobsParams, isUuid, NIL_UUID, toStoredJob, updateJobsParams } from "./job-sql.js";
 import type { PgStatements } from "./pg-statements.js";
 import { prepared, preparedArrays } from "./prepared.js";
+import { queueConfigParams } from "./queue-limit-sql.js";
 import { scheduleParams, scheduleRunParams, toSchedule } from "./schedule-sql.js";
 
 export class PgPort implements TransactionPort {
@@ -123,6 +125,37 @@ export class PgPort implements TransactionPort {
     const changed = (await this.#client.query(prepared(this.#sql.jobs.resumeQueue, [queue]))).rowCount! > 0;
     if (changed) this.wrote = true;
     return changed;
+  }
+
+  async queueConfig(queue: string): Promise<QueueConfig | undefined> {
+    const { rows } = await this.#client.query<QueueConfig>(prepared(this.#sql.limits.queueConfig, [queue]));
+    return rows[0];
+  }
+
+  async setQueueConfig(queue: string, config: QueueConfig | undefined, now: number): Promise<void> {
+    this.wrote = true;
+    if (config === undefined) await this.#client.query(prepared(this.#sql.limits.deleteQueueConfig, [queue]));
+    else await this.#client.query(prepared(this.#sql.limits.setQueueConfig, queueConfigParams(queue, config, now)));
+  }
+
+  async countRunning(queue: string, atMost: number): Promise<number> {
+    const { rows } = await this.#client.query<{ n: number }>(prepared(this.#sql.limits.countRunning, [queue, atMost]));
+    return rows[0].n;
+  }
+
+  async leaseGrantsSince(queue: string, after: number): Promise<WindowGrants> {
+    const { rows } = await this.#client.query<WindowGrants>(prepared(this.#sql.limits.leaseGrantsSince, [queue, after]));
+    return rows[0];
+  }
+
+  async recordLeaseGrant(queue: string, at: number, leases: number, forgetThrough: number): Promise<void> {
+    this.wrote = true;
+    await this.#client.query(prepared(this.#sql.limits.recordLeaseGrant, [queue, at, leases, forgetThrough]));
+  }
+
+  async forgetLeaseGrants(queue: string): Promise<void> {
+    this.wrote = true;
+    await this.#client.query(prepared(this.#sql.limits.forgetLeaseGrants, [queue]));
   }
 
   async findSchedule(name: string): Promise<StoredSchedule | undefined> {

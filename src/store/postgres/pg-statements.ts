@@ -2,6 +2,7 @@
 import { eventStatements, type EventStatements } from "./event-sql.js";
 import { countStatements, type CountStatements } from "./job-counts.js";
 import { jobStatements, type JobStatements } from "./job-sql.js";
+import { queueLimitStatements, type QueueLimitStatements } from "./queue-limit-sql.js";
 import { scheduleStatements, type ScheduleStatements } from "./schedule-sql.js";
 
 export interface PgStatements {
@@ -10,6 +11,7 @@ export interface PgStatements {
   events: EventStatements;
   counts: CountStatements;
   schedules: ScheduleStatements;
+  limits: QueueLimitStatements;
 }
 
 export function pgStatements(schema: string): PgStatements {
@@ -19,5 +21,6 @@ export function pgStatements(schema: string): PgStatements {
     events: eventStatements(schema),
     counts: countStatements(schema),
     schedules: scheduleStatements(schema),
+    limits: queueLimitStatements(schema),
   };
 }

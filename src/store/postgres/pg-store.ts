@@ -27,52 +27,18 @@
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
-import type { Clock } from "../../domain/clock.js";
-import { QueueError } from "../../domain/errors.js";
 import { publicJob, type EventDraft, type Job, type JobEvent, type JobState } from "../../domain/job.js";
-import type { ScheduleSpec, StoredSchedule } from "../../domain/schedule.js";
-import type { NewJob } from "../../domain/submission.js";
+import type { QueueConfig } from "../../domain/queue-limits.js";
+import type { StoredSchedule } from "../../domain/schedule.js";
 import { replayBounds } from "../event-bounds.js";
 import { toEvent } from "../event-rows.js";
+import { OperationStore, type OperationStoreOptions } from "../operation-store.js";
 import type { PersistedChanges } from "../operation-changes.js";
-import { claimJobs } from "../operations/claim.js";
-import { createSchedule, deleteSchedule, fireDueSchedules } from "../operations/schedules.js";
-import { pruneFinishedJobs } from "../operations/prune.js";
-import { pauseQueue, resumeQueue } from "../operations/queue-controls.js";
 import type { WriteOperation } from "../operations/scope.js";
-import { submitJobs } from "../operations/submit.js";
-import {
-  bulkTransitionBatch,
-  cancelJob,
-  completeJob,
-  failJob,
-  heartbeatJob,
-  recoverExpiredLeases,
-  redriveJob,
-  releaseJob,
-  snoozeJob,
-} from "../operations/transitions.js";
-import { probeWrite } from "../operations/write-probe.js";
+import { KnownQueueControls, type QueueControlSnapshot } from "../known-queue-controls.js";
 import { assembleQueueCounts } from "../queue-counts.js";
-import type {
-  BulkBatchOutcome,
-  BulkBatchSpec,
-  ClaimedLease,
-  ClaimRequestSpec,
-  CommitListener,
-  CommittedChange,
-  FiredRun,
-  ListEventsSpec,
-  ListJobsSpec,
-  PruneOutcome,
-  PruneSpec,
-  QueueControlChange,
-  QueueCounts,
-  Store,
-  SubmitOutcome,
-  WriteOutcome,
-  WriteOutcomeListener,
-} from "../store.js";
+import type { ListEventsSpec, ListJobsSpec, QueueControlChange, QueueCounts, Store, WriteOutcome } from "../store.js";
+import { QueueError } from "../../domain/errors.js";
 import { EventSequencer } from "./event-sequencer.js";
 import { quoteIdentifier } from "./identifiers.js";
 import { isUuid, listJobsQuery, toStoredJob } from "./job-sql.js";
@@ -85,20 +51,13 @@ import { prepared, preparedArrays } from "./prepared.js";
 import { PgTransactions } from "./pg-transactions.js";
 import { clientConfig, createPool, type PgConnectionOptions } from "./pool.js";
 
-export interface PgStoreOptions extends PgConnectionOptions {
+export interface PgStoreOptions extends PgConnectionOptions, OperationStoreOptions {
   /** The schema (created and migrated unless `migrate` is false). */
   schema: string;
-  clock: Clock;
   /** Apply pending migrations before opening. Default true. */
   migrate?: boolean;
   /** Most operations sharing one transaction. Default 256. */
   maxBatch?: number;
-  /** Most expired leases recovered by one sweep transaction. Default 500. */
-  maxRecoveredPerSweep?: number;
-  /** How long the latest write's outcome answers checkWritable (see SqliteStoreOptions). Default 1000 ms. */
-  writeProbeIntervalMs?: number;
-  /** Monotonic milliseconds for the probe interval. Default performance.now. */
-  monotonicNow?: () => number;
   /** How often the store catches up with the tables and compacts counts (notifications make it rarely needed). Default 1000 ms. */
   catchUpIntervalMs?: number;
   /** Told when the listening connection fails (it reconnects by itself). */
@@ -124,35 +83,23 @@ export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   const pool = createPool(options);
   const statements = pgStatements(options.schema);
   try {
-    const { rows } = await pool.query<{ latest: number; paused: string[] }>(
-      `SELECT (SELECT last_sequence FROM ${quoteIdentifier(options.schema)}.event_sequence WHERE id = 1) AS latest,
-        ARRAY(SELECT queue FROM ${quoteIdentifier(options.schema)}.paused_queues) AS paused`,
-    );
-    if (rows.length === 0 || rows[0].latest === null) throw new Error(`schema ${options.schema} is not migrated`);
-    return new PgStore(options, pool, statements, rows[0].latest, rows[0].paused);
+    const { latest, controls } = await readState(pool, statements);
+    return new PgStore(options, pool, statements, latest, controls);
   } catch (err) {
     await pool.end().catch(() => {});
     throw err;
   }
 }
 
-export class PgStore implements Store {
+export class PgStore extends OperationStore implements Store {
   readonly pool: pg.Pool;
   readonly schema: string;
   /** This instance, in the origin of its queue-control notifications. */
   readonly origin = randomUUID();
   readonly #sql: PgStatements;
-  readonly #clock: Clock;
-  readonly #maxRecovered: number;
-  readonly #listeners = new Set<CommitListener>();
-  readonly #writeListeners = new Set<WriteOutcomeListener>();
-  readonly #writeProbeIntervalMs: number;
-  readonly #monotonicNow: () => number;
   readonly #transactions: PgTransactions;
   readonly #sequencer: EventSequencer;
   readonly #notifications: NotificationListener;
-  #lastWrite: { outcome: WriteOutcome; at: number } | undefined;
-  #probe: Promise<void> | undefined;
   #closed = false;
   /** The highest sequence announced (or skipped while nobody listened). */
   #announcedThrough: number;
@@ -163,22 +110,19 @@ export class PgStore implements Store {
   /** This store's committed events not read back yet, by ownKey, with how many. */
   readonly #own = new Map<string, number>();
   /** Paused queues as last announced, to announce other servers' changes that a lost notification missed. */
-  #paused: Set<string>;
+  readonly #controls: KnownQueueControls;
   #catchingUp = false;
   /** Committed batches whose events are being numbered and announced before their callers are answered. */
   readonly #settling = new Set<Promise<void>>();
 
-  constructor(options: PgStoreOptions, pool: pg.Pool, statements: PgStatements, latest: number, paused: readonly string[]) {
+  constructor(options: PgStoreOptions, pool: pg.Pool, statements: PgStatements, latest: number, controls: QueueControlSnapshot) {
+    super(options);
     this.pool = pool;
     this.schema = options.schema;
     this.#sql = statements;
-    this.#clock = options.clock;
-    this.#maxRecovered = options.maxRecoveredPerSweep ?? 500;
-    this.#writeProbeIntervalMs = options.writeProbeIntervalMs ?? 1000;
-    this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
     this.#announcedThrough = latest;
     this.#knownThrough = latest;
-    this.#paused = new Set(paused);
+    this.#controls = new KnownQueueControls(controls);
     this.#sequencer = new EventSequencer(pool, options.schema);
     this.#transactions = new PgTransactions({
       pool,
@@ -192,7 +136,7 @@ export class PgStore implements Store {
         const settling = this.#committed(changes, answer, outcome).finally(() => this.#settling.delete(settling));
         this.#settling.add(settling);
       },
-      failed: (outcome) => this.#reportWrite(outcome),
+      failed: (outcome) => this.reportWrite(outcome),
     });
     this.#notifications = new NotificationListener({
       client: clientConfig({ ...options, applicationName: "leasequeue-listener" }),
@@ -217,75 +161,7 @@ export class PgStore implements Store {
 
   // ---------------------------------------------------------------- writes
 
-  submit(jobs: NewJob[]): Promise<SubmitOutcome[]> {
-    return this.#write(submitJobs(jobs));
-  }
-
-  claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]> {
-    return this.#write(claimJobs(spec, { maxRecovered: this.#maxRecovered }));
-  }
-
-  heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number, progressJson?: string): Promise<Job> {
-    return this.#write(heartbeatJob(jobId, leaseToken, leaseDurationMs, progressJson));
-  }
-
-  complete(jobId: string, leaseToken: string, resultJson: string | null): Promise<Job> {
-    return this.#write(completeJob(jobId, leaseToken, resultJson));
-  }
-
-  fail(jobId: string, leaseToken: string, failure: { error: string; permanent: boolean; retryDelayMs?: number }): Promise<Job> {
-    return this.#write(failJob(jobId, leaseToken, failure));
-  }
-
-  release(jobId: string, leaseToken: string): Promise<Job> {
-    return this.#write(releaseJob(jobId, leaseToken));
-  }
-
-  snooze(jobId: string, leaseToken: string, delayMs: number): Promise<Job> {
-    return this.#write(snoozeJob(jobId, leaseToken, delayMs));
-  }
-
-  redrive(jobId: string): Promise<Job> {
-    return this.#write(redriveJob(jobId));
-  }
-
-  cancel(jobId: string, reason: string): Promise<Job> {
-    return this.#write(cancelJob(jobId, reason));
-  }
-
-  recoverExpiredLeases(): Promise<number> {
-    return this.#write(recoverExpiredLeases(this.#maxRecovered));
-  }
-
-  pruneJobs(spec: PruneSpec): Promise<PruneOutcome> {
-    return this.#write(pruneFinishedJobs(spec));
-  }
-
-  pauseQueue(queue: string): Promise<boolean> {
-    return this.#write(pauseQueue(queue));
-  }
-
-  resumeQueue(queue: string): Promise<boolean> {
-    return this.#write(resumeQueue(queue));
-  }
-
-  bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome> {
-    return this.#write(bulkTransitionBatch(spec));
-  }
-
-  createSchedule(spec: ScheduleSpec): Promise<StoredSchedule> {
-    return this.#write(createSchedule(spec));
-  }
-
-  deleteSchedule(name: string): Promise<void> {
-    return this.#write(deleteSchedule(name));
-  }
-
-  fireDueSchedules(limit: number): Promise<FiredRun[]> {
-    return this.#write(fireDueSchedules(limit));
-  }
-
-  #write<T>(op: WriteOperation<T>): Promise<T> {
+  protected runWrite<T>(op: WriteOperation<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new QueueError("STORE_UNAVAILABLE", "the store is closed"));
     return this.#transactions.write(op);
   }
@@ -294,9 +170,9 @@ export class PgStore implements Store {
 
   /** A batch committed: number its events, announce them (with everything before them), then answer. */
   async #committed(changes: PersistedChanges, answer: () => void, outcome: WriteOutcome | undefined): Promise<void> {
-    if (outcome !== undefined) this.#reportWrite(outcome);
+    if (outcome !== undefined) this.reportWrite(outcome);
     if (changes.events.length > 0) {
-      if (this.#listeners.size > 0) for (const e of changes.events) this.#own.set(ownKey(e), (this.#own.get(ownKey(e)) ?? 0) + 1);
+      if (this.hasCommitListeners) for (const e of changes.events) this.#own.set(ownKey(e), (this.#own.get(ownKey(e)) ?? 0) + 1);
       try {
         await this.#readThrough(await this.#sequencer.sequence());
       } catch {
@@ -304,8 +180,8 @@ export class PgStore implements Store {
         // COMMIT): the catch-up numbers and announces them once it is back.
       }
     }
-    for (const c of changes.queueControls) this.#notePaused(c);
-    this.#announce({ events: [], unrecorded: changes.unrecorded, queueControls: changes.queueControls, external: false });
+    this.#controls.note(changes.queueControls);
+    this.announce({ events: [], unrecorded: changes.unrecorded, queueControls: changes.queueControls, external: false });
     answer();
   }
 
@@ -318,37 +194,20 @@ export class PgStore implements Store {
         .then((through) => this.#readThrough(through))
         .catch(() => {});
     else if (n.origin !== this.origin) {
-      const control = { queue: n.queue, paused: n.paused };
-      this.#notePaused(control);
-      this.#announce({ events: [], unrecorded: [], queueControls: [control], external: true });
+      const control: QueueControlChange = { queue: n.queue, paused: n.paused, ...(n.config !== undefined ? { config: n.config } : {}) };
+      this.#controls.note([control]);
+      this.announce({ events: [], unrecorded: [], queueControls: [control], external: true });
     }
-  }
-
-  #notePaused(c: QueueControlChange): void {
-    if (c.paused) this.#paused.add(c.queue);
-    else this.#paused.delete(c.queue);
   }
 
   /** The periodic look (and the one after each (re)connect): whatever notifications missed. */
   async #catchUp(): Promise<void> {
     if (this.#closed || this.#catchingUp) return;
     this.#catchingUp = true;
-    const s = quoteIdentifier(this.schema);
     try {
-      const { rows } = await this.pool.query<{ latest: number; waiting: boolean; paused: string[] }>(
-        `SELECT (SELECT last_sequence FROM ${s}.event_sequence WHERE id = 1) AS latest,
-          EXISTS (SELECT 1 FROM ${s}.unsequenced_events) AS waiting,
-          ARRAY(SELECT queue FROM ${s}.paused_queues) AS paused`,
-      );
-      const { latest, waiting, paused } = rows[0];
-      const controls: QueueControlChange[] = [];
-      const now = new Set(paused);
-      for (const queue of now) if (!this.#paused.has(queue)) controls.push({ queue, paused: true });
-      for (const queue of this.#paused) if (!now.has(queue)) controls.push({ queue, paused: false });
-      if (controls.length > 0) {
-        for (const c of controls) this.#notePaused(c);
-        this.#announce({ events: [], unrecorded: [], queueControls: controls, external: true });
-      }
+      const { latest, waiting, controls } = await readState(this.pool, this.#sql);
+      const changed = this.#controls.changesTo(controls);
+      if (changed.length > 0) this.announce({ events: [], unrecorded: [], queueControls: changed, external: true });
       await this.#readThrough(waiting ? await this.#sequencer.sequence() : latest);
       await this.pool.query(prepared(this.#sql.counts.compact));
     } catch {
@@ -368,7 +227,7 @@ export class PgStore implements Store {
 
   async #readUpTo(through: number): Promise<void> {
     while (this.#announcedThrough < through && !this.#closed) {
-      if (this.#listeners.size === 0) {
+      if (!this.hasCommitListeners) {
         this.#announcedThrough = through;
         this.#own.clear();
         return;
@@ -400,35 +259,13 @@ export class PgStore implements Store {
         else this.#own.set(key, owned - 1);
       }
       if (run.length > 0 && external !== runExternal) {
-        this.#announce({ events: run, unrecorded: [], queueControls: [], external: runExternal });
+        this.announce({ events: run, unrecorded: [], queueControls: [], external: runExternal });
         run = [];
       }
       runExternal = external;
       run.push(e);
     }
-    if (run.length > 0) this.#announce({ events: run, unrecorded: [], queueControls: [], external: runExternal });
-  }
-
-  #announce(change: CommittedChange): void {
-    if (change.events.length === 0 && change.unrecorded.length === 0 && change.queueControls.length === 0) return;
-    for (const listener of this.#listeners) {
-      try {
-        listener(change);
-      } catch {
-        // A listener's failure must not undo or block the commit it observes.
-      }
-    }
-  }
-
-  #reportWrite(outcome: WriteOutcome): void {
-    this.#lastWrite = { outcome, at: this.#monotonicNow() };
-    for (const listener of this.#writeListeners) {
-      try {
-        listener(outcome);
-      } catch {
-        // Readiness and metrics observe writes; they must not break them.
-      }
-    }
+    if (run.length > 0) this.announce({ events: run, unrecorded: [], queueControls: [], external: runExternal });
   }
 
   // ----------------------------------------------------------------- reads
@@ -481,20 +318,22 @@ export class PgStore implements Store {
   }
 
   async queueCounts(): Promise<QueueCounts[]> {
-    const now = this.#clock.now();
-    const [counts, paused] = await Promise.all([
+    const now = this.clock.now();
+    const [counts, paused, configs] = await Promise.all([
       this.#read<{ queue: string; state: JobState; count: number }>(this.#sql.counts.counts, []),
       this.#read<{ queue: string }>(this.#sql.jobs.pausedQueues, []),
+      this.#read<{ queue: string } & QueueConfig>(this.#sql.limits.queueConfigs, []),
     ]);
     return assembleQueueCounts({
       counts,
       paused: paused.map((r) => r.queue),
+      configs,
       oldestPendingSince: async (queue) => (await this.#read<{ t: number | null }>(this.#sql.jobs.oldestPendingSince, [queue, now]))[0].t,
     });
   }
 
   async nextScheduledTime(queue: string): Promise<number | null> {
-    return (await this.#read<{ t: number | null }>(this.#sql.jobs.nextScheduledTime, [queue, this.#clock.now()]))[0].t;
+    return (await this.#read<{ t: number | null }>(this.#sql.jobs.nextScheduledTime, [queue, this.clock.now()]))[0].t;
   }
 
   async listSchedules(): Promise<StoredSchedule[]> {
@@ -511,32 +350,8 @@ export class PgStore implements Store {
 
   // ------------------------------------------------------------- lifecycle
 
-  onCommitted(listener: CommitListener): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
-  }
-
-  onWriteOutcome(listener: WriteOutcomeListener): () => void {
-    this.#writeListeners.add(listener);
-    return () => this.#writeListeners.delete(listener);
-  }
-
-  async checkWritable(): Promise<void> {
-    if (this.#closed) throw new QueueError("STORE_UNAVAILABLE", "the store is closed");
-    const last = this.#lastWrite;
-    if (last === undefined || this.#monotonicNow() - last.at >= this.#writeProbeIntervalMs) {
-      this.#probe ??= this.#write(probeWrite()).finally(() => (this.#probe = undefined));
-      await this.#probe;
-      return;
-    }
-    if (!last.outcome.ok) {
-      const ago = ((this.#monotonicNow() - last.at) / 1000).toFixed(1);
-      throw new QueueError(
-        "STORE_UNAVAILABLE",
-        `the database cannot take writes now (${last.outcome.cause}): the latest write failed ${ago} s ago with ${last.outcome.message}`,
-        { cause: last.outcome.cause },
-      );
-    }
+  protected get isOpen(): boolean {
+    return !this.#closed;
   }
 
   /** Commits what is queued, stops listening, closes the pool. */
@@ -546,8 +361,31 @@ export class PgStore implements Store {
     await this.#transactions.drain();
     await Promise.all(this.#settling);
     await this.#reading;
-    this.#listeners.clear();
+    this.clearCommitListeners();
     await this.#notifications.close();
     await this.pool.end().catch(() => {});
   }
+}
+
+/**
+ * What a store reads to start and at each catch-up, in one statement (one
+ * snapshot): the last sequence issued, whether events wait to be numbered,
+ * and the queue controls.
+ */
+async function readState(pool: pg.Pool, sql: PgStatements): Promise<{ latest: number; waiting: boolean; controls: QueueControlSnapshot }> {
+  const s = quoteIdentifier(sql.schema);
+  const { rows } = await pool.query<{
+    latest: number | null;
+    waiting: boolean;
+    paused: string[];
+    configs: QueueControlSnapshot["configs"];
+  }>(
+    prepared(`SELECT (SELECT last_sequence FROM ${s}.event_sequence WHERE id = 1) AS latest,
+      EXISTS (SELECT 1 FROM ${s}.unsequenced_events) AS waiting,
+      ARRAY(SELECT queue FROM ${s}.paused_queues) AS paused,
+      (SELECT coalesce(json_agg(c), '[]'::json) FROM (${sql.limits.queueConfigs}) c) AS configs`),
+  );
+  const row = rows[0];
+  if (row === undefined || row.latest === null) throw new Error(`schema ${sql.schema} is not migrated`);
+  return { latest: row.latest, waiting: row.waiting, controls: { paused: row.paused, configs: row.configs } };
 }

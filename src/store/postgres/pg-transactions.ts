@@ -297,6 +297,7 @@ export class PgTransactions {
           kind: "queue_control",
           queue: control.queue,
           paused: control.paused,
+          ...(control.config !== undefined ? { config: control.config } : {}),
           origin: this.#opts.origin,
         });
         await client.query(NOTIFY_SQL, [this.#channel, payload]);

@@ -2,6 +2,8 @@
  * Numbered schema migrations, compiled in. Applied in order at start (and by
  * `leasequeue migrate`), each in its own transaction, tracked with
  * PRAGMA user_version. Never edit a released migration; add the next one.
+ * Versions increase but need not be contiguous: a database at version n
+ * gets every migration numbered above n, in this array's order.
  */
 export interface Migration {
   version: number;
@@ -172,6 +174,34 @@ CREATE TABLE schedules (
 ) STRICT, WITHOUT ROWID;
 -- The due schedules, earliest first, and the dispatcher's next wake-up.
 CREATE INDEX schedules_due ON schedules (next_run_time) WHERE next_run_time IS NOT NULL;
+`,
+  },
+  {
+    version: 8,
+    name: "queue limits",
+    sql: `
+-- Queue limits (api.md section D, QueueConfig): a queue with a row here has
+-- the limits it holds (zero: that limit is off). Kept apart from job_counts
+-- so that a queue without jobs can be configured, and listed. Claims read
+-- it under the write lock, which also serializes them with every other
+-- store on the file.
+CREATE TABLE queue_configs (
+  queue           TEXT PRIMARY KEY,
+  max_running     INTEGER NOT NULL CHECK (max_running >= 0),
+  rate_limit      INTEGER NOT NULL CHECK (rate_limit >= 0),
+  rate_period_ms  INTEGER NOT NULL CHECK (rate_period_ms > 0),
+  update_time     INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+-- The rate window: leases granted by claims of rate-limited queues, one row
+-- per queue and grant time (claims at the same millisecond add up). A claim
+-- sums the rows after now - rate_period and deletes those at or before it,
+-- so a queue keeps at most rate_limit rows.
+CREATE TABLE queue_lease_grants (
+  queue       TEXT NOT NULL,
+  grant_time  INTEGER NOT NULL,
+  leases      INTEGER NOT NULL CHECK (leases > 0),
+  PRIMARY KEY (queue, grant_time)
+) STRICT, WITHOUT ROWID;
 `,
   },
 ];

@@ -14,14 +14,15 @@
  *   new, and none can still appear below it. The store also looks at each
  *   BEGIN (under the write lock), so another writer's events are always
  *   announced before this store's own later ones.
- * - Queue controls have no events: the paused queues are compared with
- *   those last seen.
+ * - Queue controls have no events: the paused queues and the queue limits
+ *   are compared with those last seen.
  * What cannot be announced: heartbeats that were not stored (their
  * `unrecorded` drafts exist only in the writer's memory), and events
  * pruned before this store read them (retention only deletes jobs finished
  * long ago, so in practice never).
  */
 import type { JobEvent } from "../../domain/job.js";
+import { KnownQueueControls, type QueueControlSnapshot } from "../known-queue-controls.js";
 import type { QueueControlChange } from "../store.js";
 import { toEvent, type Row } from "./rows.js";
 import type { SqliteStatements } from "./sql.js";
@@ -32,12 +33,12 @@ const PAGE = 1000;
 export class OtherWriters {
   readonly #stmts: SqliteStatements;
   #dataVersion: number;
-  readonly #paused: Set<string>;
+  readonly #controls: KnownQueueControls;
 
   constructor(stmts: SqliteStatements) {
     this.#stmts = stmts;
     this.#dataVersion = stmts.dataVersion.get() as number;
-    this.#paused = new Set(this.#readPaused());
+    this.#controls = new KnownQueueControls(this.#readControls());
   }
 
   /** The data version now, when it differs from the one last acknowledged (another connection committed). */
@@ -73,26 +74,20 @@ export class OtherWriters {
     return events;
   }
 
-  /** Queues paused or resumed by other writers since the last look. */
+  /** Queues paused, resumed or given other limits by other writers since the last look. */
   queueControlChanges(): QueueControlChange[] {
-    const now = new Set(this.#readPaused());
-    const changes: QueueControlChange[] = [];
-    for (const queue of now) if (!this.#paused.has(queue)) changes.push({ queue, paused: true });
-    for (const queue of this.#paused) if (!now.has(queue)) changes.push({ queue, paused: false });
-    this.#paused.clear();
-    for (const queue of now) this.#paused.add(queue);
-    return changes;
+    return this.#controls.changesTo(this.#readControls());
   }
 
-  /** Takes this store's own pauses and resumes into account, so they are not reported as others'. */
+  /** Takes this store's own queue controls into account, so they are not reported as others'. */
   noteOwn(changes: readonly QueueControlChange[]): void {
-    for (const c of changes) {
-      if (c.paused) this.#paused.add(c.queue);
-      else this.#paused.delete(c.queue);
-    }
+    this.#controls.note(changes);
   }
 
-  #readPaused(): string[] {
-    return (this.#stmts.pausedQueues.all() as Array<{ queue: string }>).map((r) => r.queue);
+  #readControls(): QueueControlSnapshot {
+    return {
+      paused: (this.#stmts.pausedQueues.all() as Array<{ queue: string }>).map((r) => r.queue),
+      configs: this.#stmts.queueConfigs.all() as QueueControlSnapshot["configs"],
+    };
   }
 }

@@ -89,6 +89,24 @@ export const SQL = {
   queuePaused: `SELECT 1 AS paused FROM paused_queues WHERE queue = ?`,
   pausedQueues: `SELECT queue FROM paused_queues ORDER BY queue`,
 
+  /** Queue limits (api.md section D): a configured queue has a row in queue_configs. */
+  queueConfig: `SELECT max_running AS maxRunning, rate_limit AS rateLimit, rate_period_ms AS ratePeriodMs FROM queue_configs WHERE queue = ?`,
+  setQueueConfig: `INSERT INTO queue_configs (queue, max_running, rate_limit, rate_period_ms, update_time) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (queue) DO UPDATE SET max_running = excluded.max_running, rate_limit = excluded.rate_limit,
+      rate_period_ms = excluded.rate_period_ms, update_time = excluded.update_time`,
+  deleteQueueConfig: `DELETE FROM queue_configs WHERE queue = ?`,
+  queueConfigs: `SELECT queue, max_running AS maxRunning, rate_limit AS rateLimit, rate_period_ms AS ratePeriodMs
+    FROM queue_configs ORDER BY queue`,
+  /** RUNNING jobs of a queue, up to a bound, through jobs_queue_state_recent (a covering index range). */
+  countRunning: `SELECT count(*) AS n FROM (SELECT 1 FROM jobs INDEXED BY jobs_queue_state_recent
+    WHERE queue = ? AND state = 'running' LIMIT ?)`,
+  leaseGrantsSince: `SELECT coalesce(sum(leases), 0) AS leases, min(grant_time) AS oldest FROM queue_lease_grants
+    WHERE queue = ? AND grant_time > ?`,
+  recordLeaseGrant: `INSERT INTO queue_lease_grants (queue, grant_time, leases) VALUES (?, ?, ?)
+    ON CONFLICT (queue, grant_time) DO UPDATE SET leases = leases + excluded.leases`,
+  forgetLeaseGrantsThrough: `DELETE FROM queue_lease_grants WHERE queue = ? AND grant_time <= ?`,
+  forgetLeaseGrants: `DELETE FROM queue_lease_grants WHERE queue = ?`,
+
   /** Bulk transitions (RedriveAll, PurgeQueue): the upper keyset bound, then batches in id order. */
   lastJobId: `SELECT max(id) AS id FROM jobs INDEXED BY jobs_queue_state_recent WHERE queue = ? AND state = ?`,
   jobsInStateBetween: `SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_queue_state_recent

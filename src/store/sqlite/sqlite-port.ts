@@ -13,6 +13,7 @@
  */
 import type Database from "better-sqlite3";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
+import type { QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import type { CountDelta, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
@@ -115,6 +116,35 @@ export class SqlitePort implements TransactionPort {
   recordScheduleRuns(runs: readonly ScheduleRunUpdate[]): void {
     if (runs.length > 0) this.wrote = true;
     for (const r of runs) this.#stmts.recordScheduleRun.run(r.nextRunTime, r.lastRunTime, r.updateTime, r.name);
+  }
+
+  queueConfig(queue: string): QueueConfig | undefined {
+    return this.#stmts.queueConfig.get(queue) as QueueConfig | undefined;
+  }
+
+  setQueueConfig(queue: string, config: QueueConfig | undefined, now: number): void {
+    this.wrote = true;
+    if (config === undefined) this.#stmts.deleteQueueConfig.run(queue);
+    else this.#stmts.setQueueConfig.run(queue, config.maxRunning, config.rateLimit, config.ratePeriodMs, now);
+  }
+
+  countRunning(queue: string, atMost: number): number {
+    return (this.#stmts.countRunning.get(queue, atMost) as { n: number }).n;
+  }
+
+  leaseGrantsSince(queue: string, after: number): WindowGrants {
+    return this.#stmts.leaseGrantsSince.get(queue, after) as WindowGrants;
+  }
+
+  recordLeaseGrant(queue: string, at: number, leases: number, forgetThrough: number): void {
+    this.wrote = true;
+    this.#stmts.forgetLeaseGrantsThrough.run(queue, forgetThrough);
+    this.#stmts.recordLeaseGrant.run(queue, at, leases);
+  }
+
+  forgetLeaseGrants(queue: string): void {
+    this.wrote = true;
+    this.#stmts.forgetLeaseGrants.run(queue);
   }
 
   selectPrunable(state: PrunableState, finishedBefore: number, limit: number): PrunableJob[] {

@@ -24,52 +24,17 @@
  * schema is newer than this release's last migration (store/schema-version.ts).
  */
 import Database from "better-sqlite3";
-import type { Clock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
 import type { Job, JobEvent, JobState } from "../../domain/job.js";
 import { publicJob } from "../../domain/job.js";
-import type { ScheduleSpec, StoredSchedule } from "../../domain/schedule.js";
-import type { NewJob } from "../../domain/submission.js";
+import type { StoredSchedule } from "../../domain/schedule.js";
 import { DatabaseRefusal } from "../database-refusal.js";
 import { replayBounds } from "../event-bounds.js";
+import { OperationStore, type OperationStoreOptions } from "../operation-store.js";
 import type { PersistedChanges } from "../operation-changes.js";
-import { claimJobs } from "../operations/claim.js";
-import { pauseQueue, resumeQueue } from "../operations/queue-controls.js";
-import { pruneFinishedJobs } from "../operations/prune.js";
-import { createSchedule, deleteSchedule, fireDueSchedules } from "../operations/schedules.js";
 import type { WriteOperation } from "../operations/scope.js";
-import { submitJobs } from "../operations/submit.js";
-import {
-  bulkTransitionBatch,
-  cancelJob,
-  completeJob,
-  failJob,
-  heartbeatJob,
-  recoverExpiredLeases,
-  redriveJob,
-  releaseJob,
-  snoozeJob,
-} from "../operations/transitions.js";
-import { probeWrite } from "../operations/write-probe.js";
-import { assembleQueueCounts } from "../queue-counts.js";
-import type {
-  BulkBatchOutcome,
-  BulkBatchSpec,
-  ClaimedLease,
-  ClaimRequestSpec,
-  CommitListener,
-  CommittedChange,
-  FiredRun,
-  ListEventsSpec,
-  ListJobsSpec,
-  PruneOutcome,
-  PruneSpec,
-  QueueCounts,
-  Store,
-  SubmitOutcome,
-  WriteOutcome,
-  WriteOutcomeListener,
-} from "../store.js";
+import { assembleQueueCounts, type QueueCountsSource } from "../queue-counts.js";
+import type { CommittedChange, ListEventsSpec, ListJobsSpec, QueueCounts, Store, WriteOutcome } from "../store.js";
 import { GroupCommit } from "./group-commit.js";
 import { migrate } from "./migrate.js";
 import { OtherWriters } from "./other-writers.js";
@@ -82,26 +47,15 @@ import { otherWriteFailure, writeFailureOf } from "./write-failures.js";
 export { LATEST_SCHEMA_VERSION, migrate } from "./migrate.js";
 export { writeFailureCause } from "./write-failures.js";
 
-export interface SqliteStoreOptions {
+export interface SqliteStoreOptions extends OperationStoreOptions {
   /** Database file, or ":memory:". */
   path: string;
-  clock: Clock;
   /** SQLite synchronous mode. Default "full": every commit is fsynced. */
   synchronous?: "full" | "normal";
   /** How long a writer waits for a lock held by another process. Default 5000 ms. */
   busyTimeoutMs?: number;
   /** Most operations sharing one transaction. Default 256. */
   maxBatch?: number;
-  /** Most expired leases recovered by one sweep transaction. Default 500. */
-  maxRecoveredPerSweep?: number;
-  /**
-   * How long the outcome of the latest write answers checkWritable; older
-   * than this, checkWritable makes a probe write. So probes cost at most one
-   * small commit per interval, and none while real writes flow. Default 1000 ms.
-   */
-  writeProbeIntervalMs?: number;
-  /** Monotonic milliseconds for the probe interval (not domain time). Default performance.now. */
-  monotonicNow?: () => number;
   /**
    * How often the store looks for commits made through other connections to
    * the file, to announce them (other-writers.ts; one PRAGMA, no page read).
@@ -117,18 +71,8 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteStore {
   return new SqliteStore(options);
 }
 
-export class SqliteStore implements Store {
+export class SqliteStore extends OperationStore implements Store {
   readonly db: Database.Database;
-  readonly #clock: Clock;
-  readonly #maxRecovered: number;
-  readonly #listeners = new Set<CommitListener>();
-  readonly #writeListeners = new Set<WriteOutcomeListener>();
-  readonly #writeProbeIntervalMs: number;
-  readonly #monotonicNow: () => number;
-  /** The latest reported write outcome and when (monotonic ms) it happened. */
-  #lastWrite: { outcome: WriteOutcome; at: number } | undefined;
-  /** The probe write in flight; concurrent checkWritable calls share it. */
-  #probe: Promise<void> | undefined;
   #closed = false;
   readonly #stmts: SqliteStatements;
   readonly #listCache = new Map<string, Database.Statement>();
@@ -149,10 +93,7 @@ export class SqliteStore implements Store {
   #heldUntilEnd: Array<() => void> = [];
 
   constructor(options: SqliteStoreOptions) {
-    this.#clock = options.clock;
-    this.#maxRecovered = options.maxRecoveredPerSweep ?? 500;
-    this.#writeProbeIntervalMs = options.writeProbeIntervalMs ?? 1000;
-    this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
+    super(options);
     this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5000 });
     try {
       this.db.pragma("journal_mode = WAL");
@@ -175,7 +116,7 @@ export class SqliteStore implements Store {
     this.#groupCommit = new GroupCommit({
       db: this.db,
       port: new SqlitePort(this.db, this.#stmts),
-      clock: this.#clock,
+      clock: this.clock,
       maxBatch: options.maxBatch ?? 256,
       began: () => {
         this.#transactionOpen = true;
@@ -186,7 +127,7 @@ export class SqliteStore implements Store {
         for (const settle of this.#heldUntilEnd.splice(0)) settle();
       },
       committed: (changes, answer, outcome) => this.#committed(changes, answer, outcome),
-      failed: (outcome) => this.#reportWrite(outcome),
+      failed: (outcome) => this.reportWrite(outcome),
     });
     this.#otherWritersTimer = setInterval(() => this.#lookForOtherWriters(), options.otherWritersPollMs ?? 100);
     this.#otherWritersTimer.unref();
@@ -194,75 +135,7 @@ export class SqliteStore implements Store {
 
   // ---------------------------------------------------------------- writes
 
-  submit(jobs: NewJob[]): Promise<SubmitOutcome[]> {
-    return this.#write(submitJobs(jobs));
-  }
-
-  claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]> {
-    return this.#write(claimJobs(spec, { maxRecovered: this.#maxRecovered }));
-  }
-
-  heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number, progressJson?: string): Promise<Job> {
-    return this.#write(heartbeatJob(jobId, leaseToken, leaseDurationMs, progressJson));
-  }
-
-  complete(jobId: string, leaseToken: string, resultJson: string | null): Promise<Job> {
-    return this.#write(completeJob(jobId, leaseToken, resultJson));
-  }
-
-  fail(jobId: string, leaseToken: string, failure: { error: string; permanent: boolean; retryDelayMs?: number }): Promise<Job> {
-    return this.#write(failJob(jobId, leaseToken, failure));
-  }
-
-  release(jobId: string, leaseToken: string): Promise<Job> {
-    return this.#write(releaseJob(jobId, leaseToken));
-  }
-
-  snooze(jobId: string, leaseToken: string, delayMs: number): Promise<Job> {
-    return this.#write(snoozeJob(jobId, leaseToken, delayMs));
-  }
-
-  redrive(jobId: string): Promise<Job> {
-    return this.#write(redriveJob(jobId));
-  }
-
-  cancel(jobId: string, reason: string): Promise<Job> {
-    return this.#write(cancelJob(jobId, reason));
-  }
-
-  recoverExpiredLeases(): Promise<number> {
-    return this.#write(recoverExpiredLeases(this.#maxRecovered));
-  }
-
-  pruneJobs(spec: PruneSpec): Promise<PruneOutcome> {
-    return this.#write(pruneFinishedJobs(spec));
-  }
-
-  pauseQueue(queue: string): Promise<boolean> {
-    return this.#write(pauseQueue(queue));
-  }
-
-  resumeQueue(queue: string): Promise<boolean> {
-    return this.#write(resumeQueue(queue));
-  }
-
-  bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome> {
-    return this.#write(bulkTransitionBatch(spec));
-  }
-
-  createSchedule(spec: ScheduleSpec): Promise<StoredSchedule> {
-    return this.#write(createSchedule(spec));
-  }
-
-  deleteSchedule(name: string): Promise<void> {
-    return this.#write(deleteSchedule(name));
-  }
-
-  fireDueSchedules(limit: number): Promise<FiredRun[]> {
-    return this.#write(fireDueSchedules(limit));
-  }
-
-  #write<T>(op: WriteOperation<T>): Promise<T> {
+  protected runWrite<T>(op: WriteOperation<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new QueueError("STORE_UNAVAILABLE", "the store is closed"));
     return this.#groupCommit.write(op);
   }
@@ -278,12 +151,12 @@ export class SqliteStore implements Store {
       if (syncError !== undefined) {
         // Committed, but not known to be on disk: answer as for a failed COMMIT.
         answer(syncError);
-        this.#reportWrite(writeFailureOf(syncError) ?? otherWriteFailure(syncError));
+        this.reportWrite(writeFailureOf(syncError) ?? otherWriteFailure(syncError));
         return;
       }
       answer();
-      if (outcome !== undefined) this.#reportWrite(outcome);
-      this.#announce({ ...changes, external: false });
+      if (outcome !== undefined) this.reportWrite(outcome);
+      this.announce({ ...changes, external: false });
     });
   }
 
@@ -296,17 +169,6 @@ export class SqliteStore implements Store {
     if (this.durability === "wal-fsync") this.#walSync.whenDurable(settle);
     else if (this.#transactionOpen) this.#heldUntilEnd.push(() => settle());
     else settle();
-  }
-
-  #announce(change: CommittedChange): void {
-    if (change.events.length === 0 && change.unrecorded.length === 0 && change.queueControls.length === 0) return;
-    for (const listener of this.#listeners) {
-      try {
-        listener(change);
-      } catch {
-        // A listener's failure must not undo or block the commit it observes.
-      }
-    }
   }
 
   /**
@@ -340,7 +202,7 @@ export class SqliteStore implements Store {
   /** Queues the announcement of other writers' events up to `latest` (and their queue controls), in sequence order. */
   #announceOtherWriters(latest: number, controls: QueueControlChanges): void {
     const events =
-      latest > this.#announcedThrough && this.#listeners.size > 0 ? this.#otherWriters.eventsBetween(this.#announcedThrough, latest) : [];
+      latest > this.#announcedThrough && this.hasCommitListeners ? this.#otherWriters.eventsBetween(this.#announcedThrough, latest) : [];
     if (latest > this.#announcedThrough) this.#announcedThrough = latest;
     for (let i = 0; i === 0 || i < events.length; i += OTHER_WRITERS_CHUNK) {
       const change: CommittedChange = {
@@ -350,18 +212,7 @@ export class SqliteStore implements Store {
         external: true,
       };
       if (change.events.length === 0 && change.queueControls.length === 0) return;
-      this.#whenDurable(() => this.#announce(change));
-    }
-  }
-
-  #reportWrite(outcome: WriteOutcome): void {
-    this.#lastWrite = { outcome, at: this.#monotonicNow() };
-    for (const listener of this.#writeListeners) {
-      try {
-        listener(outcome);
-      } catch {
-        // Readiness and metrics observe writes; they must not break them.
-      }
+      this.#whenDurable(() => this.announce(change));
     }
   }
 
@@ -425,16 +276,17 @@ export class SqliteStore implements Store {
   }
 
   async queueCounts(): Promise<QueueCounts[]> {
-    const now = this.#clock.now();
+    const now = this.clock.now();
     return assembleQueueCounts({
       counts: this.#stmts.counts.all() as Array<{ queue: string; state: JobState; count: number }>,
       paused: (this.#stmts.pausedQueues.all() as Array<{ queue: string }>).map((r) => r.queue),
+      configs: this.#stmts.queueConfigs.all() as QueueCountsSource["configs"],
       oldestPendingSince: (queue) => (this.#stmts.oldestPendingSince.get(queue, now) as { t: number | null }).t,
     });
   }
 
   async nextScheduledTime(queue: string): Promise<number | null> {
-    const { t } = this.#stmts.nextScheduledTime.get(queue, this.#clock.now()) as { t: number | null };
+    const { t } = this.#stmts.nextScheduledTime.get(queue, this.clock.now()) as { t: number | null };
     return t;
   }
 
@@ -455,33 +307,8 @@ export class SqliteStore implements Store {
 
   // ------------------------------------------------------------- lifecycle
 
-  onCommitted(listener: CommitListener): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
-  }
-
-  onWriteOutcome(listener: WriteOutcomeListener): () => void {
-    this.#writeListeners.add(listener);
-    return () => this.#writeListeners.delete(listener);
-  }
-
-  async checkWritable(): Promise<void> {
-    if (this.#closed || !this.db.open) throw new QueueError("STORE_UNAVAILABLE", "the store is closed");
-    const last = this.#lastWrite;
-    if (last === undefined || this.#monotonicNow() - last.at >= this.#writeProbeIntervalMs) {
-      // No recent evidence: one small durable write, shared by every caller meanwhile.
-      this.#probe ??= this.#write(probeWrite()).finally(() => (this.#probe = undefined));
-      await this.#probe;
-      return;
-    }
-    if (!last.outcome.ok) {
-      const ago = ((this.#monotonicNow() - last.at) / 1000).toFixed(1);
-      throw new QueueError(
-        "STORE_UNAVAILABLE",
-        `the database cannot take writes now (${last.outcome.cause}): the latest write failed ${ago} s ago with ${last.outcome.message}`,
-        { cause: last.outcome.cause },
-      );
-    }
+  protected get isOpen(): boolean {
+    return !this.#closed && this.db.open;
   }
 
   /** Commits what is queued, then closes the database (checkpointing the WAL). */
@@ -492,7 +319,7 @@ export class SqliteStore implements Store {
     this.#groupCommit.flush();
     // Answer every commit only once it is on disk, then stop.
     await this.#walSync.drain();
-    this.#listeners.clear();
+    this.clearCommitListeners();
     this.#walSync.close();
     this.db.close();
   }

@@ -63,6 +63,8 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
       "job_events",
       "jobs",
       "paused_queues",
+      "queue_configs",
+      "queue_lease_grants",
       "schedules",
       "schema_definitions",
       "schema_migrations",

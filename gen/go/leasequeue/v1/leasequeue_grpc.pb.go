@@ -85,6 +85,12 @@ type LeaseQueueServiceClient interface {
 	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
 	// DeleteSchedule removes a schedule; jobs it already submitted stay.
 	DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
+	// UpdateQueue sets a queue's limits (QueueConfig): at most max_running of
+	// its jobs running at once, at most rate_limit leases in any rate_period,
+	// across every worker and server. The fields named by update_mask are
+	// replaced; an empty mask replaces them all. Limits survive a restart, and
+	// waiting streams and long-polls see a change at once.
+	UpdateQueue(ctx context.Context, in *UpdateQueueRequest, opts ...grpc.CallOption) (*UpdateQueueResponse, error)
 }
 
 type leaseQueueServiceClient struct {
@@ -388,6 +394,15 @@ func (c *leaseQueueServiceClient) DeleteSchedule(ctx context.Context, in *Delete
 	return out, nil
 }
 
+func (c *leaseQueueServiceClient) UpdateQueue(ctx context.Context, in *UpdateQueueRequest, opts ...grpc.CallOption) (*UpdateQueueResponse, error) {
+	out := new(UpdateQueueResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/UpdateQueue", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LeaseQueueServiceServer is the server API for LeaseQueueService service.
 // All implementations must embed UnimplementedLeaseQueueServiceServer
 // for forward compatibility
@@ -460,6 +475,12 @@ type LeaseQueueServiceServer interface {
 	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
 	// DeleteSchedule removes a schedule; jobs it already submitted stay.
 	DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
+	// UpdateQueue sets a queue's limits (QueueConfig): at most max_running of
+	// its jobs running at once, at most rate_limit leases in any rate_period,
+	// across every worker and server. The fields named by update_mask are
+	// replaced; an empty mask replaces them all. Limits survive a restart, and
+	// waiting streams and long-polls see a change at once.
+	UpdateQueue(context.Context, *UpdateQueueRequest) (*UpdateQueueResponse, error)
 	mustEmbedUnimplementedLeaseQueueServiceServer()
 }
 
@@ -541,6 +562,9 @@ func (UnimplementedLeaseQueueServiceServer) ListSchedules(context.Context, *List
 }
 func (UnimplementedLeaseQueueServiceServer) DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteSchedule not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) UpdateQueue(context.Context, *UpdateQueueRequest) (*UpdateQueueResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateQueue not implemented")
 }
 func (UnimplementedLeaseQueueServiceServer) mustEmbedUnimplementedLeaseQueueServiceServer() {}
 
@@ -1019,6 +1043,24 @@ func _LeaseQueueService_DeleteSchedule_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LeaseQueueService_UpdateQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).UpdateQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/UpdateQueue",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).UpdateQueue(ctx, req.(*UpdateQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "leasequeue.v1.LeaseQueueService",
 	HandlerType: (*LeaseQueueServiceServer)(nil),
@@ -1110,6 +1152,10 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteSchedule",
 			Handler:    _LeaseQueueService_DeleteSchedule_Handler,
+		},
+		{
+			MethodName: "UpdateQueue",
+			Handler:    _LeaseQueueService_UpdateQueue_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -140,6 +140,11 @@ class LeaseQueueServiceStub(object):
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleRequest.SerializeToString,
                 response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleResponse.FromString,
                 )
+        self.UpdateQueue = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/UpdateQueue',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueResponse.FromString,
+                )
 
 
 class LeaseQueueServiceServicer(object):
@@ -339,6 +344,17 @@ class LeaseQueueServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateQueue(self, request, context):
+        """UpdateQueue sets a queue's limits (QueueConfig): at most max_running of
+        its jobs running at once, at most rate_limit leases in any rate_period,
+        across every worker and server. The fields named by update_mask are
+        replaced; an empty mask replaces them all. Limits survive a restart, and
+        waiting streams and long-polls see a change at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LeaseQueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -466,6 +482,11 @@ def add_LeaseQueueServiceServicer_to_server(servicer, server):
                     servicer.DeleteSchedule,
                     request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleRequest.FromString,
                     response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'UpdateQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateQueue,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -900,5 +921,22 @@ class LeaseQueueService(object):
         return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/DeleteSchedule',
             leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleRequest.SerializeToString,
             leasequeue_dot_v1_dot_leasequeue__pb2.DeleteScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdateQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/UpdateQueue',
+            leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
