@@ -75,8 +75,29 @@ function parseJson(line: string): any {
  * in the package root and resolves once both listener lines are logged.
  */
 export function spawnServer(dbPath: string, extraArgs: string[] = [], options: { env?: NodeJS.ProcessEnv } = {}): Promise<SpawnedServer> {
+  return spawnLeasequeue(["--db", dbPath, "--port", "0", "--metrics-port", "0", ...extraArgs], options);
+}
+
+/**
+ * Spawns `node bin/leasequeue.js serve --database-url url --database-schema schema
+ * --port 0 --metrics-port 0 ...extraArgs`: a server on a PostgreSQL schema, which
+ * any number of such servers may share (test/helpers/postgres.ts gives the URL
+ * and fresh schema names).
+ */
+export function spawnPostgresServer(
+  url: string,
+  schema: string,
+  extraArgs: string[] = [],
+  options: { env?: NodeJS.ProcessEnv } = {},
+): Promise<SpawnedServer> {
+  const args = ["serve", "--database-url", url, "--database-schema", schema, "--port", "0", "--metrics-port", "0", ...extraArgs];
+  return spawnLeasequeue(args, options);
+}
+
+/** Spawns `node bin/leasequeue.js ...args` in the package root and resolves once both listener lines are logged. */
+function spawnLeasequeue(args: string[], options: { env?: NodeJS.ProcessEnv }): Promise<SpawnedServer> {
   assertBuilt();
-  const child = spawn(process.execPath, [CLI_PATH, "--db", dbPath, "--port", "0", "--metrics-port", "0", ...extraArgs], {
+  const child = spawn(process.execPath, [CLI_PATH, ...args], {
     cwd: PACKAGE_ROOT,
     env: { ...process.env, ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
