@@ -8,7 +8,6 @@
  * The server runs on a ManualClock where a rate window has to move; a
  * window of 60 s that never moves proves the rate limit without waiting.
  */
-import { rmSync } from "node:fs";
 import { create } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
@@ -97,7 +96,8 @@ describe("UpdateQueue", () => {
 
   it("keeps its limits across a restart", async () => {
     const t = await startTestServer();
-    cleanups.push(() => rmSync(t.dir, { recursive: true, force: true }));
+    // Runs after the restarted server closed (cleanups run in reverse): it drops the database.
+    cleanups.push(() => t.close());
     await submit(t, "durable", 4);
     await ok(t, "UpdateQueue", { queue: "durable", config: { maxRunning: 2, rateLimit: 3, ratePeriod: "3600s" } });
     expect(await claim(t, "durable", 1)).toHaveLength(1);

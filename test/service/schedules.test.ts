@@ -10,7 +10,6 @@
  * and a CreateSchedule (which re-arms the server's timer) or a start lets
  * the server fire; the test waits for the SCHEDULED event on WatchEvents.
  */
-import { rmSync } from "node:fs";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
@@ -143,7 +142,8 @@ describe("schedules over Connect JSON", () => {
   it("keeps schedules across a restart, and submits the latest run missed while the server was down", async () => {
     const clock = new ManualClock(T0);
     const t = await startTestServer({}, { clock, sweepIntervalMs: 60_000 });
-    cleanups.push(() => rmSync(t.dir, { recursive: true, force: true }));
+    // Runs after the restarted server closed (cleanups run in reverse): it drops the database.
+    cleanups.push(() => t.close());
     await ok(t, "CreateSchedule", { schedule: { name: "hourly", interval: "3600s", template: { queue: "reports", task: "report" } } });
     await t.server.close();
     // Down for three and a half hours: three runs missed.
