@@ -266,7 +266,11 @@ export class PgTransactions {
       if (guarded) await this.#control(client, "SAVEPOINT op");
       try {
         const value = await p.op({ now: clock.now(), port, changes: opChanges, earlier: changes });
-        if (guarded) await this.#control(client, "RELEASE SAVEPOINT op");
+        if (guarded) {
+          // Its writes are sent inside its savepoint, so a failure of theirs is its own.
+          await port.flush();
+          await this.#control(client, "RELEASE SAVEPOINT op");
+        }
         outcomes.push({ ok: true, value });
         changes.add(opChanges);
         if (port.wrote) wrote = true;
@@ -288,6 +292,18 @@ export class PgTransactions {
           outcomes.push({ ok: false, error: err });
         }
       }
+    }
+    try {
+      await port.flush();
+    } catch (err) {
+      // The batch's last writes went out only now: whichever operation made
+      // them, the guarded replay sends each operation's own inside its savepoint.
+      if (isConnectionError(err)) throw new BrokenConnection(err);
+      await this.#rollback(client);
+      if (isRetryableConflict(err)) return "retry";
+      if (!guarded) return "replay";
+      this.#refuseAll(batch, err);
+      return "done";
     }
     let persisted: PersistedChanges;
     try {
