@@ -560,13 +560,15 @@ for (const name of wantedPeers) {
   }
 }
 if (args["cpu-prof"]) {
-  log("profiled extra run of (b) (not in the table)");
+  // The engine profiled: the last one asked for (--engines=postgres profiles the PostgreSQL store).
+  const engine = wantedEngines.at(-1) ?? "sqlite";
+  log(`profiled extra run of (b) on ${engine} (not in the table)`);
   const profDir = join(runDir, "profile");
   mkdirSync(profDir);
-  const row = await runLeaseQueueScenario("b", { cpuProfDir: profDir, skipLatency: true });
+  const row = await runLeaseQueueScenario("b", { cpuProfDir: profDir, skipLatency: true, engine });
   const file = readdirSync(profDir).find((f) => f.endsWith(".cpuprofile"));
   report.cpuProfile = {
-    scenario: "(b) batched, server started with --cpu-prof (its whole life: startup and the throughput phase; no latency phase)",
+    scenario: `(b) batched on ${engine}, server started with --cpu-prof (its whole life: startup and the throughput phase; no latency phase)`,
     e2eJobsPerSec: row.e2eJobsPerSec,
     ...(file === undefined ? { top: [] } : topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25)),
   };

@@ -9,6 +9,8 @@ import { quoteIdentifier } from "./identifiers.js";
 const EVENT_COLUMNS = "job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message";
 
 export interface EventStatements {
+  /** $1..$9 as insertUnsequenced: record_events(), numbering them when it can; answers first_sequence and through (NULL: not numbered). */
+  recordEvents: string;
   /** $1..$9: one array per column (unsequencedEventParams); rows keep the arrays' order. */
   insertUnsequenced: string;
   /** $1 after, $2 limit. */
@@ -27,6 +29,8 @@ export function eventStatements(schema: string): EventStatements {
   const s = quoteIdentifier(schema);
   const select = `SELECT sequence, ${EVENT_COLUMNS} FROM ${s}.job_events`;
   return {
+    recordEvents: `SELECT first_sequence, through FROM ${s}.record_events($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
+      $6::bigint[], $7::text[], $8::integer[], $9::text[])`,
     insertUnsequenced: `INSERT INTO ${s}.unsequenced_events (${EVENT_COLUMNS})
       SELECT ${EVENT_COLUMNS}
       FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::integer[], $9::text[])

@@ -253,9 +253,16 @@ export class PgPort implements TransactionPort {
     await this.#client.query(prepared(this.#sql.counts.appendDeltas, countDeltaParams(deltas)));
   }
 
-  /** Stores the events unnumbered (sequence 0 in the answer): the sequencer numbers them after the commit. */
+  /**
+   * Records the events as the transaction's last statement: numbered at once
+   * when the sequence row is free, else unnumbered (sequence 0 in the
+   * answer), for the sequencer to number after the commit (event-sequencer.ts).
+   */
   async insertEvents(drafts: readonly EventDraft[]): Promise<JobEvent[]> {
-    await this.#client.query(prepared(this.#sql.events.insertUnsequenced, unsequencedEventParams(drafts)));
-    return drafts.map((draft) => ({ sequence: 0, ...draft }));
+    const { rows } = await this.#client.query<{ first_sequence: number | null }>(
+      prepared(this.#sql.events.recordEvents, unsequencedEventParams(drafts)),
+    );
+    const first = rows[0].first_sequence;
+    return drafts.map((draft, i) => ({ sequence: first === null ? 0 : first + i, ...draft }));
   }
 }

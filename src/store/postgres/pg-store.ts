@@ -173,8 +173,10 @@ export class PgStore extends OperationStore implements Store {
     if (outcome !== undefined) this.reportWrite(outcome);
     if (changes.events.length > 0) {
       if (this.hasCommitListeners) for (const e of changes.events) this.#own.set(ownKey(e), (this.#own.get(ownKey(e)) ?? 0) + 1);
+      const numbered = changes.events[0].sequence > 0;
       try {
-        await this.#readThrough(await this.#sequencer.sequence());
+        if (numbered) await this.#readThrough(changes.events.at(-1)!.sequence, changes.events);
+        else await this.#readThrough(await this.#sequencer.sequence());
       } catch {
         // Committed, but not numbered now (the database went away after the
         // COMMIT): the catch-up numbers and announces them once it is back.
@@ -217,10 +219,23 @@ export class PgStore extends OperationStore implements Store {
     }
   }
 
-  /** Announces every numbered event up to `through` not announced yet, in order; resolves once they are. */
-  #readThrough(through: number): Promise<void> {
+  /**
+   * Announces every numbered event up to `through` not announced yet, in
+   * order; resolves once they are. `numbered`: this store's own events just
+   * numbered in its transaction, ending at `through`: when they follow the
+   * last announced event directly, they are announced without reading them
+   * back.
+   */
+  #readThrough(through: number, numbered?: readonly JobEvent[]): Promise<void> {
     if (through > this.#knownThrough) this.#knownThrough = through;
-    const read = this.#reading.then(() => this.#readUpTo(through));
+    const read = this.#reading.then(() => {
+      if (numbered !== undefined && numbered[0].sequence === this.#announcedThrough + 1 && this.hasCommitListeners && !this.#closed) {
+        this.#announcedThrough = through;
+        this.#announceEvents([...numbered]);
+        return;
+      }
+      return this.#readUpTo(through);
+    });
     this.#reading = read.catch(() => {});
     return read;
   }

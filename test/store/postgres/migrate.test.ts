@@ -22,6 +22,7 @@ const probe = await probePostgres();
  */
 const PINNED_DEFINITIONS: Record<number, string> = {
   1: "de4cf9a9e4eb5deed251f67547376251a4744a7056590e2e883c569767f9db6b",
+  2: "48479bc5cb5bf04505e540d021ed163fbc80fd5d1459433468fabe73cb2fec8a",
 };
 
 describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
