@@ -42,17 +42,10 @@ export type Recurrence = { cron: string } | { intervalMs: number };
  * idempotency key (the run supplies one) and without schedule_time; a delay
  * counts from the run time.
  */
-export interface ScheduleTemplate {
-  queue: string;
-  task: string;
-  /** Compact JSON text ("null" when absent). */
-  payloadJson: string;
-  priority: number;
-  maxAttempts: number;
-  retryBaseDelayMs: number;
+export type ScheduleTemplate = Omit<NewJob, "schedule" | "idempotencyKey"> & {
   /** The job becomes eligible this long after the run time; null: at the run time. */
   delayMs: number | null;
-}
+};
 
 /** A schedule as a client defines it (CreateSchedule), after validation and defaults. */
 export interface ScheduleSpec {

@@ -60,6 +60,26 @@ import { prepared } from "./prepared.js";
 /** Most events moved by one sequencer transaction; sequence() loops while runs are full. */
 export const SEQUENCER_BATCH = 10_000;
 
+/**
+ * The statement both numbering paths share: moves up to `limit` committed
+ * waiting events to job_events in id order, numbered from v_last + 1, and
+ * counts them INTO `into`.
+ */
+function moveWaitingEvents(limit: string, into: string): string {
+  return `WITH batch AS (
+    SELECT u.id FROM unsequenced_events u ORDER BY u.id LIMIT ${limit}
+  ), taken AS (
+    DELETE FROM unsequenced_events u USING batch b WHERE u.id = b.id RETURNING u.*
+  ), numbered AS (
+    INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
+    SELECT v_last + row_number() OVER (ORDER BY t.id), t.job_id, t.queue, t.kind, t.from_state, t.to_state,
+      t.event_time, t.worker_id, t.attempt, t.message
+    FROM taken t
+    RETURNING 1
+  )
+  SELECT count(*) INTO ${into} FROM numbered;`;
+}
+
 export function sequencerFunctionSql(schema: string): string {
   const channel = quoteLiteral(notificationChannel(schema));
   return `
@@ -80,18 +100,7 @@ BEGIN
   SELECT s.last_sequence INTO v_last FROM event_sequence s WHERE s.id = 1 FOR UPDATE;
   -- A new statement, a new snapshot: it sees every event committed before
   -- the lock was granted, and none that the previous run moved.
-  WITH batch AS (
-    SELECT u.id FROM unsequenced_events u ORDER BY u.id LIMIT max_events
-  ), taken AS (
-    DELETE FROM unsequenced_events u USING batch b WHERE u.id = b.id RETURNING u.*
-  ), numbered AS (
-    INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
-    SELECT v_last + row_number() OVER (ORDER BY t.id), t.job_id, t.queue, t.kind, t.from_state, t.to_state,
-      t.event_time, t.worker_id, t.attempt, t.message
-    FROM taken t
-    RETURNING 1
-  )
-  SELECT count(*) INTO moved FROM numbered;
+  ${moveWaitingEvents("max_events", "moved")}
   through := v_last + moved;
   IF moved > 0 THEN
     UPDATE event_sequence SET last_sequence = through WHERE id = 1;
@@ -121,18 +130,7 @@ BEGIN
   SELECT s.last_sequence INTO v_last FROM event_sequence s WHERE s.id = 1 FOR UPDATE SKIP LOCKED;
   IF FOUND THEN
     -- Committed events first (a job's earlier events among them come before its later ones here).
-    WITH batch AS (
-      SELECT u.id FROM unsequenced_events u ORDER BY u.id LIMIT ${SEQUENCER_BATCH}
-    ), taken AS (
-      DELETE FROM unsequenced_events u USING batch b WHERE u.id = b.id RETURNING u.*
-    ), numbered AS (
-      INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
-      SELECT v_last + row_number() OVER (ORDER BY t.id), t.job_id, t.queue, t.kind, t.from_state, t.to_state,
-        t.event_time, t.worker_id, t.attempt, t.message
-      FROM taken t
-      RETURNING 1
-    )
-    SELECT count(*) INTO v_moved FROM numbered;
+    ${moveWaitingEvents(String(SEQUENCER_BATCH), "v_moved")}
     IF v_moved < ${SEQUENCER_BATCH} THEN
       INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
       SELECT v_last + v_moved + e.ord, e.job_id, e.queue, e.kind, e.from_state, e.to_state, e.event_time, e.worker_id, e.attempt, e.message

@@ -32,7 +32,7 @@ import type pg from "pg";
 import type { Clock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
 import { OperationChanges, TransactionChanges, type PersistedChanges } from "../operation-changes.js";
-import type { WriteOperation } from "../operations/scope.js";
+import type { OperationOutcome as Outcome, PendingWrite as Pending, WriteOperation } from "../operations/scope.js";
 import type { WriteOutcome } from "../store.js";
 import { encodeNotification, NOTIFY_SQL, notificationChannel } from "./notifications.js";
 import { isConnectionError, isDatabaseError, isRetryableConflict, storeError, transactionFailure } from "./pg-errors.js";
@@ -58,14 +58,6 @@ export interface PgTransactionsOptions {
   /** A batch that could not commit: its callers are refused; this reports why. */
   failed(outcome: WriteOutcome): void;
 }
-
-interface Pending<T = unknown> {
-  op: WriteOperation<T>;
-  resolve: (value: T) => void;
-  reject: (error: unknown) => void;
-}
-
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 /** How often a batch that met a serialization failure or a deadlock is retried whole. */
 const CONFLICT_RETRIES = 5;

@@ -25,7 +25,7 @@
 import type Database from "better-sqlite3";
 import type { Clock } from "../../domain/clock.js";
 import { OperationChanges, TransactionChanges, type PersistedChanges } from "../operation-changes.js";
-import type { WriteOperation } from "../operations/scope.js";
+import type { OperationOutcome as Outcome, PendingWrite as Pending, WriteOperation } from "../operations/scope.js";
 import { settledNow } from "../steps.js";
 import type { WriteOutcome } from "../store.js";
 import type { SqlitePort } from "./sqlite-port.js";
@@ -51,14 +51,6 @@ export interface GroupCommitOptions {
   /** A batch that could not commit: its callers are refused; this reports why. */
   failed(outcome: WriteOutcome): void;
 }
-
-interface Pending<T = unknown> {
-  op: WriteOperation<T>;
-  resolve: (value: T) => void;
-  reject: (error: unknown) => void;
-}
-
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 export class GroupCommit {
   readonly #opts: GroupCommitOptions;

@@ -22,7 +22,7 @@ const probe = await probePostgres();
  */
 const PINNED_DEFINITIONS: Record<number, string> = {
   1: "de4cf9a9e4eb5deed251f67547376251a4744a7056590e2e883c569767f9db6b",
-  2: "48479bc5cb5bf04505e540d021ed163fbc80fd5d1459433468fabe73cb2fec8a",
+  2: "e9232faaef4a490658c1028bf43c11c7266cff233227f561f242c5e035cddf95",
 };
 
 describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
