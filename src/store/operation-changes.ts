@@ -86,18 +86,34 @@ export class TransactionChanges {
    * right before the commit); answers at once when the port does.
    */
   persist(port: TransactionPort): Awaitable<PersistedChanges> {
+    const { deltas, events } = this.toWrite();
+    return andThen(deltas.length > 0 ? port.addCountDeltas(deltas) : undefined, () =>
+      andThen(events.length === 0 ? [] : port.insertEvents(events), (stored) => this.persisted(stored)),
+    );
+  }
+
+  /**
+   * What persist writes, for an engine that sends the statements its own
+   * way (PostgreSQL pipelines them with its COMMIT): the count changes
+   * summed per queue and state (zero sums left out), and the events in order.
+   */
+  toWrite(): { deltas: CountDelta[]; events: readonly EventDraft[] } {
     const deltas: CountDelta[] = [];
     for (const [key, delta] of this.#counts) {
       if (delta === 0) continue;
       const split = key.indexOf("\0");
       deltas.push({ queue: key.slice(0, split), state: key.slice(split + 1) as JobState, delta });
     }
-    return andThen(deltas.length > 0 ? port.addCountDeltas(deltas) : undefined, () =>
-      andThen(this.#events.length === 0 ? [] : port.insertEvents(this.#events), (events) => ({
-        events,
-        unrecorded: this.#unrecorded,
-        queueControls: this.#queueControls,
-      })),
-    );
+    return { deltas, events: this.#events };
+  }
+
+  /** What the transaction announces, given its events as stored. */
+  persisted(events: JobEvent[]): PersistedChanges {
+    return { events, unrecorded: this.#unrecorded, queueControls: this.#queueControls };
+  }
+
+  /** The queue controls of the transaction's operations so far (their NOTIFY goes with the commit). */
+  get queueControls(): readonly QueueControlChange[] {
+    return this.#queueControls;
   }
 }

@@ -1965,6 +1965,21 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         here.off();
       });
 
+      it("creates one job for one idempotency key submitted through both instances at once", async () => {
+        // On PostgreSQL the two transactions race on the key's unique index:
+        // the loser's batch is replayed, finds the winner's job and answers it.
+        const calls = Array.from({ length: 10 }, (_, i) =>
+          (i % 2 === 0 ? store : other).submit([newJob({ idempotencyKey: "raced-key" }), newJob({ task: `bystander-${i}` })]),
+        );
+        const outcomes = await Promise.all(calls);
+        const ids = new Set(outcomes.map(([keyed]) => keyed.job.id));
+        expect(ids.size).toBe(1);
+        expect(outcomes.filter(([keyed]) => !keyed.deduplicated)).toHaveLength(1);
+        expect(outcomes.every(([, bystander]) => !bystander.deduplicated)).toBe(true);
+        const jobs = await store.listJobs({ queue: "billing", limit: 100 });
+        expect(jobs).toHaveLength(11);
+      });
+
       it("leases a job once across instances", async () => {
         await store.submit(Array.from({ length: 20 }, (_, i) => newJob({ task: `t${i}` })));
         const claims = await Promise.all(

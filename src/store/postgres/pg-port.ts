@@ -54,22 +54,25 @@ export class PgPort implements TransactionPort {
 
   /** Sends the job rows written so far (see #unsentInserts). The transaction runner calls it after each guarded operation and before the commit. */
   async flush(): Promise<void> {
+    // Both sent at once (the connection pipelines), in this order.
+    const sent: Array<Promise<unknown>> = [];
     if (this.#unsentInserts.length > 0) {
       const jobs = this.#unsentInserts;
       this.#unsentInserts = [];
-      await this.#client.query(prepared(this.#sql.jobs.insertJobs, insertJobsParams(jobs)));
+      sent.push(this.#client.query(prepared(this.#sql.jobs.insertJobs, insertJobsParams(jobs))));
     }
     if (this.#unsentUpdates.size > 0) {
       const jobs = [...this.#unsentUpdates.values()];
       this.#unsentUpdates.clear();
-      await this.#client.query(prepared(this.#sql.jobs.updateJobs, updateJobsParams(jobs)));
+      sent.push(this.#client.query(prepared(this.#sql.jobs.updateJobs, updateJobsParams(jobs))));
     }
+    if (sent.length > 0) await Promise.all(sent);
   }
 
-  /** Runs a statement that reads jobs, after sending what the transaction wrote (it must see it). */
+  /** Runs a statement that reads jobs, sent right behind what the transaction wrote (it must see it). */
   async #afterFlush<T>(query: () => Promise<T>): Promise<T> {
-    await this.flush();
-    return query();
+    const [, result] = await Promise.all([this.flush(), query()]);
+    return result;
   }
 
   async #rows(text: string, values: unknown[]): Promise<unknown[][]> {

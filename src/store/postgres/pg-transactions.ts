@@ -285,47 +285,55 @@ export class PgTransactions {
         }
       }
     }
-    try {
-      await port.flush();
-    } catch (err) {
+    // The end of the transaction in one round trip (the pool's connections
+    // pipeline, pool.ts): the last job rows, the counts, the events, the
+    // queue controls' NOTIFYs and COMMIT, sent together and then awaited.
+    // A failure of any of them aborts the transaction, and PostgreSQL then
+    // answers the COMMIT with a ROLLBACK (no error), so the answers are
+    // checked, not only the COMMIT.
+    const { deltas, events } = changes.toWrite();
+    const sent: Array<Promise<unknown>> = [port.flush()];
+    if (deltas.length > 0) sent.push(port.addCountDeltas(deltas));
+    const stored = events.length > 0 ? port.insertEvents(events) : Promise.resolve([]);
+    sent.push(stored);
+    for (const control of changes.queueControls) {
+      const payload = encodeNotification({
+        kind: "queue_control",
+        queue: control.queue,
+        paused: control.paused,
+        ...(control.config !== undefined ? { config: control.config } : {}),
+        origin: this.#opts.origin,
+      });
+      sent.push(client.query(NOTIFY_SQL, [this.#channel, payload]));
+    }
+    const commit = client.query("COMMIT");
+    const [ends, committed] = await Promise.all([
+      Promise.allSettled(sent),
+      commit.then(
+        (r) => r,
+        (err: unknown) => err as Error,
+      ),
+    ]);
+    const failed = ends.find((e): e is PromiseRejectedResult => e.status === "rejected")?.reason as unknown;
+    if (committed instanceof Error) {
+      // Whether a COMMIT whose answer was lost took effect is unknown: refuse, as for a failed one.
+      if (isConnectionError(committed)) throw new BrokenConnection(committed);
+      if (isRetryableConflict(committed)) return "retry";
+      this.#refuseAll(batch, committed);
+      return "done";
+    }
+    if (failed !== undefined || committed.command !== "COMMIT") {
+      const err = failed ?? new Error(`the transaction ended with ${committed.command}, not COMMIT`);
+      if (isConnectionError(err)) throw new BrokenConnection(err);
+      // Rolled back already (the COMMIT of an aborted transaction is a ROLLBACK).
+      if (isRetryableConflict(err)) return "retry";
       // The batch's last writes went out only now: whichever operation made
       // them, the guarded replay sends each operation's own inside its savepoint.
-      if (isConnectionError(err)) throw new BrokenConnection(err);
-      await this.#rollback(client);
-      if (isRetryableConflict(err)) return "retry";
-      if (!guarded) return "replay";
+      if (!guarded && isDatabaseError(err)) return "replay";
       this.#refuseAll(batch, err);
       return "done";
     }
-    let persisted: PersistedChanges;
-    try {
-      persisted = await changes.persist(port);
-      for (const control of persisted.queueControls) {
-        const payload = encodeNotification({
-          kind: "queue_control",
-          queue: control.queue,
-          paused: control.paused,
-          ...(control.config !== undefined ? { config: control.config } : {}),
-          origin: this.#opts.origin,
-        });
-        await client.query(NOTIFY_SQL, [this.#channel, payload]);
-      }
-    } catch (err) {
-      if (isConnectionError(err)) throw new BrokenConnection(err);
-      await this.#rollback(client);
-      if (isRetryableConflict(err)) return "retry";
-      this.#refuseAll(batch, err);
-      return "done";
-    }
-    try {
-      await client.query("COMMIT");
-    } catch (err) {
-      // Whether a COMMIT whose answer was lost took effect is unknown: refuse, as for a failed one.
-      if (isConnectionError(err)) throw new BrokenConnection(err);
-      if (isRetryableConflict(err)) return "retry";
-      this.#refuseAll(batch, err);
-      return "done";
-    }
+    const persisted = changes.persisted(await stored);
     const answer = () => {
       batch.forEach((p, i) => {
         const o = outcomes[i];

@@ -40,6 +40,9 @@ export function clientConfig(options: PgConnectionOptions): pg.ClientConfig {
     application_name: options.applicationName ?? "leasequeue",
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 5000,
     keepAlive: true,
+    // Statements issued while others are in flight go out at once, not one
+    // round trip after another (the end of a transaction is one round trip).
+    pipeline: true,
     ...(options.statementTimeoutMs > 0 ? { statement_timeout: options.statementTimeoutMs } : {}),
   };
 }
