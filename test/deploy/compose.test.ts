@@ -168,3 +168,32 @@ describe("the health check command", () => {
     }
   }, 60_000);
 });
+
+describe("deploy/compose/postgres.yaml: several servers on one PostgreSQL", () => {
+  // YAML merge keys (<<) as Compose reads them.
+  const doc = parseYaml(readFileSync(file("deploy/compose/postgres.yaml"), "utf8"), { merge: true });
+  const servers = Object.entries(doc.services as Record<string, any>).filter(([name]) => name.startsWith("leasequeue"));
+
+  it("is valid", () => {
+    expect(composeErrors(doc)).toEqual([]);
+  });
+
+  it("runs two hardened servers on one database, started once PostgreSQL is healthy", () => {
+    expect(servers.map(([name]) => name)).toEqual(["leasequeue-a", "leasequeue-b"]);
+    const urls = new Set(servers.map(([, s]) => s.environment.LEASEQUEUE_DATABASE_URL));
+    expect(urls.size).toBe(1);
+    expect([...urls][0]).toMatch(/^postgres:\/\/leasequeue:\$\{LEASEQUEUE_DB_PASSWORD:-[^}]+\}@postgres:5432\/leasequeue$/);
+    for (const [, s] of servers) {
+      expect(s).toMatchObject({ user: "node", read_only: true, cap_drop: ["ALL"], security_opt: ["no-new-privileges:true"] });
+      expect(s.depends_on).toEqual({ postgres: { condition: "service_healthy" } });
+      expect(s.environment.LEASEQUEUE_DATABASE_PATH).toBeUndefined();
+      expect(s.healthcheck.test.join(" ")).toContain("/health/ready");
+      for (const port of s.ports as string[]) expect(port).toMatch(/^127\.0\.0\.1:/);
+    }
+    // Distinct host ports, and PostgreSQL is not published at all.
+    const published = servers.flatMap(([, s]) => (s.ports as string[]).map((p) => p.split(":")[1]));
+    expect(new Set(published).size).toBe(published.length);
+    expect(doc.services.postgres.ports).toBeUndefined();
+    expect(doc.services.postgres.healthcheck.test).toContain("pg_isready");
+  });
+});
