@@ -60,7 +60,16 @@ export async function claimWithin<T>(
     // Only undeliverable jobs (now dead): claim again.
     if (claimed.length > 0) continue;
     if (clock.now() >= deadline) return [];
-    await wakeups.waitForWork(claim.queue, generation, deadline, signal, heldBack === null ? undefined : { hold: heldBack, finishedSince });
-    if (signal.aborted) return [];
+    const woken = await wakeups.waitForWork(
+      claim.queue,
+      generation,
+      deadline,
+      signal,
+      heldBack === null ? undefined : { hold: heldBack, finishedSince },
+    );
+    if (signal.aborted) {
+      if (woken) wakeups.handOn(claim.queue);
+      return [];
+    }
   }
 }

@@ -40,7 +40,8 @@ export interface HeldClaim {
 }
 
 interface Waiter {
-  done: () => void;
+  /** Ends the wait; `woken`: by work or a freed place (not the timer or the signal). */
+  done: (woken?: boolean) => void;
   /** Woken by a finishing lease of the queue too (held back by max_running). */
   forPlace: boolean;
 }
@@ -60,17 +61,19 @@ export class QueueWakeups {
     this.#store = store;
     this.#clock = clock;
     this.#unsubscribe = store.onCommitted(({ events, queueControls }) => {
-      // Once per queue and commit: a SubmitBatch of 100 is one wake-up, not 100.
-      const queues = new Set<string>();
+      // Once per queue and commit: a SubmitBatch of 100 is one wake-up, not
+      // 100. How many of the queue's waiters it wakes: one per job that
+      // became pending (Infinity: all of them, for a resume or new limits).
+      const pending = new Map<string, number>();
       const finished = new Set<string>();
       for (const e of events) {
-        if (e.toState === "queued" || e.toState === "retry") queues.add(e.queue);
+        if (e.toState === "queued" || e.toState === "retry") pending.set(e.queue, (pending.get(e.queue) ?? 0) + 1);
         if (e.fromState === "running" && e.toState !== "running") finished.add(e.queue);
       }
-      for (const c of queueControls) if (!c.paused) queues.add(c.queue);
+      for (const c of queueControls) if (!c.paused) pending.set(c.queue, Infinity);
       for (const queue of finished) this.#finished.set(queue, this.finishedLeases(queue) + 1);
-      for (const queue of queues) this.#wake(queue);
-      for (const queue of finished) if (!queues.has(queue)) this.#placeFreed(queue);
+      for (const [queue, jobs] of pending) this.#wake(queue, jobs);
+      for (const queue of finished) if (!pending.has(queue)) this.#placeFreed(queue);
     });
   }
 
@@ -108,22 +111,27 @@ export class QueueWakeups {
    * (epoch ms) or when `signal` aborts, whichever is first. A claim that a
    * limit held back passes its hold: then it resolves when a lease of the
    * queue finishes (max_running) or when the rate window frees a place
-   * (rate_limit), instead of at the next scheduled job.
+   * (rate_limit), instead of at the next scheduled job. Answers true when
+   * work (or a place) woke it: a claimer that then does not claim (its
+   * caller went away) hands the wake on (handOn), so the job is not left to
+   * wait for the others' timers.
    */
-  async waitForWork(queue: string, sinceGeneration: number, deadline: number, signal: AbortSignal, held?: HeldClaim): Promise<void> {
+  async waitForWork(queue: string, sinceGeneration: number, deadline: number, signal: AbortSignal, held?: HeldClaim): Promise<boolean> {
     const hold = held?.hold;
     const placeFreed = () => hold?.limit === "max_running" && this.finishedLeases(queue) !== held!.finishedSince;
-    if (this.generation(queue) !== sinceGeneration || placeFreed() || signal.aborted) return;
+    if (signal.aborted) return false;
+    if (this.generation(queue) !== sinceGeneration || placeFreed()) return true;
     let until = deadline;
     if (hold === undefined) {
       const next = await this.#store.nextScheduledTime(queue);
-      if (this.generation(queue) !== sinceGeneration || signal.aborted) return;
+      if (signal.aborted) return false;
+      if (this.generation(queue) !== sinceGeneration) return true;
       if (next !== null) until = Math.min(deadline, next);
     } else if (hold.limit === "rate_limit") {
       until = Math.min(deadline, hold.until);
     }
     const delay = Math.max(0, until - this.#clock.now());
-    await new Promise<void>((resolve) => {
+    return new Promise<boolean>((resolve) => {
       let waiters = this.#waiters.get(queue);
       if (waiters === undefined) {
         waiters = new Set();
@@ -131,16 +139,17 @@ export class QueueWakeups {
       }
       const waiter: Waiter = {
         forPlace: hold?.limit === "max_running",
-        done: () => {
+        done: (woken = false) => {
           clearTimeout(timer);
-          signal.removeEventListener("abort", waiter.done);
+          signal.removeEventListener("abort", onAbort);
           waiters.delete(waiter);
           if (waiters.size === 0 && this.#waiters.get(queue) === waiters) this.#waiters.delete(queue);
-          resolve();
+          resolve(woken);
         },
       };
-      const timer = setTimeout(waiter.done, delay);
-      signal.addEventListener("abort", waiter.done, { once: true });
+      const onAbort = () => waiter.done();
+      const timer = setTimeout(() => waiter.done(), delay);
+      signal.addEventListener("abort", onAbort, { once: true });
       waiters.add(waiter);
     });
   }
@@ -158,18 +167,40 @@ export class QueueWakeups {
     for (const set of [...this.#waiters.values()]) for (const w of [...set]) w.done();
   }
 
-  #wake(queue: string): void {
+  /**
+   * Work may have become eligible on the queue: the generation moves (so a
+   * claimer between its attempt and its wait claims again), listeners are
+   * told, and up to `jobs` waiters wake, longest-waiting first. Waking every
+   * waiter for one new job would send all of them to claim it and all but
+   * one back to wait (with 16 long-polling workers, 16 claim transactions
+   * per job). One that wakes and finds nothing (another path took the job)
+   * waits again; a job whose waiter went away before claiming it is
+   * released, and its RELEASED event wakes the next one.
+   */
+  #wake(queue: string, jobs: number): void {
     this.#generation.set(queue, this.generation(queue) + 1);
     for (const listener of this.#listeners) listener(queue);
     const waiters = this.#waiters.get(queue);
     if (waiters === undefined) return;
-    for (const w of [...waiters]) w.done();
+    let left = jobs;
+    // A Set iterates in insertion order: the longest-waiting first.
+    for (const w of [...waiters]) {
+      if (left <= 0) break;
+      w.done(true);
+      left--;
+    }
+  }
+
+  /** A claimer woken for work will not claim it (its caller went away): the next waiter of the queue gets the wake. */
+  handOn(queue: string): void {
+    const next = this.#waiters.get(queue)?.values().next();
+    if (next !== undefined && next.done !== true) next.value.done(true);
   }
 
   /** A lease of the queue finished: a claim held back by max_running may get its place now. */
   #placeFreed(queue: string): void {
     const waiters = this.#waiters.get(queue);
     if (waiters === undefined) return;
-    for (const w of [...waiters]) if (w.forPlace) w.done();
+    for (const w of [...waiters]) if (w.forPlace) w.done(true);
   }
 }

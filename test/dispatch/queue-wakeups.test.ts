@@ -1,6 +1,8 @@
 /**
  * QueueWakeups: a commit that makes work eligible wakes each of its queues
  * once, however many jobs it holds, and bumps the queue's generation once;
+ * it wakes one waiting claimer per job that became pending (all of them on
+ * a resume), and a claimer that will not claim hands its wake on;
  * a finishing lease wakes only the claimers that max_running held back.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -17,7 +19,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-function setup(): { store: SqliteStore; wakeups: QueueWakeups } {
+function setup(): { store: SqliteStore; wakeups: QueueWakeups; clock: ManualClock } {
   const dir = mkdtempSync(join(tmpdir(), "leasequeue-wakeups-"));
   const clock = new ManualClock();
   const store = openSqliteStore({ path: join(dir, "jobs.db"), clock, synchronous: "normal" });
@@ -27,7 +29,7 @@ function setup(): { store: SqliteStore; wakeups: QueueWakeups } {
     () => store.close(),
     () => wakeups.close(),
   );
-  return { store, wakeups };
+  return { store, wakeups, clock };
 }
 
 it("wakes each queue of a commit once, however many jobs became eligible in it", async () => {
@@ -117,4 +119,50 @@ it("counts the claims a limit held back, by queue and limit", () => {
     { queue: "a", limit: "max_running", claims: 2 },
     { queue: "b", limit: "rate_limit", claims: 1 },
   ]);
+});
+
+it("wakes one waiter per job that became pending, longest-waiting first, and all of them on a resume", async () => {
+  const { store, wakeups, clock } = setup();
+  // On the store's clock: the wait's timer is measured against it.
+  const forever = clock.now() + 60_000;
+  const woken: number[] = [];
+  const wait = (k: number) => {
+    const generation = wakeups.generation("a");
+    return wakeups.waitForWork("a", generation, forever, new AbortController().signal).then((byWork) => woken.push(byWork ? k : -k));
+  };
+  const waits = [0, 1, 2, 3, 4].map(wait);
+  await store.submit([newJob({ queue: "a" })]);
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(woken).toEqual([0]);
+  expect(wakeups.waiting).toBe(4);
+  await store.submit([newJob({ queue: "a" }), newJob({ queue: "a" })]);
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(woken).toEqual([0, 1, 2]);
+  // A resume (or new limits) may make any number of jobs claimable: everyone wakes.
+  await store.pauseQueue("a");
+  await store.resumeQueue("a");
+  await Promise.all(waits);
+  expect(woken).toEqual([0, 1, 2, 3, 4]);
+});
+
+it("hands a wake on to the next waiter when the woken claimer will not claim", async () => {
+  const { store, wakeups, clock } = setup();
+  // On the store's clock: the wait's timer is measured against it.
+  const forever = clock.now() + 60_000;
+  const first = wakeups.waitForWork("a", wakeups.generation("a"), forever, new AbortController().signal);
+  let secondWoken: boolean | undefined;
+  const second = wakeups.waitForWork("a", wakeups.generation("a"), forever, new AbortController().signal).then((w) => (secondWoken = w));
+  await store.submit([newJob({ queue: "a" })]);
+  expect(await first).toBe(true);
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(secondWoken).toBeUndefined();
+  // The first claimer's caller went away before it claimed: the job must not wait for a timer.
+  wakeups.handOn("a");
+  await second;
+  expect(secondWoken).toBe(true);
+  // An aborted wait is not a wake.
+  const abort = new AbortController();
+  const aborted = wakeups.waitForWork("a", wakeups.generation("a"), forever, abort.signal);
+  abort.abort();
+  expect(await aborted).toBe(false);
 });
