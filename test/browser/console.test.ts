@@ -356,6 +356,41 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await page.context().close();
   });
 
+  it("sets a queue's limits from the queues page, shows them, and shows the API's refusal of a bad value", async () => {
+    await submit({ queue: "ctl-limits", task: "report.build" });
+    await submit({ queue: "ctl-limits", task: "report.build" });
+    const { page, errors } = await openConsole("#/");
+    const row = page.locator('tr[data-queue="ctl-limits"]');
+    await row.waitFor();
+
+    await page.getByRole("button", { name: "Limits of queue ctl-limits" }).click();
+    const form = page.getByTestId("limits-form");
+    await form.getByLabel("Most jobs running at once").fill("1");
+    await form.getByLabel("Most leases per period").fill("30");
+    await form.getByLabel("Period (seconds)").fill("60");
+    await form.getByRole("button", { name: "Set limits of ctl-limits" }).click();
+    const outcome = page.getByTestId("queue-outcome");
+    await outcome.getByText("Limits of ctl-limits: at most 1 running, 30 leases per 1 min.").waitFor();
+    await row.getByTestId("queue-limits").getByText("at most 1 running, 30 leases per 1 min").waitFor();
+    // The server enforces them: two eligible jobs, one lease.
+    const claimed = await t.call("Claim", { queue: "ctl-limits", workerId: "browser-test-worker", maxJobs: 2 });
+    expect(claimed.body.leases).toHaveLength(1);
+
+    await page.getByRole("button", { name: "Limits of queue ctl-limits" }).click();
+    await form.getByLabel("Period (seconds)").fill("0.5");
+    await form.getByRole("button", { name: "Set limits of ctl-limits" }).click();
+    await outcome.getByText(/^Limits failed: invalid_argument: config\.rate_period: /).waitFor();
+
+    await form.getByLabel("Most jobs running at once").fill("0");
+    await form.getByLabel("Most leases per period").fill("0");
+    await form.getByLabel("Period (seconds)").fill("1");
+    await form.getByRole("button", { name: "Set limits of ctl-limits" }).click();
+    await outcome.getByText("Limits of ctl-limits: no limits.").waitFor();
+    await row.getByTestId("queue-limits").waitFor({ state: "detached" });
+    expect(withoutRefusals(errors, 400)).toEqual([]);
+    await page.context().close();
+  });
+
   it("redrives all dead jobs of a queue from its dead jobs view, after a confirmation step", async () => {
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {

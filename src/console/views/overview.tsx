@@ -1,6 +1,7 @@
 /**
  * #/ : every queue with its counts per state and its oldest pending job's
- * age, and the operator's controls of each queue: pause or resume, purge.
+ * age and its limits, and the operator's controls of each queue: pause or
+ * resume, limits, purge.
  */
 import { useState } from "preact/hooks";
 import type { QueueStats } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -9,7 +10,7 @@ import { ErrorNotice, NoJobsYet } from "../components.js";
 import { durationMs, formatCount, formatDuration, STATES } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
 import { jobsHref } from "../router.js";
-import { OutcomeLine, PauseButton, PurgeForm, type Outcome } from "./queue-controls.js";
+import { describeLimits, LimitsForm, OutcomeLine, PauseButton, PurgeForm, type Outcome } from "./queue-controls.js";
 
 /** Stats are refetched at most this often while events stream in. */
 const STATS_REFRESH_MS = 1_000;
@@ -22,6 +23,7 @@ export function Overview() {
   useLive(refresh);
   const [outcome, setOutcome] = useState<Outcome | undefined>();
   const [purging, setPurging] = useState<string | undefined>();
+  const [limiting, setLimiting] = useState<string | undefined>();
   const onOutcome = (o: Outcome): void => {
     setOutcome(o);
     stats.reload();
@@ -30,7 +32,13 @@ export function Overview() {
     onOutcome,
     onPurge: (queue) => {
       setOutcome(undefined);
+      setLimiting(undefined);
       setPurging(queue);
+    },
+    onLimits: (queue) => {
+      setOutcome(undefined);
+      setPurging(undefined);
+      setLimiting(queue);
     },
   };
 
@@ -77,6 +85,15 @@ export function Overview() {
         </div>
       )}
       {purging !== undefined && <PurgeForm key={purging} queue={purging} onOutcome={onOutcome} onClose={() => setPurging(undefined)} />}
+      {limiting !== undefined && (
+        <LimitsForm
+          key={limiting}
+          queue={limiting}
+          current={stats.data?.queues.find((q) => q.queue === limiting)?.config}
+          onOutcome={onOutcome}
+          onClose={() => setLimiting(undefined)}
+        />
+      )}
       <OutcomeLine outcome={outcome} />
     </section>
   );
@@ -85,6 +102,7 @@ export function Overview() {
 interface RowControls {
   onOutcome: (o: Outcome) => void;
   onPurge: (queue: string) => void;
+  onLimits: (queue: string) => void;
 }
 
 /** One queue's row; the totals row (`controls` absent) has no controls. */
@@ -104,6 +122,11 @@ function StatsRow({ stats, controls }: { stats: QueueStats; controls?: RowContro
                 Paused
               </span>
             )}
+            {stats.config !== undefined && (stats.config.maxRunning > 0 || stats.config.rateLimit > 0) && (
+              <span class="badge limited" data-testid="queue-limits" title="Limits across every worker and server (UpdateQueue)">
+                {describeLimits(stats.config)}
+              </span>
+            )}
           </>
         )}
       </th>
@@ -120,6 +143,9 @@ function StatsRow({ stats, controls }: { stats: QueueStats; controls?: RowContro
         {controls && (
           <div class="buttons compact">
             <PauseButton queue={queue} paused={stats.paused} onOutcome={controls.onOutcome} />
+            <button type="button" class="quiet" aria-label={`Limits of queue ${queue}`} onClick={() => controls.onLimits(queue)}>
+              Limits…
+            </button>
             <button type="button" class="quiet" aria-label={`Purge queue ${queue}`} onClick={() => controls.onPurge(queue)}>
               Purge…
             </button>

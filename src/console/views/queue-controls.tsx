@@ -1,13 +1,15 @@
 /**
- * An operator's controls over a whole queue (api.md section B): pause and
- * resume, redrive every dead job, purge every pending job. Each shows the
+ * An operator's controls over a whole queue (api.md sections B and D): pause
+ * and resume, redrive every dead job, purge every pending job, set its limits. Each shows the
  * API's answer, or its error code and message, in an outcome line. The
  * server decides every refusal: a purge sends what the operator typed as
  * `confirm`, and the server refuses it unless it is the queue name.
  */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
+import type { Duration } from "@bufbuild/protobuf/wkt";
 import { client, describeError } from "../api.js";
+import { durationMs } from "../format.js";
 
 export interface Outcome {
   ok: boolean;
@@ -169,5 +171,103 @@ export function RedriveAllControl({ queue, onChanged }: { queue: string; onChang
       )}
       <OutcomeLine outcome={outcome} />
     </section>
+  );
+}
+
+/** A rate period as an operator writes it: "1 s", "90 s", "1 min", "2 h". */
+function periodText(ms: number): string {
+  if (ms >= 3_600_000 && ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} min`;
+  return `${ms / 1000} s`;
+}
+
+/** A queue's limits in words: "at most 5 running, 100 leases per 1 min", or "no limits". */
+export function describeLimits(config: { maxRunning: number; rateLimit: number; ratePeriod?: Duration } | undefined): string {
+  const parts: string[] = [];
+  if (config !== undefined && config.maxRunning > 0) parts.push(`at most ${config.maxRunning} running`);
+  if (config !== undefined && config.rateLimit > 0)
+    parts.push(`${config.rateLimit} leases per ${periodText(durationMs(config.ratePeriod))}`);
+  return parts.length === 0 ? "no limits" : parts.join(", ");
+}
+
+/**
+ * A queue's limits (api.md section D, UpdateQueue): most jobs running at
+ * once and most leases per period, across every worker and server; 0 turns
+ * a limit off. Every field is sent (an empty update mask), so the form is
+ * the whole config; the server checks the bounds and names a bad field (the
+ * inputs set no bounds of their own, so the browser never second-guesses it).
+ */
+export function LimitsForm({
+  queue,
+  current,
+  onOutcome,
+  onClose,
+}: {
+  queue: string;
+  current: { maxRunning: number; rateLimit: number; ratePeriod?: Duration } | undefined;
+  onOutcome: (o: Outcome) => void;
+  onClose: () => void;
+}) {
+  const [maxRunning, setMaxRunning] = useState(String(current?.maxRunning ?? 0));
+  const [rateLimit, setRateLimit] = useState(String(current?.rateLimit ?? 0));
+  const periodMs = durationMs(current?.ratePeriod);
+  const [ratePeriod, setRatePeriod] = useState(String(periodMs > 0 ? periodMs / 1000 : 1));
+  const [busy, setBusy] = useState(false);
+  const inputRef = useRef<HTMLInputElement>(null);
+  useEffect(() => inputRef.current?.focus(), []);
+
+  const onSubmit = async (e: TargetedSubmitEvent<HTMLFormElement>): Promise<void> => {
+    e.preventDefault();
+    setBusy(true);
+    const outcome = await attempt("Limits", async () => {
+      const seconds = Number(ratePeriod);
+      const res = await client.updateQueue({
+        queue,
+        config: {
+          maxRunning: Number(maxRunning),
+          rateLimit: Number(rateLimit),
+          ratePeriod: { seconds: BigInt(Math.trunc(seconds)), nanos: Math.round((seconds % 1) * 1e9) },
+        },
+      });
+      return `Limits of ${queue}: ${describeLimits(res.config)}.`;
+    });
+    setBusy(false);
+    onOutcome(outcome);
+    if (outcome.ok) onClose();
+  };
+
+  return (
+    <form class="confirm" onSubmit={(e) => void onSubmit(e)} aria-labelledby="limits-text" data-testid="limits-form">
+      <p id="limits-text">
+        Limits of queue <strong>{queue}</strong>, for every worker and server at once (0: no limit). Now: {describeLimits(current)}.
+      </p>
+      <div class="field">
+        <label for="limits-max-running">Most jobs running at once</label>
+        <input
+          id="limits-max-running"
+          ref={inputRef}
+          type="number"
+          step="any"
+          value={maxRunning}
+          onInput={(e) => setMaxRunning(e.currentTarget.value)}
+        />
+      </div>
+      <div class="field">
+        <label for="limits-rate-limit">Most leases per period</label>
+        <input id="limits-rate-limit" type="number" step="any" value={rateLimit} onInput={(e) => setRateLimit(e.currentTarget.value)} />
+      </div>
+      <div class="field">
+        <label for="limits-rate-period">Period (seconds)</label>
+        <input id="limits-rate-period" type="number" step="any" value={ratePeriod} onInput={(e) => setRatePeriod(e.currentTarget.value)} />
+      </div>
+      <div class="buttons">
+        <button type="submit" disabled={busy}>
+          Set limits of {queue}
+        </button>
+        <button type="button" disabled={busy} onClick={onClose}>
+          Cancel
+        </button>
+      </div>
+    </form>
   );
 }
