@@ -7,11 +7,12 @@
  * - after each firing, to the next run the store then holds;
  * - when this server creates, replaces or deletes a schedule (rearm());
  * - when another server's run is announced (a SCHEDULED event it
- *   committed): that server moved a next run, so ours may be early or late.
- * A schedule created or deleted through another server (a second server on
- * the same PostgreSQL database) makes no event; the timer therefore never
- * sleeps longer than `rescanMs`, so such a change is seen within a minute,
- * while the server that made it keeps the time exactly.
+ *   committed): that server moved a next run, so ours may be early or late;
+ * - when another server creates, replaces or deletes a schedule (announced
+ *   as CommittedChange.schedulesChanged: a NOTIFY on PostgreSQL, the
+ *   schedules table's signature for another connection to a SQLite file).
+ * As a last resort against a change that no announcement reached, the
+ * timer never sleeps longer than `rescanMs`.
  *
  * Schedules live in the database, so they survive restarts: a server that
  * starts reads the next run at once, and a run it missed while down is
@@ -63,8 +64,8 @@ export class Scheduler {
     this.#retryMs = options.retryMs ?? 1000;
     this.#onFired = options.onFired;
     this.#onArmed = options.onArmed;
-    this.#unsubscribe = this.#store.onCommitted(({ events, external }) => {
-      if (external && events.some((e) => e.kind === "scheduled")) this.rearm();
+    this.#unsubscribe = this.#store.onCommitted(({ events, external, schedulesChanged }) => {
+      if (external && (schedulesChanged === true || events.some((e) => e.kind === "scheduled"))) this.rearm();
     });
     this.rearm();
   }

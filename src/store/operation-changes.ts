@@ -29,6 +29,8 @@ export class OperationChanges {
   readonly unrecorded: EventDraft[] = [];
   readonly queueControls: QueueControlChange[] = [];
   readonly counts: CountDeltas = new Map();
+  /** Set by an operation that created, replaced or deleted a schedule. */
+  schedulesChanged = false;
 
   count(queue: string, state: JobState, delta: number): void {
     addCount(this.counts, `${queue}\0${state}`, delta);
@@ -56,6 +58,7 @@ export interface PersistedChanges {
   events: JobEvent[];
   unrecorded: EventDraft[];
   queueControls: QueueControlChange[];
+  schedulesChanged?: boolean;
 }
 
 /** The changes of the operations that stay in one transaction, in operation order. */
@@ -64,8 +67,10 @@ export class TransactionChanges {
   readonly #unrecorded: EventDraft[] = [];
   readonly #queueControls: QueueControlChange[] = [];
   readonly #counts: CountDeltas = new Map();
+  #schedulesChanged = false;
 
   add(op: OperationChanges): void {
+    if (op.schedulesChanged) this.#schedulesChanged = true;
     for (const e of op.events) this.#events.push(e);
     for (const e of op.unrecorded) this.#unrecorded.push(e);
     for (const c of op.queueControls) this.#queueControls.push(c);
@@ -109,7 +114,17 @@ export class TransactionChanges {
 
   /** What the transaction announces, given its events as stored. */
   persisted(events: JobEvent[]): PersistedChanges {
-    return { events, unrecorded: this.#unrecorded, queueControls: this.#queueControls };
+    return {
+      events,
+      unrecorded: this.#unrecorded,
+      queueControls: this.#queueControls,
+      ...(this.#schedulesChanged ? { schedulesChanged: true } : {}),
+    };
+  }
+
+  /** Whether an operation of the transaction created, replaced or deleted a schedule (its NOTIFY goes with the commit). */
+  get schedulesChanged(): boolean {
+    return this.#schedulesChanged;
   }
 
   /** The queue controls of the transaction's operations so far (their NOTIFY goes with the commit). */

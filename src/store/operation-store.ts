@@ -189,7 +189,14 @@ export abstract class OperationStore {
 
   /** Tells every commit listener; a change with nothing in it is not announced. */
   protected announce(change: CommittedChange): void {
-    if (change.events.length === 0 && change.unrecorded.length === 0 && change.queueControls.length === 0) return;
+    if (
+      change.events.length === 0 &&
+      change.unrecorded.length === 0 &&
+      change.queueControls.length === 0 &&
+      change.schedulesChanged !== true
+    ) {
+      return;
+    }
     for (const listener of this.#listeners) {
       try {
         listener(change);

@@ -116,6 +116,12 @@ export interface CommittedChange {
   /** Queues whose paused state or limits this commit changed, in commit order (usually none). */
   queueControls: QueueControlChange[];
   /**
+   * True when the commit created, replaced or deleted a schedule (api.md
+   * section D), so a server's scheduler may have to set its timer again.
+   * Not a job event: announced beside them, like queue controls.
+   */
+  schedulesChanged?: boolean;
+  /**
    * True when the commit was made through another store instance on the
    * same database. Its `unrecorded` heartbeats are then unknown (empty), and
    * per-instance counters (metrics) leave it to the instance that made it.

@@ -156,6 +156,18 @@ describe("the scheduler", () => {
     expect(s.fired).toEqual([]);
   });
 
+  it("sets its timer at once to a schedule created through another instance, without waiting for the rescan", async () => {
+    const clock = new ManualClock(T0);
+    const { store, openAnother } = openStores(clock);
+    const other = openAnother();
+    const s = observed({ store, clock, rescanMs: HOUR });
+    await s.armedFor(T0 + HOUR);
+    await other.createSchedule(newSchedule({ name: "made-elsewhere", recurrence: { intervalMs: 5 * MINUTE } }));
+    // Announced from the other connection's commit (schedulesChanged): no timer ran, the clock did not move.
+    await s.armedFor(T0 + 5 * MINUTE);
+    expect(s.scheduler.armedFor).toBe(T0 + 5 * MINUTE);
+  });
+
   it("tries again after a firing that failed", async () => {
     const clock = new ManualClock(T0);
     const { store } = openStores(clock);

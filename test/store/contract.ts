@@ -1980,6 +1980,23 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(jobs).toHaveLength(11);
       });
 
+      it("announces schedules created, replaced or deleted through another instance", async () => {
+        const here = recordAnnouncements(store);
+        const told = () => here.changes.filter((c) => c.schedulesChanged === true);
+        await other.createSchedule(newSchedule({ name: "elsewhere" }));
+        await here.until(() => told().length >= 1);
+        expect(told().every((c) => c.external)).toBe(true);
+        const seen = told().length;
+        await other.deleteSchedule("elsewhere");
+        await here.until(() => told().length > seen);
+        // Its own changes are announced too, as its own.
+        const there = recordAnnouncements(other);
+        await other.createSchedule(newSchedule({ name: "own" }));
+        expect(there.changes.filter((c) => c.schedulesChanged === true && !c.external)).toHaveLength(1);
+        here.off();
+        there.off();
+      });
+
       it("leases a job once across instances", async () => {
         await store.submit(Array.from({ length: 20 }, (_, i) => newJob({ task: `t${i}` })));
         const claims = await Promise.all(

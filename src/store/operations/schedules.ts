@@ -52,17 +52,21 @@ export function scheduleToStore(spec: ScheduleSpec, existing: StoredSchedule | u
 }
 
 export function createSchedule(spec: ScheduleSpec): WriteOperation<StoredSchedule> {
-  return ({ now, port }) =>
+  return ({ now, port, changes }) =>
     andThen(port.findSchedule(spec.name), (existing) => {
       const stored = scheduleToStore(spec, existing, now);
-      return andThen(port.upsertSchedule(stored), () => stored);
+      return andThen(port.upsertSchedule(stored), () => {
+        changes.schedulesChanged = true;
+        return stored;
+      });
     });
 }
 
 export function deleteSchedule(name: string): WriteOperation<void> {
-  return ({ port }) =>
+  return ({ port, changes }) =>
     andThen(port.deleteSchedule(name), (deleted) => {
       if (!deleted) throw scheduleNotFound(name);
+      changes.schedulesChanged = true;
     });
 }
 

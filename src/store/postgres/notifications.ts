@@ -23,6 +23,8 @@
  *   "rateLimit":..,"ratePeriodMs":..}`, present only when they changed) by
  *   store instance O (not an event, so nothing to read: wake or hold Q's
  *   claimers).
+ * - `{"kind":"schedules","origin":O}`: store instance O created, replaced or
+ *   deleted a schedule: schedulers set their timers again.
  * PostgreSQL folds identical notifications of one transaction into one, so
  * a transaction that submits many jobs to one queue sends one `submitted`.
  */
@@ -34,7 +36,8 @@ export type StoreNotification =
   | { kind: "events"; through: number }
   | { kind: "submitted"; queue: string }
   /** `origin`: the store instance that made the change, so it can tell its own from another server's. */
-  | { kind: "queue_control"; queue: string; paused: boolean; config?: QueueConfig; origin?: string };
+  | { kind: "queue_control"; queue: string; paused: boolean; config?: QueueConfig; origin?: string }
+  | { kind: "schedules"; origin?: string };
 
 /**
  * The channel of a schema: its name, so that schemas sharing a database
@@ -61,6 +64,7 @@ export function decodeNotification(payload: string): StoreNotification | undefin
   const o = v as Record<string, unknown>;
   if (o.kind === "events" && Number.isSafeInteger(o.through)) return { kind: "events", through: o.through as number };
   if (o.kind === "submitted" && typeof o.queue === "string") return { kind: "submitted", queue: o.queue };
+  if (o.kind === "schedules") return { kind: "schedules", ...(typeof o.origin === "string" ? { origin: o.origin } : {}) };
   if (o.kind === "queue_control" && typeof o.queue === "string" && typeof o.paused === "boolean") {
     const config = queueConfigOf(o.config);
     return {

@@ -83,8 +83,8 @@ export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   const pool = createPool(options);
   const statements = pgStatements(options.schema);
   try {
-    const { latest, controls } = await readState(pool, statements);
-    return new PgStore(options, pool, statements, latest, controls);
+    const { latest, controls, schedules } = await readState(pool, statements);
+    return new PgStore(options, pool, statements, latest, controls, schedules);
   } catch (err) {
     await pool.end().catch(() => {});
     throw err;
@@ -109,13 +109,22 @@ export class PgStore extends OperationStore implements Store {
   #reading: Promise<void> = Promise.resolve();
   /** This store's committed events not read back yet, by ownKey, with how many. */
   readonly #own = new Map<string, number>();
+  /** The schedules table's signature at the last catch-up (rows and latest update), to see changes a lost notification missed. */
+  #schedules: string;
   /** Paused queues as last announced, to announce other servers' changes that a lost notification missed. */
   readonly #controls: KnownQueueControls;
   #catchingUp = false;
   /** Committed batches whose events are being numbered and announced before their callers are answered. */
   readonly #settling = new Set<Promise<void>>();
 
-  constructor(options: PgStoreOptions, pool: pg.Pool, statements: PgStatements, latest: number, controls: QueueControlSnapshot) {
+  constructor(
+    options: PgStoreOptions,
+    pool: pg.Pool,
+    statements: PgStatements,
+    latest: number,
+    controls: QueueControlSnapshot,
+    schedules: string,
+  ) {
     super(options);
     this.pool = pool;
     this.schema = options.schema;
@@ -123,6 +132,7 @@ export class PgStore extends OperationStore implements Store {
     this.#announcedThrough = latest;
     this.#knownThrough = latest;
     this.#controls = new KnownQueueControls(controls);
+    this.#schedules = schedules;
     this.#sequencer = new EventSequencer(pool, options.schema);
     this.#transactions = new PgTransactions({
       pool,
@@ -183,7 +193,13 @@ export class PgStore extends OperationStore implements Store {
       }
     }
     this.#controls.note(changes.queueControls);
-    this.announce({ events: [], unrecorded: changes.unrecorded, queueControls: changes.queueControls, external: false });
+    this.announce({
+      events: [],
+      unrecorded: changes.unrecorded,
+      queueControls: changes.queueControls,
+      ...(changes.schedulesChanged === true ? { schedulesChanged: true } : {}),
+      external: false,
+    });
     answer();
   }
 
@@ -195,7 +211,10 @@ export class PgStore extends OperationStore implements Store {
         .sequence()
         .then((through) => this.#readThrough(through))
         .catch(() => {});
-    else if (n.origin !== this.origin) {
+    else if (n.kind === "schedules") {
+      if (n.origin !== this.origin)
+        this.announce({ events: [], unrecorded: [], queueControls: [], schedulesChanged: true, external: true });
+    } else if (n.origin !== this.origin) {
       const control: QueueControlChange = { queue: n.queue, paused: n.paused, ...(n.config !== undefined ? { config: n.config } : {}) };
       this.#controls.note([control]);
       this.announce({ events: [], unrecorded: [], queueControls: [control], external: true });
@@ -207,9 +226,20 @@ export class PgStore extends OperationStore implements Store {
     if (this.#closed || this.#catchingUp) return;
     this.#catchingUp = true;
     try {
-      const { latest, waiting, controls } = await readState(this.pool, this.#sql);
+      const { latest, waiting, controls, schedules } = await readState(this.pool, this.#sql);
       const changed = this.#controls.changesTo(controls);
-      if (changed.length > 0) this.announce({ events: [], unrecorded: [], queueControls: changed, external: true });
+      // A schedule change whose notification was lost (or made while this store was not listening).
+      const schedulesChanged = schedules !== this.#schedules;
+      this.#schedules = schedules;
+      if (changed.length > 0 || schedulesChanged) {
+        this.announce({
+          events: [],
+          unrecorded: [],
+          queueControls: changed,
+          ...(schedulesChanged ? { schedulesChanged } : {}),
+          external: true,
+        });
+      }
       await this.#readThrough(waiting ? await this.#sequencer.sequence() : latest);
       await this.pool.query(prepared(this.#sql.counts.compact));
     } catch {
@@ -387,20 +417,25 @@ export class PgStore extends OperationStore implements Store {
  * snapshot): the last sequence issued, whether events wait to be numbered,
  * and the queue controls.
  */
-async function readState(pool: pg.Pool, sql: PgStatements): Promise<{ latest: number; waiting: boolean; controls: QueueControlSnapshot }> {
+async function readState(
+  pool: pg.Pool,
+  sql: PgStatements,
+): Promise<{ latest: number; waiting: boolean; controls: QueueControlSnapshot; schedules: string }> {
   const s = quoteIdentifier(sql.schema);
   const { rows } = await pool.query<{
     latest: number | null;
     waiting: boolean;
     paused: string[];
     configs: QueueControlSnapshot["configs"];
+    schedules: string;
   }>(
     prepared(`SELECT (SELECT last_sequence FROM ${s}.event_sequence WHERE id = 1) AS latest,
       EXISTS (SELECT 1 FROM ${s}.unsequenced_events) AS waiting,
       ARRAY(SELECT queue FROM ${s}.paused_queues) AS paused,
-      (SELECT coalesce(json_agg(c), '[]'::json) FROM (${sql.limits.queueConfigs}) c) AS configs`),
+      (SELECT coalesce(json_agg(c), '[]'::json) FROM (${sql.limits.queueConfigs}) c) AS configs,
+      (SELECT count(*) || ':' || coalesce(max(update_time), 0) FROM ${s}.schedules) AS schedules`),
   );
   const row = rows[0];
   if (row === undefined || row.latest === null) throw new Error(`schema ${sql.schema} is not migrated`);
-  return { latest: row.latest, waiting: row.waiting, controls: { paused: row.paused, configs: row.configs } };
+  return { latest: row.latest, waiting: row.waiting, controls: { paused: row.paused, configs: row.configs }, schedules: row.schedules };
 }

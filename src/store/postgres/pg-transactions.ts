@@ -306,6 +306,9 @@ export class PgTransactions {
       });
       sent.push(client.query(NOTIFY_SQL, [this.#channel, payload]));
     }
+    if (changes.schedulesChanged) {
+      sent.push(client.query(NOTIFY_SQL, [this.#channel, encodeNotification({ kind: "schedules", origin: this.#opts.origin })]));
+    }
     const commit = client.query("COMMIT");
     const [ends, committed] = await Promise.all([
       Promise.allSettled(sent),

@@ -34,11 +34,14 @@ export class OtherWriters {
   readonly #stmts: SqliteStatements;
   #dataVersion: number;
   readonly #controls: KnownQueueControls;
+  /** The schedules table as last seen: how many rows and the latest update (a create, replace or delete changes one). */
+  #schedules: string;
 
   constructor(stmts: SqliteStatements) {
     this.#stmts = stmts;
     this.#dataVersion = stmts.dataVersion.get() as number;
     this.#controls = new KnownQueueControls(this.#readControls());
+    this.#schedules = this.#readSchedules();
   }
 
   /** The data version now, when it differs from the one last acknowledged (another connection committed). */
@@ -82,6 +85,19 @@ export class OtherWriters {
   /** Takes this store's own queue controls into account, so they are not reported as others'. */
   noteOwn(changes: readonly QueueControlChange[]): void {
     this.#controls.note(changes);
+  }
+
+  /** Whether schedules were created, replaced or deleted since the last look (by anyone: this store's own too). */
+  schedulesChanged(): boolean {
+    const now = this.#readSchedules();
+    if (now === this.#schedules) return false;
+    this.#schedules = now;
+    return true;
+  }
+
+  #readSchedules(): string {
+    const { n, t } = this.#stmts.schedulesSignature.get() as { n: number; t: number };
+    return `${n}:${t}`;
   }
 
   #readControls(): QueueControlSnapshot {

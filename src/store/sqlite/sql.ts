@@ -128,6 +128,8 @@ export const SQL = {
     WHERE next_run_time IS NOT NULL AND next_run_time <= ? AND paused = 0 ORDER BY next_run_time, name LIMIT ?`,
   recordScheduleRun: `UPDATE schedules SET next_run_time = ?, last_run_time = ?, update_time = ? WHERE name = ?`,
   allSchedules: `SELECT * FROM schedules ORDER BY name`,
+  /** Changes when a schedule is created, replaced (update_time) or deleted (count); a run's update never lowers it. */
+  schedulesSignature: `SELECT count(*) AS n, coalesce(max(update_time), 0) AS t FROM schedules`,
   nextScheduleRunTime: `SELECT min(next_run_time) AS t FROM schedules WHERE next_run_time IS NOT NULL AND paused = 0`,
 
   /** The readiness probe's write: one row, one page, its own durable commit. */

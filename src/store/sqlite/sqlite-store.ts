@@ -191,7 +191,7 @@ export class SqliteStore extends OperationStore implements Store {
       // One read transaction: the events and the paused queues of one snapshot.
       this.db.transaction(() => {
         const controls = this.#otherWriters.queueControlChanges();
-        this.#announceOtherWriters(this.#otherWriters.latestSequence(), controls);
+        this.#announceOtherWriters(this.#otherWriters.latestSequence(), controls, this.#otherWriters.schedulesChanged());
       })();
       this.#otherWriters.acknowledge(version);
     } catch {
@@ -200,7 +200,7 @@ export class SqliteStore extends OperationStore implements Store {
   }
 
   /** Queues the announcement of other writers' events up to `latest` (and their queue controls), in sequence order. */
-  #announceOtherWriters(latest: number, controls: QueueControlChanges): void {
+  #announceOtherWriters(latest: number, controls: QueueControlChanges, schedulesChanged = false): void {
     const events =
       latest > this.#announcedThrough && this.hasCommitListeners ? this.#otherWriters.eventsBetween(this.#announcedThrough, latest) : [];
     if (latest > this.#announcedThrough) this.#announcedThrough = latest;
@@ -209,9 +209,10 @@ export class SqliteStore extends OperationStore implements Store {
         events: events.slice(i, i + OTHER_WRITERS_CHUNK),
         unrecorded: [],
         queueControls: i === 0 ? controls : [],
+        ...(i === 0 && schedulesChanged ? { schedulesChanged: true } : {}),
         external: true,
       };
-      if (change.events.length === 0 && change.queueControls.length === 0) return;
+      if (change.events.length === 0 && change.queueControls.length === 0 && change.schedulesChanged !== true) return;
       this.#whenDurable(() => this.announce(change));
     }
   }
