@@ -380,6 +380,10 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await form.getByLabel("Period (seconds)").fill("0.5");
     await form.getByRole("button", { name: "Set limits of ctl-limits" }).click();
     await outcome.getByText(/^Limits failed: invalid_argument: config\.rate_period: /).waitFor();
+    // What the wire cannot carry is refused before it is sent, in the same words.
+    await form.getByLabel("Most jobs running at once").fill("1.5");
+    await form.getByRole("button", { name: "Set limits of ctl-limits" }).click();
+    await outcome.getByText('Limits failed: invalid_argument: most jobs running must be a whole number, got "1.5"').waitFor();
 
     await form.getByLabel("Most jobs running at once").fill("0");
     await form.getByLabel("Most leases per period").fill("0");

@@ -8,6 +8,7 @@
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Duration } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { client, describeError } from "../api.js";
 import { durationMs } from "../format.js";
 
@@ -42,6 +43,26 @@ export function OutcomeLine({ outcome }: { outcome: Outcome | undefined }) {
   );
 }
 
+/**
+ * A form that runs one API call on submit (purge, limits): busy while it
+ * runs, its first input focused when it opens, the outcome reported, and
+ * closed when the call succeeded.
+ */
+function useFormCall(what: string, call: () => Promise<string>, onOutcome: (o: Outcome) => void, onClose: () => void) {
+  const [busy, setBusy] = useState(false);
+  const inputRef = useRef<HTMLInputElement>(null);
+  useEffect(() => inputRef.current?.focus(), []);
+  const onSubmit = async (e: TargetedSubmitEvent<HTMLFormElement>): Promise<void> => {
+    e.preventDefault();
+    setBusy(true);
+    const outcome = await attempt(what, call);
+    setBusy(false);
+    onOutcome(outcome);
+    if (outcome.ok) onClose();
+  };
+  return { busy, inputRef, onSubmit };
+}
+
 /** Pause or Resume in one click: each undoes the other, so neither asks for confirmation. */
 export function PauseButton({ queue, paused, onOutcome }: { queue: string; paused: boolean; onOutcome: (o: Outcome) => void }) {
   const [busy, setBusy] = useState(false);
@@ -69,21 +90,15 @@ export function PauseButton({ queue, paused, onOutcome }: { queue: string; pause
 /** Purge behind a typed confirmation: the operator types the queue name. */
 export function PurgeForm({ queue, onOutcome, onClose }: { queue: string; onOutcome: (o: Outcome) => void; onClose: () => void }) {
   const [typed, setTyped] = useState("");
-  const [busy, setBusy] = useState(false);
-  const inputRef = useRef<HTMLInputElement>(null);
-  useEffect(() => inputRef.current?.focus(), []);
-
-  const onSubmit = async (e: TargetedSubmitEvent<HTMLFormElement>): Promise<void> => {
-    e.preventDefault();
-    setBusy(true);
-    const outcome = await attempt("Purge", async () => {
+  const { busy, inputRef, onSubmit } = useFormCall(
+    "Purge",
+    async () => {
       const res = await client.purgeQueue({ queue, confirm: typed });
       return `Purged ${queue}: ${jobsCount(res.cancelled)} cancelled.`;
-    });
-    setBusy(false);
-    onOutcome(outcome);
-    if (outcome.ok) onClose();
-  };
+    },
+    onOutcome,
+    onClose,
+  );
 
   return (
     <form class="confirm" onSubmit={(e) => void onSubmit(e)} aria-labelledby="purge-text" data-testid="purge-form">
@@ -212,29 +227,31 @@ export function LimitsForm({
   const [rateLimit, setRateLimit] = useState(String(current?.rateLimit ?? 0));
   const periodMs = durationMs(current?.ratePeriod);
   const [ratePeriod, setRatePeriod] = useState(String(periodMs > 0 ? periodMs / 1000 : 1));
-  const [busy, setBusy] = useState(false);
-  const inputRef = useRef<HTMLInputElement>(null);
-  useEffect(() => inputRef.current?.focus(), []);
-
-  const onSubmit = async (e: TargetedSubmitEvent<HTMLFormElement>): Promise<void> => {
-    e.preventDefault();
-    setBusy(true);
-    const outcome = await attempt("Limits", async () => {
+  const { busy, inputRef, onSubmit } = useFormCall(
+    "Limits",
+    async () => {
+      // Whole numbers are all the wire can carry for the counts; bounds are the server's to check.
+      const count = (label: string, text: string): number => {
+        const n = Number(text);
+        if (!Number.isSafeInteger(n)) throw new ConnectError(`${label} must be a whole number, got "${text}"`, Code.InvalidArgument);
+        return n;
+      };
       const seconds = Number(ratePeriod);
+      if (!Number.isFinite(seconds))
+        throw new ConnectError(`the period must be a number of seconds, got "${ratePeriod}"`, Code.InvalidArgument);
       const res = await client.updateQueue({
         queue,
         config: {
-          maxRunning: Number(maxRunning),
-          rateLimit: Number(rateLimit),
+          maxRunning: count("most jobs running", maxRunning),
+          rateLimit: count("most leases per period", rateLimit),
           ratePeriod: { seconds: BigInt(Math.trunc(seconds)), nanos: Math.round((seconds % 1) * 1e9) },
         },
       });
       return `Limits of ${queue}: ${describeLimits(res.config)}.`;
-    });
-    setBusy(false);
-    onOutcome(outcome);
-    if (outcome.ok) onClose();
-  };
+    },
+    onOutcome,
+    onClose,
+  );
 
   return (
     <form class="confirm" onSubmit={(e) => void onSubmit(e)} aria-labelledby="limits-text" data-testid="limits-form">
