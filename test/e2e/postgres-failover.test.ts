@@ -25,7 +25,7 @@ import { prunePass, type PassSummary } from "../../src/dispatch/pruner.js";
 import { ManualClock } from "../../src/domain/clock.js";
 import type { JobEvent } from "../../src/domain/job.js";
 import type { Logger, LogFields } from "../../src/logger.js";
-import { dropSchema, probePostgres, skipWithoutPostgres, uniqueSchemaName } from "../helpers/postgres.js";
+import { dropSchema, probePostgres, requirePostgres, skipWithoutPostgres, uniqueSchemaName } from "../helpers/postgres.js";
 import { spawnPostgresServer, type SpawnedServer } from "../helpers/process.js";
 import { requestQueue } from "../helpers/request-queue.js";
 
@@ -35,10 +35,6 @@ type LeaseQueueClient = Client<typeof LeaseQueueService>;
 
 const seconds = (n: number) => ({ seconds: BigInt(n) });
 const grpcClient = (apiUrl: string): LeaseQueueClient => createClient(LeaseQueueService, createGrpcTransport({ baseUrl: apiUrl }));
-
-function requirePostgres(): void {
-  if (!probe.available) throw new Error(`PostgreSQL is unreachable at ${probe.url} (${probe.why}); CI=true turns this into a failure`);
-}
 
 /** Each job's event kinds in sequence order, with the worker of its last CLAIMED event. */
 async function timelines(db: pg.Pool, schema: string, queue: string): Promise<Map<string, { kinds: string; lastClaimedBy: string }>> {
@@ -59,7 +55,7 @@ describe.skipIf(skipWithoutPostgres(probe))("kill -9 of one of three servers on 
   let clients: LeaseQueueClient[] = [];
 
   beforeAll(async () => {
-    requirePostgres();
+    requirePostgres(probe);
     db = new pg.Pool({ connectionString: probe.url, max: 4 });
     servers = await Promise.all([0, 1, 2].map(() => spawnPostgresServer(probe.url, schema, ["--database-pool-size", "6"])));
     clients = servers.map((s) => grpcClient(s.apiUrl));
@@ -279,7 +275,7 @@ describe.skipIf(skipWithoutPostgres(probe))("lease sweepers and pruners of three
   let clients: LeaseQueueClient[] = [];
 
   beforeAll(async () => {
-    requirePostgres();
+    requirePostgres(probe);
     db = new pg.Pool({ connectionString: probe.url, max: 4 });
     const config = resolveConfig(
       { "database-url": probe.url, "database-schema": schema, "database-pool-size": "4", port: "0", "metrics-port": "0" },

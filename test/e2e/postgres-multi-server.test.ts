@@ -25,7 +25,7 @@ import {
   type Lease,
   type WorkRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { dropSchema, probePostgres, skipWithoutPostgres, uniqueSchemaName } from "../helpers/postgres.js";
+import { dropSchema, probePostgres, requirePostgres, skipWithoutPostgres, uniqueSchemaName } from "../helpers/postgres.js";
 import { spawnPostgresServer, type SpawnedServer } from "../helpers/process.js";
 import { requestQueue } from "../helpers/request-queue.js";
 
@@ -53,7 +53,7 @@ describe.skipIf(skipWithoutPostgres(probe))("three servers on one PostgreSQL sch
   let clients: LeaseQueueClient[] = [];
 
   beforeAll(async () => {
-    if (!probe.available) throw new Error(`PostgreSQL is unreachable at ${probe.url} (${probe.why}); CI=true turns this into a failure`);
+    requirePostgres(probe);
     db = new pg.Pool({ connectionString: probe.url, max: 4 });
     // Started together on an empty schema: they migrate it once, under the advisory lock.
     servers = await Promise.all([0, 1, 2].map(() => spawnPostgresServer(probe.url, schema, ["--database-pool-size", "6"])));

@@ -7,7 +7,6 @@
  * Debian package: python3-psycopg. Also needs PostgreSQL (test/helpers/postgres.ts).
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { migratePostgres } from "../../src/store/postgres/migrate.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../helpers/postgres.js";
 import { requireTool, run, skipUnlessAvailable, works } from "./tools.js";
 
@@ -52,12 +51,7 @@ describe.skipIf(skipUnlessAvailable(available) || skipWithoutPostgres(probe))("p
 
   beforeAll(async () => {
     if (!available) return;
-    const client = await db.connect();
-    try {
-      await migratePostgres(client, db.schema);
-    } finally {
-      await client.end();
-    }
+    await db.migrate();
   });
 
   it("creates the job at commit, returns it again for the same key, and names the bad field", async () => {

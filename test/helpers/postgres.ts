@@ -18,6 +18,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll } from "vitest";
+import { migratePostgres } from "../../src/store/postgres/migrate.js";
 import { IN_CI } from "../external/tools.js";
 
 export const TEST_DATABASE_URL = process.env.LEASEQUEUE_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -43,6 +44,11 @@ export async function probePostgres(url = TEST_DATABASE_URL): Promise<PostgresPr
   }
 }
 
+/** Fails (with the URL and why) unless PostgreSQL answered the probe: under CI=true an unreachable database is a failure. */
+export function requirePostgres(probe: PostgresProbe): void {
+  if (!probe.available) throw new Error(`PostgreSQL is unreachable at ${probe.url} (${probe.why}); CI=true turns this into a failure`);
+}
+
 /** For describe.skipIf: skip when PostgreSQL is unreachable, except under CI=true. */
 export function skipWithoutPostgres(probe: PostgresProbe): boolean {
   return !probe.available && !IN_CI;
@@ -56,6 +62,8 @@ export interface TestSchema {
   readonly pool: pg.Pool;
   /** A new client, connected; the caller ends it. */
   connect(): Promise<pg.Client>;
+  /** Migrates the schema (creating it) as a server would, on a connection of its own. */
+  migrate(): Promise<void>;
 }
 
 /** A schema name of lower-case letters, digits and _: `lq_<label>_<random>`. */
@@ -76,9 +84,7 @@ export function useTestSchema(probe: PostgresProbe, label: string, options: { cr
   const schema = uniqueSchemaName(label);
   let pool: pg.Pool | undefined;
   beforeAll(async () => {
-    if (!probe.available) {
-      throw new Error(`PostgreSQL is unreachable at ${probe.url} (${probe.why}); CI=true turns this into a failure`);
-    }
+    requirePostgres(probe);
     pool = new pg.Pool({ connectionString: probe.url, max: 8 });
     if (options.create === true) await pool.query(`CREATE SCHEMA ${schema}`);
   });
@@ -98,6 +104,14 @@ export function useTestSchema(probe: PostgresProbe, label: string, options: { cr
       const client = new pg.Client({ connectionString: probe.url });
       await client.connect();
       return client;
+    },
+    async migrate(): Promise<void> {
+      const client = await this.connect();
+      try {
+        await migratePostgres(client, schema);
+      } finally {
+        await client.end();
+      }
     },
   };
 }

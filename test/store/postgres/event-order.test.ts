@@ -12,7 +12,6 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { EventDraft } from "../../../src/domain/job.js";
 import { EventSequencer } from "../../../src/store/postgres/event-sequencer.js";
 import { eventStatements, unsequencedEventParams } from "../../../src/store/postgres/event-sql.js";
-import { migratePostgres } from "../../../src/store/postgres/migrate.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
 
 const probe = await probePostgres();
@@ -43,12 +42,7 @@ describe.skipIf(skipWithoutPostgres(probe))("event sequences across concurrent w
   let sql: ReturnType<typeof eventStatements>;
 
   beforeAll(async () => {
-    const client = await db.connect();
-    try {
-      await migratePostgres(client, s);
-    } finally {
-      await client.end();
-    }
+    await db.migrate();
     sql = eventStatements(s);
   });
 

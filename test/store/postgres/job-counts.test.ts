@@ -8,7 +8,6 @@ import pg from "pg";
 import type { JobState } from "../../../src/domain/job.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { countDeltaParams, countStatements } from "../../../src/store/postgres/job-counts.js";
-import { migratePostgres } from "../../../src/store/postgres/migrate.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
 
 const probe = await probePostgres();
@@ -19,12 +18,7 @@ describe.skipIf(skipWithoutPostgres(probe))("job counts as deltas", () => {
   let sql: ReturnType<typeof countStatements>;
 
   beforeAll(async () => {
-    const client = await db.connect();
-    try {
-      await migratePostgres(client, s);
-    } finally {
-      await client.end();
-    }
+    await db.migrate();
     sql = countStatements(s);
   });
 

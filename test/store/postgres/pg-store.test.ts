@@ -4,7 +4,14 @@
  * instance on the same schema for the cross-instance cases.
  */
 import { openPgStore, type PgStore } from "../../../src/store/postgres/pg-store.js";
-import { dropSchema, probePostgres, skipWithoutPostgres, TEST_DATABASE_URL, uniqueSchemaName } from "../../helpers/postgres.js";
+import {
+  dropSchema,
+  probePostgres,
+  requirePostgres,
+  skipWithoutPostgres,
+  TEST_DATABASE_URL,
+  uniqueSchemaName,
+} from "../../helpers/postgres.js";
 import { describeStoreContract } from "../contract.js";
 import { describe, it } from "vitest";
 
@@ -14,7 +21,7 @@ if (skipWithoutPostgres(probe)) {
   describe.skip("Store contract: postgres (PostgreSQL unreachable)", () => it("needs PostgreSQL", () => {}));
 } else {
   describeStoreContract("postgres", async (clock) => {
-    if (!probe.available) throw new Error(`PostgreSQL is unreachable at ${probe.url} (${probe.why}); CI=true turns this into a failure`);
+    requirePostgres(probe);
     const schema = uniqueSchemaName("contract");
     const open = (migrate: boolean) =>
       openPgStore({ url: TEST_DATABASE_URL, schema, clock, poolSize: 6, statementTimeoutMs: 0, migrate, catchUpIntervalMs: 50 });

@@ -8,7 +8,6 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { isJobId } from "../../../src/domain/ids.js";
 import { BOUNDS } from "../../../src/domain/limits.js";
 import { submitFingerprint, type NewJob } from "../../../src/domain/submission.js";
-import { migratePostgres } from "../../../src/store/postgres/migrate.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
 
 const probe = await probePostgres();
@@ -65,12 +64,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
   const s = db.schema;
 
   beforeAll(async () => {
-    const client = await db.connect();
-    try {
-      await migratePostgres(client, s);
-    } finally {
-      await client.end();
-    }
+    await db.migrate();
   });
 
   async function submit(args: SubmitArgs, client: pg.ClientBase | pg.Pool = db.pool): Promise<string> {
