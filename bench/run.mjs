@@ -57,6 +57,7 @@ const { values: args } = parseArgs({
     "no-peers": { type: "boolean", default: false },
     scenarios: { type: "string" },
     "cpu-prof": { type: "boolean", default: false },
+    "cpu-prof-scenario": { type: "string", default: "b" },
     synchronous: { type: "string", default: "full" },
     engines: { type: "string" },
     out: { type: "string" },
@@ -208,6 +209,9 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       }),
     );
     meter.start();
+    // The client processes' own CPU over the same phase (their protocol and decoding work shares the 2 cores with the server).
+    const clientPids = [...workers, ...producers].map((c) => c.pid);
+    const clientCpuBefore = clientPids.map((pid) => processCpuMs(pid) ?? 0);
     const goAt = nowMs();
     for (const p of producers) p.send({ type: "go" });
     const produced = Promise.all(producers.map((p) => p.next("done", timeoutMs)));
@@ -230,6 +234,7 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       if (storeCheck.done < n) outcome = "store-timeout";
     }
     const serverCpuMs = meter.stop();
+    const clientCpuMs = clientPids.reduce((sum, pid, k) => sum + ((processCpuMs(pid) ?? clientCpuBefore[k]) - clientCpuBefore[k]), 0);
     const produceResults = outcome === "handled" ? await produced : await Promise.race([produced, sleep(1000).then(() => [])]);
     const results = await Promise.all(workers.map((w) => (w.send({ type: "stop" }), w.next("result", 30_000))));
     const check = verifyExactlyOnce(
@@ -250,6 +255,8 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       e2eSeconds: outcome === "handled" ? (end - first) / 1000 : null,
       submitCalls,
       serverCpuMs,
+      clientCpuMs,
+      clientCpuMsPerJob: clientCpuMs / n,
     };
   } finally {
     await Promise.all([...workers, ...producers].map((c) => c.stop(3000)));
@@ -562,13 +569,19 @@ for (const name of wantedPeers) {
 if (args["cpu-prof"]) {
   // The engine profiled: the last one asked for (--engines=postgres profiles the PostgreSQL store).
   const engine = wantedEngines.at(-1) ?? "sqlite";
-  log(`profiled extra run of (b) on ${engine} (not in the table)`);
+  const profiled = args["cpu-prof-scenario"];
+  if (!["a", "b", "d"].includes(profiled)) throw new Error(`--cpu-prof-scenario: one of a, b, d, not ${profiled}`);
+  log(`profiled extra run of (${profiled}) on ${engine} (not in the table)`);
   const profDir = join(runDir, "profile");
   mkdirSync(profDir);
-  const row = await runLeaseQueueScenario("b", { cpuProfDir: profDir, skipLatency: true, engine });
+  const row = await runLeaseQueueScenario(profiled, { cpuProfDir: profDir, skipLatency: true, engine });
   const file = readdirSync(profDir).find((f) => f.endsWith(".cpuprofile"));
+  // Kept beside the JSON (bench/results/ is ignored by git) for a closer look in DevTools or a script.
+  const kept = file === undefined ? undefined : join(RESULTS_DIR, `${runId}-server.cpuprofile`);
+  if (kept !== undefined) copyFileSync(join(profDir, file), kept);
   report.cpuProfile = {
-    scenario: `(b) batched on ${engine}, server started with --cpu-prof (its whole life: startup and the throughput phase; no latency phase)`,
+    file: kept,
+    scenario: `${SCENARIOS[profiled].name} on ${engine}, server started with --cpu-prof (its whole life: startup and the throughput phase; no latency phase)`,
     e2eJobsPerSec: row.e2eJobsPerSec,
     ...(file === undefined ? { top: [] } : topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25)),
   };

@@ -56,6 +56,7 @@ export function printReport(report) {
       f1(r.latency?.p99),
       f1(r.serverCpuSeconds),
       r.serverCpuMsPerJob === undefined ? "-" : f2(r.serverCpuMsPerJob),
+      r.clientCpuMsPerJob === undefined ? "-" : f2(r.clientCpuMsPerJob),
       r.peakRssMiB === null ? "-" : f0(r.peakRssMiB),
       check,
     ];
@@ -78,6 +79,7 @@ export function printReport(report) {
         "p99 ms",
         "srv CPU s",
         "CPU ms/job",
+        "client ms/job",
         "peak RSS MiB",
         "check",
       ],
@@ -126,8 +128,8 @@ export function printReport(report) {
 export function markdownReport(report) {
   const c = report.ceilings;
   const lines = [
-    "| scenario | system | API | enqueue jobs/s | ÷ ceiling | end-to-end jobs/s | ÷ ceiling | submit-to-lease p50 / p99 ms | server CPU s (ms/job) | peak RSS MiB | exactly once |",
-    "|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
+    "| scenario | system | API | enqueue jobs/s | ÷ ceiling | end-to-end jobs/s | ÷ ceiling | submit-to-lease p50 / p99 ms | server CPU s (ms/job) | client CPU ms/job | peak RSS MiB | exactly once |",
+    "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
   ];
   for (const r of report.rows) {
     const e2e =
@@ -136,7 +138,7 @@ export function markdownReport(report) {
         : `${f0(r.partialJobsPerSec)} (${r.check.completions} of ${report.sizes.jobs} in ${report.sizes.peerTimeoutMs / 1000} s)`;
     const check = r.outcome === "handled" ? (r.check.ok ? "yes" : `**no** ${JSON.stringify(r.check)}`) : "timed out";
     lines.push(
-      `| ${r.scenario} | ${r.system}${r.version ? ` ${r.version}` : ""} | ${r.api} | ${f0(r.enqueueJobsPerSec)} | ${f2(r.ratio?.enqueue)} | ${e2e} | ${f3(r.ratio?.e2e)} | ${f1(r.latency?.p50)} / ${f1(r.latency?.p99)} | ${f1(r.serverCpuSeconds)} (${f2(r.serverCpuMsPerJob)}) | ${r.peakRssMiB === null ? "-" : f0(r.peakRssMiB)} | ${check} |`,
+      `| ${r.scenario} | ${r.system}${r.version ? ` ${r.version}` : ""} | ${r.api} | ${f0(r.enqueueJobsPerSec)} | ${f2(r.ratio?.enqueue)} | ${e2e} | ${f3(r.ratio?.e2e)} | ${f1(r.latency?.p50)} / ${f1(r.latency?.p99)} | ${f1(r.serverCpuSeconds)} (${f2(r.serverCpuMsPerJob)}) | ${r.clientCpuMsPerJob === undefined ? "-" : f2(r.clientCpuMsPerJob)} | ${r.peakRssMiB === null ? "-" : f0(r.peakRssMiB)} | ${check} |`,
     );
   }
   lines.push(
