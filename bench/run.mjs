@@ -48,6 +48,8 @@ import { verifyExactlyOnce } from "./lib/verify.mjs";
 import { topSelfTime } from "./lib/cpu-profile.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
+/** Now in microseconds of CLOCK_MONOTONIC: the clock of V8's .cpuprofile timestamps, in any process. */
+const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
 const CHILD = (name) => join(HERE, "children", name);
 
 const { values: args } = parseArgs({
@@ -213,6 +215,7 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
     const clientPids = [...workers, ...producers].map((c) => c.pid);
     const clientCpuBefore = clientPids.map((pid) => processCpuMs(pid) ?? 0);
     const goAt = nowMs();
+    const goUs = monotonicUs();
     for (const p of producers) p.send({ type: "go" });
     const produced = Promise.all(producers.map((p) => p.next("done", timeoutMs)));
     produced.catch(() => {});
@@ -234,6 +237,7 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       if (storeCheck.done < n) outcome = "store-timeout";
     }
     const serverCpuMs = meter.stop();
+    const window = { fromUs: goUs, toUs: monotonicUs() };
     const clientCpuMs = clientPids.reduce((sum, pid, k) => sum + ((processCpuMs(pid) ?? clientCpuBefore[k]) - clientCpuBefore[k]), 0);
     const produceResults = outcome === "handled" ? await produced : await Promise.race([produced, sleep(1000).then(() => [])]);
     const results = await Promise.all(workers.map((w) => (w.send({ type: "stop" }), w.next("result", 30_000))));
@@ -257,6 +261,7 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       serverCpuMs,
       clientCpuMs,
       clientCpuMsPerJob: clientCpuMs / n,
+      window,
     };
   } finally {
     await Promise.all([...workers, ...producers].map((c) => c.stop(3000)));
@@ -581,9 +586,11 @@ if (args["cpu-prof"]) {
   if (kept !== undefined) copyFileSync(join(profDir, file), kept);
   report.cpuProfile = {
     file: kept,
-    scenario: `${SCENARIOS[profiled].name} on ${engine}, server started with --cpu-prof (its whole life: startup and the throughput phase; no latency phase)`,
+    scenario: `${SCENARIOS[profiled].name} on ${engine}, server started with --cpu-prof; samples of the throughput phase only (first submit to last completion)`,
     e2eJobsPerSec: row.e2eJobsPerSec,
-    ...(file === undefined ? { top: [] } : topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25)),
+    serverCpuMsPerJob: row.serverCpuMsPerJob,
+    clientCpuMsPerJob: row.clientCpuMsPerJob,
+    ...(file === undefined ? { top: [] } : topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25, row.window)),
   };
 }
 

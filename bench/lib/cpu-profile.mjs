@@ -7,15 +7,24 @@
 /**
  * Top `n` functions by self time: [{fn, where, selfMs, share}], where share
  * is of the busy time (every sample but "(idle)", which is reported apart as
- * `idleShare` on the returned array's `summary`).
+ * `idleShare`).
+ *
+ * `window` ({fromUs, toUs}) keeps only the samples taken in that span, in
+ * the profile's own clock: microseconds of CLOCK_MONOTONIC, the clock of
+ * `process.hrtime` in every process of the machine, so another process can
+ * name the span (the bench: its throughput phase, without the server's
+ * startup and idle waits).
  */
-export function topSelfTime(profile, n) {
+export function topSelfTime(profile, n, window) {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const selfUs = new Map();
   const deltas = profile.timeDeltas ?? [];
   let total = 0;
+  let at = profile.startTime ?? 0;
   for (let k = 0; k < profile.samples.length; k++) {
     const dt = deltas[k] ?? 0;
+    at += dt;
+    if (window !== undefined && (at < window.fromUs || at > window.toUs)) continue;
     total += dt;
     const id = profile.samples[k];
     selfUs.set(id, (selfUs.get(id) ?? 0) + dt);

@@ -73,6 +73,23 @@ describe("topSelfTime", () => {
     expect(top[0]).toEqual({ fn: "commit", where: "dist/src/store/sqlite/sqlite-store.js:10", selfMs: 3, share: 0.75 });
     expect(top[1]).toMatchObject({ fn: "encode", where: "node_modules/@bufbuild/protobuf/dist/x.js:1", share: 0.25 });
   });
+  it("keeps only the samples of a window, in the profile's microsecond clock", () => {
+    const profile = {
+      startTime: 10_000,
+      nodes: [
+        { id: 1, callFrame: { functionName: "start", url: "file:///x/dist/src/app.js", lineNumber: 0 } },
+        { id: 2, callFrame: { functionName: "commit", url: "file:///x/dist/src/store/sqlite/sqlite-store.js", lineNumber: 9 } },
+        { id: 3, callFrame: { functionName: "(idle)", url: "", lineNumber: -1 } },
+      ],
+      // taken at 11,000 .. 16,000 us
+      samples: [1, 1, 2, 3, 2, 1],
+      timeDeltas: [1000, 1000, 1000, 1000, 1000, 1000],
+    };
+    const { top, totalMs, idleShare } = topSelfTime(profile, 5, { fromUs: 13_000, toUs: 15_000 });
+    expect(totalMs).toBe(3);
+    expect(idleShare).toBeCloseTo(1 / 3, 3);
+    expect(top).toEqual([{ fn: "commit", where: "dist/src/store/sqlite/sqlite-store.js:10", selfMs: 2, share: 1 }]);
+  });
 });
 
 describe("selectDriver", () => {
