@@ -1,7 +1,8 @@
 /**
  * leasequeue.v1.Lease in protobuf binary, written straight from the stored
  * job: the hot path of every lease path (Work, StreamClaims, Claim) for
- * binary clients.
+ * binary clients; and, the same way, the results of SubmitBatch (a batch of
+ * 100 cost about 1.3 ms through protobuf-es here, about a fifth of that so).
  *
  * protobuf-es encodes by reflection: a Lease is first built as a tree of
  * messages (the job, its timestamps, the payload's Value, Struct and
@@ -69,11 +70,30 @@ export function asField(no: number, message: Uint8Array): EncodedField {
   return { no, wireType: WireType.LengthDelimited, data };
 }
 
-function writeJob(w: ProtoWriter, job: Job): void {
+/**
+ * A SubmitResponse (an entry of SubmitBatchResponse.results) as protobuf
+ * binary: the job, whole or (`basic`, JOB_VIEW_BASIC) without payload,
+ * result and last_error, then `deduplicated`. The same bytes as toBinary of
+ * the SubmitResponse message that jobToWire builds; throws as encodeLease.
+ */
+export function encodeSubmitResponse(job: Job, deduplicated: boolean, basic: boolean): Uint8Array {
+  const w = new ProtoWriter();
+  const mark = w.beginMessage(1);
+  writeJob(w, job, basic);
+  w.endMessage(mark);
+  if (deduplicated) {
+    w.tag(2, WireType.Varint);
+    w.varint(1);
+  }
+  return w.finish();
+}
+
+/** The fields of a Job; `basic` (JOB_VIEW_BASIC) leaves out payload, last_error and result. */
+function writeJob(w: ProtoWriter, job: Job, basic = false): void {
   w.stringField(1, job.id);
   w.stringField(2, job.queue);
   w.stringField(3, job.task);
-  writeJsonValue(w, 4, job.payloadJson, "payload");
+  if (!basic) writeJsonValue(w, 4, job.payloadJson, "payload");
   w.int32Field(5, job.priority);
   w.int32Field(6, STATE_TO_WIRE[job.state] ?? JobState.UNSPECIFIED);
   w.int32Field(7, job.attempts);
@@ -86,8 +106,8 @@ function writeJob(w: ProtoWriter, job: Job): void {
   w.stringField(14, job.workerId ?? "");
   if (job.leaseExpireTime !== null) w.timeField(15, job.leaseExpireTime);
   w.int32Field(16, job.deliveries);
-  w.stringField(17, job.lastError ?? "");
-  if (job.resultJson !== null) writeJsonValue(w, 18, job.resultJson, "result");
+  if (!basic) w.stringField(17, job.lastError ?? "");
+  if (!basic && job.resultJson !== null) writeJsonValue(w, 18, job.resultJson, "result");
   if (job.progressJson !== null) writeJsonValue(w, 19, job.progressJson, "progress");
 }
 

@@ -3,7 +3,7 @@
  * store, map the answer to wire types. Errors thrown here are translated in
  * one interceptor (src/service/errors.ts via src/server/routes.ts).
  */
-import { create } from "@bufbuild/protobuf";
+import { create, type UnknownField } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../domain/clock.js";
 import { jobNotFound, QueueError } from "../domain/errors.js";
@@ -22,6 +22,7 @@ import {
   ClaimResponseSchema,
   GetStatsResponseSchema,
   StreamClaimsResponseSchema,
+  SubmitBatchResponseSchema,
   LeaseQueueService,
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -29,6 +30,7 @@ import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from ".
 import { invalidArgument } from "./errors.js";
 import { refusedJobs, requireJobQueue, requireQueue, requireQueueFilter, requireScheduleQueue, visibleQueues } from "./queue-access.js";
 import { deliverableLeases, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
+import { asField, encodeSubmitResponse } from "./lease-encoding.js";
 import * as v from "./validate.js";
 import {
   KEEPALIVE_RESPONSE,
@@ -116,6 +118,10 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       const specs = req.jobs.map((job: SubmitRequest, i: number) => v.newJob(job, now, `jobs[${i}].`));
       specs.forEach((spec, i) => requireQueue(ctx, `jobs[${i}].queue`, spec.queue));
       const outcomes = replayed(await store.submit(specs));
+      if (wireFormatOf(ctx.requestHeader.get("content-type")) === "binary") {
+        const encoded = encodedSubmitBatch(outcomes, basic);
+        if (encoded !== undefined) return encoded;
+      }
       return { results: outcomes.map((o) => submitOutcome(o, basic)) };
     },
 
@@ -400,6 +406,26 @@ export function createLeaseQueueService(opts: LeaseQueueServiceOptions): Service
       throw new ConnectError("the server is shutting down", Code.Unavailable);
     },
   };
+}
+
+/**
+ * SubmitBatch's response for a binary client, its results encoded by hand
+ * (lease-encoding.ts) and carried as unknown fields, which protobuf-es
+ * writes verbatim: the bytes toBinary would write for the result messages.
+ * Undefined when a job cannot be encoded that way (a stored JSON value it
+ * cannot read); the caller then builds messages, for every result, so that
+ * they stay in request order.
+ */
+function encodedSubmitBatch(outcomes: SubmitOutcome[], basic: boolean) {
+  const response = create(SubmitBatchResponseSchema, {});
+  const fields: UnknownField[] = [];
+  try {
+    for (const o of outcomes) fields.push(asField(1, encodeSubmitResponse(o.job, o.deduplicated, basic)));
+  } catch {
+    return undefined;
+  }
+  response.$unknown = fields;
+  return response;
 }
 
 function claimResponse(leases: WireLease[]) {

@@ -148,6 +148,30 @@ describe("over gRPC with @grpc/grpc-js", () => {
     expect(await call(health, "check", { service: "leasequeue.v1.LeaseQueueService" })).toEqual({ status: "SERVING" });
   });
 
+  it("answers SubmitBatch with every result in request order, whole or JOB_VIEW_BASIC, and marks replays deduplicated", async () => {
+    const later = String(Math.floor(Date.now() / 1000) + 86_400);
+    const jobs = [
+      { queue: "grpc-batch", task: "a", payload: { structValue: { fields: { i: { numberValue: 1 } } } }, idempotencyKey: "k1" },
+      { queue: "grpc-batch", task: "b", payload: { listValue: { values: [{ stringValue: "x" }, { boolValue: true }] } }, priority: -3 },
+      { queue: "grpc-batch", task: "c", scheduleTime: { seconds: later, nanos: 5_000_000 } },
+    ];
+    const whole = await call(client, "submitBatch", { jobs });
+    expect(whole.results.map((r: any) => r.job.task)).toEqual(["a", "b", "c"]);
+    expect(whole.results[0].job.payload).toEqual({
+      structValue: { fields: { i: { numberValue: 1, kind: "numberValue" } } },
+      kind: "structValue",
+    });
+    expect(whole.results[1].job).toMatchObject({ priority: -3, state: "JOB_STATE_QUEUED", queue: "grpc-batch" });
+    expect(whole.results[2].job).toMatchObject({ state: "JOB_STATE_QUEUED", scheduleTime: { seconds: later, nanos: 5_000_000 } });
+    expect(whole.results.map((r: any) => r.deduplicated ?? false)).toEqual([false, false, false]);
+
+    const basic = await call(client, "submitBatch", { jobs: [jobs[0], { queue: "grpc-batch", task: "d" }], view: "JOB_VIEW_BASIC" });
+    expect(basic.results[0]).toMatchObject({ deduplicated: true, job: { id: whole.results[0].job.id, task: "a" } });
+    expect(basic.results[0].job.payload).toBeUndefined();
+    expect(basic.results[1].job).toMatchObject({ task: "d", state: "JOB_STATE_QUEUED" });
+    expect(basic.results[1].deduplicated ?? false).toBe(false);
+  });
+
   it("acknowledges a batch with Acknowledge, answering each with its status", async () => {
     await call(client, "submitBatch", {
       jobs: [

@@ -6,9 +6,14 @@
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import type { Job } from "../../src/domain/job.js";
-import { asField, encodeLease, NestingTooDeep } from "../../src/service/lease-encoding.js";
-import { leaseToWire } from "../../src/service/wire.js";
-import { LeaseSchema, WorkResponseSchema } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { asField, encodeLease, encodeSubmitResponse, NestingTooDeep } from "../../src/service/lease-encoding.js";
+import { jobToWire, leaseToWire } from "../../src/service/wire.js";
+import {
+  LeaseSchema,
+  SubmitBatchResponseSchema,
+  SubmitResponseSchema,
+  WorkResponseSchema,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { create } from "@bufbuild/protobuf";
 
 function job(overrides: Partial<Job> = {}): Job {
@@ -60,32 +65,35 @@ function seeded(seed: number): () => number {
 
 const nested = (levels: number) => "[".repeat(levels) + "1" + "]".repeat(levels);
 
+/** Jobs of every shape the encoders must write as protobuf-es does. */
+const JOBS: Array<[string, Job]> = [
+  ["a running job", job()],
+  [
+    "negative priority, zero retry delay, sub-second times",
+    job({ priority: -100, retryBaseDelayMs: 0, scheduleTime: 1, createTime: 999, updateTime: 1000 }),
+  ],
+  [
+    "a finished job with a result and an error",
+    job({
+      state: "completed",
+      finishTime: 1_764_590_009_000,
+      workerId: null,
+      leaseExpireTime: null,
+      resultJson: '{"url":"s3://x"}',
+      lastError: "earlier: boom",
+    }),
+  ],
+  ["a null payload and a null result", job({ payloadJson: "null", resultJson: "null" })],
+  ["progress reported by an earlier attempt", job({ progressJson: '{"done":3,"of":10,"stage":"render"}' })],
+  ["a null progress beside a result", job({ progressJson: "null", resultJson: '"ok"' })],
+  ["big counters", job({ attempts: 100, maxAttempts: 100, deliveries: 2 ** 31 - 1, priority: 100 })],
+  ["an empty object and an empty array", job({ payloadJson: "{}", resultJson: "[]" })],
+  ["32 levels", job({ payloadJson: nested(32), resultJson: JSON.stringify(JSON.parse(nested(31))) })],
+  ["a large payload", job({ payloadJson: JSON.stringify({ data: "x".repeat(60_000), list: Array.from({ length: 300 }, (_, i) => i) }) })],
+];
+
 describe("encodeLease", () => {
-  it.each([
-    ["a running job", job()],
-    [
-      "negative priority, zero retry delay, sub-second times",
-      job({ priority: -100, retryBaseDelayMs: 0, scheduleTime: 1, createTime: 999, updateTime: 1000 }),
-    ],
-    [
-      "a finished job with a result and an error",
-      job({
-        state: "completed",
-        finishTime: 1_764_590_009_000,
-        workerId: null,
-        leaseExpireTime: null,
-        resultJson: '{"url":"s3://x"}',
-        lastError: "earlier: boom",
-      }),
-    ],
-    ["a null payload and a null result", job({ payloadJson: "null", resultJson: "null" })],
-    ["progress reported by an earlier attempt", job({ progressJson: '{"done":3,"of":10,"stage":"render"}' })],
-    ["a null progress beside a result", job({ progressJson: "null", resultJson: '"ok"' })],
-    ["big counters", job({ attempts: 100, maxAttempts: 100, deliveries: 2 ** 31 - 1, priority: 100 })],
-    ["an empty object and an empty array", job({ payloadJson: "{}", resultJson: "[]" })],
-    ["32 levels", job({ payloadJson: nested(32), resultJson: JSON.stringify(JSON.parse(nested(31))) })],
-    ["a large payload", job({ payloadJson: JSON.stringify({ data: "x".repeat(60_000), list: Array.from({ length: 300 }, (_, i) => i) }) })],
-  ])("writes the bytes protobuf-es writes: %s", (_, j) => {
+  it.each(JOBS)("writes the bytes protobuf-es writes: %s", (_, j) => {
     const lease = { job: j, leaseToken: "KJcpHvCkv1cwOCux5jbS6YS3goYN8Rc-mnKtalMnjis" };
     expect(Buffer.from(encodeLease(lease)).toString("hex")).toBe(Buffer.from(toBinary(LeaseSchema, leaseToWire(lease))).toString("hex"));
   });
@@ -125,5 +133,45 @@ describe("encodeLease", () => {
     response.$unknown = leases.map((l) => asField(1, encodeLease(l)));
     const decoded = fromBinary(WorkResponseSchema, toBinary(WorkResponseSchema, response));
     expect(decoded.leases).toEqual(leases.map(leaseToWire));
+  });
+});
+
+describe("encodeSubmitResponse", () => {
+  const viaProtobufEs = (j: Job, deduplicated: boolean, basic: boolean) =>
+    toBinary(SubmitResponseSchema, create(SubmitResponseSchema, { job: jobToWire(j, basic), deduplicated }));
+
+  it.each(JOBS)("writes the bytes protobuf-es writes, whole and JOB_VIEW_BASIC, deduplicated or not: %s", (_, j) => {
+    for (const basic of [false, true]) {
+      for (const deduplicated of [false, true]) {
+        expect(Buffer.from(encodeSubmitResponse(j, deduplicated, basic)).toString("hex")).toBe(
+          Buffer.from(viaProtobufEs(j, deduplicated, basic)).toString("hex"),
+        );
+      }
+    }
+  });
+
+  it("leaves payload, result and last_error out of JOB_VIEW_BASIC, progress in", () => {
+    const j = job({ resultJson: '"done"', lastError: "boom", progressJson: '{"step":2}' });
+    const decoded = fromBinary(SubmitResponseSchema, encodeSubmitResponse(j, false, true));
+    expect(decoded.job?.payload).toBeUndefined();
+    expect(decoded.job?.result).toBeUndefined();
+    expect(decoded.job?.lastError).toBe("");
+    expect(decoded.job?.progress).toEqual(jobToWire(j).progress);
+    expect(decoded.job?.id).toBe(j.id);
+  });
+
+  it("travels as unknown fields that a decoder reads as the results, in order", () => {
+    const rand = seeded(11);
+    const jobs = Array.from({ length: 50 }, (_, i) =>
+      job({ id: `01a230ac-40d5-76c8-a45d-${String(i).padStart(12, "0")}`, payloadJson: JSON.stringify(randomJson(rand, 5)) }),
+    );
+    for (const basic of [false, true]) {
+      const response = create(SubmitBatchResponseSchema, {});
+      response.$unknown = jobs.map((j, i) => asField(1, encodeSubmitResponse(j, i % 7 === 0, basic)));
+      const decoded = fromBinary(SubmitBatchResponseSchema, toBinary(SubmitBatchResponseSchema, response));
+      expect(decoded.results).toEqual(
+        jobs.map((j, i) => create(SubmitResponseSchema, { job: jobToWire(j, basic), deduplicated: i % 7 === 0 })),
+      );
+    }
   });
 });
