@@ -4,7 +4,13 @@
  * queued operations run in ONE `BEGIN IMMEDIATE` transaction, in the order
  * they were issued, and one COMMIT (one fsync, wal-sync.ts) makes them all
  * durable. Concurrent requests therefore share fsyncs without the service
- * knowing.
+ * knowing. While the previous commits' fsync runs (`held`), new operations
+ * keep queueing, over as many turns as the fsync takes, and commit together
+ * when it returns: their answers would wait for the next fsync anyway, and
+ * one transaction writes the shared pages (counts, index roots) once. In
+ * scenario (b) of `npm run bench` this made 85 transactions of the 5,000
+ * jobs instead of 134, and took 0.38 -> 0.35 ms of server CPU per job in
+ * two runs each.
  *
  * Optimistic batches: each operation runs without a savepoint, because the
  * operations decide every refusal before they write (the port's `wrote` is
@@ -50,6 +56,13 @@ export interface GroupCommitOptions {
   committed(changes: PersistedChanges, answer: (error?: unknown) => void, outcome: WriteOutcome | undefined): void;
   /** A batch that could not commit: its callers are refused; this reports why. */
   failed(outcome: WriteOutcome): void;
+  /**
+   * True while the commits made so far wait for their fsync: operations
+   * queued meanwhile wait too, and go in one transaction when `resume()` is
+   * called (their answers would wait for the next fsync anyway). Default:
+   * never held.
+   */
+  held?(): boolean;
 }
 
 export class GroupCommit {
@@ -71,11 +84,19 @@ export class GroupCommit {
   write<T>(op: WriteOperation<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.#queue.push({ op, resolve, reject } as Pending);
-      if (!this.#flushScheduled) {
-        this.#flushScheduled = true;
-        setImmediate(() => this.flush());
-      }
+      if (this.#opts.held?.() !== true) this.#scheduleFlush();
     });
+  }
+
+  /** The hold ended (the fsync returned): what was queued meanwhile commits on the next turn. */
+  resume(): void {
+    if (this.#queue.length > 0) this.#scheduleFlush();
+  }
+
+  #scheduleFlush(): void {
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    setImmediate(() => this.flush());
   }
 
   /** Commits everything queued now, in transactions of at most maxBatch operations. */

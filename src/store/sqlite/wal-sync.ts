@@ -22,8 +22,17 @@ export class WalSync {
   #synced: Promise<void> = Promise.resolve();
   #syncs = 0;
 
-  constructor(walPath: string) {
+  /** Told each time the last fsync started has returned and nothing waits for another. */
+  readonly #idle: () => void;
+
+  constructor(walPath: string, onIdle: () => void = () => {}) {
     this.#walPath = walPath;
+    this.#idle = onIdle;
+  }
+
+  /** True while an fsync runs. */
+  get syncing(): boolean {
+    return this.#syncing;
   }
 
   /** fsyncs started so far: with group commit, far fewer than the writes answered. */
@@ -78,6 +87,7 @@ export class WalSync {
     const error = err === undefined || err === null ? undefined : syncFailure(err);
     for (const settle of settles) settle(error);
     if (this.#awaiting.length > 0) this.#startSync();
+    else this.#idle();
   }
 
   /**
