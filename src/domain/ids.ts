@@ -3,9 +3,10 @@ import { pooledRandomBytes } from "./random-pool.js";
 
 /**
  * The monotonic state of the ids issued by this process: the millisecond of
- * the last id and its 32-bit counter (seeded with 31 random bits). uuid's own v7() keeps the same state,
- * but only when it also draws its own 16 random bytes per id; given the
- * pooled bytes it would leave ordering within a millisecond to chance.
+ * the last id and its 32-bit counter (seeded with 31 random bits). uuid's
+ * own v7() keeps the same state, but only when it also draws its own 16
+ * random bytes per id; given the pooled bytes it would leave ordering
+ * within a millisecond to chance.
  */
 let lastMs = -Infinity;
 let seq = 0;
