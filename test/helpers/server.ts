@@ -49,7 +49,9 @@ export async function startTestServer(flags: Record<string, string> = {}, option
   const config = resolveConfig({ ...databaseFlags, port: "0", "metrics-port": "0", ...flags }, {});
   let server: RunningServer;
   try {
-    server = await startServer(config, { log: silentLogger, ...options });
+    // A test's manual clock is the database's too (on PostgreSQL the server follows the database's clock).
+    const databaseClock = options.databaseClock ?? options.clock;
+    server = await startServer(config, { log: silentLogger, ...options, ...(databaseClock !== undefined ? { databaseClock } : {}) });
   } catch (err) {
     if (schema !== undefined) await dropSchema(schema);
     throw err;
