@@ -36,7 +36,7 @@ export interface TestServer {
 /** The engine the service tests run on (LEASEQUEUE_TEST_ENGINE). */
 export const TEST_ENGINE: "sqlite" | "postgres" = process.env.LEASEQUEUE_TEST_ENGINE === "postgres" ? "postgres" : "sqlite";
 
-export async function startTestServer(flags: Record<string, string> = {}, options: Omit<StartOptions, "log"> = {}): Promise<TestServer> {
+export async function startTestServer(flags: Record<string, string> = {}, options: Partial<StartOptions> = {}): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "leasequeue-test-"));
   const named = flags.db !== undefined || flags["database-url"] !== undefined;
   const schema = TEST_ENGINE === "postgres" && !named ? uniqueSchemaName("service") : undefined;
