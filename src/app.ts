@@ -54,7 +54,10 @@ export interface RunningServer {
 
 export interface StartOptions {
   log: Logger;
+  /** The host's clock. The server runs on its store's clock (Store.clock): on PostgreSQL it follows the database's. */
   clock?: Clock;
+  /** PostgreSQL: the database's clock as a test moves it; default: the database's own. */
+  databaseClock?: Clock;
   /** Background lease sweep interval; default 500 ms. */
   sweepIntervalMs?: number;
   /** Idle interval between StreamClaims and Work keepalive messages; default 15 s. */
@@ -75,7 +78,8 @@ export async function startServer(
   config: Config,
   {
     log,
-    clock = systemClock,
+    clock: host = systemClock,
+    databaseClock,
     sweepIntervalMs,
     claimKeepaliveMs,
     watchKeepaliveMs,
@@ -92,15 +96,22 @@ export async function startServer(
   const hold = holdDatabase(location, databaseHoldWaitMs);
   let store: Store;
   try {
-    store = await openStore(location, clock, {
+    store = await openStore(location, host, {
       onListenerError: (error, retryInMs) => log.warn("database notifications lost; reconnecting", { error: error.message, retryInMs }),
+      ...(databaseClock !== undefined ? { databaseClock } : {}),
+      onClockUnmeasured: (reason, offsetMs) =>
+        log.warn("database clock not measured; keeping the last offset", { reason, offsetSeconds: offsetMs / 1000 }),
+      onClockJump: (jumpMs) => log.warn("host clock jumped", { jumpSeconds: jumpMs / 1000 }),
     });
   } catch (err) {
     hold.release();
     throw err;
   }
+  // Every time from here on is the store's: on PostgreSQL the database's clock.
+  const clock = store.clock;
   log.info("database open", {
     ...describeLocation(location, redactDatabaseUrl),
+    ...(location.engine === "postgres" ? { clockOffsetSeconds: store.clockOffsetMs() / 1000 } : {}),
     retention: formatDurationText(config.retention.retentionMs),
     deadRetention: config.retention.deadRetentionMs === null ? "kept" : formatDurationText(config.retention.deadRetentionMs),
   });

@@ -42,7 +42,7 @@ async function pruneNow(config: Config, clock: Clock): Promise<PassSummary> {
   // Beside a server that holds the database: a store of its own, no hold (store/engine.ts holdDatabase).
   const store = await openStore(databaseLocation(config), clock);
   try {
-    return await prunePass({ store, clock, policy: config.retention });
+    return await prunePass({ store, clock: store.clock, policy: config.retention });
   } finally {
     await store.close();
   }

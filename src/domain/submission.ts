@@ -56,7 +56,7 @@ function canonicalJson(value: unknown): string {
 /** The job a submission creates: QUEUED, eligible at its schedule time, no attempt spent. */
 export function newStoredJob(spec: NewJob, now: number): StoredJob {
   return {
-    id: newJobId(),
+    id: newJobId(now),
     queue: spec.queue,
     task: spec.task,
     payloadJson: spec.payloadJson,

@@ -100,6 +100,15 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     },
   });
 
+  new client.Gauge({
+    name: "leasequeue_clock_offset_seconds",
+    help: "The database's clock minus this server's host clock, as last measured (PostgreSQL: the server runs on the database's clock; 0 on SQLite).",
+    registers: [registry],
+    collect() {
+      this.set(store.clockOffsetMs() / 1000);
+    },
+  });
+
   // Queue limits (UpdateQueue): what each queue allows, beside what it runs and leases.
   new client.Gauge({
     name: "leasequeue_queue_max_running",

@@ -7,7 +7,7 @@ import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Job as DomainJob, JobEvent as DomainEvent, EventKind as DomainKind, JobState as DomainState } from "../domain/job.js";
 import type { StoredSchedule } from "../domain/schedule.js";
-import type { QueueConfig as DomainQueueConfig } from "../domain/queue-limits.js";
+import { hasLimits, type QueueConfig as DomainQueueConfig } from "../domain/queue-limits.js";
 import type { ClaimedLease, QueueCounts } from "../store/store.js";
 import {
   EventKind,
@@ -116,7 +116,13 @@ export function eventToWire(e: DomainEvent): JobEvent {
   });
 }
 
-export function queueConfigToWire(config: DomainQueueConfig): QueueConfig {
+/**
+ * A queue's limits as QueueStats.config and UpdateQueueResponse.config carry
+ * them: absent for a queue without limits (see the proto's QueueStats), so
+ * such a queue shows no rate_period of a rate limit it does not have.
+ */
+export function queueConfigToWire(config: DomainQueueConfig): QueueConfig | undefined {
+  if (!hasLimits(config)) return undefined;
   return create(QueueConfigSchema, {
     maxRunning: config.maxRunning,
     rateLimit: config.rateLimit,

@@ -9,7 +9,7 @@ export type DatabaseRefusalReason =
   | "IN_USE"
   /** The schema version is newer than this release knows. */
   | "SCHEMA_TOO_NEW"
-  /** The file is missing, is not a database, or is not a LeaseQueue (or litequeue) database. */
+  /** The file is missing, is not a database, is not a LeaseQueue (or litequeue) database, or its directory takes no new file. */
   | "BAD_FILE"
   /** The operation would overwrite something it must not. */
   | "WOULD_OVERWRITE";

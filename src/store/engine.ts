@@ -61,18 +61,36 @@ export interface DatabaseHold {
 export interface OpenStoreOptions {
   /** PostgreSQL: told when the listening connection fails (it reconnects by itself). */
   onListenerError?(error: Error, retryInMs: number): void;
+  /** PostgreSQL: the database's clock as a test moves it (default: the database's own, read with a query). */
+  databaseClock?: Clock;
+  /** PostgreSQL: a measurement of the database's clock failed or was not trusted (the store keeps its last offset). */
+  onClockUnmeasured?(reason: string, offsetMs: number): void;
+  /** SQLite: the host's wall clock jumped against its monotonic clock by more than a second. */
+  onClockJump?(jumpMs: number): void;
 }
 
-/** Opens a store on the database (migrating it first). */
+/**
+ * Opens a store on the database (migrating it first). `clock` is the
+ * host's; the store's own clock (Store.clock) is what the rest of the
+ * server uses: on PostgreSQL it follows the database's.
+ */
 export async function openStore(location: DatabaseLocation, clock: Clock, options: OpenStoreOptions = {}): Promise<Store> {
-  if (location.engine === "sqlite") return openSqliteStore({ path: location.path, clock, synchronous: location.synchronous });
+  if (location.engine === "sqlite")
+    return openSqliteStore({
+      path: location.path,
+      clock,
+      synchronous: location.synchronous,
+      ...(options.onClockJump !== undefined ? { onClockJump: (jumpMs: number) => options.onClockJump?.(jumpMs) } : {}),
+    });
   return openPgStore({
     url: location.url,
     schema: location.schema,
     poolSize: location.poolSize,
     statementTimeoutMs: location.statementTimeoutMs,
     clock,
+    ...(options.databaseClock !== undefined ? { databaseClock: options.databaseClock } : {}),
     onListenerError: (error, retryInMs) => options.onListenerError?.(error, retryInMs),
+    onClockUnmeasured: (reason, offsetMs) => options.onClockUnmeasured?.(reason, offsetMs),
   });
 }
 

@@ -64,7 +64,7 @@ export interface OperationStoreOptions {
 }
 
 export abstract class OperationStore {
-  protected readonly clock: Clock;
+  readonly clock: Clock;
   readonly #maxRecovered: number;
   readonly #listeners = new Set<CommitListener>();
   readonly #writeListeners = new Set<WriteOutcomeListener>();

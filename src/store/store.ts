@@ -33,6 +33,7 @@
  *   reports that the event policies did not store only by the instance
  *   that applied them.
  */
+import type { Clock } from "../domain/clock.js";
 import type { EventDraft, Job, JobEvent, JobState } from "../domain/job.js";
 import type { ClaimHold, QueueConfig, QueueConfigUpdate } from "../domain/queue-limits.js";
 import type { PrunableState, PruneCutoffs } from "../domain/retention.js";
@@ -222,6 +223,16 @@ export type WriteOutcome = { ok: true } | { ok: false; cause: WriteFailureCause;
 export type WriteOutcomeListener = (outcome: WriteOutcome) => void;
 
 export interface Store {
+  /**
+   * The clock of every time this store writes or compares; the server's
+   * loops and handlers take their time from it too. On SQLite it is the
+   * host's clock; on PostgreSQL it follows the database's clock, so that
+   * several servers agree whatever their hosts' clocks say
+   * (docs/postgresql.md "Which clock decides").
+   */
+  readonly clock: Clock;
+  /** The database's clock minus the host's wall clock, in ms, as last measured (0 on SQLite: the host's clock is the database's). */
+  clockOffsetMs(): number;
   /** Creates the jobs, all or nothing, in request order. */
   submit(jobs: NewJob[]): Promise<SubmitOutcome[]>;
   /**

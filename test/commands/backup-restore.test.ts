@@ -10,6 +10,8 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { systemClock } from "../../src/domain/clock.js";
+import { DatabaseRefusal } from "../../src/store/database-refusal.js";
+import { unwritableDirectory } from "../../src/store/sqlite/database-file.js";
 import { LATEST_SCHEMA_VERSION, openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { callJson, okJson, runCli, serversInTempDirs } from "../helpers/process.js";
 import { newJob } from "../store/contract.js";
@@ -154,6 +156,26 @@ describe("leasequeue backup", () => {
     expect(noDatabase.stderr).toContain("does not exist");
     expect(existsSync(join(sandbox.dir(), "missing.db"))).toBe(false);
     expect(readdirSync(sandbox.dir()).filter((f) => f.includes(".partial-"))).toEqual([]);
+  });
+
+  it("refuses a directory that takes no new file, naming the directory", async () => {
+    const live = join(sandbox.dir(), "live.db");
+    await seed(live, 3);
+    // sysfs holds no regular files: creating one fails for every user, root included.
+    const r = await runCli(["backup", "/sys/b.db", "--db", live]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toMatch(/^leasequeue backup: cannot write \/sys\/b\.db: the directory \/sys is not writable \(E[A-Z]+\)$/);
+  });
+
+  it("names the directory for a permission or read-only refusal, and leaves other errors as they are", () => {
+    const failure = (code: string) => Object.assign(new Error(`${code}: open failed`), { code });
+    for (const code of ["EACCES", "EPERM", "EROFS"]) {
+      const refusal = unwritableDirectory(failure(code), "/backups/nightly/b.db");
+      expect(refusal).toBeInstanceOf(DatabaseRefusal);
+      expect(refusal?.message).toBe(`cannot write /backups/nightly/b.db: the directory /backups/nightly is not writable (${code})`);
+    }
+    expect(unwritableDirectory(failure("ENOSPC"), "/backups/b.db")).toBeUndefined();
+    expect(unwritableDirectory(new Error("not a system error"), "/backups/b.db")).toBeUndefined();
   });
 });
 

@@ -246,4 +246,41 @@ describe("leasequeue import-litequeue", () => {
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain("does not exist");
   });
+
+  it("refuses a file whose Queue is a view or lacks litequeue's columns, before looking at the database, naming litequeue's columns", async () => {
+    const schemaFile = (sql: string) => {
+      const path = join(sandbox.dir(), `not-litequeue-${Math.random().toString(36).slice(2)}.sqlite3`);
+      const db = new Database(path);
+      db.exec(sql);
+      db.close();
+      return path;
+    };
+    const columns = "data TEXT, message_id TEXT, status INTEGER, in_time INTEGER, lock_time INTEGER, done_time INTEGER";
+    const view = schemaFile(`CREATE TABLE messages (${columns}); CREATE VIEW "Queue" AS SELECT * FROM messages`);
+    const brokenView = schemaFile(`CREATE TABLE messages (${columns}); CREATE VIEW "Queue" AS SELECT * FROM messages; DROP TABLE messages`);
+    const withoutRowid = schemaFile(
+      `CREATE TABLE "Queue" (${columns.replace("message_id TEXT", "message_id TEXT PRIMARY KEY")}) WITHOUT ROWID`,
+    );
+    const fewColumns = schemaFile(`CREATE TABLE "Queue" (data TEXT, message_id TEXT, status INTEGER)`);
+    const expected = 'expected litequeue\'s table "Queue" with the columns data, message_id, status, in_time, lock_time, done_time';
+    const refusals: Array<[string, string]> = [
+      [view, 'its "Queue" is a view, not a table'],
+      [brokenView, 'its "Queue" is a view, not a table'],
+      [withoutRowid, 'its "Queue" is a WITHOUT ROWID table'],
+      [fewColumns, 'its table "Queue" lacks the column(s) in_time, lock_time, done_time'],
+    ];
+
+    const idle = join(sandbox.dir(), "idle.db");
+    const held = join(sandbox.dir(), "held.db");
+    await start(held);
+    for (const [file, found] of refusals) {
+      const alone = await importCli(file, idle, "--queue", "emails");
+      expect(alone.code, alone.stderr).toBe(1);
+      expect(alone.stderr.trim()).toBe(`leasequeue import-litequeue: ${file} is not a litequeue database: ${found}; ${expected}`);
+      const underServer = await importCli(file, held, "--queue", "emails");
+      expect(underServer.code).toBe(1);
+      expect(underServer.stderr).toBe(alone.stderr);
+    }
+    expect(existsSync(idle)).toBe(false);
+  });
 });

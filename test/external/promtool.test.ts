@@ -160,7 +160,7 @@ describe("deploy/prometheus and deploy/grafana", () => {
       requireTool(available, "promtool (Debian package prometheus)");
       const check = await run(PROMTOOL, ["check", "rules", "alerts.yaml"], { cwd: promDir });
       expect(check.code, `promtool check rules:\n${check.stdout}${check.stderr}`).toBe(0);
-      expect(check.stdout).toMatch(/SUCCESS: 6 rules found/);
+      expect(check.stdout).toMatch(/SUCCESS: 7 rules found/);
     },
     60_000,
   );
@@ -201,7 +201,7 @@ describe("deploy/prometheus and deploy/grafana", () => {
       requireTool(available, "promtool (Debian package prometheus)");
       const check = await run(PROMTOOL, ["check", "config", "prometheus.yml"], { cwd: promDir });
       expect(check.code, `promtool check config:\n${check.stdout}${check.stderr}`).toBe(0);
-      expect(check.stdout).toMatch(/SUCCESS: 6 rules found/);
+      expect(check.stdout).toMatch(/SUCCESS: 7 rules found/);
     },
     60_000,
   );

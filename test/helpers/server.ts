@@ -36,7 +36,7 @@ export interface TestServer {
 /** The engine the service tests run on (LEASEQUEUE_TEST_ENGINE). */
 export const TEST_ENGINE: "sqlite" | "postgres" = process.env.LEASEQUEUE_TEST_ENGINE === "postgres" ? "postgres" : "sqlite";
 
-export async function startTestServer(flags: Record<string, string> = {}, options: Omit<StartOptions, "log"> = {}): Promise<TestServer> {
+export async function startTestServer(flags: Record<string, string> = {}, options: Partial<StartOptions> = {}): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "leasequeue-test-"));
   const named = flags.db !== undefined || flags["database-url"] !== undefined;
   const schema = TEST_ENGINE === "postgres" && !named ? uniqueSchemaName("service") : undefined;
@@ -49,7 +49,9 @@ export async function startTestServer(flags: Record<string, string> = {}, option
   const config = resolveConfig({ ...databaseFlags, port: "0", "metrics-port": "0", ...flags }, {});
   let server: RunningServer;
   try {
-    server = await startServer(config, { log: silentLogger, ...options });
+    // A test's manual clock is the database's too (on PostgreSQL the server follows the database's clock).
+    const databaseClock = options.databaseClock ?? options.clock;
+    server = await startServer(config, { log: silentLogger, ...options, ...(databaseClock !== undefined ? { databaseClock } : {}) });
   } catch (err) {
     if (schema !== undefined) await dropSchema(schema);
     throw err;

@@ -81,17 +81,43 @@ describe("UpdateQueue", () => {
     });
     await submit(t, "other");
     const stats = await ok(t, "GetStats", {});
-    // A configured queue is listed without jobs; every queue shows its config; the total has none.
+    // A configured queue is listed without jobs and shows its config; a queue without limits and the total have none.
     expect(stats.queues).toEqual([
       { queue: "api", oldestPendingAge: "0s", config: { maxRunning: 3, ratePeriod: "1s" } },
-      { queue: "other", queued: "1", oldestPendingAge: "0s", config: { ratePeriod: "1s" } },
+      { queue: "other", queued: "1", oldestPendingAge: "0s" },
     ]);
     expect(stats.total.config).toBeUndefined();
     // No config and no mask: every limit goes, and so does the listing.
-    expect(await ok(t, "UpdateQueue", { queue: "api" })).toEqual({ config: { ratePeriod: "1s" } });
+    expect(await ok(t, "UpdateQueue", { queue: "api" })).toEqual({});
     expect((await ok(t, "GetStats", {})).queues.map((q: any) => q.queue)).toEqual(["other"]);
     const paused = await ok(t, "PauseQueue", { queue: "other" });
-    expect(paused.stats.config).toEqual({ ratePeriod: "1s" });
+    expect(paused.stats.config).toBeUndefined();
+  });
+
+  it("shows no config for a queue without limits, and shows it again only while a limit is set", async () => {
+    const t = await server(new ManualClock());
+    const bare = (q: Record<string, unknown>) => expect(Object.keys(q)).not.toContain("config");
+    await submit(t, "fresh");
+    const fresh = await ok(t, "GetStats", {});
+    expect(fresh.queues).toEqual([{ queue: "fresh", queued: "1", oldestPendingAge: "0s" }]);
+    bare(fresh.queues[0]);
+    bare(fresh.total);
+    bare((await ok(t, "PauseQueue", { queue: "fresh" })).stats);
+    bare((await ok(t, "ResumeQueue", { queue: "fresh" })).stats);
+
+    // Only the period: still no limit, so still no config.
+    expect(await ok(t, "UpdateQueue", { queue: "fresh", config: { ratePeriod: "60s" } })).toEqual({});
+    bare((await ok(t, "GetStats", {})).queues[0]);
+
+    expect(await ok(t, "UpdateQueue", { queue: "fresh", config: { rateLimit: 10, ratePeriod: "60s" } })).toEqual({
+      config: { rateLimit: 10, ratePeriod: "60s" },
+    });
+    expect((await ok(t, "GetStats", {})).queues[0].config).toEqual({ rateLimit: 10, ratePeriod: "60s" });
+
+    expect(await ok(t, "UpdateQueue", { queue: "fresh", config: { rateLimit: 0 }, updateMask: "rateLimit" })).toEqual({});
+    const removed = await ok(t, "GetStats", {});
+    expect(removed.queues).toEqual([{ queue: "fresh", queued: "1", oldestPendingAge: "0s" }]);
+    bare(removed.queues[0]);
   });
 
   it("keeps its limits across a restart", async () => {

@@ -148,7 +148,7 @@ describe("schedules over Connect JSON", () => {
     await t.server.close();
     // Down for three and a half hours: three runs missed.
     clock.set(T0 + 210 * MINUTE);
-    const restarted = await startServer(t.config, { log: silentLogger, clock, sweepIntervalMs: 60_000 });
+    const restarted = await startServer(t.config, { log: silentLogger, clock, databaseClock: clock, sweepIntervalMs: 60_000 });
     cleanups.push(() => restarted.close());
     const again: TestServer = {
       ...t,

@@ -27,11 +27,13 @@
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
+import { hostClock, type Clock } from "../../domain/clock.js";
 import { publicJob, type EventDraft, type Job, type JobEvent, type JobState } from "../../domain/job.js";
 import type { QueueConfig } from "../../domain/queue-limits.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import { replayBounds } from "../event-bounds.js";
 import { toEvent } from "../event-rows.js";
+import { DatabaseClock } from "../database-clock.js";
 import { OperationStore, type OperationStoreOptions } from "../operation-store.js";
 import type { PersistedChanges } from "../operation-changes.js";
 import type { WriteOperation } from "../operations/scope.js";
@@ -62,6 +64,17 @@ export interface PgStoreOptions extends PgConnectionOptions, OperationStoreOptio
   catchUpIntervalMs?: number;
   /** Told when the listening connection fails (it reconnects by itself). */
   onListenerError?(error: Error, retryInMs: number): void;
+  /**
+   * `clock` is the host's clock; the store's clock follows the database's
+   * (store/database-clock.ts), read with clock_timestamp() unless
+   * `databaseClock` gives it (tests move one manual clock for the database
+   * and give each instance a host clock of its own).
+   */
+  databaseClock?: Clock;
+  /** How often the host clock's distance from the database's is measured again. Default 10,000 ms. */
+  clockIntervalMs?: number;
+  /** A measurement of the database's clock failed or was not trusted; the store keeps the last offset (ms, database minus host). */
+  onClockUnmeasured?(reason: string, offsetMs: number): void;
 }
 
 /** Events read per query while catching up: listeners get them in bounded pieces. */
@@ -82,12 +95,37 @@ export async function openPgStore(options: PgStoreOptions): Promise<PgStore> {
   }
   const pool = createPool(options);
   const statements = pgStatements(options.schema);
+  const reference = options.databaseClock;
+  const clock = new DatabaseClock({
+    host: hostClock(options.clock),
+    readDatabaseTime:
+      reference !== undefined ? (sent) => (sent(), Promise.resolve(reference.now())) : (sent) => readDatabaseTime(pool, sent),
+    ...(options.clockIntervalMs !== undefined ? { intervalMs: options.clockIntervalMs } : {}),
+    onUnmeasured: (reason, offsetMs) => options.onClockUnmeasured?.(reason, offsetMs),
+  });
   try {
     const { latest, controls, schedules } = await readState(pool, statements);
-    return new PgStore(options, pool, statements, latest, controls, schedules);
+    // Before the first operation: every time the store writes is the database's.
+    await clock.measure();
+    return new PgStore({ ...options, clock }, pool, statements, latest, controls, schedules, clock);
   } catch (err) {
     await pool.end().catch(() => {});
     throw err;
+  }
+}
+
+/** The database's clock in ms since the epoch (clock_timestamp(): the time of the reading, not of a transaction's start). */
+const DATABASE_TIME_SQL = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS t";
+
+/** Reads the database's time on a connection of its own, calling `sent` once it has one (waiting for it is no part of the round trip). */
+async function readDatabaseTime(pool: pg.Pool, sent: () => void): Promise<number> {
+  const client = await pool.connect();
+  try {
+    sent();
+    const { rows } = await client.query<{ t: number }>(prepared(DATABASE_TIME_SQL));
+    return rows[0].t;
+  } finally {
+    client.release();
   }
 }
 
@@ -116,6 +154,7 @@ export class PgStore extends OperationStore implements Store {
   #catchingUp = false;
   /** Committed batches whose events are being numbered and announced before their callers are answered. */
   readonly #settling = new Set<Promise<void>>();
+  readonly #databaseClock: DatabaseClock;
 
   constructor(
     options: PgStoreOptions,
@@ -124,8 +163,10 @@ export class PgStore extends OperationStore implements Store {
     latest: number,
     controls: QueueControlSnapshot,
     schedules: string,
+    databaseClock: DatabaseClock,
   ) {
     super(options);
+    this.#databaseClock = databaseClock;
     this.pool = pool;
     this.schema = options.schema;
     this.#sql = statements;
@@ -153,10 +194,19 @@ export class PgStore extends OperationStore implements Store {
       channel: notificationChannel(options.schema),
       catchUpIntervalMs: options.catchUpIntervalMs ?? 1000,
       onNotification: (n) => this.#notified(n),
-      onCatchUp: () => void this.#catchUp(),
+      onCatchUp: (reason) => {
+        // After a reconnect the database may be another one (a failover): measure its clock again.
+        if (reason === "connected") void databaseClock.measure();
+        void this.#catchUp();
+      },
       onConnectionError: (error, retryInMs) => options.onListenerError?.(error, retryInMs),
     });
     this.#notifications.start();
+    databaseClock.start();
+  }
+
+  clockOffsetMs(): number {
+    return this.#databaseClock.offsetMs;
   }
 
   /** Resolves once the store listens for other servers' commits. */
@@ -403,6 +453,7 @@ export class PgStore extends OperationStore implements Store {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#databaseClock.stop();
     await this.#transactions.drain();
     await Promise.all(this.#settling);
     await this.#reading;

@@ -17,7 +17,8 @@
  * 0.27 s); copying all pages in one step works but is no faster and leaves
  * a WAL-mode file with free pages.
  *
- * The copy is written to a temporary name beside the target, fsynced
+ * The copy is written to a temporary name beside the target (created empty
+ * first, so a directory that takes no new file is refused by name), fsynced
  * (VACUUM INTO does not sync its output), checked (quick_check, schema
  * version, job count), and only then renamed onto the target: a backup
  * interrupted at any point leaves at most a `<file>.partial-*`, never a
@@ -28,7 +29,15 @@ import { dirname, resolve } from "node:path";
 import type Database from "better-sqlite3";
 import { JOB_STATES, type JobState } from "../../domain/job.js";
 import { DatabaseRefusal } from "../database-refusal.js";
-import { fileBytes, fsyncDirectory, fsyncFile, openExistingReadOnly, sameFile, temporaryPathBeside } from "./database-file.js";
+import {
+  createEmptyFile,
+  fileBytes,
+  fsyncDirectory,
+  fsyncFile,
+  openExistingReadOnly,
+  sameFile,
+  temporaryPathBeside,
+} from "./database-file.js";
 import { MAINTENANCE_SQL } from "./sql.js";
 
 export interface BackupOptions {
@@ -52,7 +61,9 @@ export function backupDatabase(databasePath: string, targetPath: string, options
   try {
     refuseUnsafeTarget(databasePath, target, options.overwrite === true);
     refuseIfNotLeaseQueue(source, databasePath);
-    partial = temporaryPathBeside(target, "partial");
+    const name = temporaryPathBeside(target, "partial");
+    createEmptyFile(name, target);
+    partial = name;
     source.prepare("VACUUM INTO ?").run(partial);
     fsyncFile(partial);
     const facts = verifyCopy(partial, target);

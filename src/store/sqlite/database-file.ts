@@ -1,7 +1,8 @@
 /**
  * Files of the maintenance commands (backup, check, restore, import): opening
- * a database that must already exist without ever writing to it, making a
- * new file durable, and naming the temporary files that become it.
+ * a database that must already exist without ever writing to it, creating a
+ * new file (refused by name when its directory takes none), making it
+ * durable, and naming the temporary files that become it.
  */
 import { randomBytes } from "node:crypto";
 import { closeSync, fsyncSync, openSync, statSync } from "node:fs";
@@ -47,6 +48,36 @@ export function sameFile(a: string, b: string): boolean {
  */
 export function temporaryPathBeside(path: string, purpose: string): string {
   return join(dirname(path), `${basename(path)}.${purpose}-${randomBytes(4).toString("hex")}`);
+}
+
+/**
+ * Creates `path` as a new empty file, which VACUUM INTO then fills (it
+ * accepts an empty file): a directory that takes no new file is refused
+ * before any copying, naming the directory instead of SQLite's
+ * SQLITE_CANTOPEN on the temporary name. `target` is the file the caller is
+ * making, named in the refusal.
+ */
+export function createEmptyFile(path: string, target: string): void {
+  try {
+    closeSync(openSync(path, "wx", 0o644));
+  } catch (err) {
+    throw unwritableDirectory(err, target) ?? err;
+  }
+}
+
+/** System error codes of a file creation refused by the directory or its file system, not by a full disk or a bug. */
+const NOT_WRITABLE = new Set(["EACCES", "EPERM", "EROFS", "ENOENT"]);
+
+/**
+ * The refusal for an error creating a file for `target` in its directory
+ * when the directory takes no new file (its permissions, a read-only file
+ * system, a file system that holds no regular files such as /proc or /sys);
+ * undefined for any other error, which the caller rethrows.
+ */
+export function unwritableDirectory(err: unknown, target: string): DatabaseRefusal | undefined {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  if (typeof code !== "string" || !NOT_WRITABLE.has(code)) return undefined;
+  return new DatabaseRefusal("BAD_FILE", `cannot write ${target}: the directory ${dirname(target)} is not writable (${code})`);
 }
 
 /** Flushes a file's data to the disk. */

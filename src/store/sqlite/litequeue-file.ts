@@ -50,15 +50,20 @@ export function openLitequeueFile(path: string): LitequeueFile {
   }
 }
 
+/**
+ * Refuses a file whose `Queue` is not litequeue's table before any row is
+ * read: a view (even one over a dropped table), a virtual or WITHOUT ROWID
+ * table (the rows are read in rowid order), or a table without litequeue's
+ * columns. Each refusal names what litequeue's table has.
+ */
 function assertLitequeueTable(db: Database.Database, path: string): void {
+  const expected = `litequeue's table "Queue" with the columns ${COLUMNS.join(", ")}`;
+  const refuse = (found: string) => new DatabaseRefusal("BAD_FILE", `${path} is not a litequeue database: ${found}; expected ${expected}`);
+  const queue = db.prepare(LITEQUEUE_SQL.queueKind).get() as { type: string; wr: number } | undefined;
+  if (queue === undefined) throw refuse('it has no table "Queue"');
+  if (queue.type !== "table") throw refuse(`its "Queue" is a ${queue.type === "virtual" ? "virtual table" : queue.type}, not a table`);
+  if (queue.wr !== 0) throw refuse('its "Queue" is a WITHOUT ROWID table');
   const present = new Set((db.prepare(LITEQUEUE_SQL.columns).all() as Array<{ name: string }>).map((c) => c.name));
   const missing = COLUMNS.filter((c) => !present.has(c));
-  if (missing.length > 0) {
-    throw new DatabaseRefusal(
-      "BAD_FILE",
-      present.size === 0
-        ? `${path} is not a litequeue database: it has no table "Queue"`
-        : `${path} is not a litequeue database: its table "Queue" lacks the column(s) ${missing.join(", ")}`,
-    );
-  }
+  if (missing.length > 0) throw refuse(`its table "Queue" lacks the column(s) ${missing.join(", ")}`);
 }

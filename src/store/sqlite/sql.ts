@@ -208,6 +208,8 @@ export const MAINTENANCE_SQL = {
 
 /** litequeue's table (see store/litequeue-mapping.ts): its columns, and its rows in insertion order. */
 export const LITEQUEUE_SQL = {
+  /** What "Queue" is (table, view, virtual, shadow) and whether it is WITHOUT ROWID; names are case-insensitive in SQL. */
+  queueKind: `SELECT type, wr FROM pragma_table_list WHERE schema = 'main' AND name = 'Queue' COLLATE NOCASE`,
   columns: `SELECT name FROM pragma_table_info('Queue')`,
   /** Text comes as its bytes, so that text which is not UTF-8 is seen, not replaced. */
   rows: `SELECT rowid, CASE typeof(data) WHEN 'text' THEN CAST(data AS BLOB) ELSE data END AS data,

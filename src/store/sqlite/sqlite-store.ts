@@ -24,10 +24,12 @@
  * schema is newer than this release's last migration (store/schema-version.ts).
  */
 import Database from "better-sqlite3";
+import { hostClock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
 import type { Job, JobEvent, JobState } from "../../domain/job.js";
 import { publicJob } from "../../domain/job.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
+import { watchClockJumps } from "../database-clock.js";
 import { DatabaseRefusal } from "../database-refusal.js";
 import { replayBounds } from "../event-bounds.js";
 import { OperationStore, type OperationStoreOptions } from "../operation-store.js";
@@ -62,6 +64,13 @@ export interface SqliteStoreOptions extends OperationStoreOptions {
    * They are also found at each of this store's own transactions. Default 100 ms.
    */
   otherWritersPollMs?: number;
+  /**
+   * Told when the host's wall clock jumps against its monotonic clock by
+   * more than a second (size in ms, negative when it went back): the
+   * store's only clock is the host's, so lease expiry, delays and
+   * schedules move with it.
+   */
+  onClockJump?(jumpMs: number): void;
 }
 
 /** Events per announcement of other writers' commits, so that a long catch-up reaches listeners in bounded pieces. */
@@ -91,6 +100,7 @@ export class SqliteStore extends OperationStore implements Store {
   /** Whether the group commit has a transaction open now; what would be announced meanwhile waits for its end. */
   #transactionOpen = false;
   #heldUntilEnd: Array<() => void> = [];
+  readonly #stopClockWatch: (() => void) | undefined;
 
   constructor(options: SqliteStoreOptions) {
     super(options);
@@ -110,6 +120,10 @@ export class SqliteStore extends OperationStore implements Store {
       this.db.close();
       throw openFailure(options.path, err);
     }
+    this.#stopClockWatch =
+      options.onClockJump === undefined
+        ? undefined
+        : watchClockJumps({ host: hostClock(options.clock), onJump: (ms) => options.onClockJump?.(ms) });
     // While the WAL's fsync runs, new writes wait and then share one
     // transaction (and the next fsync) instead of committing one by one.
     this.#walSync = new WalSync(`${options.path}-wal`, () => this.#groupCommit.resume());
@@ -316,9 +330,14 @@ export class SqliteStore extends OperationStore implements Store {
   }
 
   /** Commits what is queued, then closes the database (checkpointing the WAL). */
+  clockOffsetMs(): number {
+    return 0;
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#stopClockWatch?.();
     clearInterval(this.#otherWritersTimer);
     this.#groupCommit.flush();
     // Answer every commit only once it is on disk, then stop.

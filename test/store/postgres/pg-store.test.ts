@@ -13,6 +13,8 @@ import {
   uniqueSchemaName,
 } from "../../helpers/postgres.js";
 import { describeStoreContract } from "../contract.js";
+import { describeClockSkewContract } from "../contract-clock.js";
+import type { Clock } from "../../../src/domain/clock.js";
 import { describe, it } from "vitest";
 
 const probe = await probePostgres();
@@ -24,7 +26,16 @@ if (skipWithoutPostgres(probe)) {
     requirePostgres(probe);
     const schema = uniqueSchemaName("contract");
     const open = (migrate: boolean) =>
-      openPgStore({ url: TEST_DATABASE_URL, schema, clock, poolSize: 6, statementTimeoutMs: 0, migrate, catchUpIntervalMs: 50 });
+      openPgStore({
+        url: TEST_DATABASE_URL,
+        schema,
+        clock,
+        databaseClock: clock,
+        poolSize: 6,
+        statementTimeoutMs: 0,
+        migrate,
+        catchUpIntervalMs: 50,
+      });
     const stores: PgStore[] = [await open(true)];
     await stores[0].whenListening();
     return {
@@ -32,6 +43,35 @@ if (skipWithoutPostgres(probe)) {
       async openInstance() {
         const store = await open(false);
         await store.whenListening();
+        stores.push(store);
+        return store;
+      },
+      async dispose() {
+        for (const store of stores) await store.close();
+        await dropSchema(schema);
+      },
+    };
+  });
+
+  describeClockSkewContract("postgres", async (databaseClock) => {
+    requirePostgres(probe);
+    const schema = uniqueSchemaName("clock");
+    const open = (host: Clock, migrate: boolean) =>
+      openPgStore({
+        url: TEST_DATABASE_URL,
+        schema,
+        clock: host,
+        databaseClock,
+        poolSize: 6,
+        statementTimeoutMs: 0,
+        migrate,
+        catchUpIntervalMs: 50,
+      });
+    const stores: PgStore[] = [await open(databaseClock, true)];
+    return {
+      store: stores[0],
+      async openInstance(host) {
+        const store = await open(host, false);
         stores.push(store);
         return store;
       },

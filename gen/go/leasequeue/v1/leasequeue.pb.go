@@ -646,8 +646,8 @@ type QueueStats struct {
 	// The queue is paused (PauseQueue): it hands out no leases. A paused
 	// queue is listed even while it has no jobs. Always false in a total.
 	Paused bool `protobuf:"varint,9,opt,name=paused,proto3" json:"paused,omitempty"`
-	// The queue's limits (UpdateQueue); zeros when it has none. A queue with
-	// limits is listed even while it has no jobs. Absent in a total.
+	// The queue's limits (UpdateQueue); absent when it has none, and in a
+	// total. A queue with limits is listed even while it has no jobs.
 	Config *QueueConfig `protobuf:"bytes,10,opt,name=config,proto3" json:"config,omitempty"`
 }
 
@@ -4341,7 +4341,7 @@ type UpdateQueueResponse struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The queue's limits after the change.
+	// The queue's limits after the change; absent when it has none.
 	Config *QueueConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 }
 

@@ -308,8 +308,8 @@ export type QueueStats = Message<"leasequeue.v1.QueueStats"> & {
   paused: boolean;
 
   /**
-   * The queue's limits (UpdateQueue); zeros when it has none. A queue with
-   * limits is listed even while it has no jobs. Absent in a total.
+   * The queue's limits (UpdateQueue); absent when it has none, and in a
+   * total. A queue with limits is listed even while it has no jobs.
    *
    * @generated from field: leasequeue.v1.QueueConfig config = 10;
    */
@@ -1916,7 +1916,7 @@ export const UpdateQueueRequestSchema: GenMessage<UpdateQueueRequest> = /*@__PUR
  */
 export type UpdateQueueResponse = Message<"leasequeue.v1.UpdateQueueResponse"> & {
   /**
-   * The queue's limits after the change.
+   * The queue's limits after the change; absent when it has none.
    *
    * @generated from field: leasequeue.v1.QueueConfig config = 1;
    */
