@@ -26,7 +26,7 @@ import { acceptedCompressions } from "./server/request-compression.js";
 import { boundaryInterceptor, routes } from "./server/routes.js";
 import { createRpcHandler, strictUtf8Decoder } from "./server/rpc-handler.js";
 import { startSideListener } from "./server/side-listener.js";
-import { createWatchOutputs } from "./server/watch-outputs.js";
+import { createWatchOutputs } from "./server/node-watch-output.js";
 import { WriteReadiness } from "./server/write-readiness.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
 import { callerKey } from "./service/queue-access.js";
@@ -163,7 +163,7 @@ export async function startServer(
     textDecoder: strictUtf8Decoder(),
     registry: createRegistry(file_google_rpc_error_details),
   };
-  // WatchEvents writes pre-encoded events straight to its response (service/watch-output.ts).
+  // WatchEvents writes pre-encoded events straight to its response (service/watch-event-frames.ts).
   const watchOutputs = createWatchOutputs({ maxPendingBytes: config.watchMaxPendingBytes });
   const rpc = createRpcHandler({
     contextValues: (values, req, res, method) => {
