@@ -12,7 +12,7 @@
  *
  * reference.json comes from `buf build --as-file-descriptor-set` (source info
  * included: the comments), read with @bufbuild/protobuf's file registry; the
- * bounds from dist/src/domain/limits.js, the roles from
+ * bounds from dist/src/domain/request-bounds.js, the roles from
  * dist/src/service/rpc-roles.js and the errors from
  * dist/src/service/error-table.js (so run after tsc: `npm run build` does).
  * Nothing is read from the Markdown docs. The server
@@ -49,7 +49,7 @@ async function compiled(path) {
   return import(pathToFileURL(file).href);
 }
 
-const limits = await compiled("src/domain/limits.js");
+const requestBounds = await compiled("src/domain/request-bounds.js");
 const { RPC_ROLES } = await compiled("src/service/rpc-roles.js");
 const { ERROR_TABLE } = await compiled("src/service/error-table.js");
 
@@ -60,7 +60,7 @@ const reference = {
     extraMessages: ["google.rpc.ErrorInfo", "google.rpc.BadRequest"],
     roleOf: (service, method) => (service === "leasequeue.v1.LeaseQueueService" ? RPC_ROLES[method] : undefined),
   }),
-  bounds: describeBounds(limits),
+  bounds: describeBounds(requestBounds),
   errors: describeErrors(ERROR_TABLE),
 };
 

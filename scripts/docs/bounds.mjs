@@ -1,6 +1,6 @@
 /**
  * The reference's bounds table, computed from the server's own limits
- * (src/domain/limits.ts, compiled into dist/ by the tsc step of the build),
+ * (src/domain/request-bounds.ts, compiled into dist/ by the tsc step of the build),
  * so that it says what validation enforces. Fields are named as JSON names.
  */
 const SECOND = 1000;
@@ -18,7 +18,7 @@ function duration(ms) {
 
 const range = ([min, max], format = String) => `${format(min)}..${format(max)}`;
 
-/** @param {{ BOUNDS: any, DEFAULTS: any }} limits the exports of dist/src/domain/limits.js */
+/** @param {{ BOUNDS: any, DEFAULTS: any }} requestBounds the exports of dist/src/domain/request-bounds.js */
 export function describeBounds({ BOUNDS: B, DEFAULTS: D }) {
   return [
     { fields: ["queue", "task"], bound: `matches \`${B.name.source}\``, default: `queue \`"${D.queue}"\`; task required` },

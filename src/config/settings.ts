@@ -6,7 +6,7 @@
  * (settings-text.ts), so a default or a bound is typed here only.
  */
 import { formatDurationText } from "../domain/duration-text.js";
-import { DEFAULTS } from "../domain/limits.js";
+import { DEFAULTS } from "../domain/request-bounds.js";
 import { DEFAULT_RETENTION } from "../domain/retention.js";
 import {
   choice,

@@ -19,7 +19,7 @@
 import { QueueError } from "./errors.js";
 import type { EventDraft, JobState, StoredJob } from "./job.js";
 import { leaseTokenMatches } from "./lease-token.js";
-import { BOUNDS, DEFAULTS } from "./limits.js";
+import { BOUNDS, DEFAULTS } from "./request-bounds.js";
 
 export interface Transition {
   job: StoredJob;

@@ -7,7 +7,7 @@ import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, type Duration, type FieldMask, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
 import type { JobState as DomainState } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";
-import { BOUNDS, DEFAULTS } from "../domain/limits.js";
+import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import { NO_QUEUE_LIMITS, QUEUE_CONFIG_FIELDS, type QueueConfigField, type QueueConfigUpdate } from "../domain/queue-limits.js";
 import { canonicalTimeZone, cronProblem, type Recurrence, type ScheduleSpec } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
@@ -16,7 +16,7 @@ import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js
 import { STATE_FROM_WIRE } from "./wire.js";
 
 /** api.md "Bounds" and "Defaults and identity": one table, shared with the state machine and the worker SDK. */
-export { BOUNDS, DEFAULTS } from "../domain/limits.js";
+export { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 
 export function queueName(field: string, value: string, fallback?: string): string {
   if (value === "" && fallback !== undefined) return fallback;

@@ -33,7 +33,7 @@
  */
 import type { EventDraft, JobState, StoredJob } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";
-import { BOUNDS, DEFAULTS } from "../domain/limits.js";
+import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 
 /** litequeue's MessageStatus values, and the state each one is imported in. */
 export const LITEQUEUE_STATUSES = [

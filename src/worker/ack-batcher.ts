@@ -19,7 +19,7 @@
 import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { BOUNDS, DEFAULTS } from "../domain/limits.js";
+import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import { BadRequestSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import type { Status } from "../../gen/ts/google/rpc/status_pb.js";
 import { AcknowledgementSchema, type Acknowledgement, type AcknowledgementResult } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";

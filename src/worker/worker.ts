@@ -30,7 +30,7 @@ import { setMaxListeners } from "node:events";
 import { durationFromMs, timestampFromMs, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { BOUNDS, DEFAULTS } from "../domain/limits.js";
+import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import { AcknowledgementSchema, JobState, WorkStartSchema, type Job, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { AckBatcher } from "./ack-batcher.js";
 import { backoffDelay, pause, type BackoffOptions } from "./backoff.js";

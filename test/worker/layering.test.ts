@@ -20,7 +20,7 @@ describe("the worker SDK's imports", () => {
 
   it.each(files)("%s imports only packages, gen/, its own folder and domain/limits.ts", (file) => {
     const relative = importsOf(join(dir, file)).filter((s) => s.startsWith("."));
-    const outside = relative.filter((s) => !s.startsWith("./") && !s.startsWith("../../gen/") && s !== "../domain/limits.js");
+    const outside = relative.filter((s) => !s.startsWith("./") && !s.startsWith("../../gen/") && s !== "../domain/request-bounds.js");
     expect(outside).toEqual([]);
   });
 
@@ -29,8 +29,8 @@ describe("the worker SDK's imports", () => {
   });
 
   it("validation and the state machine take their bounds and defaults from it", () => {
-    expect(importsOf(join(PACKAGE_ROOT, "src/service/validate.ts"))).toContain("../domain/limits.js");
-    expect(importsOf(join(PACKAGE_ROOT, "src/domain/state-machine.ts"))).toContain("./limits.js");
-    expect(importsOf(join(PACKAGE_ROOT, "src/worker/worker.ts"))).toContain("../domain/limits.js");
+    expect(importsOf(join(PACKAGE_ROOT, "src/service/validate.ts"))).toContain("../domain/request-bounds.js");
+    expect(importsOf(join(PACKAGE_ROOT, "src/domain/state-machine.ts"))).toContain("./request-bounds.js");
+    expect(importsOf(join(PACKAGE_ROOT, "src/worker/worker.ts"))).toContain("../domain/request-bounds.js");
   });
 });

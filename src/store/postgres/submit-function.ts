@@ -4,7 +4,7 @@
  * job exists if and only if that transaction commits.
  *
  * It does what a Submit RPC does, no less strictly:
- * - validation against domain/limits.ts (every bound below is generated from
+ * - validation against domain/request-bounds.ts (every bound below is generated from
  *   BOUNDS and DEFAULTS, never typed again), refusing with a SQLSTATE, a
  *   message `field: description` as the RPC words it, and the field in the
  *   error's COLUMN (node-postgres `err.column`, psycopg `e.diag.column_name`):
@@ -27,7 +27,7 @@
  * Times come from the database's clock (clock_timestamp()): there is no
  * server clock in the caller's transaction.
  */
-import { BOUNDS, DEFAULTS } from "../../domain/limits.js";
+import { BOUNDS, DEFAULTS } from "../../domain/request-bounds.js";
 import { quoteEscapeLiteral, quoteLiteral } from "./identifiers.js";
 import { notificationChannel } from "./notifications.js";
 
