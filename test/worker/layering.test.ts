@@ -1,7 +1,7 @@
 /**
  * The worker SDK (`leasequeue/worker`) must run in a worker process without
  * the server: src/worker imports only packages, gen/, its own files and the
- * limits table src/domain/limits.ts, and that table imports nothing, so
+ * limits table src/domain/request-bounds.ts, and that table imports nothing, so
  * sharing it drags no server code in.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -18,14 +18,14 @@ describe("the worker SDK's imports", () => {
   const dir = join(PACKAGE_ROOT, "src/worker");
   const files = readdirSync(dir).filter((f) => f.endsWith(".ts"));
 
-  it.each(files)("%s imports only packages, gen/, its own folder and domain/limits.ts", (file) => {
+  it.each(files)("%s imports only packages, gen/, its own folder and domain/request-bounds.ts", (file) => {
     const relative = importsOf(join(dir, file)).filter((s) => s.startsWith("."));
     const outside = relative.filter((s) => !s.startsWith("./") && !s.startsWith("../../gen/") && s !== "../domain/request-bounds.js");
     expect(outside).toEqual([]);
   });
 
-  it("domain/limits.ts imports nothing at all", () => {
-    expect(importsOf(join(PACKAGE_ROOT, "src/domain/limits.ts"))).toEqual([]);
+  it("domain/request-bounds.ts imports nothing at all", () => {
+    expect(importsOf(join(PACKAGE_ROOT, "src/domain/request-bounds.ts"))).toEqual([]);
   });
 
   it("validation and the state machine take their bounds and defaults from it", () => {
