@@ -12,7 +12,8 @@
  *
  * reference.json comes from `buf build --as-file-descriptor-set` (source info
  * included: the comments), read with @bufbuild/protobuf's file registry; the
- * bounds from dist/src/domain/request-bounds.js, the roles from
+ * bounds from dist/src/domain/request-bounds.js (their durations written by
+ * dist/src/domain/duration-text.js), the roles from
  * dist/src/service/rpc-roles.js and the errors from
  * dist/src/service/error-table.js (so run after tsc: `npm run build` does).
  * Nothing is read from the Markdown docs. The server
@@ -50,6 +51,7 @@ async function compiled(path) {
 }
 
 const requestBounds = await compiled("src/domain/request-bounds.js");
+const durationText = await compiled("src/domain/duration-text.js");
 const { RPC_ROLES } = await compiled("src/service/rpc-roles.js");
 const { ERROR_TABLE } = await compiled("src/service/error-table.js");
 
@@ -60,7 +62,7 @@ const reference = {
     extraMessages: ["google.rpc.ErrorInfo", "google.rpc.BadRequest"],
     roleOf: (service, method) => (service === "leasequeue.v1.LeaseQueueService" ? RPC_ROLES[method] : undefined),
   }),
-  bounds: describeBounds(requestBounds),
+  bounds: describeBounds(requestBounds, durationText),
   errors: describeErrors(ERROR_TABLE),
 };
 

@@ -28,15 +28,46 @@ export function parseDurationText(text: string): number {
   return Math.round(ms);
 }
 
-/** The shortest text of whole units for a duration (`604800000` -> `168h`), for messages and output. */
-export function formatDurationText(ms: number): string {
+/**
+ * How a duration is written, by who reads it:
+ *
+ * - `"setting"`: settings, flags and the messages about them, in the units
+ *   parseDurationText reads back and never in days (`168h`, `30m`, `1500ms`);
+ * - `"bound"`: a bound in an error message, days included (`1s`, `1m`,
+ *   `12h`, `30d`), the same words from the service's validation and from
+ *   PostgreSQL's `submit()`;
+ * - `"reference"`: the API reference's bounds table, in days, hours and
+ *   seconds, since a Duration's JSON counts seconds (`60s`, `12h`, `30d`);
+ * - `"glance"`: the console, rounded down to its two largest units and
+ *   spelled out (`0 s`, `1 min 35 s`, `33 min`, `2 h 5 min`, `3 d 4 h`).
+ */
+export type DurationStyle = "setting" | "bound" | "reference" | "glance";
+
+/** The units each exact style picks from, largest first; the first that divides the duration is taken, else milliseconds. */
+const EXACT_UNITS: Record<Exclude<DurationStyle, "glance">, ReadonlyArray<keyof typeof UNIT_MS>> = {
+  setting: ["h", "m", "s"],
+  bound: ["d", "h", "m", "s"],
+  reference: ["d", "h", "s"],
+};
+
+/** A duration as text in `style` (default `"setting"`: `604800000` -> `168h`); see DurationStyle. */
+export function formatDurationText(ms: number, style: DurationStyle = "setting"): string {
+  if (style === "glance") return glanceText(ms);
   if (ms === 0) return "0s";
-  for (const [unit, size] of [
-    ["h", 3_600_000],
-    ["m", 60_000],
-    ["s", 1000],
-  ] as const) {
-    if (ms % size === 0) return `${ms / size}${unit}`;
+  for (const unit of EXACT_UNITS[style]) {
+    if (ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
   }
   return `${ms}ms`;
+}
+
+/** The `"glance"` style: whole units, rounded down, at most two of them. */
+function glanceText(ms: number): string {
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 10) return `${m} min ${s % 60} s`;
+  if (m < 60) return `${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h} h ${m % 60} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
 }

@@ -5,6 +5,7 @@
  */
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, type Duration, type FieldMask, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import { formatDurationText } from "../domain/duration-text.js";
 import type { JobState as DomainState } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";
 import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
@@ -112,20 +113,9 @@ export function durationInRange(
 ): number | undefined {
   if (value === undefined) return fallback;
   const ms = durationMs(field, value);
-  if (ms < min || pastMs(ms, value.nanos, max)) throw invalidArgument(field, `must be between ${formatMs(min)} and ${formatMs(max)}`);
+  if (ms < min || pastMs(ms, value.nanos, max))
+    throw invalidArgument(field, `must be between ${formatDurationText(min, "bound")} and ${formatDurationText(max, "bound")}`);
   return ms;
-}
-
-/** 1000 -> "1s", 43200000 -> "12h": bounds as a person writes them. */
-function formatMs(ms: number): string {
-  for (const [unit, size] of [
-    ["d", 86_400_000],
-    ["h", 3_600_000],
-    ["m", 60_000],
-  ] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms / 1000}s`;
 }
 
 /**
