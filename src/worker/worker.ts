@@ -30,6 +30,7 @@ import { setMaxListeners } from "node:events";
 import { durationFromMs, timestampFromMs, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { jsonDepth, nestedTooDeepText } from "../domain/json-depth.js";
 import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import { AcknowledgementSchema, JobState, WorkStartSchema, type Job, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { AckBatcher } from "./ack-batcher.js";
@@ -819,27 +820,9 @@ function resultRefusal(result: JsonValue | undefined): ConnectError | undefined 
     }
   }
   if (jsonDepth(result, BOUNDS.jsonDepth) > BOUNDS.jsonDepth) {
-    return new ConnectError(
-      `complete.result: is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`,
-      Code.InvalidArgument,
-    );
+    return new ConnectError(`complete.result: is ${nestedTooDeepText()}`, Code.InvalidArgument);
   }
   return undefined;
-}
-
-/** Nesting of plain JSON as api.md counts it (`1` is 0, `[1]` and `{}` are 1), or `limit + 1` once past `limit`. */
-function jsonDepth(value: JsonValue, limit: number): number {
-  let deepest = 0;
-  const pending: Array<[JsonValue, number]> = [[value, 0]];
-  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    const [v, depth] = next;
-    if (v === null || typeof v !== "object") continue;
-    const level = depth + 1;
-    if (level > limit) return limit + 1;
-    if (level > deepest) deepest = level;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) pending.push([child, level]);
-  }
-  return deepest;
 }
 
 /**
@@ -856,7 +839,7 @@ function checkedProgress(value: JsonValue): JsonValue {
     throw new RangeError(`progress: is ${bytes} bytes of JSON; the limit is ${BOUNDS.progressJsonBytes} bytes`);
   }
   if (jsonDepth(json, BOUNDS.jsonDepth) > BOUNDS.jsonDepth) {
-    throw new RangeError(`progress: is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
+    throw new RangeError(`progress: is ${nestedTooDeepText()}`);
   }
   return json;
 }
