@@ -10,6 +10,7 @@ import { file_google_rpc_error_details } from "../gen/ts/google/rpc/error_detail
 import { redactDatabaseUrl, type Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { formatDurationText } from "./domain/duration-text.js";
+import { FIRST_BYTE_TIMEOUT_MS } from "./domain/timing-defaults.js";
 import { ClaimStreams } from "./dispatch/claim-streams.js";
 import { EventFeed } from "./dispatch/event-feed.js";
 import { startLeaseSweeper } from "./dispatch/lease-sweeper.js";
@@ -359,7 +360,7 @@ async function startListeners(config: Config, { rpc, metrics, health, auth, log,
     http2MaxConcurrentStreams: config.http2MaxConcurrentStreams,
     requestHeadersTimeoutMs: config.requestHeadersTimeoutMs,
     // A connection that has not sent its first byte has not sent its headers either.
-    firstByteTimeoutMs: Math.min(10_000, config.requestHeadersTimeoutMs),
+    firstByteTimeoutMs: Math.min(FIRST_BYTE_TIMEOUT_MS, config.requestHeadersTimeoutMs),
     requestTimeoutMs: config.requestTimeoutMs,
     keepAliveTimeoutMs: config.keepAliveTimeoutMs,
     isStreamingRequest: rpc.isStreamingRequest,

@@ -8,6 +8,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../domain/clock.js";
+import { KEEPALIVE_INTERVAL_MS } from "../domain/timing-defaults.js";
 import type { ClaimStreams } from "../dispatch/claim-streams.js";
 import { claimWithin } from "../dispatch/long-poll-claim.js";
 import type { QueueWakeups } from "../dispatch/queue-wakeups.js";
@@ -105,7 +106,7 @@ export function leaseHandlers({ store, clock, wakeups, claimStreams, workKeepali
     },
 
     work(requests, ctx) {
-      return workStream(requests, ctx, { store, log, claimStreams, keepaliveMs: workKeepaliveMs ?? 15_000 });
+      return workStream(requests, ctx, { store, log, claimStreams, keepaliveMs: workKeepaliveMs ?? KEEPALIVE_INTERVAL_MS });
     },
 
     async heartbeat(req, ctx) {
