@@ -54,6 +54,13 @@ export interface AckStream {
   send(batch: PendingAck[]): boolean;
 }
 
+/**
+ * Deadline of one Acknowledge call, and how long the Work stream may leave
+ * an acknowledgement unanswered before the worker takes it for a dead
+ * stream, cancels it and reconnects.
+ */
+export const ACK_ANSWER_TIMEOUT_MS = 10_000;
+
 export interface AckBatcherOptions {
   client: LeaseQueueClient;
   /** How long the first acknowledgement of a batch waits for others; 0 waits one turn of the event loop. */

@@ -37,8 +37,10 @@ describe("the worker SDK's imports", () => {
     expect(shared).not.toContain("state-machine.js");
   });
 
-  it("validation and the state machine take their bounds and defaults from it", () => {
+  it("validation, the state machine and the SDK's checks take their bounds and defaults from it", () => {
     expect(importsOf(join(PACKAGE_ROOT, "src/service/validate.ts"))).toContain("../domain/request-bounds.js");
     expect(importsOf(join(PACKAGE_ROOT, "src/domain/state-machine.ts"))).toContain("./request-bounds.js");
+    expect(importsOf(join(PACKAGE_ROOT, "src/worker/worker-options.ts"))).toContain("../domain/request-bounds.js");
+    expect(importsOf(join(PACKAGE_ROOT, "src/worker/result-checks.ts"))).toContain("../domain/request-bounds.js");
   });
 });
