@@ -1,14 +1,14 @@
 /**
- * The nesting bound of a payload, result or progress (api.md "Bounds",
- * BOUNDS.jsonDepth: why 32 is written there): how deep a value nests, and
- * the words every refusal of one nested deeper uses, whoever refuses it
+ * The nesting bound of a payload, result or progress (README, "Bounds and
+ * defaults"; why 32: BOUNDS.jsonDepth): how deep a value nests, and the
+ * words every refusal of one nested deeper uses, whoever refuses it
  * (validation, lease delivery, the worker SDK, PostgreSQL's submit(), the
  * litequeue import).
  */
 import { BOUNDS } from "./request-bounds.js";
 
 /**
- * How deeply a value nests, as api.md counts it (`1` is 0, `[1]` and `{}`
+ * How deeply a value nests, as the bound counts it (`1` is 0, `[1]` and `{}`
  * are 1), or `limit + 1` as soon as it is known to be deeper than `limit`.
  * `childrenOf` gives a container's members, undefined for a scalar. Walks
  * with an explicit stack, never recursion, so a value nested far past the

@@ -6,6 +6,7 @@
  */
 import { timestampFromMs, type Value } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
+import { backoffCeilingMs } from "../domain/backoff.js";
 import { JobState, type Job } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ACK_ANSWER_TIMEOUT_MS, type AckBatcher } from "./ack-batcher.js";
 import { ackOutcome, resultRefused, type Outcome } from "./attempt-outcome.js";
@@ -33,6 +34,9 @@ const TRANSIENT: ReadonlySet<Code> = new Set([
 ]);
 
 const RPC_OF = { complete: "Complete", release: "Release", fail: "Fail", snooze: "Snooze" } as const;
+
+/** Waits between sends of an outcome after a passing failure: 100 ms doubling to 2 s. */
+const ACK_RETRY_BACKOFF = { initialMs: 100, maxMs: 2000 };
 
 export interface OutcomeAcknowledgerOptions {
   acks: AckBatcher;
@@ -107,7 +111,7 @@ export class OutcomeAcknowledger {
         return;
       }
       this.#onEvent({ type: "error", error: err, job: lease.job });
-      await pause(Math.min(2000, 100 * 2 ** attempt), this.#cutoff);
+      await pause(backoffCeilingMs(attempt, ACK_RETRY_BACKOFF), this.#cutoff);
     }
   }
 
