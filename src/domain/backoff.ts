@@ -1,11 +1,12 @@
 /**
  * Exponential backoff, the one formula behind every wait that grows with
- * failures: a job's retry delay (the README's
- * `min(retry_base_delay * 2^(attempts-1), 1h)`), the worker SDK's
+ * failures: a job's retry delay (docs/api.md, "Retries and backoff":
+ * `min(retryBaseDelay * 2^(attempts-1), 1h)`), the worker SDK's
  * reconnects and its resending of an outcome, PostgreSQL's LISTEN
- * reconnects and the console's re-subscriptions. Each caller brings its own parameters; the
- * ones that reconnect draw their wait below the ceiling (equal jitter), so
- * clients cut off together by one restart do not come back in lockstep.
+ * reconnects and the console's re-subscriptions. Each caller brings its
+ * own parameters; the ones that reconnect draw their wait below the
+ * ceiling (equal jitter), so clients cut off together by one restart do
+ * not come back in lockstep.
  */
 
 export interface BackoffPolicy {

@@ -38,26 +38,71 @@ export function parseDurationText(text: string): number {
  *   PostgreSQL's `submit()`;
  * - `"reference"`: the API reference's bounds table, in days, hours and
  *   seconds, since a Duration's JSON counts seconds (`60s`, `12h`, `30d`);
- * - `"glance"`: the console, rounded down to its two largest units and
- *   spelled out (`0 s`, `1 min 35 s`, `33 min`, `2 h 5 min`, `3 d 4 h`).
+ * - `"spelled"`: the console's exact durations (a rate period), units
+ *   spelled out (`0 s`, `90 s`, `1 min`, `2 h`, `1.5 s`);
+ * - `"glance"`: the console's approximate ones (an age, an interval),
+ *   rounded down to the two largest units (`0 s`, `1 min 35 s`, `33 min`,
+ *   `2 h 5 min`, `3 d 4 h`).
  */
-export type DurationStyle = "setting" | "bound" | "reference" | "glance";
+export type DurationStyle = "setting" | "bound" | "reference" | "spelled" | "glance";
 
-/** The units each exact style picks from, largest first; the first that divides the duration is taken, else milliseconds. */
-const EXACT_UNITS: Record<Exclude<DurationStyle, "glance">, ReadonlyArray<keyof typeof UNIT_MS>> = {
-  setting: ["h", "m", "s"],
-  bound: ["d", "h", "m", "s"],
-  reference: ["d", "h", "s"],
+/**
+ * An exact style: the units it picks from, largest first (the first that
+ * divides the duration is taken; 0 is written in the last), and the text
+ * of a duration none divides.
+ */
+interface ExactStyle {
+  units: ReadonlyArray<readonly [label: string, ms: number]>;
+  rest: (ms: number) => string;
+}
+
+const MS_REST = (ms: number) => `${ms}ms`;
+
+const EXACT_STYLES: Record<Exclude<DurationStyle, "glance">, ExactStyle> = {
+  setting: {
+    units: [
+      ["h", UNIT_MS.h],
+      ["m", UNIT_MS.m],
+      ["s", UNIT_MS.s],
+    ],
+    rest: MS_REST,
+  },
+  bound: {
+    units: [
+      ["d", UNIT_MS.d],
+      ["h", UNIT_MS.h],
+      ["m", UNIT_MS.m],
+      ["s", UNIT_MS.s],
+    ],
+    rest: MS_REST,
+  },
+  reference: {
+    units: [
+      ["d", UNIT_MS.d],
+      ["h", UNIT_MS.h],
+      ["s", UNIT_MS.s],
+    ],
+    rest: MS_REST,
+  },
+  spelled: {
+    units: [
+      [" h", UNIT_MS.h],
+      [" min", UNIT_MS.m],
+      [" s", UNIT_MS.s],
+    ],
+    rest: (ms) => `${ms / 1000} s`,
+  },
 };
 
 /** A duration as text in `style` (default `"setting"`: `604800000` -> `168h`); see DurationStyle. */
 export function formatDurationText(ms: number, style: DurationStyle = "setting"): string {
   if (style === "glance") return glanceText(ms);
-  if (ms === 0) return "0s";
-  for (const unit of EXACT_UNITS[style]) {
-    if (ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
+  const { units, rest } = EXACT_STYLES[style];
+  if (ms === 0) return `0${units[units.length - 1][0]}`;
+  for (const [label, size] of units) {
+    if (ms % size === 0) return `${ms / size}${label}`;
   }
-  return `${ms}ms`;
+  return rest(ms);
 }
 
 /** The `"glance"` style: whole units, rounded down, at most two of them. */

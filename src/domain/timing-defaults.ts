@@ -14,6 +14,6 @@ export const KEEPALIVE_INTERVAL_MS = 15_000;
 /**
  * How long a new connection may take to send its first byte (cleartext) or
  * to finish its TLS handshake, and the most the headers timeout lowers it
- * to: README, "Limits at the edge".
+ * to: SECURITY.md, "Limits at the edge".
  */
 export const FIRST_BYTE_TIMEOUT_MS = 10_000;

@@ -1,8 +1,8 @@
 /**
  * The checks a handler's result and progress pass before they are sent:
- * the worker refuses what the server would (README, "Bounds and
- * defaults"), because an acknowledgement the server finds malformed or too
- * large fails its whole message, not just itself.
+ * the worker refuses what the server would (docs/api.md, "Bounds"),
+ * because an acknowledgement the server finds malformed or too large fails
+ * its whole message, not just itself.
  */
 import type { JsonValue } from "@bufbuild/protobuf";
 import { toBinary } from "@bufbuild/protobuf";

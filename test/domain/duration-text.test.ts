@@ -1,7 +1,8 @@
 /**
  * One way to write a duration per reader: settings (read back by
  * parseDurationText), bounds in error messages (the service and PostgreSQL's
- * submit() both), the API reference's table, and the console.
+ * submit() both), the API reference's table, and the console (exact and at
+ * a glance).
  */
 import { describe, expect, it } from "vitest";
 import { formatDurationText, parseDurationText } from "../../src/domain/duration-text.js";
@@ -42,7 +43,17 @@ describe("formatDurationText", () => {
     expect(formatDurationText(250, "reference")).toBe("250ms");
   });
 
-  it("writes the console's durations in at most two units, rounded down", () => {
+  it("writes the console's exact durations with their units spelled out", () => {
+    expect(formatDurationText(0, "spelled")).toBe("0 s");
+    expect(formatDurationText(1000, "spelled")).toBe("1 s");
+    expect(formatDurationText(90_000, "spelled")).toBe("90 s");
+    expect(formatDurationText(60_000, "spelled")).toBe("1 min");
+    expect(formatDurationText(7_200_000, "spelled")).toBe("2 h");
+    expect(formatDurationText(DAY, "spelled")).toBe("24 h");
+    expect(formatDurationText(1500, "spelled")).toBe("1.5 s");
+  });
+
+  it("writes the console's approximate durations in at most two units, rounded down", () => {
     expect(formatDurationText(0, "glance")).toBe("0 s");
     expect(formatDurationText(59_999, "glance")).toBe("59 s");
     expect(formatDurationText(95_000, "glance")).toBe("1 min 35 s");

@@ -1,5 +1,5 @@
 /**
- * The nesting bound as the README counts it, and the words of its refusal, shared
+ * The nesting bound as docs/api.md "Bounds" counts it, and the words of its refusal, shared
  * by validation, lease delivery, the worker SDK, PostgreSQL's submit() and
  * the litequeue import.
  */
