@@ -17,7 +17,8 @@
  * - Time comes from the injected Clock.
  *
  * What the upper layers rely on from onCommitted (dispatch/: claim streams,
- * long-poll wake-ups, the WatchEvents feed; metrics):
+ * long-poll wake-ups, the WatchEvents feed; maintenance/: the schedules'
+ * timer; metrics):
  * - Every stored event is announced after the transaction that stored it
  *   committed (and, where the engine answers only durable commits, once it
  *   is durable): a listener that reads the store sees what it was told of.

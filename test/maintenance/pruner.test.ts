@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import type { RetentionPolicy } from "../../src/domain/retention.js";
-import { prunePass, startPruner } from "../../src/dispatch/pruner.js";
+import { prunePass, startPruner } from "../../src/maintenance/pruner.js";
 import { silentLogger } from "../../src/logger.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { PrunedJobs } from "../../src/store/store.js";
