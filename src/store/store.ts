@@ -238,10 +238,9 @@ export interface Store {
   submit(jobs: NewJob[]): Promise<SubmitOutcome[]>;
   /**
    * Leases up to maxJobs eligible jobs, recovering expired leases of the
-   * queue first, and never past the queue's limits (updateQueueConfig).
+   * queue first, and never past the queue's limits (updateQueueConfig);
+   * also tells when a queue limit held eligible jobs back (dispatch/ waits on that).
    */
-  claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]>;
-  /** The same claim, also telling when a queue limit held eligible jobs back (dispatch/ waits on that). */
   claimOutcome(spec: ClaimRequestSpec): Promise<ClaimOutcome>;
   /**
    * Extends an active lease; with `progressJson` (compact JSON text) it also

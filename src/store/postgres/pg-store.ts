@@ -220,11 +220,6 @@ export class PgStore extends OperationStore implements Store {
     return this.#notifications.whenListening();
   }
 
-  /** The listening connection's server process (tests terminate it). */
-  get listenerBackendPid(): number | undefined {
-    return this.#notifications.backendPid;
-  }
-
   // ---------------------------------------------------------------- writes
 
   protected runWrite<T>(op: WriteOperation<T>): Promise<T> {

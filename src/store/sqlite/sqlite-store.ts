@@ -49,9 +49,6 @@ import { SqlitePort } from "./sqlite-port.js";
 import { WalSync, type DurableSettle } from "./wal-sync.js";
 import { otherWriteFailure, writeFailureOf } from "./write-failures.js";
 
-export { LATEST_SCHEMA_VERSION, migrate } from "./migrate.js";
-export { writeFailureCause } from "./write-failures.js";
-
 export interface SqliteStoreOptions extends OperationStoreOptions {
   /** Database file, or ":memory:". */
   path: string;
