@@ -10,10 +10,12 @@ import { DatabaseRefusal } from "../../../src/store/database-refusal.js";
 import { schemaTooNewMessage } from "../../../src/store/schema-version.js";
 import { DEFINITIONS_REVISION, definitionsHash } from "../../../src/store/postgres/definitions.js";
 import { migratePostgres, schemaLabel } from "../../../src/store/postgres/migrate.js";
-import { PG_LATEST_SCHEMA_VERSION, PG_MIGRATIONS, type PgMigration } from "../../../src/store/postgres/migrations.js";
+import { PG_MIGRATIONS, type PgMigration } from "../../../src/store/postgres/migrations.js";
 import { probePostgres, skipWithoutPostgres, uniqueSchemaName, useTestSchema } from "../../helpers/postgres.js";
 
 const probe = await probePostgres();
+/** The schema version this release's migrations end at. */
+const PG_LATEST_SCHEMA_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version;
 
 /**
  * The definitions' text for the schema "leasequeue", pinned to their
