@@ -83,11 +83,6 @@ export class PgTransactions {
     this.#channel = notificationChannel(options.statements.schema);
   }
 
-  /** Transactions open now. */
-  get active(): number {
-    return this.#active;
-  }
-
   /** Queues an operation; settles once its transaction committed (or it was refused). */
   write<T>(op: WriteOperation<T>): Promise<T> {
     return this.#queue.write(op);
