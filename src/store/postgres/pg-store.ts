@@ -189,6 +189,7 @@ export class PgStore extends OperationStore implements Store {
       // Leave connections for the sequencer and the reads.
       maxConcurrent: Math.max(1, options.poolSize - 2),
       origin: this.origin,
+      committing: (events) => this.#expectOwn(events),
       committed: (changes, answer, outcome) => {
         const settling = this.#committed(changes, answer, outcome).finally(() => this.#settling.delete(settling));
         this.#settling.add(settling);
@@ -229,11 +230,34 @@ export class PgStore extends OperationStore implements Store {
 
   // -------------------------------------------------------- announcements
 
+  /**
+   * Marks events about to be committed as this store's, before their COMMIT
+   * is sent: its notification may be heard (and the events read back) before
+   * the COMMIT's answer arrives. Returns the withdrawal for a batch that did
+   * not commit.
+   */
+  #expectOwn(events: readonly EventDraft[]): () => void {
+    if (!this.hasCommitListeners || events.length === 0) return () => {};
+    const keys = events.map(ownKey);
+    for (const key of keys) this.#own.set(key, (this.#own.get(key) ?? 0) + 1);
+    return () => {
+      for (const key of keys) this.#disown(key);
+    };
+  }
+
+  /** Takes one event of this key off this store's own; false when none was. */
+  #disown(key: string): boolean {
+    const owned = this.#own.get(key);
+    if (owned === undefined) return false;
+    if (owned <= 1) this.#own.delete(key);
+    else this.#own.set(key, owned - 1);
+    return true;
+  }
+
   /** A batch committed: number its events, announce them (with everything before them), then answer. */
   async #committed(changes: PersistedChanges, answer: () => void, outcome: WriteOutcome | undefined): Promise<void> {
     if (outcome !== undefined) this.reportWrite(outcome);
     if (changes.events.length > 0) {
-      if (this.hasCommitListeners) for (const e of changes.events) this.#own.set(ownKey(e), (this.#own.get(ownKey(e)) ?? 0) + 1);
       const numbered = changes.events[0].sequence > 0;
       try {
         if (numbered) await this.#readThrough(changes.events.at(-1)!.sequence, changes.events);
@@ -316,13 +340,7 @@ export class PgStore extends OperationStore implements Store {
     let run: JobEvent[] = [];
     let runExternal = false;
     for (const e of events) {
-      const key = ownKey(e);
-      const owned = this.#own.get(key);
-      const external = owned === undefined;
-      if (owned !== undefined) {
-        if (owned <= 1) this.#own.delete(key);
-        else this.#own.set(key, owned - 1);
-      }
+      const external = !this.#disown(ownKey(e));
       if (run.length > 0 && external !== runExternal) {
         this.announce({ events: run, unrecorded: [], queueControls: [], external: runExternal });
         run = [];

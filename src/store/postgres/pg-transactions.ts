@@ -30,6 +30,7 @@
 import type pg from "pg";
 import type { Clock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
+import type { EventDraft } from "../../domain/job.js";
 import { answerBatch, runOperations, WriteQueue, type PendingWrite as Pending } from "../batch-runner.js";
 import type { PersistedChanges } from "../operation-changes.js";
 import type { WriteOperation } from "../operations/scope.js";
@@ -55,6 +56,13 @@ export interface PgTransactionsOptions {
    * proved about the database (undefined: nothing).
    */
   committed(changes: PersistedChanges, answer: () => void, outcome: WriteOutcome | undefined): void;
+  /**
+   * The batch's events are about to be committed (called right before the
+   * COMMIT is sent: a server can hear of them through a notification before
+   * the COMMIT's answer arrives). Returns what to call when they were not
+   * committed after all.
+   */
+  committing(events: readonly EventDraft[]): () => void;
   /** A batch that could not commit: its callers are refused; this reports why. */
   failed(outcome: WriteOutcome): void;
 }
@@ -285,6 +293,7 @@ export class PgTransactions {
     if (changes.schedulesChanged) {
       sent.push(client.query(NOTIFY_SQL, [this.#channel, encodeNotification({ kind: "schedules", origin: this.#opts.origin })]));
     }
+    const withdraw = this.#opts.committing(events);
     const commit = client.query("COMMIT");
     const [ends, committed] = await Promise.all([
       Promise.allSettled(sent),
@@ -294,6 +303,7 @@ export class PgTransactions {
       ),
     ]);
     const failed = ends.find((e): e is PromiseRejectedResult => e.status === "rejected")?.reason as unknown;
+    if (committed instanceof Error || failed !== undefined || committed.command !== "COMMIT") withdraw();
     if (committed instanceof Error) {
       // Whether a COMMIT whose answer was lost took effect is unknown: refuse, as for a failed one.
       if (isConnectionError(committed)) throw new BrokenConnection(committed);
