@@ -257,6 +257,10 @@ class _ProtocolError(Exception):
     pass
 
 
+def _ignore_connectivity(_state: Any) -> None:
+    pass
+
+
 class _Pool:
     """Up to `size` daemon threads running plain handlers (daemon: a handler left running at exit does not hold the process)."""
 
@@ -422,6 +426,11 @@ class Worker:
             raise RuntimeError("run: register a handler first (@worker.task(name))")
         self._started = True
         raw, channel = _channel.open_channel(self.target, self._token, self._root_certificates)
+        # A connectivity watch keeps a thread polling the channel, so a redial
+        # after the server comes back completes at once; without one, calls
+        # that fail fast leave the connection attempt to grpc's backup poller
+        # (every 5 s), and an outcome may wait past its lease.
+        raw.subscribe(_ignore_connectivity, try_to_connect=True)
         self._stub = pb_grpc.LeaseQueueServiceStub(channel)
         previous = self._install_signals()
         if any(inspect.iscoroutinefunction(fn) for fn in self._handlers.values()):
@@ -459,6 +468,7 @@ class Worker:
             self._pool.close()
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
+            raw.unsubscribe(_ignore_connectivity)
             raw.close()
             self._restore_signals(previous)
             _log.info("stopped")

@@ -65,7 +65,9 @@ func main() {
 			emit(map[string]any{"event": e.Kind, "job": e.JobID, "code": strings.ToLower(codeName(e.Code)), "message": e.Message})
 		},
 	})
-	started := func(job *leasequeue.Job) { emit(map[string]any{"event": "run", "job": job.ID, "attempt": job.Attempts}) }
+	started := func(job *leasequeue.Job) {
+		emit(map[string]any{"event": "run", "job": job.ID, "attempt": job.Attempts})
+	}
 	field := func(job *leasequeue.Job, name string) any { return job.Payload.(map[string]any)[name] }
 	sleep := func(ctx context.Context, s any) {
 		select {
