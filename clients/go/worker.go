@@ -87,6 +87,7 @@ type WorkerOptions struct {
 	ReconnectBackoff Backoff       // default 250ms doubling to 30s, jittered
 	AckBatchWindow   time.Duration // how long an acknowledgement waits for others to share its message; default 1ms, negative: none
 	Logger           Logger        // default log.Default()
+	LogJobs          bool          // also log each job's outcome; default: only connections, stops and problems
 	OnEvent          func(Event)   // called for each Event (from the worker's goroutines)
 }
 
@@ -1025,7 +1026,9 @@ func (w *Worker) reportDone(p *pending, how string) {
 	if p.note != "" {
 		note = " (" + p.note + ")"
 	}
-	w.logf("%s job %s%s%s", kind, p.h.job.ID, note, how)
+	if w.opts.LogJobs {
+		w.logf("%s job %s%s%s", kind, p.h.job.ID, note, how)
+	}
 	w.emit(Event{Kind: kind, JobID: p.h.job.ID, Task: p.h.job.Task, Message: p.note})
 }
 

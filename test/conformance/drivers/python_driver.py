@@ -3,7 +3,8 @@
 Registers the suite's tasks on a leasequeue.Worker configured from the
 environment, runs it until SIGTERM, and prints one JSON line per worker event
 on stdout ({"event": ..., "job": ..., "code": ..., "message": ...}) plus a
-"run" line each time a handler starts. Logs go to stderr.
+"run" line each time a handler starts (none of the per-job lines with
+LEASEQUEUE_DRIVER_QUIET=1). Logs go to stderr.
 """
 
 import json
@@ -15,11 +16,19 @@ import time
 
 import leasequeue
 
-logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 out = threading.Lock()
 
 
+# LEASEQUEUE_DRIVER_QUIET=1 (bench/sdks.mjs): no line per job, only the worker's own events.
+QUIET = os.environ.get("LEASEQUEUE_DRIVER_QUIET") == "1"
+logging.basicConfig(
+    level=logging.WARNING if QUIET else logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+)
+
+
 def emit(**fields):
+    if QUIET and fields.get("job"):
+        return
     with out:
         sys.stdout.write(json.dumps(fields) + "\n")
         sys.stdout.flush()

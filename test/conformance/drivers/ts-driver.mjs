@@ -3,12 +3,18 @@
 // tasks on a createWorker() configured from the environment, runs it until
 // SIGTERM (then close()), and prints one JSON line per worker event on
 // stdout ({"event": ..., "job": ..., "code": ..., "message": ...}) plus a
-// "run" line each time a handler starts.
+// "run" line each time a handler starts (none of the per-job lines with
+// LEASEQUEUE_DRIVER_QUIET=1).
 import { setTimeout as sleep } from "node:timers/promises";
 import { createWorker, PermanentJobError } from "../../../dist/src/worker/index.js";
 
 const env = process.env;
-const emit = (fields) => process.stdout.write(JSON.stringify(fields) + "\n");
+// LEASEQUEUE_DRIVER_QUIET=1 (bench/sdks.mjs): no line per job, only the worker's own events.
+const quiet = env.LEASEQUEUE_DRIVER_QUIET === "1";
+const emit = (fields) => {
+  if (quiet && fields.job) return;
+  process.stdout.write(JSON.stringify(fields) + "\n");
+};
 const CODES = { 1: "canceled", 4: "deadline_exceeded", 7: "permission_denied", 14: "unavailable", 16: "unauthenticated" };
 
 function wait(seconds, signal) {

@@ -3,7 +3,8 @@
 // leasequeue.Worker configured from the environment, runs it until SIGTERM,
 // and prints one JSON line per worker event on stdout ({"event": ..., "job":
 // ..., "code": ..., "message": ...}) plus a "run" line each time a handler
-// starts. Logs go to stderr.
+// starts (none of the per-job lines with LEASEQUEUE_DRIVER_QUIET=1). Logs
+// go to stderr.
 package main
 
 import (
@@ -24,7 +25,13 @@ import (
 
 var out sync.Mutex
 
+// quiet (LEASEQUEUE_DRIVER_QUIET=1, bench/sdks.mjs): no line per job, only the worker's own events.
+var quiet = os.Getenv("LEASEQUEUE_DRIVER_QUIET") == "1"
+
 func emit(fields map[string]any) {
+	if job, _ := fields["job"].(string); quiet && job != "" {
+		return
+	}
 	line, _ := json.Marshal(fields)
 	out.Lock()
 	defer out.Unlock()
@@ -61,6 +68,7 @@ func main() {
 		LeaseDuration:    seconds("LEASEQUEUE_LEASE_SECONDS", "10"),
 		DrainTimeout:     seconds("LEASEQUEUE_DRAIN_SECONDS", "10"),
 		ReconnectBackoff: leasequeue.Backoff{Initial: 100 * time.Millisecond, Max: time.Second},
+		LogJobs:          !quiet,
 		OnEvent: func(e leasequeue.Event) {
 			emit(map[string]any{"event": e.Kind, "job": e.JobID, "code": strings.ToLower(codeName(e.Code)), "message": e.Message})
 		},
