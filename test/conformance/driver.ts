@@ -29,6 +29,8 @@ export interface DriverSettings {
   leaseSeconds?: number;
   drainSeconds?: number;
   token?: string;
+  /** A PEM file of CA certificates for an https:// url. */
+  caFile?: string;
 }
 
 const live = new Set<ChildProcess>();
@@ -67,6 +69,7 @@ export class Driver {
         LEASEQUEUE_LEASE_SECONDS: String(settings.leaseSeconds ?? 10),
         LEASEQUEUE_DRAIN_SECONDS: String(settings.drainSeconds ?? 10),
         LEASEQUEUE_TOKEN: settings.token ?? "",
+        LEASEQUEUE_CA_FILE: settings.caFile ?? "",
         ...cmd.env,
       },
       stdio: ["ignore", "pipe", "pipe"],

@@ -14,7 +14,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createLeaseQueueClient, JobState, jsonToValue, valueToJson } from "../../src/worker/index.js";
 import { bearer, writeAuthFile } from "../helpers/auth.js";
+import { opensslAvailable, writeSelfSignedCert } from "../helpers/tls.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { requireTool, skipUnlessAvailable } from "../external/tools.js";
 import { Driver, killDrivers, type DriverCommand } from "./driver.js";
@@ -288,6 +290,32 @@ describe.each(SDKS)("the $name SDK", (sdk) => {
     },
     60_000,
   );
+
+  it.skipIf(skip)("works over TLS with a private CA", { timeout: 30_000 }, async () => {
+    requireTool(opensslAvailable(), "openssl");
+    const dir = mkdtempSync(join(tmpdir(), "leasequeue-conformance-tls-"));
+    const { certPath, keyPath } = writeSelfSignedCert(dir);
+    const secure = await startTestServer({ "tls-cert": certPath, "tls-key": keyPath });
+    try {
+      expect(secure.apiUrl).toMatch(/^https:/);
+      const tlsQueue = `${queue}-tls`;
+      const client = createLeaseQueueClient({ url: secure.apiUrl, nodeOptions: { ca: readFileSync(certPath) } });
+      const driver = new Driver(command, { url: secure.apiUrl, queue: tlsQueue, caFile: certPath }, `${sdk.name}-tls`);
+      const { job } = await client.submit({ queue: tlsQueue, task: "echo", payload: jsonToValue("over tls") });
+      const deadline = Date.now() + 20_000;
+      let stored = (await client.getJob({ jobId: job!.id })).job!;
+      while (stored.state !== JobState.COMPLETED && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+        stored = (await client.getJob({ jobId: job!.id })).job!;
+      }
+      expect(stored.state, driver.log).toBe(JobState.COMPLETED);
+      expect(valueToJson(stored.result)).toEqual({ echo: "over tls" });
+      expect(await driver.stop()).toBe(0);
+    } finally {
+      await secure.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it.skipIf(skip)(
     "runs 5,000 jobs at concurrency 64, each exactly once",

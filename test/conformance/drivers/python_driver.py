@@ -39,8 +39,10 @@ def on_event(e):
 
 
 env = os.environ
+ca_file = env.get("LEASEQUEUE_CA_FILE")
 worker = leasequeue.Worker(
     env["LEASEQUEUE_URL"],
+    root_certificates=open(ca_file, "rb").read() if ca_file else None,
     queue=env["LEASEQUEUE_QUEUE"],
     concurrency=int(env.get("LEASEQUEUE_CONCURRENCY", "4")),
     token=env.get("LEASEQUEUE_TOKEN") or None,

@@ -6,7 +6,8 @@
 // "run" line each time a handler starts (none of the per-job lines with
 // LEASEQUEUE_DRIVER_QUIET=1).
 import { setTimeout as sleep } from "node:timers/promises";
-import { createWorker, PermanentJobError } from "../../../dist/src/worker/index.js";
+import { readFileSync } from "node:fs";
+import { createLeaseQueueClient, createWorker, PermanentJobError } from "../../../dist/src/worker/index.js";
 
 const env = process.env;
 // LEASEQUEUE_DRIVER_QUIET=1 (bench/sdks.mjs): no line per job, only the worker's own events.
@@ -45,9 +46,13 @@ const tasks = {
   noop: () => null,
 };
 
+const ca = env.LEASEQUEUE_CA_FILE ? readFileSync(env.LEASEQUEUE_CA_FILE) : undefined;
 const worker = createWorker({
-  url: env.LEASEQUEUE_URL,
-  token: env.LEASEQUEUE_TOKEN || undefined,
+  client: createLeaseQueueClient({
+    url: env.LEASEQUEUE_URL,
+    token: env.LEASEQUEUE_TOKEN || undefined,
+    nodeOptions: ca ? { ca } : undefined,
+  }),
   queue: env.LEASEQUEUE_QUEUE,
   workerId: env.LEASEQUEUE_WORKER_ID || `ts-${process.pid}`,
   concurrency: Number(env.LEASEQUEUE_CONCURRENCY || 1),

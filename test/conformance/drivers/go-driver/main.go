@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"log"
@@ -55,6 +57,15 @@ func main() {
 	var opts []leasequeue.DialOption
 	if token := os.Getenv("LEASEQUEUE_TOKEN"); token != "" {
 		opts = append(opts, leasequeue.WithToken(token))
+	}
+	if caFile := os.Getenv("LEASEQUEUE_CA_FILE"); caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(pem)
+		opts = append(opts, leasequeue.WithTLSConfig(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}))
 	}
 	conn, err := leasequeue.Dial(os.Getenv("LEASEQUEUE_URL"), opts...)
 	if err != nil {
