@@ -537,23 +537,17 @@ func (w *Worker) sendOn(side *workStream, stream lqv1.LeaseQueueService_WorkClie
 			}
 			w.waitChange(time.Time{})
 		}
-		small := len(w.outbox) < maxAcks
 		w.mu.Unlock()
-		if small && w.opts.AckBatchWindow > 0 {
-			time.Sleep(w.opts.AckBatchWindow)
-		}
-		w.mu.Lock()
-		if w.stream != side || len(w.outbox) == 0 {
-			w.mu.Unlock()
+		batch := w.takeAfterWindow(func() bool { return w.stream == side }, func(batch []*pending) {
+			now := time.Now()
+			for _, p := range batch {
+				p.sentAt = now
+			}
+			side.awaiting = append(side.awaiting, batch...)
+		})
+		if batch == nil {
 			continue
 		}
-		batch := w.takeBatch()
-		now := time.Now()
-		for _, p := range batch {
-			p.sentAt = now
-		}
-		side.awaiting = append(side.awaiting, batch...)
-		w.mu.Unlock()
 		if err := stream.Send(&lqv1.WorkRequest{Acks: acksOf(batch)}); err != nil {
 			return // Recv reports why; failStream sends the batch again
 		}
@@ -833,6 +827,30 @@ func (w *Worker) takeBatch() []*pending {
 	return batch
 }
 
+// takeAfterWindow lets the acknowledgements queued meanwhile join a batch
+// (AckBatchWindow, unless a full batch waits already), then takes one if
+// mine() still says this sender owns the outbox; taken runs with it, both
+// under w.mu, so that a batch is always either queued or on its way. nil when
+// there is nothing to send.
+func (w *Worker) takeAfterWindow(mine func() bool, taken func([]*pending)) []*pending {
+	w.mu.Lock()
+	small := len(w.outbox) < maxAcks
+	w.mu.Unlock()
+	if small && w.opts.AckBatchWindow > 0 {
+		time.Sleep(w.opts.AckBatchWindow)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !mine() || len(w.outbox) == 0 {
+		return nil
+	}
+	batch := w.takeBatch()
+	if taken != nil {
+		taken(batch)
+	}
+	return batch
+}
+
 func acksOf(batch []*pending) []*lqv1.Acknowledgement {
 	acks := make([]*lqv1.Acknowledgement, len(batch))
 	for i, p := range batch {
@@ -853,16 +871,10 @@ func (w *Worker) sendUnary() {
 			return
 		}
 		w.mu.Unlock()
-		if w.opts.AckBatchWindow > 0 {
-			time.Sleep(w.opts.AckBatchWindow)
-		}
-		w.mu.Lock()
-		if w.stream != nil || len(w.outbox) == 0 {
-			w.mu.Unlock()
+		batch := w.takeAfterWindow(func() bool { return w.stream == nil }, nil)
+		if batch == nil {
 			continue
 		}
-		batch := w.takeBatch()
-		w.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), ackAnswerTimeout)
 		res, err := w.service.Acknowledge(ctx, &lqv1.AcknowledgeRequest{Acks: acksOf(batch)})
 		cancel()
