@@ -14,8 +14,8 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 # Sources first: `npm ci` runs the prepare script (tsc) after installing.
 COPY tsconfig.json tsconfig.build.json ./
-# The API reference is built from the protos (buf.yaml names the module) and README's error table.
-COPY buf.yaml README.md ./
+# The API reference is built from the protos (buf.yaml names the module) and tables in src/.
+COPY buf.yaml ./
 COPY bin ./bin
 COPY gen ./gen
 COPY proto ./proto

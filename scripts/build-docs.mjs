@@ -12,13 +12,15 @@
  *
  * reference.json comes from `buf build --as-file-descriptor-set` (source info
  * included: the comments), read with @bufbuild/protobuf's file registry; the
- * bounds from dist/src/domain/limits.js and the roles from
- * dist/src/service/rpc-roles.js (so run after tsc: `npm run build` does);
- * the error table from README.md. The server
+ * bounds from dist/src/domain/request-bounds.js (their durations written by
+ * dist/src/domain/duration-text.js), the roles from
+ * dist/src/service/rpc-roles.js and the errors from
+ * dist/src/service/error-table.js (so run after tsc: `npm run build` does).
+ * Nothing is read from the Markdown docs. The server
  * (src/server/docs-files.ts) serves exactly the files found here at startup.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -48,18 +50,20 @@ async function compiled(path) {
   return import(pathToFileURL(file).href);
 }
 
-const limits = await compiled("src/domain/limits.js");
+const requestBounds = await compiled("src/domain/request-bounds.js");
+const durationText = await compiled("src/domain/duration-text.js");
 const { RPC_ROLES } = await compiled("src/service/rpc-roles.js");
+const { ERROR_TABLE } = await compiled("src/service/error-table.js");
 
 const reference = {
   ...describeApi(descriptorSet(), {
     services: ["leasequeue.v1.LeaseQueueService", "grpc.health.v1.Health"],
-    // The error details the server sends (README "Errors").
+    // The error details the server sends (docs/api.md "Errors").
     extraMessages: ["google.rpc.ErrorInfo", "google.rpc.BadRequest"],
     roleOf: (service, method) => (service === "leasequeue.v1.LeaseQueueService" ? RPC_ROLES[method] : undefined),
   }),
-  bounds: describeBounds(limits),
-  errors: describeErrors(readFileSync(join(root, "README.md"), "utf8")),
+  bounds: describeBounds(requestBounds, durationText),
+  errors: describeErrors(ERROR_TABLE),
 };
 
 const page = await bundlePage({

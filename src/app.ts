@@ -1,6 +1,7 @@
 /**
  * Composition: config -> store -> service -> listeners, and their orderly
- * shutdown. Everything the server is made of is wired here and only here.
+ * shutdown. Everything the server is made of is wired here and only here:
+ * startServer reads as the list of steps, each step below it.
  */
 import { setMaxListeners } from "node:events";
 import { createRegistry } from "@bufbuild/protobuf";
@@ -9,6 +10,7 @@ import { file_google_rpc_error_details } from "../gen/ts/google/rpc/error_detail
 import { redactDatabaseUrl, type Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { formatDurationText } from "./domain/duration-text.js";
+import { FIRST_BYTE_TIMEOUT_MS } from "./domain/timing-defaults.js";
 import { ClaimStreams } from "./dispatch/claim-streams.js";
 import { EventFeed } from "./dispatch/event-feed.js";
 import { startLeaseSweeper } from "./dispatch/lease-sweeper.js";
@@ -16,17 +18,17 @@ import { startPruner } from "./dispatch/pruner.js";
 import { QueueWakeups } from "./dispatch/queue-wakeups.js";
 import { startScheduler } from "./dispatch/scheduler.js";
 import type { Logger } from "./logger.js";
-import { createMetrics } from "./metrics/metrics.js";
+import { createMetrics, type Metrics } from "./metrics/metrics.js";
 import { startApiListener, type ApiListener } from "./server/api-listener.js";
 import { createConsoleHandler, defaultConsoleDir } from "./server/console-files.js";
 import { withApiReference } from "./server/docs-files.js";
 import { HealthStatus, ServingStatus } from "./server/health.js";
 import { Authenticator } from "./server/authenticator.js";
+import { createWatchOutputs } from "./server/node-watch-output.js";
 import { acceptedCompressions } from "./server/request-compression.js";
-import { boundaryInterceptor, routes } from "./server/routes.js";
-import { createRpcHandler, strictUtf8Decoder } from "./server/rpc-handler.js";
-import { startSideListener } from "./server/side-listener.js";
-import { createWatchOutputs } from "./server/watch-outputs.js";
+import { boundaryInterceptor, routes, type RoutesOptions } from "./server/routes.js";
+import { createRpcHandler, strictUtf8Decoder, type RpcHandler } from "./server/rpc-handler.js";
+import { startSideListener, type SideListener } from "./server/side-listener.js";
 import { WriteReadiness } from "./server/write-readiness.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
 import { callerKey } from "./service/queue-access.js";
@@ -74,24 +76,97 @@ export interface StartOptions {
 
 export { databaseLocation } from "./store/engine.js";
 
-export async function startServer(
-  config: Config,
-  {
-    log,
-    clock: host = systemClock,
-    databaseClock,
-    sweepIntervalMs,
-    claimKeepaliveMs,
-    watchKeepaliveMs,
-    watchBufferLimit,
-    pruneIntervalMs,
-    databaseHoldWaitMs,
-  }: StartOptions,
-): Promise<RunningServer> {
+export async function startServer(config: Config, options: StartOptions): Promise<RunningServer> {
+  const { log } = options;
   // First: a bad auth file refuses to start before anything is opened (AuthFileError).
-  const auth = config.authFile === undefined ? undefined : new Authenticator(config.authFile, log);
-  if (auth !== undefined) log.info("authentication on", { authFile: config.authFile, tokens: auth.size });
-  // One server per database file: taken before the store opens, given up after it closes (store/engine.ts).
+  const auth = loadAuthentication(config, log);
+  const database = await openDatabase(config, log, options);
+  const { store } = database;
+  // Every time from here on is the store's: on PostgreSQL the database's clock.
+  const clock = store.clock;
+  const feeds = createFeeds(config, store, clock, log, options);
+  const metrics = createServerMetrics(store, clock, feeds);
+  const health = createHealth(store, log);
+  const background = startBackgroundWork(config, store, clock, log, metrics, options);
+  const service = createLeaseQueueService({
+    store,
+    clock,
+    ...feeds,
+    scheduler: background.scheduler,
+    onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
+    workKeepaliveMs: options.claimKeepaliveMs,
+    log,
+  });
+  const shutdown = createShutdownSignal();
+  const rpc = createApiHandler(config, { service, health: health.status, auth, metrics, log, shutdownSignal: shutdown.signal });
+  let listeners: Listeners;
+  try {
+    listeners = await startListeners(config, { rpc, metrics, health, auth, log, shutdownSignal: shutdown.signal });
+  } catch (err) {
+    // Nothing was served: stop what runs in the background and give the database back.
+    await background.stop();
+    await database.close();
+    throw err;
+  }
+
+  let closing: Promise<void> | undefined;
+  return {
+    apiUrl: listeners.api.address.url,
+    metricsUrl: listeners.side.address.url,
+    store,
+    reloadAuth: () => reloadAuthentication(auth, log),
+    close() {
+      closing ??= (async () => {
+        log.info("shutting down", { graceMs: SHUTDOWN_GRACE_MS });
+        health.stopServing();
+        // Streams and long-polls end now (streams with `unavailable`); unary calls finish.
+        shutdown.abort(new ConnectError("the server is shutting down", Code.Unavailable));
+        await background.stop();
+        await listeners.api.close(SHUTDOWN_GRACE_MS);
+        feeds.claimStreams.close();
+        feeds.events.close();
+        feeds.wakeups.close();
+        metrics.close();
+        await listeners.side.close();
+        await database.close();
+        log.info("stopped");
+      })();
+      return closing;
+    },
+  };
+}
+
+function loadAuthentication(config: Config, log: Logger): Authenticator | undefined {
+  if (config.authFile === undefined) return undefined;
+  const auth = new Authenticator(config.authFile, log);
+  log.info("authentication on", { authFile: config.authFile, tokens: auth.size });
+  return auth;
+}
+
+function reloadAuthentication(auth: Authenticator | undefined, log: Logger): boolean {
+  if (auth === undefined) {
+    log.info("nothing to reload: authentication is off (LEASEQUEUE_AUTH_FILE is not set)");
+    return false;
+  }
+  return auth.reload();
+}
+
+interface OpenDatabase {
+  store: Store;
+  /** Closes the store, then gives up this process's hold on the database. */
+  close(): Promise<void>;
+}
+
+/**
+ * One server per database file: the hold is taken before the store opens
+ * and given up after it closes (store/engine.ts), or at once when it fails
+ * to open.
+ */
+async function openDatabase(
+  config: Config,
+  log: Logger,
+  { clock: host = systemClock, databaseClock, databaseHoldWaitMs }: StartOptions,
+): Promise<OpenDatabase> {
   const location = databaseLocation(config);
   const hold = holdDatabase(location, databaseHoldWaitMs);
   let store: Store;
@@ -107,53 +182,117 @@ export async function startServer(
     hold.release();
     throw err;
   }
-  // Every time from here on is the store's: on PostgreSQL the database's clock.
-  const clock = store.clock;
   log.info("database open", {
     ...describeLocation(location, redactDatabaseUrl),
     ...(location.engine === "postgres" ? { clockOffsetSeconds: store.clockOffsetMs() / 1000 } : {}),
     retention: formatDurationText(config.retention.retentionMs),
     deadRetention: config.retention.deadRetentionMs === null ? "kept" : formatDurationText(config.retention.deadRetentionMs),
   });
+  return {
+    store,
+    async close() {
+      await store.close();
+      hold.release();
+    },
+  };
+}
 
+/** What the store's commits wake and feed: long-poll waiters, StreamClaims and Work, WatchEvents. */
+interface Feeds {
+  wakeups: QueueWakeups;
+  claimStreams: ClaimStreams;
+  events: EventFeed;
+}
+
+function createFeeds(config: Config, store: Store, clock: Clock, log: Logger, options: StartOptions): Feeds {
   const wakeups = new QueueWakeups(store, clock);
-  const claimStreams = new ClaimStreams({ store, wakeups, clock, log, keepaliveMs: claimKeepaliveMs });
+  const claimStreams = new ClaimStreams({ store, wakeups, clock, log, keepaliveMs: options.claimKeepaliveMs });
   const events = new EventFeed(store, {
-    keepaliveMs: watchKeepaliveMs,
-    bufferLimit: watchBufferLimit,
+    keepaliveMs: options.watchKeepaliveMs,
+    bufferLimit: options.watchBufferLimit,
     maxSubscribers: config.maxWatchers,
     maxPendingBytes: config.watchMaxPendingBytes,
   });
-  const metrics = createMetrics(store, clock, {
+  return { wakeups, claimStreams, events };
+}
+
+function createServerMetrics(store: Store, clock: Clock, { wakeups, claimStreams, events }: Feeds): Metrics {
+  return createMetrics(store, clock, {
     claimWaiters: () => wakeups.waiting,
     claimStreams: () => claimStreams.streams,
     watchEvents: () => events.stats,
     limitedClaims: () => wakeups.limitedClaims,
   });
-  // Readiness and grpc.health.v1 follow the database's ability to take writes.
-  const healthServices = ["", "leasequeue.v1.LeaseQueueService"] as const;
-  const health = new HealthStatus(Object.fromEntries(healthServices.map((s) => [s, ServingStatus.SERVING])), {
+}
+
+const HEALTH_SERVICES = ["", "leasequeue.v1.LeaseQueueService"] as const;
+
+/** Readiness and grpc.health.v1, following the database's ability to take writes. */
+function createHealth(store: Store, log: Logger) {
+  const status = new HealthStatus(Object.fromEntries(HEALTH_SERVICES.map((s) => [s, ServingStatus.SERVING])), {
     refresh: () => store.checkWritable(),
   });
-  const readiness = new WriteReadiness({ store, health, services: healthServices, log });
-  // Schedules (api.md section D): one timer to the earliest next run; runs missed while down fire now.
+  const readiness = new WriteReadiness({ store, health: status, services: HEALTH_SERVICES, log });
+  return {
+    status,
+    readiness,
+    /** Shutdown: readiness stops checking and every service reports NOT_SERVING. */
+    stopServing() {
+      readiness.close();
+      for (const service of HEALTH_SERVICES) status.set(service, ServingStatus.NOT_SERVING);
+    },
+  };
+}
+
+/**
+ * The timers that work without a caller: schedules (docs/api.md
+ * "Schedules": one timer to the earliest next run; runs missed while down
+ * fire now), the lease sweep, and retention.
+ */
+function startBackgroundWork(config: Config, store: Store, clock: Clock, log: Logger, metrics: Metrics, options: StartOptions) {
   const scheduler = startScheduler({ store, clock, log });
-  const service = createLeaseQueueService({
+  const sweeper = startLeaseSweeper({ store, log, intervalMs: options.sweepIntervalMs });
+  const pruner = startPruner({
     store,
     clock,
-    wakeups,
-    claimStreams,
-    events,
-    scheduler,
-    onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
-    workKeepaliveMs: claimKeepaliveMs,
     log,
+    policy: config.retention,
+    intervalMs: options.pruneIntervalMs,
+    onPruned: (pruned) => metrics.pruned(pruned),
   });
+  return {
+    scheduler,
+    async stop() {
+      await sweeper.stop();
+      await pruner.stop();
+      await scheduler.stop();
+    },
+  };
+}
+
+/**
+ * Aborted at shutdown. connect-es links every in-flight call's context
+ * signal to this one (one abort listener per call, removed when the call
+ * ends): more than 10 concurrent calls is normal, not a leak, so Node's
+ * warning threshold is lifted.
+ */
+function createShutdownSignal(): AbortController {
   const shutdown = new AbortController();
-  // connect-es links every in-flight call's context signal to this one (one
-  // abort listener per call, removed when the call ends): more than 10
-  // concurrent calls is normal, not a leak, so lift Node's warning threshold.
   setMaxListeners(0, shutdown.signal);
+  return shutdown;
+}
+
+interface ApiHandlerParts {
+  service: RoutesOptions["service"];
+  health: HealthStatus;
+  auth: Authenticator | undefined;
+  metrics: Metrics;
+  log: Logger;
+  shutdownSignal: AbortSignal;
+}
+
+/** Everything the API port answers: the RPCs, and the API reference and console for every other path. */
+function createApiHandler(config: Config, { service, health, auth, metrics, log, shutdownSignal }: ApiHandlerParts): RpcHandler {
   // connect's JSON serialization reads `textDecoder` from these options,
   // although the router's option type does not declare it.
   // The registry lets JSON carry the google.rpc details packed in an
@@ -163,9 +302,9 @@ export async function startServer(
     textDecoder: strictUtf8Decoder(),
     registry: createRegistry(file_google_rpc_error_details),
   };
-  // WatchEvents writes pre-encoded events straight to its response (service/watch-output.ts).
+  // WatchEvents writes pre-encoded events straight to its response (service/watch-event-frames.ts).
   const watchOutputs = createWatchOutputs({ maxPendingBytes: config.watchMaxPendingBytes });
-  const rpc = createRpcHandler({
+  return createRpcHandler({
     contextValues: (values, req, res, method) => {
       // Authentication first: a refused call gets nothing else prepared.
       if (auth !== undefined) values.set(callerKey, auth.authorize(method, req.headers.authorization));
@@ -181,7 +320,7 @@ export async function startServer(
     acceptCompression: acceptedCompressions(config.requestCompression),
     // connect compresses responses of at least this many bytes (default 1 KiB).
     compressMinBytes: config.responseCompression ? 1024 : Number.MAX_SAFE_INTEGER,
-    shutdownSignal: shutdown.signal,
+    shutdownSignal,
     // Everything that is not an RPC: the API reference at /docs (when on),
     // the operations console at / (else 404).
     fallback: withApiReference(
@@ -194,107 +333,71 @@ export async function startServer(
       },
     ),
   });
-  const sweeper = startLeaseSweeper({ store, log, intervalMs: sweepIntervalMs });
-  const pruner = startPruner({
-    store,
-    clock,
-    log,
-    policy: config.retention,
-    intervalMs: pruneIntervalMs,
-    onPruned: (pruned) => metrics.pruned(pruned),
-  });
+}
 
-  let api: ApiListener | undefined;
-  let side: Awaited<ReturnType<typeof startSideListener>> | undefined;
+interface Listeners {
+  api: ApiListener;
+  side: SideListener;
+}
+
+interface ListenerParts {
+  rpc: RpcHandler;
+  metrics: Metrics;
+  health: { readiness: WriteReadiness };
+  auth: Authenticator | undefined;
+  log: Logger;
+  shutdownSignal: AbortSignal;
+}
+
+/** The API port, then the side port (metrics and health); a side port that fails to open closes the API port. */
+async function startListeners(config: Config, { rpc, metrics, health, auth, log, shutdownSignal }: ListenerParts): Promise<Listeners> {
+  const api = await startApiListener({
+    host: config.host,
+    port: config.port,
+    handler: rpc.handler,
+    tls: config.tls,
+    maxRequestBytes: config.maxRequestBytes,
+    http2MaxConcurrentStreams: config.http2MaxConcurrentStreams,
+    requestHeadersTimeoutMs: config.requestHeadersTimeoutMs,
+    // A connection that has not sent its first byte has not sent its headers either.
+    firstByteTimeoutMs: Math.min(FIRST_BYTE_TIMEOUT_MS, config.requestHeadersTimeoutMs),
+    requestTimeoutMs: config.requestTimeoutMs,
+    keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+    isStreamingRequest: rpc.isStreamingRequest,
+    onError: (err) => log.warn("api connection error", { error: err }),
+  });
+  log.info("api listening", {
+    listener: "api",
+    url: api.address.url,
+    host: api.address.host,
+    port: api.address.port,
+    protocols: ["grpc", "grpc-web", "connect"],
+    tls: config.tls !== undefined,
+    reflection: config.reflection,
+    docs: config.docs,
+    authentication: auth !== undefined,
+  });
+  let side: SideListener;
   try {
-    api = await startApiListener({
-      host: config.host,
-      port: config.port,
-      handler: rpc.handler,
-      tls: config.tls,
-      maxRequestBytes: config.maxRequestBytes,
-      http2MaxConcurrentStreams: config.http2MaxConcurrentStreams,
-      requestHeadersTimeoutMs: config.requestHeadersTimeoutMs,
-      // A connection that has not sent its first byte has not sent its headers either.
-      firstByteTimeoutMs: Math.min(10_000, config.requestHeadersTimeoutMs),
-      requestTimeoutMs: config.requestTimeoutMs,
-      keepAliveTimeoutMs: config.keepAliveTimeoutMs,
-      isStreamingRequest: rpc.isStreamingRequest,
-      onError: (err) => log.warn("api connection error", { error: err }),
-    });
-    log.info("api listening", {
-      listener: "api",
-      url: api.address.url,
-      host: api.address.host,
-      port: api.address.port,
-      protocols: ["grpc", "grpc-web", "connect"],
-      tls: config.tls !== undefined,
-      reflection: config.reflection,
-      docs: config.docs,
-      authentication: auth !== undefined,
-    });
     side = await startSideListener({
       host: config.metricsHost,
       port: config.metricsPort,
       metrics: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
       ready: async () => {
-        await readiness.check();
-        return !shutdown.signal.aborted;
+        await health.readiness.check();
+        return !shutdownSignal.aborted;
       },
     });
-    log.info("metrics listening", {
-      listener: "metrics",
-      url: side.address.url,
-      host: side.address.host,
-      port: side.address.port,
-      paths: ["/metrics", "/health/live", "/health/ready"],
-    });
   } catch (err) {
-    await api?.close(0);
-    await sweeper.stop();
-    await pruner.stop();
-    await scheduler.stop();
-    await store.close();
-    hold.release();
+    await api.close(0);
     throw err;
   }
-
-  let closing: Promise<void> | undefined;
-  const apiListener = api;
-  const sideListener = side;
-  return {
-    apiUrl: apiListener.address.url,
-    metricsUrl: sideListener.address.url,
-    store,
-    reloadAuth() {
-      if (auth === undefined) {
-        log.info("nothing to reload: authentication is off (LEASEQUEUE_AUTH_FILE is not set)");
-        return false;
-      }
-      return auth.reload();
-    },
-    close() {
-      closing ??= (async () => {
-        log.info("shutting down", { graceMs: SHUTDOWN_GRACE_MS });
-        readiness.close();
-        health.set("", ServingStatus.NOT_SERVING);
-        health.set("leasequeue.v1.LeaseQueueService", ServingStatus.NOT_SERVING);
-        // Streams and long-polls end now (streams with `unavailable`); unary calls finish.
-        shutdown.abort(new ConnectError("the server is shutting down", Code.Unavailable));
-        await sweeper.stop();
-        await pruner.stop();
-        await scheduler.stop();
-        await apiListener.close(SHUTDOWN_GRACE_MS);
-        claimStreams.close();
-        events.close();
-        wakeups.close();
-        metrics.close();
-        await sideListener.close();
-        await store.close();
-        hold.release();
-        log.info("stopped");
-      })();
-      return closing;
-    },
-  };
+  log.info("metrics listening", {
+    listener: "metrics",
+    url: side.address.url,
+    host: side.address.host,
+    port: side.address.port,
+    paths: ["/metrics", "/health/live", "/health/ready"],
+  });
+  return { api, side };
 }

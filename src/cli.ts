@@ -13,7 +13,8 @@ import type { Command } from "./commands/command.js";
 import { importLitequeueCommand } from "./commands/import-litequeue.js";
 import { pruneCommand } from "./commands/prune.js";
 import { restoreCommand } from "./commands/restore.js";
-import { ConfigError, redactDatabaseUrl, resolveConfig, settingFlags, SETTINGS, type Config } from "./config.js";
+import { ConfigError, redactDatabaseUrl, resolveConfig, settingFlags, type Config } from "./config.js";
+import { settingsHelpRows } from "./config/settings-text.js";
 import { HASH_TOKEN_USAGE, hashTokenCommand, UsageError } from "./commands/hash-token.js";
 import { createLogger, type Logger } from "./logger.js";
 import { AuthFileError } from "./server/auth-file.js";
@@ -49,12 +50,6 @@ function version(): string {
 }
 
 function usage(): string {
-  const settings = Object.values(SETTINGS);
-  const flagWidth = Math.max(...settings.map((s) => s.flag.length));
-  const envWidth = Math.max(...settings.map((s) => s.env.length));
-  const rows = settings.map(
-    (s) => `  --${s.flag.padEnd(flagWidth)} ${s.env.padEnd(envWidth)} ${s.help}${s.default ? ` (default ${s.default})` : ""}`,
-  );
   return `leasequeue ${version()} - a durable background-job server (gRPC, gRPC-Web and Connect on one port)
 
 Usage:
@@ -81,7 +76,7 @@ Usage:
   leasequeue --help | --version
 
 Flags (each also an environment variable; a flag wins):
-${rows.join("\n")}
+${settingsHelpRows().join("\n")}
 
 Signals: SIGTERM or SIGINT stops accepting, lets in-flight calls finish (up to 10 s)
 and closes the database cleanly. SIGHUP rereads LEASEQUEUE_AUTH_FILE (a bad file keeps

@@ -4,7 +4,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, redactDatabaseUrl, resolveConfig, SETTINGS } from "../src/config.js";
+import { ConfigError, redactDatabaseUrl, resolveConfig, SETTINGS, type Setting } from "../src/config.js";
+import { CONFIGURATION_DOC_NOTICE, configurationDoc, settingsHelpRows } from "../src/config/settings-text.js";
 import { ServerReflection } from "../gen/ts/grpc/reflection/v1/reflection_pb.js";
 import { startTestServer } from "./helpers/server.js";
 import { streamOf } from "./helpers/stream-of.js";
@@ -133,9 +134,38 @@ describe("configuration", () => {
     expect(resolveConfig({ "auth-file": "auth.json" }, { LEASEQUEUE_AUTH_FILE: "/etc/x.json" }).authFile).toBe("auth.json");
   });
 
-  it("documents every setting in README's settings table", () => {
-    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
-    for (const s of Object.values(SETTINGS)) expect(readme).toContain(`| \`${s.env}\` | \`--${s.flag}\` |`);
+  it("documents every setting in docs/configuration.md, written from the settings table (`npm run docs:config`)", () => {
+    const page = readFileSync(new URL("../docs/configuration.md", import.meta.url), "utf8");
+    expect(page.split("\n", 1)[0]).toBe(CONFIGURATION_DOC_NOTICE);
+    expect(page).toBe(configurationDoc());
+    for (const s of Object.values(SETTINGS)) expect(page).toContain(`| \`${s.env}\` | \`--${s.flag}\` |`);
+  });
+
+  it("accepts exactly the numeric bounds that --help and docs/configuration.md state", () => {
+    // Settings that are read only with PostgreSQL, and a request timeout the headers timeout may reach.
+    const base = { "database-url": "postgres://db/test", "request-headers-timeout-ms": "100", "request-timeout-ms": "3600000" };
+    const bounded = (Object.values(SETTINGS) as Setting[]).flatMap((s) => {
+      const m = /^(?:0 \(none\) or )?(\d+)-(\d+)(?: ms| bytes)?$/.exec(s.value.accepts ?? "");
+      return m === null ? [] : [{ s, min: Number(m[1]), max: Number(m[2]) }];
+    });
+    expect(bounded.map(({ s }) => s.flag)).toEqual(
+      expect.arrayContaining(["port", "database-statement-timeout-ms", "watch-max-pending-bytes"]),
+    );
+    for (const { s, min, max } of bounded) {
+      for (const ok of [min, max]) expect(() => resolveConfig({ ...base, [s.flag]: String(ok) }, {}), `--${s.flag} ${ok}`).not.toThrow();
+      for (const bad of [min - 1, max + 1].filter((n) => n >= 0)) {
+        expect(() => resolveConfig({ ...base, [s.flag]: String(bad) }, {}), `--${s.flag} ${bad}`).toThrow(`--${s.flag}`);
+      }
+    }
+  });
+
+  it("prints every setting in --help with its values and default from the table", () => {
+    const rows = settingsHelpRows();
+    expect(rows).toHaveLength(Object.keys(SETTINGS).length);
+    expect(rows.find((r) => r.includes("--database-pool-size"))).toMatch(
+      /LEASEQUEUE_DATABASE_POOL_SIZE +most PostgreSQL .*\(1-1000; default 10\)$/,
+    );
+    expect(rows.find((r) => r.includes("--metrics-host"))).toMatch(/\(a host name or IP address; default: same as host\)$/);
   });
 
   it("bounds WatchEvents: most watchers and unread bytes per watcher, from the environment or a flag", () => {

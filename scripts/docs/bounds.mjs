@@ -1,25 +1,18 @@
 /**
  * The reference's bounds table, computed from the server's own limits
- * (src/domain/limits.ts, compiled into dist/ by the tsc step of the build),
- * so that it says what validation enforces. Fields are named as JSON names.
+ * (src/domain/request-bounds.ts, compiled into dist/ by the tsc step of the
+ * build), so that it says what validation enforces, with durations written
+ * by src/domain/duration-text.ts. Fields are named as JSON names.
  */
-const SECOND = 1000;
-const HOUR = 3600 * SECOND;
-const DAY = 24 * HOUR;
-
-/** 43200000 -> "12h", 2592000000 -> "30d", 60000 -> "60s" (the JSON form of a Duration counts seconds). */
-function duration(ms) {
-  if (ms === 0) return "0s";
-  if (ms % DAY === 0) return `${ms / DAY}d`;
-  if (ms % HOUR === 0) return `${ms / HOUR}h`;
-  if (ms % SECOND === 0) return `${ms / SECOND}s`;
-  return `${ms}ms`;
-}
-
 const range = ([min, max], format = String) => `${format(min)}..${format(max)}`;
 
-/** @param {{ BOUNDS: any, DEFAULTS: any }} limits the exports of dist/src/domain/limits.js */
-export function describeBounds({ BOUNDS: B, DEFAULTS: D }) {
+/**
+ * @param {{ BOUNDS: any, DEFAULTS: any }} requestBounds the exports of dist/src/domain/request-bounds.js
+ * @param {{ formatDurationText: (ms: number, style: string) => string }} durationText the exports of dist/src/domain/duration-text.js
+ */
+export function describeBounds({ BOUNDS: B, DEFAULTS: D }, { formatDurationText }) {
+  /** 43200000 -> "12h", 2592000000 -> "30d", 60000 -> "60s" (the JSON form of a Duration counts seconds). */
+  const duration = (ms) => formatDurationText(ms, "reference");
   return [
     { fields: ["queue", "task"], bound: `matches \`${B.name.source}\``, default: `queue \`"${D.queue}"\`; task required` },
     { fields: ["workerId"], bound: `matches \`${B.workerId.source}\``, default: "required" },

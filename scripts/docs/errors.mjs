@@ -1,37 +1,60 @@
 /**
- * The reference's error table: the table under README's "### Errors"
- * heading, so that the page and the README say the same thing (a test holds
- * both to the codes and ErrorInfo reasons the server really sends).
+ * The reference's error table, from the server's own table
+ * (src/service/error-table.ts, compiled into dist/ by the tsc step of the
+ * build): each row's Connect code by its wire name, the HTTP status Connect
+ * answers it with, and the ErrorInfo reasons its detail names. The same
+ * rows as Markdown are what docs/api.md "Errors" shows
+ * (test/docs/doc-tables.test.ts).
  */
+import { Code } from "@connectrpc/connect";
 
-/** Cells of a markdown table row `| a | b | c |`. */
-function cells(row) {
-  return row
-    .trim()
-    .replace(/^\|/, "")
-    .replace(/\|$/, "")
-    .split("|")
-    .map((cell) => cell.trim());
+/** The HTTP status of each code in the Connect protocol (https://connectrpc.com/docs/protocol#error-codes). */
+const HTTP_STATUS = {
+  [Code.Canceled]: 499,
+  [Code.Unknown]: 500,
+  [Code.InvalidArgument]: 400,
+  [Code.DeadlineExceeded]: 504,
+  [Code.NotFound]: 404,
+  [Code.AlreadyExists]: 409,
+  [Code.PermissionDenied]: 403,
+  [Code.ResourceExhausted]: 429,
+  [Code.FailedPrecondition]: 400,
+  [Code.Aborted]: 409,
+  [Code.OutOfRange]: 400,
+  [Code.Unimplemented]: 501,
+  [Code.Internal]: 500,
+  [Code.Unavailable]: 503,
+  [Code.DataLoss]: 500,
+  [Code.Unauthenticated]: 401,
+};
+
+/** Connect's wire name of a code: Code.InvalidArgument -> "invalid_argument". */
+export function codeName(code) {
+  const name = Code[code];
+  if (typeof name !== "string") throw new Error(`${code} is not a Connect code`);
+  return name.replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();
 }
 
-/** @param {string} readme the text of README.md */
-export function describeErrors(readme) {
-  const lines = readme.split("\n");
-  const heading = lines.findIndex((line) => line.trim() === "### Errors");
-  if (heading === -1) throw new Error('README.md has no "### Errors" section');
-  const start = lines.findIndex((line, i) => i > heading && line.startsWith("|"));
-  if (start === -1 || lines.slice(heading + 1, start).some((line) => line.startsWith("#"))) {
-    throw new Error('README.md\'s "### Errors" section has no table');
-  }
-  const rows = [];
-  for (let i = start + 2; i < lines.length && lines[i].startsWith("|"); i++) rows.push(cells(lines[i]));
-
-  return rows.map((row, i) => {
-    if (row.length !== 3) throw new Error(`README.md's error table, row ${i + 1}: expected 3 cells, got ${row.length}`);
-    const [situation, codeCell, detail] = row;
-    const code = /^`([a-z_]+)`\s*(.*)$/.exec(codeCell);
-    if (code === null) throw new Error(`README.md's error table, row ${i + 1}: the code cell does not start with a \`code\`: ${codeCell}`);
-    const reasons = [...detail.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]);
-    return { situation, code: code[1], status: code[2], detail, reasons };
+/** @param {ReadonlyArray<{ situation: string, code: number, statusNote?: string, detail: string }>} table ERROR_TABLE */
+export function describeErrors(table) {
+  if (table.length === 0) throw new Error("the error table has no rows");
+  return table.map((row) => {
+    const note = row.statusNote === undefined ? "" : `, ${row.statusNote}`;
+    return {
+      situation: row.situation,
+      code: codeName(row.code),
+      status: `(${HTTP_STATUS[row.code]}${note})`,
+      detail: row.detail,
+      reasons: [...row.detail.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]),
+    };
   });
+}
+
+/** The rows of describeErrors as the lines of a Markdown table, header included. */
+export function errorTableMarkdown(errors) {
+  return [
+    "| situation | code (HTTP for Connect) | detail |",
+    "|---|---|---|",
+    ...errors.map((e) => `| ${e.situation} | \`${e.code}\` ${e.status} |${e.detail === "" ? "" : ` ${e.detail}`} |`),
+  ];
 }

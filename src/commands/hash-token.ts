@@ -10,7 +10,7 @@
 import { parseArgs } from "node:util";
 import { TOKEN_NAME, type TokenEntry } from "../server/auth-file.js";
 import { generateToken, hashToken, MIN_TOKEN_CHARS, TOKEN_PATTERN } from "../server/bearer-tokens.js";
-import { BOUNDS } from "../domain/limits.js";
+import { BOUNDS } from "../domain/request-bounds.js";
 import { isRole, ROLES, type Role } from "../service/rpc-roles.js";
 
 export const HASH_TOKEN_USAGE = `leasequeue hash-token --name NAME --roles ROLE[,ROLE...] [--queues QUEUE[,QUEUE...]] [--token-stdin]

@@ -56,18 +56,6 @@ export function durationMs(d: Duration | undefined): number {
   return Number(d.seconds) * 1000 + Math.round(d.nanos / 1e6);
 }
 
-/** 0 -> "0 s", 95_000 -> "1 min 35 s", 1_980_000 -> "33 min", 7_500_000 -> "2 h 5 min". */
-export function formatDuration(ms: number): string {
-  const s = Math.floor(ms / 1000);
-  if (s < 60) return `${s} s`;
-  const m = Math.floor(s / 60);
-  if (m < 10) return `${m} min ${s % 60} s`;
-  if (m < 60) return `${m} min`;
-  const h = Math.floor(m / 60);
-  if (h < 24) return `${h} h ${m % 60} min`;
-  return `${Math.floor(h / 24)} d ${h % 24} h`;
-}
-
 /** A google.protobuf.Value as indented JSON ("null" when absent). */
 export function formatValue(value: Value | undefined): string {
   if (value === undefined) return "null";

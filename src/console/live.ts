@@ -12,6 +12,7 @@
  *   sends a `resync`, as does every successful re-subscription (what happened
  *   while no stream was open is refetched, not replayed).
  */
+import { backoffCeilingMs } from "../domain/backoff.js";
 import type { JobEvent, WatchEventsRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client, describeError } from "./api.js";
 
@@ -107,7 +108,7 @@ export class LiveFeed {
       }
       // Streams that fail, or open and end at once, back off further each time.
       failures++;
-      const delay = Math.min(BACKOFF_FIRST_MS * 2 ** (failures - 1), BACKOFF_MAX_MS) * (0.8 + Math.random() * 0.4);
+      const delay = backoffCeilingMs(failures - 1, { initialMs: BACKOFF_FIRST_MS, maxMs: BACKOFF_MAX_MS }) * (0.8 + Math.random() * 0.4);
       this.setStatus({ mode: "degraded", reason, retryInMs: delay });
       this.startPolling();
       if (await this.pause(delay)) failures = 0;

@@ -29,6 +29,7 @@
 import type { Clock } from "../domain/clock.js";
 import type { EventKind } from "../domain/job.js";
 import type { ClaimHold } from "../domain/queue-limits.js";
+import { KEEPALIVE_INTERVAL_MS } from "../domain/timing-defaults.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import type { QueueWakeups } from "./queue-wakeups.js";
@@ -112,7 +113,7 @@ export class ClaimStreams {
   readonly #unsubscribe: Array<() => void>;
 
   constructor(options: ClaimStreamsOptions) {
-    this.#opts = { ...options, keepaliveMs: options.keepaliveMs ?? 15_000 };
+    this.#opts = { ...options, keepaliveMs: options.keepaliveMs ?? KEEPALIVE_INTERVAL_MS };
     this.#unsubscribe = [
       options.wakeups.onWork((queue) => this.#pump(queue)),
       options.store.onCommitted(({ events, queueControls }) => {

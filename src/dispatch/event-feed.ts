@@ -49,6 +49,7 @@
  */
 import { QueueError } from "../domain/errors.js";
 import type { JobEvent } from "../domain/job.js";
+import { KEEPALIVE_INTERVAL_MS } from "../domain/timing-defaults.js";
 import type { Store } from "../store/store.js";
 import { Wakeup } from "./wakeup.js";
 
@@ -215,7 +216,7 @@ export class EventFeed {
     this.#maxPendingBytes = options.maxPendingBytes ?? 1024 * 1024;
     this.#maxSubscribers = options.maxSubscribers ?? 1000;
     this.#maxBatch = options.maxBatch ?? 1000;
-    this.#keepaliveMs = options.keepaliveMs ?? 15_000;
+    this.#keepaliveMs = options.keepaliveMs ?? KEEPALIVE_INTERVAL_MS;
     this.#pageSize = options.pageSize ?? 500;
     this.#unsubscribe = store.onCommitted(({ events }) => {
       if (events.length === 0) return;

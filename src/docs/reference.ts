@@ -2,8 +2,9 @@
  * The shape of `/docs/reference.json`: the API reference that
  * scripts/build-docs.mjs writes at build time from a buf descriptor set with
  * source info (the protos' own comments), the bounds of
- * src/domain/limits.ts, the roles of src/service/rpc-roles.ts and README's
- * error table. The page renders it; tools may read it too.
+ * src/domain/request-bounds.ts, the roles of src/service/rpc-roles.ts and the
+ * errors of src/service/error-table.ts. The page renders it; tools may read
+ * it too.
  *
  * Comments and table cells are plain text in which `backticks` mark code.
  */

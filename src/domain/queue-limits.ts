@@ -14,7 +14,7 @@
  * while the queue had a rate limit are counted (grants are recorded for
  * rate-limited queues only).
  */
-import { DEFAULTS } from "./limits.js";
+import { DEFAULTS } from "./request-bounds.js";
 
 /** A queue's limits; 0 means none. */
 export interface QueueConfig {

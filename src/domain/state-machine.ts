@@ -16,10 +16,11 @@
  *   RUNNING ──snooze──► QUEUED at now + delay, attempt refunded ("not now" is not a failure)
  *   RUNNING ──heartbeat with progress──► RUNNING, Job.progress replaced
  */
+import { backoffCeilingMs } from "./backoff.js";
 import { QueueError } from "./errors.js";
 import type { EventDraft, JobState, StoredJob } from "./job.js";
 import { leaseTokenMatches } from "./lease-token.js";
-import { BOUNDS, DEFAULTS } from "./limits.js";
+import { BOUNDS, DEFAULTS } from "./request-bounds.js";
 
 export interface Transition {
   job: StoredJob;
@@ -56,9 +57,7 @@ export const MAX_BACKOFF_MS = 60 * 60 * 1000;
 
 /** Delay before the next attempt after the `attempts`-th one failed. */
 export function retryBackoffMs(retryBaseDelayMs: number, attempts: number): number {
-  const exponent = Math.max(0, attempts - 1);
-  // 2^exponent overflows nothing here: attempts <= 100 and the result is capped.
-  return Math.min(retryBaseDelayMs * 2 ** exponent, MAX_BACKOFF_MS);
+  return backoffCeilingMs(attempts - 1, { initialMs: retryBaseDelayMs, maxMs: MAX_BACKOFF_MS });
 }
 
 export function isEligible(job: StoredJob, now: number): boolean {

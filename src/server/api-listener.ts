@@ -14,6 +14,7 @@
  * - listen.ts: binding and the real address, shared with the side port.
  */
 import * as http2 from "node:http2";
+import { FIRST_BYTE_TIMEOUT_MS } from "../domain/timing-defaults.js";
 import { continueIfWithinLimit, refuseOversizedBodies } from "./body-limits.js";
 import { ConnectionDrain, DEFAULT_CLOSE_GRACE_MS } from "./connection-drain.js";
 import { DEFAULT_HTTP1_TIMEOUTS, http1Timeouts } from "./http1-timeouts.js";
@@ -88,8 +89,6 @@ export interface ApiListener {
   close(graceMs?: number): Promise<void>;
 }
 
-const DEFAULT_FIRST_BYTE_TIMEOUT_MS = 10_000;
-
 /** Starts the API port (see the file comment for what each part does). */
 export async function startApiListener(opts: ApiListenerOptions): Promise<ApiListener> {
   const guarded = limitHttp2RequestTime(refuseOversizedBodies(opts.maxRequestBytes, opts.handler), {
@@ -114,7 +113,7 @@ export async function startApiListener(opts: ApiListenerOptions): Promise<ApiLis
     },
     http1Timeouts: http1Timeouts(opts),
     http2Options: http2ServerLimits({ maxConcurrentStreams: opts.http2MaxConcurrentStreams }),
-    firstByteTimeoutMs: opts.firstByteTimeoutMs ?? DEFAULT_FIRST_BYTE_TIMEOUT_MS,
+    firstByteTimeoutMs: opts.firstByteTimeoutMs ?? FIRST_BYTE_TIMEOUT_MS,
     drain,
   };
   port = opts.tls ? createTlsPortServer(opts.tls, serverOptions) : createCleartextPortServer(serverOptions);

@@ -17,7 +17,7 @@
  * what a token may do.
  */
 import { readFileSync } from "node:fs";
-import { BOUNDS } from "../domain/limits.js";
+import { BOUNDS } from "../domain/request-bounds.js";
 import { isRole, ROLES, type Role } from "../service/rpc-roles.js";
 
 export interface TokenEntry {

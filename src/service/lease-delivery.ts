@@ -22,6 +22,7 @@
  */
 import { toBinary, type Message, type UnknownField } from "@bufbuild/protobuf";
 import type { Value } from "@bufbuild/protobuf/wkt";
+import { nestedTooDeepText } from "../domain/json-depth.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import { LeaseSchema, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -77,7 +78,7 @@ export function leaseForDelivery(claimed: ClaimedLease, format: WireFormat = "js
     ["progress", lease.job?.progress],
   ] as const) {
     if (value !== undefined && tooDeep(value)) {
-      return undeliverable(field, `it is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
+      return undeliverable(field, `it is ${nestedTooDeepText()}`);
     }
   }
   const jsonChars = claimed.job.payloadJson.length + (claimed.job.resultJson?.length ?? 0) + (claimed.job.progressJson?.length ?? 0);
@@ -137,7 +138,7 @@ function encodedForDelivery(claimed: ClaimedLease): LeaseDelivery {
     encoded = encodeLease(claimed);
   } catch (err) {
     if (err instanceof NestingTooDeep) {
-      return undeliverable(err.field, `it is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
+      return undeliverable(err.field, `it is ${nestedTooDeepText()}`);
     }
     if (err instanceof SyntaxError) {
       return {

@@ -19,6 +19,7 @@
  */
 import { WireType } from "@bufbuild/protobuf/wire";
 import type { Job } from "../domain/job.js";
+import { nestedTooDeepText } from "../domain/json-depth.js";
 import type { ClaimedLease } from "../store/store.js";
 import { JobState } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { BOUNDS } from "./validate.js";
@@ -30,7 +31,7 @@ type JsonField = "payload" | "result" | "progress";
 /** Thrown when a stored payload, result or progress is nested deeper than api.md allows. */
 export class NestingTooDeep extends Error {
   constructor(readonly field: JsonField) {
-    super(`${field} is nested more than ${BOUNDS.jsonDepth} levels deep`);
+    super(`${field} is ${nestedTooDeepText()}`);
   }
 }
 

@@ -5,9 +5,11 @@
  */
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, type Duration, type FieldMask, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import { formatDurationText } from "../domain/duration-text.js";
 import type { JobState as DomainState } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";
-import { BOUNDS, DEFAULTS } from "../domain/limits.js";
+import { nestedTooDeepText, nestingDepth } from "../domain/json-depth.js";
+import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import { NO_QUEUE_LIMITS, QUEUE_CONFIG_FIELDS, type QueueConfigField, type QueueConfigUpdate } from "../domain/queue-limits.js";
 import { canonicalTimeZone, cronProblem, type Recurrence, type ScheduleSpec } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
@@ -16,7 +18,7 @@ import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js
 import { STATE_FROM_WIRE } from "./wire.js";
 
 /** api.md "Bounds" and "Defaults and identity": one table, shared with the state machine and the worker SDK. */
-export { BOUNDS, DEFAULTS } from "../domain/limits.js";
+export { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 
 export function queueName(field: string, value: string, fallback?: string): string {
   if (value === "" && fallback !== undefined) return fallback;
@@ -112,45 +114,21 @@ export function durationInRange(
 ): number | undefined {
   if (value === undefined) return fallback;
   const ms = durationMs(field, value);
-  if (ms < min || pastMs(ms, value.nanos, max)) throw invalidArgument(field, `must be between ${formatMs(min)} and ${formatMs(max)}`);
+  if (ms < min || pastMs(ms, value.nanos, max))
+    throw invalidArgument(field, `must be between ${formatDurationText(min, "bound")} and ${formatDurationText(max, "bound")}`);
   return ms;
 }
 
-/** 1000 -> "1s", 43200000 -> "12h": bounds as a person writes them. */
-function formatMs(ms: number): string {
-  for (const [unit, size] of [
-    ["d", 86_400_000],
-    ["h", 3_600_000],
-    ["m", 60_000],
-  ] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms / 1000}s`;
+/** How deeply a google.protobuf.Value nests (domain/json-depth.ts's nestingDepth). */
+export function valueDepth(value: Value, limit: number): number {
+  return nestingDepth(value, valueChildren, limit);
 }
 
-/**
- * How deeply a google.protobuf.Value nests (`1` is 0, `[1]` and `{}` are 1),
- * or `limit + 1` as soon as it is known to be deeper than `limit`. Walks the
- * message with an explicit stack, never recursion, so a value nested far
- * past the bound (the request decoder lets about 98 levels through) costs
- * one pass and no call stack.
- */
-export function valueDepth(value: Value, limit: number): number {
-  let deepest = 0;
-  const pending: Array<[Value, number]> = [[value, 0]];
-  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    const [v, depth] = next;
-    const kind = v.kind;
-    let children: Value[];
-    if (kind.case === "listValue") children = kind.value.values;
-    else if (kind.case === "structValue") children = Object.values(kind.value.fields);
-    else continue;
-    const level = depth + 1;
-    if (level > limit) return limit + 1;
-    if (level > deepest) deepest = level;
-    for (const child of children) pending.push([child, level]);
-  }
-  return deepest;
+function valueChildren(value: Value): Value[] | undefined {
+  const kind = value.kind;
+  if (kind.case === "listValue") return kind.value.values;
+  if (kind.case === "structValue") return Object.values(kind.value.fields);
+  return undefined;
 }
 
 /**
@@ -160,7 +138,7 @@ export function valueDepth(value: Value, limit: number): number {
  */
 export function assertJsonDepth(field: string, value: Value): void {
   if (valueDepth(value, BOUNDS.jsonDepth) > BOUNDS.jsonDepth) {
-    throw invalidArgument(field, `is nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels`);
+    throw invalidArgument(field, `is ${nestedTooDeepText()}`);
   }
 }
 

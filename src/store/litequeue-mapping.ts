@@ -33,7 +33,8 @@
  */
 import type { EventDraft, JobState, StoredJob } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";
-import { BOUNDS, DEFAULTS } from "../domain/limits.js";
+import { jsonDepth, nestedTooDeepText } from "../domain/json-depth.js";
+import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 
 /** litequeue's MessageStatus values, and the state each one is imported in. */
 export const LITEQUEUE_STATUSES = [
@@ -181,7 +182,7 @@ function payloadJson(data: unknown): Payload {
     return { ok: false, problem: `data is ${bytes} bytes as a JSON payload; the limit is ${BOUNDS.jsonBytes} bytes` };
   }
   if (value !== undefined && jsonDepth(value) > BOUNDS.jsonDepth) {
-    return { ok: false, problem: `data is JSON nested more than ${BOUNDS.jsonDepth} levels deep; the limit is ${BOUNDS.jsonDepth} levels` };
+    return { ok: false, problem: `data is JSON ${nestedTooDeepText()}` };
   }
   return { ok: true, json };
 }
@@ -205,20 +206,6 @@ function hasNonFiniteNumber(value: unknown): boolean {
     if (v !== null && typeof v === "object") pending.push(...(Object.values(v) as unknown[]));
   }
   return false;
-}
-
-/** Nesting levels as api.md counts them (`1` is 0, `[1]` and `{}` are 1), without recursion. */
-function jsonDepth(value: unknown): number {
-  let deepest = 0;
-  const pending: Array<[unknown, number]> = [[value, 0]];
-  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    const [v, depth] = next;
-    if (v === null || typeof v !== "object") continue;
-    deepest = Math.max(deepest, depth + 1);
-    if (deepest > BOUNDS.jsonDepth) return deepest;
-    for (const child of Object.values(v)) pending.push([child, depth + 1]);
-  }
-  return deepest;
 }
 
 function describe(value: unknown): string {

@@ -19,7 +19,7 @@
 import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { BOUNDS, DEFAULTS } from "../domain/limits.js";
+import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import { BadRequestSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import type { Status } from "../../gen/ts/google/rpc/status_pb.js";
 import { AcknowledgementSchema, type Acknowledgement, type AcknowledgementResult } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -53,6 +53,13 @@ export interface AckStream {
   /** Sends `batch` (at most 1000) as one message; false when the stream no longer takes messages. */
   send(batch: PendingAck[]): boolean;
 }
+
+/**
+ * Deadline of one Acknowledge call, and how long the Work stream may leave
+ * an acknowledgement unanswered before the worker takes it for a dead
+ * stream, cancels it and reconnects.
+ */
+export const ACK_ANSWER_TIMEOUT_MS = 10_000;
 
 export interface AckBatcherOptions {
   client: LeaseQueueClient;

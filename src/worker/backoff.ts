@@ -1,9 +1,11 @@
 /**
- * Jittered exponential backoff for reconnecting a worker's stream: the cap
- * doubles from `initialMs` to `maxMs`, and each wait is drawn uniformly
- * from [cap/2, cap] ("equal jitter"), so a fleet of workers cut off by one
- * server restart does not reconnect in lockstep.
+ * Jittered exponential backoff for reconnecting a worker's stream
+ * (domain/backoff.ts): the cap doubles from `initialMs` to `maxMs`, and each
+ * wait is drawn uniformly from [cap/2, cap] ("equal jitter"), so a fleet of
+ * workers cut off by one server restart does not reconnect in lockstep.
  */
+import { jitteredBackoffMs } from "../domain/backoff.js";
+
 export interface BackoffOptions {
   /** First wait's cap; default 250 ms. */
   initialMs?: number;
@@ -12,8 +14,7 @@ export interface BackoffOptions {
 }
 
 export function backoffDelay(attempt: number, { initialMs = 250, maxMs = 30_000 }: BackoffOptions = {}, random = Math.random): number {
-  const cap = Math.min(maxMs, initialMs * 2 ** Math.min(attempt, 30));
-  return Math.round(cap / 2 + random() * (cap / 2));
+  return jitteredBackoffMs(attempt, { initialMs, maxMs }, random);
 }
 
 /** Resolves after `ms`, or at once when `signal` aborts (never rejects). */

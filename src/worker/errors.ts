@@ -2,7 +2,7 @@
  * The errors a worker's handler throws to steer Fail or Snooze, and the
  * reasons its AbortSignal carries when the SDK takes the job away.
  */
-import { BOUNDS } from "../domain/limits.js";
+import { BOUNDS } from "../domain/request-bounds.js";
 
 /**
  * Throw from a handler to dead-letter the job now, whatever attempts are

@@ -11,7 +11,10 @@
  * Guide: docs/writing-a-worker.md. Wire contract: proto/leasequeue/v1.
  */
 export { createLeaseQueueClient, type LeaseQueueClient, type LeaseQueueClientOptions, type LeaseQueueTransport } from "./client.js";
-export { createWorker, type JobContext, type JobHandler, type Worker, type WorkerEvent, type WorkerOptions } from "./worker.js";
+export { createWorker, type Worker } from "./worker.js";
+export type { JobContext, JobHandler } from "./job-attempt.js";
+export type { WorkerEvent } from "./worker-events.js";
+export type { WorkerOptions } from "./worker-options.js";
 export {
   LeaseLostError,
   PermanentJobError,

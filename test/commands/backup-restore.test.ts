@@ -5,7 +5,18 @@
  * corrupted copy, a restore that a running server must prevent.
  */
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, openSync, readdirSync, readFileSync, writeFileSync, writeSync, closeSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+  writeSync,
+  closeSync,
+} from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
@@ -13,6 +24,7 @@ import { systemClock } from "../../src/domain/clock.js";
 import { DatabaseRefusal } from "../../src/store/database-refusal.js";
 import { unwritableDirectory } from "../../src/store/sqlite/database-file.js";
 import { LATEST_SCHEMA_VERSION, openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { READY, writeLitequeueFile } from "../helpers/litequeue.js";
 import { callJson, okJson, runCli, serversInTempDirs } from "../helpers/process.js";
 import { newJob } from "../store/contract.js";
 
@@ -369,6 +381,17 @@ describe("leasequeue restore", () => {
     expect(hash(live)).toBe(before);
     expect(readdirSync(sandbox.dir()).filter((f) => f.includes(".replaced-") || f.includes(".restoring-"))).toEqual([]);
   });
+
+  it("refuses a database directory that takes no new file, naming the directory, before taking the lock", async () => {
+    const live = join(sandbox.dir(), "live.db");
+    await seed(live, 3);
+    const backup = join(sandbox.dir(), "backup.db");
+    expect((await runCli(["backup", backup, "--db", live])).code).toBe(0);
+    // sysfs holds no regular files: creating one fails for every user, root included.
+    const r = await runCli(["restore", backup, "--db", "/sys/x.db"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toMatch(/^leasequeue restore: cannot write \/sys\/x\.db: the directory \/sys is not writable \(E[A-Z]+\)$/);
+  });
 });
 
 describe("the maintenance commands on the command line", () => {
@@ -396,4 +419,47 @@ describe("the maintenance commands on the command line", () => {
     }
     expect(readdirSync(sandbox.dir())).toEqual([]);
   });
+
+  it("name a database directory the user cannot write: check cannot read a WAL database there, restore and import write nothing", async () => {
+    const backup = join(sandbox.dir(), "backup.db");
+    await seed(join(sandbox.dir(), "source.db"), 5);
+    expect((await runCli(["backup", backup, "--db", join(sandbox.dir(), "source.db")])).code).toBe(0);
+    const litequeue = join(sandbox.dir(), "emails.sqlite3");
+    writeLitequeueFile(litequeue, [
+      { data: "{}", message_id: "019ad5a2-7b3c-7def-8123-4567890abc00", status: READY, in_time: 1_764_580_000_000_000_000n },
+    ]);
+    // In rollback-journal mode it reads in a directory the user cannot write, as the backup does.
+    const lq = new Database(litequeue);
+    lq.pragma("journal_mode = DELETE");
+    lq.close();
+    const dir = join(sandbox.dir(), "read-only");
+    mkdirSync(dir);
+    const live = join(dir, "live.db");
+    await seed(live, 5);
+    expect(readdirSync(dir)).toEqual(["live.db"]);
+    const before = hash(live);
+    // Root writes any directory: as root, the commands run as nobody.
+    const user = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : undefined;
+    const asUser = (args: string[]) => runCli(args, {}, undefined, user);
+    chmodSync(sandbox.dir(), 0o755);
+    chmodSync(dir, 0o555);
+    try {
+      const notWritable = `the directory ${dir} is not writable (EACCES)`;
+      const check = await asUser(["check", "--db", live]);
+      expect(check.code).toBe(1);
+      expect(check.stderr.trim()).toBe(
+        `leasequeue check: cannot read database ${live} (in WAL mode, SQLite must create ${live}-shm to read it): ${notWritable}`,
+      );
+      const restore = await asUser(["restore", backup, "--db", live]);
+      expect(restore.code).toBe(1);
+      expect(restore.stderr.trim()).toBe(`leasequeue restore: cannot write ${live}: ${notWritable}`);
+      const imported = await asUser(["import-litequeue", litequeue, "--queue", "emails", "--db", live]);
+      expect(imported.code).toBe(1);
+      expect(imported.stderr.trim()).toBe(`leasequeue import-litequeue: cannot write ${live}: ${notWritable}`);
+    } finally {
+      chmodSync(dir, 0o755);
+    }
+    expect(readdirSync(dir)).toEqual(["live.db"]);
+    expect(hash(live)).toBe(before);
+  }, 20_000);
 });

@@ -247,6 +247,15 @@ describe("leasequeue import-litequeue", () => {
     expect(missing.stderr).toContain("does not exist");
   });
 
+  it("refuses a database directory that takes no new file, naming the directory, and writes nothing", async () => {
+    // sysfs holds no regular files: creating one fails for every user, root included.
+    const r = await importCli(litequeueFile(), "/sys/jobs.db", "--queue", "emails");
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toMatch(
+      /^leasequeue import-litequeue: cannot write \/sys\/jobs\.db: the directory \/sys is not writable \(E[A-Z]+\)$/,
+    );
+  });
+
   it("refuses a file whose Queue is a view or lacks litequeue's columns, before looking at the database, naming litequeue's columns", async () => {
     const schemaFile = (sql: string) => {
       const path = join(sandbox.dir(), `not-litequeue-${Math.random().toString(36).slice(2)}.sqlite3`);

@@ -1,14 +1,16 @@
 // The pieces of scripts/build-docs.mjs that can go wrong quietly: a
-// descriptor set built without source info (no comments) and a README whose
-// error table moved or changed shape must stop the build, not ship a
-// reference without them. (The built reference itself: reference.test.ts.)
+// descriptor set built without source info (no comments) must stop the
+// build, not ship a reference without them, and the server's error table
+// (src/service/error-table.ts) must come out with Connect's names and HTTP
+// statuses. (The built reference itself: reference.test.ts.)
 import { execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { describeApi } from "../../scripts/docs/describe-api.mjs";
-import { describeErrors } from "../../scripts/docs/errors.mjs";
+import { describeErrors, errorTableMarkdown } from "../../scripts/docs/errors.mjs";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const buf = join(dirname(createRequire(import.meta.url).resolve("@bufbuild/buf/package.json")), "bin/buf");
@@ -32,21 +34,13 @@ describe("build-docs", () => {
     );
   });
 
-  it("reads README's error table, and refuses a README without it or with a malformed row", () => {
-    const readme = [
-      "# X",
-      "### Errors",
-      "",
-      "Text.",
-      "",
-      "| situation | code | detail |",
-      "|---|---|---|",
-      "| unknown job id | `not_found` (404) | `ErrorInfo` `JOB_NOT_FOUND` |",
-      "| busy | `unavailable` (503) | |",
-      "",
-      "## Next",
-    ].join("\n");
-    expect(describeErrors(readme)).toEqual([
+  it("turns the server's error table into the reference's rows: code by name, Connect's HTTP status, reasons", () => {
+    const table = [
+      { situation: "unknown job id", code: Code.NotFound, detail: "`ErrorInfo` `JOB_NOT_FOUND`" },
+      { situation: "too late", code: Code.DeadlineExceeded, statusNote: "HTTP/1.1: 408", detail: "" },
+    ];
+    const errors = describeErrors(table);
+    expect(errors).toEqual([
       {
         situation: "unknown job id",
         code: "not_found",
@@ -54,11 +48,15 @@ describe("build-docs", () => {
         detail: "`ErrorInfo` `JOB_NOT_FOUND`",
         reasons: ["JOB_NOT_FOUND"],
       },
-      { situation: "busy", code: "unavailable", status: "(503)", detail: "", reasons: [] },
+      { situation: "too late", code: "deadline_exceeded", status: "(504, HTTP/1.1: 408)", detail: "", reasons: [] },
     ]);
-    expect(() => describeErrors("# X\n## Errors\n")).toThrow(/no "### Errors" section/);
-    expect(() => describeErrors("### Errors\n\n## Next\n| a | b | c |\n")).toThrow(/has no table/);
-    expect(() => describeErrors("### Errors\n| a | b | c |\n|-|-|-|\n| x | 404 | y |\n")).toThrow(/does not start with a `code`/);
-    expect(() => describeErrors("### Errors\n| a | b |\n|-|-|\n| x | `not_found` |\n")).toThrow(/expected 3 cells/);
+    expect(errorTableMarkdown(errors)).toEqual([
+      "| situation | code (HTTP for Connect) | detail |",
+      "|---|---|---|",
+      "| unknown job id | `not_found` (404) | `ErrorInfo` `JOB_NOT_FOUND` |",
+      "| too late | `deadline_exceeded` (504, HTTP/1.1: 408) | |",
+    ]);
+    expect(() => describeErrors([])).toThrow(/no rows/);
+    expect(() => describeErrors([{ situation: "x", code: 99, detail: "" }])).toThrow(/99 is not a Connect code/);
   });
 });

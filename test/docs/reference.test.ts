@@ -17,7 +17,7 @@ import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import { Health } from "../../gen/ts/grpc/health/v1/health_pb.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import type { ApiReference, FieldDoc, TypeRef } from "../../src/docs/reference.js";
-import { BOUNDS, DEFAULTS } from "../../src/domain/limits.js";
+import { BOUNDS, DEFAULTS } from "../../src/domain/request-bounds.js";
 import { QueueError, type QueueErrorReason } from "../../src/domain/errors.js";
 import { defaultDocsDir } from "../../src/server/docs-files.js";
 import { payloadTooLarge, purgeNotConfirmed, toConnectError } from "../../src/service/errors.js";

@@ -191,14 +191,23 @@ export interface CliResult extends ExitStatus {
   stderr: string;
 }
 
-/** Runs `node bin/leasequeue.js ...args` to completion (for --help, migrate, bad flags); `input`, if given, is its stdin. */
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, input?: string): Promise<CliResult> {
+/**
+ * Runs `node bin/leasequeue.js ...args` to completion (for --help, migrate, bad flags); `input`, if given, is its stdin;
+ * `user`, if given, the uid and gid to run it as (which takes root).
+ */
+export function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  input?: string,
+  user?: { uid: number; gid: number },
+): Promise<CliResult> {
   assertBuilt();
   return new Promise((resolveRun, rejectRun) => {
     const child = spawn(process.execPath, [CLI_PATH, ...args], {
       cwd: PACKAGE_ROOT,
       env: { ...process.env, ...env },
       stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+      ...user,
     });
     live.add(child);
     if (input !== undefined) child.stdin!.end(input);

@@ -1,7 +1,7 @@
 /**
- * Lease tokens and idempotency keys are secrets (api.md: "A Job never
- * carries a lease token or an idempotency key"; README: logs never contain
- * them). A real server process at debug log level goes through every path
+ * Lease tokens and idempotency keys are secrets (docs/api.md "Lease tokens":
+ * "a Job never carries a lease token or an idempotency key"; SECURITY.md
+ * "The trust boundary": logs never contain them). A real server process at debug log level goes through every path
  * that takes or hands out one: keys as the field, the header and in a
  * batch, a replay and a mismatch; tokens from Claim and StreamClaims, used
  * for Heartbeat, Complete, Fail and Release, misused on the wrong job, after

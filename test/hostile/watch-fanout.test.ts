@@ -1,6 +1,6 @@
 /**
  * WatchEvents subscribers that never read must not take the writers down
- * (README "WatchEvents limits"): against the real server in its own
+ * (docs/api.md "WatchEvents limits"): against the real server in its own
  * process, 200 subscribers that never read (100 raw HTTP/2 gRPC streams
  * whose window is never reopened, 100 HTTP/1.1 Connect streams whose TCP
  * socket is never read) cost the writers a bounded share of their

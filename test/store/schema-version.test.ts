@@ -137,6 +137,13 @@ describe("one server per database file", () => {
     throw new Error(`expected the server to refuse to start, got ${String(err)}`);
   }
 
+  it("refuses to start in a directory that takes no new file, naming the directory", async () => {
+    // sysfs refuses new files even for root.
+    const err = await startRefusal("/sys/jobs.db");
+    expect(err.reason).toBe("BAD_FILE");
+    expect(err.message).toBe("cannot write /sys/jobs.db: the directory /sys is not writable (EACCES)");
+  });
+
   it("refuses a second server on the file while the first runs, and starts one once it stopped", async () => {
     const path = join(dir, "jobs.db");
     const first = await startServer(configOf(path), quietly);

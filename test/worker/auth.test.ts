@@ -1,9 +1,9 @@
 /**
- * The SDK against a server with authentication on, as README shows it: the
- * `token` option (or an interceptor of your own) sends the bearer token on
- * every call, so a worker limited to its queue works jobs over the Work
- * stream (gRPC, Connect HTTP/2) and over StreamClaims plus Acknowledge
- * (Connect HTTP/1.1). Without an accepted token the worker leases nothing
+ * The SDK against a server with authentication on, as docs/writing-a-worker.md
+ * "Authentication" shows it: the `token` option (or an interceptor of your
+ * own) sends the bearer token on every call, so a worker limited to its
+ * queue works jobs over the Work stream (gRPC, Connect HTTP/2) and over
+ * StreamClaims plus Acknowledge (Connect HTTP/1.1). Without an accepted token the worker leases nothing
  * and says why in a `refused` event (and on the console without
  * `onEvent`), keeps trying, and gets through once the auth file is fixed
  * and reloaded, without a restart.

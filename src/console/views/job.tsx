@@ -6,10 +6,11 @@
  */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
+import { formatDurationText } from "../../domain/duration-text.js";
 import { JobState, type Job } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client, describeError } from "../api.js";
 import { ErrorNotice, StateBadge, Time } from "../components.js";
-import { formatDuration, durationMs, formatCompactValue, formatValue, kindLabel, stateLabel } from "../format.js";
+import { durationMs, formatCompactValue, formatValue, kindLabel, stateLabel } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
 import { jobsHref } from "../router.js";
 
@@ -75,7 +76,7 @@ export function JobPage({ id }: { id: string }) {
         <dd>{job.priority}</dd>
         <dt>Attempts</dt>
         <dd>
-          {job.attempts} of {job.maxAttempts} (retry base delay {formatDuration(durationMs(job.retryBaseDelay))})
+          {job.attempts} of {job.maxAttempts} (retry base delay {formatDurationText(durationMs(job.retryBaseDelay), "glance")})
         </dd>
         <dt>Deliveries</dt>
         <dd>{job.deliveries}</dd>

@@ -4,10 +4,11 @@
  * resume, limits, purge.
  */
 import { useState } from "preact/hooks";
+import { formatDurationText } from "../../domain/duration-text.js";
 import type { QueueStats } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client } from "../api.js";
 import { ErrorNotice, NoJobsYet } from "../components.js";
-import { durationMs, formatCount, formatDuration, STATES } from "../format.js";
+import { durationMs, formatCount, STATES } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
 import { jobsHref } from "../router.js";
 import { describeLimits, LimitsForm, OutcomeLine, PauseButton, PurgeForm, type Outcome } from "./queue-controls.js";
@@ -138,7 +139,9 @@ function StatsRow({ stats, controls }: { stats: QueueStats; controls?: RowContro
           </td>
         );
       })}
-      <td class="num">{pending === 0n ? <span class="muted">—</span> : formatDuration(durationMs(stats.oldestPendingAge))}</td>
+      <td class="num">
+        {pending === 0n ? <span class="muted">—</span> : formatDurationText(durationMs(stats.oldestPendingAge), "glance")}
+      </td>
       <td>
         {controls && (
           <div class="buttons compact">

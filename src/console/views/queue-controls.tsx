@@ -9,6 +9,7 @@ import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { formatDurationText } from "../../domain/duration-text.js";
 import { client, describeError } from "../api.js";
 import { durationMs } from "../format.js";
 
@@ -189,19 +190,12 @@ export function RedriveAllControl({ queue, onChanged }: { queue: string; onChang
   );
 }
 
-/** A rate period as an operator writes it: "1 s", "90 s", "1 min", "2 h". */
-function periodText(ms: number): string {
-  if (ms >= 3_600_000 && ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
-  if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} min`;
-  return `${ms / 1000} s`;
-}
-
 /** A queue's limits in words: "at most 5 running, 100 leases per 1 min", or "no limits". */
 export function describeLimits(config: { maxRunning: number; rateLimit: number; ratePeriod?: Duration } | undefined): string {
   const parts: string[] = [];
   if (config !== undefined && config.maxRunning > 0) parts.push(`at most ${config.maxRunning} running`);
   if (config !== undefined && config.rateLimit > 0)
-    parts.push(`${config.rateLimit} leases per ${periodText(durationMs(config.ratePeriod))}`);
+    parts.push(`${config.rateLimit} leases per ${formatDurationText(durationMs(config.ratePeriod), "spelled")}`);
   return parts.length === 0 ? "no limits" : parts.join(", ");
 }
 

@@ -8,10 +8,11 @@
  */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
+import { formatDurationText } from "../../domain/duration-text.js";
 import { EventKind, type Schedule } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client } from "../api.js";
 import { ErrorNotice, Time } from "../components.js";
-import { durationMs, formatDuration, formatTime } from "../format.js";
+import { durationMs, formatTime } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
 import { jobsHref } from "../router.js";
 import { attempt, OutcomeLine, type Outcome } from "./queue-controls.js";
@@ -22,7 +23,7 @@ const REFRESH_MS = 1_000;
 /** "cron 0 3 * * * (Europe/Berlin)" or "every 5 min". */
 export function recurrenceText(s: Schedule): string {
   if (s.recurrence.case === "cron") return `cron ${s.recurrence.value} (${s.timezone || "UTC"})`;
-  if (s.recurrence.case === "interval") return `every ${formatDuration(durationMs(s.recurrence.value))}`;
+  if (s.recurrence.case === "interval") return `every ${formatDurationText(durationMs(s.recurrence.value), "glance")}`;
   return "—";
 }
 

@@ -1,12 +1,12 @@
 /**
  * The functions of the PostgreSQL schema: generated from code (the bounds of
- * domain/limits.ts, the schema's channel), so they are not numbered
+ * domain/request-bounds.ts, the schema's channel), so they are not numbered
  * migrations. migrate.ts creates or replaces them after the migrations,
  * under the same lock, when the database holds an older revision of them
  * (or the same revision with other text, as on a developer's database).
  *
  * Bump DEFINITIONS_REVISION whenever their text changes (a bound in
- * limits.ts, a function body): a server of an older release starting
+ * request-bounds.ts, a function body): a server of an older release starting
  * beside a newer one then leaves the newer functions alone, instead of the
  * two replacing each other's at every start. test/store/postgres pins the
  * text's hash to the revision, so a change without a bump fails there.

@@ -17,6 +17,7 @@
  * Every function body writes a backslash only inside E'' literals, so it
  * means the same whatever standard_conforming_strings a session has.
  */
+import { nestedTooDeepText } from "../../domain/json-depth.js";
 import { quoteEscapeLiteral, quoteIdentifier, quoteLiteral } from "./identifiers.js";
 
 /**
@@ -214,7 +215,7 @@ LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
 BEGIN
   IF jsonb_path_exists(j, ('strict $.**{' || max_depth || ' to last} ? (@.type() == "object" || @.type() == "array")')::jsonpath) THEN
     RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', COLUMN = field,
-      MESSAGE = field || ': is nested more than ' || max_depth || ' levels deep; the limit is ' || max_depth || ' levels';
+      MESSAGE = field || ': is ${nestedTooDeepText("' || max_depth || '")}';
   END IF;
   -- Fast path: jsonb's own text less the blank after each separator (found
   -- outside strings), when every number in it is written as JavaScript would.

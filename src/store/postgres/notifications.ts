@@ -29,6 +29,7 @@
  * a transaction that submits many jobs to one queue sends one `submitted`.
  */
 import pg from "pg";
+import { jitteredBackoffMs } from "../../domain/backoff.js";
 import type { QueueConfig } from "../../domain/queue-limits.js";
 import { quoteIdentifier } from "./identifiers.js";
 
@@ -225,8 +226,7 @@ export class NotificationListener {
     this.#backendPid = undefined;
     client.end().catch(() => {});
     if (this.#closed) return;
-    const ceiling = Math.min(this.#maxBackoffMs, this.#initialBackoffMs * 2 ** this.#failures);
-    const delay = Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
+    const delay = jitteredBackoffMs(this.#failures, { initialMs: this.#initialBackoffMs, maxMs: this.#maxBackoffMs });
     this.#failures++;
     this.#options.onConnectionError?.(err, delay);
     this.#retryTimer = setTimeout(() => void this.#connect(), delay);

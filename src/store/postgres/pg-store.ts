@@ -123,9 +123,12 @@ async function readDatabaseTime(pool: pg.Pool, sent: () => void): Promise<number
   try {
     sent();
     const { rows } = await client.query<{ t: number }>(prepared(DATABASE_TIME_SQL));
-    return rows[0].t;
-  } finally {
     client.release();
+    return rows[0].t;
+  } catch (err) {
+    // A connection that failed is not given back for the next query to meet.
+    client.release(err as Error);
+    throw err;
   }
 }
 

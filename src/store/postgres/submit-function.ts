@@ -4,7 +4,7 @@
  * job exists if and only if that transaction commits.
  *
  * It does what a Submit RPC does, no less strictly:
- * - validation against domain/limits.ts (every bound below is generated from
+ * - validation against domain/request-bounds.ts (every bound below is generated from
  *   BOUNDS and DEFAULTS, never typed again), refusing with a SQLSTATE, a
  *   message `field: description` as the RPC words it, and the field in the
  *   error's COLUMN (node-postgres `err.column`, psycopg `e.diag.column_name`):
@@ -27,27 +27,16 @@
  * Times come from the database's clock (clock_timestamp()): there is no
  * server clock in the caller's transaction.
  */
-import { BOUNDS, DEFAULTS } from "../../domain/limits.js";
+import { formatDurationText } from "../../domain/duration-text.js";
+import { BOUNDS, DEFAULTS } from "../../domain/request-bounds.js";
 import { quoteEscapeLiteral, quoteLiteral } from "./identifiers.js";
 import { notificationChannel } from "./notifications.js";
 
 const DAY_MS = 86_400_000;
 
-/** 1000 -> "1s", 3600000 -> "1h", 2592000000 -> "30d": a bound as the RPC's messages write it. */
-function boundText(ms: number): string {
-  for (const [unit, size] of [
-    ["d", DAY_MS],
-    ["h", 3_600_000],
-    ["m", 60_000],
-  ] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms / 1000}s`;
-}
-
-/** A bound in whole days when it is one ("30 days"), else as boundText writes it. */
+/** A bound in whole days when it is one ("30 days"), else as the RPC's messages write a bound. */
 function aheadText(ms: number): string {
-  return ms % DAY_MS === 0 ? `${ms / DAY_MS} days` : boundText(ms);
+  return ms % DAY_MS === 0 ? `${ms / DAY_MS} days` : formatDurationText(ms, "bound");
 }
 
 /** `RAISE` of a bad field: SQLSTATE, the field as COLUMN, and the RPC's `field: description` message. */
@@ -136,7 +125,7 @@ BEGIN
       ${refuse("delay", "must not be negative")};
     END IF;
     IF extract(epoch FROM submit.delay) * 1000 > ${ahead} THEN
-      ${refuse("delay", `must be between 0s and ${boundText(ahead)}`)};
+      ${refuse("delay", `must be between 0s and ${formatDurationText(ahead, "bound")}`)};
     END IF;
     v_schedule_kind := 'delay';
     v_schedule_ms := ${intervalMs("submit.delay")};
@@ -177,7 +166,7 @@ BEGIN
     END IF;
     IF extract(epoch FROM submit.retry_base_delay) * 1000 < ${minRetry}
        OR extract(epoch FROM submit.retry_base_delay) * 1000 > ${maxRetry} THEN
-      ${refuse("retry_base_delay", `must be between ${boundText(minRetry)} and ${boundText(maxRetry)}`)};
+      ${refuse("retry_base_delay", `must be between ${formatDurationText(minRetry, "bound")} and ${formatDurationText(maxRetry, "bound")}`)};
     END IF;
     v_retry_ms := ${intervalMs("submit.retry_base_delay")};
   END IF;

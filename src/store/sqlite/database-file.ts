@@ -5,7 +5,7 @@
  * durable, and naming the temporary files that become it.
  */
 import { randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, openSync, statSync } from "node:fs";
+import { accessSync, closeSync, constants, fsyncSync, openSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import Database from "better-sqlite3";
 import { DatabaseRefusal } from "../database-refusal.js";
@@ -29,9 +29,28 @@ export function openExistingReadOnly(path: string, what: string): Database.Datab
     if (err instanceof Database.SqliteError && /^SQLITE_(NOTADB|CORRUPT)/.test(err.code)) {
       throw new DatabaseRefusal("BAD_FILE", `${what} ${path} is not a SQLite database (${err.code}: ${err.message})`);
     }
+    if (err instanceof Database.SqliteError && /^SQLITE_(READONLY_DIRECTORY|CANTOPEN)/.test(err.code)) {
+      throw unreadableInDirectory(path, what) ?? err;
+    }
     throw err;
   }
   return db;
+}
+
+/**
+ * A WAL database is read through its `-shm` (and `-wal`), which a reader
+ * creates beside it when they are missing: in a directory the user cannot
+ * write, SQLite then fails the first read (SQLITE_READONLY_DIRECTORY, or
+ * SQLITE_CANTOPEN when a `-wal` is there). The refusal names the directory;
+ * undefined when the directory is writable, so the cause is another.
+ */
+function unreadableInDirectory(path: string, what: string): DatabaseRefusal | undefined {
+  try {
+    accessSync(dirname(path), constants.W_OK);
+    return undefined;
+  } catch (err) {
+    return unwritableDirectory(err, path, `cannot read ${what} ${path} (in WAL mode, SQLite must create ${path}-shm to read it)`);
+  }
 }
 
 /** Whether two paths name the same file (same device and inode); false when either does not exist. */
@@ -65,19 +84,32 @@ export function createEmptyFile(path: string, target: string): void {
   }
 }
 
+/**
+ * Refuses, naming it, a directory that takes no new file, for a command
+ * about to create files beside `target` (a lock file, the database, its
+ * -wal): creates an empty file there (createEmptyFile) and deletes it again.
+ */
+export function refuseUnwritableDirectory(target: string): void {
+  const probe = temporaryPathBeside(target, "probe");
+  createEmptyFile(probe, target);
+  rmSync(probe, { force: true });
+}
+
 /** System error codes of a file creation refused by the directory or its file system, not by a full disk or a bug. */
 const NOT_WRITABLE = new Set(["EACCES", "EPERM", "EROFS", "ENOENT"]);
 
 /**
  * The refusal for an error creating a file for `target` in its directory
- * when the directory takes no new file (its permissions, a read-only file
- * system, a file system that holds no regular files such as /proc or /sys);
- * undefined for any other error, which the caller rethrows.
+ * (or from access(2) asking whether the user may) when the directory takes
+ * no new file (its permissions, a read-only file system, a file system that
+ * holds no regular files such as /proc or /sys); undefined for any other
+ * error, which the caller rethrows. `failed` says what could not be done
+ * (default: writing `target`).
  */
-export function unwritableDirectory(err: unknown, target: string): DatabaseRefusal | undefined {
+export function unwritableDirectory(err: unknown, target: string, failed = `cannot write ${target}`): DatabaseRefusal | undefined {
   const code = (err as { code?: unknown } | undefined)?.code;
   if (typeof code !== "string" || !NOT_WRITABLE.has(code)) return undefined;
-  return new DatabaseRefusal("BAD_FILE", `cannot write ${target}: the directory ${dirname(target)} is not writable (${code})`);
+  return new DatabaseRefusal("BAD_FILE", `${failed}: the directory ${dirname(target)} is not writable (${code})`);
 }
 
 /** Flushes a file's data to the disk. */

@@ -21,6 +21,7 @@
  */
 import Database from "better-sqlite3";
 import { DatabaseRefusal } from "../database-refusal.js";
+import { refuseUnwritableDirectory } from "./database-file.js";
 
 export interface DatabaseLock {
   /** The lock file, `<database>.lock`. */
@@ -52,6 +53,8 @@ export function acquireDatabaseLock(databasePath: string, waitMs: number): Datab
         `${databasePath} is in use by another LeaseQueue process (a server, a restore or an import holds ${path}); stop it first`,
       );
     }
+    // A directory that takes no new file (permissions, a read-only file system) is named, as the commands do.
+    if (err instanceof Database.SqliteError && err.code.startsWith("SQLITE_CANTOPEN")) refuseUnwritableDirectory(databasePath);
     throw new Error(`cannot take the lock ${path}: ${(err as Error).message}`, { cause: err });
   }
   const held = db;

@@ -11,7 +11,7 @@ import { existsSync } from "node:fs";
 import type Database from "better-sqlite3";
 import type { EventDraft, JobState, StoredJob } from "../../domain/job.js";
 import { assertSchemaNotNewer } from "../schema-version.js";
-import { openExistingReadOnly } from "./database-file.js";
+import { openExistingReadOnly, refuseUnwritableDirectory } from "./database-file.js";
 import { takeExclusiveAccess } from "./exclusive-access.js";
 import { LATEST_SCHEMA_VERSION, migrate } from "./migrate.js";
 import { jobRow } from "./rows.js";
@@ -74,12 +74,14 @@ export interface ImportTargetDatabase {
 
 /**
  * The database to import into. Writing: sole use of it (created and
- * migrated when needed; a newer schema is refused). Dry run: a read-only
- * look, which creates and migrates nothing but refuses a newer schema as
- * the real run would.
+ * migrated when needed; a newer schema is refused), after refusing by name a
+ * directory that takes no new file (the lock file, the database and its -wal
+ * are created there). Dry run: a read-only look, which creates and migrates
+ * nothing but refuses a newer schema as the real run would.
  */
 export function openImportTarget(path: string, options: { write: boolean }): ImportTargetDatabase {
   if (options.write) {
+    refuseUnwritableDirectory(path);
     const access = takeExclusiveAccess(path, { create: true });
     try {
       migrate(access.db!);

@@ -5,14 +5,17 @@
  * 1. The backup is checked in full (inspect.ts: integrity_check, a LeaseQueue
  *    schema no newer than this release, job_counts equal to the jobs); any
  *    problem refuses it and nothing else happens.
- * 2. Sole use of the database is taken (exclusive-access.ts) and given back
+ * 2. A temporary file is created empty beside the database (same
+ *    directory, so the final rename is atomic), before anything else is
+ *    created there (the lock file, a -wal): a directory that takes no new
+ *    file is refused by name (database-file.ts) and nothing is written.
+ * 3. Sole use of the database is taken (exclusive-access.ts) and given back
  *    at once, so that a running server is reported before the long part.
- * 3. The backup is copied with VACUUM INTO to a temporary file beside the
- *    database (same directory, so the final rename is atomic), fsynced and
- *    read back (quick_check, the same schema version). A backup that is
+ * 4. The backup is copied with VACUUM INTO into the temporary file, fsynced
+ *    and read back (quick_check, the same schema version). A backup that is
  *    itself a WAL database with a -wal beside it is copied whole this way,
  *    which a byte copy would not do.
- * 4. Sole use is taken again, now for the swap. The exclusive connection is
+ * 5. Sole use is taken again, now for the swap. The exclusive connection is
  *    closed first: as the last user it checkpoints the old database's WAL
  *    into the old file and deletes it. The old database moves aside with
  *    whatever -wal or -journal is left (a pair SQLite can still open), its
@@ -24,7 +27,15 @@ import { existsSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { DatabaseReport } from "../database-check.js";
 import { DatabaseRefusal } from "../database-refusal.js";
-import { fileBytes, fsyncDirectory, fsyncFile, openExistingReadOnly, sameFile, temporaryPathBeside } from "./database-file.js";
+import {
+  createEmptyFile,
+  fileBytes,
+  fsyncDirectory,
+  fsyncFile,
+  openExistingReadOnly,
+  sameFile,
+  temporaryPathBeside,
+} from "./database-file.js";
 import { takeExclusiveAccess } from "./exclusive-access.js";
 import { inspectDatabase } from "./inspect.js";
 
@@ -58,10 +69,10 @@ export function restoreDatabase(backupPath: string, databasePath: string, option
   if (backup.problems.length > 0) {
     throw new DatabaseRefusal("BAD_FILE", `backup ${from} cannot be restored:\n${backup.problems.map((p) => `  - ${p}`).join("\n")}`);
   }
-  takeExclusiveAccess(path, { allowUnreadable: true }).release();
-
   let staged: string | undefined = temporaryPathBeside(path, "restoring");
+  createEmptyFile(staged, path);
   try {
+    takeExclusiveAccess(path, { allowUnreadable: true }).release();
     copyVerified(from, staged, backup.schemaVersion);
     const access = takeExclusiveAccess(path, { allowUnreadable: true });
     try {
@@ -79,7 +90,7 @@ export function restoreDatabase(backupPath: string, databasePath: string, option
   }
 }
 
-/** Copies the backup to `staged` in one snapshot, makes it durable, and reads it back. */
+/** Copies the backup into `staged` (an empty file) in one snapshot, makes it durable, and reads it back. */
 function copyVerified(from: string, staged: string, schemaVersion: number): void {
   const source = openExistingReadOnly(from, "backup");
   try {

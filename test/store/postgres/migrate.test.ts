@@ -17,7 +17,7 @@ const probe = await probePostgres();
 
 /**
  * The definitions' text for the schema "leasequeue", pinned to their
- * revision: a change to a function (or to a bound of domain/limits.ts) must
+ * revision: a change to a function (or to a bound of domain/request-bounds.ts) must
  * come with a new DEFINITIONS_REVISION, and then a new pin here.
  */
 const PINNED_DEFINITIONS: Record<number, string> = {

@@ -6,7 +6,7 @@
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { isJobId } from "../../../src/domain/ids.js";
-import { BOUNDS } from "../../../src/domain/limits.js";
+import { BOUNDS } from "../../../src/domain/request-bounds.js";
 import { submitFingerprint, type NewJob } from "../../../src/domain/submission.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
 
@@ -509,7 +509,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
     }
   });
 
-  it("matches names and keys with domain/limits.ts's own patterns", async () => {
+  it("matches names and keys with domain/request-bounds.ts's own patterns", async () => {
     const candidates = ["a", "A9._:-", "-a", "a b", "é", "a\n", "\na", "k".repeat(64), "k".repeat(65), "!~", "a\u007f", "x:y/z", ""];
     for (const [pattern, bound] of [
       ["name", BOUNDS.name],

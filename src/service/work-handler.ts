@@ -1,6 +1,7 @@
 /**
- * The Work stream (api.md section A): leases go down and acknowledgement
- * results come back on one HTTP/2 stream, many per message.
+ * The Work stream (docs/api.md "The batched path: Acknowledge and Work"):
+ * leases go down and acknowledgement results come back on one HTTP/2
+ * stream, many per message.
  *
  * - The first request message carries `start` (queue, worker, lease
  *   duration, max_in_flight); a later `start` is invalid_argument. Any

@@ -3,7 +3,8 @@
  * server validates requests against them (service/validate.ts), the state
  * machine falls back on the default lease (domain/state-machine.ts), and the
  * worker SDK refuses options and results the server would refuse
- * (worker/worker.ts) instead of finding out on the wire.
+ * (worker/worker-options.ts, worker/result-checks.ts) instead of finding
+ * out on the wire.
  *
  * Why it lives in domain/ and why the SDK may import it: the SDK's rule is
  * "depends on gen/ only", so that `leasequeue/worker` never drags server
@@ -13,8 +14,8 @@
  * package.json "files" publishes dist/. A copy under src/worker/ would
  * have made domain/ import from the SDK's folder instead, against "domain
  * imports nothing of ours". test/worker/layering.test.ts holds both rules:
- * src/worker imports only gen/, itself and this file, and this file
- * imports nothing.
+ * src/worker imports only gen/, itself and domain modules like this one
+ * that import nothing but each other, and this file imports nothing.
  */
 
 const SECOND = 1000;

@@ -11,8 +11,8 @@ import http2 from "node:http2";
 import net from "node:net";
 import { createContextValues } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
-import { createWatchOutputs } from "../../src/server/watch-outputs.js";
-import { WATCH_OUTPUT, type WatchOutput } from "../../src/service/watch-output.js";
+import { createWatchOutputs } from "../../src/server/node-watch-output.js";
+import { WATCH_OUTPUT, type WatchOutput } from "../../src/service/watch-event-frames.js";
 
 const WATCH = "/leasequeue.v1.LeaseQueueService/WatchEvents";
 const MAX_PENDING = 256 * 1024;

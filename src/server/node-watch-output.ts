@@ -1,5 +1,5 @@
 /**
- * The Node side of the WatchEvents fast path (service/watch-output.ts): for
+ * The Node side of the WatchEvents fast path (service/watch-event-frames.ts): for
  * each WatchEvents call, a WatchOutput over its Node response, handed to the
  * handler through the call's context values.
  *
@@ -14,7 +14,7 @@ import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { ContextValues } from "@connectrpc/connect";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { WATCH_OUTPUT, type WatchOutput } from "../service/watch-output.js";
+import { WATCH_OUTPUT, type WatchOutput } from "../service/watch-event-frames.js";
 import { KernelSendQueues } from "./kernel-send-queue.js";
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;

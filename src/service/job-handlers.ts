@@ -1,0 +1,124 @@
+/**
+ * The job RPCs of leasequeue.v1.LeaseQueueService: Submit, SubmitBatch,
+ * GetJob, ListJobs, ListJobEvents, Redrive and Cancel. Each validates the
+ * request, checks the caller may use the queue (queue-access.ts), asks the
+ * store and maps the answer to wire types.
+ */
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { Clock } from "../domain/clock.js";
+import { jobNotFound } from "../domain/errors.js";
+import type { Store, SubmitOutcome } from "../store/store.js";
+import type { LeaseQueueService, SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { encodedSubmitBatch } from "./encoded-responses.js";
+import { invalidArgument } from "./errors.js";
+import { wireFormatOf } from "./lease-delivery.js";
+import { decodePageToken, encodePageToken, listFilterKey } from "./page-token.js";
+import { requireJobQueue, requireQueue, requireQueueFilter } from "./queue-access.js";
+import * as v from "./validate.js";
+import { eventToWire, jobToWire } from "./wire.js";
+
+/** The HTTP / gRPC metadata header that may carry a Submit's idempotency key. */
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+
+export interface JobHandlerDeps {
+  store: Store;
+  clock: Clock;
+  /** Told about every submit answered from an existing job. */
+  onIdempotentReplay?: (queue: string) => void;
+}
+
+type JobHandlers = Pick<
+  ServiceImpl<typeof LeaseQueueService>,
+  "submit" | "submitBatch" | "getJob" | "listJobs" | "listJobEvents" | "redrive" | "cancel"
+>;
+
+export function jobHandlers({ store, clock, onIdempotentReplay }: JobHandlerDeps): JobHandlers {
+  function replayed(outcomes: SubmitOutcome[]): SubmitOutcome[] {
+    for (const o of outcomes) if (o.deduplicated) onIdempotentReplay?.(o.job.queue);
+    return outcomes;
+  }
+
+  return {
+    async submit(req, ctx) {
+      const spec = v.newJob(req, clock.now(), "", headerKey(ctx));
+      requireQueue(ctx, "queue", spec.queue);
+      const [outcome] = replayed(await store.submit([spec]));
+      return submitOutcome(outcome);
+    },
+
+    async submitBatch(req, ctx) {
+      if (headerKey(ctx) !== undefined) {
+        throw invalidArgument("Idempotency-Key", "is not accepted on SubmitBatch; set idempotency_key on each job");
+      }
+      if (req.jobs.length === 0) throw invalidArgument("jobs", "must contain at least one job");
+      if (req.jobs.length > v.BOUNDS.batchJobs) {
+        throw invalidArgument("jobs", `must contain at most ${v.BOUNDS.batchJobs} jobs`);
+      }
+      const basic = v.basicView("view", req.view);
+      const now = clock.now();
+      const specs = req.jobs.map((job: SubmitRequest, i: number) => v.newJob(job, now, `jobs[${i}].`));
+      specs.forEach((spec, i) => requireQueue(ctx, `jobs[${i}].queue`, spec.queue));
+      const outcomes = replayed(await store.submit(specs));
+      if (wireFormatOf(ctx.requestHeader.get("content-type")) === "binary") {
+        const encoded = encodedSubmitBatch(outcomes, basic);
+        if (encoded !== undefined) return encoded;
+      }
+      return { results: outcomes.map((o) => submitOutcome(o, basic)) };
+    },
+
+    async getJob(req, ctx) {
+      const jobId = v.jobId("job_id", req.jobId);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      const job = await store.getJob(jobId);
+      if (job === undefined) throw jobNotFound(jobId);
+      return { job: jobToWire(job) };
+    },
+
+    async listJobs(req, ctx) {
+      const queue = req.queue === "" ? undefined : v.queueName("queue", req.queue);
+      const states = v.jobStates("states", req.states);
+      const limit = v.intInRange("page_size", req.pageSize, v.BOUNDS.pageSize, v.DEFAULTS.pageSize);
+      const basic = v.basicView("view", req.view);
+      requireQueueFilter(ctx, "queue", queue);
+      const filter = listFilterKey(queue, states);
+      const beforeId = req.pageToken === "" ? undefined : decodePageToken(req.pageToken, filter);
+      const jobs = await store.listJobs({ queue, states: states.length > 0 ? states : undefined, limit: limit + 1, beforeId });
+      const page = jobs.slice(0, limit);
+      const more = jobs.length > limit;
+      return {
+        jobs: page.map((job) => jobToWire(job, basic)),
+        nextPageToken: more ? encodePageToken(page.at(-1)!.id, filter) : "",
+      };
+    },
+
+    async listJobEvents(req, ctx) {
+      const jobId = v.jobId("job_id", req.jobId);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      const events = await store.listJobEvents(jobId);
+      if (events.length === 0 && (await store.getJob(jobId)) === undefined) throw jobNotFound(jobId);
+      return { events: events.map(eventToWire) };
+    },
+
+    async redrive(req, ctx) {
+      const jobId = v.jobId("job_id", req.jobId);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      return { job: jobToWire(await store.redrive(jobId)) };
+    },
+
+    async cancel(req, ctx) {
+      const jobId = v.jobId("job_id", req.jobId);
+      const reason = v.text("reason", req.reason);
+      await requireJobQueue(ctx, store, "job_id", jobId);
+      return { job: jobToWire(await store.cancel(jobId, reason)) };
+    },
+  };
+}
+
+function headerKey(ctx: HandlerContext): string | undefined {
+  const value = ctx.requestHeader.get(IDEMPOTENCY_KEY_HEADER);
+  return value === null ? undefined : value;
+}
+
+function submitOutcome(o: SubmitOutcome, basic = false) {
+  return { job: jobToWire(o.job, basic), deduplicated: o.deduplicated };
+}

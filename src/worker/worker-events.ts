@@ -1,0 +1,83 @@
+/**
+ * What the worker reports (WorkerEvent), and where it goes: to the
+ * `onEvent` observer, or, without one, the events a person must see
+ * (`error`, `refused`, `disconnected`) to the console.
+ */
+import type { ConnectError } from "@connectrpc/connect";
+import type { Job } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import type { LeaseLostError } from "./errors.js";
+import { refusalAdvice } from "./refusal.js";
+
+/** What the worker reports through `onEvent`; for logs, metrics and tests. */
+export type WorkerEvent =
+  /** The stream (Work, or StreamClaims over HTTP/1.1) is open and registered: its first message arrived. */
+  | { type: "connected" }
+  /** The stream broke; the worker reconnects after `retryInMs`. */
+  | { type: "disconnected"; error: ConnectError; retryInMs: number }
+  /**
+   * The server refused the stream because of the worker's credentials:
+   * `error.code` is `unauthenticated` (no token, or one the auth file does
+   * not have) or `permission_denied` (the token lacks the `worker` role or
+   * the queue), `error.rawMessage` says which. Nothing is leased until the
+   * token or the server's auth file changes; the worker tries again after
+   * `retryInMs` (backoff up to `reconnectBackoff.maxMs`), so a file
+   * reloaded with SIGHUP takes effect without a restart. Call close() to
+   * give up instead.
+   */
+  | { type: "refused"; error: ConnectError; retryInMs: number }
+  /** A lease arrived. */
+  | { type: "lease"; job: Job }
+  /** A heartbeat extended a lease; `job.leaseExpireTime` is the new expiry. */
+  | { type: "heartbeat"; job: Job }
+  /**
+   * Complete succeeded. `job` is the leased job moved to COMPLETED with its
+   * result, as the acknowledgement's answer implies (answers carry a status,
+   * not the job; GetJob reads the stored one).
+   */
+  | { type: "completed"; job: Job }
+  /**
+   * Fail succeeded; `job` is the leased job moved to RETRY or DEAD, with
+   * `lastError`. Its `scheduleTime` is set only when the handler chose the
+   * delay (RetryJobError); otherwise the server's backoff decides it.
+   */
+  | { type: "failed"; job: Job; error: string }
+  /** close() gave back a lease whose job had not started; `job` is eligible again (QUEUED or RETRY), attempt refunded. */
+  | { type: "released"; job: Job }
+  /** Snooze succeeded (SnoozeJob, or `ctx.snooze()`); `job` is QUEUED again, eligible after `delayMs`, attempt refunded. */
+  | { type: "snoozed"; job: Job; delayMs: number }
+  /** The lease was lost; the handler's signal has been aborted with `error`. */
+  | { type: "lease-lost"; job: Job; error: LeaseLostError }
+  /** Something went wrong that the worker worked around (a failed heartbeat, an acknowledgement that could not be sent). */
+  | { type: "error"; error: Error; job?: Job }
+  /** close() finished. */
+  | { type: "closed" };
+
+/** Reports one event; never throws. */
+export type ReportEvent = (event: WorkerEvent) => void;
+
+/**
+ * The reporter of a worker: `onEvent`, its exceptions ignored, or the
+ * console when there is no observer.
+ */
+export function eventReporter(onEvent: ((event: WorkerEvent) => void) | undefined, workerId: string, queue: string): ReportEvent {
+  return (event) => {
+    if (onEvent === undefined) {
+      if (event.type === "error") console.error(`leasequeue worker ${workerId}: ${event.error.message}`);
+      if (event.type === "disconnected") {
+        console.warn(`leasequeue worker ${workerId}: stream broke (${event.error.message}); reconnecting in ${event.retryInMs} ms`);
+      }
+      if (event.type === "refused") {
+        console.error(
+          `leasequeue worker ${workerId}: the server refused the worker on queue ${queue} (${event.error.message}); ` +
+            `${refusalAdvice(event.error, queue)}; trying again in ${event.retryInMs} ms`,
+        );
+      }
+      return;
+    }
+    try {
+      onEvent(event);
+    } catch {
+      // An observer's bug must not stop the worker.
+    }
+  };
+}
