@@ -18,6 +18,7 @@ import { createLeaseQueueClient, JobState, jsonToValue, valueToJson } from "../.
 import { bearer, writeAuthFile } from "../helpers/auth.js";
 import { opensslAvailable, writeSelfSignedCert } from "../helpers/tls.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { removeBuilds } from "../external/sdk-builds.js";
 import { requireTool, skipUnlessAvailable } from "../external/tools.js";
 import { Driver, killDrivers, type DriverCommand } from "./driver.js";
 import { SDKS } from "./sdks.js";
@@ -113,6 +114,7 @@ describe.each(SDKS)("the $name SDK", (sdk) => {
   afterAll(async () => {
     if (worker !== undefined && worker.child.exitCode === null) await worker.stop();
     await server?.close();
+    removeBuilds();
   });
 
   it.skipIf(skip)("completes a job with the handler's return value as its result", { timeout: 30_000 }, async () => {

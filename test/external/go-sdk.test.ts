@@ -11,10 +11,9 @@
  * (tools.ts).
  */
 import { spawn } from "node:child_process";
-import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { goAvailable, goBuild, goWorkspace, GO_TOOLS, type GoWorkspace } from "./sdk-builds.js";
+import { goAvailable, goBuild, goWorkspace, GO_TOOLS, removeBuilds, type GoWorkspace } from "./sdk-builds.js";
 import { requireTool, run, skipUnlessAvailable } from "./tools.js";
 
 const skip = skipUnlessAvailable(goAvailable);
@@ -29,7 +28,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.close();
-  if (ws) rmSync(ws.dir, { recursive: true, force: true });
+  removeBuilds();
 });
 
 describe.skipIf(skip)("the Go SDK", () => {

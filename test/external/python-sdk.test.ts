@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, writeAuthFile } from "../helpers/auth.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { installPythonSdk, PYTHON_TOOLS, pythonAvailable } from "./sdk-builds.js";
+import { installPythonSdk, PYTHON_TOOLS, pythonAvailable, removeBuilds } from "./sdk-builds.js";
 import { REPO_ROOT, requireTool, run, skipUnlessAvailable } from "./tools.js";
 
 const skip = skipUnlessAvailable(pythonAvailable);
@@ -33,6 +33,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.close();
+  removeBuilds();
 });
 
 async function waitFinished(id: string, headers: Record<string, string> = {}, on = server): Promise<any> {

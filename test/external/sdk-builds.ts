@@ -9,7 +9,7 @@
  * running at once never share a build/ directory, and the checkout stays
  * clean.
  */
-import { cpSync, existsSync, mkdirSync, mkdtempSync, symlinkSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT, run, works } from "./tools.js";
@@ -33,12 +33,26 @@ export const goAvailable =
   // compiles and then panics on the first call.
   existsSync(join(GOCODE, "src/github.com/golang/protobuf/proto/registry.go"));
 
+/** Directories the builds of this process made, for removeBuilds(). */
+const made: string[] = [];
+
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
+}
+
+/** Removes every venv and GOPATH this process built (call from afterAll). */
+export function removeBuilds(): void {
+  for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
 /**
  * A venv with the leasequeue package installed; returns its python. Throws
  * with pip's output when the install fails.
  */
 export async function installPythonSdk(): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), "leasequeue-py-sdk-"));
+  const dir = tempDir("leasequeue-py-sdk-");
   const source = join(dir, "src");
   cpSync(join(REPO_ROOT, "clients/python"), join(source, "clients/python"), {
     recursive: true,
@@ -72,7 +86,7 @@ export interface GoWorkspace {
 
 /** A GOPATH whose src/leasequeue is this repository, with Debian's /usr/share/gocode after it. */
 export function goWorkspace(): GoWorkspace {
-  const dir = mkdtempSync(join(tmpdir(), "leasequeue-gopath-"));
+  const dir = tempDir("leasequeue-gopath-");
   mkdirSync(join(dir, "src"));
   symlinkSync(REPO_ROOT.replace(/\/$/, ""), join(dir, "src", "leasequeue"));
   const env: NodeJS.ProcessEnv = {

@@ -2,7 +2,7 @@
 
 A target is `http://host:port` (cleartext HTTP/2), `https://host:port` (TLS)
 or `host:port` (cleartext). With a token, every call carries
-`authorization: Bearer <token>` (README "Authentication" of the server). The
+`authorization: Bearer <token>` (SECURITY.md, "Authentication"). The
 token is never logged nor put in an error: messages give its length.
 """
 
