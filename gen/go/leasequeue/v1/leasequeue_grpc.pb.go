@@ -22,7 +22,10 @@ type LeaseQueueServiceClient interface {
 	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error)
 	// SubmitBatch creates up to 500 jobs in one transaction (all or nothing).
 	SubmitBatch(ctx context.Context, in *SubmitBatchRequest, opts ...grpc.CallOption) (*SubmitBatchResponse, error)
-	// Claim leases up to max_jobs eligible jobs of one queue.
+	// Claim leases up to max_jobs eligible jobs of one queue. It may carry
+	// the acknowledgements of earlier leases, applied (and committed) before
+	// any lease is chosen, so a worker on unary calls needs one call per job
+	// besides Submit.
 	Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error)
 	// StreamClaims pushes leases as jobs become eligible, never more than
 	// max_in_flight unfinished leases on one stream.
@@ -412,7 +415,10 @@ type LeaseQueueServiceServer interface {
 	Submit(context.Context, *SubmitRequest) (*SubmitResponse, error)
 	// SubmitBatch creates up to 500 jobs in one transaction (all or nothing).
 	SubmitBatch(context.Context, *SubmitBatchRequest) (*SubmitBatchResponse, error)
-	// Claim leases up to max_jobs eligible jobs of one queue.
+	// Claim leases up to max_jobs eligible jobs of one queue. It may carry
+	// the acknowledgements of earlier leases, applied (and committed) before
+	// any lease is chosen, so a worker on unary calls needs one call per job
+	// besides Submit.
 	Claim(context.Context, *ClaimRequest) (*ClaimResponse, error)
 	// StreamClaims pushes leases as jobs become eligible, never more than
 	// max_in_flight unfinished leases on one stream.

@@ -167,7 +167,10 @@ class LeaseQueueServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Claim(self, request, context):
-        """Claim leases up to max_jobs eligible jobs of one queue.
+        """Claim leases up to max_jobs eligible jobs of one queue. It may carry
+        the acknowledgements of earlier leases, applied (and committed) before
+        any lease is chosen, so a worker on unary calls needs one call per job
+        besides Submit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
