@@ -53,7 +53,7 @@ export const BOUNDS = {
   textChars: 4096,
   pageSize: [1, 500],
   batchJobs: 500,
-  /** Acknowledgements in one Acknowledge request or Work message (api.md section A). */
+  /** Acknowledgements in one Acknowledge request, Work message or Claim (api.md sections A and E). */
   acks: 1000,
   /** retry_delay on Fail: api.md gives no bound; we allow what a schedule allows. */
   retryDelayMs: [0, 30 * DAY],

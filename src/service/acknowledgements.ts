@@ -1,7 +1,7 @@
 /**
- * Acknowledgements (api.md sections A and D): the batched form of Complete,
- * Fail, Heartbeat (with its progress), Release and Snooze used by the
- * Acknowledge RPC and the Work stream.
+ * Acknowledgements (api.md sections A, D and E): the batched form of
+ * Complete, Fail, Heartbeat (with its progress), Release and Snooze used by
+ * the Acknowledge RPC, the Work stream and a Claim carrying acks.
  *
  * - A malformed acknowledgement (bad id, missing token or outcome, a field
  *   out of bounds) fails the whole request with invalid_argument naming its
@@ -15,13 +15,14 @@
  */
 import { create } from "@bufbuild/protobuf";
 import { anyPack, AnySchema, timestampFromMs, type Any } from "@bufbuild/protobuf/wkt";
-import type { ConnectError } from "@connectrpc/connect";
+import type { ConnectError, HandlerContext } from "@connectrpc/connect";
 import { QueueError } from "../domain/errors.js";
 import type { Job } from "../domain/job.js";
 import type { Store } from "../store/store.js";
 import { StatusSchema, type Status } from "../../gen/ts/google/rpc/status_pb.js";
 import { AcknowledgementResultSchema, type Acknowledgement, type AcknowledgementResult } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument, toConnectError } from "./errors.js";
+import { refusedJobs } from "./queue-access.js";
 import * as v from "./validate.js";
 
 /** One validated acknowledgement. */
@@ -114,6 +115,24 @@ export async function applyAcknowledgements(
     if (!(s.reason instanceof QueueError)) throw s.reason;
     return { jobId, ok: false, error: toConnectError(s.reason) };
   });
+}
+
+/**
+ * A unary call's acknowledgements (Acknowledge, and Claim's `acks`): each
+ * job's queue checked against the caller's (queue-access.ts), then every
+ * acknowledgement applied; resolves with the results in request order once
+ * each is committed or refused.
+ */
+export async function acknowledgeForCaller(ctx: HandlerContext, store: Store, acks: AckSpec[]): Promise<AcknowledgementResult[]> {
+  if (acks.length === 0) return [];
+  const refused = await refusedJobs(
+    ctx,
+    store,
+    "acks",
+    acks.map((a) => a.jobId),
+  );
+  const outcomes = await applyAcknowledgements(store, acks, refused);
+  return outcomes.map(ackResultToWire);
 }
 
 /** An outcome as the wire's AcknowledgementResult. */

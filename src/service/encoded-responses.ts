@@ -3,9 +3,15 @@
  * and carried as unknown fields, which protobuf-es writes verbatim: the
  * bytes toBinary would write for the result messages, without building them.
  */
-import { create, type UnknownField } from "@bufbuild/protobuf";
+import { create, toBinary, type UnknownField } from "@bufbuild/protobuf";
 import type { SubmitOutcome } from "../store/store.js";
-import { ClaimResponseSchema, SubmitBatchResponseSchema, type ClaimResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import {
+  AcknowledgementResultSchema,
+  ClaimResponseSchema,
+  SubmitBatchResponseSchema,
+  type AcknowledgementResult,
+  type ClaimResponse,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { withLeases, type WireLease } from "./lease-delivery.js";
 import { asField, encodeSubmitResponse } from "./lease-encoding.js";
 
@@ -27,9 +33,18 @@ export function encodedSubmitBatch(outcomes: SubmitOutcome[], basic: boolean) {
   return response;
 }
 
-/** Claim's response: leases as messages (JSON clients) or as their encoded bytes (binary clients). */
-export function claimResponse(leases: WireLease[]): ClaimResponse | { leases: [] } {
-  if (leases.length === 0) return { leases: [] };
+/**
+ * Claim's response: leases as messages (JSON clients) or as their encoded
+ * bytes (binary clients), and the results of the request's acks. protobuf-es
+ * writes unknown fields after the known ones, so beside encoded leases
+ * (field 1) the results (field 2) are encoded too and follow them: the bytes
+ * are those of the same response built from messages.
+ */
+export function claimResponse(leases: WireLease[], results: AcknowledgementResult[]): ClaimResponse | { leases: []; results: [] } {
+  if (leases.length === 0 && results.length === 0) return { leases: [], results: [] };
   const response = create(ClaimResponseSchema, {});
-  return withLeases(response, leases, (lease) => response.leases.push(lease));
+  withLeases(response, leases, (lease) => response.leases.push(lease));
+  if (response.$unknown === undefined) response.results = results;
+  else for (const r of results) response.$unknown.push(asField(2, toBinary(AcknowledgementResultSchema, r)));
+  return response;
 }

@@ -16,10 +16,10 @@ import { releaseUnsent } from "../dispatch/unsent-leases.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import { StreamClaimsResponseSchema, type LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { ackResultToWire, applyAcknowledgements, parseAcknowledgements } from "./acknowledgements.js";
+import { acknowledgeForCaller, parseAcknowledgements } from "./acknowledgements.js";
 import { claimResponse } from "./encoded-responses.js";
 import { deliverableLeases, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
-import { refusedJobs, requireJobQueue, requireQueue } from "./queue-access.js";
+import { requireJobQueue, requireQueue } from "./queue-access.js";
 import * as v from "./validate.js";
 import { jobToWire } from "./wire.js";
 import { workStream } from "./work-handler.js";
@@ -72,11 +72,17 @@ export function leaseHandlers({ store, clock, wakeups, claimStreams, workKeepali
   }
 
   return {
+    // The acks of a Claim (docs/api.md "Claim with acks") are applied and
+    // committed first, exactly as Acknowledge applies them; only then are
+    // leases chosen, and only then does a long-poll wait, so the wait never
+    // holds an acknowledgement back.
     async claim(req, ctx) {
       const spec = v.claimSpec(req);
+      const acks = parseAcknowledgements("acks", req.acks, 0);
       requireQueue(ctx, "queue", spec.queue);
+      const results = await acknowledgeForCaller(ctx, store, acks);
       const leases = await claimWithin(longPoll, spec, ctx.signal, (claimed) => deliverable(claimed, ctx));
-      return claimResponse(leases);
+      return claimResponse(leases, results);
     },
 
     async *streamClaims(req, ctx) {
@@ -139,14 +145,7 @@ export function leaseHandlers({ store, clock, wakeups, claimStreams, workKeepali
 
     async acknowledge(req, ctx) {
       const acks = parseAcknowledgements("acks", req.acks, 1);
-      const refused = await refusedJobs(
-        ctx,
-        store,
-        "acks",
-        acks.map((a) => a.jobId),
-      );
-      const outcomes = await applyAcknowledgements(store, acks, refused);
-      return { results: outcomes.map(ackResultToWire) };
+      return { results: await acknowledgeForCaller(ctx, store, acks) };
     },
   };
 }

@@ -86,7 +86,7 @@ it("a Claim whose caller went away while the claim committed releases its leases
     create(ClaimRequestSchema, { queue: "gone", workerId: "w", maxJobs: 2 }),
     ctx,
   );
-  expect(res).toEqual({ leases: [] });
+  expect(res).toEqual({ leases: [], results: [] });
   for (const { job } of [a, b]) {
     expect(await store.getJob(job.id)).toMatchObject({ state: "queued", attempts: 0, deliveries: 1, workerId: null });
     expect(await kindsOf(job.id)).toEqual(["submitted", "claimed", "released"]);

@@ -195,6 +195,29 @@ describe("over gRPC with @grpc/grpc-js", () => {
     expect(fromBinary(ErrorInfoSchema, detail.value)).toMatchObject({ reason: "LEASE_REJECTED", domain: "leasequeue" });
   });
 
+  it("claims with acks: the results in request order beside the next leases", async () => {
+    await call(client, "submitBatch", { jobs: Array.from({ length: 3 }, (_, i) => ({ queue: "grpc-claim-acks", task: `t${i}` })) });
+    const first = await call(client, "claim", { queue: "grpc-claim-acks", workerId: "w", maxJobs: 2 });
+    const [a, b] = first.leases;
+    const res = await call(client, "claim", {
+      queue: "grpc-claim-acks",
+      workerId: "w",
+      maxJobs: 2,
+      acks: [
+        { jobId: a.job.id, leaseToken: "forged", complete: {} },
+        { jobId: a.job.id, leaseToken: a.leaseToken, complete: { result: { numberValue: 1 } } },
+        { jobId: b.job.id, leaseToken: b.leaseToken, heartbeat: {} },
+      ],
+    });
+    expect(res.results.map((r: any) => [r.jobId, r.status.code ?? 0])).toEqual([
+      [a.job.id, grpc.status.ABORTED],
+      [a.job.id, 0],
+      [b.job.id, 0],
+    ]);
+    expect(res.results[2].leaseExpireTime).toBeDefined();
+    expect(res.leases.map((l: any) => l.job.task)).toEqual(["t2"]);
+  });
+
   it("works a queue over the Work bidi stream", async () => {
     await call(client, "submitBatch", { jobs: Array.from({ length: 5 }, () => ({ queue: "grpc-work", task: "t" })) });
     const stream = (client as any).work() as grpc.ClientDuplexStream<any, any>;

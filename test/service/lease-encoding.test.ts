@@ -1,20 +1,27 @@
 /**
  * The hand-written Lease encoder against protobuf-es: the same bytes for
  * every kind of job and JSON value, the nesting bound enforced while
- * encoding, and a decoder that reads back the same lease.
+ * encoding, a decoder that reads back the same lease, and the responses
+ * that carry encoded messages (SubmitBatch, Claim with its acks' results).
  */
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, createRegistry, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
+import { anyPack, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import type { Job } from "../../src/domain/job.js";
+import { claimResponse } from "../../src/service/encoded-responses.js";
+import type { WireLease } from "../../src/service/lease-delivery.js";
 import { asField, encodeLease, encodeSubmitResponse, NestingTooDeep } from "../../src/service/lease-encoding.js";
 import { jobToWire, leaseToWire } from "../../src/service/wire.js";
+import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import {
+  AcknowledgementResultSchema,
+  ClaimResponseSchema,
   LeaseSchema,
+  type ClaimResponse,
   SubmitBatchResponseSchema,
   SubmitResponseSchema,
   WorkResponseSchema,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { create } from "@bufbuild/protobuf";
 
 function job(overrides: Partial<Job> = {}): Job {
   return {
@@ -173,5 +180,53 @@ describe("encodeSubmitResponse", () => {
         jobs.map((j, i) => create(SubmitResponseSchema, { job: jobToWire(j, basic), deduplicated: i % 7 === 0 })),
       );
     }
+  });
+});
+
+describe("claimResponse", () => {
+  const leases = [job(), job({ id: "01a230ac-40d5-76c8-a45d-79cad9938a7f", payloadJson: '{"deep":[[1,{"x":null}]]}' })].map((j, i) => ({
+    job: j,
+    leaseToken: `t${i}`,
+  }));
+  const results = [
+    create(AcknowledgementResultSchema, {
+      jobId: leases[0].job.id,
+      status: { code: 0 },
+      leaseExpireTime: timestampFromMs(1_764_590_100_500),
+    }),
+    create(AcknowledgementResultSchema, {
+      jobId: "01a230ac-40d5-76c8-a45d-000000000001",
+      status: {
+        code: 10,
+        message: "lease_token does not match",
+        details: [anyPack(ErrorInfoSchema, create(ErrorInfoSchema, { reason: "LEASE_REJECTED", domain: "leasequeue" }))],
+      },
+    }),
+  ];
+  const viaProtobufEs = (ls: typeof leases, rs: typeof results) =>
+    toBinary(ClaimResponseSchema, create(ClaimResponseSchema, { leases: ls.map(leaseToWire), results: rs }));
+  const encoded = (ls: typeof leases): WireLease[] => ls.map((l) => ({ jobId: l.job.id, encoded: encodeLease(l), bytes: 0 }));
+  const asMessages = (ls: typeof leases): WireLease[] => ls.map((l) => ({ jobId: l.job.id, lease: leaseToWire(l), bytes: 0 }));
+
+  it("writes encoded leases and the acks' results as the bytes protobuf-es writes for the same response", () => {
+    for (const [ls, rs] of [
+      [leases, results],
+      [leases, []],
+      [[], results],
+      [leases.slice(0, 1), results.slice(1)],
+    ] as const) {
+      const mine = toBinary(ClaimResponseSchema, claimResponse(encoded([...ls]), [...rs]) as ClaimResponse);
+      expect(Buffer.from(mine).toString("hex")).toBe(Buffer.from(viaProtobufEs([...ls], [...rs])).toString("hex"));
+    }
+  });
+
+  it("gives JSON clients leases and results as messages", () => {
+    const response = claimResponse(asMessages(leases), results) as ClaimResponse;
+    expect(response.$unknown).toBeUndefined();
+    expect(toJson(ClaimResponseSchema, response, { registry: createRegistry(ErrorInfoSchema) })).toEqual(
+      toJson(ClaimResponseSchema, create(ClaimResponseSchema, { leases: leases.map(leaseToWire), results }), {
+        registry: createRegistry(ErrorInfoSchema),
+      }),
+    );
   });
 });
