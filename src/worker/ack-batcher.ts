@@ -9,8 +9,10 @@
  * of leases that arrived together, share one message.
  *
  * Where a batch goes: onto the open Work stream when there is one
- * (`useStream`), otherwise into a unary Acknowledge call (HTTP/1.1, or
- * while the Work stream is reconnecting). Each acknowledgement is answered
+ * (`useStream`), or into the next Claim of the unary transport
+ * (claim-transport.ts) when it will send one soon; otherwise into a unary
+ * Acknowledge call (HTTP/1.1, while the Work stream is reconnecting, or
+ * while the unary transport long-polls). Each acknowledgement is answered
  * on its own: the result's status is exactly the refusal the single RPC
  * would have returned, so callers map it as before. A batch that never got
  * its answer (a broken stream or call) is answered `unavailable` per
@@ -52,6 +54,12 @@ export interface PendingAck {
 export interface AckStream {
   /** Sends `batch` (at most 1000) as one message; false when the stream no longer takes messages. */
   send(batch: PendingAck[]): boolean;
+  /**
+   * False while it cannot carry a batch soon (the Claim transport during a
+   * long-poll): that batch goes by Acknowledge and the stream stays in
+   * use. Absent means always ready.
+   */
+  readonly ready?: boolean;
 }
 
 /**
@@ -157,15 +165,18 @@ export class AckBatcher {
     this.#timer = windowMs > 0 ? setTimeout(() => this.#flush(), windowMs) : setImmediate(() => this.#flush());
   }
 
+  #cancelTimer(): void {
+    if (this.#timer === undefined) return;
+    clearTimeout(this.#timer as NodeJS.Timeout);
+    clearImmediate(this.#timer as NodeJS.Immediate);
+    this.#timer = undefined;
+  }
+
   #flush(): void {
-    if (this.#timer !== undefined) {
-      clearTimeout(this.#timer as NodeJS.Timeout);
-      clearImmediate(this.#timer as NodeJS.Immediate);
-      this.#timer = undefined;
-    }
+    this.#cancelTimer();
     while (this.#outbox.length > 0) {
       const stream = this.#stream;
-      if (stream !== undefined) {
+      if (stream !== undefined && stream.ready !== false) {
         const batch = this.#takeBatch();
         if (!stream.send(batch)) {
           this.#putBack(batch);
@@ -185,33 +196,70 @@ export class AckBatcher {
         { acks: batch.map((p) => p.ack) },
         { timeoutMs: this.#opts.callTimeoutMs, signal: this.#opts.cutoff },
       );
-      if (res.results.length !== batch.length) {
-        const error = new ConnectError(
-          `Acknowledge answered ${res.results.length} results for ${batch.length} acknowledgements`,
-          Code.Internal,
-        );
-        for (const p of batch) p.settle({ error });
-        return;
-      }
-      batch.forEach((p, i) => p.settle(answerOf(res.results[i])));
+      this.settleAnswered(batch, res.results, "Acknowledge");
     } catch (e) {
-      const error = ConnectError.from(e);
-      if (error.code === Code.ResourceExhausted) this.shrink();
-      // A malformed acknowledgement fails the whole request and names its
-      // index; nothing of the request was applied, so the others go again.
-      const bad = error.code === Code.InvalidArgument ? indexOfBadAck(error) : undefined;
-      if (bad !== undefined && bad < batch.length) {
-        batch[bad].settle({ error });
-        this.#putBack(batch.filter((_, i) => i !== bad));
-      } else {
-        // Refused whole (invalid, too large) means nothing was applied; anything else may have been.
-        const outcomeUnknown = error.code !== Code.InvalidArgument && error.code !== Code.ResourceExhausted;
-        for (const p of batch) p.settle({ error, outcomeUnknown });
-      }
+      this.settleFailed(batch, e);
     } finally {
       this.#callsInFlight--;
       if (this.#outbox.length > 0) this.#schedule();
     }
+  }
+
+  /**
+   * Answers `batch` with the `results` of the unary call (`rpc`:
+   * Acknowledge, or Claim carrying acks) that took it, one per
+   * acknowledgement in order.
+   */
+  settleAnswered(batch: PendingAck[], results: AcknowledgementResult[], rpc: string): void {
+    if (results.length !== batch.length) {
+      const error = new ConnectError(`${rpc} answered ${results.length} results for ${batch.length} acknowledgements`, Code.Internal);
+      for (const p of batch) p.settle({ error });
+      return;
+    }
+    batch.forEach((p, i) => p.settle(answerOf(results[i])));
+  }
+
+  /**
+   * Answers `batch` after the unary call that carried it failed with `e`.
+   * A malformed acknowledgement fails the whole request and names its
+   * index: nothing of the request was applied, so that one is refused and
+   * the others go again. Returns the call's error, or undefined when the
+   * refusal was that one acknowledgement's (the call itself is fine).
+   */
+  settleFailed(batch: PendingAck[], e: unknown): ConnectError | undefined {
+    const error = ConnectError.from(e);
+    if (error.code === Code.ResourceExhausted) this.shrink();
+    const bad = error.code === Code.InvalidArgument ? indexOfBadAck(error) : undefined;
+    if (bad !== undefined && bad < batch.length) {
+      batch[bad].settle({ error });
+      this.#putBack(batch.filter((_, i) => i !== bad));
+      this.#schedule();
+      return undefined;
+    } else {
+      // Refused whole (invalid, too large) means nothing was applied; anything else may have been.
+      const outcomeUnknown = error.code !== Code.InvalidArgument && error.code !== Code.ResourceExhausted;
+      for (const p of batch) p.settle({ error, outcomeUnknown });
+    }
+    return error;
+  }
+
+  /**
+   * The next batch waiting, taken now by a carrier about to send one (the
+   * unary transport's Claim), without waiting for the window; empty when
+   * nothing waits.
+   */
+  takeNow(): PendingAck[] {
+    if (this.#outbox.length === 0) return [];
+    const batch = this.#takeBatch();
+    if (this.#outbox.length === 0) this.#cancelTimer();
+    return batch;
+  }
+
+  /** Sends `batch` again, ahead of what waits: taken by a stream that ended before sending it. */
+  sendAgain(batch: PendingAck[]): void {
+    if (batch.length === 0) return;
+    this.#putBack(batch);
+    this.#schedule();
   }
 }
 

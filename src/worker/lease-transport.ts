@@ -1,9 +1,11 @@
 /**
  * How leases reach the worker. A LeaseTransport runs one stream at a time:
- * the Work stream over HTTP/2 (work-stream-transport.ts), or StreamClaims
+ * the Work stream over HTTP/2 (work-stream-transport.ts), StreamClaims
  * with acknowledgements by Acknowledge over HTTP/1.1
- * (stream-claims-transport.ts). keepConnected keeps one open until close(),
- * reconnecting with jittered backoff.
+ * (stream-claims-transport.ts), or, with no stream at all, a loop of
+ * Claims carrying acknowledgements (claim-transport.ts).
+ * keepConnected keeps one open until close(), reconnecting with jittered
+ * backoff.
  */
 import type { ConnectError } from "@connectrpc/connect";
 import type { Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -35,6 +37,8 @@ export interface LeaseTransport {
   once(connected: () => void): Promise<ConnectError | undefined>;
   /** Cuts the open stream off, if any: the server did not end it after close(). */
   abandon(cause: ConnectError): void;
+  /** The worker's free slots changed; only a transport that asks for leases itself (Claim) listens. */
+  roomChanged?(): void;
 }
 
 /**

@@ -14,8 +14,15 @@ export interface WorkerOptions {
   url?: string;
   /** A client from createLeaseQueueClient(), e.g. with TLS or interceptors. Give this or `url`. */
   client?: LeaseQueueClient;
-  /** With `url`: the protocol; default `"grpc"` (see createLeaseQueueClient). */
-  transport?: LeaseQueueTransport;
+  /**
+   * With `url`: the protocol, `"grpc"` (default) or `"connect"` (see
+   * createLeaseQueueClient). `"unary"` (with `url` or `client`): only unary
+   * calls, for networks that pass no streams: Claim carrying the
+   * acknowledgements of earlier leases, long-polling when it carries none
+   * (docs/api.md "Claim with acks"); with `url` over Connect with HTTP/1.1,
+   * binary, so every call is a plain POST.
+   */
+  transport?: LeaseQueueTransport | "unary";
   /** With `url`: a bearer token for a server with authentication on (createLeaseQueueClient's `token`). */
   token?: string;
   /** The queue to work. */
@@ -62,8 +69,8 @@ export interface WorkerSettings {
   shutdownTimeoutMs: number;
   reconnectBackoff: BackoffOptions;
   ackBatchWindowMs: number;
-  /** Take the Work stream rather than StreamClaims plus Acknowledge. */
-  workStream: boolean;
+  /** How leases come: the Work stream, StreamClaims plus Acknowledge, or Claim carrying acknowledgements. */
+  path: "work" | "stream-claims" | "unary";
   handler: JobHandler;
   onEvent: ReportEvent;
 }
@@ -96,7 +103,13 @@ export function workerSettings(o: WorkerOptions): WorkerSettings {
     throw new RangeError("createWorker: ackBatchWindow is in milliseconds and must be in 0..1000");
   }
   if (o.workStream !== undefined && typeof o.workStream !== "boolean") throw new TypeError("createWorker: workStream must be a boolean");
-  const client = o.client ?? createLeaseQueueClient({ url: o.url!, transport: o.transport, token: o.token });
+  const unary = o.transport === "unary";
+  if (unary && o.workStream === true) throw new TypeError('createWorker: transport "unary" takes no Work stream; leave workStream out');
+  const client =
+    o.client ??
+    (o.transport === "unary"
+      ? createLeaseQueueClient({ url: o.url!, transport: "connect", httpVersion: "1.1", token: o.token })
+      : createLeaseQueueClient({ url: o.url!, transport: o.transport, token: o.token }));
   return {
     client,
     queue: o.queue,
@@ -107,7 +120,7 @@ export function workerSettings(o: WorkerOptions): WorkerSettings {
     shutdownTimeoutMs,
     reconnectBackoff: o.reconnectBackoff ?? {},
     ackBatchWindowMs,
-    workStream: o.workStream ?? canStreamBothWays(client),
+    path: unary ? "unary" : (o.workStream ?? canStreamBothWays(client)) ? "work" : "stream-claims",
     handler: o.handler,
     onEvent: eventReporter(o.onEvent, o.workerId, o.queue),
   };

@@ -11,7 +11,10 @@
  *   `max_in_flight = concurrency`; leases come down on it in batches, and
  *   every acknowledgement goes up on it;
  * - over HTTP/1.1 (Connect), which cannot carry a bidirectional stream:
- *   StreamClaims for leases, and Acknowledge calls for acknowledgements.
+ *   StreamClaims for leases, and Acknowledge calls for acknowledgements;
+ * - with `transport: "unary"`, no stream at all: Claims that carry the
+ *   acknowledgements batched since the last one, and Acknowledge for those
+ *   due while a Claim long-polls.
  *
  * Either way acknowledgements are batched (ack-batcher.ts): the Completes
  * and Fails of handlers that finish together and the heartbeats of every
@@ -32,7 +35,8 @@
  * - worker-options.ts: the options, their defaults and checks;
  * - worker-events.ts: what the worker reports, and the console log without an observer;
  * - lease-transport.ts: staying connected; work-stream-transport.ts (with
- *   work-stream-side.ts) and stream-claims-transport.ts: the two paths;
+ *   work-stream-side.ts), stream-claims-transport.ts and
+ *   claim-transport.ts: the three paths;
  * - job-attempt.ts: running the handler once; attempt-outcome.ts: how an attempt ends;
  * - result-checks.ts: results and progress the server would refuse;
  * - outcome-acknowledger.ts: sending an outcome until the server takes it.
@@ -49,6 +53,7 @@ import { runAttempt } from "./job-attempt.js";
 import { keepConnected, type LeaseTransport } from "./lease-transport.js";
 import { OutcomeAcknowledger } from "./outcome-acknowledger.js";
 import { resultRefusal } from "./result-checks.js";
+import { ClaimTransport } from "./claim-transport.js";
 import { StreamClaimsTransport } from "./stream-claims-transport.js";
 import type { ReportEvent } from "./worker-events.js";
 import { workerSettings, type WorkerOptions, type WorkerSettings } from "./worker-options.js";
@@ -138,9 +143,12 @@ class LeaseWorker implements Worker {
       closing: this.#closing.signal,
       accept: (lease: Lease) => this.#accept(lease),
     };
-    this.#transport = settings.workStream
-      ? new WorkStreamTransport({ ...transportOptions, acks: this.#acks })
-      : new StreamClaimsTransport(transportOptions);
+    this.#transport =
+      settings.path === "work"
+        ? new WorkStreamTransport({ ...transportOptions, acks: this.#acks })
+        : settings.path === "unary"
+          ? new ClaimTransport({ ...transportOptions, acks: this.#acks, room: () => this.#room() })
+          : new StreamClaimsTransport(transportOptions);
     this.#loop = keepConnected(this.#transport, {
       closing: this.#closing.signal,
       backoff: settings.reconnectBackoff,
@@ -188,7 +196,15 @@ class LeaseWorker implements Worker {
       if (lease.state !== "waiting") continue; // lost while waiting; already reported
       void this.#run(lease);
     }
+    this.#transport.roomChanged?.();
     this.#checkIdle();
+  }
+
+  /** Leases the worker could start now: slots with no handler and no lease waiting for them. */
+  #room(): number {
+    let waiting = 0;
+    for (const lease of this.#waiting) if (lease.state === "waiting") waiting++;
+    return Math.max(0, this.#concurrency - this.#handlers.size - waiting);
   }
 
   async #run(lease: HeldLease): Promise<void> {

@@ -13,7 +13,9 @@ import { rmSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createLeaseQueueClient, createWorker, EventKind, JobState, type Worker } from "../../src/worker/index.js";
-import type { AcknowledgeRequest, WorkRequest, WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { durationMs } from "@bufbuild/protobuf/wkt";
+import type { AcknowledgeRequest, ClaimRequest, WorkRequest, WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { CLAIM_WAIT_MS } from "../../src/worker/claim-transport.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { gate, workerEventLog, type WorkerEventLog } from "../helpers/worker-events.js";
 
@@ -38,10 +40,12 @@ async function rpcCounts(t: TestServer): Promise<Record<string, number>> {
   return counts;
 }
 
-/** What the worker wrote: Work messages with their acknowledgements by kind, and Acknowledge calls likewise. */
+/** What the worker wrote: Work messages with their acknowledgements by kind, and Acknowledge and Claim calls likewise. */
 interface Traffic {
   workMessages: Array<Record<string, number>>;
   acknowledgeCalls: Array<Record<string, number>>;
+  /** Each Claim's acknowledgements by kind, and the wait it asked for (ms). */
+  claimCalls: Array<{ acks: Record<string, number>; waitMs: number }>;
 }
 
 function kindsOf(acks: Array<{ outcome: { case: string | undefined } }>): Record<string, number> {
@@ -51,9 +55,13 @@ function kindsOf(acks: Array<{ outcome: { case: string | undefined } }>): Record
 }
 
 function recordTraffic(): { traffic: Traffic; interceptor: Interceptor } {
-  const traffic: Traffic = { workMessages: [], acknowledgeCalls: [] };
+  const traffic: Traffic = { workMessages: [], acknowledgeCalls: [], claimCalls: [] };
   const interceptor: Interceptor = (next) => async (req) => {
     if (req.method.name === "Acknowledge") traffic.acknowledgeCalls.push(kindsOf((req.message as AcknowledgeRequest).acks));
+    if (req.method.name === "Claim") {
+      const claim = req.message as ClaimRequest;
+      traffic.claimCalls.push({ acks: kindsOf(claim.acks), waitMs: claim.wait === undefined ? 0 : durationMs(claim.wait) });
+    }
     if (req.method.name !== "Work" || !req.stream) return next(req);
     const messages = req.message as AsyncIterable<WorkRequest>;
     return next({
@@ -186,6 +194,103 @@ describe("the path the SDK takes", () => {
     expect(applied).toBeGreaterThanOrEqual(3 * HELD);
     const { events } = await t.client.listJobEvents({ jobId: ids[0] });
     expect(events.filter((e) => e.kind === EventKind.HEARTBEAT)).toHaveLength(1);
+  });
+});
+
+describe('the unary path (transport "unary")', () => {
+  /** A unary worker on a Connect HTTP/1.1 client that records its traffic. */
+  function unaryWorker(t: TestServer, options: Partial<Parameters<typeof createWorker>[0]> & { queue: string }) {
+    const { traffic, interceptor } = recordTraffic();
+    const log = workerEventLog();
+    const worker = createWorker({
+      client: createLeaseQueueClient({ url: t.apiUrl, transport: "connect", httpVersion: "1.1", interceptors: [interceptor] }),
+      transport: "unary",
+      workerId: "w-unary",
+      onEvent: log.onEvent,
+      handler: () => null,
+      ...options,
+    });
+    cleanups.push(() => worker.close());
+    return { worker, traffic, log };
+  }
+
+  it("carries the acknowledgements on the next Claim: no stream, no Complete, fewer calls than jobs", { timeout: 20_000 }, async () => {
+    const t = await server();
+    const { worker, traffic, log } = unaryWorker(t, { queue: "unary-path", concurrency: 16 });
+    await log.waitFor("connected");
+    await submit(t, "unary-path", JOBS);
+    const completed = await log.waitFor("completed", JOBS);
+    await worker.close();
+
+    expect(new Set(completed.map((e) => e.job.id)).size).toBe(JOBS);
+    const calls = await rpcCounts(t);
+    for (const unused of ["Work", "StreamClaims", "Complete", "Fail", "Heartbeat", "Release"]) expect(calls[unused]).toBeUndefined();
+    const onClaims = traffic.claimCalls.reduce((n, c) => n + (c.acks.complete ?? 0), 0);
+    const byAcknowledge = sum(traffic.acknowledgeCalls, "complete");
+    expect(onClaims + byAcknowledge).toBe(JOBS);
+    console.log(`unary: ${JOBS} jobs in ${calls.Claim} Claims (${onClaims} completes) and ${calls.Acknowledge ?? 0} Acknowledge calls`);
+    // The queue had work throughout: completions rode the Claims that fetched the next jobs.
+    expect(onClaims).toBeGreaterThan(JOBS / 2);
+    expect(calls.Claim + (calls.Acknowledge ?? 0)).toBeLessThan(JOBS);
+    // A Claim carrying acknowledgements never waits: their results come back at once.
+    expect(traffic.claimCalls.filter((c) => Object.keys(c.acks).length > 0 && c.waitMs > 0)).toEqual([]);
+  });
+
+  it("does not hold an acknowledgement back while a Claim long-polls: it goes by Acknowledge at once", { timeout: 20_000 }, async () => {
+    const t = await server();
+    const { worker, traffic, log } = unaryWorker(t, { queue: "unary-idle", concurrency: 2 });
+    await log.waitFor("connected");
+    const [id] = await submit(t, "unary-idle", 1);
+    await log.waitFor("lease", 1, (e) => e.job.id === id);
+    const leasedAt = performance.now();
+    // A second slot stays free, so a long-poll (CLAIM_WAIT_MS) is pending when the job completes.
+    const [done] = await log.waitFor("completed", 1, (e) => e.job.id === id);
+    expect(performance.now() - leasedAt).toBeLessThan(CLAIM_WAIT_MS / 4);
+    expect((await t.client.getJob({ jobId: done.job.id })).job?.state).toBe(JobState.COMPLETED);
+    expect(sum(traffic.acknowledgeCalls, "complete")).toBe(1);
+    expect(traffic.claimCalls.some((c) => c.waitMs > 0)).toBe(true);
+    await worker.close();
+  });
+
+  it("heartbeats leases while every slot is busy, by Acknowledge, and none as a Heartbeat call", { timeout: 20_000 }, async () => {
+    const t = await server();
+    const release = gate();
+    const HELD = 4;
+    const { worker, traffic, log } = unaryWorker(t, {
+      queue: "unary-beats",
+      concurrency: HELD,
+      leaseDuration: 1500,
+      heartbeatInterval: 200,
+      handler: async () => {
+        await release.promise;
+        return null;
+      },
+    });
+    await log.waitFor("connected");
+    const ids = await submit(t, "unary-beats", HELD + 1);
+    for (const id of ids.slice(0, HELD)) await log.waitFor("heartbeat", 10, (e) => e.job.id === id);
+    release.open();
+    await log.waitFor("completed", HELD + 1);
+    await worker.close();
+
+    expect(log.all("lease-lost")).toEqual([]);
+    expect(sum(traffic.acknowledgeCalls, "heartbeat")).toBeGreaterThanOrEqual(10 * HELD);
+    const calls = await rpcCounts(t);
+    expect(calls.Heartbeat).toBeUndefined();
+    expect(calls.Complete).toBeUndefined();
+    for (const id of ids) expect((await t.client.getJob({ jobId: id })).job).toMatchObject({ state: JobState.COMPLETED, deliveries: 1 });
+  });
+
+  it("ends a pending long-poll at close() without waiting for it", { timeout: 20_000 }, async () => {
+    const t = await server();
+    const { worker, traffic, log } = unaryWorker(t, { queue: "unary-close" });
+    await log.waitFor("connected");
+    // Wait until the long-poll is on its way (the first Claim answers at once).
+    while (!traffic.claimCalls.some((c) => c.waitMs > 0)) await new Promise((r) => setImmediate(r));
+    const started = performance.now();
+    await worker.close();
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(log.all("closed")).toHaveLength(1);
   });
 });
 

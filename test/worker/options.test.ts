@@ -22,6 +22,7 @@ describe("createWorker", () => {
     ["a negative batching window", { ackBatchWindow: -1 }, /ackBatchWindow/],
     ["a batching window of an hour", { ackBatchWindow: 3_600_000 }, /ackBatchWindow is in milliseconds/],
     ["a workStream that is not a boolean", { workStream: "yes" as never }, /workStream must be a boolean/],
+    ["the Work stream on the unary transport", { transport: "unary" as const, workStream: true }, /transport "unary" takes no Work stream/],
   ])("refuses %s", (_name, override, message) => {
     expect(() => createWorker({ ...base, ...override })).toThrow(message);
   });

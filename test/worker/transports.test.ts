@@ -1,10 +1,18 @@
 /**
  * The same worker and producer code over each transport the SDK offers:
- * gRPC (HTTP/2) and Connect over HTTP/2 (the Work stream), and Connect over
- * HTTP/1.1 (StreamClaims plus Acknowledge).
+ * gRPC (HTTP/2) and Connect over HTTP/2 (the Work stream), Connect over
+ * HTTP/1.1 (StreamClaims plus Acknowledge), and unary calls only (Claim
+ * carrying acknowledgements), on a client of each protocol or from a URL.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLeaseQueueClient, createWorker, jsonToValue, valueToJson, type LeaseQueueClientOptions } from "../../src/worker/index.js";
+import {
+  createLeaseQueueClient,
+  createWorker,
+  jsonToValue,
+  valueToJson,
+  type LeaseQueueClientOptions,
+  type WorkerOptions,
+} from "../../src/worker/index.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { workerEventLog } from "../helpers/worker-events.js";
 
@@ -16,20 +24,24 @@ afterAll(async () => {
   await t.close();
 });
 
-const transports: Array<[string, Omit<LeaseQueueClientOptions, "url">]> = [
+/** The client's options, and the worker's `transport` ("unary": Claim carrying acknowledgements). */
+const transports: Array<[string, Omit<LeaseQueueClientOptions, "url">, WorkerOptions["transport"]?]> = [
   ["gRPC", { transport: "grpc" }],
   ["Connect over HTTP/2", { transport: "connect" }],
   ["Connect over HTTP/2 (JSON)", { transport: "connect", useBinaryFormat: false }],
   ["Connect over HTTP/1.1 (JSON)", { transport: "connect", httpVersion: "1.1", useBinaryFormat: false }],
+  ["unary calls on gRPC", { transport: "grpc" }, "unary"],
+  ["unary calls on Connect over HTTP/1.1 (JSON)", { transport: "connect", httpVersion: "1.1", useBinaryFormat: false }, "unary"],
 ];
 
-describe.each(transports)("over %s", (name, options) => {
+describe.each(transports)("over %s", (name, options, workerTransport) => {
   it("submits, streams claims, heartbeats and completes", async () => {
     const queue = `q-${name.replace(/[^A-Za-z0-9]/g, "")}`;
     const client = createLeaseQueueClient({ url: t.apiUrl, ...options });
     const log = workerEventLog();
     const worker = createWorker({
       client,
+      transport: workerTransport,
       queue,
       workerId: "w-transport",
       concurrency: 2,
@@ -51,6 +63,28 @@ describe.each(transports)("over %s", (name, options) => {
         { sum: 4, task: "add" },
       ]);
       expect(log.all("heartbeat").length).toBeGreaterThanOrEqual(3);
+    } finally {
+      await worker.close();
+    }
+  });
+});
+
+describe('transport "unary" from a URL', () => {
+  it("works a queue over plain Connect POSTs, with no stream", async () => {
+    const queue = "q-unary-url";
+    const log = workerEventLog();
+    const worker = createWorker({
+      url: t.apiUrl,
+      transport: "unary",
+      queue,
+      workerId: "w-unary-url",
+      onEvent: log.onEvent,
+      handler: () => "ok",
+    });
+    try {
+      const { job } = await t.client.submit({ queue, task: "t" });
+      const [done] = await log.waitFor("completed", 1, (e) => e.job.id === job!.id);
+      expect(valueToJson(done.job.result)).toBe("ok");
     } finally {
       await worker.close();
     }
