@@ -2,11 +2,13 @@
 
 It implements just enough of leasequeue.v1 to watch the SDK's side of the
 protocol: Submit and GetJob for the Client, and leases handed out on Work (or,
-with `work=False`, StreamClaims plus Acknowledge) for the Worker. Every
+with `work=False`, StreamClaims plus Acknowledge; with `streams=False`, Claim
+carrying acknowledgements plus Acknowledge) for the Worker. Every
 acknowledgement received is recorded with how it arrived, and answered OK.
 """
 
 import threading
+import time
 import uuid
 from concurrent import futures
 
@@ -26,9 +28,11 @@ def lease(task, payload=None, attempts=1, max_attempts=3, deliveries=1):
 
 
 class FakeServer(pb_grpc.LeaseQueueServiceServicer):
-    def __init__(self, leases=(), work=True):
+    def __init__(self, leases=(), work=True, streams=True):
         self.leases = list(leases)
-        self.work = work
+        self.work = work and streams
+        self.streams = streams
+        self.claims = []  # (max_jobs, wait in seconds, number of acks) per Claim
         self.lock = threading.Condition()
         self.acks = []  # (how, Acknowledgement)
         self.messages = []  # (how, number of acks) per WorkRequest or AcknowledgeRequest
@@ -88,6 +92,8 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
         self.half_closed.set()
 
     def StreamClaims(self, request, context):
+        if not self.streams:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "no StreamClaims here")
         yield pb.StreamClaimsResponse()
         leases, self.leases = self.leases, []
         for one in leases:
@@ -97,3 +103,22 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
 
     def Acknowledge(self, request, context):
         return pb.AcknowledgeResponse(results=self._record("acknowledge", list(request.acks)))
+
+    def Claim(self, request, context):
+        """Applies the acks (recorded as "claim"), then leases up to max_jobs, long-polling up to `wait`."""
+        wait = request.wait.ToMilliseconds() / 1000
+        with self.lock:
+            self.claims.append((request.max_jobs, wait, len(request.acks)))
+        results = self._record("claim", list(request.acks)) if request.acks else []
+        deadline = time.monotonic() + wait
+        with self.lock:
+            while not self.leases and context.is_active() and time.monotonic() < deadline:
+                self.lock.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+            leases, self.leases = self.leases[: max(1, request.max_jobs)], self.leases[max(1, request.max_jobs) :]
+        return pb.ClaimResponse(leases=leases, results=results)
+
+    def add_leases(self, leases):
+        """More work for Claim: wakes a pending long-poll."""
+        with self.lock:
+            self.leases.extend(leases)
+            self.lock.notify_all()

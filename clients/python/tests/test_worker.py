@@ -108,6 +108,43 @@ class WorkerWithoutWork(unittest.TestCase):
         self.assertTrue(all(how == "acknowledge" for how, _ in outcomes))
 
 
+    def test_falls_back_to_claim_carrying_the_acknowledgements_without_streams(self):
+        leases = [lease("t", n) for n in range(40)]
+        fake = FakeServer(leases, streams=False)
+        self.addCleanup(fake.close)
+        events = []
+        worker = leasequeue.Worker(fake.target, queue="q", concurrency=4, on_event=events.append)
+
+        @worker.task("t")
+        def t(job):
+            return job.payload
+
+        thread = start(worker)
+        outcomes = fake.wait_for_outcomes(40)
+        self.assertEqual(sorted(a.complete.result.number_value for _, a in outcomes), list(range(40)))
+        self.assertTrue(all(how in ("claim", "acknowledge") for how, _ in outcomes))
+        # The queue had work throughout: the outcomes rode the Claims that fetched the next leases.
+        self.assertGreater(sum(1 for how, _ in outcomes if how == "claim"), 20)
+        with fake.lock:
+            claims = list(fake.claims)
+        self.assertTrue(all(max_jobs <= 4 for max_jobs, _, _ in claims), claims)
+        # A Claim carrying acknowledgements never waits: their answers come back at once.
+        self.assertEqual([c for c in claims if c[2] > 0 and c[1] > 0], [])
+        self.assertEqual([e.kind for e in events if e.kind == "connected"], ["connected"])
+
+        # Idle: a long-poll is pending; an outcome due then goes by Acknowledge at once.
+        while not any(wait > 0 for _, wait, _ in fake.claims):
+            time.sleep(0.01)
+        started = time.monotonic()
+        fake.add_leases([lease("t", 40)])
+        last = fake.wait_for_outcomes(41)[-1]
+        self.assertEqual(last[1].complete.result.number_value, 40)
+        self.assertLess(time.monotonic() - started, leasequeue.worker.CLAIM_WAIT / 4)
+        worker.stop()
+        thread.join(10)
+        self.assertFalse(thread.is_alive())
+
+
 class Drain(unittest.TestCase):
     def test_a_handler_past_the_drain_timeout_is_left_to_lease_expiry(self):
         slow, quick = lease("slow"), lease("quick")

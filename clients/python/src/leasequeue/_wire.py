@@ -28,8 +28,10 @@ MAX_PROGRESS_BYTES = 4 * 1024
 MAX_JSON_DEPTH = 32
 #: Characters of an error text.
 MAX_TEXT_CHARS = 4096
-#: Acknowledgements in one Acknowledge request or Work message.
+#: Acknowledgements in one Acknowledge request, Work message or Claim.
 MAX_ACKS = 1000
+#: Leases one Claim may ask for (max_jobs).
+MAX_JOBS = 100
 #: Snooze and submit delays: up to 30 days.
 MAX_DELAY_SECONDS = 30 * 24 * 3600
 #: Lease durations: 1 s .. 12 h.

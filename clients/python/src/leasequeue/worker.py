@@ -12,10 +12,18 @@
 The path (the protocol is docs/writing-a-worker.md's): one Work stream
 (leases down in batches, acknowledgements up in batches, `max_in_flight` =
 `concurrency`); on a server without Work, StreamClaims for leases and
-Acknowledge calls for acknowledgements. While no stream is open (reconnecting
-with jittered backoff, or draining), acknowledgements go by Acknowledge, so
-held leases stay heartbeated and finished jobs are reported once the server is
-back.
+Acknowledge calls for acknowledgements; where neither stream is served (a
+proxy that passes only unary calls), Claims that carry the acknowledgements
+queued since the last one (docs/api.md, Claim with acks). While no stream is
+open (reconnecting with jittered backoff, or draining), acknowledgements go
+by Acknowledge, so held leases stay heartbeated and finished jobs are
+reported once the server is back.
+
+On the unary path one Claim at a time asks for as many leases as slots are
+free. A Claim carrying acknowledgements does not wait, so their answers come
+at once; the next one, carrying none, long-polls (CLAIM_WAIT seconds).
+Acknowledgements never wait for a long-poll: those due while one is pending,
+and heartbeats while every slot is busy, go by Acknowledge.
 
 Each lease is in one state at a time:
 
@@ -80,6 +88,8 @@ PROGRESS_DELAY = 1.0
 HEARTBEAT_RETRY = 1.0
 #: Pause before an outcome that could not be sent goes again.
 RESEND_PAUSE = 0.5
+#: Seconds a Claim carrying no acknowledgement waits for work on the unary path (the server allows 60).
+CLAIM_WAIT = 20.0
 
 _LEASE_GONE = (grpc.StatusCode.ABORTED, grpc.StatusCode.NOT_FOUND)
 _REFUSED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
@@ -380,7 +390,10 @@ class Worker:
         self._outbox: Deque[_Pending] = collections.deque()
         self._stream: Optional[_WorkStream] = None  # the Work stream that takes acknowledgements
         self._current: Optional[_WorkStream] = None  # the Work stream open now (taking acks or not)
-        self._claims_call: Any = None  # the StreamClaims call open now
+        self._claims_call: Any = None  # the StreamClaims call open now, or the Claim long-poll pending
+        # The unary path's Claim: None (not on that path), "idle" (none on its
+        # way), "prompt" (one that answers at once) or "waiting" (a long-poll).
+        self._claim_state: Optional[str] = None
         self._stopping = False
         self._force = False
         self._closed = False
@@ -527,27 +540,30 @@ class Worker:
 
     def _connect_loop(self) -> None:
         failures = [0]
-        use_work = True
+        path = "work"
+        names = {"work": "Work", "stream_claims": "StreamClaims and Acknowledge", "unary": "Claim with acknowledgements"}
 
         def connected() -> None:
             failures[0] = 0
-            _log.info("connected (%s)", "Work" if use_work else "StreamClaims and Acknowledge")
+            _log.info("connected (%s)", names[path])
             self._emit(WorkerEvent("connected"))
 
         while not self._stopping:
             code: Optional[grpc.StatusCode] = None
             try:
-                if use_work:
+                if path == "work":
                     self._work_once(connected)
-                else:
+                elif path == "stream_claims":
                     self._stream_claims_once(connected)
+                else:
+                    self._claims_once(connected)
                 why = "the server ended the stream"
             except grpc.RpcError as err:
                 code = err.code()
                 why = f"{code.name} {err.details()}"
-                if use_work and code == grpc.StatusCode.UNIMPLEMENTED:
-                    _log.info("the server has no Work stream: using StreamClaims and Acknowledge")
-                    use_work = False
+                if path != "unary" and code == grpc.StatusCode.UNIMPLEMENTED:
+                    path = "stream_claims" if path == "work" else "unary"
+                    _log.info("the server has no %s stream: using %s", "Work" if path == "stream_claims" else "StreamClaims", names[path])
                     continue
             except _ProtocolError as err:
                 why = str(err)
@@ -626,6 +642,80 @@ class Worker:
         finally:
             with self._lock:
                 self._claims_call = None
+
+    def _claims_once(self, connected: Callable[[], None]) -> None:
+        """The unary path: Claims carrying the queued acknowledgements, until a stop or a failed Claim."""
+        first = True
+        try:
+            while True:
+                with self._lock:
+                    self._claim_state = "idle"
+                    self._outbox_changed.notify_all()
+                    while not self._stopping and self._room() == 0:
+                        self._outbox_changed.wait()
+                    if self._stopping:
+                        return
+                    # What is queued rides along now rather than after the batch window.
+                    batch = self._take_batch()
+                    wait = 0.0 if batch or first else CLAIM_WAIT
+                    self._claim_state = "waiting" if wait else "prompt"
+                    now = time.monotonic()
+                    for p in batch:
+                        p.sent_at = now
+                    request = pb.ClaimRequest(
+                        queue=self.queue,
+                        worker_id=self.worker_id,
+                        lease_duration=_wire.duration(self._lease_seconds),
+                        max_jobs=min(self._room(), _wire.MAX_JOBS),
+                        wait=_wire.duration(wait),
+                        acks=[p.ack for p in batch],
+                    )
+                    self._outbox_changed.notify_all()
+                call = self._stub.Claim.future(request, timeout=wait + ACK_ANSWER_TIMEOUT)
+                with self._lock:
+                    if wait:
+                        self._claims_call = call
+                        if self._stopping:
+                            call.cancel()
+                try:
+                    response = call.result()
+                except grpc.FutureCancelledError:
+                    return  # stop() cancelled the long-poll, which carried nothing
+                except grpc.RpcError as err:
+                    for p in batch:
+                        self._unanswered(p, f"Claim failed: {err.code().name} {err.details()}")
+                    if self._stopping and err.code() == grpc.StatusCode.CANCELLED:
+                        return
+                    raise
+                finally:
+                    with self._lock:
+                        self._claims_call = None
+                if first:
+                    first = False
+                    connected()
+                if len(response.results) != len(batch):
+                    for p in batch:
+                        self._unanswered(p, f"Claim answered {len(response.results)} of {len(batch)}")
+                else:
+                    for p, result in zip(batch, response.results):
+                        self._settle(p, result.status.code, result.status.message, _wire.status_reason(result.status))
+                for lease in response.leases:
+                    self._accept(lease)
+        finally:
+            with self._lock:
+                self._claim_state = None
+                self._outbox_changed.notify_all()
+
+    def _room(self) -> int:
+        """Leases the worker could start now: free slots less the leases waiting for one (lock held)."""
+        waiting = sum(1 for h in self._waiting if h.state == "waiting")
+        return max(0, self.concurrency - self._running - waiting)
+
+    def _claim_takes_acks(self) -> bool:
+        """The unary path sends a Claim soon, which carries what is queued (lock held)."""
+        if self._claim_state == "prompt":
+            return True
+        return self._claim_state == "idle" and not self._stopping and self._room() > 0
 
     # -- leases and handlers -------------------------------------------------
 
@@ -718,6 +808,7 @@ class Worker:
                 _log.warning("job %s: finished after the drain timeout; left to lease expiry", h.job.id, extra={"job_id": h.job.id})
             self._start_waiting()
             self._idle_changed.notify_all()
+            self._outbox_changed.notify_all()  # a slot is free: the unary path may Claim
 
     def _queue_outcome(self, h: _Held, kind: str, ack: Any, note: str = "") -> None:
         """Queues Complete, Fail, Snooze or Release (lock held)."""
@@ -769,17 +860,17 @@ class Worker:
         return [self._outbox.popleft() for _ in range(n)]
 
     def _send_unary(self) -> None:
-        """Sends queued acknowledgements with Acknowledge while no Work stream takes them."""
+        """Sends queued acknowledgements with Acknowledge while no Work stream or Claim due soon takes them."""
         while True:
             with self._lock:
-                while not self._closed and not (self._outbox and self._stream is None):
+                while not self._closed and not (self._outbox and self._stream is None and not self._claim_takes_acks()):
                     self._outbox_changed.wait()
                 if self._closed:
                     return
             if self._ack_batch_window > 0:
                 time.sleep(self._ack_batch_window)
             with self._lock:
-                if self._stream is not None or not self._outbox:
+                if self._stream is not None or not self._outbox or self._claim_takes_acks():
                     continue
                 batch = self._take_batch()
             try:
