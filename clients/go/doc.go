@@ -10,7 +10,13 @@
 //
 // The worker takes one Work stream (leases down in batches, acknowledgements
 // up in batches); on a server without Work it takes StreamClaims for leases
-// and Acknowledge calls for acknowledgements. While no stream is open
+// and Acknowledge calls for acknowledgements; where neither stream is served
+// (a proxy that passes only unary calls) it sends Claims that carry the
+// acknowledgements queued since the last one (docs/api.md, Claim with acks),
+// one at a time for as many leases as slots are free: such a Claim does not
+// wait, one carrying nothing long-polls, and acknowledgements due during a
+// long-poll (or heartbeats while every slot is busy) go by Acknowledge at
+// once. While no stream is open
 // (reconnecting with jittered backoff, or draining) acknowledgements go by
 // Acknowledge, so held leases stay heartbeated and finished jobs are reported
 // once the server is back. The protocol is the one docs/writing-a-worker.md

@@ -16,7 +16,8 @@ const (
 	maxProgressBytes = 4 * 1024  // a progress report
 	maxJSONDepth     = 32        // `1` is level 0, `[1]` level 1
 	maxTextChars     = 4096      // an error text
-	maxAcks          = 1000      // per Acknowledge request or Work message
+	maxAcks          = 1000      // per Acknowledge request, Work message or Claim
+	maxClaimJobs     = 100       // leases one Claim may ask for (max_jobs)
 )
 
 // jsonValue turns any value encoding/json can marshal into a Value, after

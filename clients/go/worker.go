@@ -37,6 +37,17 @@ const (
 	heartbeatRetry = time.Second
 	// resendPause: an outcome that could not be sent goes again after this.
 	resendPause = 500 * time.Millisecond
+	// claimWait: how long a Claim carrying no acknowledgement waits for work on
+	// the unary path (the server allows 60s).
+	claimWait = 20 * time.Second
+)
+
+// The unary path's Claim (Worker.claimState).
+const (
+	claimNone    = iota // not on the unary path
+	claimIdle           // none on its way
+	claimPrompt         // one that answers at once is on its way
+	claimWaiting        // a long-poll is pending
 )
 
 var (
@@ -179,22 +190,23 @@ type Worker struct {
 	opts     WorkerOptions
 	handlers map[string]HandlerFunc
 
-	mu        sync.Mutex
-	changed   chan struct{} // closed and replaced on every change
-	timerWake chan struct{} // a heartbeat is due sooner
-	events    []Event       // emitted once the lock is released
-	held      map[string]*held
-	waiting   []*held
-	running   int
-	outbox    []*pending
-	stream    *workStream // the Work stream that takes acknowledgements
-	current   *workStream // the Work stream open now
-	claims    context.CancelFunc
-	stopping  bool
-	closed    bool
-	started   bool
-	stopCh    chan struct{}
-	loopDone  chan struct{}
+	mu         sync.Mutex
+	changed    chan struct{} // closed and replaced on every change
+	timerWake  chan struct{} // a heartbeat is due sooner
+	events     []Event       // emitted once the lock is released
+	held       map[string]*held
+	waiting    []*held
+	running    int
+	outbox     []*pending
+	stream     *workStream        // the Work stream that takes acknowledgements
+	current    *workStream        // the Work stream open now
+	claims     context.CancelFunc // cancels the StreamClaims stream, or the Claim long-poll pending
+	claimState int
+	stopping   bool
+	closed     bool
+	started    bool
+	stopCh     chan struct{}
+	loopDone   chan struct{}
 }
 
 // NewWorker makes a worker on a connection from Dial. Options are checked by Run.
@@ -395,32 +407,41 @@ func (w *Worker) isStopping() bool {
 	return w.stopping
 }
 
+// The paths, fastest first: each is taken when the server answers the one
+// before it Unimplemented.
+const (
+	pathWork = iota
+	pathStreamClaims
+	pathUnary
+)
+
+var pathNames = [...]string{"Work", "StreamClaims and Acknowledge", "Claim with acknowledgements"}
+
 func (w *Worker) connectLoop() {
 	defer close(w.loopDone)
-	failures, useWork := 0, true
+	failures, path := 0, pathWork
 	connected := func() {
 		failures = 0
-		path := "Work"
-		if !useWork {
-			path = "StreamClaims and Acknowledge"
-		}
-		w.logf("connected (%s)", path)
+		w.logf("connected (%s)", pathNames[path])
 		w.emit(Event{Kind: "connected"})
 	}
 	for !w.isStopping() {
 		var err error
-		if useWork {
+		switch path {
+		case pathWork:
 			err = w.workOnce(connected)
-		} else {
+		case pathStreamClaims:
 			err = w.claimsOnce(connected)
+		default:
+			err = w.unaryOnce(connected)
 		}
 		if w.isStopping() {
 			return
 		}
 		code := status.Code(err)
-		if useWork && code == codes.Unimplemented {
-			w.logf("the server has no Work stream: using StreamClaims and Acknowledge")
-			useWork = false
+		if path != pathUnary && code == codes.Unimplemented {
+			w.logf("the server has no %s stream: using %s", [...]string{"Work", "StreamClaims"}[path], pathNames[path+1])
+			path++
 			continue
 		}
 		delay := w.opts.ReconnectBackoff.Delay(failures, nil)
@@ -636,6 +657,113 @@ func (w *Worker) claimsOnce(connected func()) error {
 			w.accept(lease)
 		}
 	}
+}
+
+// unaryOnce runs the unary path (neither stream is served): one Claim at a
+// time for as many leases as slots are free, carrying the acknowledgements
+// queued since the last one; it returns when the worker stops or a Claim fails.
+func (w *Worker) unaryOnce(connected func()) error {
+	defer func() {
+		w.mu.Lock()
+		w.claimState = claimNone
+		w.notify()
+		w.mu.Unlock()
+	}()
+	for first := true; ; first = false {
+		w.mu.Lock()
+		w.claimState = claimIdle
+		w.notify()
+		for !w.stopping && w.room() == 0 {
+			w.waitChange(time.Time{})
+		}
+		if w.stopping {
+			w.mu.Unlock()
+			return nil
+		}
+		// What is queued rides along now rather than after the batch window.
+		batch := w.takeBatch()
+		wait := time.Duration(0)
+		if len(batch) == 0 && !first {
+			wait = claimWait
+		}
+		now := time.Now()
+		for _, p := range batch {
+			p.sentAt = now
+		}
+		maxJobs := w.room()
+		if maxJobs > maxClaimJobs {
+			maxJobs = maxClaimJobs
+		}
+		req := &lqv1.ClaimRequest{
+			Queue:         w.opts.Queue,
+			WorkerId:      w.opts.WorkerID,
+			LeaseDuration: durationpb.New(w.opts.LeaseDuration),
+			MaxJobs:       int32(maxJobs),
+			Wait:          durationpb.New(wait),
+			Acks:          acksOf(batch),
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait+ackAnswerTimeout)
+		w.claimState = claimPrompt
+		if wait > 0 {
+			w.claimState = claimWaiting
+			w.claims = cancel // stop() ends the long-poll
+		}
+		w.notify()
+		w.mu.Unlock()
+		res, err := w.service.Claim(ctx, req)
+		cancel()
+		w.mu.Lock()
+		w.claims = nil
+		stopping := w.stopping
+		w.mu.Unlock()
+		if err != nil {
+			why := fmt.Sprintf("Claim failed: %s %s", status.Code(err), status.Convert(err).Message())
+			for _, p := range batch {
+				w.unanswered(p, why)
+			}
+			if stopping && status.Code(err) == codes.Canceled {
+				return nil
+			}
+			return err
+		}
+		if first {
+			connected()
+		}
+		if results := res.GetResults(); len(results) != len(batch) {
+			why := fmt.Sprintf("Claim answered %d of %d acknowledgements", len(results), len(batch))
+			for _, p := range batch {
+				w.unanswered(p, why)
+			}
+		} else {
+			for i, p := range batch {
+				w.settle(p, results[i].GetStatus())
+			}
+		}
+		for _, lease := range res.GetLeases() {
+			w.accept(lease)
+		}
+	}
+}
+
+// room is how many leases the worker could start now: free slots less the
+// leases waiting for one (w.mu held).
+func (w *Worker) room() int {
+	n := w.opts.Concurrency - w.running
+	for _, h := range w.waiting {
+		if h.state == stateWaiting {
+			n--
+		}
+	}
+	if n < 0 {
+		return 0
+	}
+	return n
+}
+
+// claimTakesAcks: the unary path sends a Claim soon, which carries what is
+// queued (w.mu held).
+func (w *Worker) claimTakesAcks() bool {
+	return w.claimState == claimPrompt || (w.claimState == claimIdle && !w.stopping && w.room() > 0)
 }
 
 // ---------------------------------------------------------------------------
@@ -859,11 +987,13 @@ func acksOf(batch []*pending) []*lqv1.Acknowledgement {
 	return acks
 }
 
-// sendUnary sends queued acknowledgements with Acknowledge while no Work stream takes them.
+// sendUnary sends queued acknowledgements with Acknowledge while no Work
+// stream, nor a Claim due soon, takes them.
 func (w *Worker) sendUnary() {
+	mine := func() bool { return w.stream == nil && !w.claimTakesAcks() }
 	for {
 		w.mu.Lock()
-		for !w.closed && !(len(w.outbox) > 0 && w.stream == nil) {
+		for !w.closed && !(len(w.outbox) > 0 && mine()) {
 			w.waitChange(time.Time{})
 		}
 		if w.closed {
@@ -871,7 +1001,7 @@ func (w *Worker) sendUnary() {
 			return
 		}
 		w.mu.Unlock()
-		batch := w.takeAfterWindow(func() bool { return w.stream == nil }, nil)
+		batch := w.takeAfterWindow(mine, nil)
 		if batch == nil {
 			continue
 		}

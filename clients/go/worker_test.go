@@ -19,12 +19,15 @@ import (
 )
 
 // fakeServer is an in-process stand-in for the LeaseQueue server: it hands
-// out its leases on Work (or StreamClaims when work is false) and records
-// every acknowledgement, answering each OK.
+// out its leases on Work (or StreamClaims when work is false; or Claim,
+// carrying acknowledgements, when noStreams is set) and records every
+// acknowledgement, answering each OK.
 type fakeServer struct {
 	lqv1.UnimplementedLeaseQueueServiceServer
-	leases []*lqv1.Lease
-	work   bool
+	leases    []*lqv1.Lease
+	work      bool
+	noStreams bool
+	claims    []claimSeen
 
 	mu       sync.Mutex
 	changed  chan struct{}
@@ -98,7 +101,7 @@ func (f *fakeServer) outcomes(t *testing.T, n int) map[string]*lqv1.Acknowledgem
 }
 
 func (f *fakeServer) Work(stream lqv1.LeaseQueueService_WorkServer) error {
-	if !f.work {
+	if !f.work || f.noStreams {
 		return status.Error(codes.Unimplemented, "no Work here")
 	}
 	first, err := stream.Recv()
@@ -128,6 +131,9 @@ func (f *fakeServer) Work(stream lqv1.LeaseQueueService_WorkServer) error {
 }
 
 func (f *fakeServer) StreamClaims(req *lqv1.StreamClaimsRequest, stream lqv1.LeaseQueueService_StreamClaimsServer) error {
+	if f.noStreams {
+		return status.Error(codes.Unimplemented, "no StreamClaims here")
+	}
 	f.mu.Lock()
 	leases := f.leases
 	f.leases = nil
@@ -142,6 +148,66 @@ func (f *fakeServer) StreamClaims(req *lqv1.StreamClaimsRequest, stream lqv1.Lea
 	}
 	<-stream.Context().Done()
 	return nil
+}
+
+// claimSeen is what one Claim asked for.
+type claimSeen struct {
+	maxJobs int32
+	wait    time.Duration
+	acks    int
+}
+
+// Claim applies the acks (recorded as "claim"), then leases up to max_jobs, long-polling up to wait.
+func (f *fakeServer) Claim(ctx context.Context, req *lqv1.ClaimRequest) (*lqv1.ClaimResponse, error) {
+	wait := req.GetWait().AsDuration()
+	f.mu.Lock()
+	f.claims = append(f.claims, claimSeen{req.GetMaxJobs(), wait, len(req.GetAcks())})
+	f.mu.Unlock()
+	var results []*lqv1.AcknowledgementResult
+	if len(req.GetAcks()) > 0 {
+		results = f.record("claim", req.GetAcks())
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		f.mu.Lock()
+		if n := int(req.GetMaxJobs()); len(f.leases) > 0 {
+			if n < 1 {
+				n = 1
+			}
+			if n > len(f.leases) {
+				n = len(f.leases)
+			}
+			leases := f.leases[:n:n]
+			f.leases = f.leases[n:]
+			f.mu.Unlock()
+			return &lqv1.ClaimResponse{Leases: leases, Results: results}, nil
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return &lqv1.ClaimResponse{Results: results}, nil
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+// addLeases gives Claim more work, waking a pending long-poll.
+func (f *fakeServer) addLeases(leases ...*lqv1.Lease) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leases = append(f.leases, leases...)
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeServer) claimsSeen() []claimSeen {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]claimSeen(nil), f.claims...)
 }
 
 func (f *fakeServer) Acknowledge(ctx context.Context, req *lqv1.AcknowledgeRequest) (*lqv1.AcknowledgeResponse, error) {
@@ -261,6 +327,83 @@ func TestFallsBackToStreamClaimsAndAcknowledge(t *testing.T) {
 		if how != "acknowledge" {
 			t.Errorf("ack %d went by %s", i, how)
 		}
+	}
+}
+
+func TestFallsBackToClaimCarryingTheAcknowledgementsWithoutStreams(t *testing.T) {
+	var leases []*lqv1.Lease
+	for i := 0; i < 40; i++ {
+		leases = append(leases, lease(fmt.Sprint("t", i), float64(i)))
+	}
+	f := newFake(t, true, leases...)
+	f.noStreams = true
+	var connected int
+	var mu sync.Mutex
+	w := NewWorker(dial(t, f), WorkerOptions{Queue: "q", Concurrency: 4,
+		OnEvent: func(e Event) {
+			mu.Lock()
+			if e.Kind == "connected" {
+				connected++
+			}
+			mu.Unlock()
+		}})
+	for i := 0; i <= 40; i++ {
+		w.Handle(fmt.Sprint("t", i), func(ctx context.Context, job *Job) (any, error) { return job.Payload, nil })
+	}
+	stop := runWorker(t, w)
+	got := f.outcomes(t, 40)
+	for _, l := range leases {
+		if v := got[l.Job.Id].GetComplete().GetResult().GetNumberValue(); v != l.Job.Payload.GetNumberValue() {
+			t.Errorf("job %s: result %v", l.Job.Id, got[l.Job.Id])
+		}
+	}
+	f.mu.Lock()
+	onClaims := 0
+	for i, how := range f.how {
+		switch how {
+		case "claim":
+			onClaims++
+		case "acknowledge":
+		default:
+			t.Errorf("ack %d went by %s", i, how)
+		}
+	}
+	f.mu.Unlock()
+	// The queue had work throughout: the outcomes rode the Claims that fetched the next leases.
+	if onClaims <= 20 {
+		t.Errorf("%d of 40 outcomes rode a Claim", onClaims)
+	}
+	for _, c := range f.claimsSeen() {
+		if c.maxJobs > 4 {
+			t.Errorf("a Claim asked for %d leases with 4 slots", c.maxJobs)
+		}
+		// A Claim carrying acknowledgements never waits: their answers come back at once.
+		if c.acks > 0 && c.wait > 0 {
+			t.Errorf("a Claim carrying %d acknowledgements waited %s", c.acks, c.wait)
+		}
+	}
+
+	// Idle: a long-poll is pending; an outcome due then goes by Acknowledge at once.
+	for waiting := false; !waiting; {
+		for _, c := range f.claimsSeen() {
+			waiting = waiting || c.wait > 0
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	began := time.Now()
+	last := lease("t40", 40.0)
+	f.addLeases(last)
+	if v := f.outcomes(t, 41)[last.Job.Id].GetComplete().GetResult().GetNumberValue(); v != 40 {
+		t.Errorf("the last job's result is %v", v)
+	}
+	if d := time.Since(began); d > claimWait/4 {
+		t.Errorf("the last outcome took %s", d)
+	}
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if connected != 1 {
+		t.Errorf("connected %d times", connected)
 	}
 }
 
