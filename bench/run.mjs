@@ -20,7 +20,8 @@
  *   npm run bench                 full run with peers (several minutes)
  *   npm run bench -- --quick      smaller sizes, no (c), no peers (< 1 min)
  *   npm run bench -- --no-peers   LeaseQueue and ceilings only
- *   options: --scenarios=a,b,c,d  --peers=graphile-worker,pg-boss,bullmq
+ *   options: --scenarios=a,a2,b,c,d  --peers=graphile-worker,pg-boss,bullmq
+ *            ((a2) is (a) with each job's Complete carried by the next Claim: two calls per job)
  *            --engines=sqlite,postgres (default both; --quick: sqlite) — the PostgreSQL rows
  *            run the same scenarios on the local PostgreSQL, a fresh schema each
  *            --cpu-prof (an extra profiled run of (b); top self-time functions)
@@ -33,6 +34,8 @@ import os from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import * as pb from "../dist/gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { MIGRATIONS } from "../dist/src/store/sqlite/migrations.js";
 import { forkChild } from "./lib/children.mjs";
@@ -100,13 +103,14 @@ const SIZES = args.quick
 const LAYOUT = { producerProcesses: 2, producersPerProcess: 4, workerProcesses: 4, slotsPerWorker: 4, maxInFlight: 64, batchSize: 100 };
 
 const SCENARIOS = {
-  a: { name: "(a) unary", kind: "unary" },
+  a: { name: "(a) unary", kind: "unary", driver: "submit+claim+complete" },
+  a2: { name: "(a2) unary with acks", kind: "unary", driver: "submit+claim-with-acks" },
   b: { name: "(b) batched", kind: "batched" },
   c: { name: "(c) batched, 1M completed in the table", kind: "batched", history: true },
   d: { name: "(d) batched, 1000 idle WatchEvents", kind: "batched", watchers: true },
 };
 if (!["full", "normal"].includes(args.synchronous)) throw new Error(`--synchronous: "full" or "normal", not "${args.synchronous}"`);
-const wantedScenarios = (args.scenarios ?? (args.quick ? "a,b,d" : "a,b,c,d"))
+const wantedScenarios = (args.scenarios ?? (args.quick ? "a,a2,b,d" : "a,a2,b,c,d"))
   .split(",")
   .map((s) => s.trim())
   .filter(Boolean);
@@ -115,7 +119,8 @@ const wantedEngines = (args.engines ?? (args.quick ? "sqlite" : "sqlite,postgres
   .map((s) => s.trim())
   .filter(Boolean);
 for (const e of wantedEngines) if (!["sqlite", "postgres"].includes(e)) throw new Error(`--engines: "sqlite" or "postgres", not "${e}"`);
-for (const s of wantedScenarios) if (SCENARIOS[s] === undefined) throw new Error(`--scenarios: unknown scenario "${s}" (a, b, c, d)`);
+for (const s of wantedScenarios)
+  if (SCENARIOS[s] === undefined) throw new Error(`--scenarios: unknown scenario "${s}" (${Object.keys(SCENARIOS).join(", ")})`);
 const wantedPeers =
   args.quick || args["no-peers"]
     ? []
@@ -183,8 +188,9 @@ function producerRanges(n) {
  * The throughput phase shared by every system: workers ready, producers
  * ready, go; producers report their first and last submit; workers report
  * progress until every job is done (or the time limit), then their
- * completions. `storeDone` (peers) is polled after the workers have seen
- * every job, and its time is the end of the run.
+ * completions. `storeDone` (peers, and drivers whose completions are
+ * answered late) is polled after the workers have seen every job, and its
+ * time is the end of the run.
  */
 async function throughputPhase({ label, workerScript, workerConfig, producerScript, producerConfig, n, timeoutMs, meter, storeDone }) {
   const readyTimeout = 60_000;
@@ -350,7 +356,7 @@ function historyTemplate(count) {
 
 async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, engine = "sqlite" } = {}) {
   const scenario = SCENARIOS[key];
-  const { driver, unusedBatchedRpcs, submitBatchView } = selectDriver(scenario.kind, pb.LeaseQueueService, pb);
+  const { driver, unusedBatchedRpcs, submitBatchView } = selectDriver(scenario.kind, pb.LeaseQueueService, pb, scenario.driver);
   const db = join(runDir, `leasequeue-${key}${cpuProfDir ? "-profiled" : ""}.db`);
   const postgres = engine === "postgres" ? { url: POSTGRES_URL, schema: `bench_leasequeue_${key}` } : undefined;
   if (postgres !== undefined) {
@@ -383,32 +389,48 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       await watchers.next("ready", 60_000);
       log(`  ${SIZES.watchers} WatchEvents streams open`);
     }
+    const stats = driver.storeDone ? createClient(pb.LeaseQueueService, createGrpcTransport({ baseUrl: server.url })) : undefined;
     const tp = await throughputPhase({
       label: `leasequeue ${key}`,
       workerScript: script,
       workerConfig: (k) => ({
         url: server.url,
         kind: scenario.kind,
+        driver: scenario.driver,
         slots: LAYOUT.slotsPerWorker,
         maxInFlight: LAYOUT.maxInFlight,
         queue: "bench",
         workerId: `bench-worker-${k}`,
       }),
       producerScript: script,
-      producerConfig: { url: server.url, kind: scenario.kind, batchSize: LAYOUT.batchSize, queue: "bench" },
+      producerConfig: { url: server.url, kind: scenario.kind, driver: scenario.driver, batchSize: LAYOUT.batchSize, queue: "bench" },
       n: SIZES.jobs,
       timeoutMs: SIZES.scenarioTimeoutMs,
       meter: (() => {
         let c0 = 0;
         return { start: () => (c0 = server.cpuMs()), stop: () => server.cpuMs() - c0 };
       })(),
+      storeDone:
+        stats === undefined
+          ? undefined
+          : async () => {
+              const { queues } = await stats.getStats({});
+              return { done: Number(queues.find((q) => q.queue === "bench")?.completed ?? 0n) };
+            },
     });
     log(`  throughput phase done: ${tp.outcome}, e2e ${tp.e2eSeconds?.toFixed(1)} s`);
     const latency = skipLatency
       ? null
       : await latencyPhase(
           script,
-          { url: server.url, kind: scenario.kind, samples: SIZES.latencySamples, warmup: SIZES.latencyWarmup, queue: "latency" },
+          {
+            url: server.url,
+            kind: scenario.kind,
+            driver: scenario.driver,
+            samples: SIZES.latencySamples,
+            warmup: SIZES.latencyWarmup,
+            queue: "latency",
+          },
           `leasequeue ${key}`,
         );
     if (watchers !== undefined) {
@@ -434,6 +456,7 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       engine,
       api: driver.label,
       driver: driver.key,
+      callsPerJob: driver.callsPerJob,
       submitBatchView: scenario.kind === "batched" ? submitBatchView : undefined,
       batchedRpcsNotUsed: unusedBatchedRpcs.length > 0 ? unusedBatchedRpcs : undefined,
       latencyOn: driver.latencyLabel,
@@ -575,7 +598,7 @@ if (args["cpu-prof"]) {
   // The engine profiled: the last one asked for (--engines=postgres profiles the PostgreSQL store).
   const engine = wantedEngines.at(-1) ?? "sqlite";
   const profiled = args["cpu-prof-scenario"];
-  if (!["a", "b", "d"].includes(profiled)) throw new Error(`--cpu-prof-scenario: one of a, b, d, not ${profiled}`);
+  if (!["a", "a2", "b", "d"].includes(profiled)) throw new Error(`--cpu-prof-scenario: one of a, a2, b, d, not ${profiled}`);
   log(`profiled extra run of (${profiled}) on ${engine} (not in the table)`);
   const profDir = join(runDir, "profile");
   mkdirSync(profDir);

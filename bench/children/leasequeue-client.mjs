@@ -5,9 +5,11 @@
  * HTTP/2 connection per producer and per worker process). Its role comes
  * in the config (argv[2], JSON):
  *
- *   producer  {url, kind, producers: [[from, to], ...], batchSize, queue}
- *   worker    {url, kind, slots, maxInFlight, queue, workerId}
- *   latency   {url, kind, samples, warmup, queue}
+ *   producer  {url, kind, driver?, producers: [[from, to], ...], batchSize, queue}
+ *   worker    {url, kind, driver?, slots, maxInFlight, queue, workerId}
+ *   latency   {url, kind, driver?, samples, warmup, queue}
+ *
+ * (`driver`: the scenario's driver key, else the first of its kind: leasequeue-drivers.mjs.)
  *   watchers  {url, count, connections, queue}
  *   noop      {url, callers, calls, warmup}   (the do-nothing ceiling)
  *
@@ -36,7 +38,7 @@ async function warm(client) {
   await client.getStats({});
 }
 
-const driver = () => selectDriver(config.kind, pb.LeaseQueueService, pb).driver;
+const driver = () => selectDriver(config.kind, pb.LeaseQueueService, pb, config.driver).driver;
 
 const roles = {
   async producer() {

@@ -9,9 +9,16 @@
  * the front of `batched` is used as soon as the server's protos have it,
  * and rows are named after the driver that actually ran.
  *
+ * A scenario may name its driver (`key`) instead of taking the first.
+ *
  * A driver has:
+ *   key                     names it, for a scenario that asks for it
  *   label                   what ran, for the table
  *   calls                   the RPCs it uses; it runs only if the descriptor has them all
+ *   fields                  (optional) request fields it needs, as "RequestSchema.field"
+ *   callsPerJob             the fewest calls a job costs it (the unary ceiling divides by this)
+ *   storeDone               (optional) the run ends when the server counts every job completed, not
+ *                           at the last completion a worker saw (its completions are answered late)
  *   produce(ctx)            submit jobs [from, to) of this producer
  *   work(ctx)               take and finish jobs until ctx.signal aborts
  *   latency(ctx)            submit-to-lease samples on an idle worker
@@ -85,6 +92,42 @@ async function claimCompleteLoops({ client, queue, workerId, slots, signal, onCo
         await client.complete({ jobId: lease.job.id, leaseToken: lease.leaseToken });
         onCompleted(i, nowMs());
       }
+    }
+  };
+  await Promise.all(Array.from({ length: slots }, (_, s) => loop(s)));
+}
+
+/**
+ * `slots` loops of long-poll Claim (max_jobs 1, wait 5 s), each carrying the
+ * Complete of the job the previous one leased (docs/api.md "Claim with
+ * acks"): with Submit, two calls per job. The server commits the Complete
+ * before the Claim waits, but its result comes back only with the next
+ * lease (or at the end of the wait), so a job counts as handled when its
+ * lease arrives (the handler does nothing) and the run ends when the server
+ * reports every job completed (the driver's `storeDone`).
+ */
+async function claimWithAcksLoops({ client, queue, workerId, slots, signal, onCompleted, onReady }) {
+  onReady();
+  const loop = async (slot) => {
+    let acks = [];
+    while (!signal.aborted) {
+      let res;
+      try {
+        res = await client.claim(
+          { queue, workerId: `${workerId}-${slot}`, leaseDuration: LEASE_DURATION, maxJobs: 1, wait: { seconds: 5n }, acks },
+          { signal },
+        );
+      } catch (err) {
+        if (aborted(err, signal)) return;
+        throw err;
+      }
+      if (res.results.length !== acks.length) throw new Error(`Claim answered ${res.results.length} results for ${acks.length} acks`);
+      for (const r of res.results) {
+        if ((r.status?.code ?? 0) !== 0) throw new Error(`acknowledgement of ${r.jobId} refused: ${r.status.message}`);
+      }
+      acks = res.leases.map((l) => ({ jobId: l.job.id, leaseToken: l.leaseToken, outcome: { case: "complete", value: {} } }));
+      const at = nowMs();
+      for (const l of res.leases) onCompleted(payloadIndex(l.job), at);
     }
   };
   await Promise.all(Array.from({ length: slots }, (_, s) => loop(s)));
@@ -179,22 +222,29 @@ async function sampleIdleStream({ producer, queue, samples, warmup, stream, leas
 /**
  * Submit-to-lease through an idle long-poll Claim (wait 10 s): the Claim is
  * sent first and given 20 ms to park on the server, then the job is
- * submitted; the sample is Submit start -> Claim response.
+ * submitted; the sample is Submit start -> Claim response. Each lease is
+ * completed with Complete, or (`carryAcks`) by the next sample's Claim, which
+ * applies it before it parks.
  */
-async function longPollLatency({ producer, worker, queue, samples, warmup }) {
+async function longPollLatency({ producer, worker, queue, samples, warmup, carryAcks = false }) {
   const out = [];
+  let acks = [];
   for (let n = 0; n < warmup + samples; n++) {
     const claimed = worker
-      .claim({ queue, workerId: "latency", leaseDuration: LEASE_DURATION, maxJobs: 1, wait: { seconds: 10n } })
+      .claim({ queue, workerId: "latency", leaseDuration: LEASE_DURATION, maxJobs: 1, wait: { seconds: 10n }, acks })
       .then((res) => ({ res, at: nowMs() }));
     await sleep(20);
     const t0 = nowMs();
     const { job } = await producer.submit(submitRequest(queue, n));
     const { res, at } = await claimed;
     if (res.leases.length !== 1 || res.leases[0].job.id !== job.id) throw new Error("the long-poll did not lease the submitted job");
+    if (res.results.some((r) => (r.status?.code ?? 0) !== 0)) throw new Error("the long-poll refused the previous job's Complete");
     if (n >= warmup) out.push(at - t0);
-    await worker.complete({ jobId: job.id, leaseToken: res.leases[0].leaseToken });
+    const complete = { jobId: job.id, leaseToken: res.leases[0].leaseToken };
+    if (carryAcks) acks = [{ ...complete, outcome: { case: "complete", value: {} } }];
+    else await worker.complete(complete);
   }
+  if (acks.length > 0) await worker.acknowledge({ acks });
   return out;
 }
 
@@ -295,9 +345,22 @@ export const DRIVERS = {
       label: "Submit; Claim(wait) + Complete",
       latencyLabel: "idle long-poll Claim",
       calls: ["submit", "claim", "complete"],
+      callsPerJob: 3,
       produce: submitEach,
       work: claimCompleteLoops,
       latency: longPollLatency,
+    },
+    {
+      key: "submit+claim-with-acks",
+      label: "Submit; Claim(wait, acks: the previous job's Complete); end when GetStats counts every job completed",
+      latencyLabel: "idle long-poll Claim carrying the previous Complete",
+      calls: ["submit", "claim"],
+      fields: ["ClaimRequestSchema.acks"],
+      callsPerJob: 2,
+      storeDone: true,
+      produce: submitEach,
+      work: claimWithAcksLoops,
+      latency: (ctx) => longPollLatency({ ...ctx, carryAcks: true }),
     },
   ],
   batched: [
@@ -323,15 +386,28 @@ export const DRIVERS = {
 };
 
 /**
- * The driver for a scenario kind: the first in DRIVERS[kind] whose RPCs the
- * descriptor has. Also reports the section-A RPCs that the descriptor has
+ * The driver for a scenario kind: the one named `key`, or else the first in
+ * DRIVERS[kind] whose RPCs (and fields) the descriptor has. Also reports the section-A RPCs that the descriptor has
  * but no listed driver uses, so a run says what it did not measure.
  */
-export function selectDriver(kind, service, schemas) {
+export function selectDriver(kind, service, schemas, key) {
   const candidates = DRIVERS[kind];
   if (candidates === undefined) throw new Error(`no drivers for scenario kind ${kind}`);
-  const driver = candidates.find((d) => d.calls.every((m) => service.method[m] !== undefined));
-  if (driver === undefined) throw new Error(`the service descriptor lacks the RPCs of every ${kind} driver`);
+  const runs = (d) =>
+    d.calls.every((m) => service.method[m] !== undefined) &&
+    (d.fields ?? []).every((f) => {
+      const [schema, field] = f.split(".");
+      return schemas[schema]?.field[field] !== undefined;
+    });
+  let driver;
+  if (key !== undefined) {
+    driver = candidates.find((d) => d.key === key);
+    if (driver === undefined) throw new Error(`no ${kind} driver ${key}`);
+    if (!runs(driver)) throw new Error(`the service descriptor lacks what the ${key} driver needs`);
+  } else {
+    driver = candidates.find(runs);
+    if (driver === undefined) throw new Error(`the service descriptor lacks the RPCs of every ${kind} driver`);
+  }
   const unused =
     kind === "batched" ? ["work", "acknowledge"].filter((m) => service.method[m] !== undefined && !driver.calls.includes(m)) : [];
   const view =

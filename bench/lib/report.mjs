@@ -1,15 +1,17 @@
 /**
  * The printed table of a bench run: every row with its ratio to the ceiling
  * that bounds it (unary: do-nothing calls/s / 3, since a job needs a Submit,
- * a Claim and a Complete; batched: the in-process SQLite loop at 100 jobs
- * per commit), then the ceilings and what each row actually ran.
+ * a Claim and a Complete, or / 2 for a row whose Claims carry the Completes;
+ * batched: the in-process SQLite loop at 100 jobs per commit), then the
+ * ceilings and what each row actually ran.
  */
 
 /** The ceilings a row is measured against: {enqueue, e2e, name}. */
 export function ceilingFor(row, ceilings) {
   if (row.kind === "unary") {
     const calls = ceilings.noopGrpc.callsPerSec;
-    return { enqueue: calls, e2e: calls / 3, name: "do-nothing gRPC calls/s (enqueue) and calls/s / 3 (end to end)" };
+    const perJob = row.callsPerJob ?? 3;
+    return { enqueue: calls, e2e: calls / perJob, name: `do-nothing gRPC calls/s (enqueue) and calls/s / ${perJob} (end to end)` };
   }
   const loop = ceilings.sqliteBatch100.jobsPerSec;
   return { enqueue: loop, e2e: loop, name: "in-process SQLite loop, 100 jobs per commit" };
@@ -97,7 +99,7 @@ export function printReport(report) {
     `  do-nothing gRPC unary handler, 64 callers:   ${f0(c.noopGrpc.callsPerSec)} calls/s (÷3 = ${f0(c.noopGrpc.callsPerSec / 3)} jobs/s), server ${f2(c.noopGrpc.serverCpuMsPerCall)} ms CPU/call`,
   );
   console.log(
-    "\nWhat each row ran (÷ceil: unary rows vs do-nothing calls/s (enqueue) and calls/s / 3 (e2e); batched rows vs the 100-per-commit loop):",
+    "\nWhat each row ran (÷ceil: unary rows vs do-nothing calls/s (enqueue) and calls/s / calls per job, 3 or 2 with acks (e2e); batched rows vs the 100-per-commit loop):",
   );
   for (const r of report.rows) {
     const extra = [

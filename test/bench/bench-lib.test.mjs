@@ -110,4 +110,12 @@ describe("selectDriver", () => {
   it("refuses a descriptor without the RPCs of any driver", () => {
     expect(() => selectDriver("batched", { method: { submit: {} } }, pb)).toThrow(/lacks the RPCs/);
   });
+  it("takes the driver a scenario names, if the descriptor has its RPCs and request fields", () => {
+    const { driver } = selectDriver("unary", pb.LeaseQueueService, pb, "submit+claim-with-acks");
+    expect(driver.calls).toEqual(["submit", "claim"]);
+    expect(driver.callsPerJob).toBe(2);
+    const withoutAcks = { ...pb, ClaimRequestSchema: { field: { ...pb.ClaimRequestSchema.field, acks: undefined } } };
+    expect(() => selectDriver("unary", pb.LeaseQueueService, withoutAcks, "submit+claim-with-acks")).toThrow(/lacks what/);
+    expect(() => selectDriver("unary", pb.LeaseQueueService, pb, "no-such-driver")).toThrow(/no unary driver no-such-driver/);
+  });
 });
