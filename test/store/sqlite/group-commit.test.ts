@@ -8,14 +8,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
-import { submitJobs } from "../../src/store/operations/submit.js";
-import { GroupCommit } from "../../src/store/sqlite/group-commit.js";
-import { migrate } from "../../src/store/sqlite/migrate.js";
-import { prepareStatements } from "../../src/store/sqlite/sql.js";
-import { SqlitePort } from "../../src/store/sqlite/sqlite-port.js";
-import { WalSync } from "../../src/store/sqlite/wal-sync.js";
-import { newJob } from "./contract.js";
+import { ManualClock } from "../../../src/domain/clock.js";
+import { submitJobs } from "../../../src/store/operations/submit.js";
+import { GroupCommit } from "../../../src/store/sqlite/group-commit.js";
+import { migrate } from "../../../src/store/sqlite/migrate.js";
+import { prepareStatements } from "../../../src/store/sqlite/sql.js";
+import { SqlitePort } from "../../../src/store/sqlite/sqlite-port.js";
+import { WalSync } from "../../../src/store/sqlite/wal-sync.js";
+import { newJob } from "../contract.js";
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 

@@ -1,11 +1,9 @@
 /**
  * The SDK refuses settings the server would refuse (or that would quietly
- * misbehave) when the worker is created, not on the first claim; and its
- * reconnect waits are jittered and bounded.
+ * misbehave) when the worker is created, not on the first claim.
  */
 import { describe, expect, it } from "vitest";
-import { backoffDelay } from "../../src/worker/backoff.js";
-import { createWorker, RetryJobError, type WorkerOptions } from "../../src/worker/index.js";
+import { createWorker, type WorkerOptions } from "../../src/worker/index.js";
 
 const base: WorkerOptions = { url: "http://127.0.0.1:1", queue: "q", workerId: "w", handler: () => null };
 
@@ -24,23 +22,5 @@ describe("createWorker", () => {
     ["a workStream that is not a boolean", { workStream: "yes" as never }, /workStream must be a boolean/],
   ])("refuses %s", (_name, override, message) => {
     expect(() => createWorker({ ...base, ...override })).toThrow(message);
-  });
-});
-
-describe("RetryJobError", () => {
-  it("needs a finite, non-negative delay", () => {
-    expect(() => new RetryJobError("x", { retryDelayMs: -1 })).toThrow(RangeError);
-    expect(new RetryJobError("later", { retryDelayMs: 5000 })).toMatchObject({ name: "RetryJobError", retryDelayMs: 5000 });
-  });
-});
-
-describe("reconnect backoff", () => {
-  it("doubles from the initial wait up to the cap, each wait drawn from [cap/2, cap]", () => {
-    const options = { initialMs: 100, maxMs: 1000 };
-    const caps = [100, 200, 400, 800, 1000, 1000];
-    caps.forEach((cap, attempt) => {
-      expect(backoffDelay(attempt, options, () => 0)).toBe(cap / 2);
-      expect(backoffDelay(attempt, options, () => 0.999999)).toBe(cap);
-    });
   });
 });

@@ -10,21 +10,21 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { QueueError } from "../../src/domain/errors.js";
-import { OperationChanges, TransactionChanges, type PersistedChanges } from "../../src/store/operation-changes.js";
-import { claimJobs } from "../../src/store/operations/claim.js";
-import { pruneFinishedJobs } from "../../src/store/operations/prune.js";
-import { pauseQueue, updateQueueConfig } from "../../src/store/operations/queue-controls.js";
-import { createSchedule, deleteSchedule, fireDueSchedules } from "../../src/store/operations/schedules.js";
-import type { WriteOperation } from "../../src/store/operations/scope.js";
-import { submitJobs } from "../../src/store/operations/submit.js";
-import { completeJob, heartbeatJob } from "../../src/store/operations/transitions.js";
-import { andThen, isPromiseLike, settledNow } from "../../src/store/steps.js";
-import { migrate } from "../../src/store/sqlite/migrate.js";
-import { prepareStatements } from "../../src/store/sqlite/sql.js";
-import { SqlitePort } from "../../src/store/sqlite/sqlite-port.js";
-import type { TransactionPort } from "../../src/store/transaction-port.js";
-import { newJob, newSchedule } from "./contract.js";
+import { QueueError } from "../../../src/domain/errors.js";
+import { OperationChanges, TransactionChanges, type PersistedChanges } from "../../../src/store/operation-changes.js";
+import { claimJobs } from "../../../src/store/operations/claim.js";
+import { pruneFinishedJobs } from "../../../src/store/operations/prune.js";
+import { pauseQueue, updateQueueConfig } from "../../../src/store/operations/queue-controls.js";
+import { createSchedule, deleteSchedule, fireDueSchedules } from "../../../src/store/operations/schedules.js";
+import type { WriteOperation } from "../../../src/store/operations/scope.js";
+import { submitJobs } from "../../../src/store/operations/submit.js";
+import { completeJob, heartbeatJob } from "../../../src/store/operations/transitions.js";
+import { isPromiseLike } from "../../../src/store/steps.js";
+import { migrate } from "../../../src/store/sqlite/migrate.js";
+import { prepareStatements } from "../../../src/store/sqlite/sql.js";
+import { SqlitePort } from "../../../src/store/sqlite/sqlite-port.js";
+import type { TransactionPort } from "../../../src/store/transaction-port.js";
+import { newJob, newSchedule } from "../contract.js";
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
 
@@ -169,20 +169,5 @@ describe("the shared write operations over a port that answers later", () => {
     const second = await claim(NOW + 10_000);
     expect(second.value.leases).toHaveLength(1);
     expect(second.value.heldBack).toEqual({ limit: "max_running" });
-  });
-});
-
-describe("steps (store/steps.ts)", () => {
-  it("chain at once over plain values and through promises otherwise", async () => {
-    expect(andThen(2, (x) => andThen(x + 1, (y) => y * 10))).toBe(30);
-    const later = andThen(Promise.resolve(2), (x) => andThen(x + 1, (y) => y * 10));
-    expect(isPromiseLike(later)).toBe(true);
-    expect(await later).toBe(30);
-    await expect(andThen(Promise.reject(new Error("no")), () => 1)).rejects.toThrow("no");
-  });
-
-  it("refuse a result that waited where none may", () => {
-    expect(settledNow(5)).toBe(5);
-    expect(() => settledNow(Promise.resolve(5))).toThrow(/invariant/);
   });
 });

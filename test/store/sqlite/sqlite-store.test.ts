@@ -3,13 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
-import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
-import { listJobsSql, SQL } from "../../src/store/sqlite/sql.js";
-import { migrate } from "../../src/store/sqlite/migrate.js";
-import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { describeStoreContract, newJob, newSchedule } from "./contract.js";
-import { claimLeases } from "../helpers/store.js";
+import { ManualClock } from "../../../src/domain/clock.js";
+import { MIGRATIONS } from "../../../src/store/sqlite/migrations.js";
+import { listJobsSql, SQL } from "../../../src/store/sqlite/sql.js";
+import { migrate } from "../../../src/store/sqlite/migrate.js";
+import { openSqliteStore, type SqliteStore } from "../../../src/store/sqlite/sqlite-store.js";
+import { describeStoreContract, newJob, newSchedule } from "../contract.js";
+import { claimLeases } from "../../helpers/store.js";
 
 function tempDir(): string {
   return mkdtempSync(join(tmpdir(), "leasequeue-store-"));
