@@ -28,7 +28,7 @@ import { STATE_TO_WIRE } from "./wire.js";
 /** The JSON fields of a Job, each a google.protobuf.Value. */
 type JsonField = "payload" | "result" | "progress";
 
-/** Thrown when a stored payload, result or progress is nested deeper than api.md allows. */
+/** Thrown when a stored payload, result or progress is nested deeper than docs/api.md "Bounds" allows. */
 export class NestingTooDeep extends Error {
   constructor(readonly field: JsonField) {
     super(`${field} is ${nestedTooDeepText()}`);
