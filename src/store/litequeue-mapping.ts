@@ -1,7 +1,7 @@
 /**
- * litequeue rows -> LeaseQueue jobs (docs/operations.md "Import from
- * litequeue"), the same for every engine; reading the litequeue file and
- * writing the jobs are the engine's part.
+ * litequeue rows -> LeaseQueue jobs
+ * (docs/operations.md "Import from litequeue"), the same for every engine;
+ * reading the litequeue file and writing the jobs are the engine's part.
  *
  * litequeue (https://github.com/litements/litequeue, 0.6 and later) keeps one
  * table `Queue`: `data` TEXT, `message_id` TEXT (a UUIDv7 in canonical

@@ -1,8 +1,9 @@
 /**
- * Event order across writers (docs/postgresql.md "Event order across
- * servers"): `JobEvent.sequence` must increase in the order events become
- * visible to every reader, so that a WatchEvents resume after sequence N
- * never misses an event that commits later with a smaller number.
+ * Event order across writers
+ * (docs/postgresql.md "Event order across servers"): `JobEvent.sequence` must
+ * increase in the order events become visible to every reader, so that a
+ * WatchEvents resume after sequence N never misses an event that commits
+ * later with a smaller number.
  *
  * A sequence drawn while a transaction runs (a PostgreSQL SEQUENCE, an
  * identity column) breaks that: T1 draws 10, T2 draws 11 and commits, a
