@@ -1,8 +1,9 @@
 /**
  * The Go example worker (examples/go-worker/main.go) built offline from
- * Debian's Go packages in GOPATH mode, as its README says, against the code
- * committed in gen/go, then run against a live server over the Work stream
- * (api.md section A): leases down, batched acknowledgements up.
+ * Debian's Go packages in GOPATH mode, as examples/go-worker/README.md says,
+ * against the code committed in gen/go, then run against a live server over
+ * the Work stream (docs/api.md "The batched path: Acknowledge and Work"):
+ * leases down, batched acknowledgements up.
  *
  * Debian packages: golang-go, golang-google-grpc-dev (grpc-go 1.33),
  * golang-google-protobuf-dev, golang-github-golang-protobuf-1-5-dev. Under

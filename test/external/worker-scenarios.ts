@@ -298,12 +298,13 @@ export async function shutdownGraceFailsLeftovers(server: TestServer, cmd: Worke
 
 /**
  * LEASEQUEUE_MAX_JOBS: the worker asks for no more than it will take
- * (max_in_flight 2 here, not its concurrency 4), finishes those jobs and exits
- * 0 by itself; a third job stays queued. The jobs take 1 s or more so that neither
- * is acknowledged before both leases have arrived and the stream is
- * cancelled: an acknowledgment frees a slot, and a lease the server pushes
+ * (max_in_flight 2 here, not its concurrency 4), finishes those jobs and
+ * exits 0 by itself; a third job stays queued. The jobs take 1 s or more so
+ * that neither is acknowledged before both leases have arrived and the stream
+ * is cancelled: an acknowledgment frees a slot, and a lease the server pushes
  * into a stream that is being cancelled stays owned until it expires
- * (api.md), which a test of "stays queued" must not race with.
+ * (docs/api.md "StreamClaims: pushed leases"), which a test of "stays queued"
+ * must not race with.
  */
 export async function maxJobsThenExit(server: TestServer, cmd: WorkerCommand, lang: string): Promise<void> {
   const queue = `${lang}-max-jobs`;
@@ -349,11 +350,12 @@ export interface RpcExpectation {
 }
 
 /**
- * The worker acknowledges on the batched path (api.md section A): jobs of
- * every outcome, heartbeats included, finish while the single-job RPCs the
- * batch replaces are never called. Counts RPCs by method on /metrics before
- * and after; the test itself calls only Submit, GetJob and ListJobEvents.
- * Prints the calls per job.
+ * The worker acknowledges on the batched path
+ * (docs/api.md "The batched path: Acknowledge and Work"): jobs of every
+ * outcome, heartbeats included, finish while the single-job RPCs the batch
+ * replaces are never called. Counts RPCs by method on /metrics before and
+ * after; the test itself calls only Submit, GetJob and ListJobEvents. Prints
+ * the calls per job.
  */
 export async function acknowledgesInBatches(server: TestServer, cmd: WorkerCommand, lang: string, rpcs: RpcExpectation): Promise<void> {
   const queue = `${lang}-batched`;
