@@ -282,7 +282,9 @@ describe.skipIf(skipWithoutPostgres(probe))("lease sweepers and pruners of three
       {},
     );
     // Sweeping every 5 ms on each server, so their sweeps overlap.
-    servers = await Promise.all([0, 1, 2].map((i) => startServer(config, { log: capture(i), clock, databaseClock: clock, sweepIntervalMs: 5 })));
+    servers = await Promise.all(
+      [0, 1, 2].map((i) => startServer(config, { log: capture(i), clock, databaseClock: clock, sweepIntervalMs: 5 })),
+    );
     clients = servers.map((s) => grpcClient(s.apiUrl));
   }, 30_000);
 
