@@ -13,12 +13,12 @@
  * docs/api.md "Bounds"; the encoded lease within the 4 MiB that gRPC clients
  * receive by default) and keeps the ones that fail out of the response.
  * Encoding each lease once here also catches whatever else the encoder
- * refuses (an int32 out of range in a damaged row); that costs about 0.2 ms
- * for a lease near 64 KiB.
+ * refuses (an int32 out of range in a damaged row).
  *
- * Only a job written before those bounds were enforced (or written to the
- * database by other means) can fail: validation refuses such payloads and
- * results on Submit, SubmitBatch and Complete.
+ * Only a job that never passed this validation (stored by a release without
+ * these bounds, or written to the database by other means) can fail:
+ * validation refuses such payloads and results on Submit, SubmitBatch and
+ * Complete.
  */
 import { toBinary, type Message, type UnknownField } from "@bufbuild/protobuf";
 import type { Value } from "@bufbuild/protobuf/wkt";
