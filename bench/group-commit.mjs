@@ -29,7 +29,9 @@ function newJob(i) {
 
 async function lifecycle(store, i) {
   await store.submit([newJob(i)]);
-  const [lease] = await store.claim({ queue: "bench", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+  const {
+    leases: [lease],
+  } = await store.claimOutcome({ queue: "bench", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
   await store.complete(lease.job.id, lease.leaseToken, null);
 }
 

@@ -12,7 +12,7 @@ import type { Config } from "../config.js";
 import { systemClock, type Clock } from "../domain/clock.js";
 import { formatDurationText } from "../domain/duration-text.js";
 import { prunesAnything, type RetentionPolicy } from "../domain/retention.js";
-import { prunePass, type PassSummary } from "../dispatch/pruner.js";
+import { prunePass, type PassSummary } from "../maintenance/pruner.js";
 import { databaseLocation, openStore } from "../store/engine.js";
 
 export interface PruneCommandIo {

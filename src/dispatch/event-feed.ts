@@ -31,8 +31,7 @@
  * - Bounded subscribers: at most `maxSubscribers` watches at once; one more
  *   is refused (TOO_MANY_SUBSCRIBERS) before it is registered.
  * - Batches: `watchBatches` hands out everything a subscriber has pending in
- *   one array, so a transport can write many events with one write; `watch`
- *   is the same feed one event at a time.
+ *   one array, so a transport can write many events with one write.
  * - Pruned history: a replay must not skip events silently, so one that
  *   starts before the store's `eventBounds().oldest` (the first sequence of
  *   the unbroken history, past every pruned event; see Store) is refused
@@ -230,25 +229,15 @@ export class EventFeed {
   }
 
   /**
-   * The events of one watch, oldest first; `null` is a keepalive. The
+   * The events of one watch, oldest first, in batches; `null` is a
+   * keepalive. Each batch holds every event the subscriber had waiting (at
+   * most `maxBatch`, default the feed's; a replay page at most `pageSize`;
+   * never empty), so a transport can send them with one write. The
    * subscriber is registered when iteration starts, and the first item is a
    * keepalive produced right after that. Throws QueueError (before the first
    * keepalive for a bad `afterSequence` or when `maxSubscribers` watches are
    * open; later when the subscriber is too slow). Ends quietly when `signal`
    * aborts or the feed closes; the caller decides what that means on the wire.
-   */
-  async *watch(spec: WatchSpec, signal: AbortSignal, output?: WatchOutputProbe): AsyncGenerator<JobEvent | null, void, undefined> {
-    // One live event per batch: an event counts as waiting until it is handed out.
-    for await (const batch of this.watchBatches(spec, signal, { output, maxBatch: 1 })) {
-      if (batch === null) yield null;
-      else yield* batch;
-    }
-  }
-
-  /**
-   * Like watch(), but each item holds every event the subscriber had waiting
-   * (at most `maxBatch`, default the feed's; a replay page at most
-   * `pageSize`; never empty), so a transport can send them with one write.
    * `output` lets the feed see the bytes still waiting in the connection
    * (dropped past `maxPendingBytes`).
    */

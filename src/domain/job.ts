@@ -23,9 +23,6 @@ export const EVENT_KINDS = [
 ] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 
-/** States from which a job can be claimed once its schedule_time has come. */
-export const PENDING_STATES: readonly JobState[] = ["queued", "retry"];
-
 /** A job as readers see it: never a lease token or an idempotency key. */
 export interface Job {
   id: string;

@@ -10,8 +10,6 @@ import type { JobState } from "./job.js";
 /** The states a job can be pruned from: the ones with a finish_time. */
 export type PrunableState = Extract<JobState, "completed" | "cancelled" | "dead">;
 
-export const PRUNABLE_STATES: readonly PrunableState[] = ["completed", "cancelled", "dead"];
-
 export interface RetentionPolicy {
   /** Completed and cancelled jobs are kept this long after they finished; 0 keeps them forever. */
   retentionMs: number;

@@ -3,12 +3,9 @@
  * scripts/build-console.mjs) at `/` on the API port: a static site
  * (static-site.ts) with its headers and caching rules.
  */
-import { createSiteHandler, loadSiteFiles, packageDistDir, SITE_SECURITY_HEADERS, type NodeHandlerFn } from "./static-site.js";
+import { createSiteHandler, packageDistDir, type NodeHandlerFn } from "./static-site.js";
 
 export type { NodeHandlerFn } from "./static-site.js";
-
-/** Sent with every response of the console handler, 404s and 503s included. */
-export const CONSOLE_SECURITY_HEADERS = SITE_SECURITY_HEADERS;
 
 export interface ConsoleHandlerOptions {
   /** Called once at creation when `dir` holds no built console (no index.html). */
@@ -19,9 +16,6 @@ export interface ConsoleHandlerOptions {
 export function defaultConsoleDir(): string {
   return packageDistDir("console");
 }
-
-/** Reads the console's files once; undefined when it is not built. */
-export const loadConsoleFiles = loadSiteFiles;
 
 export function createConsoleHandler(dir: string, options: ConsoleHandlerOptions = {}): NodeHandlerFn {
   return createSiteHandler(dir, {

@@ -6,7 +6,7 @@
  */
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../domain/clock.js";
-import type { Scheduler } from "../dispatch/scheduler.js";
+import type { Scheduler } from "../maintenance/scheduler.js";
 import type { Logger } from "../logger.js";
 import type { Store } from "../store/store.js";
 import type { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";

@@ -36,7 +36,6 @@ import { probeWrite } from "./operations/write-probe.js";
 import type {
   BulkBatchOutcome,
   BulkBatchSpec,
-  ClaimedLease,
   ClaimOutcome,
   ClaimRequestSpec,
   CommitListener,
@@ -92,10 +91,6 @@ export abstract class OperationStore {
 
   submit(jobs: NewJob[]): Promise<SubmitOutcome[]> {
     return this.runWrite(submitJobs(jobs));
-  }
-
-  claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]> {
-    return this.claimOutcome(spec).then((outcome) => outcome.leases);
   }
 
   claimOutcome(spec: ClaimRequestSpec): Promise<ClaimOutcome> {

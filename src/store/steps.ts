@@ -28,3 +28,22 @@ export function settledNow<T>(result: Awaitable<T>): T {
   if (isPromiseLike(result)) throw new Error("invariant: a write operation waited, but this engine's port answers at once");
   return result;
 }
+
+/**
+ * `run()`, then `next` with its value, or `failed` with what it threw or
+ * rejected with (a step's try/catch): at once when `run` answers at once.
+ * A failure of `next` itself is not `failed`'s to handle.
+ */
+export function attempt<T, U>(
+  run: () => Awaitable<T>,
+  next: (value: T) => Awaitable<U>,
+  failed: (error: unknown) => Awaitable<U>,
+): Awaitable<U> {
+  let value: Awaitable<T>;
+  try {
+    value = run();
+  } catch (error) {
+    return failed(error);
+  }
+  return isPromiseLike(value) ? Promise.resolve(value).then(next, failed) : next(value);
+}

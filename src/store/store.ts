@@ -17,7 +17,8 @@
  * - Time comes from the injected Clock.
  *
  * What the upper layers rely on from onCommitted (dispatch/: claim streams,
- * long-poll wake-ups, the WatchEvents feed; metrics):
+ * long-poll wake-ups, the WatchEvents feed; maintenance/: the schedules'
+ * timer; metrics):
  * - Every stored event is announced after the transaction that stored it
  *   committed (and, where the engine answers only durable commits, once it
  *   is durable): a listener that reads the store sees what it was told of.
@@ -237,10 +238,9 @@ export interface Store {
   submit(jobs: NewJob[]): Promise<SubmitOutcome[]>;
   /**
    * Leases up to maxJobs eligible jobs, recovering expired leases of the
-   * queue first, and never past the queue's limits (updateQueueConfig).
+   * queue first, and never past the queue's limits (updateQueueConfig);
+   * also tells when a queue limit held eligible jobs back (dispatch/ waits on that).
    */
-  claim(spec: ClaimRequestSpec): Promise<ClaimedLease[]>;
-  /** The same claim, also telling when a queue limit held eligible jobs back (dispatch/ waits on that). */
   claimOutcome(spec: ClaimRequestSpec): Promise<ClaimOutcome>;
   /**
    * Extends an active lease; with `progressJson` (compact JSON text) it also

@@ -27,7 +27,8 @@ import { join } from "node:path";
 import { chromium, type Browser, type ConsoleMessage, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
-import { defaultConsoleDir, loadConsoleFiles } from "../../src/server/console-files.js";
+import { defaultConsoleDir } from "../../src/server/console-files.js";
+import { loadSiteFiles } from "../../src/server/static-site.js";
 import { bearer, writeAuthFile } from "../helpers/auth.js";
 import {
   ARTIFACTS,
@@ -44,7 +45,7 @@ import {
 } from "../helpers/browser.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
-const consoleBuilt = () => loadConsoleFiles(defaultConsoleDir()) !== undefined;
+const consoleBuilt = () => loadSiteFiles(defaultConsoleDir()) !== undefined;
 
 describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeout: 60_000 }, () => {
   let browser: Browser;

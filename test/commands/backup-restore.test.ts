@@ -23,10 +23,12 @@ import { describe, expect, it } from "vitest";
 import { systemClock } from "../../src/domain/clock.js";
 import { DatabaseRefusal } from "../../src/store/database-refusal.js";
 import { unwritableDirectory } from "../../src/store/sqlite/database-file.js";
-import { LATEST_SCHEMA_VERSION, openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { LATEST_SCHEMA_VERSION } from "../../src/store/sqlite/migrate.js";
+import { openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { READY, writeLitequeueFile } from "../helpers/litequeue.js";
 import { callJson, okJson, runCli, serversInTempDirs } from "../helpers/process.js";
 import { newJob } from "../store/contract.js";
+import { claimLeases } from "../helpers/store.js";
 
 const sandbox = serversInTempDirs("backup");
 const start = sandbox.start;
@@ -36,7 +38,7 @@ async function seed(dbPath: string, n: number): Promise<string[]> {
   const store = openSqliteStore({ path: dbPath, clock: systemClock, synchronous: "normal" });
   try {
     const outcomes = await store.submit(Array.from({ length: n }, (_, i) => newJob({ queue: `q${i % 3}`, payloadJson: `{"i":${i}}` })));
-    const leases = await store.claim({ queue: "q0", workerId: "w", leaseDurationMs: 60_000, maxJobs: Math.ceil(n / 6) });
+    const leases = await claimLeases(store, { queue: "q0", workerId: "w", leaseDurationMs: 60_000, maxJobs: Math.ceil(n / 6) });
     for (const l of leases.slice(0, Math.floor(leases.length / 2))) await store.complete(l.job.id, l.leaseToken, null);
     return outcomes.map((o) => o.job.id);
   } finally {

@@ -14,6 +14,7 @@ import type { EventKind } from "../../src/domain/job.js";
 import { silentLogger } from "../../src/logger.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { newJob } from "../store/contract.js";
+import { claimLeases } from "../helpers/store.js";
 
 let dir: string;
 let store: SqliteStore;
@@ -136,7 +137,7 @@ describe("ClaimStreams", () => {
     it("sends the next job as soon as a lease of the queue finishes elsewhere (max_running)", async () => {
       await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
       await store.updateQueueConfig("billing", { config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
-      const [elsewhere] = await store.claim({ queue: "billing", workerId: "other", leaseDurationMs: 60_000, maxJobs: 1 });
+      const [elsewhere] = await claimLeases(store, { queue: "billing", workerId: "other", leaseDurationMs: 60_000, maxJobs: 1 });
       const abort = new AbortController();
       const it = streams.open(spec, abort.signal)[Symbol.asyncIterator]();
       expect((await it.next()).value).toBeNull();

@@ -14,6 +14,7 @@ import { EventFeed, type EventFeedOptions, type WatchSpec } from "../../src/disp
 import { QueueError } from "../../src/domain/errors.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { newJob } from "../store/contract.js";
+import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -41,9 +42,17 @@ async function submit(store: SqliteStore, n = 1, queue = "billing"): Promise<num
   return Array.from({ length: after - before }, (_, i) => before + 1 + i);
 }
 
+/** The feed one event at a time: batches of one, so an event counts as waiting until it is handed out. */
+async function* oneByOne(feed: EventFeed, spec: WatchSpec, signal: AbortSignal): AsyncGenerator<JobEvent | null, void, undefined> {
+  for await (const batch of feed.watchBatches(spec, signal, { maxBatch: 1 })) {
+    if (batch === null) yield null;
+    else yield* batch;
+  }
+}
+
 function watch(feed: EventFeed, spec: WatchSpec = {}) {
   const abort = new AbortController();
-  const it = feed.watch(spec, abort.signal);
+  const it = oneByOne(feed, spec, abort.signal);
   cleanups.push(async () => {
     abort.abort();
     await it.return();
@@ -220,7 +229,7 @@ describe("resume points that cannot be honoured", () => {
     // An old job that is still waiting (its SUBMITTED event is the oldest stored), then a job that completes.
     const [waiting] = await submit(store, 1, "emails");
     await submit(store, 1, "billing");
-    const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+    const [lease] = await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
     await store.complete(lease.job.id, lease.leaseToken, null);
     const lastPruned = (await store.eventBounds()).latest;
     clock.advance(3_600_000);
@@ -243,7 +252,7 @@ describe("resume points that cannot be honoured", () => {
   it("fail with REPLAY_TOO_OLD when a prune commits while the replay reads", async () => {
     const { store, feed, clock } = setup({ pageSize: 2 });
     await submit(store, 6, "billing");
-    const leases = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 6 });
+    const leases = await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 6 });
     for (const l of leases) await store.complete(l.job.id, l.leaseToken, null);
     clock.advance(3_600_000);
     const w = watch(feed, { afterSequence: 0 });
@@ -274,7 +283,7 @@ describe("heartbeats the store does not keep", () => {
     const live = watch(feed);
     expect(await live.next()).toBeNull();
     const [job] = await store.submit([newJob()]);
-    const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+    const [lease] = await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
     for (let i = 0; i < 12; i++) {
       clock.advance(10_000);
       await store.heartbeat(job.job.id, lease.leaseToken);
@@ -310,7 +319,7 @@ describe("filters", () => {
     expect(await byJob.event()).toMatchObject({ jobId: a.job.id, kind: "submitted" });
 
     // Live: a claim and a cancel on each queue.
-    await store.claim({ queue: "billing", workerId: "w1", leaseDurationMs: 60_000, maxJobs: 1 });
+    await claimLeases(store, { queue: "billing", workerId: "w1", leaseDurationMs: 60_000, maxJobs: 1 });
     await store.cancel(b.job.id, "not needed");
     const [c] = await store.submit([newJob({ queue: "email" })]);
 

@@ -14,6 +14,7 @@ import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { ClaimedLease } from "../../src/store/store.js";
 import { newJob } from "../store/contract.js";
+import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -96,7 +97,7 @@ it("answers a claim held back by max_running as soon as another worker's lease o
   const deps = setup();
   await deps.store.submit([newJob({ task: "first" }), newJob({ task: "second" })]);
   await deps.store.updateQueueConfig("billing", { config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
-  const [elsewhere] = await deps.store.claim({ ...spec, workerId: "other" });
+  const [elsewhere] = await claimLeases(deps.store, { ...spec, workerId: "other" });
   const claiming = claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs);
   await parked(deps);
   expect(deps.wakeups.limitedClaims).toEqual([{ queue: "billing", limit: "max_running", claims: 1 }]);
@@ -133,7 +134,7 @@ it("answers a held-back claim at once when the queue's limits are raised", async
   const deps = setup();
   await deps.store.submit([newJob({ task: "first" }), newJob({ task: "second" })]);
   await deps.store.updateQueueConfig("billing", { config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
-  await deps.store.claim({ ...spec, workerId: "other" });
+  await claimLeases(deps.store, { ...spec, workerId: "other" });
   const claiming = claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs);
   await parked(deps);
   await deps.store.updateQueueConfig("billing", { config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000 }, fields: ["maxRunning"] });

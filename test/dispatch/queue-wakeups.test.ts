@@ -13,6 +13,7 @@ import { ManualClock } from "../../src/domain/clock.js";
 import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { newJob } from "../store/contract.js";
+import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -52,7 +53,7 @@ it("does not wake a queue for a commit that makes nothing eligible", async () =>
   await store.submit([newJob({ queue: "a" })]);
   const woken: string[] = [];
   wakeups.onWork((queue) => woken.push(queue));
-  const [lease] = await store.claim({ queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+  const [lease] = await claimLeases(store, { queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
   await store.complete(lease.job.id, lease.leaseToken, null);
   expect(woken).toEqual([]);
 });
@@ -74,7 +75,7 @@ it("wakes a queue when it is resumed, not when it is paused", async () => {
 it("wakes a claimer held back by max_running on the queue's next finishing lease, and leaves the others waiting for work", async () => {
   const { store, wakeups } = setup();
   await store.submit([newJob({ queue: "a" })]);
-  const [lease] = await store.claim({ queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+  const [lease] = await claimLeases(store, { queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
   const woken: string[] = [];
   wakeups.onWork((queue) => woken.push(queue));
   const generation = wakeups.generation("a");
@@ -100,7 +101,7 @@ it("wakes a claimer held back by max_running on the queue's next finishing lease
 it("does not park a claimer held back by max_running when a lease finished since it read the count", async () => {
   const { store, wakeups } = setup();
   await store.submit([newJob({ queue: "a" })]);
-  const [lease] = await store.claim({ queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+  const [lease] = await claimLeases(store, { queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
   const finishedSince = wakeups.finishedLeases("a");
   await store.fail(lease.job.id, lease.leaseToken, { error: "boom", permanent: true });
   await wakeups.waitForWork("a", wakeups.generation("a"), Date.now() + 60_000, new AbortController().signal, {

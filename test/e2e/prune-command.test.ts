@@ -11,6 +11,7 @@ import { ManualClock } from "../../src/domain/clock.js";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { newJob } from "../store/contract.js";
 import { callJson, okJson, runCli, spawnServer, type SpawnedServer } from "../helpers/process.js";
+import { claimLeases } from "../helpers/store.js";
 
 const DAY = 86_400_000;
 
@@ -34,7 +35,7 @@ async function databaseWithHistory(): Promise<{ path: string; oldIds: string[]; 
   const store = openSqliteStore({ path, clock });
   const complete = async (n: number, key?: string) => {
     const submitted = await store.submit(Array.from({ length: n }, (_, i) => newJob({ idempotencyKey: i === 0 ? (key ?? null) : null })));
-    const leases = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: n });
+    const leases = await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: n });
     await Promise.all(leases.map((l) => store.complete(l.job.id, l.leaseToken, null)));
     return submitted.map((o) => o.job.id);
   };
@@ -43,7 +44,7 @@ async function databaseWithHistory(): Promise<{ path: string; oldIds: string[]; 
   await Promise.all(emails.map((o) => store.cancel(o.job.id, "")));
   oldIds.push(...emails.map((o) => o.job.id));
   await store.submit(Array.from({ length: 3 }, () => newJob({ task: "doomed", maxAttempts: 1 })));
-  const doomed = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 3 });
+  const doomed = await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 3 });
   await Promise.all(doomed.map((l) => store.fail(l.job.id, l.leaseToken, { error: "bad", permanent: true })));
   clock.set(Date.now() - 3_600_000);
   const recentIds = await complete(2);

@@ -21,6 +21,7 @@ import { openSqliteStore, type SqliteStore, type SqliteStoreOptions } from "../.
 import type { WriteOutcome } from "../../src/store/store.js";
 import { newJob } from "../store/contract.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -119,7 +120,7 @@ describe("the store's write health", () => {
 
   it("does not count a transaction that changed nothing as evidence", async () => {
     const { store, outcomes } = openStore();
-    expect(await store.claim({ queue: "empty", workerId: "w", leaseDurationMs: 1000, maxJobs: 1 })).toEqual([]);
+    expect(await claimLeases(store, { queue: "empty", workerId: "w", leaseDurationMs: 1000, maxJobs: 1 })).toEqual([]);
     expect(await store.recoverExpiredLeases()).toBe(0);
     expect(outcomes).toEqual([]);
   });

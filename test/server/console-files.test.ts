@@ -11,7 +11,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CONSOLE_SECURITY_HEADERS, createConsoleHandler, defaultConsoleDir, loadConsoleFiles } from "../../src/server/console-files.js";
+import { createConsoleHandler, defaultConsoleDir } from "../../src/server/console-files.js";
+import { loadSiteFiles, SITE_SECURITY_HEADERS } from "../../src/server/static-site.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 function expectSecurityHeaders(headers: Headers | http.IncomingHttpHeaders): void {
@@ -165,7 +166,7 @@ describe("console handler without a built console", () => {
     const dir = mkdtempSync(join(tmpdir(), "leasequeue-noindex-"));
     writeFileSync(join(dir, "app.js"), "x");
     try {
-      expect(loadConsoleFiles(dir)).toBeUndefined();
+      expect(loadSiteFiles(dir)).toBeUndefined();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -174,7 +175,7 @@ describe("console handler without a built console", () => {
 
 describe("console on the API port (built by npm run build)", () => {
   let t: TestServer;
-  const built = loadConsoleFiles(defaultConsoleDir()) !== undefined;
+  const built = loadSiteFiles(defaultConsoleDir()) !== undefined;
 
   beforeAll(async () => {
     t = await startTestServer({ environment: "production" });
@@ -212,7 +213,7 @@ describe("console on the API port (built by npm run build)", () => {
         stream.end();
       });
       expect(status).toBe(200);
-      expect(headers["content-security-policy"]).toBe(CONSOLE_SECURITY_HEADERS["content-security-policy"]);
+      expect(headers["content-security-policy"]).toBe(SITE_SECURITY_HEADERS["content-security-policy"]);
       expect(headers["x-frame-options"]).toBe("DENY");
     } finally {
       session.close();

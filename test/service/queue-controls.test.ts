@@ -23,6 +23,7 @@ import { LeaseQueueService, type WorkRequest } from "../../gen/ts/leasequeue/v1/
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { workerEventLog } from "../helpers/worker-events.js";
 import { newJob } from "../store/contract.js";
+import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -237,7 +238,7 @@ describe("RedriveAll", () => {
     for (let done = 0; done < n; done += 500) {
       const count = Math.min(500, n - done);
       await store.submit(Array.from({ length: count }, () => newJob({ queue, task, maxAttempts: 1 })));
-      const leases = await store.claim({ queue, workerId: "w", leaseDurationMs: 60_000, maxJobs: count });
+      const leases = await claimLeases(store, { queue, workerId: "w", leaseDurationMs: 60_000, maxJobs: count });
       expect(leases).toHaveLength(count);
       await Promise.all(leases.map((l) => store.fail(l.job.id, l.leaseToken, { error: "boom", permanent: true })));
     }
@@ -294,7 +295,7 @@ describe("PurgeQueue", () => {
     const store = t.server.store;
     const queued = BULK_BATCH_JOBS + 250;
     await store.submit(Array.from({ length: 4 }, () => newJob({ queue: "purge", task: "r" })));
-    const leases = await store.claim({ queue: "purge", workerId: "w", leaseDurationMs: 60_000, maxJobs: 4 });
+    const leases = await claimLeases(store, { queue: "purge", workerId: "w", leaseDurationMs: 60_000, maxJobs: 4 });
     const [running, ...retrying] = leases;
     for (const l of retrying) await store.fail(l.job.id, l.leaseToken, { error: "later", permanent: false });
     await store.submit(Array.from({ length: 500 }, () => newJob({ queue: "purge", task: "q" })));

@@ -16,6 +16,7 @@ import type { NewJob } from "../../src/domain/submission.js";
 import { HEARTBEAT_EVENT_INTERVAL_MS, PROGRESS_EVENT_INTERVAL_MS } from "../../src/domain/state-machine.js";
 import { purgeQueue, redriveAll } from "../../src/store/bulk-transitions.js";
 import type { BulkBatchSpec, CommittedChange, PrunedJobs, Store } from "../../src/store/store.js";
+import { claimLeases } from "../helpers/store.js";
 
 export interface StoreHarness {
   store: Store;
@@ -129,7 +130,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     }
 
     async function claimOne(queue = "billing", leaseDurationMs = MINUTE, workerId = "worker-1") {
-      const leases = await store.claim({ queue, workerId, leaseDurationMs, maxJobs: 1 });
+      const leases = await claimLeases(store, { queue, workerId, leaseDurationMs, maxJobs: 1 });
       expect(leases).toHaveLength(1);
       return leases[0];
     }
@@ -255,7 +256,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("returns nothing when no job is eligible", async () => {
         await submitOne({ schedule: { delayMs: MINUTE } });
         await submitOne({ queue: "other" });
-        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 5 })).toEqual([]);
+        expect(await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 5 })).toEqual([]);
       });
 
       it("takes priority first, then schedule time, then id", async () => {
@@ -265,14 +266,14 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const mid1 = await submitOne({ task: "mid1" });
         const mid2 = await submitOne({ task: "mid2" });
         clock.advance(SECOND);
-        const leases = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 10 });
+        const leases = await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 10 });
         expect(leases.map((l) => l.job.id)).toEqual([high.id, laterHigh.id, mid1.id, mid2.id, low.id]);
       });
 
       it("does not lease a delayed job before its time, and does after", async () => {
         const job = await submitOne({ schedule: { delayMs: MINUTE } });
         clock.advance(MINUTE - 1);
-        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
+        expect(await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
         clock.advance(1);
         expect((await claimOne()).job.id).toBe(job.id);
       });
@@ -280,7 +281,9 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       it("never gives one job to two concurrent claimers", async () => {
         await store.submit(Array.from({ length: 60 }, (_, i) => newJob({ task: `t${i}` })));
         const results = await Promise.all(
-          Array.from({ length: 40 }, (_, i) => store.claim({ queue: "billing", workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 2 })),
+          Array.from({ length: 40 }, (_, i) =>
+            claimLeases(store, { queue: "billing", workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 2 }),
+          ),
         );
         const ids = results.flat().map((l) => l.job.id);
         expect(ids).toHaveLength(60);
@@ -289,7 +292,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
       it("returns a different token for every lease", async () => {
         await store.submit([newJob(), newJob()]);
-        const leases = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 2 });
+        const leases = await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 2 });
         expect(leases[0].leaseToken).not.toBe(leases[1].leaseToken);
       });
     });
@@ -387,7 +390,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(job).toMatchObject({ state: "retry", scheduleTime: clock.now() + 10 * SECOND, lastError: "smtp timeout" });
         expect(job.workerId).toBeNull();
         clock.advance(10 * SECOND - 1);
-        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
+        expect(await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
         clock.advance(1);
         lease = await claimOne();
         expect(lease.job.attempts).toBe(2);
@@ -547,7 +550,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           attempt: 0,
           eventTime: clock.now(),
         });
-        expect(await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
+        expect(await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
         expect(await store.nextScheduledTime("billing")).toBe(clock.now() + 30 * SECOND);
         clock.advance(30 * SECOND);
         expect((await claimOne()).job).toMatchObject({ attempts: 1, deliveries: 2 });
@@ -669,7 +672,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
     // docs/api.md "Queue controls": PauseQueue, ResumeQueue, RedriveAll, PurgeQueue.
     describe("queue controls", () => {
-      const claimAll = (queue = "billing", workerId = "w") => store.claim({ queue, workerId, leaseDurationMs: MINUTE, maxJobs: 100 });
+      const claimAll = (queue = "billing", workerId = "w") =>
+        claimLeases(store, { queue, workerId, leaseDurationMs: MINUTE, maxJobs: 100 });
 
       /** `n` dead jobs of `task` in `queue` (submitted, claimed, failed permanently), oldest first. */
       async function deadJobs(n: number, queue = "billing", task = "invoice.generate"): Promise<string[]> {
@@ -1424,7 +1428,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     describe("batched acknowledgements", () => {
       async function claimMany(n: number, leaseDurationMs = MINUTE) {
         await store.submit(Array.from({ length: n }, (_, i) => newJob({ task: `t${i}` })));
-        const leases = await store.claim({ queue: "billing", workerId: "worker-1", leaseDurationMs, maxJobs: n });
+        const leases = await claimLeases(store, { queue: "billing", workerId: "worker-1", leaseDurationMs, maxJobs: n });
         expect(leases).toHaveLength(n);
         return leases;
       }
@@ -1448,7 +1452,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const [short] = await claimMany(1, SECOND);
         const [good, stale] = await (async () => {
           await store.submit([newJob({ queue: "other" }), newJob({ queue: "other" })]);
-          return store.claim({ queue: "other", workerId: "worker-2", leaseDurationMs: MINUTE, maxJobs: 2 });
+          return claimLeases(store, { queue: "other", workerId: "worker-2", leaseDurationMs: MINUTE, maxJobs: 2 });
         })();
         clock.advance(2 * SECOND);
         const results = await Promise.allSettled([
@@ -1506,13 +1510,13 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     describe("retention", () => {
       async function completeOne(overrides: Partial<NewJob> = {}) {
         const job = await submitOne(overrides);
-        const lease = await store.claim({ queue: job.queue, workerId: "worker-1", leaseDurationMs: MINUTE, maxJobs: 1 });
+        const lease = await claimLeases(store, { queue: job.queue, workerId: "worker-1", leaseDurationMs: MINUTE, maxJobs: 1 });
         return store.complete(lease[0].job.id, lease[0].leaseToken, null);
       }
 
       async function deadOne() {
         const job = await submitOne({ maxAttempts: 1 });
-        const [lease] = await store.claim({ queue: job.queue, workerId: "worker-1", leaseDurationMs: MINUTE, maxJobs: 1 });
+        const [lease] = await claimLeases(store, { queue: job.queue, workerId: "worker-1", leaseDurationMs: MINUTE, maxJobs: 1 });
         return store.fail(lease.job.id, lease.leaseToken, { error: "boom", permanent: true });
       }
 
@@ -1636,7 +1640,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
 
       it("never leaves events of a job behind when it finishes while a prune runs", async () => {
         await submitOne();
-        const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 });
+        const [lease] = await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 });
         // A cutoff in the future makes the job due the moment it completes.
         const [completed, outcome] = await Promise.all([
           store.complete(lease.job.id, lease.leaseToken, null),
@@ -1834,8 +1838,8 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await Promise.all([
           ...Array.from({ length: 5 }, (_, i) => store.submit([newJob({ task: `a-${i}` })])),
           ...Array.from({ length: 5 }, (_, i) => other.submit([newJob({ task: `b-${i}`, queue: "emails" })])),
-          store.claim({ queue: "billing", workerId: "wa", leaseDurationMs: MINUTE, maxJobs: 3 }),
-          other.claim({ queue: "emails", workerId: "wb", leaseDurationMs: MINUTE, maxJobs: 2 }),
+          claimLeases(store, { queue: "billing", workerId: "wa", leaseDurationMs: MINUTE, maxJobs: 3 }),
+          claimLeases(other, { queue: "emails", workerId: "wb", leaseDurationMs: MINUTE, maxJobs: 2 }),
         ]);
         const { latest } = await store.eventBounds();
         await Promise.all([here.through(latest), there.through(latest)]);
@@ -1885,7 +1889,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         });
         const here = recordAnnouncements(store);
         const job = (await other.submit([newJob()]))[0].job;
-        const lease = (await other.claim({ queue: "billing", workerId: "wb", leaseDurationMs: MINUTE, maxJobs: 1 }))[0];
+        const lease = (await claimLeases(other, { queue: "billing", workerId: "wb", leaseDurationMs: MINUTE, maxJobs: 1 }))[0];
         await store.fail(job.id, lease.leaseToken, { error: "flaky", permanent: false });
         await here.through((await store.eventBounds()).latest);
         expect(here.events().map((e) => [e.kind, e.external])).toEqual([
@@ -1928,7 +1932,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const claimBoth = () =>
           Promise.all(
             Array.from({ length: 32 }, (_, i) =>
-              (i % 2 === 0 ? store : other).claim({ queue: "billing", workerId: `w${i}`, leaseDurationMs: HOUR, maxJobs: 2 }),
+              claimLeases(i % 2 === 0 ? store : other, { queue: "billing", workerId: `w${i}`, leaseDurationMs: HOUR, maxJobs: 2 }),
             ),
           );
         expect((await claimBoth()).flat()).toHaveLength(4);
@@ -2001,7 +2005,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await store.submit(Array.from({ length: 20 }, (_, i) => newJob({ task: `t${i}` })));
         const claims = await Promise.all(
           Array.from({ length: 10 }, (_, i) =>
-            (i % 2 === 0 ? store : other).claim({ queue: "billing", workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 3 }),
+            claimLeases(i % 2 === 0 ? store : other, { queue: "billing", workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 3 }),
           ),
         );
         const ids = claims.flat().map((l) => l.job.id);

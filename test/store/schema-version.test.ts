@@ -18,7 +18,8 @@ import { DatabaseRefusal } from "../../src/store/database-refusal.js";
 import { holdDatabase } from "../../src/store/engine.js";
 import { takeExclusiveAccess } from "../../src/store/sqlite/exclusive-access.js";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
-import { LATEST_SCHEMA_VERSION, openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { LATEST_SCHEMA_VERSION } from "../../src/store/sqlite/migrate.js";
+import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { runCli } from "../helpers/process.js";
 import { newJob } from "./contract.js";
 

@@ -6,8 +6,10 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
 import { listJobsSql, SQL } from "../../src/store/sqlite/sql.js";
-import { migrate, openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { migrate } from "../../src/store/sqlite/migrate.js";
+import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { describeStoreContract, newJob, newSchedule } from "./contract.js";
+import { claimLeases } from "../helpers/store.js";
 
 function tempDir(): string {
   return mkdtempSync(join(tmpdir(), "leasequeue-store-"));
@@ -163,7 +165,7 @@ describe("SQLite store specifics", () => {
     const clock = new ManualClock();
     const first = openSqliteStore({ path, clock });
     await first.submit([newJob({ task: "running" }), newJob({ task: "done" })]);
-    const leases = await first.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 2 });
+    const leases = await claimLeases(first, { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 2 });
     await first.complete(leases[1].job.id, leases[1].leaseToken, null);
     await first.close();
     // Take the file back to schema 3, as the release before retention left it.
@@ -193,7 +195,7 @@ describe("SQLite store specifics", () => {
   it("gives no sequence to a heartbeat it does not store: stored sequences stay consecutive", async () => {
     const store = open();
     const [outcome] = await store.submit([newJob()]);
-    const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+    const [lease] = await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
     for (let i = 0; i < 5; i++) await store.heartbeat(outcome.job.id, lease.leaseToken);
     await store.complete(outcome.job.id, lease.leaseToken, null);
     const events = await store.listEvents({ afterSequence: 0, limit: 100 });
@@ -210,7 +212,7 @@ describe("SQLite store specifics", () => {
     const clock = new ManualClock();
     const store = open(undefined, clock);
     await store.submit([newJob()]);
-    const [lease] = await store.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
+    const [lease] = await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
     const commits: number[] = [];
     store.onCommitted((c) => commits.push(c.events.length));
     const [, outcome] = await Promise.all([
@@ -240,9 +242,9 @@ describe("SQLite store specifics", () => {
       ["billing", true, 1],
       ["empty", true, 0],
     ]);
-    expect(await second.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 })).toEqual([]);
+    expect(await claimLeases(second, { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 })).toEqual([]);
     await second.resumeQueue("billing");
-    expect(await second.claim({ queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 })).toHaveLength(1);
+    expect(await claimLeases(second, { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 })).toHaveLength(1);
   });
 
   it("keeps schedules and their run times across a close and a reopen of the file", async () => {

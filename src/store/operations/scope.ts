@@ -44,13 +44,3 @@ export function loadingJobs<T>(jobIds: readonly string[], run: (scope: Operation
   (run as { jobIds?: readonly string[] }).jobIds = jobIds;
   return run;
 }
-
-/** A write queued for an engine's next transaction, with how to answer its caller. */
-export interface PendingWrite<T = unknown> {
-  op: WriteOperation<T>;
-  resolve: (value: T) => void;
-  reject: (error: unknown) => void;
-}
-
-/** What one operation of a transaction came to, kept until the commit decides whether it stands. */
-export type OperationOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };

@@ -16,7 +16,7 @@ import { DatabaseRefusal } from "../database-refusal.js";
 import { assertSchemaNotNewer } from "../schema-version.js";
 import { DEFINITIONS_REVISION, definitionsHash, definitionsSql } from "./definitions.js";
 import { advisoryLockKey, quoteIdentifier } from "./identifiers.js";
-import { PG_LATEST_SCHEMA_VERSION, PG_MIGRATIONS, type PgMigration } from "./migrations.js";
+import { PG_MIGRATIONS, type PgMigration } from "./migrations.js";
 
 export interface PgMigrateOutcome {
   /** Versions applied by this call, in order (empty when another migrator got there first). */
@@ -94,9 +94,6 @@ export async function schemaVersion(client: pg.ClientBase, schema: string): Prom
   );
   return max.rows[0].version ?? 0;
 }
-
-/** The latest migration this release knows. */
-export const LATEST_PG_SCHEMA_VERSION = PG_LATEST_SCHEMA_VERSION;
 
 async function applyDefinitions(client: pg.ClientBase, schema: string): Promise<boolean> {
   const s = quoteIdentifier(schema);

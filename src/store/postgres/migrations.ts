@@ -258,6 +258,3 @@ CREATE TABLE queue_lease_grants (
 `,
   },
 ];
-
-/** The schema version this release's migrations end at. */
-export const PG_LATEST_SCHEMA_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version;

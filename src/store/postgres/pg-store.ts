@@ -10,11 +10,11 @@
  * whose runs are serial, so `job_events` only ever grows at its end, in
  * sequence order. Each store announces from `job_events` alone: it reads the
  * events after the last sequence it announced, up to the highest it heard
- * of, one reader at a time, so every event is announced once and in order,
- * whoever committed it. It hears of new sequences from its own sequencer
- * runs, from `events` notifications (any server's runs), and from the
- * periodic catch-up that also covers lost notifications and events an
- * application's `submit()` left unnumbered.
+ * of, one reader at a time (store/ordered-announcer.ts), so every event is
+ * announced once and in order, whoever committed it. It hears of new
+ * sequences from its own sequencer runs, from `events` notifications (any
+ * server's runs), and from the periodic catch-up that also covers lost
+ * notifications and events an application's `submit()` left unnumbered.
  *
  * A store answers a write only after its events are numbered and
  * announced, so that a caller who reads next (ListJobEvents, a WatchEvents
@@ -36,6 +36,7 @@ import { toEvent } from "../event-rows.js";
 import { DatabaseClock } from "../database-clock.js";
 import { OperationStore, type OperationStoreOptions } from "../operation-store.js";
 import type { PersistedChanges } from "../operation-changes.js";
+import { OrderedAnnouncer } from "../ordered-announcer.js";
 import type { WriteOperation } from "../operations/scope.js";
 import { KnownQueueControls, type QueueControlSnapshot } from "../known-queue-controls.js";
 import { assembleQueueCounts } from "../queue-counts.js";
@@ -142,12 +143,8 @@ export class PgStore extends OperationStore implements Store {
   readonly #sequencer: EventSequencer;
   readonly #notifications: NotificationListener;
   #closed = false;
-  /** The highest sequence announced (or skipped while nobody listened). */
-  #announcedThrough: number;
-  /** The highest sequence known to be numbered. */
-  #knownThrough: number;
   /** The reader of job_events: one at a time, so announcements keep sequence order. */
-  #reading: Promise<void> = Promise.resolve();
+  readonly #announcer: OrderedAnnouncer;
   /** This store's committed events not read back yet, by ownKey, with how many. */
   readonly #own = new Map<string, number>();
   /** The schedules table's signature at the last catch-up (rows and latest update), to see changes a lost notification missed. */
@@ -173,8 +170,14 @@ export class PgStore extends OperationStore implements Store {
     this.pool = pool;
     this.schema = options.schema;
     this.#sql = statements;
-    this.#announcedThrough = latest;
-    this.#knownThrough = latest;
+    this.#announcer = new OrderedAnnouncer({
+      announcedThrough: latest,
+      readAfter: async (after, limit) =>
+        (await this.pool.query<Record<string, unknown>>(prepared(this.#sql.events.eventsAfter, [after, limit]))).rows.map(toEvent),
+      listening: () => this.hasCommitListeners && !this.#closed,
+      passedOver: () => this.#own.clear(),
+      pageSize: READ_CHUNK,
+    });
     this.#controls = new KnownQueueControls(controls);
     this.#schedules = schedules;
     this.#sequencer = new EventSequencer(pool, options.schema);
@@ -186,6 +189,7 @@ export class PgStore extends OperationStore implements Store {
       // Leave connections for the sequencer and the reads.
       maxConcurrent: Math.max(1, options.poolSize - 2),
       origin: this.origin,
+      committing: (events) => this.#expectOwn(events),
       committed: (changes, answer, outcome) => {
         const settling = this.#committed(changes, answer, outcome).finally(() => this.#settling.delete(settling));
         this.#settling.add(settling);
@@ -217,11 +221,6 @@ export class PgStore extends OperationStore implements Store {
     return this.#notifications.whenListening();
   }
 
-  /** The listening connection's server process (tests terminate it). */
-  get listenerBackendPid(): number | undefined {
-    return this.#notifications.backendPid;
-  }
-
   // ---------------------------------------------------------------- writes
 
   protected runWrite<T>(op: WriteOperation<T>): Promise<T> {
@@ -231,11 +230,34 @@ export class PgStore extends OperationStore implements Store {
 
   // -------------------------------------------------------- announcements
 
+  /**
+   * Marks events about to be committed as this store's, before their COMMIT
+   * is sent: its notification may be heard (and the events read back) before
+   * the COMMIT's answer arrives. Returns the withdrawal for a batch that did
+   * not commit.
+   */
+  #expectOwn(events: readonly EventDraft[]): () => void {
+    if (!this.hasCommitListeners || events.length === 0) return () => {};
+    const keys = events.map(ownKey);
+    for (const key of keys) this.#own.set(key, (this.#own.get(key) ?? 0) + 1);
+    return () => {
+      for (const key of keys) this.#disown(key);
+    };
+  }
+
+  /** Takes one event of this key off this store's own; false when none was. */
+  #disown(key: string): boolean {
+    const owned = this.#own.get(key);
+    if (owned === undefined) return false;
+    if (owned <= 1) this.#own.delete(key);
+    else this.#own.set(key, owned - 1);
+    return true;
+  }
+
   /** A batch committed: number its events, announce them (with everything before them), then answer. */
   async #committed(changes: PersistedChanges, answer: () => void, outcome: WriteOutcome | undefined): Promise<void> {
     if (outcome !== undefined) this.reportWrite(outcome);
     if (changes.events.length > 0) {
-      if (this.hasCommitListeners) for (const e of changes.events) this.#own.set(ownKey(e), (this.#own.get(ownKey(e)) ?? 0) + 1);
       const numbered = changes.events[0].sequence > 0;
       try {
         if (numbered) await this.#readThrough(changes.events.at(-1)!.sequence, changes.events);
@@ -309,39 +331,8 @@ export class PgStore extends OperationStore implements Store {
    * last announced event directly, they are announced without reading them
    * back.
    */
-  #readThrough(through: number, numbered?: readonly JobEvent[]): Promise<void> {
-    if (through > this.#knownThrough) this.#knownThrough = through;
-    const read = this.#reading.then(() => {
-      if (numbered !== undefined && numbered[0].sequence === this.#announcedThrough + 1 && this.hasCommitListeners && !this.#closed) {
-        this.#announcedThrough = through;
-        this.#announceEvents([...numbered]);
-        return;
-      }
-      return this.#readUpTo(through);
-    });
-    this.#reading = read.catch(() => {});
-    return read;
-  }
-
-  async #readUpTo(through: number): Promise<void> {
-    while (this.#announcedThrough < through && !this.#closed) {
-      if (!this.hasCommitListeners) {
-        this.#announcedThrough = through;
-        this.#own.clear();
-        return;
-      }
-      const { rows } = await this.pool.query<Record<string, unknown>>(
-        prepared(this.#sql.events.eventsAfter, [this.#announcedThrough, READ_CHUNK]),
-      );
-      const events = rows.filter((r) => (r.sequence as number) <= through).map(toEvent);
-      if (events.length === 0) {
-        // Pruned meanwhile: nothing left to read up to `through`.
-        this.#announcedThrough = through;
-        return;
-      }
-      this.#announcedThrough = events[events.length - 1].sequence;
-      this.#announceEvents(events);
-    }
+  async #readThrough(through: number, numbered?: readonly JobEvent[]): Promise<void> {
+    await this.#announcer.announceThrough(through, (events) => this.#announceEvents(events), numbered);
   }
 
   /** Announces read events in runs of the same origin, so each change says whether it was this store's. */
@@ -349,13 +340,7 @@ export class PgStore extends OperationStore implements Store {
     let run: JobEvent[] = [];
     let runExternal = false;
     for (const e of events) {
-      const key = ownKey(e);
-      const owned = this.#own.get(key);
-      const external = owned === undefined;
-      if (owned !== undefined) {
-        if (owned <= 1) this.#own.delete(key);
-        else this.#own.set(key, owned - 1);
-      }
+      const external = !this.#disown(ownKey(e));
       if (run.length > 0 && external !== runExternal) {
         this.announce({ events: run, unrecorded: [], queueControls: [], external: runExternal });
         run = [];
@@ -459,7 +444,7 @@ export class PgStore extends OperationStore implements Store {
     this.#databaseClock.stop();
     await this.#transactions.drain();
     await Promise.all(this.#settling);
-    await this.#reading;
+    await this.#announcer.idle();
     this.clearCommitListeners();
     await this.#notifications.close();
     await this.pool.end().catch(() => {});

@@ -17,22 +17,23 @@
  * 3. Counts and events (store/operation-changes.ts), a NOTIFY per queue
  *    control, COMMIT.
  *
- * Optimistic batches, as in SQLite's group commit: no savepoint per
- * operation; if the database raises an error inside one (the transaction is
- * then aborted), or an operation fails after writing, the transaction is
- * rolled back and the batch replayed with a savepoint around each
- * operation, so the failure rolls back alone. A unique violation of an
- * idempotency key raced by another transaction is such an error; in the
- * replay the other transaction has committed and the submit finds its job.
- * Serialization failures and deadlocks (never expected, but PostgreSQL may
- * report them) retry the whole batch. Nothing is answered or announced
- * before the COMMIT.
+ * Optimistic batches, with the guarded replay of the engines' shared batch
+ * runner (store/batch-runner.ts): if the database raises an error inside
+ * an operation (the transaction is then aborted), or an operation fails
+ * after writing, the batch is replayed with a savepoint around each
+ * operation. A unique violation of an idempotency key raced by another
+ * transaction is such an error; in the replay the other transaction has
+ * committed and the submit finds its job. Serialization failures and
+ * deadlocks (never expected, but PostgreSQL may report them) retry the
+ * whole batch. Nothing is answered or announced before the COMMIT.
  */
 import type pg from "pg";
 import type { Clock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
-import { OperationChanges, TransactionChanges, type PersistedChanges } from "../operation-changes.js";
-import type { OperationOutcome as Outcome, PendingWrite as Pending, WriteOperation } from "../operations/scope.js";
+import type { EventDraft } from "../../domain/job.js";
+import { answerBatch, runOperations, WriteQueue, type PendingWrite as Pending } from "../batch-runner.js";
+import type { PersistedChanges } from "../operation-changes.js";
+import type { WriteOperation } from "../operations/scope.js";
 import type { WriteOutcome } from "../store.js";
 import { encodeNotification, NOTIFY_SQL, notificationChannel } from "./notifications.js";
 import { isConnectionError, isDatabaseError, isRetryableConflict, storeError, transactionFailure } from "./pg-errors.js";
@@ -55,6 +56,13 @@ export interface PgTransactionsOptions {
    * proved about the database (undefined: nothing).
    */
   committed(changes: PersistedChanges, answer: () => void, outcome: WriteOutcome | undefined): void;
+  /**
+   * The batch's events are about to be committed (called right before the
+   * COMMIT is sent: a server can hear of them through a notification before
+   * the COMMIT's answer arrives). Returns what to call when they were not
+   * committed after all.
+   */
+  committing(events: readonly EventDraft[]): () => void;
   /** A batch that could not commit: its callers are refused; this reports why. */
   failed(outcome: WriteOutcome): void;
 }
@@ -72,11 +80,10 @@ class BrokenConnection extends Error {
 export class PgTransactions {
   readonly #opts: PgTransactionsOptions;
   readonly #channel: string;
-  #queue: Pending[] = [];
+  readonly #queue = new WriteQueue(() => this.#pump());
   #active = 0;
   /** Jobs named by the operations of running transactions, with how many transactions name each. */
   readonly #inFlight = new Map<string, number>();
-  #pumpScheduled = false;
   #idle: Array<() => void> = [];
 
   constructor(options: PgTransactionsOptions) {
@@ -84,24 +91,9 @@ export class PgTransactions {
     this.#channel = notificationChannel(options.statements.schema);
   }
 
-  /** Transactions open now. */
-  get active(): number {
-    return this.#active;
-  }
-
   /** Queues an operation; settles once its transaction committed (or it was refused). */
   write<T>(op: WriteOperation<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ op, resolve, reject } as Pending);
-      if (!this.#pumpScheduled) {
-        // Operations issued in the same turn of the event loop share a transaction.
-        this.#pumpScheduled = true;
-        setImmediate(() => {
-          this.#pumpScheduled = false;
-          this.#pump();
-        });
-      }
-    });
+    return this.#queue.write(op);
   }
 
   /** Resolves once nothing is queued or running. */
@@ -139,20 +131,15 @@ export class PgTransactions {
    * each other's job locks.
    */
   #takeBatch(): Pending[] {
-    const batch: Pending[] = [];
-    const left: Pending[] = [];
     const waiting = new Set<string>();
-    for (const p of this.#queue) {
+    return this.#queue.takeWhere((p, taken) => {
       const ids = p.op.jobIds;
-      if (batch.length >= this.#opts.maxBatch || (ids !== undefined && ids.some((id) => this.#inFlight.has(id) || waiting.has(id)))) {
+      if (taken >= this.#opts.maxBatch || (ids !== undefined && ids.some((id) => this.#inFlight.has(id) || waiting.has(id)))) {
         if (ids !== undefined) for (const id of ids) waiting.add(id);
-        left.push(p);
-      } else {
-        batch.push(p);
+        return false;
       }
-    }
-    this.#queue = left;
-    return batch;
+      return true;
+    });
   }
 
   async #run(batch: Pending[]): Promise<void> {
@@ -239,9 +226,6 @@ export class PgTransactions {
     const { statements, clock } = this.#opts;
     if (!began) await this.#control(client, "BEGIN");
     const port = new PgPort(client, statements);
-    const changes = new TransactionChanges();
-    const outcomes: Outcome[] = [];
-    let wrote = false;
     try {
       await port.lockJobs(batch.flatMap((p) => p.op.jobIds ?? []));
     } catch (err) {
@@ -251,40 +235,40 @@ export class PgTransactions {
       this.#refuseAll(batch, err);
       return "done";
     }
-    for (const p of batch) {
-      const opChanges = new OperationChanges();
-      port.wrote = false;
-      const mark = guarded ? port.mark() : undefined;
-      if (guarded) await this.#control(client, "SAVEPOINT op");
-      try {
-        const value = await p.op({ now: clock.now(), port, changes: opChanges, earlier: changes });
-        if (guarded) {
-          // Its writes are sent inside its savepoint, so a failure of theirs is its own.
-          await port.flush();
-          await this.#control(client, "RELEASE SAVEPOINT op");
-        }
-        outcomes.push({ ok: true, value });
-        changes.add(opChanges);
-        if (port.wrote) wrote = true;
-      } catch (err) {
+    let mark: ReturnType<PgPort["mark"]> | undefined;
+    const end = await runOperations<"retry">(batch, guarded, {
+      port,
+      now: () => clock.now(),
+      savepoint: () => {
+        mark = port.mark();
+        return this.#control(client, "SAVEPOINT op");
+      },
+      release: async () => {
+        // Its writes are sent inside its savepoint, so a failure of theirs is its own.
+        await port.flush();
+        await this.#control(client, "RELEASE SAVEPOINT op");
+      },
+      rollbackToSavepoint: async () => {
+        await this.#control(client, "ROLLBACK TO SAVEPOINT op");
+        await this.#control(client, "RELEASE SAVEPOINT op");
+        port.restore(mark!);
+      },
+      savepointFailed: (err) => {
+        throw err;
+      },
+      failed: (err, inSavepoint) => {
         if (err instanceof BrokenConnection || isConnectionError(err)) throw err;
-        if (isRetryableConflict(err)) {
-          await this.#rollback(client);
-          return "retry";
-        }
-        if (guarded) {
-          await this.#control(client, "ROLLBACK TO SAVEPOINT op");
-          await this.#control(client, "RELEASE SAVEPOINT op");
-          port.restore(mark!);
-          outcomes.push({ ok: false, error: storeError(err) });
-        } else if (isDatabaseError(err) || port.wrote) {
-          await this.#rollback(client);
-          return "replay";
-        } else {
-          outcomes.push({ ok: false, error: err });
-        }
-      }
+        if (isRetryableConflict(err)) return { stopped: "retry" };
+        if (inSavepoint) return { refused: storeError(err) };
+        if (isDatabaseError(err) || port.wrote) return "replay";
+        return { refused: err };
+      },
+    });
+    if (end === "replay" || "stopped" in end) {
+      await this.#rollback(client);
+      return end === "replay" ? end : end.stopped;
     }
+    const { changes, outcomes, wrote } = end;
     // The end of the transaction in one round trip (the pool's connections
     // pipeline, pool.ts): the last job rows, the counts, the events, the
     // queue controls' NOTIFYs and COMMIT, sent together and then awaited.
@@ -309,6 +293,7 @@ export class PgTransactions {
     if (changes.schedulesChanged) {
       sent.push(client.query(NOTIFY_SQL, [this.#channel, encodeNotification({ kind: "schedules", origin: this.#opts.origin })]));
     }
+    const withdraw = this.#opts.committing(events);
     const commit = client.query("COMMIT");
     const [ends, committed] = await Promise.all([
       Promise.allSettled(sent),
@@ -318,6 +303,7 @@ export class PgTransactions {
       ),
     ]);
     const failed = ends.find((e): e is PromiseRejectedResult => e.status === "rejected")?.reason as unknown;
+    if (committed instanceof Error || failed !== undefined || committed.command !== "COMMIT") withdraw();
     if (committed instanceof Error) {
       // Whether a COMMIT whose answer was lost took effect is unknown: refuse, as for a failed one.
       if (isConnectionError(committed)) throw new BrokenConnection(committed);
@@ -337,13 +323,7 @@ export class PgTransactions {
       return "done";
     }
     const persisted = changes.persisted(await stored);
-    const answer = () => {
-      batch.forEach((p, i) => {
-        const o = outcomes[i];
-        if (o.ok) p.resolve(o.value);
-        else p.reject(o.error);
-      });
-    };
+    const answer = () => answerBatch(batch, outcomes);
     this.#opts.committed(persisted, answer, wrote || persisted.events.length > 0 ? { ok: true } : undefined);
     return "done";
   }

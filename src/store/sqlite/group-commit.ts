@@ -10,15 +10,13 @@
  * one transaction writes the shared pages (counts, index roots) once, so
  * fewer transactions carry the same jobs (docs/performance.md).
  *
- * Optimistic batches: each operation runs without a savepoint, because the
- * operations decide every refusal before they write (the port's `wrote` is
- * still false), so a refusal needs no rollback. If an operation fails after
- * writing (a bug, or an error that SQLite did not treat as fatal), the
- * transaction is rolled back and the batch replayed with a savepoint
- * around each operation, so that the failure rolls back alone. Nothing is
- * answered or announced before the COMMIT, so the first attempt leaves no
- * trace. When SQLite itself rolls the transaction back (disk full, I/O
- * error), nothing of the batch can commit and every call is refused.
+ * The queue, the optimistic batch and its guarded replay are the engines'
+ * shared batch runner (store/batch-runner.ts); this file keeps SQLite's
+ * transaction and its hold. An operation that fails after writing (a bug,
+ * or an error that SQLite did not treat as fatal) has the batch replayed
+ * with a savepoint around each operation. When SQLite itself rolls the
+ * transaction back (disk full, I/O error), nothing of the batch can commit
+ * and every call is refused.
  *
  * The operations are steps (store/steps.ts) and the SQLite port answers
  * at once, so a whole transaction runs synchronously, from BEGIN to COMMIT,
@@ -28,8 +26,9 @@
  */
 import type Database from "better-sqlite3";
 import type { Clock } from "../../domain/clock.js";
-import { OperationChanges, TransactionChanges, type PersistedChanges } from "../operation-changes.js";
-import type { OperationOutcome as Outcome, PendingWrite as Pending, WriteOperation } from "../operations/scope.js";
+import { answerBatch, runOperations, WriteQueue, type PendingWrite } from "../batch-runner.js";
+import type { PersistedChanges } from "../operation-changes.js";
+import type { WriteOperation } from "../operations/scope.js";
 import { settledNow } from "../steps.js";
 import type { WriteOutcome } from "../store.js";
 import type { SqlitePort } from "./sqlite-port.js";
@@ -68,42 +67,35 @@ export class GroupCommit {
   readonly #savepoint: Database.Statement;
   readonly #release: Database.Statement;
   readonly #rollbackTo: Database.Statement;
-  #queue: Pending[] = [];
-  #flushScheduled = false;
+  readonly #queue: WriteQueue;
 
   constructor(options: GroupCommitOptions) {
     this.#opts = options;
     this.#savepoint = options.db.prepare("SAVEPOINT op");
     this.#release = options.db.prepare("RELEASE op");
     this.#rollbackTo = options.db.prepare("ROLLBACK TO op");
+    this.#queue = new WriteQueue(
+      () => this.flush(),
+      () => options.held?.() === true,
+    );
   }
 
   /** Queues an operation for the next transaction; settles once it committed (or was refused). */
   write<T>(op: WriteOperation<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ op, resolve, reject } as Pending);
-      if (this.#opts.held?.() !== true) this.#scheduleFlush();
-    });
+    return this.#queue.write(op);
   }
 
   /** The hold ended (the fsync returned): what was queued meanwhile commits on the next turn. */
   resume(): void {
-    if (this.#queue.length > 0) this.#scheduleFlush();
-  }
-
-  #scheduleFlush(): void {
-    if (this.#flushScheduled) return;
-    this.#flushScheduled = true;
-    setImmediate(() => this.flush());
+    this.#queue.schedule();
   }
 
   /** Commits everything queued now, in transactions of at most maxBatch operations. */
   flush(): void {
-    this.#flushScheduled = false;
-    while (this.#queue.length > 0) this.#commitBatch(this.#queue.splice(0, this.#opts.maxBatch));
+    while (this.#queue.length > 0) this.#commitBatch(this.#queue.take(this.#opts.maxBatch));
   }
 
-  #commitBatch(batch: Pending[]): void {
+  #commitBatch(batch: PendingWrite[]): void {
     try {
       if (this.#runBatch(batch, false) === "replay") this.#runBatch(batch, true);
     } catch (err) {
@@ -114,99 +106,72 @@ export class GroupCommit {
     }
   }
 
-  #refuseAll(batch: Pending[], error: unknown, outcome: WriteOutcome): void {
+  #refuseAll(batch: PendingWrite[], error: unknown, outcome: WriteOutcome): void {
     for (const p of batch) p.reject(error);
     this.#opts.failed(outcome);
   }
 
-  #runBatch(batch: Pending[], guarded: boolean): "replay" | undefined {
+  /** Ends a transaction that cannot commit: rolled back, every call refused with `error`. */
+  #abort(batch: PendingWrite[], error: unknown, failure: WriteOutcome | undefined): undefined {
+    if (this.#opts.db.inTransaction) this.#opts.db.exec("ROLLBACK");
+    this.#opts.ended();
+    this.#refuseAll(batch, error, failure ?? otherWriteFailure(error));
+    return undefined;
+  }
+
+  #runBatch(batch: PendingWrite[], guarded: boolean): "replay" | undefined {
     const { db, port, clock } = this.#opts;
     try {
       db.exec("BEGIN IMMEDIATE");
       port.nextSequence = this.#opts.began() + 1;
     } catch (err) {
-      if (db.inTransaction) db.exec("ROLLBACK");
-      this.#opts.ended();
-      this.#refuseAll(batch, storeError(err), writeFailureOf(err) ?? otherWriteFailure(err));
-      return undefined;
+      return this.#abort(batch, storeError(err), writeFailureOf(err) ?? otherWriteFailure(err));
     }
-    const changes = new TransactionChanges();
-    const outcomes: Outcome[] = [];
-    let fatal: unknown;
-    // The first failure of the disk seen in this transaction, and whether an
-    // operation that stays in it wrote a row (so its COMMIT really writes).
+    // The first failure of the disk seen in this transaction.
     let failure: WriteOutcome | undefined;
-    let wrote = false;
-    for (const p of batch) {
-      if (fatal !== undefined) {
-        outcomes.push({ ok: false, error: fatal });
-        continue;
-      }
-      const opChanges = new OperationChanges();
-      port.wrote = false;
-      if (guarded) {
-        try {
-          this.#savepoint.run();
-        } catch (err) {
-          failure ??= writeFailureOf(err) ?? otherWriteFailure(err);
-          fatal = storeError(err);
-          outcomes.push({ ok: false, error: fatal });
-          continue;
-        }
-      }
-      try {
-        const value = settledNow(p.op({ now: clock.now(), port, changes: opChanges, earlier: changes }));
-        if (guarded) this.#release.run();
-        outcomes.push({ ok: true, value });
-        changes.add(opChanges);
-        if (port.wrote) wrote = true;
-      } catch (err) {
-        failure ??= writeFailureOf(err);
-        if (!db.inTransaction) {
-          // SQLite rolled the whole transaction back (disk full, I/O error):
-          // nothing of this batch can commit.
-          failure ??= otherWriteFailure(err);
-          fatal = storeError(err);
-          outcomes.push({ ok: false, error: fatal });
-        } else if (guarded) {
+    const end = settledNow(
+      runOperations<unknown>(batch, guarded, {
+        port,
+        now: () => clock.now(),
+        savepoint: () => void this.#savepoint.run(),
+        release: () => void this.#release.run(),
+        rollbackToSavepoint: () => {
           this.#rollbackTo.run();
           this.#release.run();
-          outcomes.push({ ok: false, error: storeError(err) });
-        } else if (port.wrote) {
-          db.exec("ROLLBACK");
-          this.#opts.ended();
-          return "replay";
-        } else {
-          outcomes.push({ ok: false, error: storeError(err) });
-        }
-      }
-    }
-    let persisted: PersistedChanges | undefined;
-    if (fatal === undefined) {
-      try {
-        persisted = settledNow(changes.persist(port));
-        db.exec("COMMIT");
-      } catch (err) {
-        failure ??= writeFailureOf(err) ?? otherWriteFailure(err);
-        fatal = storeError(err);
-      }
-    }
-    if (fatal !== undefined || persisted === undefined) {
-      if (db.inTransaction) db.exec("ROLLBACK");
+        },
+        savepointFailed: (err) => {
+          failure ??= writeFailureOf(err) ?? otherWriteFailure(err);
+          return storeError(err);
+        },
+        failed: (err, inSavepoint) => {
+          failure ??= writeFailureOf(err);
+          if (!db.inTransaction) {
+            // SQLite rolled the whole transaction back (disk full, I/O error):
+            // nothing of this batch can commit.
+            failure ??= otherWriteFailure(err);
+            return { stopped: storeError(err) };
+          }
+          return !inSavepoint && port.wrote ? "replay" : { refused: storeError(err) };
+        },
+      }),
+    );
+    if (end === "replay") {
+      db.exec("ROLLBACK");
       this.#opts.ended();
-      this.#refuseAll(batch, fatal, failure ?? otherWriteFailure(fatal));
-      return undefined;
+      return "replay";
+    }
+    if ("stopped" in end) return this.#abort(batch, end.stopped, failure);
+    let persisted: PersistedChanges;
+    try {
+      persisted = settledNow(end.changes.persist(port));
+      db.exec("COMMIT");
+    } catch (err) {
+      failure ??= writeFailureOf(err) ?? otherWriteFailure(err);
+      return this.#abort(batch, storeError(err), failure);
     }
     this.#opts.ended();
-    const answer = (error?: unknown) => {
-      batch.forEach((p, i) => {
-        const o = outcomes[i];
-        if (error !== undefined) p.reject(error);
-        else if (o.ok) p.resolve(o.value);
-        else p.reject(o.error);
-      });
-    };
-    this.#opts.committed(persisted, answer, failure ?? (wrote || persisted.events.length > 0 ? { ok: true } : undefined));
+    const answer = (error?: unknown) => answerBatch(batch, end.outcomes, error);
+    this.#opts.committed(persisted, answer, failure ?? (end.wrote || persisted.events.length > 0 ? { ok: true } : undefined));
     return undefined;
   }
 }

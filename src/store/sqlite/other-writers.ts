@@ -27,9 +27,6 @@ import type { QueueControlChange } from "../store.js";
 import { toEvent, type Row } from "./rows.js";
 import type { SqliteStatements } from "./sql.js";
 
-/** Events read per query when catching up. */
-const PAGE = 1000;
-
 export class OtherWriters {
   readonly #stmts: SqliteStatements;
   #dataVersion: number;
@@ -60,21 +57,9 @@ export class OtherWriters {
     return (this.#stmts.lastSequence.get() as { seq: number }).seq;
   }
 
-  /** Stored events with after < sequence <= upTo, oldest first. */
-  eventsBetween(after: number, upTo: number): JobEvent[] {
-    const events: JobEvent[] = [];
-    let from = after;
-    while (from < upTo) {
-      const rows = this.#stmts.eventsAfter.all({ after: from, limit: PAGE }) as Row[];
-      for (const row of rows) {
-        const event = toEvent(row);
-        if (event.sequence > upTo) return events;
-        events.push(event);
-      }
-      if (rows.length < PAGE) break;
-      from = events.at(-1)!.sequence;
-    }
-    return events;
+  /** Up to `limit` stored events with a sequence above `after`, oldest first. */
+  eventsAfter(after: number, limit: number): JobEvent[] {
+    return (this.#stmts.eventsAfter.all({ after, limit }) as Row[]).map(toEvent);
   }
 
   /** Queues paused, resumed or given other limits by other writers since the last look. */

@@ -9,7 +9,8 @@
  * are durable, and the commits of other connections to the same file
  * (other-writers.ts: a second store in this process, `leasequeue prune`),
  * all through one queue in commit order, so every event is announced once,
- * in sequence order.
+ * in sequence order (other writers' events are read by
+ * store/ordered-announcer.ts).
  *
  * Write health (readiness, docs/api.md "Side port"): each transaction that
  * changed something or failed is reported to onWriteOutcome listeners, with
@@ -34,8 +35,10 @@ import { DatabaseRefusal } from "../database-refusal.js";
 import { replayBounds } from "../event-bounds.js";
 import { OperationStore, type OperationStoreOptions } from "../operation-store.js";
 import type { PersistedChanges } from "../operation-changes.js";
+import { OrderedAnnouncer } from "../ordered-announcer.js";
 import type { WriteOperation } from "../operations/scope.js";
 import { assembleQueueCounts, type QueueCountsSource } from "../queue-counts.js";
+import { settledNow } from "../steps.js";
 import type { CommittedChange, ListEventsSpec, ListJobsSpec, QueueCounts, Store, WriteOutcome } from "../store.js";
 import { GroupCommit } from "./group-commit.js";
 import { migrate } from "./migrate.js";
@@ -45,9 +48,6 @@ import { listJobsSql, prepareStatements, type SqliteStatements } from "./sql.js"
 import { SqlitePort } from "./sqlite-port.js";
 import { WalSync, type DurableSettle } from "./wal-sync.js";
 import { otherWriteFailure, writeFailureOf } from "./write-failures.js";
-
-export { LATEST_SCHEMA_VERSION, migrate } from "./migrate.js";
-export { writeFailureCause } from "./write-failures.js";
 
 export interface SqliteStoreOptions extends OperationStoreOptions {
   /** Database file, or ":memory:". */
@@ -95,8 +95,8 @@ export class SqliteStore extends OperationStore implements Store {
   readonly #groupCommit: GroupCommit;
   readonly #otherWriters: OtherWriters;
   readonly #otherWritersTimer: NodeJS.Timeout;
-  /** The highest sequence whose event is announced or queued for announcement (own or another writer's). */
-  #announcedThrough: number;
+  /** The highest sequence whose event is announced or queued for announcement (own or another writer's), and the reader of other writers' events after it. */
+  readonly #announcer: OrderedAnnouncer;
   /** Whether the group commit has a transaction open now; what would be announced meanwhile waits for its end. */
   #transactionOpen = false;
   #heldUntilEnd: Array<() => void> = [];
@@ -128,7 +128,12 @@ export class SqliteStore extends OperationStore implements Store {
     // transaction (and the next fsync) instead of committing one by one.
     this.#walSync = new WalSync(`${options.path}-wal`, () => this.#groupCommit.resume());
     this.#otherWriters = new OtherWriters(this.#stmts);
-    this.#announcedThrough = this.#otherWriters.latestSequence();
+    this.#announcer = new OrderedAnnouncer({
+      announcedThrough: this.#otherWriters.latestSequence(),
+      readAfter: (after, limit) => this.#otherWriters.eventsAfter(after, limit),
+      listening: () => this.hasCommitListeners,
+      pageSize: OTHER_WRITERS_CHUNK,
+    });
     this.#groupCommit = new GroupCommit({
       db: this.db,
       port: new SqlitePort(this.db, this.#stmts),
@@ -162,7 +167,7 @@ export class SqliteStore extends OperationStore implements Store {
   /** A batch committed: answer its callers once it is durable, then announce it. */
   #committed(changes: PersistedChanges, answer: (error?: unknown) => void, outcome: WriteOutcome | undefined): void {
     const last = changes.events.at(-1);
-    if (last !== undefined) this.#announcedThrough = last.sequence;
+    if (last !== undefined) this.#announcer.announcedUpTo(last.sequence);
     this.#otherWriters.noteOwn(changes.queueControls);
     this.#whenDurable((syncError) => {
       if (syncError !== undefined) {
@@ -195,7 +200,7 @@ export class SqliteStore extends OperationStore implements Store {
    */
   #catchUpWithOtherWriters(): number {
     const latest = this.#otherWriters.latestSequence();
-    if (latest > this.#announcedThrough) this.#announceOtherWriters(latest, []);
+    if (latest > this.#announcer.announcedThrough) this.#announceOtherWriters(latest, []);
     return latest;
   }
 
@@ -218,20 +223,18 @@ export class SqliteStore extends OperationStore implements Store {
 
   /** Queues the announcement of other writers' events up to `latest` (and their queue controls), in sequence order. */
   #announceOtherWriters(latest: number, controls: QueueControlChanges, schedulesChanged = false): void {
-    const events =
-      latest > this.#announcedThrough && this.hasCommitListeners ? this.#otherWriters.eventsBetween(this.#announcedThrough, latest) : [];
-    if (latest > this.#announcedThrough) this.#announcedThrough = latest;
-    for (let i = 0; i === 0 || i < events.length; i += OTHER_WRITERS_CHUNK) {
-      const change: CommittedChange = {
-        events: events.slice(i, i + OTHER_WRITERS_CHUNK),
-        unrecorded: [],
-        queueControls: i === 0 ? controls : [],
-        ...(i === 0 && schedulesChanged ? { schedulesChanged: true } : {}),
-        external: true,
-      };
-      if (change.events.length === 0 && change.queueControls.length === 0 && change.schedulesChanged !== true) return;
+    // The queue controls and schedules go with the first piece.
+    let first: Pick<CommittedChange, "queueControls" | "schedulesChanged"> | undefined = {
+      queueControls: controls,
+      ...(schedulesChanged ? { schedulesChanged: true } : {}),
+    };
+    const queue = (events: JobEvent[]) => {
+      const change: CommittedChange = { events, unrecorded: [], queueControls: [], ...first, external: true };
+      first = undefined;
       this.#whenDurable(() => this.announce(change));
-    }
+    };
+    settledNow(this.#announcer.announceThrough(latest, queue));
+    if (first !== undefined && (controls.length > 0 || schedulesChanged)) queue([]);
   }
 
   /** WAL fsyncs started since the store opened: with group commit, far fewer than the writes answered. */

@@ -10,11 +10,13 @@ import { describe, expect, it } from "vitest";
 import { DatabaseRefusal } from "../../../src/store/database-refusal.js";
 import { schemaTooNewMessage } from "../../../src/store/schema-version.js";
 import { DEFINITIONS_REVISION, definitionsHash } from "../../../src/store/postgres/definitions.js";
-import { LATEST_PG_SCHEMA_VERSION, migratePostgres, schemaLabel } from "../../../src/store/postgres/migrate.js";
+import { migratePostgres, schemaLabel } from "../../../src/store/postgres/migrate.js";
 import { PG_MIGRATIONS, type PgMigration } from "../../../src/store/postgres/migrations.js";
 import { probePostgres, skipWithoutPostgres, uniqueSchemaName, useTestSchema } from "../../helpers/postgres.js";
 
 const probe = await probePostgres();
+/** The schema version this release's migrations end at. */
+const PG_LATEST_SCHEMA_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version;
 
 /**
  * The definitions' text for the schema "leasequeue", pinned to their
@@ -53,7 +55,7 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
   it("creates the schema and its tables, records the version, and does nothing the second time", async () => {
     const s = db.schema;
     const first = await withClient((c) => migratePostgres(c, s));
-    expect(first).toEqual({ applied: PG_MIGRATIONS.map((m) => m.version), version: LATEST_PG_SCHEMA_VERSION, definitionsApplied: true });
+    expect(first).toEqual({ applied: PG_MIGRATIONS.map((m) => m.version), version: PG_LATEST_SCHEMA_VERSION, definitionsApplied: true });
     const { rows } = await db.pool.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [
       s,
     ]);
@@ -74,7 +76,7 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
       "write_probe",
     ]);
     const second = await withClient((c) => migratePostgres(c, s));
-    expect(second).toEqual({ applied: [], version: LATEST_PG_SCHEMA_VERSION, definitionsApplied: false });
+    expect(second).toEqual({ applied: [], version: PG_LATEST_SCHEMA_VERSION, definitionsApplied: false });
     const versions = await db.pool.query(`SELECT version, name FROM ${s}.schema_migrations ORDER BY version`);
     expect(versions.rows).toEqual(PG_MIGRATIONS.map((m) => ({ version: m.version, name: m.name })));
   });
@@ -88,7 +90,7 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
         const applied = outcomes.flatMap((o) => o.applied);
         expect(applied.sort()).toEqual(PG_MIGRATIONS.map((m) => m.version));
         expect(outcomes.filter((o) => o.definitionsApplied)).toHaveLength(1);
-        expect(outcomes.every((o) => o.version === LATEST_PG_SCHEMA_VERSION)).toBe(true);
+        expect(outcomes.every((o) => o.version === PG_LATEST_SCHEMA_VERSION)).toBe(true);
       } finally {
         await Promise.all(clients.map((c) => c.end()));
       }
@@ -107,10 +109,10 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
       try {
         // Hold a's migration lock as a migrator in progress would; b migrates meanwhile.
         await holder.query(`SELECT pg_advisory_lock(hashtextextended($1, 0))`, [`leasequeue:${a}:migrate`]);
-        expect((await migratePostgres(other, b)).version).toBe(LATEST_PG_SCHEMA_VERSION);
+        expect((await migratePostgres(other, b)).version).toBe(PG_LATEST_SCHEMA_VERSION);
         const waiting = migratePostgres(other, a);
         await holder.query(`SELECT pg_advisory_unlock(hashtextextended($1, 0))`, [`leasequeue:${a}:migrate`]);
-        expect((await waiting).version).toBe(LATEST_PG_SCHEMA_VERSION);
+        expect((await waiting).version).toBe(PG_LATEST_SCHEMA_VERSION);
       } finally {
         await holder.end();
         await other.end();
@@ -158,7 +160,7 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
       };
       await expect(asRole((c) => migratePostgres(c, s))).rejects.toThrow(/permission denied/);
       await db.pool.query(`CREATE SCHEMA ${s} AUTHORIZATION ${role}`);
-      expect((await asRole((c) => migratePostgres(c, s))).version).toBe(LATEST_PG_SCHEMA_VERSION);
+      expect((await asRole((c) => migratePostgres(c, s))).version).toBe(PG_LATEST_SCHEMA_VERSION);
     } finally {
       await dropAll();
       await db.pool.query(`DROP ROLE ${role}`);
@@ -169,14 +171,14 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
     const s = freshSchema();
     try {
       await withClient((c) => migratePostgres(c, s));
-      const newer = LATEST_PG_SCHEMA_VERSION + 1;
+      const newer = PG_LATEST_SCHEMA_VERSION + 1;
       await db.pool.query(`INSERT INTO ${s}.schema_migrations (version, name) VALUES ($1, 'from the future')`, [newer]);
       await db.pool.query(`UPDATE ${s}.schema_definitions SET sha256 = 'future'`);
       let refusal: unknown;
       await withClient((c) => migratePostgres(c, s)).catch((err: unknown) => (refusal = err));
       expect(refusal).toBeInstanceOf(DatabaseRefusal);
       expect((refusal as DatabaseRefusal).reason).toBe("SCHEMA_TOO_NEW");
-      expect((refusal as DatabaseRefusal).message).toBe(schemaTooNewMessage(schemaLabel(s), newer, LATEST_PG_SCHEMA_VERSION));
+      expect((refusal as DatabaseRefusal).message).toBe(schemaTooNewMessage(schemaLabel(s), newer, PG_LATEST_SCHEMA_VERSION));
       expect((refusal as DatabaseRefusal).message).toContain(
         `PostgreSQL schema "${s}" has schema version ${newer}, newer than this LeaseQueue release knows`,
       );

@@ -12,6 +12,7 @@ import { openPgStore, type PgStore } from "../../../src/store/postgres/pg-store.
 import type { JobEvent } from "../../../src/domain/job.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
 import { newJob, recordAnnouncements } from "../contract.js";
+import { claimLeases } from "../../helpers/store.js";
 
 const probe = await probePostgres();
 
@@ -46,7 +47,7 @@ describe.skipIf(skipWithoutPostgres(probe))("PgStore: several instances on one s
         );
         const claimers = Array.from({ length: 4 }, async () => {
           for (let idle = 0; idle < 20;) {
-            const leases = await store.claim({ queue: "shared", workerId: `w${k}`, leaseDurationMs: 60_000, maxJobs: 7 });
+            const leases = await claimLeases(store, { queue: "shared", workerId: `w${k}`, leaseDurationMs: 60_000, maxJobs: 7 });
             if (leases.length === 0) {
               idle++;
               await new Promise((resolve) => setTimeout(resolve, 20));

@@ -1,5 +1,5 @@
 /**
- * The scheduler (src/dispatch/scheduler.ts) over a real SQLite store and a
+ * The scheduler (src/maintenance/scheduler.ts) over a real SQLite store and a
  * manual clock: its one timer is set to the earliest next run, set again
  * when told of a change and when another instance fires a run, never
  * further than the rescan; a due run is fired at once, a run missed while
@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
-import { startScheduler, type Scheduler, type SchedulerOptions } from "../../src/dispatch/scheduler.js";
+import { startScheduler, type Scheduler, type SchedulerOptions } from "../../src/maintenance/scheduler.js";
 import { silentLogger } from "../../src/logger.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { FiredRun, Store } from "../../src/store/store.js";

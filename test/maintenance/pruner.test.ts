@@ -10,11 +10,12 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import type { RetentionPolicy } from "../../src/domain/retention.js";
-import { prunePass, startPruner } from "../../src/dispatch/pruner.js";
+import { prunePass, startPruner } from "../../src/maintenance/pruner.js";
 import { silentLogger } from "../../src/logger.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { PrunedJobs } from "../../src/store/store.js";
 import { newJob } from "../store/contract.js";
+import { claimLeases } from "../helpers/store.js";
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -45,7 +46,7 @@ async function finish(store: SqliteStore, n: number, queue: string, how: "comple
     if (how === "cancelled") {
       await Promise.all(jobs.map((o) => store.cancel(o.job.id, "")));
     } else {
-      const leases = await store.claim({ queue, workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1000 });
+      const leases = await claimLeases(store, { queue, workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1000 });
       // claim takes at most 100 per call in the service; the store has no such bound.
       expect(leases).toHaveLength(size);
       await Promise.all(
@@ -207,7 +208,7 @@ describe("pruning under write load", () => {
       const queue = `live-${i}`;
       while (!stop) {
         const [submitted] = await timed(() => store.submit([newJob({ queue })]));
-        const [lease] = await timed(() => store.claim({ queue, workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 1 }));
+        const [lease] = await timed(() => claimLeases(store, { queue, workerId: `w${i}`, leaseDurationMs: MINUTE, maxJobs: 1 }));
         await timed(() => store.heartbeat(submitted.job.id, lease.leaseToken));
         await timed(() => store.complete(lease.job.id, lease.leaseToken, null));
         completed++;

@@ -1,0 +1,71 @@
+package leasequeue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	lqv1 "leasequeue/gen/go/leasequeue/v1"
+)
+
+// Client submits jobs and reads them back. Calls return grpc status errors
+// with the server's code and message (docs/api.md "Errors"); arguments the
+// server would refuse are refused before anything is sent, naming the field.
+type Client struct {
+	// Service is the generated client, for every other RPC.
+	Service lqv1.LeaseQueueServiceClient
+}
+
+// NewClient makes a Client on a connection from Dial (or any grpc connection
+// to the server).
+func NewClient(conn grpc.ClientConnInterface) *Client {
+	return &Client{Service: lqv1.NewLeaseQueueServiceClient(conn)}
+}
+
+// SubmitOptions are the optional fields of Submit; zero values take the
+// server's defaults.
+type SubmitOptions struct {
+	IdempotencyKey string
+	Priority       int32         // -100..100, higher first
+	MaxAttempts    int32         // 0: the server's default (3)
+	Delay          time.Duration // before the job becomes eligible, up to 30 days
+}
+
+// Submit creates a job (or returns the original for a repeated idempotency
+// key). payload is anything encoding/json marshals (at most 64 KiB as JSON).
+func (c *Client) Submit(ctx context.Context, queue, task string, payload any, opts *SubmitOptions) (*lqv1.Job, error) {
+	value, err := jsonValue(payload, "payload", maxJSONBytes)
+	if err != nil {
+		return nil, err
+	}
+	req := &lqv1.SubmitRequest{Queue: queue, Task: task, Payload: value}
+	if opts != nil {
+		req.IdempotencyKey, req.Priority, req.MaxAttempts = opts.IdempotencyKey, opts.Priority, opts.MaxAttempts
+		if opts.MaxAttempts < 0 || opts.MaxAttempts > 100 {
+			return nil, fmt.Errorf("MaxAttempts: must be within 1..100 (0: the default), got %d", opts.MaxAttempts)
+		}
+		if opts.Delay != 0 {
+			if err := checkDelay("Delay", opts.Delay); err != nil {
+				return nil, err
+			}
+			req.Schedule = &lqv1.SubmitRequest_Delay{Delay: durationpb.New(opts.Delay)}
+		}
+	}
+	res, err := c.Service.Submit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.GetJob(), nil
+}
+
+// GetJob returns the job as stored now (codes.NotFound for an unknown id).
+func (c *Client) GetJob(ctx context.Context, id string) (*lqv1.Job, error) {
+	res, err := c.Service.GetJob(ctx, &lqv1.GetJobRequest{JobId: id})
+	if err != nil {
+		return nil, err
+	}
+	return res.GetJob(), nil
+}

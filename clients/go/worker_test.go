@@ -1,0 +1,371 @@
+package leasequeue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	lqv1 "leasequeue/gen/go/leasequeue/v1"
+)
+
+// fakeServer is an in-process stand-in for the LeaseQueue server: it hands
+// out its leases on Work (or StreamClaims when work is false) and records
+// every acknowledgement, answering each OK.
+type fakeServer struct {
+	lqv1.UnimplementedLeaseQueueServiceServer
+	leases []*lqv1.Lease
+	work   bool
+
+	mu       sync.Mutex
+	changed  chan struct{}
+	acks     []*lqv1.Acknowledgement
+	how      []string
+	messages int
+	starts   []*lqv1.WorkStart
+	target   string
+	server   *grpc.Server
+}
+
+func newFake(t *testing.T, work bool, leases ...*lqv1.Lease) *fakeServer {
+	t.Helper()
+	f := &fakeServer{leases: leases, work: work, changed: make(chan struct{})}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.target = "http://" + lis.Addr().String()
+	f.server = grpc.NewServer()
+	lqv1.RegisterLeaseQueueServiceServer(f.server, f)
+	go func() { _ = f.server.Serve(lis) }()
+	t.Cleanup(f.server.Stop)
+	return f
+}
+
+func lease(task string, payload any) *lqv1.Lease {
+	v, _ := structpb.NewValue(payload)
+	id := fmt.Sprintf("job-%s-%d", task, time.Now().UnixNano())
+	return &lqv1.Lease{LeaseToken: "token-" + id, Job: &lqv1.Job{Id: id, Queue: "q", Task: task, Payload: v, Attempts: 1, MaxAttempts: 3, Deliveries: 1}}
+}
+
+func (f *fakeServer) record(how string, acks []*lqv1.Acknowledgement) []*lqv1.AcknowledgementResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.messages++
+	results := make([]*lqv1.AcknowledgementResult, len(acks))
+	for i, a := range acks {
+		f.acks = append(f.acks, a)
+		f.how = append(f.how, how)
+		results[i] = &lqv1.AcknowledgementResult{JobId: a.GetJobId()}
+	}
+	close(f.changed)
+	f.changed = make(chan struct{})
+	return results
+}
+
+// outcomes waits for n acknowledgements that are not heartbeats and returns them by job id.
+func (f *fakeServer) outcomes(t *testing.T, n int) map[string]*lqv1.Acknowledgement {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		f.mu.Lock()
+		got := map[string]*lqv1.Acknowledgement{}
+		for _, a := range f.acks {
+			if a.GetHeartbeat() == nil {
+				got[a.GetJobId()] = a
+			}
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("%d of %d outcomes", len(got), n)
+		}
+	}
+}
+
+func (f *fakeServer) Work(stream lqv1.LeaseQueueService_WorkServer) error {
+	if !f.work {
+		return status.Error(codes.Unimplemented, "no Work here")
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.starts = append(f.starts, first.GetStart())
+	leases := f.leases
+	f.leases = nil
+	f.mu.Unlock()
+	if err := stream.Send(&lqv1.WorkResponse{}); err != nil {
+		return err
+	}
+	if err := stream.Send(&lqv1.WorkResponse{Leases: leases}); err != nil {
+		return err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return nil // half-closed
+		}
+		if err := stream.Send(&lqv1.WorkResponse{Results: f.record("work", msg.GetAcks())}); err != nil {
+			return err
+		}
+	}
+}
+
+func (f *fakeServer) StreamClaims(req *lqv1.StreamClaimsRequest, stream lqv1.LeaseQueueService_StreamClaimsServer) error {
+	f.mu.Lock()
+	leases := f.leases
+	f.leases = nil
+	f.mu.Unlock()
+	if err := stream.Send(&lqv1.StreamClaimsResponse{}); err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if err := stream.Send(&lqv1.StreamClaimsResponse{Lease: l}); err != nil {
+			return err
+		}
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+func (f *fakeServer) Acknowledge(ctx context.Context, req *lqv1.AcknowledgeRequest) (*lqv1.AcknowledgeResponse, error) {
+	return &lqv1.AcknowledgeResponse{Results: f.record("acknowledge", req.GetAcks())}, nil
+}
+
+func dial(t *testing.T, f *fakeServer) *grpc.ClientConn {
+	t.Helper()
+	conn, err := Dial(f.target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func runWorker(t *testing.T, w *Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("Run did not return after the context ended")
+		}
+	}
+}
+
+func TestEachOutcomeIsAcknowledgedOnTheWorkStream(t *testing.T) {
+	add, boom, never, later, nobody := lease("add", 2.0), lease("boom", nil), lease("never", nil), lease("later", nil), lease("nobody", nil)
+	f := newFake(t, true, add, boom, never, later, nobody)
+	var events []string
+	var mu sync.Mutex
+	w := NewWorker(dial(t, f), WorkerOptions{Queue: "q", Concurrency: 8, WorkerID: "unit-1", LeaseDuration: 30 * time.Second,
+		OnEvent: func(e Event) { mu.Lock(); events = append(events, e.Kind); mu.Unlock() }})
+	w.Handle("add", func(ctx context.Context, job *Job) (any, error) {
+		if err := job.Progress(map[string]any{"half": true}); err != nil {
+			return nil, err
+		}
+		return map[string]any{"sum": job.Payload.(float64) + 1}, nil
+	})
+	w.Handle("boom", func(ctx context.Context, job *Job) (any, error) { return nil, errors.New("it broke") })
+	w.Handle("never", func(ctx context.Context, job *Job) (any, error) { return nil, Permanent(errors.New("bad input")) })
+	w.Handle("later", func(ctx context.Context, job *Job) (any, error) { return nil, Snooze(1500 * time.Millisecond) })
+	stop := runWorker(t, w)
+	got := f.outcomes(t, 5)
+	stop()
+
+	if s := f.starts[0]; s.GetQueue() != "q" || s.GetWorkerId() != "unit-1" || s.GetMaxInFlight() != 8 || s.GetLeaseDuration().AsDuration() != 30*time.Second {
+		t.Errorf("start = %v", s)
+	}
+	if v := got[add.Job.Id].GetComplete().GetResult().GetStructValue().GetFields()["sum"].GetNumberValue(); v != 3 {
+		t.Errorf("add result = %v", got[add.Job.Id])
+	}
+	if a := got[boom.Job.Id].GetFail(); a.GetError() != "it broke" || a.GetPermanent() {
+		t.Errorf("boom = %v", a)
+	}
+	if a := got[never.Job.Id].GetFail(); a.GetError() != "bad input" || !a.GetPermanent() {
+		t.Errorf("never = %v", a)
+	}
+	if d := got[later.Job.Id].GetSnooze().GetDelay().AsDuration(); d != 1500*time.Millisecond {
+		t.Errorf("later snooze = %s", d)
+	}
+	if a := got[nobody.Job.Id].GetFail(); !strings.Contains(a.GetError(), `no handler for task "nobody"`) || a.GetPermanent() {
+		t.Errorf("nobody = %v", a)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var addKinds []string
+	for i, a := range f.acks {
+		if f.how[i] != "work" {
+			t.Errorf("ack %d went by %s", i, f.how[i])
+		}
+		if a.GetJobId() == add.Job.Id {
+			if a.GetHeartbeat() != nil {
+				addKinds = append(addKinds, "heartbeat")
+			} else {
+				addKinds = append(addKinds, "complete")
+			}
+		}
+	}
+	// The last progress goes ahead of the completion.
+	if strings.Join(addKinds, ",") != "heartbeat,complete" {
+		t.Errorf("acks of add: %v", addKinds)
+	}
+	if f.messages >= len(f.acks) {
+		t.Errorf("%d messages for %d acknowledgements: not batched", f.messages, len(f.acks))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if events[len(events)-1] != "stopped" || !strings.Contains(strings.Join(events, ","), "connected") {
+		t.Errorf("events = %v", events)
+	}
+}
+
+func TestFallsBackToStreamClaimsAndAcknowledge(t *testing.T) {
+	var leases []*lqv1.Lease
+	for i := 0; i < 20; i++ {
+		leases = append(leases, lease("t", float64(i)))
+	}
+	f := newFake(t, false, leases...)
+	w := NewWorker(dial(t, f), WorkerOptions{Queue: "q", Concurrency: 20})
+	w.Handle("t", func(ctx context.Context, job *Job) (any, error) { return job.Payload, nil })
+	stop := runWorker(t, w)
+	got := f.outcomes(t, 20)
+	stop()
+	if len(got) != 20 {
+		t.Fatalf("%d outcomes", len(got))
+	}
+	for i, how := range f.how {
+		if how != "acknowledge" {
+			t.Errorf("ack %d went by %s", i, how)
+		}
+	}
+}
+
+func TestAHandlerPastTheDrainTimeoutIsLeftToLeaseExpiry(t *testing.T) {
+	slow, quick := lease("slow", nil), lease("quick", nil)
+	f := newFake(t, true, slow, quick)
+	w := NewWorker(dial(t, f), WorkerOptions{Queue: "q", Concurrency: 2, DrainTimeout: 300 * time.Millisecond})
+	running := make(chan struct{})
+	cancelled := make(chan bool, 1)
+	w.Handle("slow", func(ctx context.Context, job *Job) (any, error) {
+		close(running)
+		select {
+		case <-ctx.Done():
+			cancelled <- true
+		case <-time.After(10 * time.Second):
+			cancelled <- false
+		}
+		return "too late", nil
+	})
+	w.Handle("quick", func(ctx context.Context, job *Job) (any, error) { return "ok", nil })
+	stop := runWorker(t, w)
+	f.outcomes(t, 1)
+	<-running
+	began := time.Now()
+	stop()
+	if time.Since(began) > 5*time.Second {
+		t.Errorf("drain took %s", time.Since(began))
+	}
+	if !<-cancelled {
+		t.Error("the handler's context did not end at the drain timeout")
+	}
+	time.Sleep(100 * time.Millisecond)
+	got := f.outcomes(t, 1)
+	if _, sent := got[slow.Job.Id]; sent || len(got) != 1 {
+		t.Errorf("outcomes = %v", got)
+	}
+}
+
+func TestRunRefusesBadOptionsNamingTheField(t *testing.T) {
+	cases := map[string]WorkerOptions{
+		"Queue":         {Queue: "bad queue"},
+		"Concurrency":   {Queue: "q", Concurrency: 1001},
+		"LeaseDuration": {Queue: "q", LeaseDuration: time.Millisecond},
+		"WorkerID":      {Queue: "q", WorkerID: "a b"},
+	}
+	for field, opts := range cases {
+		w := NewWorker(nil, opts)
+		w.Handle("t", func(ctx context.Context, job *Job) (any, error) { return nil, nil })
+		if err := w.Run(context.Background()); err == nil || !strings.HasPrefix(err.Error(), field+":") {
+			t.Errorf("%s: %v", field, err)
+		}
+	}
+	if err := NewWorker(nil, WorkerOptions{Queue: "q"}).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "register a handler") {
+		t.Errorf("no handler: %v", err)
+	}
+}
+
+func TestTargetsTokensAndBackoff(t *testing.T) {
+	for target, want := range map[string]string{"http://127.0.0.1:8080": "127.0.0.1:8080 false", "https://q.internal:8443": "q.internal:8443 true", "localhost:1": "localhost:1 false"} {
+		host, tls, err := ParseTarget(target)
+		if err != nil || fmt.Sprintf("%s %v", host, tls) != want {
+			t.Errorf("%s: %s %v %v", target, host, tls, err)
+		}
+	}
+	for _, bad := range []string{"", "ftp://x:1", "http://x:1/path"} {
+		if _, _, err := ParseTarget(bad); err == nil || !strings.HasPrefix(err.Error(), "target:") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	err := CheckToken("lq_secret token")
+	if err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "15 characters") {
+		t.Errorf("CheckToken: %v", err)
+	}
+	b := Backoff{}
+	if d := b.Delay(0, func() float64 { return 0 }); d != 125*time.Millisecond {
+		t.Errorf("first wait %s", d)
+	}
+	if d := b.Delay(40, func() float64 { return 1 }); d != 30*time.Second {
+		t.Errorf("largest wait %s", d)
+	}
+}
+
+func TestValuesAndErrors(t *testing.T) {
+	if jsonDepth([]byte(`1`)) != 0 || jsonDepth([]byte(`[1]`)) != 1 || jsonDepth([]byte(`{"a":[{}],"b":"[[["}`)) != 3 {
+		t.Error("jsonDepth counts as the server does")
+	}
+	if _, err := jsonValue(strings.Repeat("x", 70000), "result", maxJSONBytes); err == nil || !strings.HasPrefix(err.Error(), "result: is 70002 bytes") {
+		t.Errorf("size: %v", err)
+	}
+	type invoice struct {
+		ID string `json:"id"`
+	}
+	v, err := jsonValue(invoice{ID: "inv_1"}, "result", maxJSONBytes)
+	if err != nil || v.GetStructValue().GetFields()["id"].GetStringValue() != "inv_1" {
+		t.Errorf("struct result: %v %v", v, err)
+	}
+	var back invoice
+	if err := decodeValue(v, &back); err != nil || back.ID != "inv_1" {
+		t.Errorf("decode: %v %v", back, err)
+	}
+	wrapped := fmt.Errorf("charging: %w", Permanent(errors.New("card gone")))
+	if !IsPermanent(wrapped) || IsPermanent(errors.New("x")) || Permanent(errors.New("card gone")).Error() != "card gone" {
+		t.Error("Permanent")
+	}
+	if len([]rune(truncate(strings.Repeat("é", 5000)))) != maxTextChars {
+		t.Error("truncate")
+	}
+}

@@ -1,0 +1,21 @@
+"""LeaseQueue for Python: a producer Client and a Worker over the server's gRPC API.
+
+    import leasequeue
+
+    worker = leasequeue.Worker("http://127.0.0.1:8080", queue="emails", concurrency=8)
+
+    @worker.task("welcome")
+    def welcome(job):
+        return {"sent": job.payload["user"]}
+
+    worker.run()
+
+See README.md beside the package for the producer, tokens, TLS and draining.
+"""
+
+from leasequeue.client import Client, Job, JobState
+from leasequeue.errors import Permanent, Snooze
+from leasequeue.worker import LeasedJob, Worker, WorkerEvent
+
+__all__ = ["Client", "Job", "JobState", "LeasedJob", "Permanent", "Snooze", "Worker", "WorkerEvent"]
+__version__ = "0.1.0"

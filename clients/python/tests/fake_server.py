@@ -1,0 +1,99 @@
+"""An in-process stand-in for the LeaseQueue server, for offline unit tests.
+
+It implements just enough of leasequeue.v1 to watch the SDK's side of the
+protocol: Submit and GetJob for the Client, and leases handed out on Work (or,
+with `work=False`, StreamClaims plus Acknowledge) for the Worker. Every
+acknowledgement received is recorded with how it arrived, and answered OK.
+"""
+
+import threading
+import uuid
+from concurrent import futures
+
+import grpc
+from google.protobuf import struct_pb2
+
+from leasequeue.v1 import leasequeue_pb2 as pb
+from leasequeue.v1 import leasequeue_pb2_grpc as pb_grpc
+
+
+def lease(task, payload=None, attempts=1, max_attempts=3, deliveries=1):
+    job = pb.Job(id=str(uuid.uuid4()), queue="q", task=task, state=pb.JOB_STATE_RUNNING, attempts=attempts,
+                 max_attempts=max_attempts, deliveries=deliveries)
+    if payload is not None:
+        job.payload.CopyFrom(struct_pb2.Value(string_value=payload) if isinstance(payload, str) else struct_pb2.Value(number_value=payload))
+    return pb.Lease(job=job, lease_token=uuid.uuid4().hex)
+
+
+class FakeServer(pb_grpc.LeaseQueueServiceServicer):
+    def __init__(self, leases=(), work=True):
+        self.leases = list(leases)
+        self.work = work
+        self.lock = threading.Condition()
+        self.acks = []  # (how, Acknowledgement)
+        self.messages = []  # (how, number of acks) per WorkRequest or AcknowledgeRequest
+        self.starts = []
+        self.submits = []
+        self.half_closed = threading.Event()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        pb_grpc.add_LeaseQueueServiceServicer_to_server(self, self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.target = f"http://127.0.0.1:{port}"
+        self.server.start()
+
+    def close(self):
+        self.server.stop(0)
+
+    def outcomes(self):
+        with self.lock:
+            return [(how, a) for how, a in self.acks if a.WhichOneof("outcome") != "heartbeat"]
+
+    def wait_for_outcomes(self, n, timeout=10):
+        with self.lock:
+            if not self.lock.wait_for(lambda: len(self.outcomes()) >= n, timeout):
+                raise AssertionError(f"{len(self.outcomes())} of {n} outcomes after {timeout}s: {self.acks}")
+        return self.outcomes()
+
+    def _record(self, how, acks):
+        with self.lock:
+            self.messages.append((how, len(acks)))
+            self.acks.extend((how, a) for a in acks)
+            self.lock.notify_all()
+        return [pb.AcknowledgementResult(job_id=a.job_id) for a in acks]
+
+    # -- RPCs ---------------------------------------------------------------
+
+    def Submit(self, request, context):
+        self.submits.append(request)
+        job = pb.Job(id=str(uuid.uuid4()), queue=request.queue, task=request.task, state=pb.JOB_STATE_QUEUED)
+        job.payload.CopyFrom(request.payload)
+        return pb.SubmitResponse(job=job)
+
+    def GetJob(self, request, context):
+        job = pb.Job(id=request.job_id, queue="q", task="t", state=pb.JOB_STATE_COMPLETED, attempts=1)
+        job.result.CopyFrom(struct_pb2.Value(number_value=7))
+        return pb.GetJobResponse(job=job)
+
+    def Work(self, request_iterator, context):
+        if not self.work:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "no Work here")
+        first = next(request_iterator)
+        self.starts.append(first.start)
+        yield pb.WorkResponse()
+        leases, self.leases = self.leases, []
+        if leases:
+            yield pb.WorkResponse(leases=leases)
+        for message in request_iterator:
+            yield pb.WorkResponse(results=self._record("work", list(message.acks)))
+        self.half_closed.set()
+
+    def StreamClaims(self, request, context):
+        yield pb.StreamClaimsResponse()
+        leases, self.leases = self.leases, []
+        for one in leases:
+            yield pb.StreamClaimsResponse(lease=one)
+        while context.is_active():
+            threading.Event().wait(0.05)
+
+    def Acknowledge(self, request, context):
+        return pb.AcknowledgeResponse(results=self._record("acknowledge", list(request.acks)))

@@ -1,0 +1,89 @@
+// Conformance driver for the TypeScript SDK (src/worker, compiled to dist/
+// by `npm run build`), run by test/conformance/. It registers the suite's
+// tasks on a createWorker() configured from the environment, runs it until
+// SIGTERM (then close()), and prints one JSON line per worker event on
+// stdout ({"event": ..., "job": ..., "code": ..., "message": ...}) plus a
+// "run" line each time a handler starts (none of the per-job lines with
+// LEASEQUEUE_DRIVER_QUIET=1).
+import { setTimeout as sleep } from "node:timers/promises";
+import { readFileSync } from "node:fs";
+import { createLeaseQueueClient, createWorker, PermanentJobError } from "../../../dist/src/worker/index.js";
+
+const env = process.env;
+// LEASEQUEUE_DRIVER_QUIET=1 (bench/sdks.mjs): no line per job, only the worker's own events.
+const quiet = env.LEASEQUEUE_DRIVER_QUIET === "1";
+const emit = (fields) => {
+  if (quiet && fields.job) return;
+  process.stdout.write(JSON.stringify(fields) + "\n");
+};
+const CODES = { 1: "canceled", 4: "deadline_exceeded", 7: "permission_denied", 14: "unavailable", 16: "unauthenticated" };
+
+function wait(seconds, signal) {
+  return sleep(seconds * 1000, undefined, { signal }).catch(() => undefined);
+}
+
+const tasks = {
+  echo: (job, ctx) => ({ echo: ctx.payload }),
+  fail: (job, ctx) => {
+    throw new Error(ctx.payload.message);
+  },
+  permanent: (job, ctx) => {
+    throw new PermanentJobError(ctx.payload.message);
+  },
+  snooze: (job, ctx) => {
+    if (job.deliveries === 1) ctx.snooze(ctx.payload.seconds * 1000);
+    return { attempts: job.attempts, deliveries: job.deliveries };
+  },
+  progress: async (job, ctx) => {
+    ctx.progress(ctx.payload.progress);
+    await wait(ctx.payload.seconds, ctx.signal);
+    return { reported: ctx.payload.progress };
+  },
+  sleep: async (job, ctx) => {
+    await wait(ctx.payload.seconds, ctx.signal);
+    return { slept: ctx.payload.seconds };
+  },
+  noop: () => null,
+};
+
+const ca = env.LEASEQUEUE_CA_FILE ? readFileSync(env.LEASEQUEUE_CA_FILE) : undefined;
+const worker = createWorker({
+  client: createLeaseQueueClient({
+    url: env.LEASEQUEUE_URL,
+    token: env.LEASEQUEUE_TOKEN || undefined,
+    nodeOptions: ca ? { ca } : undefined,
+  }),
+  queue: env.LEASEQUEUE_QUEUE,
+  workerId: env.LEASEQUEUE_WORKER_ID || `ts-${process.pid}`,
+  concurrency: Number(env.LEASEQUEUE_CONCURRENCY || 1),
+  leaseDuration: Number(env.LEASEQUEUE_LEASE_SECONDS || 10) * 1000,
+  shutdownTimeout: Number(env.LEASEQUEUE_DRAIN_SECONDS || 10) * 1000,
+  reconnectBackoff: { initialMs: 100, maxMs: 1000 },
+  handler: (job, ctx) => {
+    emit({ event: "run", job: job.id, attempt: job.attempts });
+    const task = tasks[job.task];
+    if (task === undefined) throw new Error(`no handler for task ${job.task}`);
+    return task(job, ctx);
+  },
+  onEvent: (e) => {
+    const error = e.error;
+    emit({
+      event: e.type,
+      job: e.job?.id ?? "",
+      code: error?.code !== undefined ? (CODES[error.code] ?? String(error.code)) : "",
+      message: error?.message ?? "",
+    });
+  },
+});
+
+emit({ event: "ready", sdk: "typescript", pid: process.pid });
+let closing;
+const stop = () => {
+  closing ??= worker.close().then(() => {
+    emit({ event: "stopped" });
+    emit({ event: "exit" });
+    process.exit(0);
+  });
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);

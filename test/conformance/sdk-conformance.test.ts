@@ -1,0 +1,346 @@
+/**
+ * One suite for every worker SDK: the same scenarios against the TypeScript
+ * SDK (src/worker), the Python package (clients/python) and the Go package
+ * (clients/go), each through a small driver program (drivers/) that
+ * registers the same tasks and prints its worker's events as JSON lines.
+ * The assertions read what the server recorded (states, results, attempts,
+ * deliveries, events), so a behaviour holds in one language only if it
+ * holds on the wire.
+ *
+ * Under CI=true a missing Python grpcio or Go toolchain fails the suite
+ * instead of skipping it (external/tools.ts).
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createLeaseQueueClient, JobState, jsonToValue, valueToJson } from "../../src/worker/index.js";
+import { bearer, writeAuthFile } from "../helpers/auth.js";
+import { opensslAvailable, writeSelfSignedCert } from "../helpers/tls.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { removeBuilds } from "../external/sdk-builds.js";
+import { requireTool, skipUnlessAvailable } from "../external/tools.js";
+import { Driver, killDrivers, type DriverCommand } from "./driver.js";
+import { SDKS } from "./sdks.js";
+
+const TERMINAL = new Set(["JOB_STATE_COMPLETED", "JOB_STATE_DEAD", "JOB_STATE_CANCELLED"]);
+
+async function submit(server: TestServer, body: Record<string, unknown>, headers: Record<string, string> = {}): Promise<string> {
+  const res = await server.call("Submit", body, headers);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body.job.id as string;
+}
+
+async function getJob(server: TestServer, id: string, headers: Record<string, string> = {}): Promise<any> {
+  const res = await server.call("GetJob", { jobId: id }, headers);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body.job;
+}
+
+async function eventKinds(server: TestServer, id: string): Promise<string[]> {
+  const res = await server.call("ListJobEvents", { jobId: id });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return ((res.body.events ?? []) as Array<{ kind: string }>).map((e) => e.kind);
+}
+
+/** Polls GetJob until `done(job)`; fails with the driver's log after `timeoutMs`. */
+async function waitJob(
+  server: TestServer,
+  id: string,
+  driver: Driver | undefined,
+  done: (job: any) => boolean = (job) => TERMINAL.has(job.state),
+  timeoutMs = 20_000,
+  headers: Record<string, string> = {},
+): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const job = await getJob(server, id, headers);
+    if (done(job)) return job;
+    if (Date.now() > deadline) throw new Error(`job ${id} is ${JSON.stringify(job)}\ndriver log:\n${driver?.log ?? ""}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Counts of jobs in `queue` by state, from GetStats. */
+async function queueCounts(server: TestServer, queue: string): Promise<Record<string, string>> {
+  const res = await server.call("GetStats", {});
+  expect(res.status).toBe(200);
+  return ((res.body.queues ?? []) as Array<Record<string, string>>).find((q) => q.queue === queue) ?? {};
+}
+
+/** Every job of `queue` (BASIC view), all pages. */
+async function listJobs(server: TestServer, queue: string): Promise<any[]> {
+  const jobs: any[] = [];
+  let pageToken = "";
+  do {
+    const res = await server.call("ListJobs", { queue, pageSize: 500, pageToken, view: "JOB_VIEW_BASIC" });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    jobs.push(...(res.body.jobs ?? []));
+    pageToken = res.body.nextPageToken ?? "";
+  } while (pageToken !== "");
+  return jobs;
+}
+
+/** Job ids the driver ran a handler for more than once. */
+function ranTwice(driver: Driver): string[] {
+  const seen = new Set<string>();
+  const twice: string[] = [];
+  for (const e of driver.all("run")) {
+    if (seen.has(e.job!)) twice.push(e.job!);
+    seen.add(e.job!);
+  }
+  return twice;
+}
+
+describe.each(SDKS)("the $name SDK", (sdk) => {
+  const skip = skipUnlessAvailable(sdk.available);
+  let command: DriverCommand;
+  let server: TestServer;
+  /** One worker for the scenarios that need nothing of their own, on `queue`. */
+  let worker: Driver | undefined;
+  const queue = `conf-${sdk.name}`;
+
+  afterEach(() => killDrivers([worker]));
+
+  beforeAll(async () => {
+    if (skip) return;
+    requireTool(sdk.available, sdk.tools);
+    command = await sdk.prepare();
+    server = await startTestServer();
+    worker = new Driver(command, { url: server.apiUrl, queue, concurrency: 4, leaseSeconds: 3 }, `${sdk.name}-conformance`);
+    await worker.waitFor("connected");
+  }, 320_000);
+
+  afterAll(async () => {
+    if (worker !== undefined && worker.child.exitCode === null) await worker.stop();
+    await server?.close();
+    removeBuilds();
+  });
+
+  it.skipIf(skip)("completes a job with the handler's return value as its result", { timeout: 30_000 }, async () => {
+    const id = await submit(server, { queue, task: "echo", payload: { invoice: "inv_481", lines: [1, 2] } });
+    const job = await waitJob(server, id, worker);
+    expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, result: { echo: { invoice: "inv_481", lines: [1, 2] } } });
+    expect(await eventKinds(server, id)).toEqual(["EVENT_KIND_SUBMITTED", "EVENT_KIND_CLAIMED", "EVENT_KIND_COMPLETED"]);
+  });
+
+  it.skipIf(skip)("retries a handler that raises, then dead-letters the job with the error text", { timeout: 30_000 }, async () => {
+    const id = await submit(server, {
+      queue,
+      task: "fail",
+      payload: { message: "upstream said 503" },
+      maxAttempts: 2,
+      retryBaseDelay: "0.1s",
+    });
+    const job = await waitJob(server, id, worker);
+    expect(job).toMatchObject({ state: "JOB_STATE_DEAD", attempts: 2, deliveries: 2, lastError: "upstream said 503" });
+    expect(await eventKinds(server, id)).toEqual([
+      "EVENT_KIND_SUBMITTED",
+      "EVENT_KIND_CLAIMED",
+      "EVENT_KIND_FAILED",
+      "EVENT_KIND_CLAIMED",
+      "EVENT_KIND_DEAD_LETTERED",
+    ]);
+  });
+
+  it.skipIf(skip)("dead-letters at once on a permanent failure, with attempts left", { timeout: 30_000 }, async () => {
+    const id = await submit(server, { queue, task: "permanent", payload: { message: "account deleted" }, maxAttempts: 5 });
+    const job = await waitJob(server, id, worker);
+    expect(job).toMatchObject({ state: "JOB_STATE_DEAD", attempts: 1, maxAttempts: 5, lastError: "account deleted" });
+  });
+
+  it.skipIf(skip)("snoozes a job: queued again after the delay with the attempt refunded", { timeout: 30_000 }, async () => {
+    const id = await submit(server, { queue, task: "snooze", payload: { seconds: 5 } });
+    await worker!.waitFor("snoozed", 1, (e) => e.job === id);
+    const snoozed = await getJob(server, id);
+    expect(snoozed).toMatchObject({ state: "JOB_STATE_QUEUED", deliveries: 1 });
+    expect(snoozed.attempts ?? 0).toBe(0); // refunded (proto3 JSON omits zeros)
+    const delayMs = Date.parse(snoozed.scheduleTime) - Date.parse(snoozed.updateTime);
+    expect(delayMs).toBeGreaterThanOrEqual(4_900);
+    expect(delayMs).toBeLessThanOrEqual(5_100);
+    expect(await eventKinds(server, id)).toEqual(["EVENT_KIND_SUBMITTED", "EVENT_KIND_CLAIMED", "EVENT_KIND_SNOOZED"]);
+
+    // With no delay it comes straight back, and its second delivery is its first attempt again.
+    const again = await submit(server, { queue, task: "snooze", payload: { seconds: 0 } });
+    const job = await waitJob(server, again, worker);
+    expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 2, result: { attempts: 1, deliveries: 2 } });
+  });
+
+  it.skipIf(skip)("shows the handler's progress in GetJob while the job runs", { timeout: 30_000 }, async () => {
+    const progress = { step: "render", percent: 50 };
+    const id = await submit(server, { queue, task: "progress", payload: { progress, seconds: 3 } });
+    const running = await waitJob(server, id, worker, (job) => job.progress !== undefined, 5_000);
+    expect(running).toMatchObject({ state: "JOB_STATE_RUNNING", progress });
+    const job = await waitJob(server, id, worker);
+    expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", progress, result: { reported: progress } });
+  });
+
+  it.skipIf(skip)("drains on SIGTERM: a 2 s handler finishes and is completed, nothing new is taken", { timeout: 30_000 }, async () => {
+    const drainQueue = `${queue}-drain`;
+    const draining = new Driver(command, { url: server.apiUrl, queue: drainQueue, concurrency: 1, leaseSeconds: 1 }, `${sdk.name}-drain`);
+    await draining.waitFor("connected");
+    const id = await submit(server, { queue: drainQueue, task: "sleep", payload: { seconds: 2 } });
+    await draining.waitFor("run", 1, (e) => e.job === id);
+    const signalled = Date.now();
+    draining.child.kill("SIGTERM");
+    // Submitted after the signal: with the worker stopping it stays queued.
+    await new Promise((r) => setTimeout(r, 300));
+    const later = await submit(server, { queue: drainQueue, task: "echo", payload: 1 });
+    expect(await draining.exited, draining.log).toBe(0);
+    expect(Date.now() - signalled).toBeGreaterThan(1_000);
+    // 2 s on a 1 s lease: heartbeats kept it through the drain.
+    const job = await getJob(server, id);
+    expect(job, draining.log).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { slept: 2 } });
+    expect(await eventKinds(server, id)).not.toContain("EVENT_KIND_LEASE_EXPIRED");
+    const untouched = await getJob(server, later);
+    expect(untouched.state).toBe("JOB_STATE_QUEUED");
+    expect(untouched.deliveries ?? 0).toBe(0);
+  });
+
+  it.skipIf(skip)(
+    "reconnects after a server restart mid-run: nothing lost, nothing acknowledged twice",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "leasequeue-conformance-restart-"));
+      const db = join(dir, "jobs.db");
+      let first: TestServer | undefined = await startTestServer({ db });
+      let second: TestServer | undefined;
+      const restartQueue = `${queue}-restart`;
+      try {
+        const jobs = Array.from({ length: 300 }, (_, i) => ({ queue: restartQueue, task: "sleep", payload: { seconds: 0.02, i } }));
+        const res = await first.call("SubmitBatch", { jobs: jobs.slice(0, 150) });
+        expect(res.status).toBe(200);
+        const driver = new Driver(
+          command,
+          { url: first.apiUrl, queue: restartQueue, concurrency: 8, leaseSeconds: 4 },
+          `${sdk.name}-restart`,
+        );
+        await driver.waitFor("completed", 50, () => true, 30_000);
+
+        const port = new URL(first.apiUrl).port;
+        await first.close();
+        first = undefined;
+        second = await startTestServer({ db, port });
+        expect((await second.call("SubmitBatch", { jobs: jobs.slice(150) })).status).toBe(200);
+        await driver.waitFor("connected", 2, () => true, 30_000);
+
+        const deadline = Date.now() + 60_000;
+        while (Number((await queueCounts(second, restartQueue)).completed ?? 0) < 300) {
+          if (Date.now() > deadline)
+            throw new Error(`not all completed: ${JSON.stringify(await queueCounts(second, restartQueue))}\n${driver.log}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        expect(await driver.stop()).toBe(0);
+        const stored = await listJobs(second, restartQueue);
+        expect(stored).toHaveLength(300);
+        // A lease the server had claimed but not sent when it shut down went back to the queue (a
+        // second delivery, its attempt refunded); one on the wire when the connection closed came back
+        // after its lease expired (a second attempt). Either way its handler ran once.
+        const wrong = stored.filter((j) => j.state !== "JOB_STATE_COMPLETED");
+        const seen = (id: string) => JSON.stringify(driver.events.filter((e) => e.job === id));
+        expect(wrong, `${wrong.map((j) => seen(j.id as string)).join("\n")}\n${driver.log}`).toEqual([]);
+        expect(ranTwice(driver), driver.log).toEqual([]);
+        expect(new Set(driver.all("run").map((e) => e.job)).size).toBe(300);
+        // Each job's timeline has one completion: a resent outcome the first send applied was refused, not applied again.
+        const completions = new Map<string, number>();
+        for (const job of stored)
+          completions.set(
+            job.id as string,
+            (await eventKinds(second, job.id as string)).filter((k) => k === "EVENT_KIND_COMPLETED").length,
+          );
+        expect([...completions.values()].every((n) => n === 1)).toBe(true);
+      } finally {
+        await first?.close();
+        await second?.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
+
+  it.skipIf(skip)(
+    "reports a refused token and retries it, working once the auth file allows it",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "leasequeue-conformance-auth-"));
+      const file = writeAuthFile(dir, [
+        { name: "producer", roles: ["producer", "reader"] },
+        { name: "late-worker", roles: ["reader"] },
+      ]);
+      const secured = await startTestServer({ "auth-file": file.path });
+      const authQueue = `${queue}-auth`;
+      try {
+        const id = await submit(secured, { queue: authQueue, task: "echo", payload: "hello" }, bearer(file.tokens.producer));
+        const token = file.tokens["late-worker"];
+        const driver = new Driver(command, { url: secured.apiUrl, queue: authQueue, token }, `${sdk.name}-auth`);
+        // Refused (no worker role), and tried again with backoff.
+        const refusals = await driver.waitFor("refused", 2);
+        expect(refusals[0].code).toBe("permission_denied");
+        expect(driver.all("run")).toEqual([]);
+        expect(driver.log + JSON.stringify(driver.events)).not.toContain(token);
+
+        const doc = JSON.parse(readFileSync(file.path, "utf8")) as { tokens: Array<{ name: string; roles: string[] }> };
+        for (const entry of doc.tokens) if (entry.name === "late-worker") entry.roles = ["worker", "reader"];
+        writeFileSync(file.path, JSON.stringify(doc));
+        expect(secured.server.reloadAuth()).toBe(true);
+
+        const job = await waitJob(secured, id, driver, undefined, 20_000, bearer(file.tokens.producer));
+        expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { echo: "hello" } });
+        expect(await driver.stop()).toBe(0);
+      } finally {
+        await secured.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    60_000,
+  );
+
+  it.skipIf(skip)("works over TLS with a private CA", { timeout: 30_000 }, async () => {
+    requireTool(opensslAvailable(), "openssl");
+    const dir = mkdtempSync(join(tmpdir(), "leasequeue-conformance-tls-"));
+    const { certPath, keyPath } = writeSelfSignedCert(dir);
+    const secure = await startTestServer({ "tls-cert": certPath, "tls-key": keyPath });
+    try {
+      expect(secure.apiUrl).toMatch(/^https:/);
+      const tlsQueue = `${queue}-tls`;
+      const client = createLeaseQueueClient({ url: secure.apiUrl, nodeOptions: { ca: readFileSync(certPath) } });
+      const driver = new Driver(command, { url: secure.apiUrl, queue: tlsQueue, caFile: certPath }, `${sdk.name}-tls`);
+      const { job } = await client.submit({ queue: tlsQueue, task: "echo", payload: jsonToValue("over tls") });
+      const deadline = Date.now() + 20_000;
+      let stored = (await client.getJob({ jobId: job!.id })).job!;
+      while (stored.state !== JobState.COMPLETED && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+        stored = (await client.getJob({ jobId: job!.id })).job!;
+      }
+      expect(stored.state, driver.log).toBe(JobState.COMPLETED);
+      expect(valueToJson(stored.result)).toEqual({ echo: "over tls" });
+      expect(await driver.stop()).toBe(0);
+    } finally {
+      await secure.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it.skipIf(skip)(
+    "runs 5,000 jobs at concurrency 64, each exactly once",
+    async () => {
+      const bulkQueue = `${queue}-bulk`;
+      for (let i = 0; i < 5000; i += 500) {
+        const jobs = Array.from({ length: 500 }, (_, k) => ({ queue: bulkQueue, task: "noop", payload: { i: i + k } }));
+        expect((await server.call("SubmitBatch", { jobs, view: "JOB_VIEW_BASIC" })).status).toBe(200);
+      }
+      const started = Date.now();
+      const bulk = new Driver(command, { url: server.apiUrl, queue: bulkQueue, concurrency: 64, leaseSeconds: 30 }, `${sdk.name}-bulk`);
+      await bulk.waitFor("completed", 5000, () => true, 90_000);
+      const seconds = (Date.now() - started) / 1000;
+      console.log(
+        `${sdk.name} SDK: 5000 no-op jobs at concurrency 64 in ${seconds.toFixed(1)} s (${(5000 / seconds).toFixed(0)} jobs/s, start included)`,
+      );
+      expect(await bulk.stop()).toBe(0);
+      expect(await queueCounts(server, bulkQueue)).toMatchObject({ completed: "5000" });
+      expect(bulk.all("run")).toHaveLength(5000);
+      expect(ranTwice(bulk)).toEqual([]);
+      const stored = await listJobs(server, bulkQueue);
+      expect(stored.filter((j) => j.deliveries !== 1)).toEqual([]);
+    },
+    120_000,
+  );
+});
