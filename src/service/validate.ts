@@ -237,7 +237,6 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
   };
 }
 
-/** StreamClaimsRequest or WorkStart: the stream's queue, worker, lease duration and room. */
 /** A Claim request as a long-poll claim (ClaimRequest `wait`), validated in field order. */
 export function claimSpec(req: { queue: string; workerId: string; leaseDuration?: Duration; maxJobs: number; wait?: Duration }): {
   queue: string;
@@ -255,6 +254,7 @@ export function claimSpec(req: { queue: string; workerId: string; leaseDuration?
   };
 }
 
+/** StreamClaimsRequest or WorkStart: the stream's queue, worker, lease duration and room. */
 export function claimStreamSpec(
   path: string,
   req: { queue: string; workerId: string; leaseDuration?: Duration; maxInFlight: number },
