@@ -10,7 +10,7 @@ import { startTestServer } from "./helpers/server.js";
 import { streamOf } from "./helpers/stream-of.js";
 
 describe("configuration", () => {
-  it("uses api.md's defaults", () => {
+  it("uses the defaults of docs/configuration.md", () => {
     expect(resolveConfig({}, {})).toMatchObject({
       databasePath: "leasequeue.db",
       host: "127.0.0.1",
@@ -192,7 +192,7 @@ describe("configuration", () => {
   });
 });
 
-describe("PostgreSQL settings (api.md section C)", () => {
+describe("PostgreSQL settings (docs/postgresql.md)", () => {
   const URL_WITH_PASSWORD = "postgres://lq:s3cret-pw@db.internal:5432/jobs";
 
   it("keeps SQLite unless LEASEQUEUE_DATABASE_URL is set", () => {

@@ -16,15 +16,16 @@
  * - When a stream ends, the leases it sent stay owned by the worker until
  *   they are acknowledged or expire; nothing is handed out twice. Leases it
  *   claimed but had not sent yet are released (attempt refunded).
- * - A paused queue (api.md section B) needs no state here: the store's
- *   claim hands out nothing for it, so its streams park until a commit
- *   resumes it (QueueWakeups wakes the queue). When a pause commits, the
- *   leases claimed before it but not sent yet are released, so none goes
+ * - A paused queue (docs/api.md "Queue controls") needs no state here: the
+ *   store's claim hands out nothing for it, so its streams park until a
+ *   commit resumes it (QueueWakeups wakes the queue). When a pause commits,
+ *   the leases claimed before it but not sent yet are released, so none goes
  *   out after the pause.
- * - A queue limit (api.md section D) that holds a claim back parks the
- *   pump until what frees a place: the queue's next finishing lease, of any
- *   worker on any server (max_running), or the moment the rate window frees
- *   one (rate_limit, a timer). A change of the limits wakes it like a resume.
+ * - A queue limit (docs/api.md "Queue limits") that holds a claim back parks
+ *   the pump until what frees a place: the queue's next finishing lease, of
+ *   any worker on any server (max_running), or the moment the rate window
+ *   frees one (rate_limit, a timer). A change of the limits wakes it like a
+ *   resume.
  */
 import type { Clock } from "../domain/clock.js";
 import type { EventKind } from "../domain/job.js";
@@ -52,7 +53,7 @@ export interface ClaimStreamsOptions {
   keepaliveMs?: number;
 }
 
-/** Store calls claim at most this many jobs at once (api.md max_jobs). */
+/** Store calls claim at most this many jobs at once (the bound of maxJobs in docs/api.md "Bounds"). */
 const MAX_CLAIM_BATCH = 100;
 /** After a failed claim (database unavailable), try again this much later. */
 const RETRY_AFTER_ERROR_MS = 1000;

@@ -1,11 +1,11 @@
 /**
- * Claim's long-poll (api.md ClaimRequest `wait`): claim at once, and while
- * nothing is eligible park until a commit makes work pending on the queue,
- * the next delayed job is due (QueueWakeups), the wait ends or the caller
- * goes away. While a queue limit holds the claim back (api.md section D),
- * park until a lease of the queue finishes (max_running) or the rate window
- * frees a place (rate_limit) instead. StreamClaims (claim-streams.ts) is the
- * same idea for callers that stay.
+ * Claim's long-poll (ClaimRequest `wait`, see its proto comment): claim at
+ * once, and while nothing is eligible park until a commit makes work pending
+ * on the queue, the next delayed job is due (QueueWakeups), the wait ends or
+ * the caller goes away. While a queue limit holds the claim back (docs/api.md
+ * "Queue limits"), park until a lease of the queue finishes (max_running) or
+ * the rate window frees a place (rate_limit) instead. StreamClaims
+ * (claim-streams.ts) is the same idea for callers that stay.
  */
 import type { Clock } from "../domain/clock.js";
 import type { Logger } from "../logger.js";

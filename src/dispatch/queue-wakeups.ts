@@ -2,11 +2,11 @@
  * Wakes claimers that wait for work on a queue (long-poll Claim) without
  * polling the database: a committed event that makes a job pending (submit,
  * retry, lease expiry, redrive) wakes the queue's waiters at once, and so
- * does a committed ResumeQueue (api.md section B: leases flow again at
- * once) or a change of the queue's limits (UpdateQueue, api.md section D);
- * a timer covers the next delayed job or retry reaching its schedule_time.
- * A paused queue needs nothing here: the store's claim hands out nothing
- * for it, so its claimers simply wait on.
+ * does a committed ResumeQueue (docs/api.md "Queue controls": leases flow
+ * again at once) or a change of the queue's limits (UpdateQueue, docs/api.md
+ * "Queue limits"); a timer covers the next delayed job or retry reaching its
+ * schedule_time. A paused queue needs nothing here: the store's claim hands
+ * out nothing for it, so its claimers simply wait on.
  *
  * A claim that a queue limit held back (ClaimOutcome.heldBack) waits for
  * what frees a place instead: for max_running, the queue's next lease that

@@ -5,7 +5,7 @@
 
 /**
  * Idle interval between the keepalive messages of StreamClaims, Work and
- * WatchEvents: docs/api.md, "WatchEvents: following events" (a keepalive
+ * WatchEvents: docs/api.md "WatchEvents: following events" (a keepalive
  * every 15 s while idle), so that proxies and load balancers do not cut a
  * quiet stream.
  */

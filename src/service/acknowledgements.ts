@@ -1,7 +1,8 @@
 /**
- * Acknowledgements (api.md sections A and D): the batched form of Complete,
- * Fail, Heartbeat (with its progress), Release and Snooze used by the
- * Acknowledge RPC and the Work stream.
+ * Acknowledgements (docs/api.md "The batched path: Acknowledge and Work", and
+ * "Snooze and progress"): the batched form of Complete, Fail, Heartbeat (with
+ * its progress), Release and Snooze used by the Acknowledge RPC and the Work
+ * stream.
  *
  * - A malformed acknowledgement (bad id, missing token or outcome, a field
  *   out of bounds) fails the whole request with invalid_argument naming its
@@ -38,7 +39,7 @@ export type AckOutcome = { jobId: string } & ({ ok: true; job: Job } | { ok: fal
 
 /**
  * Validates `acks` (the repeated field `field` of a request), at least `min`
- * and at most api.md's 1000. Throws invalid_argument for the first bad one.
+ * and at most 1000 (docs/api.md "Bounds"). Throws invalid_argument for the first bad one.
  */
 export function parseAcknowledgements(field: string, acks: Acknowledgement[], min: number): AckSpec[] {
   if (acks.length < min) throw invalidArgument(field, `must contain at least ${min} acknowledgement`);

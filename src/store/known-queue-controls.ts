@@ -1,10 +1,10 @@
 /**
- * Queue controls (pauses, api.md section B; limits, section D) are not job
- * events, so a store hears of another server's changes by comparing what
- * the database holds now with what it last saw. This keeps what was last
- * seen, for any engine: SQLite compares after another connection's commit
- * (sqlite/other-writers.ts), PostgreSQL at each catch-up (a NOTIFY may be
- * lost; postgres/pg-store.ts).
+ * Queue controls (pauses, docs/api.md "Queue controls"; limits,
+ * "Queue limits") are not job events, so a store hears of another server's
+ * changes by comparing what the database holds now with what it last saw.
+ * This keeps what was last seen, for any engine: SQLite compares after
+ * another connection's commit (sqlite/other-writers.ts), PostgreSQL at each
+ * catch-up (a NOTIFY may be lost; postgres/pg-store.ts).
  */
 import { NO_QUEUE_LIMITS, sameConfig, type QueueConfig } from "../domain/queue-limits.js";
 import type { QueueControlChange } from "./store.js";

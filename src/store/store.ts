@@ -93,9 +93,9 @@ export interface QueueCounts {
 }
 
 /**
- * A queue paused or resumed (api.md section B), or its limits changed
- * (UpdateQueue, api.md section D). Queue-level changes are not job events:
- * they are announced beside them, never stored as JobEvents.
+ * A queue paused or resumed (docs/api.md "Queue controls"), or its limits
+ * changed (UpdateQueue, docs/api.md "Queue limits"). Queue-level changes are
+ * not job events: they are announced beside them, never stored as JobEvents.
  */
 export interface QueueControlChange {
   queue: string;
@@ -118,8 +118,8 @@ export interface CommittedChange {
   /** Queues whose paused state or limits this commit changed, in commit order (usually none). */
   queueControls: QueueControlChange[];
   /**
-   * True when the commit created, replaced or deleted a schedule (api.md
-   * section D), so a server's scheduler may have to set its timer again.
+   * True when the commit created, replaced or deleted a schedule (docs/api.md
+   * "Schedules"), so a server's scheduler may have to set its timer again.
    * Not a job event: announced beside them, like queue controls.
    */
   schedulesChanged?: boolean;
@@ -244,8 +244,8 @@ export interface Store {
   claimOutcome(spec: ClaimRequestSpec): Promise<ClaimOutcome>;
   /**
    * Extends an active lease; with `progressJson` (compact JSON text) it also
-   * replaces the job's progress (api.md section D), whose PROGRESS event the
-   * progress policy stores at most once a second per job.
+   * replaces the job's progress (docs/api.md "Snooze and progress"), whose
+   * PROGRESS event the progress policy stores at most once a second per job.
    */
   heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number, progressJson?: string): Promise<Job>;
   complete(jobId: string, leaseToken: string, resultJson: string | null): Promise<Job>;
@@ -253,9 +253,9 @@ export interface Store {
   /** Gives back an unstarted lease: eligible again at once, attempt refunded. */
   release(jobId: string, leaseToken: string): Promise<Job>;
   /**
-   * Puts a running job back to QUEUED, eligible at now + delayMs (0..30
-   * days, validated by the caller), with the claim's attempt refunded
-   * (api.md section D). Fenced by the lease token like complete.
+   * Puts a running job back to QUEUED, eligible at now + delayMs (0..30 days,
+   * validated by the caller), with the claim's attempt refunded (docs/api.md
+   * "Snooze and progress"). Fenced by the lease token like complete.
    */
   snooze(jobId: string, leaseToken: string, delayMs: number): Promise<Job>;
   redrive(jobId: string): Promise<Job>;
@@ -271,22 +271,22 @@ export interface Store {
   pruneJobs(spec: PruneSpec): Promise<PruneOutcome>;
 
   /**
-   * Pauses a queue (api.md section B): from this commit on, claim hands out
-   * no lease of it (every path: Claim, long-polls, StreamClaims, Work); it
-   * keeps accepting submits, and its leases already out run on. Persisted;
-   * any valid name may be paused, with or without jobs. True when it was
-   * not paused before.
+   * Pauses a queue (docs/api.md "Queue controls"): from this commit on, claim
+   * hands out no lease of it (every path: Claim, long-polls, StreamClaims,
+   * Work); it keeps accepting submits, and its leases already out run on.
+   * Persisted; any valid name may be paused, with or without jobs. True when
+   * it was not paused before.
    */
   pauseQueue(queue: string): Promise<boolean>;
   /** Resumes a paused queue; true when it was paused. The change is announced so claimers wake at once. */
   resumeQueue(queue: string): Promise<boolean>;
   /**
-   * Changes a queue's limits (api.md section D): the fields named take
-   * their new values, the others keep theirs; answers the limits after the
-   * change. Persisted; any valid name may be configured, with or without
-   * jobs. A real change is announced (a queueControls entry with `config`)
-   * so that claimers held back by the old limits wake at once. Removing the
-   * rate limit forgets the queue's recorded grants.
+   * Changes a queue's limits (docs/api.md "Queue limits"): the fields named
+   * take their new values, the others keep theirs; answers the limits after
+   * the change. Persisted; any valid name may be configured, with or without
+   * jobs. A real change is announced (a queueControls entry with `config`) so
+   * that claimers held back by the old limits wake at once. Removing the rate
+   * limit forgets the queue's recorded grants.
    */
   updateQueueConfig(queue: string, update: QueueConfigUpdate): Promise<QueueConfig>;
   /** The largest id among the queue's jobs in `state`, or null: where a bulk transition stops. */
@@ -295,11 +295,11 @@ export interface Store {
   bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome>;
 
   /**
-   * Creates a schedule (api.md section D), or replaces the one of the same
-   * name. Its next run is computed from now; a replacement that keeps the
-   * timing (cron or interval, and time zone) of a schedule that was running
-   * keeps its next run, so creating the same schedules at every deploy
-   * neither shifts nor skips runs. The last run is kept.
+   * Creates a schedule (docs/api.md "Schedules"), or replaces the one of the
+   * same name. Its next run is computed from now; a replacement that keeps
+   * the timing (cron or interval, and time zone) of a schedule that was
+   * running keeps its next run, so creating the same schedules at every
+   * deploy neither shifts nor skips runs. The last run is kept.
    */
   createSchedule(spec: ScheduleSpec): Promise<StoredSchedule>;
   /** Deletes a schedule (its jobs stay); SCHEDULE_NOT_FOUND when there is none of that name. */

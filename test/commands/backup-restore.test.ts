@@ -1,5 +1,5 @@
 /**
- * `leasequeue backup`, `check` and `restore` (api.md section B "Commands"),
+ * `leasequeue backup`, `check` and `restore` (docs/operations.md "Commands"),
  * run as the real command, against real server processes where it matters:
  * a backup of a database that a server keeps writing to, a check of a
  * corrupted copy, a restore that a running server must prevent.

@@ -1,8 +1,9 @@
 /**
- * Acknowledge (api.md section A) against a real server: many outcomes in one
- * call, each answered on its own with exactly what the single RPC returns,
- * refusals that never affect their neighbours, order within one request,
- * and whole-request refusals for malformed acknowledgements.
+ * Acknowledge (docs/api.md "The batched path: Acknowledge and Work") against
+ * a real server: many outcomes in one call, each answered on its own with
+ * exactly what the single RPC returns, refusals that never affect their
+ * neighbours, order within one request, and whole-request refusals for
+ * malformed acknowledgements.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../helpers/server.js";

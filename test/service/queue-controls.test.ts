@@ -1,9 +1,9 @@
 /**
- * Queue controls (api.md section B) against a real server: a paused queue
- * hands out no lease on any path (Claim, long-poll Claim, StreamClaims,
- * Work, the SDK worker), stays paused across a restart, and on resume its
- * waiting long-polls and streams get the job at once; RedriveAll and
- * PurgeQueue report exact counts over more than one batch; bad input is
+ * Queue controls (docs/api.md "Queue controls") against a real server: a
+ * paused queue hands out no lease on any path (Claim, long-poll Claim,
+ * StreamClaims, Work, the SDK worker), stays paused across a restart, and on
+ * resume its waiting long-polls and streams get the job at once; RedriveAll
+ * and PurgeQueue report exact counts over more than one batch; bad input is
  * refused naming the field.
  *
  * "Nothing was leased" is proven without waiting for time to pass: a commit

@@ -1,10 +1,10 @@
 /**
- * Schedules (api.md section D) against a real server on a manual clock:
- * CreateSchedule, ListSchedules and DeleteSchedule over Connect JSON (as
- * curl sends them) and gRPC; a due run submits its job with a SCHEDULED
- * event first; replacing and pausing; a schedule survives a restart, and
- * the run missed while the server was down is submitted when it starts;
- * bad input is refused naming the field.
+ * Schedules (docs/api.md "Schedules") against a real server on a manual
+ * clock: CreateSchedule, ListSchedules and DeleteSchedule over Connect JSON
+ * (as curl sends them) and gRPC; a due run submits its job with a SCHEDULED
+ * event first; replacing and pausing; a schedule survives a restart, and the
+ * run missed while the server was down is submitted when it starts; bad input
+ * is refused naming the field.
  *
  * Runs are made due without waiting: the clock moves past the next run,
  * and a CreateSchedule (which re-arms the server's timer) or a start lets
@@ -127,7 +127,7 @@ describe("schedules over Connect JSON", () => {
     expect(events.events.map((e: any) => e.kind)).toEqual(["EVENT_KIND_SCHEDULED", "EVENT_KIND_SUBMITTED"]);
     const job = (await ok(t, "GetJob", { jobId: event.jobId })).job;
     expect(job).toMatchObject({ queue: "pings", task: "ping", state: "JOB_STATE_QUEUED", scheduleTime: "2026-01-01T10:01:00Z" });
-    // The key api.md names finds the run's job.
+    // The key docs/api.md "Schedules" names finds the run's job.
     const replay = await ok(t, "Submit", {
       queue: "pings",
       task: "ping",

@@ -1,10 +1,10 @@
 /**
  * Bad input over Connect JSON (the way curl sends it), against one real
- * server: every bound of api.md "Bounds", the "Defaults and identity" rules
- * and the "Errors" table. Each refusal is checked for its HTTP status, its
- * Connect code, a message naming the field, and its google.rpc detail. At the
- * end the server must still be healthy and hold exactly the jobs that were
- * accepted: no refused request leaves a half-written job behind.
+ * server: every bound of docs/api.md "Bounds", the "Defaults and identity"
+ * rules and the "Errors" table. Each refusal is checked for its HTTP status,
+ * its Connect code, a message naming the field, and its google.rpc detail. At
+ * the end the server must still be healthy and hold exactly the jobs that
+ * were accepted: no refused request leaves a half-written job behind.
  *
  * The server runs on a ManualClock, so the schedule bound (30 days ahead) is
  * tested to the millisecond and lease expiry needs no sleep.
@@ -834,7 +834,7 @@ describe("JSON the decoder refuses: invalid_argument", () => {
     expect(res.end.error.message).toContain(field);
   });
 
-  // api.md "Errors" wants a BadRequest detail on these too; they are refused by
+  // docs/api.md "Errors" wants a BadRequest detail on these too; they are refused by
   // connect-es's JSON decoder before any interceptor runs, which would need a
   // change outside src/service (the adapter set-up in src/app.ts).
   it.todo("decoder refusals (malformed JSON, unknown field, oneof) carry a google.rpc.BadRequest naming the field");

@@ -1,8 +1,9 @@
 /**
- * The Work stream (api.md section A) against a real server, over gRPC
- * (HTTP/2): start rules, leases in batches within max_in_flight, results in
- * arrival order, keepalives, acknowledgements of leases from elsewhere, and
- * the end of the stream releasing what was claimed but not sent.
+ * The Work stream (docs/api.md "The batched path: Acknowledge and Work")
+ * against a real server, over gRPC (HTTP/2): start rules, leases in batches
+ * within max_in_flight, results in arrival order, keepalives,
+ * acknowledgements of leases from elsewhere, and the end of the stream
+ * releasing what was claimed but not sent.
  */
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";

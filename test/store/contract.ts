@@ -1,8 +1,8 @@
 /**
- * The store contract: every Store implementation (SQLite now, PostgreSQL
- * next) runs this suite unchanged. It covers every transition and refusal of
- * api.md's state machine, with a manual clock and no sleeps, and the
- * announcement guarantees of store.ts, also across two store instances on
+ * The store contract: every Store implementation (SQLite and PostgreSQL) runs
+ * this suite unchanged. It covers every transition and refusal of the state
+ * machine of docs/api.md "Job states", with a manual clock and no sleeps, and
+ * the announcement guarantees of store.ts, also across two store instances on
  * one database, and schedules (run times across daylight-saving changes,
  * missed runs after downtime, each run once with two instances, reopen).
  */
@@ -670,7 +670,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
       });
     });
 
-    // api.md section B: PauseQueue, ResumeQueue, RedriveAll, PurgeQueue.
+    // docs/api.md "Queue controls": PauseQueue, ResumeQueue, RedriveAll, PurgeQueue.
     describe("queue controls", () => {
       const claimAll = (queue = "billing", workerId = "w") =>
         claimLeases(store, { queue, workerId, leaseDurationMs: MINUTE, maxJobs: 100 });
@@ -1191,7 +1191,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await seen.through(events[1].sequence);
         expect(seen.events().map((e) => e.kind)).toEqual(["scheduled", "submitted"]);
         seen.off();
-        // The run's key is the one api.md names: submitting it again finds the run's job.
+        // The run's key is the one docs/api.md "Schedules" names: submitting it again finds the run's job.
         const [again] = await store.submit([
           { ...newJob(), queue: "reports", task: "report.build", payloadJson: '{"kind":"daily"}', maxAttempts: 3 },
         ]);

@@ -1,9 +1,9 @@
 /**
- * Claim (api.md "Semantics"): expired leases of the queue are recovered
- * first, a paused queue hands out nothing (api.md section B), the queue's
- * limits (api.md section D, domain/queue-limits.ts) bound how many leases
- * it may hand out now, and the eligible jobs in claim order each get a new
- * lease from the state machine.
+ * Claim (docs/api.md "Semantics"): expired leases of the queue are recovered
+ * first, a paused queue hands out nothing (docs/api.md "Queue controls"), the
+ * queue's limits (docs/api.md "Queue limits", domain/queue-limits.ts) bound
+ * how many leases it may hand out now, and the eligible jobs in claim order
+ * each get a new lease from the state machine.
  *
  * Every lease path (Claim, its long-poll, StreamClaims, Work) claims through
  * here, so the limits hold on all of them. A claim of a limited queue reads

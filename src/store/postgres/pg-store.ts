@@ -1,9 +1,9 @@
 /**
- * The PostgreSQL store (api.md section C): the engine-neutral write
- * operations (store/operations/) over the PostgreSQL port (pg-port.ts), run
- * by group commit on a pool (pg-transactions.ts); the reads; and the
- * announcements of what every server committed. Any number of stores (on
- * any number of servers) may share one schema.
+ * The PostgreSQL store (docs/postgresql.md "The store"): the engine-neutral
+ * write operations (store/operations/) over the PostgreSQL port (pg-port.ts),
+ * run by group commit on a pool (pg-transactions.ts); the reads; and the
+ * announcements of what every server committed. Any number of stores (on any
+ * number of servers) may share one schema.
  *
  * Events and announcements (Store.onCommitted): events are committed
  * unnumbered and numbered right after by the sequencer (event-sequencer.ts),

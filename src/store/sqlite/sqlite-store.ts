@@ -12,7 +12,7 @@
  * in sequence order (other writers' events are read by
  * store/ordered-announcer.ts).
  *
- * Write health (readiness, api.md "Side port"): each transaction that
+ * Write health (readiness, docs/api.md "Side port"): each transaction that
  * changed something or failed is reported to onWriteOutcome listeners, with
  * the cause of a failure (disk full, I/O error, busy, read-only). A BEGIN
  * IMMEDIATE alone needs no write I/O in WAL mode, so it cannot tell a full

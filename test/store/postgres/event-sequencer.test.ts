@@ -1,5 +1,6 @@
 /**
- * Event order across writers (api.md section C): with many connections
+ * Event order across writers
+ * (docs/postgresql.md "Event order across servers"): with many connections
  * committing events in whatever order their transactions end, and several
  * "servers" each running its own sequencer, a reader that tails the events
  * and resumes from where it stopped sees every committed event exactly once,
