@@ -1,7 +1,7 @@
 /**
  * The seam between the service and a database. Every engine (SQLite now,
  * PostgreSQL next) implements this interface and must pass the contract
- * suite in test/store/contract.ts unchanged. What is not SQL is shared:
+ * suite in test/store/contract/ unchanged. What is not SQL is shared:
  * the write operations (store/operations/, over the per-transaction port of
  * store/transaction-port.ts), the state machine (domain/state-machine.ts),
  * and the bulk and read models beside this file; an engine keeps only its

@@ -27,7 +27,7 @@ import { LATEST_SCHEMA_VERSION } from "../../src/store/sqlite/migrate.js";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { READY, writeLitequeueFile } from "../helpers/litequeue.js";
 import { callJson, okJson, runCli, serversInTempDirs } from "../helpers/process.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
 
 const sandbox = serversInTempDirs("backup");

@@ -13,7 +13,7 @@ import { ManualClock } from "../../src/domain/clock.js";
 import type { EventKind } from "../../src/domain/job.js";
 import { silentLogger } from "../../src/logger.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
 
 let dir: string;

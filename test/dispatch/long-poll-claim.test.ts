@@ -13,7 +13,7 @@ import { claimWithin, type LongPollClaimDeps } from "../../src/dispatch/long-pol
 import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { ClaimedLease } from "../../src/store/store.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -12,7 +12,7 @@ import { afterEach, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -19,7 +19,7 @@ import { ManualClock } from "../../src/domain/clock.js";
 import { QueueError } from "../../src/domain/errors.js";
 import { openSqliteStore, type SqliteStore, type SqliteStoreOptions } from "../../src/store/sqlite/sqlite-store.js";
 import type { WriteOutcome } from "../../src/store/store.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { claimLeases } from "../helpers/store.js";
 

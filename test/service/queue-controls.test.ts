@@ -22,7 +22,7 @@ import { createWorker } from "../../src/worker/index.js";
 import { LeaseQueueService, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { workerEventLog } from "../helpers/worker-events.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -24,7 +24,7 @@ import { migrate } from "../../../src/store/sqlite/migrate.js";
 import { prepareStatements } from "../../../src/store/sqlite/sql.js";
 import { SqlitePort } from "../../../src/store/sqlite/sqlite-port.js";
 import type { TransactionPort } from "../../../src/store/transaction-port.js";
-import { newJob, newSchedule } from "../contract.js";
+import { newJob, newSchedule } from "../contract/helpers.js";
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
 

@@ -11,7 +11,7 @@ import { ManualClock } from "../../../src/domain/clock.js";
 import { openPgStore, type PgStore } from "../../../src/store/postgres/pg-store.js";
 import type { JobEvent } from "../../../src/domain/job.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
-import { newJob, recordAnnouncements } from "../contract.js";
+import { newJob, recordAnnouncements } from "../contract/helpers.js";
 import { claimLeases } from "../../helpers/store.js";
 
 const probe = await probePostgres();

@@ -15,7 +15,7 @@ import { migrate } from "../../../src/store/sqlite/migrate.js";
 import { prepareStatements } from "../../../src/store/sqlite/sql.js";
 import { SqlitePort } from "../../../src/store/sqlite/sqlite-port.js";
 import { WalSync } from "../../../src/store/sqlite/wal-sync.js";
-import { newJob } from "../contract.js";
+import { newJob } from "../contract/helpers.js";
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 

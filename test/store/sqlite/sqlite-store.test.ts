@@ -8,7 +8,8 @@ import { MIGRATIONS } from "../../../src/store/sqlite/migrations.js";
 import { listJobsSql, SQL } from "../../../src/store/sqlite/sql.js";
 import { migrate } from "../../../src/store/sqlite/migrate.js";
 import { openSqliteStore, type SqliteStore } from "../../../src/store/sqlite/sqlite-store.js";
-import { describeStoreContract, newJob, newSchedule } from "../contract.js";
+import { newJob, newSchedule } from "../contract/helpers.js";
+import { describeStoreContract } from "../contract/index.js";
 import { claimLeases } from "../../helpers/store.js";
 
 function tempDir(): string {

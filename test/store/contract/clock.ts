@@ -11,11 +11,11 @@
  * its host clock against it as it would against clock_timestamp().
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ManualClock, type Clock } from "../../src/domain/clock.js";
-import { pruneCutoffs } from "../../src/domain/retention.js";
-import type { QueueConfig, QueueConfigField } from "../../src/domain/queue-limits.js";
-import type { Store } from "../../src/store/store.js";
-import { newJob, newSchedule } from "./contract.js";
+import { ManualClock, type Clock } from "../../../src/domain/clock.js";
+import { pruneCutoffs } from "../../../src/domain/retention.js";
+import type { QueueConfig, QueueConfigField } from "../../../src/domain/queue-limits.js";
+import type { Store } from "../../../src/store/store.js";
+import { MINUTE, newJob, newSchedule, SECOND } from "./helpers.js";
 
 export interface SkewedStoreHarness {
   /** An instance whose host clock is the database's. */
@@ -26,9 +26,6 @@ export interface SkewedStoreHarness {
 }
 
 export type SkewedStoreFactory = (databaseClock: ManualClock) => Promise<SkewedStoreHarness>;
-
-const SECOND = 1000;
-const MINUTE = 60 * SECOND;
 
 export function describeClockSkewContract(name: string, factory: SkewedStoreFactory): void {
   for (const skewMs of [30 * SECOND, -30 * SECOND]) {
