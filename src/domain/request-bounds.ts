@@ -13,7 +13,7 @@
  * ships it: tsconfig.build.json compiles all of src/ into dist/ and
  * package.json "files" publishes dist/. A copy under src/worker/ would
  * have made domain/ import from the SDK's folder instead, against "domain
- * imports nothing of ours". test/worker/layering.test.ts holds both rules:
+ * imports nothing of ours". test/architecture.test.ts holds both rules:
  * src/worker imports only gen/, itself and domain modules like this one
  * that import nothing but each other, and this file imports nothing.
  */
