@@ -278,6 +278,30 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect((await claimOne()).job.id).toBe(job.id);
       });
 
+      it("tells a claim that got fewer jobs than it asked for when the queue's next one becomes eligible, at the claim's time", async () => {
+        const claim = (maxJobs: number, queue = "billing") =>
+          store.claimOutcome({ queue, workerId: "w", leaseDurationMs: MINUTE, maxJobs });
+        const t0 = clock.now();
+        await submitOne({ schedule: { delayMs: HOUR } });
+        await submitOne({ queue: "emails", schedule: { delayMs: MINUTE } });
+        await submitOne({ retryBaseDelayMs: 10 * SECOND });
+        const first = await claim(2);
+        expect(first).toMatchObject({ leases: [{ job: { state: "running" } }], heldBack: null, nextScheduleTime: t0 + HOUR });
+        const [{ job: failing, leaseToken }] = first.leases;
+        await store.fail(failing.id, leaseToken, { error: "boom", permanent: false });
+        // The retry is due sooner than the delayed job; a job of another queue does not count.
+        expect(await claim(1)).toEqual({ leases: [], heldBack: null, nextScheduleTime: t0 + 10 * SECOND });
+        clock.advance(10 * SECOND - 1);
+        expect((await claim(1)).nextScheduleTime).toBe(t0 + 10 * SECOND);
+        clock.advance(1);
+        // Due at the claim's time: claimed, not reported; a full claim reports nothing.
+        expect(await claim(1)).toMatchObject({ leases: [{ job: { id: failing.id } }], nextScheduleTime: null });
+        expect((await claim(1)).nextScheduleTime).toBe(t0 + HOUR);
+        await store.pauseQueue("billing");
+        expect(await claim(1)).toEqual({ leases: [], heldBack: null, nextScheduleTime: null });
+        expect((await claim(1, "emails")).nextScheduleTime).toBe(t0 + MINUTE);
+      });
+
       it("never gives one job to two concurrent claimers", async () => {
         await store.submit(Array.from({ length: 60 }, (_, i) => newJob({ task: `t${i}` })));
         const results = await Promise.all(
@@ -550,8 +574,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
           attempt: 0,
           eventTime: clock.now(),
         });
-        expect(await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
-        expect(await store.nextScheduledTime("billing")).toBe(clock.now() + 30 * SECOND);
+        expect(await store.claimOutcome({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual({
+          leases: [],
+          heldBack: null,
+          nextScheduleTime: clock.now() + 30 * SECOND,
+        });
         clock.advance(30 * SECOND);
         expect((await claimOne()).job).toMatchObject({ attempts: 1, deliveries: 2 });
       });
@@ -927,7 +954,11 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         expect(first.leases).toHaveLength(3);
         expect(first.heldBack).toEqual({ limit: "rate_limit", until: start + 10 * SECOND });
         clock.advance(10 * SECOND - 1);
-        expect(await claimUpTo(store, 5)).toEqual({ leases: [], heldBack: { limit: "rate_limit", until: start + 10 * SECOND } });
+        expect(await claimUpTo(store, 5)).toEqual({
+          leases: [],
+          heldBack: { limit: "rate_limit", until: start + 10 * SECOND },
+          nextScheduleTime: null,
+        });
         clock.advance(1);
         expect((await claimUpTo(store, 5)).leases).toHaveLength(3);
 
@@ -968,14 +999,14 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         await submitMany(2);
         await limit(store, "billing", { maxRunning: 2, rateLimit: 2, ratePeriodMs: MINUTE });
         expect(await claimUpTo(store, 5)).toMatchObject({ heldBack: null });
-        expect(await claimUpTo(store, 5)).toEqual({ leases: [], heldBack: null });
+        expect(await claimUpTo(store, 5)).toEqual({ leases: [], heldBack: null, nextScheduleTime: null });
       });
 
       it("keeps a paused queue paused whatever its limits allow", async () => {
         await submitMany(2);
         await limit(store, "billing", { maxRunning: 10 });
         await store.pauseQueue("billing");
-        expect(await claimUpTo(store, 2)).toEqual({ leases: [], heldBack: null });
+        expect(await claimUpTo(store, 2)).toEqual({ leases: [], heldBack: null, nextScheduleTime: null });
       });
 
       it("changes only the fields named, answers the result, and removes the queue's row once no field is set", async () => {
@@ -1094,8 +1125,6 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
         const emails = counts.find((c) => c.queue === "emails")!;
         expect(emails.counts.queued).toBe(1);
         expect(emails.oldestPendingSince).toBeNull();
-        expect(await store.nextScheduledTime("emails")).toBe(t0 + SECOND + HOUR);
-        expect(await store.nextScheduledTime("billing")).toBeNull();
       });
 
       it("lists stored events after a sequence, filtered by queue and job", async () => {
