@@ -8,8 +8,11 @@
  *   one per waiting stream.
  * - The pump runs when a stream opens, when a commit makes work eligible on
  *   the queue (QueueWakeups), when a lease of one of its streams finishes, and
- *   on a timer for the next delayed job or retry. Idle streams cost nothing:
- *   no polling loop touches the database.
+ *   on a timer for the next delayed job, snoozed job or retry. The timer is
+ *   set by the time the pump's last claim read in its own transaction
+ *   (ClaimOutcome.nextScheduleTime), never by a later reading: a job that
+ *   became due between the two would be in neither. Idle streams cost
+ *   nothing: no polling loop touches the database.
  * - A lease counts against its stream until a committed event finishes it:
  *   completed, failed, dead-lettered, cancelled, released, snoozed or lease
  *   expired.
@@ -255,6 +258,7 @@ export class ClaimStreams {
       state.waitingForPlace = false;
       let drained = false;
       let hold: ClaimHold | null = null;
+      let nextScheduleTime: number | null = null;
       let finishedSince = 0;
       for (const sub of [...state.subscribers]) {
         if (sub.closed || sub.room <= 0) continue;
@@ -262,7 +266,7 @@ export class ClaimStreams {
         let leases: ClaimedLease[];
         try {
           finishedSince = wakeups.finishedLeases(queue);
-          ({ leases, heldBack: hold } = await store.claimOutcome({ ...sub.spec, maxJobs: ask }));
+          ({ leases, heldBack: hold, nextScheduleTime } = await store.claimOutcome({ ...sub.spec, maxJobs: ask }));
         } catch (err) {
           log.warn("stream claim failed; retrying", { queue, error: err });
           this.#schedule(queue, state, clock.now() + RETRY_AFTER_ERROR_MS);
@@ -297,15 +301,10 @@ export class ClaimStreams {
         else state.waitingForPlace = true;
       } else if (hold?.limit === "rate_limit") {
         this.#schedule(queue, state, hold.until);
-      } else {
-        let next: number | null;
-        try {
-          next = await store.nextScheduledTime(queue);
-        } catch (err) {
-          log.warn("stream schedule lookup failed; retrying", { queue, error: err });
-          next = clock.now() + RETRY_AFTER_ERROR_MS;
-        }
-        if (next !== null) this.#schedule(queue, state, next);
+      } else if (nextScheduleTime !== null) {
+        // Read by the claim at its own time: a job that became due since is
+        // claimed at once, and one that commits later wakes the queue.
+        this.#schedule(queue, state, nextScheduleTime);
       }
     } while (state.again);
   }

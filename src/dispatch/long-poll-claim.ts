@@ -48,7 +48,7 @@ export async function claimWithin<T>(
   for (;;) {
     const generation = wakeups.generation(claim.queue);
     const finishedSince = wakeups.finishedLeases(claim.queue);
-    const { leases: claimed, heldBack } = await store.claimOutcome(claim);
+    const { leases: claimed, heldBack, nextScheduleTime } = await store.claimOutcome(claim);
     if (heldBack !== null) wakeups.heldBack(claim.queue, heldBack);
     if (signal.aborted) {
       // The caller went while the claim committed: nobody can receive these.
@@ -65,7 +65,7 @@ export async function claimWithin<T>(
       generation,
       deadline,
       signal,
-      heldBack === null ? undefined : { hold: heldBack, finishedSince },
+      heldBack === null ? { nextScheduleTime } : { held: { hold: heldBack, finishedSince } },
     );
     if (signal.aborted) {
       if (woken) wakeups.handOn(claim.queue);

@@ -59,11 +59,23 @@ export interface ClaimedLease {
   leaseToken: string;
 }
 
-/** A claim's leases, and whether a queue limit held eligible jobs back (what a waiting claimer waits for then). */
+/** A claim's leases, and what a claimer that got fewer than it asked for waits for: a queue limit, or the next job to become eligible. */
 export interface ClaimOutcome {
   leases: ClaimedLease[];
   /** Null unless a limit of the queue (QueueConfig) left eligible jobs unleased. */
   heldBack: ClaimHold | null;
+  /**
+   * When the claim took fewer jobs than it asked for and no limit held one
+   * back: the earliest schedule_time among the queue's pending jobs that
+   * were not eligible yet at the claim's time, read in the claim's own
+   * transaction; null when there is none, when the queue is paused, or when
+   * the claim was full or held back. Read with the claim and at the claim's
+   * time, a job that becomes due after the claim looked is still in it (a
+   * time already past: claim again at once), so a claimer that waits for it
+   * never misses one; work committed after the claim wakes claimers
+   * through the commit announcement.
+   */
+  nextScheduleTime: number | null;
 }
 
 export interface ListJobsSpec {
@@ -337,9 +349,6 @@ export interface Store {
   eventBounds(): Promise<{ oldest: number; latest: number }>;
   /** Counts per queue and state, maintained transactionally, paused queues and queue limits; ordered by queue. */
   queueCounts(): Promise<QueueCounts[]>;
-  /** Earliest schedule_time among pending jobs of a queue that are not yet eligible. */
-  nextScheduledTime(queue: string): Promise<number | null>;
-
   /** Subscribes to committed changes; returns the unsubscribe function. */
   onCommitted(listener: CommitListener): () => void;
   /** Subscribes to the outcome of write transactions; returns the unsubscribe function. */

@@ -81,6 +81,8 @@ export interface TransactionPort {
    * schedule_time, then id (docs/api.md "Claim order").
    */
   selectClaimable(queue: string, now: number, limit: number): Awaitable<StoredJob[]>;
+  /** The earliest schedule_time among the queue's QUEUED or RETRY jobs not eligible at `now` (schedule_time > now), or null. */
+  nextScheduledTime(queue: string, now: number): Awaitable<number | null>;
   /** Up to `limit` RUNNING jobs whose lease expired (lease_expire_time <= now), oldest expiry first; of one queue when given. */
   selectExpiredLeases(now: number, limit: number, queue?: string): Awaitable<StoredJob[]>;
   /**

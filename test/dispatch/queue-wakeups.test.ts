@@ -84,8 +84,7 @@ it("wakes a claimer held back by max_running on the queue's next finishing lease
   let workerWoken = false;
   const forWork = wakeups.waitForWork("a", generation, forever, new AbortController().signal).then(() => (workerWoken = true));
   const forPlace = wakeups.waitForWork("a", generation, forever, new AbortController().signal, {
-    hold: { limit: "max_running" },
-    finishedSince,
+    held: { hold: { limit: "max_running" }, finishedSince },
   });
   await store.complete(lease.job.id, lease.leaseToken, null);
   await forPlace;
@@ -105,8 +104,7 @@ it("does not park a claimer held back by max_running when a lease finished since
   const finishedSince = wakeups.finishedLeases("a");
   await store.fail(lease.job.id, lease.leaseToken, { error: "boom", permanent: true });
   await wakeups.waitForWork("a", wakeups.generation("a"), Date.now() + 60_000, new AbortController().signal, {
-    hold: { limit: "max_running" },
-    finishedSince,
+    held: { hold: { limit: "max_running" }, finishedSince },
   });
   expect(wakeups.waiting).toBe(0);
 });

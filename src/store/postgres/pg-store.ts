@@ -415,10 +415,6 @@ export class PgStore extends OperationStore implements Store {
     });
   }
 
-  async nextScheduledTime(queue: string): Promise<number | null> {
-    return (await this.#read<{ t: number | null }>(this.#sql.jobs.nextScheduledTime, [queue, this.clock.now()]))[0].t;
-  }
-
   async listSchedules(): Promise<StoredSchedule[]> {
     return (await this.#read<Record<string, unknown>>(this.#sql.schedules.allSchedules, [])).map(toSchedule);
   }

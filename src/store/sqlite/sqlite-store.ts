@@ -306,11 +306,6 @@ export class SqliteStore extends OperationStore implements Store {
     });
   }
 
-  async nextScheduledTime(queue: string): Promise<number | null> {
-    const { t } = this.#stmts.nextScheduledTime.get(queue, this.clock.now()) as { t: number | null };
-    return t;
-  }
-
   async listSchedules(): Promise<StoredSchedule[]> {
     return (this.#stmts.allSchedules.all() as Row[]).map(toSchedule);
   }

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { claimLeases } from "../../helpers/store.js";
-import { claimOne, clock, kinds, MINUTE, newJob, SECOND, store, submitOne } from "./helpers.js";
+import { claimOne, clock, HOUR, kinds, MINUTE, newJob, SECOND, store, submitOne } from "./helpers.js";
 
 export function describeClaim(): void {
   describe("claim", () => {
@@ -50,6 +50,29 @@ export function describeClaim(): void {
       expect(await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
       clock.advance(1);
       expect((await claimOne()).job.id).toBe(job.id);
+    });
+
+    it("tells a claim that got fewer jobs than it asked for when the queue's next one becomes eligible, at the claim's time", async () => {
+      const claim = (maxJobs: number, queue = "billing") => store.claimOutcome({ queue, workerId: "w", leaseDurationMs: MINUTE, maxJobs });
+      const t0 = clock.now();
+      await submitOne({ schedule: { delayMs: HOUR } });
+      await submitOne({ queue: "emails", schedule: { delayMs: MINUTE } });
+      await submitOne({ retryBaseDelayMs: 10 * SECOND });
+      const first = await claim(2);
+      expect(first).toMatchObject({ leases: [{ job: { state: "running" } }], heldBack: null, nextScheduleTime: t0 + HOUR });
+      const [{ job: failing, leaseToken }] = first.leases;
+      await store.fail(failing.id, leaseToken, { error: "boom", permanent: false });
+      // The retry is due sooner than the delayed job; a job of another queue does not count.
+      expect(await claim(1)).toEqual({ leases: [], heldBack: null, nextScheduleTime: t0 + 10 * SECOND });
+      clock.advance(10 * SECOND - 1);
+      expect((await claim(1)).nextScheduleTime).toBe(t0 + 10 * SECOND);
+      clock.advance(1);
+      // Due at the claim's time: claimed, not reported; a full claim reports nothing.
+      expect(await claim(1)).toMatchObject({ leases: [{ job: { id: failing.id } }], nextScheduleTime: null });
+      expect((await claim(1)).nextScheduleTime).toBe(t0 + HOUR);
+      await store.pauseQueue("billing");
+      expect(await claim(1)).toEqual({ leases: [], heldBack: null, nextScheduleTime: null });
+      expect((await claim(1, "emails")).nextScheduleTime).toBe(t0 + MINUTE);
     });
 
     it("never gives one job to two concurrent claimers", async () => {

@@ -61,7 +61,11 @@ export function describeQueueLimits(): void {
       expect(first.leases).toHaveLength(3);
       expect(first.heldBack).toEqual({ limit: "rate_limit", until: start + 10 * SECOND });
       clock.advance(10 * SECOND - 1);
-      expect(await claimUpTo(store, 5)).toEqual({ leases: [], heldBack: { limit: "rate_limit", until: start + 10 * SECOND } });
+      expect(await claimUpTo(store, 5)).toEqual({
+        leases: [],
+        heldBack: { limit: "rate_limit", until: start + 10 * SECOND },
+        nextScheduleTime: null,
+      });
       clock.advance(1);
       expect((await claimUpTo(store, 5)).leases).toHaveLength(3);
 
@@ -102,14 +106,14 @@ export function describeQueueLimits(): void {
       await submitMany(2);
       await limit(store, "billing", { maxRunning: 2, rateLimit: 2, ratePeriodMs: MINUTE });
       expect(await claimUpTo(store, 5)).toMatchObject({ heldBack: null });
-      expect(await claimUpTo(store, 5)).toEqual({ leases: [], heldBack: null });
+      expect(await claimUpTo(store, 5)).toEqual({ leases: [], heldBack: null, nextScheduleTime: null });
     });
 
     it("keeps a paused queue paused whatever its limits allow", async () => {
       await submitMany(2);
       await limit(store, "billing", { maxRunning: 10 });
       await store.pauseQueue("billing");
-      expect(await claimUpTo(store, 2)).toEqual({ leases: [], heldBack: null });
+      expect(await claimUpTo(store, 2)).toEqual({ leases: [], heldBack: null, nextScheduleTime: null });
     });
 
     it("changes only the fields named, answers the result, and removes the queue's row once no field is set", async () => {

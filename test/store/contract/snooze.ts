@@ -3,7 +3,6 @@
  * attempt refunded and its lease ended.
  */
 import { describe, expect, it } from "vitest";
-import { claimLeases } from "../../helpers/store.js";
 import { claimOne, clock, DAY, kinds, MINUTE, refusal, SECOND, store, submitOne } from "./helpers.js";
 
 export function describeSnooze(): void {
@@ -30,8 +29,11 @@ export function describeSnooze(): void {
         attempt: 0,
         eventTime: clock.now(),
       });
-      expect(await claimLeases(store, { queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual([]);
-      expect(await store.nextScheduledTime("billing")).toBe(clock.now() + 30 * SECOND);
+      expect(await store.claimOutcome({ queue: "billing", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 })).toEqual({
+        leases: [],
+        heldBack: null,
+        nextScheduleTime: clock.now() + 30 * SECOND,
+      });
       clock.advance(30 * SECOND);
       expect((await claimOne()).job).toMatchObject({ attempts: 1, deliveries: 2 });
     });

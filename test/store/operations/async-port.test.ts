@@ -129,7 +129,7 @@ describe("the shared write operations over a port that answers later", () => {
       claimJobs({ queue: "billing", workerId: "w2", leaseDurationMs: 1000, maxJobs: 1 }, { maxRecovered: 10 }),
       NOW + 5000,
     );
-    expect(later.value).toEqual({ leases: [], heldBack: null });
+    expect(later.value).toEqual({ leases: [], heldBack: null, nextScheduleTime: null });
     expect(later.persisted.events.map((e) => e.kind)).toEqual(["lease_expired", "dead_lettered"]);
     const pruned = await transaction(pruneFinishedJobs({ finishedBefore: { dead: NOW + 10_000 }, limit: 10 }), NOW + 10_000);
     expect(pruned.value).toEqual({ pruned: [{ queue: "billing", state: "dead", jobs: 1 }], events: 4, exhausted: true });
