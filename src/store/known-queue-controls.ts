@@ -25,10 +25,21 @@ export class KnownQueueControls {
     this.#take(snapshot);
   }
 
-  /** The changes from what was last seen to `snapshot`, which is what is seen from now on. */
-  changesTo(snapshot: QueueControlSnapshot): QueueControlChange[] {
-    const paused = new Set(snapshot.paused);
+  /**
+   * The changes from what was last seen to `snapshot`, which is what is seen
+   * from now on. Queues in `unsettled` are left as they were seen: this
+   * store changed them while the snapshot was read, so the snapshot may hold
+   * their state before or after that change, and the store notes its own.
+   */
+  changesTo(snapshot: QueueControlSnapshot, unsettled: ReadonlySet<string> = new Set()): QueueControlChange[] {
+    const paused = new Set([...snapshot.paused].filter((q) => !unsettled.has(q)));
+    for (const queue of unsettled) if (this.#paused.has(queue)) paused.add(queue);
     const configs = configsOf(snapshot);
+    for (const queue of unsettled) {
+      const known = this.#configs.get(queue);
+      if (known === undefined) configs.delete(queue);
+      else configs.set(queue, known);
+    }
     const changes: QueueControlChange[] = [];
     for (const queue of paused) if (!this.#paused.has(queue)) changes.push({ queue, paused: true });
     for (const queue of this.#paused) if (!paused.has(queue)) changes.push({ queue, paused: false });
@@ -36,7 +47,9 @@ export class KnownQueueControls {
       const config = configs.get(queue) ?? { ...NO_QUEUE_LIMITS };
       if (!sameConfig(this.#configs.get(queue) ?? NO_QUEUE_LIMITS, config)) changes.push({ queue, paused: paused.has(queue), config });
     }
-    this.#take(snapshot);
+    this.#paused.clear();
+    for (const queue of paused) this.#paused.add(queue);
+    this.#configs = configs;
     return changes;
   }
 
