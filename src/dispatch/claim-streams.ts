@@ -33,7 +33,7 @@
 import type { Clock } from "../domain/clock.js";
 import type { EventKind } from "../domain/job.js";
 import type { ClaimHold } from "../domain/queue-limits.js";
-import { KEEPALIVE_INTERVAL_MS } from "../domain/timing-defaults.js";
+import { KEEPALIVE_INTERVAL_MS, timerDelay } from "../domain/timing-defaults.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import type { QueueWakeups } from "./queue-wakeups.js";
@@ -332,7 +332,7 @@ export class ClaimStreams {
   /** Pumps the queue again at `at` (epoch ms), replacing an earlier timer. */
   #schedule(queue: string, state: QueueState, at: number): void {
     clearTimeout(state.timer);
-    state.timer = setTimeout(() => this.#pump(queue), Math.max(0, at - this.#opts.clock.now()));
+    state.timer = setTimeout(() => this.#pump(queue), timerDelay(at - this.#opts.clock.now()));
     state.timer.unref();
   }
 }

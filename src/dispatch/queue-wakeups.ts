@@ -25,6 +25,7 @@
  */
 import type { Clock } from "../domain/clock.js";
 import type { ClaimHold, QueueLimit } from "../domain/queue-limits.js";
+import { timerDelay } from "../domain/timing-defaults.js";
 import type { Store } from "../store/store.js";
 
 /** Claims a limit held back, so far, by queue and limit. */
@@ -140,7 +141,7 @@ export class QueueWakeups {
     } else if (hold.limit === "rate_limit") {
       until = Math.min(deadline, hold.until);
     }
-    const delay = Math.max(0, until - this.#clock.now());
+    const delay = timerDelay(until - this.#clock.now());
     return new Promise<boolean>((resolve) => {
       let waiters = this.#waiters.get(queue);
       if (waiters === undefined) {

@@ -209,6 +209,33 @@ describe("ClaimStreams", () => {
       },
     };
 
+    it("waits for a job delayed past the longest timer Node keeps (30 days) without claiming in a loop", async () => {
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+      let claims = 0;
+      const counted = new Proxy(store, {
+        get: (target, key) => {
+          if (key === "claimOutcome") return (...args: Parameters<SqliteStore["claimOutcome"]>) => (claims++, target.claimOutcome(...args));
+          const value = Reflect.get(target, key, target) as unknown;
+          return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const own = new ClaimStreams({ store: counted, wakeups, clock, log: silentLogger, keepaliveMs: 60_000 });
+      const abort = new AbortController();
+      try {
+        const [{ job }] = await store.submit([newJob({ schedule: { delayMs: 30 * 24 * 3_600_000 } })]);
+        const it = own.open(spec, abort.signal)[Symbol.asyncIterator]();
+        expect((await it.next()).value).toBeNull(); // keepalive: registered and parked
+        const parked = claims;
+        for (let i = 0; i < 50; i++) await vi.advanceTimersByTimeAsync(10);
+        expect(claims).toBe(parked);
+        expect((await store.getJob(job.id))?.state).toBe("queued");
+      } finally {
+        abort.abort();
+        own.close();
+        vi.useRealTimers();
+      }
+    });
+
     for (const [how, delay] of Object.entries(delayedBy)) {
       it(`sends a job delayed by ${how} when it is due, though the claim before ran the instant before and answered at that time`, async () => {
         vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });

@@ -73,14 +73,14 @@ it("wakes a queue when it is resumed, not when it is paused", async () => {
 });
 
 it("wakes a claimer held back by max_running on the queue's next finishing lease, and leaves the others waiting for work", async () => {
-  const { store, wakeups } = setup();
+  const { store, wakeups, clock } = setup();
   await store.submit([newJob({ queue: "a" })]);
   const [lease] = await claimLeases(store, { queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
   const woken: string[] = [];
   wakeups.onWork((queue) => woken.push(queue));
   const generation = wakeups.generation("a");
   const finishedSince = wakeups.finishedLeases("a");
-  const forever = Date.now() + 60_000;
+  const forever = clock.now() + 60_000;
   let workerWoken = false;
   const forWork = wakeups.waitForWork("a", generation, forever, new AbortController().signal).then(() => (workerWoken = true));
   const forPlace = wakeups.waitForWork("a", generation, forever, new AbortController().signal, {
