@@ -27,7 +27,9 @@
  *            --cpu-prof (an extra profiled run of (b); top self-time functions)
  *            --synchronous=normal (server and SQLite ceiling without an fsync per commit)
  *            --out=FILE (default bench/results/<timestamp>.json)
+ *            --no-sdks (skip the worker SDKs' throughput, bench/sdks.mjs, run last in a full run)
  */
+import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync, renameSync } from "node:fs";
 import { createHash } from "node:crypto";
 import os from "node:os";
@@ -66,6 +68,7 @@ const { values: args } = parseArgs({
     synchronous: { type: "string", default: "full" },
     engines: { type: "string" },
     out: { type: "string" },
+    "no-sdks": { type: "boolean", default: false },
   },
 });
 
@@ -623,6 +626,12 @@ const out = args.out ?? join(RESULTS_DIR, `${runId}.json`);
 printReport(report); // also adds each row's ratios to the report
 writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
 console.log(`\nJSON: ${out}`);
+// The worker SDKs' throughput (TypeScript, Python, Go), each against a server of its own.
+if (!args.quick && !args["no-sdks"]) {
+  console.log("\nWorker SDKs (bench/sdks.mjs):");
+  const sdks = spawnSync(process.execPath, [join(HERE, "sdks.mjs"), String(SIZES.jobs), "64"], { stdio: "inherit" });
+  if (sdks.status !== 0) process.exitCode = 1;
+}
 const failed = report.rows.filter((r) => r.system.startsWith("leasequeue") && (!r.check.ok || r.outcome !== "handled"));
 if (failed.length > 0) {
   console.error(`LeaseQueue did not complete every job exactly once in: ${failed.map((r) => r.scenario).join(", ")}`);

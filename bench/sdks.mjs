@@ -46,7 +46,7 @@ const SDKS = [
       const python = "/usr/bin/python3";
       if (spawnSync(python, ["-c", "import grpc, google.protobuf, venv"]).status !== 0)
         return { missing: "python3-grpcio, python3-protobuf, python3-venv" };
-      // As the README installs it, from a copy so the checkout stays clean.
+      // As clients/python/README.md installs it, from a copy so the checkout stays clean.
       const src = join(work, "py-src");
       cpSync(join(ROOT, "clients/python"), join(src, "clients/python"), {
         recursive: true,

@@ -3,7 +3,7 @@
  * Writes docs/configuration.md from the settings table
  * (src/config/settings.ts, rendered by src/config/settings-text.ts), as
  * compiled into dist/: run after tsc (`npm run docs:config` does both).
- * test/config.test.ts fails when the committed file differs from it.
+ * test/config/settings-text.test.ts fails when the committed file differs from it.
  */
 import { writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";

@@ -50,7 +50,7 @@ export interface Config {
   maxWatchers: number;
   /** Bytes a WatchEvents client may leave unread in its connection before it is dropped as too slow. */
   watchMaxPendingBytes: number;
-  /** How long finished jobs are kept (docs/api.md "Retention"). */
+  /** How long finished jobs are kept (docs/operations.md "Retention"). */
   retention: RetentionPolicy;
   /** The auth file (bearer tokens, roles, queues); undefined: authentication is off. Read at start and on SIGHUP. */
   authFile?: string;

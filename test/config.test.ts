@@ -1,17 +1,16 @@
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, redactDatabaseUrl, resolveConfig, SETTINGS, type Setting } from "../src/config.js";
-import { CONFIGURATION_DOC_NOTICE, configurationDoc, settingsHelpRows } from "../src/config/settings-text.js";
 import { ServerReflection } from "../gen/ts/grpc/reflection/v1/reflection_pb.js";
 import { startTestServer } from "./helpers/server.js";
 import { streamOf } from "./helpers/stream-of.js";
 
 describe("configuration", () => {
-  it("uses api.md's defaults", () => {
+  it("uses the defaults of docs/configuration.md", () => {
     expect(resolveConfig({}, {})).toMatchObject({
       databasePath: "leasequeue.db",
       host: "127.0.0.1",
@@ -134,13 +133,6 @@ describe("configuration", () => {
     expect(resolveConfig({ "auth-file": "auth.json" }, { LEASEQUEUE_AUTH_FILE: "/etc/x.json" }).authFile).toBe("auth.json");
   });
 
-  it("documents every setting in docs/configuration.md, written from the settings table (`npm run docs:config`)", () => {
-    const page = readFileSync(new URL("../docs/configuration.md", import.meta.url), "utf8");
-    expect(page.split("\n", 1)[0]).toBe(CONFIGURATION_DOC_NOTICE);
-    expect(page).toBe(configurationDoc());
-    for (const s of Object.values(SETTINGS)) expect(page).toContain(`| \`${s.env}\` | \`--${s.flag}\` |`);
-  });
-
   it("accepts exactly the numeric bounds that --help and docs/configuration.md state", () => {
     // Settings that are read only with PostgreSQL, and a request timeout the headers timeout may reach.
     const base = { "database-url": "postgres://db/test", "request-headers-timeout-ms": "100", "request-timeout-ms": "3600000" };
@@ -157,15 +149,6 @@ describe("configuration", () => {
         expect(() => resolveConfig({ ...base, [s.flag]: String(bad) }, {}), `--${s.flag} ${bad}`).toThrow(`--${s.flag}`);
       }
     }
-  });
-
-  it("prints every setting in --help with its values and default from the table", () => {
-    const rows = settingsHelpRows();
-    expect(rows).toHaveLength(Object.keys(SETTINGS).length);
-    expect(rows.find((r) => r.includes("--database-pool-size"))).toMatch(
-      /LEASEQUEUE_DATABASE_POOL_SIZE +most PostgreSQL .*\(1-1000; default 10\)$/,
-    );
-    expect(rows.find((r) => r.includes("--metrics-host"))).toMatch(/\(a host name or IP address; default: same as host\)$/);
   });
 
   it("bounds WatchEvents: most watchers and unread bytes per watcher, from the environment or a flag", () => {
@@ -209,7 +192,7 @@ describe("configuration", () => {
   });
 });
 
-describe("PostgreSQL settings (api.md section C)", () => {
+describe("PostgreSQL settings (docs/postgresql.md)", () => {
   const URL_WITH_PASSWORD = "postgres://lq:s3cret-pw@db.internal:5432/jobs";
 
   it("keeps SQLite unless LEASEQUEUE_DATABASE_URL is set", () => {

@@ -4,10 +4,10 @@
  * DRIVERS maps a scenario kind ("unary", "batched") to the ways of running
  * it, most preferred first. Each driver lists the RPCs it calls;
  * `selectDriver` takes the first one whose RPCs the generated service
- * descriptor has, so a driver for
- * the batched path of api.md section A (Work + acknowledgements) added to
- * the front of `batched` is used as soon as the server's protos have it,
- * and rows are named after the driver that actually ran.
+ * descriptor has, so a driver for the batched path (Work + acknowledgements,
+ * docs/api.md "The batched path: Acknowledge and Work") added to the front of
+ * `batched` is used as soon as the server's protos have it, and rows are
+ * named after the driver that actually ran.
  *
  * A scenario may name its driver (`key`) instead of taking the first.
  *

@@ -1,10 +1,10 @@
 /**
  * `leasequeue import-litequeue <file> --queue <name> [--task <name>] [--dry-run]`
- * (api.md section B): every message of a litequeue database becomes a job of
- * the queue, in one transaction; messages whose id is already a job are
- * skipped, so a second run is a no-op. Any bad row refuses the whole import
- * (each one named, nothing written). The dry run reports the same counts and
- * writes nothing, not even a new database.
+ * (docs/operations.md "Import from litequeue"): every message of a litequeue
+ * database becomes a job of the queue, in one transaction; messages whose id
+ * is already a job are skipped, so a second run is a no-op. Any bad row
+ * refuses the whole import (each one named, nothing written). The dry run
+ * reports the same counts and writes nothing, not even a new database.
  */
 import { resolve } from "node:path";
 import { ConnectError } from "@connectrpc/connect";

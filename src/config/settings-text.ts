@@ -1,7 +1,8 @@
 /**
  * The settings table in words: the rows of `leasequeue --help`, and
  * docs/configuration.md (written by scripts/build-configuration-doc.mjs;
- * test/config.test.ts fails when the file differs from what this writes).
+ * test/config/settings-text.test.ts fails when the file differs from what
+ * this writes).
  */
 import { SETTINGS, type Setting } from "./settings.js";
 

@@ -8,28 +8,32 @@
  *   one per waiting stream.
  * - The pump runs when a stream opens, when a commit makes work eligible on
  *   the queue (QueueWakeups), when a lease of one of its streams finishes, and
- *   on a timer for the next delayed job or retry. Idle streams cost nothing:
- *   no polling loop touches the database.
+ *   on a timer for the next delayed job, snoozed job or retry. The timer is
+ *   set by the time the pump's last claim read in its own transaction
+ *   (ClaimOutcome.nextScheduleTime), never by a later reading: a job that
+ *   became due between the two would be in neither. Idle streams cost
+ *   nothing: no polling loop touches the database.
  * - A lease counts against its stream until a committed event finishes it:
  *   completed, failed, dead-lettered, cancelled, released, snoozed or lease
  *   expired.
  * - When a stream ends, the leases it sent stay owned by the worker until
  *   they are acknowledged or expire; nothing is handed out twice. Leases it
  *   claimed but had not sent yet are released (attempt refunded).
- * - A paused queue (api.md section B) needs no state here: the store's
- *   claim hands out nothing for it, so its streams park until a commit
- *   resumes it (QueueWakeups wakes the queue). When a pause commits, the
- *   leases claimed before it but not sent yet are released, so none goes
+ * - A paused queue (docs/api.md "Queue controls") needs no state here: the
+ *   store's claim hands out nothing for it, so its streams park until a
+ *   commit resumes it (QueueWakeups wakes the queue). When a pause commits,
+ *   the leases claimed before it but not sent yet are released, so none goes
  *   out after the pause.
- * - A queue limit (api.md section D) that holds a claim back parks the
- *   pump until what frees a place: the queue's next finishing lease, of any
- *   worker on any server (max_running), or the moment the rate window frees
- *   one (rate_limit, a timer). A change of the limits wakes it like a resume.
+ * - A queue limit (docs/api.md "Queue limits") that holds a claim back parks
+ *   the pump until what frees a place: the queue's next finishing lease, of
+ *   any worker on any server (max_running), or the moment the rate window
+ *   frees one (rate_limit, a timer). A change of the limits wakes it like a
+ *   resume.
  */
 import type { Clock } from "../domain/clock.js";
 import type { EventKind } from "../domain/job.js";
 import type { ClaimHold } from "../domain/queue-limits.js";
-import { KEEPALIVE_INTERVAL_MS } from "../domain/timing-defaults.js";
+import { KEEPALIVE_INTERVAL_MS, timerDelay } from "../domain/timing-defaults.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import type { QueueWakeups } from "./queue-wakeups.js";
@@ -52,7 +56,7 @@ export interface ClaimStreamsOptions {
   keepaliveMs?: number;
 }
 
-/** Store calls claim at most this many jobs at once (api.md max_jobs). */
+/** Store calls claim at most this many jobs at once (the bound of maxJobs in docs/api.md "Bounds"). */
 const MAX_CLAIM_BATCH = 100;
 /** After a failed claim (database unavailable), try again this much later. */
 const RETRY_AFTER_ERROR_MS = 1000;
@@ -254,6 +258,7 @@ export class ClaimStreams {
       state.waitingForPlace = false;
       let drained = false;
       let hold: ClaimHold | null = null;
+      let nextScheduleTime: number | null = null;
       let finishedSince = 0;
       for (const sub of [...state.subscribers]) {
         if (sub.closed || sub.room <= 0) continue;
@@ -261,7 +266,7 @@ export class ClaimStreams {
         let leases: ClaimedLease[];
         try {
           finishedSince = wakeups.finishedLeases(queue);
-          ({ leases, heldBack: hold } = await store.claimOutcome({ ...sub.spec, maxJobs: ask }));
+          ({ leases, heldBack: hold, nextScheduleTime } = await store.claimOutcome({ ...sub.spec, maxJobs: ask }));
         } catch (err) {
           log.warn("stream claim failed; retrying", { queue, error: err });
           this.#schedule(queue, state, clock.now() + RETRY_AFTER_ERROR_MS);
@@ -296,15 +301,10 @@ export class ClaimStreams {
         else state.waitingForPlace = true;
       } else if (hold?.limit === "rate_limit") {
         this.#schedule(queue, state, hold.until);
-      } else {
-        let next: number | null;
-        try {
-          next = await store.nextScheduledTime(queue);
-        } catch (err) {
-          log.warn("stream schedule lookup failed; retrying", { queue, error: err });
-          next = clock.now() + RETRY_AFTER_ERROR_MS;
-        }
-        if (next !== null) this.#schedule(queue, state, next);
+      } else if (nextScheduleTime !== null) {
+        // Read by the claim at its own time: a job that became due since is
+        // claimed at once, and one that commits later wakes the queue.
+        this.#schedule(queue, state, nextScheduleTime);
       }
     } while (state.again);
   }
@@ -332,7 +332,7 @@ export class ClaimStreams {
   /** Pumps the queue again at `at` (epoch ms), replacing an earlier timer. */
   #schedule(queue: string, state: QueueState, at: number): void {
     clearTimeout(state.timer);
-    state.timer = setTimeout(() => this.#pump(queue), Math.max(0, at - this.#opts.clock.now()));
+    state.timer = setTimeout(() => this.#pump(queue), timerDelay(at - this.#opts.clock.now()));
     state.timer.unref();
   }
 }

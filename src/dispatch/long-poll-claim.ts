@@ -1,11 +1,11 @@
 /**
- * Claim's long-poll (api.md ClaimRequest `wait`): claim at once, and while
- * nothing is eligible park until a commit makes work pending on the queue,
- * the next delayed job is due (QueueWakeups), the wait ends or the caller
- * goes away. While a queue limit holds the claim back (api.md section D),
- * park until a lease of the queue finishes (max_running) or the rate window
- * frees a place (rate_limit) instead. StreamClaims (claim-streams.ts) is the
- * same idea for callers that stay.
+ * Claim's long-poll (ClaimRequest `wait`, see its proto comment): claim at
+ * once, and while nothing is eligible park until a commit makes work pending
+ * on the queue, the next delayed job is due (QueueWakeups), the wait ends or
+ * the caller goes away. While a queue limit holds the claim back (docs/api.md
+ * "Queue limits"), park until a lease of the queue finishes (max_running) or
+ * the rate window frees a place (rate_limit) instead. StreamClaims
+ * (claim-streams.ts) is the same idea for callers that stay.
  */
 import type { Clock } from "../domain/clock.js";
 import type { Logger } from "../logger.js";
@@ -48,7 +48,7 @@ export async function claimWithin<T>(
   for (;;) {
     const generation = wakeups.generation(claim.queue);
     const finishedSince = wakeups.finishedLeases(claim.queue);
-    const { leases: claimed, heldBack } = await store.claimOutcome(claim);
+    const { leases: claimed, heldBack, nextScheduleTime } = await store.claimOutcome(claim);
     if (heldBack !== null) wakeups.heldBack(claim.queue, heldBack);
     if (signal.aborted) {
       // The caller went while the claim committed: nobody can receive these.
@@ -65,7 +65,7 @@ export async function claimWithin<T>(
       generation,
       deadline,
       signal,
-      heldBack === null ? undefined : { hold: heldBack, finishedSince },
+      heldBack === null ? { nextScheduleTime } : { held: { hold: heldBack, finishedSince } },
     );
     if (signal.aborted) {
       if (woken) wakeups.handOn(claim.queue);

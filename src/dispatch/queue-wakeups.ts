@@ -2,11 +2,13 @@
  * Wakes claimers that wait for work on a queue (long-poll Claim) without
  * polling the database: a committed event that makes a job pending (submit,
  * retry, lease expiry, redrive) wakes the queue's waiters at once, and so
- * does a committed ResumeQueue (api.md section B: leases flow again at
- * once) or a change of the queue's limits (UpdateQueue, api.md section D);
- * a timer covers the next delayed job or retry reaching its schedule_time.
- * A paused queue needs nothing here: the store's claim hands out nothing
- * for it, so its claimers simply wait on.
+ * does a committed ResumeQueue (docs/api.md "Queue controls": leases flow
+ * again at once) or a change of the queue's limits (UpdateQueue, docs/api.md
+ * "Queue limits"); a timer covers the next delayed job or retry reaching its
+ * schedule_time, at the time the claim before the wait read in its own
+ * transaction (ClaimOutcome.nextScheduleTime). A paused queue needs nothing
+ * here: the store's claim hands out nothing for it, so its claimers simply
+ * wait on.
  *
  * A claim that a queue limit held back (ClaimOutcome.heldBack) waits for
  * what frees a place instead: for max_running, the queue's next lease that
@@ -23,6 +25,7 @@
  */
 import type { Clock } from "../domain/clock.js";
 import type { ClaimHold, QueueLimit } from "../domain/queue-limits.js";
+import { timerDelay } from "../domain/timing-defaults.js";
 import type { Store } from "../store/store.js";
 
 /** Claims a limit held back, so far, by queue and limit. */
@@ -39,6 +42,14 @@ export interface HeldClaim {
   finishedSince: number;
 }
 
+/** What the claim before a wait found (its ClaimOutcome), as waitForWork needs it. */
+export interface ClaimFound {
+  /** The limit that held the claim back (ClaimOutcome.heldBack), if one did. */
+  held?: HeldClaim;
+  /** ClaimOutcome.nextScheduleTime: when the queue's next job becomes eligible, as the claim read it. */
+  nextScheduleTime?: number | null;
+}
+
 interface Waiter {
   /** Ends the wait; `woken`: by work or a freed place (not the timer or the signal). */
   done: (woken?: boolean) => void;
@@ -47,7 +58,6 @@ interface Waiter {
 }
 
 export class QueueWakeups {
-  readonly #store: Store;
   readonly #clock: Clock;
   readonly #generation = new Map<string, number>();
   readonly #finished = new Map<string, number>();
@@ -58,7 +68,6 @@ export class QueueWakeups {
   readonly #unsubscribe: () => void;
 
   constructor(store: Store, clock: Clock) {
-    this.#store = store;
     this.#clock = clock;
     this.#unsubscribe = store.onCommitted(({ events, queueControls }) => {
       // Once per queue and commit: a SubmitBatch of 100 is one wake-up, not
@@ -108,29 +117,31 @@ export class QueueWakeups {
   /**
    * Resolves when work may have become eligible on the queue since
    * `sinceGeneration`, when the next scheduled job is due, at `deadline`
-   * (epoch ms) or when `signal` aborts, whichever is first. A claim that a
-   * limit held back passes its hold: then it resolves when a lease of the
-   * queue finishes (max_running) or when the rate window frees a place
-   * (rate_limit), instead of at the next scheduled job. Answers true when
-   * work (or a place) woke it: a claimer that then does not claim (its
+   * (epoch ms) or when `signal` aborts, whichever is first. The next
+   * scheduled job is the one the claim before the wait found
+   * (`found.nextScheduleTime`, read in the claim's transaction at its time):
+   * a job that became due after the claim looked is in it, and one that
+   * committed after the claim moved the generation. A claim that a limit
+   * held back passes its hold (`found.held`): then it resolves when a lease
+   * of the queue finishes (max_running) or when the rate window frees a
+   * place (rate_limit), instead of at the next scheduled job. Answers true
+   * when work (or a place) woke it: a claimer that then does not claim (its
    * caller went away) hands the wake on (handOn), so the job is not left to
    * wait for the others' timers.
    */
-  async waitForWork(queue: string, sinceGeneration: number, deadline: number, signal: AbortSignal, held?: HeldClaim): Promise<boolean> {
+  waitForWork(queue: string, sinceGeneration: number, deadline: number, signal: AbortSignal, found: ClaimFound = {}): Promise<boolean> {
+    const { held, nextScheduleTime = null } = found;
     const hold = held?.hold;
     const placeFreed = () => hold?.limit === "max_running" && this.finishedLeases(queue) !== held!.finishedSince;
-    if (signal.aborted) return false;
-    if (this.generation(queue) !== sinceGeneration || placeFreed()) return true;
+    if (signal.aborted) return Promise.resolve(false);
+    if (this.generation(queue) !== sinceGeneration || placeFreed()) return Promise.resolve(true);
     let until = deadline;
     if (hold === undefined) {
-      const next = await this.#store.nextScheduledTime(queue);
-      if (signal.aborted) return false;
-      if (this.generation(queue) !== sinceGeneration) return true;
-      if (next !== null) until = Math.min(deadline, next);
+      if (nextScheduleTime !== null) until = Math.min(deadline, nextScheduleTime);
     } else if (hold.limit === "rate_limit") {
       until = Math.min(deadline, hold.until);
     }
-    const delay = Math.max(0, until - this.#clock.now());
+    const delay = timerDelay(until - this.#clock.now());
     return new Promise<boolean>((resolve) => {
       let waiters = this.#waiters.get(queue);
       if (waiters === undefined) {

@@ -1,6 +1,6 @@
 /**
  * Exponential backoff, the one formula behind every wait that grows with
- * failures: a job's retry delay (docs/api.md, "Retries and backoff":
+ * failures: a job's retry delay (docs/api.md "Retries and backoff":
  * `min(retryBaseDelay * 2^(attempts-1), 1h)`), the worker SDK's
  * reconnects and its resending of an outcome, PostgreSQL's LISTEN
  * reconnects and the console's re-subscriptions. Each caller brings its

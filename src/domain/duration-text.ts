@@ -1,9 +1,9 @@
 /**
- * Durations written as text in settings and flags, the way Go and
- * Prometheus write them: one or more `<number><unit>` parts, units `ms`, `s`,
- * `m`, `h` and `d` (24 h), e.g. `168h`, `30m`, `1h30m`, `1.5h`, `0s`.
- * (api.md gives `LEASEQUEUE_RETENTION` as a Duration like `168h`; the wire's
- * proto3 JSON form `"60s"` is one of these.)
+ * Durations written as text in settings and flags, the way Go and Prometheus
+ * write them: one or more `<number><unit>` parts, units `ms`, `s`, `m`, `h`
+ * and `d` (24 h), e.g. `168h`, `30m`, `1h30m`, `1.5h`, `0s`.
+ * (docs/configuration.md gives `LEASEQUEUE_RETENTION` as a duration like
+ * `168h`; the wire's proto3 JSON form `"60s"` is one of these.)
  */
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };

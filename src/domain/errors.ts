@@ -1,7 +1,7 @@
 /**
  * The refusals of the state machine and the store, independent of any wire
  * protocol. src/service/errors.ts turns each into its Connect code and
- * google.rpc.ErrorInfo reason (api.md, "Errors").
+ * google.rpc.ErrorInfo reason (docs/api.md "Errors").
  */
 export type QueueErrorReason =
   | "JOB_NOT_FOUND"

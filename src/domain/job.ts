@@ -14,11 +14,11 @@ export const EVENT_KINDS = [
   "redriven",
   "cancelled",
   "released",
-  /** RUNNING -> QUEUED after a delay, attempt refunded (api.md section D). */
+  /** RUNNING -> QUEUED after a delay, attempt refunded (docs/api.md "Snooze and progress"). */
   "snoozed",
   /** A heartbeat reported progress; no state change (stored at most once a second per job). */
   "progress",
-  /** A schedule submitted the job (api.md section D); its SUBMITTED event follows. */
+  /** A schedule submitted the job (docs/api.md "Schedules"); its SUBMITTED event follows. */
   "scheduled",
 ] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];

@@ -1,5 +1,5 @@
 /**
- * The nesting bound of a payload, result or progress (docs/api.md,
+ * The nesting bound of a payload, result or progress (docs/api.md
  * "Bounds"; why 32: BOUNDS.jsonDepth): how deep a value nests, and the
  * words every refusal of one nested deeper uses, whoever refuses it
  * (validation, lease delivery, the worker SDK, PostgreSQL's submit(), the

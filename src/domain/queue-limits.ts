@@ -1,10 +1,10 @@
 /**
- * Queue limits (api.md section D, QueueConfig): at most `maxRunning` jobs of
- * a queue RUNNING at once, and at most `rateLimit` leases handed out in any
- * window of `ratePeriodMs`, whoever claims. The store enforces them in the
- * claim (store/operations/claim.ts) with what it reads in the claim's
- * transaction; the arithmetic lives here so that every engine applies the
- * same rule.
+ * Queue limits (docs/api.md "Queue limits", QueueConfig): at most
+ * `maxRunning` jobs of a queue RUNNING at once, and at most `rateLimit`
+ * leases handed out in any window of `ratePeriodMs`, whoever claims. The
+ * store enforces them in the claim (store/operations/claim.ts) with what it
+ * reads in the claim's transaction; the arithmetic lives here so that every
+ * engine applies the same rule.
  *
  * The rate window is a sliding one, and exact: a claim at `now` counts the
  * leases granted at times g with now - ratePeriodMs < g <= now (every

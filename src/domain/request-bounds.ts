@@ -1,10 +1,10 @@
 /**
- * api.md's "Bounds" and "Defaults and identity" tables, in one place: the
- * server validates requests against them (service/validate.ts), the state
- * machine falls back on the default lease (domain/state-machine.ts), and the
- * worker SDK refuses options and results the server would refuse
- * (worker/worker-options.ts, worker/result-checks.ts) instead of finding
- * out on the wire.
+ * The "Bounds" and "Defaults and identity" tables of docs/api.md, in one
+ * place: the server validates requests against them (service/validate.ts),
+ * the state machine falls back on the default lease
+ * (domain/state-machine.ts), and the worker SDK refuses options and results
+ * the server would refuse (worker/worker-options.ts, worker/result-checks.ts)
+ * instead of finding out on the wire.
  *
  * Why it lives in domain/ and why the SDK may import it: the SDK's rule is
  * "depends on gen/ only", so that `leasequeue/worker` never drags server
@@ -13,7 +13,7 @@
  * ships it: tsconfig.build.json compiles all of src/ into dist/ and
  * package.json "files" publishes dist/. A copy under src/worker/ would
  * have made domain/ import from the SDK's folder instead, against "domain
- * imports nothing of ours". test/worker/layering.test.ts holds both rules:
+ * imports nothing of ours". test/architecture.test.ts holds both rules:
  * src/worker imports only gen/, itself and domain modules like this one
  * that import nothing but each other, and this file imports nothing.
  */
@@ -23,7 +23,7 @@ const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
-/** api.md "Bounds". Ranges are `[min, max]`, inclusive; durations in milliseconds. */
+/** docs/api.md "Bounds". Ranges are `[min, max]`, inclusive; durations in milliseconds. */
 export const BOUNDS = {
   name: /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/,
   workerId: /^[A-Za-z0-9._:@/-]{1,128}$/,
@@ -53,20 +53,20 @@ export const BOUNDS = {
   textChars: 4096,
   pageSize: [1, 500],
   batchJobs: 500,
-  /** Acknowledgements in one Acknowledge request, Work message or Claim (api.md sections A and E). */
+  /** Acknowledgements in one Acknowledge request, Work message or Claim (docs/api.md "The batched path: Acknowledge and Work", "Claim with acks"). */
   acks: 1000,
-  /** retry_delay on Fail: api.md gives no bound; we allow what a schedule allows. */
+  /** retry_delay on Fail (docs/api.md "Bounds"): up to 30 days, as far ahead as a submit may schedule a job. */
   retryDelayMs: [0, 30 * DAY],
-  /** Snooze's delay (api.md section D): bounded like a submit's `delay`. */
+  /** Snooze's delay (docs/api.md "Snooze and progress"): bounded like a submit's `delay`. */
   snoozeDelayMs: [0, 30 * DAY],
-  /** Bytes of a heartbeat's progress as compact JSON text (api.md section D: at most 4 KiB). */
+  /** Bytes of a heartbeat's progress as compact JSON text (docs/api.md "Snooze and progress": at most 4 KiB). */
   progressJsonBytes: 4 * 1024,
-  /** A schedule's interval (api.md section D: at least 1s); longer than a year is a cron expression's job. */
+  /** A schedule's interval (docs/api.md "Schedules": at least 1s); longer than a year is a cron expression's job. */
   scheduleIntervalMs: [SECOND, 366 * DAY],
   /** Characters of a schedule's cron expression. */
   cronChars: 256,
   /**
-   * QueueConfig (api.md section D). 0 means no limit. A limit above these is
+   * QueueConfig (docs/api.md "Queue limits"). 0 means no limit. A limit above these is
    * no limit in practice; the ceilings keep counts and windows small enough
    * for one claim to check them cheaply.
    */
@@ -76,7 +76,7 @@ export const BOUNDS = {
   ratePeriodMs: [SECOND, DAY],
 } as const;
 
-/** api.md "Defaults and identity": what an absent (or zero) field means. */
+/** docs/api.md "Defaults and identity": what an absent (or zero) field means. */
 export const DEFAULTS = {
   queue: "default",
   maxAttempts: 3,

@@ -1,9 +1,9 @@
 /**
- * Retention (api.md section B): completed and cancelled jobs are deleted,
- * with their events, once their finish_time is older than the retention;
- * dead jobs only when a dead retention is set. A retention of 0 keeps those
- * jobs forever. The rule lives here so that every engine, the background
- * pruner and `leasequeue prune` apply the same cutoffs.
+ * Retention (docs/operations.md "Retention"): completed and cancelled jobs
+ * are deleted, with their events, once their finish_time is older than the
+ * retention; dead jobs only when a dead retention is set. A retention of 0
+ * keeps those jobs forever. The rule lives here so that every engine, the
+ * background pruner and `leasequeue prune` apply the same cutoffs.
  */
 import type { JobState } from "./job.js";
 
@@ -17,7 +17,7 @@ export interface RetentionPolicy {
   deadRetentionMs: number | null;
 }
 
-/** api.md: `LEASEQUEUE_RETENTION` defaults to 168h; dead jobs are kept unless `LEASEQUEUE_DEAD_RETENTION` is set. */
+/** docs/configuration.md: `LEASEQUEUE_RETENTION` defaults to 168h; dead jobs are kept unless `LEASEQUEUE_DEAD_RETENTION` is set. */
 export const DEFAULT_RETENTION: RetentionPolicy = { retentionMs: 168 * 3_600_000, deadRetentionMs: null };
 
 /** Jobs of a state finished before its cutoff (epoch ms) may be deleted; a state left out is kept. */

@@ -1,5 +1,5 @@
 /**
- * Schedules (api.md section D): when a schedule runs, which run is due
+ * Schedules (docs/api.md "Schedules"): when a schedule runs, which run is due
  * after a time, and the identity of each run. Pure: every answer depends
  * only on its arguments (time comes in as epoch milliseconds), so the store
  * operation that fires runs, the dispatcher's timer and the tests agree.
@@ -154,7 +154,7 @@ export function runTimeText(runTime: number): string {
   return new Date(runTime).toISOString();
 }
 
-/** The idempotency key of one run (api.md section D): at most 9 + 64 + 1 + 24 = 98 visible ASCII characters. */
+/** The idempotency key of one run (docs/api.md "Schedules", Runs): at most 9 + 64 + 1 + 24 = 98 visible ASCII characters. */
 export function scheduleRunKey(name: string, runTime: number): string {
   return `schedule:${name}:${runTimeText(runTime)}`;
 }

@@ -1,6 +1,6 @@
 /**
- * The job state machine: every transition of api.md ("Semantics") and every
- * refusal, in one place. Each function takes the job as stored and the
+ * The job state machine: every transition of docs/api.md "Semantics" and
+ * every refusal, in one place. Each function takes the job as stored and the
  * current time and returns the job as it must be stored next plus the events
  * that record the change; a store only persists what these return.
  *
@@ -45,14 +45,14 @@ export interface Transition {
 export const HEARTBEAT_EVENT_INTERVAL_MS = 60 * 1000;
 
 /**
- * The progress policy (api.md section D): a job stores at most one PROGRESS
- * event per second, whatever its leases, so a worker reporting progress on
- * every heartbeat of a fast loop cannot flood the timeline; Job.progress
- * always holds the latest value.
+ * The progress policy (docs/api.md "Snooze and progress"): a job stores at
+ * most one PROGRESS event per second, whatever its leases, so a worker
+ * reporting progress on every heartbeat of a fast loop cannot flood the
+ * timeline; Job.progress always holds the latest value.
  */
 export const PROGRESS_EVENT_INTERVAL_MS = 1000;
 
-/** Backoff ceiling for retries (api.md: min(base * 2^(attempts-1), 1h)). */
+/** Backoff ceiling for retries (docs/api.md "Retries and backoff": min(base * 2^(attempts-1), 1h)). */
 export const MAX_BACKOFF_MS = 60 * 60 * 1000;
 
 /** Delay before the next attempt after the `attempts`-th one failed. */

@@ -3,7 +3,7 @@ import { QueueError } from "./errors.js";
 import { newJobId } from "./ids.js";
 import type { StoredJob } from "./job.js";
 
-/** A submit request after validation and defaults (api.md "Defaults and identity"). */
+/** A submit request after validation and defaults (docs/api.md "Defaults and identity"). */
 export interface NewJob {
   queue: string;
   task: string;
@@ -85,10 +85,11 @@ export function newStoredJob(spec: NewJob, now: number): StoredJob {
 }
 
 /**
- * The idempotency decision (api.md "Semantics"): a submission whose key
- * already names a job (`existing`: stored, or created earlier in the same
- * batch) returns that job when the request is the same, and is refused with
- * IDEMPOTENCY_MISMATCH when it is not; any other submission creates a job.
+ * The idempotency decision (docs/api.md "Idempotency keys"): a submission
+ * whose key already names a job (`existing`: stored, or created earlier in
+ * the same batch) returns that job when the request is the same, and is
+ * refused with IDEMPOTENCY_MISMATCH when it is not; any other submission
+ * creates a job.
  */
 export function resolveSubmission(spec: NewJob, existing: StoredJob | undefined, now: number): { job: StoredJob; created: boolean } {
   if (existing === undefined || spec.idempotencyKey === null) return { job: newStoredJob(spec, now), created: true };

@@ -9,7 +9,7 @@ import type { Store } from "../store/store.js";
 export interface LeaseSweeperOptions {
   store: Store;
   log: Logger;
-  /** Default 500 ms (api.md: at least once a second). */
+  /** Default 500 ms: docs/api.md "Lease recovery" promises a sweep twice a second. */
   intervalMs?: number;
 }
 

@@ -1,17 +1,17 @@
 /**
- * Retention (api.md section B): deletes finished jobs past their retention,
- * with their events, in small batches. Each batch is one store transaction of
- * at most `batchSize` jobs, and the pass yields to the event loop between
- * batches, so writers wait for at most one batch (plus the commit they share
- * with it) however large the backlog. The background pruner runs a pass every
- * `intervalMs`; `leasequeue prune` runs one pass now.
+ * Retention (docs/operations.md "Retention"): deletes finished jobs past
+ * their retention, with their events, in small batches. Each batch is one
+ * store transaction of at most `batchSize` jobs, and the pass yields to the
+ * event loop between batches, so writers wait for at most one batch (plus the
+ * commit they share with it) however large the backlog. The background pruner
+ * runs a pass every `intervalMs`; `leasequeue prune` runs one pass now.
  */
 import type { Clock } from "../domain/clock.js";
 import { pruneCutoffs, prunesAnything, type RetentionPolicy } from "../domain/retention.js";
 import type { Logger } from "../logger.js";
 import type { PrunedJobs, Store } from "../store/store.js";
 
-/** Jobs deleted per transaction unless told otherwise (see the README's Retention section for what one costs). */
+/** Jobs deleted per transaction unless told otherwise (docs/operations.md "Retention" says what one costs). */
 export const DEFAULT_PRUNE_BATCH = 100;
 
 export interface PrunePassOptions {

@@ -1,9 +1,9 @@
 /**
- * Schedules (api.md section D), the running half: one timer per server, set
- * to the earliest next run of any schedule, fires the due runs through the
- * store (Store.fireDueSchedules: one transaction per batch, a run once
- * however many servers fire it) and sets itself again. Nothing polls at a
- * short interval: the timer is set again
+ * Schedules (docs/api.md "Schedules"), the running half: one timer per
+ * server, set to the earliest next run of any schedule, fires the due runs
+ * through the store (Store.fireDueSchedules: one transaction per batch, a run
+ * once however many servers fire it) and sets itself again. Nothing polls at
+ * a short interval: the timer is set again
  * - after each firing, to the next run the store then holds;
  * - when this server creates, replaces or deletes a schedule (rearm());
  * - when another server's run is announced (a SCHEDULED event it

@@ -1,6 +1,6 @@
 /**
- * The API port: gRPC, gRPC-Web and Connect on one port (api.md "Protocols
- * and paths"), composed from one file per concern:
+ * The API port: gRPC, gRPC-Web and Connect on one port (docs/api.md
+ * "Protocols and paths"), composed from one file per concern:
  *
  * - port-servers.ts: cleartext (h2c and HTTP/1.1 by preface sniffing,
  *   protocol-sniffing.ts) or TLS (ALPN);

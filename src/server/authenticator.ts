@@ -1,9 +1,9 @@
 /**
- * Authentication at the edge (api.md section B), when LEASEQUEUE_AUTH_FILE
- * is set: every call of leasequeue.v1 must carry `Authorization: Bearer
- * <token>` of a token in the file (missing or unknown: `unauthenticated`)
- * whose roles include the one its RPC needs (rpc-roles.ts; otherwise
- * `permission_denied`). grpc.health.v1 and reflection stay open.
+ * Authentication at the edge (SECURITY.md "Authentication"), when
+ * LEASEQUEUE_AUTH_FILE is set: every call of leasequeue.v1 must carry
+ * `Authorization: Bearer <token>` of a token in the file (missing or unknown:
+ * `unauthenticated`) whose roles include the one its RPC needs (rpc-roles.ts;
+ * otherwise `permission_denied`). grpc.health.v1 and reflection stay open.
  *
  * It runs in the RPC adapter before connect reads the request body
  * (rpc-handler.ts `contextValues`), so a caller without a token gets

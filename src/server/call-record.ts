@@ -28,7 +28,7 @@ const BINARY_PARSE_PREFIX = "parse binary: ";
 /**
  * connect-es reports a request message that is not valid binary protobuf as
  * `internal` (the same code serves a client that cannot parse a server's
- * answer). On a server, that is the client's mistake: api.md's `invalid_argument`.
+ * answer). On a server, that is the client's mistake: `invalid_argument` in docs/api.md "Errors".
  * Returns the translated error, or undefined if `message` is not such an error.
  */
 export function requestParseError(code: Code, rawMessage: string, inputTypeName: string): ConnectError | undefined {

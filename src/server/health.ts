@@ -85,10 +85,11 @@ export function registerHealth(router: ConnectRouter, health: HealthStatus): voi
     },
 
     // Sends the current status at once, then each change. Changes that come
-    // faster than the client reads are coalesced to the latest, as the spec
-    // allows. Ends when ctx.signal aborts (client gone, deadline, or server
-    // shutdown); throwing its reason tells a still-connected client why
-    // (e.g. unavailable on shutdown) instead of a misleading OK.
+    // faster than the client reads are coalesced to the latest, as the gRPC
+    // health checking protocol allows. Ends when ctx.signal aborts (client
+    // gone, deadline, or server shutdown); throwing its reason tells a
+    // still-connected client why (e.g. unavailable on shutdown) instead of a
+    // misleading OK.
     async *watch(request, ctx) {
       let sent: ServingStatus | undefined;
       for (;;) {

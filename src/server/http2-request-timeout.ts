@@ -12,19 +12,18 @@
  *   its protocol's shape and the stream is reset. Once the request is
  *   complete the timer is gone: a response may last hours (StreamClaims,
  *   WatchEvents).
- * - client-streaming and bidi methods (today only gRPC reflection): exempt,
- *   since their request legitimately stays open while the client still has
- *   messages to send; they are bounded by the per-connection stream limit
- *   and by the session PINGs that detect dead peers.
+ * - client-streaming and bidi methods (of this server, only gRPC reflection):
+ *   exempt, since their request legitimately stays open while the client
+ *   still has messages to send; they are bounded by the per-connection stream
+ *   limit and by the session PINGs that detect dead peers.
  *
  * Headers have no timer of their own on HTTP/2: Node hands a stream over only
  * once its whole header block has arrived, so a slow block is invisible here.
  * It is bounded anyway: in size by the header limits (http2-limits.ts), in
  * frames by nghttp2 (it ends a connection after a handful of CONTINUATION
- * frames; trickled at 200 ms each, one was cut after 1.8 s), and in time by
- * the session PINGs, which a client cannot answer in the middle of a header
- * block (a PING there is a protocol error), so it is closed within two PING
- * intervals.
+ * frames), and in time by the session PINGs, which a client cannot answer in
+ * the middle of a header block (a PING there is a protocol error), so it is
+ * closed within two PING intervals.
  */
 import * as http2 from "node:http2";
 import { Code } from "@connectrpc/connect";

@@ -10,14 +10,14 @@
  * and tcp6; this samples those files in the background and answers from
  * the latest sample.
  *
- * Sampling costs the kernel time in proportion to every socket of the
- * network namespace (about 12 ms for 450 sockets here), so it happens only
- * when a watched connection could hold more than `minBytes` unread (more
- * than that was written since the last sample showed what the peer had
- * taken), at most once per `intervalMs`, and on a busy machine less often
- * (the interval grows to 10 times what the latest sample took, up to 1 s),
- * reading only the files of the address families watched. Where the files cannot be read
- * (not Linux), every answer is 0 and only Node's buffers count.
+ * Sampling costs the kernel time in proportion to every socket of the network
+ * namespace, so it happens only when a watched connection could hold more
+ * than `minBytes` unread (more than that was written since the last sample
+ * showed what the peer had taken), at most once per `intervalMs`, and on a
+ * busy machine less often (the interval grows to 10 times what the latest
+ * sample took, up to 1 s), reading only the files of the address families
+ * watched. Where the files cannot be read (not Linux), every answer is 0 and
+ * only Node's buffers count.
  *
  * Between samples nobody knows whether the peer reads, so a writer may also
  * hold back once more than its allowance is unconfirmed and wait for the

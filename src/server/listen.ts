@@ -1,7 +1,7 @@
 /**
  * Binding a port and reading back where it is, for both listeners (API and
  * side). The address is what the server logs: a caller that asked for port
- * 0 finds the real port there (api.md "Configuration").
+ * 0 finds the real port there (docs/configuration.md, LEASEQUEUE_PORT).
  */
 import type * as net from "node:net";
 

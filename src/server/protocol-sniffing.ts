@@ -62,9 +62,9 @@ function handOver(socket: net.Socket, firstBytes: Buffer, protocol: SniffedProto
   socket.pause();
   socket.unshift(firstBytes);
   if (protocol === "h2") {
-    // The session drains the socket's buffer itself on its next tick
-    // (nodejs/node#35475) and then reads the handle natively: it must stay
-    // paused, or a flowing socket could emit those bytes elsewhere first.
+    // Node's HTTP/2 session drains the socket's buffer itself on its next
+    // tick and then reads the handle natively: it must stay paused, or a
+    // flowing socket could emit those bytes elsewhere first.
     targets.h2.emit("connection", socket);
   } else {
     // Node's HTTP/1.1 server reads buffered bytes through 'data' events

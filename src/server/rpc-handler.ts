@@ -2,7 +2,7 @@
  * The Node request handler of the API port: connect's router served by our
  * own thin adapter instead of connect-node's `connectNodeAdapter`, so that
  * what connect decides before any interceptor runs is still answered in
- * api.md's terms and counted:
+ * the terms of docs/api.md "Errors" and counted:
  *
  * - a request message that is not valid protobuf binary is `invalid_argument`,
  *   not `internal` (see call-outcome.ts for why it is rewritten there);

@@ -1,5 +1,5 @@
 /**
- * Readiness that follows the database's ability to take writes (api.md
+ * Readiness that follows the database's ability to take writes (docs/api.md
  * "Side port": /health/ready is 200 only while the database is writable).
  *
  * The store reports the outcome of every write transaction; this turns it

@@ -1,5 +1,6 @@
 /**
- * Acknowledgements (api.md sections A, D and E): the batched form of
+ * Acknowledgements (docs/api.md "The batched path: Acknowledge and Work",
+ * "Claim with acks" and "Snooze and progress"): the batched form of
  * Complete, Fail, Heartbeat (with its progress), Release and Snooze used by
  * the Acknowledge RPC, the Work stream and a Claim carrying acks.
  *
@@ -39,7 +40,7 @@ export type AckOutcome = { jobId: string } & ({ ok: true; job: Job } | { ok: fal
 
 /**
  * Validates `acks` (the repeated field `field` of a request), at least `min`
- * and at most api.md's 1000. Throws invalid_argument for the first bad one.
+ * and at most 1000 (docs/api.md "Bounds"). Throws invalid_argument for the first bad one.
  */
 export function parseAcknowledgements(field: string, acks: Acknowledgement[], min: number): AckSpec[] {
   if (acks.length < min) throw invalidArgument(field, `must contain at least ${min} acknowledgement`);

@@ -1,8 +1,8 @@
 /**
- * The one place where failures become wire errors (api.md "Errors"): every
- * QueueError maps to its Connect code with a google.rpc.ErrorInfo detail,
- * and validation failures carry a google.rpc.BadRequest naming the field.
- * Anything else is a bug and becomes `internal` (and is logged).
+ * The one place where failures become wire errors (docs/api.md "Errors"):
+ * every QueueError maps to its Connect code with a google.rpc.ErrorInfo
+ * detail, and validation failures carry a google.rpc.BadRequest naming the
+ * field. Anything else is a bug and becomes `internal` (and is logged).
  */
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -26,7 +26,7 @@ const CODE_OF: Record<QueueErrorReason, Code> = {
   TOO_MANY_SUBSCRIBERS: Code.ResourceExhausted,
 };
 
-/** Reasons that api.md does not list travel without an ErrorInfo. */
+/** Reasons that docs/api.md "Errors" does not list travel without an ErrorInfo. */
 const UNLISTED: ReadonlySet<QueueErrorReason> = new Set(["STORE_UNAVAILABLE"]);
 
 function errorInfo(reason: string, metadata: Record<string, string>) {
@@ -55,8 +55,8 @@ export function payloadTooLarge(field: string, bytes: number, limit: number): Co
 }
 
 /**
- * PurgeQueue without its confirmation (api.md section B): `confirm` must
- * repeat the queue name, since a purge cannot be undone.
+ * PurgeQueue without its confirmation (docs/api.md "Queue controls"):
+ * `confirm` must repeat the queue name, since a purge cannot be undone.
  */
 export function purgeNotConfirmed(field: string, queue: string): ConnectError {
   return new ConnectError(

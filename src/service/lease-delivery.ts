@@ -5,20 +5,20 @@
  * The server's own encoder never refuses a deep google.protobuf.Value; the
  * worker's decoder does (protobuf-es, C++ and upb stop at 100 nested
  * messages: inside a Lease, 48 JSON levels for protobuf-es, 32 levels of
- * objects for Python grpcio). Connect serializes a
- * response after the handler has returned (Claim) or yielded (StreamClaims),
- * where a failure ends the whole call and no one learns which lease caused
- * it. So the handler checks each lease against what a client's decoder
- * takes (payload and result readable from the database and nested at most
- * 32 levels, api.md's bound; the encoded lease within the 4 MiB that gRPC
- * clients receive by default) and keeps the ones that fail out of the
- * response. Encoding each lease once here also catches whatever else the
- * encoder refuses (an int32 out of range in a damaged row); that costs
- * about 0.2 ms for a lease near 64 KiB.
+ * objects for Python grpcio). Connect serializes a response after the handler
+ * has returned (Claim) or yielded (StreamClaims), where a failure ends the
+ * whole call and no one learns which lease caused it. So the handler checks
+ * each lease against what a client's decoder takes (payload and result
+ * readable from the database and nested at most 32 levels, the bound of
+ * docs/api.md "Bounds"; the encoded lease within the 4 MiB that gRPC clients
+ * receive by default) and keeps the ones that fail out of the response.
+ * Encoding each lease once here also catches whatever else the encoder
+ * refuses (an int32 out of range in a damaged row).
  *
- * Only a job written before those bounds were enforced (or written to the
- * database by other means) can fail: validation refuses such payloads and
- * results on Submit, SubmitBatch and Complete.
+ * Only a job that never passed this validation (stored by a release without
+ * these bounds, or written to the database by other means) can fail:
+ * validation refuses such payloads and results on Submit, SubmitBatch and
+ * Complete.
  */
 import { toBinary, type Message, type UnknownField } from "@bufbuild/protobuf";
 import type { Value } from "@bufbuild/protobuf/wkt";
@@ -34,7 +34,7 @@ import { leaseToWire } from "./wire.js";
 const CLIENT_MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
 
 /**
- * Stored JSON up to this many characters (payload plus result: twice api.md's
+ * Stored JSON up to this many characters (payload plus result, each at most
  * 64 KiB) cannot encode to more than 4 MiB: a JSON character becomes at most
  * about 6 bytes of google.protobuf.Value. Such leases skip the trial
  * encoding; their size is estimated from the JSON.

@@ -1,14 +1,13 @@
 /**
  * leasequeue.v1.Lease in protobuf binary, written straight from the stored
  * job: the hot path of every lease path (Work, StreamClaims, Claim) for
- * binary clients; and, the same way, the results of SubmitBatch (a batch of
- * 100 cost about 1.3 ms through protobuf-es here, about a fifth of that so).
+ * binary clients; and, the same way, the results of SubmitBatch.
  *
  * protobuf-es encodes by reflection: a Lease is first built as a tree of
  * messages (the job, its timestamps, the payload's Value, Struct and
- * ListValue nodes) and then walked field by field; on this machine that was
- * about a fifth of the server's CPU in a batched run. This writer emits the
- * same bytes (the tests compare it with toBinary over many jobs) from the
+ * ListValue nodes) and then walked field by field, a large share of the
+ * server's CPU on the batched path (docs/performance.md). This writer emits
+ * the same bytes (the tests compare it with toBinary over many jobs) from the
  * job's fields and its payload's JSON in one pass into one buffer.
  *
  * The handler hands the encoded lease to connect as an unknown field of the
@@ -28,7 +27,7 @@ import { STATE_TO_WIRE } from "./wire.js";
 /** The JSON fields of a Job, each a google.protobuf.Value. */
 type JsonField = "payload" | "result" | "progress";
 
-/** Thrown when a stored payload, result or progress is nested deeper than api.md allows. */
+/** Thrown when a stored payload, result or progress is nested deeper than docs/api.md "Bounds" allows. */
 export class NestingTooDeep extends Error {
   constructor(readonly field: JsonField) {
     super(`${field} is ${nestedTooDeepText()}`);

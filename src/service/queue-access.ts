@@ -1,8 +1,9 @@
 /**
- * Queue limits of authenticated callers (api.md section B: "a token may be
- * limited to a list of queues"; a queue it lacks is `permission_denied`).
- * The edge (server/) authenticates the call and checks its role; the queue
- * a call touches is often known only here, so the handlers check it:
+ * Queue limits of authenticated callers (SECURITY.md "Authentication": a
+ * token may be limited to a list of queues; a queue it lacks is
+ * `permission_denied`). The edge (server/) authenticates the call and checks
+ * its role; the queue a call touches is often known only here, so the
+ * handlers check it:
  *
  * - a request that names its queue (Submit, each job of SubmitBatch, Claim,
  *   StreamClaims, Work's start): that queue, after defaults (an empty queue
@@ -17,10 +18,10 @@
  *   set (to one of its queues); without it the call is refused rather than
  *   silently narrowed;
  * - GetStats: answered over the caller's queues only (`total` too);
- * - schedules (api.md section D): CreateSchedule checks its template's
- *   queue, and like DeleteSchedule the queue of the schedule it replaces
- *   or deletes (a name that names no schedule is let through);
- *   ListSchedules answers the schedules of the caller's queues only.
+ * - schedules (docs/api.md "Schedules"): CreateSchedule checks its template's
+ *   queue, and like DeleteSchedule the queue of the schedule it replaces or
+ *   deletes (a name that names no schedule is let through); ListSchedules
+ *   answers the schedules of the caller's queues only.
  *
  * Without authentication, or for a token without a queue list, there is no
  * limit and nothing here costs anything.

@@ -1,8 +1,9 @@
 /**
  * Who may call which RPC of leasequeue.v1 when authentication is on
- * (api.md section B): every RPC needs exactly one role, and a token holds
- * any set of roles. Roles do not imply each other: the console of an
- * operator needs `operator` and `reader`.
+ * (SECURITY.md "Authentication", the role column of docs/api.md "RPCs"):
+ * every RPC needs exactly one role, and a token holds any set of roles. Roles
+ * do not imply each other: the console of an operator needs `operator` and
+ * `reader`.
  *
  * The table names RPCs as the wire does (the method names of
  * LeaseQueueService). An RPC that is missing here is refused to every token

@@ -1,7 +1,7 @@
 /**
- * Request validation: api.md's "Bounds" and "Defaults and identity" tables,
- * turning wire requests into domain specs or throwing invalid_argument with
- * a BadRequest that names the field.
+ * Request validation: the "Bounds" and "Defaults and identity" tables of
+ * docs/api.md, turning wire requests into domain specs or throwing
+ * invalid_argument with a BadRequest that names the field.
  */
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, type Duration, type FieldMask, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
@@ -17,7 +17,7 @@ import { JobView, type JobState, type QueueConfig, type Schedule, type SubmitReq
 import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
 import { STATE_FROM_WIRE } from "./wire.js";
 
-/** api.md "Bounds" and "Defaults and identity": one table, shared with the state machine and the worker SDK. */
+/** docs/api.md "Bounds" and "Defaults and identity": one table, shared with the state machine and the worker SDK. */
 export { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 
 export function queueName(field: string, value: string, fallback?: string): string {
@@ -40,7 +40,7 @@ export function limitOrAll(field: string, value: number): number {
   return value;
 }
 
-/** PurgeQueue's confirmation: it must equal the queue name, else failed_precondition (api.md section B). */
+/** PurgeQueue's confirmation: it must equal the queue name, else failed_precondition (docs/api.md "Queue controls"). */
 export function purgeConfirmation(field: string, value: string, queue: string): void {
   if (value !== queue) throw purgeNotConfirmed(field, queue);
 }
@@ -77,7 +77,7 @@ export function text(field: string, value: string): string {
   return value;
 }
 
-/** Characters as api.md counts them: Unicode code points (an emoji is one, not two UTF-16 units). */
+/** Characters as docs/api.md "Bounds" counts them: Unicode code points (an emoji is one, not two UTF-16 units). */
 function codePointCount(value: string): number {
   let n = 0;
   for (const _ of value) n++;
@@ -132,9 +132,10 @@ function valueChildren(value: Value): Value[] | undefined {
 }
 
 /**
- * Refuses a Value nested deeper than api.md allows (32 levels): clients'
- * protobuf decoders give up not far past it, so a job nested deeper could
- * be stored but never read back or leased by a gRPC or Connect binary client.
+ * Refuses a Value nested deeper than docs/api.md "Bounds" allows (32 levels):
+ * clients' protobuf decoders give up not far past it, so a job nested deeper
+ * could be stored but never read back or leased by a gRPC or Connect binary
+ * client.
  */
 export function assertJsonDepth(field: string, value: Value): void {
   if (valueDepth(value, BOUNDS.jsonDepth) > BOUNDS.jsonDepth) {
@@ -164,15 +165,15 @@ export function optionalJsonText(field: string, value: Value | undefined): strin
 }
 
 /**
- * A heartbeat's progress (api.md section D): absent keeps the progress
- * reported before; present is any JSON value of at most 4 KiB as compact
- * JSON (over it: PAYLOAD_TOO_LARGE naming the field) and 32 levels.
+ * A heartbeat's progress (docs/api.md "Snooze and progress"): absent keeps
+ * the progress reported before; present is any JSON value of at most 4 KiB as
+ * compact JSON (over it: PAYLOAD_TOO_LARGE naming the field) and 32 levels.
  */
 export function progressJsonText(field: string, value: Value | undefined): string | undefined {
   return value === undefined ? undefined : jsonText(field, value, BOUNDS.progressJsonBytes);
 }
 
-/** Snooze's delay (api.md section D): absent is 0s (eligible at once); present within 0s..30d, as a submit's delay. */
+/** Snooze's delay (docs/api.md "Snooze and progress"): absent is 0s (eligible at once); present within 0s..30d, as a submit's delay. */
 export function snoozeDelayMs(field: string, value: Duration | undefined): number {
   return durationInRange(field, value, BOUNDS.snoozeDelayMs, DEFAULTS.snoozeDelayMs)!;
 }
@@ -236,8 +237,7 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
   };
 }
 
-/** StreamClaimsRequest or WorkStart: the stream's queue, worker, lease duration and room. */
-/** A Claim request as a long-poll claim (api.md ClaimRequest), validated in field order. */
+/** A Claim request as a long-poll claim (ClaimRequest `wait`), validated in field order. */
 export function claimSpec(req: { queue: string; workerId: string; leaseDuration?: Duration; maxJobs: number; wait?: Duration }): {
   queue: string;
   workerId: string;
@@ -254,6 +254,7 @@ export function claimSpec(req: { queue: string; workerId: string; leaseDuration?
   };
 }
 
+/** StreamClaimsRequest or WorkStart: the stream's queue, worker, lease duration and room. */
 export function claimStreamSpec(
   path: string,
   req: { queue: string; workerId: string; leaseDuration?: Duration; maxInFlight: number },
@@ -284,12 +285,12 @@ export function jobStates(field: string, values: JobState[]): DomainState[] {
 }
 
 /**
- * CreateSchedule's schedule -> ScheduleSpec (api.md section D), fields
+ * CreateSchedule's schedule -> ScheduleSpec (docs/api.md "Schedules"), fields
  * named under `path` (`schedule.`). The template is validated exactly as a
- * SubmitRequest (`schedule.template.queue`, ...), except that it may carry
- * no idempotency_key (each run brings its own) and no schedule_time (a fixed
- * instant cannot recur; a delay counts from each run time).
- * next_run_time and last_run_time are the server's and are ignored.
+ * SubmitRequest (`schedule.template.queue`, ...), except that it may carry no
+ * idempotency_key (each run brings its own) and no schedule_time (a fixed
+ * instant cannot recur; a delay counts from each run time). next_run_time and
+ * last_run_time are the server's and are ignored.
  */
 export function scheduleSpec(path: string, schedule: Schedule | undefined, now: number): ScheduleSpec {
   const f = (name: string) => `${path}${name}`;
@@ -353,10 +354,10 @@ const CONFIG_PATHS: ReadonlyMap<string, QueueConfigField> = new Map([
 ]);
 
 /**
- * UpdateQueue's `config` and `update_mask` (api.md section D): the fields
- * the mask names, each within its bound. An empty mask (or "*") names every
- * field, so `{queue}` alone removes every limit. Fields the mask leaves out
- * are ignored, whatever they hold (AIP-134).
+ * UpdateQueue's `config` and `update_mask` (docs/api.md "Queue limits"): the
+ * fields the mask names, each within its bound. An empty mask (or "*") names
+ * every field, so `{queue}` alone removes every limit. Fields the mask leaves
+ * out are ignored, whatever they hold (AIP-134).
  */
 export function queueConfigUpdate(req: { config?: QueueConfig; updateMask?: FieldMask }): QueueConfigUpdate {
   const paths = req.updateMask?.paths ?? [];

@@ -1,8 +1,9 @@
 /**
- * RedriveAll and PurgeQueue (api.md section B): one transition applied to
- * every job of a queue in a state, in bounded batches. Engine-neutral: an
- * engine only selects a batch of rows and persists what the state machine
- * returns for each (Store.bulkTransition); this module decides the batches.
+ * RedriveAll and PurgeQueue (docs/api.md "Queue controls"): one transition
+ * applied to every job of a queue in a state, in bounded batches.
+ * Engine-neutral: an engine only selects a batch of rows and persists what
+ * the state machine returns for each (Store.bulkTransition); this module
+ * decides the batches.
  *
  * Each batch is its own transaction of at most `batchJobs` jobs, so a
  * backlog of a million jobs never holds the write lock for long, and
@@ -22,7 +23,7 @@ import type { BulkAction, BulkBatchSpec, Store } from "./store.js";
 /** Jobs per batch (and per transaction). */
 export const BULK_BATCH_JOBS = 500;
 
-/** The cancel reason PurgeQueue records on every job it cancels (api.md section B). */
+/** The cancel reason PurgeQueue records on every job it cancels (docs/api.md "Queue controls"). */
 export const PURGE_REASON = "purged";
 
 export interface BulkOptions {

@@ -1,10 +1,10 @@
 /**
- * Queue controls (pauses, api.md section B; limits, section D) are not job
- * events, so a store hears of another server's changes by comparing what
- * the database holds now with what it last saw. This keeps what was last
- * seen, for any engine: SQLite compares after another connection's commit
- * (sqlite/other-writers.ts), PostgreSQL at each catch-up (a NOTIFY may be
- * lost; postgres/pg-store.ts).
+ * Queue controls (pauses, docs/api.md "Queue controls"; limits,
+ * "Queue limits") are not job events, so a store hears of another server's
+ * changes by comparing what the database holds now with what it last saw.
+ * This keeps what was last seen, for any engine: SQLite compares after
+ * another connection's commit (sqlite/other-writers.ts), PostgreSQL at each
+ * catch-up (a NOTIFY may be lost; postgres/pg-store.ts).
  */
 import { NO_QUEUE_LIMITS, sameConfig, type QueueConfig } from "../domain/queue-limits.js";
 import type { QueueControlChange } from "./store.js";
@@ -25,10 +25,21 @@ export class KnownQueueControls {
     this.#take(snapshot);
   }
 
-  /** The changes from what was last seen to `snapshot`, which is what is seen from now on. */
-  changesTo(snapshot: QueueControlSnapshot): QueueControlChange[] {
-    const paused = new Set(snapshot.paused);
+  /**
+   * The changes from what was last seen to `snapshot`, which is what is seen
+   * from now on. Queues in `unsettled` are left as they were seen: this
+   * store changed them while the snapshot was read, so the snapshot may hold
+   * their state before or after that change, and the store notes its own.
+   */
+  changesTo(snapshot: QueueControlSnapshot, unsettled: ReadonlySet<string> = new Set()): QueueControlChange[] {
+    const paused = new Set([...snapshot.paused].filter((q) => !unsettled.has(q)));
+    for (const queue of unsettled) if (this.#paused.has(queue)) paused.add(queue);
     const configs = configsOf(snapshot);
+    for (const queue of unsettled) {
+      const known = this.#configs.get(queue);
+      if (known === undefined) configs.delete(queue);
+      else configs.set(queue, known);
+    }
     const changes: QueueControlChange[] = [];
     for (const queue of paused) if (!this.#paused.has(queue)) changes.push({ queue, paused: true });
     for (const queue of this.#paused) if (!paused.has(queue)) changes.push({ queue, paused: false });
@@ -36,7 +47,9 @@ export class KnownQueueControls {
       const config = configs.get(queue) ?? { ...NO_QUEUE_LIMITS };
       if (!sameConfig(this.#configs.get(queue) ?? NO_QUEUE_LIMITS, config)) changes.push({ queue, paused: paused.has(queue), config });
     }
-    this.#take(snapshot);
+    this.#paused.clear();
+    for (const queue of paused) this.#paused.add(queue);
+    this.#configs = configs;
     return changes;
   }
 

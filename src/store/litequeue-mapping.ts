@@ -1,7 +1,7 @@
 /**
- * litequeue rows -> LeaseQueue jobs (api.md section B, "litequeue import"),
- * the same for every engine; reading the litequeue file and writing the jobs
- * are the engine's part.
+ * litequeue rows -> LeaseQueue jobs
+ * (docs/operations.md "Import from litequeue"), the same for every engine;
+ * reading the litequeue file and writing the jobs are the engine's part.
  *
  * litequeue (https://github.com/litements/litequeue, 0.6 and later) keeps one
  * table `Queue`: `data` TEXT, `message_id` TEXT (a UUIDv7 in canonical
@@ -10,7 +10,7 @@
  *
  * - `message_id` becomes the job id, lower-cased like every id we store; it
  *   must be a UUID, because every RPC refuses a job_id that is not one
- *   (api.md "Defaults and identity"). litequeue's ids are UUIDs, so the
+ *   (docs/api.md "Defaults and identity"). litequeue's ids are UUIDs, so the
  *   imported jobs answer GetJob, Redrive and Cancel by their litequeue id.
  * - `data` becomes the payload: parsed when it is JSON, else the JSON string
  *   holding the text. NULL (older tables allowed it) is a null payload. It
@@ -26,10 +26,10 @@
  *   more), else 0; attempts = deliveries for COMPLETED and DEAD, 0 for
  *   QUEUED (a fresh budget: the job will run again). Priority, max_attempts
  *   and retry_base_delay take Submit's defaults; no idempotency key.
- * - Each imported job gets one SUBMITTED event (from no state to the state
- *   it was imported in) at in_time, with the message "imported from
- *   litequeue (status DONE)": api.md's event kinds have no other for it, and
- *   SUBMITTED is what starts a job's timeline.
+ * - Each imported job gets one SUBMITTED event (from no state to the state it
+ *   was imported in) at in_time, with the message "imported from litequeue
+ *   (status DONE)": the event kinds of docs/api.md "The event model" have no
+ *   other for it, and SUBMITTED is what starts a job's timeline.
  */
 import type { EventDraft, JobState, StoredJob } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";

@@ -1,9 +1,9 @@
 /**
- * GetStats' model (Store.queueCounts), assembled the same way by every
- * engine from what its SQL reads: the non-zero counts per queue and state,
- * the paused queues and the configured ones (both listed even without jobs,
- * api.md sections B and D) and the oldest pending job of each queue that
- * has one.
+ * GetStats' model (Store.queueCounts), assembled the same way by every engine
+ * from what its SQL reads: the non-zero counts per queue and state, the
+ * paused queues and the configured ones (both listed even without jobs,
+ * docs/api.md "Queue controls" and "Queue limits") and the oldest pending job
+ * of each queue that has one.
  */
 import { JOB_STATES, type JobState } from "../domain/job.js";
 import { NO_QUEUE_LIMITS, type QueueConfig } from "../domain/queue-limits.js";

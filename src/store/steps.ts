@@ -3,10 +3,10 @@
  * (SQLite: better-sqlite3 is synchronous) or later (PostgreSQL) without
  * paying for a promise when it answers at once. An operation is a chain of
  * steps, `andThen(port.x(...), (x) => ...)`, where async code would write
- * `const x = await port.x(...)`: the chain runs synchronously for as long
- * as every answer is a plain value, and becomes a promise at the first
- * answer that is one. (Measured: async functions or generators for the
- * operations cost SQLite's group commit 5-15% more CPU per operation.)
+ * `const x = await port.x(...)`: the chain runs synchronously for as long as
+ * every answer is a plain value, and becomes a promise at the first answer
+ * that is one. (Async functions or generators for the operations would cost
+ * SQLite's group commit a promise per step, and more CPU per operation.)
  *
  * So a SQLite transaction runs from BEGIN to COMMIT without giving the
  * event loop away (its group commit insists: settledNow), and a

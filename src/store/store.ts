@@ -1,7 +1,7 @@
 /**
  * The seam between the service and a database. Every engine (SQLite now,
  * PostgreSQL next) implements this interface and must pass the contract
- * suite in test/store/contract.ts unchanged. What is not SQL is shared:
+ * suite in test/store/contract/ unchanged. What is not SQL is shared:
  * the write operations (store/operations/, over the per-transaction port of
  * store/transaction-port.ts), the state machine (domain/state-machine.ts),
  * and the bulk and read models beside this file; an engine keeps only its
@@ -59,11 +59,23 @@ export interface ClaimedLease {
   leaseToken: string;
 }
 
-/** A claim's leases, and whether a queue limit held eligible jobs back (what a waiting claimer waits for then). */
+/** A claim's leases, and what a claimer that got fewer than it asked for waits for: a queue limit, or the next job to become eligible. */
 export interface ClaimOutcome {
   leases: ClaimedLease[];
   /** Null unless a limit of the queue (QueueConfig) left eligible jobs unleased. */
   heldBack: ClaimHold | null;
+  /**
+   * When the claim took fewer jobs than it asked for and no limit held one
+   * back: the earliest schedule_time among the queue's pending jobs that
+   * were not eligible yet at the claim's time, read in the claim's own
+   * transaction; null when there is none, when the queue is paused, or when
+   * the claim was full or held back. Read with the claim and at the claim's
+   * time, a job that becomes due after the claim looked is still in it (a
+   * time already past: claim again at once), so a claimer that waits for it
+   * never misses one; work committed after the claim wakes claimers
+   * through the commit announcement.
+   */
+  nextScheduleTime: number | null;
 }
 
 export interface ListJobsSpec {
@@ -93,9 +105,9 @@ export interface QueueCounts {
 }
 
 /**
- * A queue paused or resumed (api.md section B), or its limits changed
- * (UpdateQueue, api.md section D). Queue-level changes are not job events:
- * they are announced beside them, never stored as JobEvents.
+ * A queue paused or resumed (docs/api.md "Queue controls"), or its limits
+ * changed (UpdateQueue, docs/api.md "Queue limits"). Queue-level changes are
+ * not job events: they are announced beside them, never stored as JobEvents.
  */
 export interface QueueControlChange {
   queue: string;
@@ -118,8 +130,8 @@ export interface CommittedChange {
   /** Queues whose paused state or limits this commit changed, in commit order (usually none). */
   queueControls: QueueControlChange[];
   /**
-   * True when the commit created, replaced or deleted a schedule (api.md
-   * section D), so a server's scheduler may have to set its timer again.
+   * True when the commit created, replaced or deleted a schedule (docs/api.md
+   * "Schedules"), so a server's scheduler may have to set its timer again.
    * Not a job event: announced beside them, like queue controls.
    */
   schedulesChanged?: boolean;
@@ -244,8 +256,8 @@ export interface Store {
   claimOutcome(spec: ClaimRequestSpec): Promise<ClaimOutcome>;
   /**
    * Extends an active lease; with `progressJson` (compact JSON text) it also
-   * replaces the job's progress (api.md section D), whose PROGRESS event the
-   * progress policy stores at most once a second per job.
+   * replaces the job's progress (docs/api.md "Snooze and progress"), whose
+   * PROGRESS event the progress policy stores at most once a second per job.
    */
   heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number, progressJson?: string): Promise<Job>;
   complete(jobId: string, leaseToken: string, resultJson: string | null): Promise<Job>;
@@ -253,9 +265,9 @@ export interface Store {
   /** Gives back an unstarted lease: eligible again at once, attempt refunded. */
   release(jobId: string, leaseToken: string): Promise<Job>;
   /**
-   * Puts a running job back to QUEUED, eligible at now + delayMs (0..30
-   * days, validated by the caller), with the claim's attempt refunded
-   * (api.md section D). Fenced by the lease token like complete.
+   * Puts a running job back to QUEUED, eligible at now + delayMs (0..30 days,
+   * validated by the caller), with the claim's attempt refunded (docs/api.md
+   * "Snooze and progress"). Fenced by the lease token like complete.
    */
   snooze(jobId: string, leaseToken: string, delayMs: number): Promise<Job>;
   redrive(jobId: string): Promise<Job>;
@@ -271,22 +283,22 @@ export interface Store {
   pruneJobs(spec: PruneSpec): Promise<PruneOutcome>;
 
   /**
-   * Pauses a queue (api.md section B): from this commit on, claim hands out
-   * no lease of it (every path: Claim, long-polls, StreamClaims, Work); it
-   * keeps accepting submits, and its leases already out run on. Persisted;
-   * any valid name may be paused, with or without jobs. True when it was
-   * not paused before.
+   * Pauses a queue (docs/api.md "Queue controls"): from this commit on, claim
+   * hands out no lease of it (every path: Claim, long-polls, StreamClaims,
+   * Work); it keeps accepting submits, and its leases already out run on.
+   * Persisted; any valid name may be paused, with or without jobs. True when
+   * it was not paused before.
    */
   pauseQueue(queue: string): Promise<boolean>;
   /** Resumes a paused queue; true when it was paused. The change is announced so claimers wake at once. */
   resumeQueue(queue: string): Promise<boolean>;
   /**
-   * Changes a queue's limits (api.md section D): the fields named take
-   * their new values, the others keep theirs; answers the limits after the
-   * change. Persisted; any valid name may be configured, with or without
-   * jobs. A real change is announced (a queueControls entry with `config`)
-   * so that claimers held back by the old limits wake at once. Removing the
-   * rate limit forgets the queue's recorded grants.
+   * Changes a queue's limits (docs/api.md "Queue limits"): the fields named
+   * take their new values, the others keep theirs; answers the limits after
+   * the change. Persisted; any valid name may be configured, with or without
+   * jobs. A real change is announced (a queueControls entry with `config`) so
+   * that claimers held back by the old limits wake at once. Removing the rate
+   * limit forgets the queue's recorded grants.
    */
   updateQueueConfig(queue: string, update: QueueConfigUpdate): Promise<QueueConfig>;
   /** The largest id among the queue's jobs in `state`, or null: where a bulk transition stops. */
@@ -295,11 +307,11 @@ export interface Store {
   bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome>;
 
   /**
-   * Creates a schedule (api.md section D), or replaces the one of the same
-   * name. Its next run is computed from now; a replacement that keeps the
-   * timing (cron or interval, and time zone) of a schedule that was running
-   * keeps its next run, so creating the same schedules at every deploy
-   * neither shifts nor skips runs. The last run is kept.
+   * Creates a schedule (docs/api.md "Schedules"), or replaces the one of the
+   * same name. Its next run is computed from now; a replacement that keeps
+   * the timing (cron or interval, and time zone) of a schedule that was
+   * running keeps its next run, so creating the same schedules at every
+   * deploy neither shifts nor skips runs. The last run is kept.
    */
   createSchedule(spec: ScheduleSpec): Promise<StoredSchedule>;
   /** Deletes a schedule (its jobs stay); SCHEDULE_NOT_FOUND when there is none of that name. */
@@ -337,9 +349,6 @@ export interface Store {
   eventBounds(): Promise<{ oldest: number; latest: number }>;
   /** Counts per queue and state, maintained transactionally, paused queues and queue limits; ordered by queue. */
   queueCounts(): Promise<QueueCounts[]>;
-  /** Earliest schedule_time among pending jobs of a queue that are not yet eligible. */
-  nextScheduledTime(queue: string): Promise<number | null>;
-
   /** Subscribes to committed changes; returns the unsubscribe function. */
   onCommitted(listener: CommitListener): () => void;
   /** Subscribes to the outcome of write transactions; returns the unsubscribe function. */

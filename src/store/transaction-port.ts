@@ -33,7 +33,7 @@
  *   changes summed per queue and state (PostgreSQL: delta rows, never one
  *   row per queue that every writer would wait on), then `insertEvents`
  *   last, right before the commit, so an engine can number the events in
- *   commit order there (api.md section C).
+ *   commit order there (docs/postgresql.md "Event order across servers").
  */
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
 import type { QueueConfig, WindowGrants } from "../domain/queue-limits.js";
@@ -78,9 +78,11 @@ export interface TransactionPort {
   /**
    * Up to `limit` eligible jobs of a queue (QUEUED or RETRY with
    * schedule_time <= now) in claim order: priority descending, then
-   * schedule_time, then id (api.md "Semantics").
+   * schedule_time, then id (docs/api.md "Claim order").
    */
   selectClaimable(queue: string, now: number, limit: number): Awaitable<StoredJob[]>;
+  /** The earliest schedule_time among the queue's QUEUED or RETRY jobs not eligible at `now` (schedule_time > now), or null. */
+  nextScheduledTime(queue: string, now: number): Awaitable<number | null>;
   /** Up to `limit` RUNNING jobs whose lease expired (lease_expire_time <= now), oldest expiry first; of one queue when given. */
   selectExpiredLeases(now: number, limit: number, queue?: string): Awaitable<StoredJob[]>;
   /**
@@ -89,14 +91,14 @@ export interface TransactionPort {
    */
   selectJobsInStateBetween(queue: string, state: JobState, afterId: string, upToId: string, limit: number): Awaitable<StoredJob[]>;
 
-  /** Whether claims of the queue hand out nothing (api.md section B). */
+  /** Whether claims of the queue hand out nothing (docs/api.md "Queue controls"). */
   isQueuePaused(queue: string): Awaitable<boolean>;
   /** Records a pause; true when the queue was not paused before. */
   pauseQueue(queue: string, now: number): Awaitable<boolean>;
   /** Removes a pause; true when the queue was paused. */
   resumeQueue(queue: string): Awaitable<boolean>;
 
-  /** The schedule of this name (api.md section D), or undefined. */
+  /** The schedule of this name (docs/api.md "Schedules"), or undefined. */
   findSchedule(name: string): Awaitable<StoredSchedule | undefined>;
   /** Stores a schedule, replacing the one of the same name if there is one. */
   upsertSchedule(schedule: StoredSchedule): Awaitable<void>;

@@ -1,12 +1,13 @@
 /**
- * Batched acknowledgements (api.md section A): every Complete, Fail,
- * Heartbeat (with its progress), Snooze and Release the worker makes goes through here as an
- * `Acknowledgement`, and leaves in a batch: as soon as 1000 are waiting (the
- * most one Acknowledge request or Work message may carry) or they fill the
- * request body the server reads (128 KiB by default), or when the
- * coalescing window (default 1 ms) after the first of them has passed. So
- * the acknowledgements of handlers that finish together, and the heartbeats
- * of leases that arrived together, share one message.
+ * Batched acknowledgements
+ * (docs/api.md "The batched path: Acknowledge and Work"): every Complete,
+ * Fail, Heartbeat (with its progress), Snooze and Release the worker makes
+ * goes through here as an `Acknowledgement`, and leaves in a batch: as soon
+ * as 1000 are waiting (the most one Acknowledge request or Work message may
+ * carry) or they fill the request body the server reads (128 KiB by default),
+ * or when the coalescing window (default 1 ms) after the first of them has
+ * passed. So the acknowledgements of handlers that finish together, and the
+ * heartbeats of leases that arrived together, share one message.
  *
  * Where a batch goes: onto the open Work stream when there is one
  * (`useStream`), or into the next Claim of the unary transport

@@ -39,7 +39,7 @@ function describe(err: unknown): string {
   return typeof err === "string" ? err : `non-error thrown: ${String(err)}`;
 }
 
-/** At most api.md's 4096 characters (counted here in UTF-16 units, never more than the code points the server counts). */
+/** At most the 4096 characters of docs/api.md "Bounds" (counted here in UTF-16 units, never more than the code points the server counts). */
 function truncate(text: string): string {
   const max = BOUNDS.textChars;
   if (text.length <= max) return text;

@@ -16,12 +16,13 @@
  * noticed and the worker reconnects.
  *
  * A client made here remembers whether its transport can carry a
- * bidirectional stream (HTTP/2: gRPC, or Connect with httpVersion "2"), so
- * a worker on it takes the Work stream (api.md section A) and one on
- * Connect over HTTP/1.1 takes StreamClaims plus Acknowledge.
+ * bidirectional stream (HTTP/2: gRPC, or Connect with httpVersion "2"), so a
+ * worker on it takes the Work stream
+ * (docs/api.md "The batched path: Acknowledge and Work") and one on Connect
+ * over HTTP/1.1 takes StreamClaims plus Acknowledge.
  *
  * `token` sends `authorization: Bearer <token>` on every call, for a
- * server with authentication on (README "Authentication").
+ * server with authentication on (docs/writing-a-worker.md "Authentication").
  */
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
@@ -29,7 +30,7 @@ import type * as http2 from "node:http2";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { bearerTokenInterceptor } from "./bearer-token.js";
 
-/** The generated service client: every RPC of api.md, typed. */
+/** The generated service client: every RPC of docs/api.md "RPCs", typed. */
 export type LeaseQueueClient = Client<typeof LeaseQueueService>;
 
 export type LeaseQueueTransport = "grpc" | "connect";
@@ -70,7 +71,7 @@ export function canStreamBothWays(client: LeaseQueueClient): boolean {
   return BIDI_CAPABLE.has(client);
 }
 
-/** Creates a typed client. Calls reject with `ConnectError`; see api.md "Errors" for codes and reasons. */
+/** Creates a typed client. Calls reject with `ConnectError`; see docs/api.md "Errors" for codes and reasons. */
 export function createLeaseQueueClient(options: LeaseQueueClientOptions): LeaseQueueClient {
   const { url, transport = "grpc", httpVersion = "2", nodeOptions } = options;
   const interceptors = [...(options.token !== undefined ? [bearerTokenInterceptor(options.token)] : []), ...(options.interceptors ?? [])];

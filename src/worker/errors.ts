@@ -41,11 +41,11 @@ export class RetryJobError extends Error {
 
 /**
  * Throw from a handler (or call `ctx.snooze(delayMs)`, which throws one) to
- * put the job back for later without failing it: the Snooze of api.md
- * section D. The job is QUEUED again, eligible after `delayMs`, and the
- * attempt is refunded, so a job can wait for a rate limit or a resource as
- * often as it needs without spending its budget. For "not now", not for
- * errors: those belong to RetryJobError.
+ * put the job back for later without failing it: the Snooze of docs/api.md
+ * "Snooze and progress". The job is QUEUED again, eligible after `delayMs`,
+ * and the attempt is refunded, so a job can wait for a rate limit or a
+ * resource as often as it needs without spending its budget. For "not now",
+ * not for errors: those belong to RetryJobError.
  */
 export class SnoozeJob extends Error {
   override name = "SnoozeJob";

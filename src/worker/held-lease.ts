@@ -18,19 +18,20 @@
  * - lost: the server refused the lease, or the local deadline passed. The
  *   handler's signal fires; nothing is acknowledged.
  *
- * Heartbeats run on a timer in every live state (a Complete may need
- * sending again for a while) and travel as AckHeartbeat acknowledgements in
- * the worker's batches. Progress (api.md section D) rides on them: the
- * handler's latest report goes with the next heartbeat, which a report
- * brings forward to at most PROGRESS_DELAY_MS away, so a handler reporting
- * in a tight loop sends one heartbeat a second with the latest value (the
- * server stores at most one PROGRESS event a second per job anyway). The local deadline runs on this machine's monotonic
- * clock: a lease is assumed to last `leaseDurationMs` from its arrival, and
- * from the moment a successful heartbeat was queued. That errs early, so the
- * handler is told before another worker can get the job. The server stays
- * the authority: its refusal (`aborted` LEASE_REJECTED / LEASE_EXPIRED,
- * `not_found`) also ends the lease here, except while finishing, when our
- * own Complete may be what ended it.
+ * Heartbeats run on a timer in every live state (a Complete may need sending
+ * again for a while) and travel as AckHeartbeat acknowledgements in the
+ * worker's batches. Progress (docs/api.md "Snooze and progress") rides on
+ * them: the handler's latest report goes with the next heartbeat, which a
+ * report brings forward to at most PROGRESS_DELAY_MS away, so a handler
+ * reporting in a tight loop sends one heartbeat a second with the latest
+ * value (the server stores at most one PROGRESS event a second per job
+ * anyway). The local deadline runs on this machine's monotonic clock: a lease
+ * is assumed to last `leaseDurationMs` from its arrival, and from the moment
+ * a successful heartbeat was queued. That errs early, so the handler is told
+ * before another worker can get the job. The server stays the authority: its
+ * refusal (`aborted` LEASE_REJECTED / LEASE_EXPIRED, `not_found`) also ends
+ * the lease here, except while finishing, when our own Complete may be what
+ * ended it.
  */
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { durationFromMs, timestampDate, timestampFromDate, type Value } from "@bufbuild/protobuf/wkt";

@@ -36,20 +36,20 @@ export interface JobContext {
    */
   heartbeat(): Promise<void>;
   /**
-   * Reports the job's progress (any JSON value, at most 4 KiB as compact
-   * JSON and 32 levels deep): stored as the job's `progress`, shown by
-   * GetJob and the console (api.md section D). It goes with the next
-   * heartbeat, brought forward to at most a second from now; reports made
-   * in between replace each other, so calling this in a tight loop costs
-   * one heartbeat a second. The last report before the handler ends is
-   * sent ahead of its Complete, Fail or Snooze. Throws RangeError or
-   * TypeError for a value the server would refuse.
+   * Reports the job's progress (any JSON value, at most 4 KiB as compact JSON
+   * and 32 levels deep): stored as the job's `progress`, shown by GetJob and
+   * the console (docs/api.md "Snooze and progress"). It goes with the next
+   * heartbeat, brought forward to at most a second from now; reports made in
+   * between replace each other, so calling this in a tight loop costs one
+   * heartbeat a second. The last report before the handler ends is sent ahead
+   * of its Complete, Fail or Snooze. Throws RangeError or TypeError for a
+   * value the server would refuse.
    */
   progress(value: JsonValue): void;
   /**
    * Ends this attempt without failing it: the job goes back to QUEUED,
-   * eligible again after `delayMs` (0..30 days), and the attempt is
-   * refunded (api.md section D, Snooze). Throws a SnoozeJob to stop the
+   * eligible again after `delayMs` (0..30 days), and the attempt is refunded
+   * (docs/api.md "Snooze and progress"). Throws a SnoozeJob to stop the
    * handler; the job is snoozed however the handler then ends, even if it
    * catches that error and returns.
    */

@@ -1,7 +1,7 @@
 /**
- * Payloads and results travel as google.protobuf.Value (api.md: any JSON
- * value). These convert between that message and plain JSON, so producers
- * and handlers never build Value messages by hand.
+ * Payloads and results travel as google.protobuf.Value (any JSON value:
+ * docs/api.md "Bounds"). These convert between that message and plain JSON,
+ * so producers and handlers never build Value messages by hand.
  */
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, type Value } from "@bufbuild/protobuf/wkt";

@@ -1,6 +1,6 @@
 /**
  * The checks a handler's result and progress pass before they are sent:
- * the worker refuses what the server would (docs/api.md, "Bounds"),
+ * the worker refuses what the server would (docs/api.md "Bounds"),
  * because an acknowledgement the server finds malformed or too large fails
  * its whole message, not just itself.
  */
@@ -23,11 +23,11 @@ export function asJsonResult(value: JsonValue | void): JsonValue | undefined {
 }
 
 /**
- * Why the server would refuse `result` (api.md "Bounds": 64 KiB of JSON, 32
- * levels; and no request body over 128 KiB, which protobuf's 9 bytes a
- * number can reach from 64 KiB of JSON), or undefined. Checked here
- * because an acknowledgement the server finds malformed or too large fails
- * its whole Acknowledge request or Work message, not just itself.
+ * Why the server would refuse `result` (docs/api.md "Bounds": 64 KiB of JSON,
+ * 32 levels; and no request body over 128 KiB, which protobuf's 9 bytes a
+ * number can reach from 64 KiB of JSON), or undefined. Checked here because
+ * an acknowledgement the server finds malformed or too large fails its whole
+ * Acknowledge request or Work message, not just itself.
  */
 export function resultRefusal(result: JsonValue | undefined): ConnectError | undefined {
   if (result === undefined) return undefined;
@@ -52,10 +52,11 @@ export function resultRefusal(result: JsonValue | undefined): ConnectError | und
 }
 
 /**
- * A progress report as plain JSON the server takes (api.md section D: at
- * most 4 KiB as compact JSON, 32 levels), or a TypeError / RangeError. The
- * handler learns at once, rather than a heartbeat failing (an
- * acknowledgement the server finds malformed fails its whole message).
+ * A progress report as plain JSON the server takes
+ * (docs/api.md "Snooze and progress": at most 4 KiB as compact JSON, 32
+ * levels), or a TypeError / RangeError. The handler learns at once, rather
+ * than a heartbeat failing (an acknowledgement the server finds malformed
+ * fails its whole message).
  */
 export function checkedProgress(value: JsonValue): JsonValue {
   const json = asJsonResult(value);

@@ -1,5 +1,6 @@
 /**
- * The worker's side of one Work stream (api.md section A): the request
+ * The worker's side of one Work stream
+ * (docs/api.md "The batched path: Acknowledge and Work"): the request
  * messages it writes (`start` first, then batches of acknowledgements) and
  * the acknowledgements still waiting for their results, which the server
  * sends in the order the acknowledgements arrived.

@@ -1,7 +1,8 @@
 /**
  * The Work stream transport (HTTP/2): one bidirectional stream carries the
- * leases down and every acknowledgement up (docs/api.md, "The batched path:
- * Acknowledge and Work"), its requests written by WorkStreamSide. A watchdog takes a stream that leaves an
+ * leases down and every acknowledgement up
+ * (docs/api.md "The batched path: Acknowledge and Work"), its requests
+ * written by WorkStreamSide. A watchdog takes a stream that leaves an
  * acknowledgement unanswered too long for dead.
  */
 import { create } from "@bufbuild/protobuf";

@@ -1,5 +1,5 @@
 /**
- * `leasequeue backup`, `check` and `restore` (api.md section B "Commands"),
+ * `leasequeue backup`, `check` and `restore` (docs/operations.md "Commands"),
  * run as the real command, against real server processes where it matters:
  * a backup of a database that a server keeps writing to, a check of a
  * corrupted copy, a restore that a running server must prevent.
@@ -27,7 +27,7 @@ import { LATEST_SCHEMA_VERSION } from "../../src/store/sqlite/migrate.js";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { READY, writeLitequeueFile } from "../helpers/litequeue.js";
 import { callJson, okJson, runCli, serversInTempDirs } from "../helpers/process.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
 
 const sandbox = serversInTempDirs("backup");

@@ -1,6 +1,7 @@
 /**
- * `leasequeue import-litequeue` (api.md section B), run as the real command
- * against litequeue databases built with litequeue's own schema.
+ * `leasequeue import-litequeue` (docs/operations.md "Import from litequeue"),
+ * run as the real command against litequeue databases built with litequeue's
+ * own schema.
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, statSync } from "node:fs";

@@ -1,7 +1,8 @@
 /**
  * ClaimStreams on its own, pulling messages by hand: what a stream holds
- * that it has not sent yet, what happens to it when the stream ends, and
- * how a stream held back by a queue limit gets its next job.
+ * that it has not sent yet, what happens to it when the stream ends, how a
+ * stream held back by a queue limit gets its next job, and how a parked
+ * stream gets a job that becomes due later.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,10 +12,11 @@ import { ClaimStreams } from "../../src/dispatch/claim-streams.js";
 import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
 import { ManualClock } from "../../src/domain/clock.js";
 import type { EventKind } from "../../src/domain/job.js";
+import type { ClaimedLease } from "../../src/store/store.js";
 import { silentLogger } from "../../src/logger.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { newJob } from "../store/contract.js";
-import { claimLeases } from "../helpers/store.js";
+import { newJob } from "../store/contract/helpers.js";
+import { claimLeases, slowClaims } from "../helpers/store.js";
 
 let dir: string;
 let store: SqliteStore;
@@ -182,5 +184,88 @@ describe("ClaimStreams", () => {
       expect((await next).value!.job.task).toBe("b");
       abort.abort();
     });
+  });
+
+  describe("a job that becomes due later", () => {
+    const spec = { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 1 };
+    type Take = () => Promise<ClaimedLease>;
+    /** Each makes a job of the queue due in 300 ms (the stream's one lease taken with `take` when it needs one); answers the job and when it is due. */
+    const delayedBy: Record<string, (take: Take) => Promise<{ id: string; due: number }>> = {
+      "a snooze": async (take) => {
+        await store.submit([newJob()]);
+        const lease = await take();
+        const job = await store.snooze(lease.job.id, lease.leaseToken, 300);
+        return { id: job.id, due: job.scheduleTime };
+      },
+      "a failure with a retry delay": async (take) => {
+        await store.submit([newJob()]);
+        const lease = await take();
+        const job = await store.fail(lease.job.id, lease.leaseToken, { error: "boom", permanent: false, retryDelayMs: 300 });
+        return { id: job.id, due: job.scheduleTime };
+      },
+      "a delayed submit": async () => {
+        const [{ job }] = await store.submit([newJob({ schedule: { delayMs: 300 } })]);
+        return { id: job.id, due: job.scheduleTime };
+      },
+    };
+
+    it("waits for a job delayed past the longest timer Node keeps (30 days) without claiming in a loop", async () => {
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+      let claims = 0;
+      const counted = new Proxy(store, {
+        get: (target, key) => {
+          if (key === "claimOutcome") return (...args: Parameters<SqliteStore["claimOutcome"]>) => (claims++, target.claimOutcome(...args));
+          const value = Reflect.get(target, key, target) as unknown;
+          return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const own = new ClaimStreams({ store: counted, wakeups, clock, log: silentLogger, keepaliveMs: 60_000 });
+      const abort = new AbortController();
+      try {
+        const [{ job }] = await store.submit([newJob({ schedule: { delayMs: 30 * 24 * 3_600_000 } })]);
+        const it = own.open(spec, abort.signal)[Symbol.asyncIterator]();
+        expect((await it.next()).value).toBeNull(); // keepalive: registered and parked
+        const parked = claims;
+        for (let i = 0; i < 50; i++) await vi.advanceTimersByTimeAsync(10);
+        expect(claims).toBe(parked);
+        expect((await store.getJob(job.id))?.state).toBe("queued");
+      } finally {
+        abort.abort();
+        own.close();
+        vi.useRealTimers();
+      }
+    });
+
+    for (const [how, delay] of Object.entries(delayedBy)) {
+      it(`sends a job delayed by ${how} when it is due, though the claim before ran the instant before and answered at that time`, async () => {
+        vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+        // Claims whose commit takes 1 ms: the claim reads the time before the job is due, and answers once it is.
+        const slow = slowClaims(store, clock, 1);
+        const own = new ClaimStreams({ store: slow.store, wakeups, clock, log: silentLogger, keepaliveMs: 60_000 });
+        const abort = new AbortController();
+        try {
+          const it = own.open(spec, abort.signal)[Symbol.asyncIterator]();
+          expect((await it.next()).value).toBeNull(); // keepalive: registered
+          const { id, due } = await delay(async () => (await it.next()).value!);
+          await slow.idle(); // parked, its timer armed for `due`
+          expect((await store.getJob(id))?.state).not.toBe("running");
+          const next = it.next();
+          // The timer fires 1 ms before `due` by the store's clock (timers may): that claim finds nothing.
+          clock.set(due - 1);
+          vi.advanceTimersByTime(300);
+          await slow.idle();
+          expect(clock.now()).toBe(due);
+          // Whatever the pump armed then fires; nothing else touches the queue.
+          vi.advanceTimersByTime(1000);
+          await slow.idle();
+          expect((await store.getJob(id))?.state).toBe("running");
+          expect((await next).value!.job.id).toBe(id);
+        } finally {
+          abort.abort();
+          own.close();
+          vi.useRealTimers();
+        }
+      });
+    }
   });
 });

@@ -13,7 +13,7 @@ import type { JobEvent } from "../../src/domain/job.js";
 import { EventFeed, type EventFeedOptions, type WatchSpec } from "../../src/dispatch/event-feed.js";
 import { QueueError } from "../../src/domain/errors.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];

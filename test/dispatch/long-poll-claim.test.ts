@@ -1,8 +1,9 @@
 /**
  * Claim's long-poll on its own: it answers as soon as work arrives, hands a
  * caller that has gone nothing (releasing what it claimed for it), claims
- * again when every claimed lease was left out as undeliverable, and, held
- * back by a queue limit, answers as soon as a place is free.
+ * again when every claimed lease was left out as undeliverable, answers
+ * with a delayed job when it is due, and, held back by a queue limit,
+ * answers as soon as a place is free.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,8 +14,8 @@ import { claimWithin, type LongPollClaimDeps } from "../../src/dispatch/long-pol
 import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { ClaimedLease } from "../../src/store/store.js";
-import { newJob } from "../store/contract.js";
-import { claimLeases } from "../helpers/store.js";
+import { newJob } from "../store/contract/helpers.js";
+import { claimLeases, slowClaims } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -84,6 +85,33 @@ it("claims again when every claimed lease was left out as undeliverable", async 
   });
   expect(offered).toEqual([first.job.id, second.job.id]);
   expect(leases.map((l) => l.job.id)).toEqual([second.job.id]);
+});
+
+it("answers with a delayed job when it is due, though the claim before ran the instant before and answered at that time", async () => {
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+  const gone = new AbortController();
+  try {
+    const deps = setup();
+    // Claims whose commit takes 1 ms: the claim reads the time before the job is due, and answers once it is.
+    const slow = slowClaims(deps.store, deps.clock, 1);
+    const [{ job }] = await deps.store.submit([newJob({ schedule: { delayMs: 300 } })]);
+    let answered: ClaimedLease[] | undefined;
+    void claimWithin({ ...deps, store: slow.store }, { ...spec, waitMs: 60_000 }, gone.signal, asIs).then((l) => (answered = l));
+    await slow.idle();
+    expect(deps.wakeups.waiting).toBe(1);
+    // The timer fires 1 ms before the job is due by the store's clock (timers may): that claim finds nothing.
+    deps.clock.set(job.scheduleTime - 1);
+    vi.advanceTimersByTime(300);
+    await slow.idle();
+    expect(deps.clock.now()).toBe(job.scheduleTime);
+    // Whatever the wait armed then fires, long before the wait ends; nothing else touches the queue.
+    vi.advanceTimersByTime(1000);
+    await slow.idle();
+    expect(answered?.map((l) => l.job.id)).toEqual([job.id]);
+  } finally {
+    gone.abort();
+    vi.useRealTimers();
+  }
 });
 
 /** Resolves once the long-poll is parked (its wait registered, its timer armed). */

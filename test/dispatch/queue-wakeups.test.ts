@@ -12,7 +12,7 @@ import { afterEach, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -73,19 +73,18 @@ it("wakes a queue when it is resumed, not when it is paused", async () => {
 });
 
 it("wakes a claimer held back by max_running on the queue's next finishing lease, and leaves the others waiting for work", async () => {
-  const { store, wakeups } = setup();
+  const { store, wakeups, clock } = setup();
   await store.submit([newJob({ queue: "a" })]);
   const [lease] = await claimLeases(store, { queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
   const woken: string[] = [];
   wakeups.onWork((queue) => woken.push(queue));
   const generation = wakeups.generation("a");
   const finishedSince = wakeups.finishedLeases("a");
-  const forever = Date.now() + 60_000;
+  const forever = clock.now() + 60_000;
   let workerWoken = false;
   const forWork = wakeups.waitForWork("a", generation, forever, new AbortController().signal).then(() => (workerWoken = true));
   const forPlace = wakeups.waitForWork("a", generation, forever, new AbortController().signal, {
-    hold: { limit: "max_running" },
-    finishedSince,
+    held: { hold: { limit: "max_running" }, finishedSince },
   });
   await store.complete(lease.job.id, lease.leaseToken, null);
   await forPlace;
@@ -105,8 +104,7 @@ it("does not park a claimer held back by max_running when a lease finished since
   const finishedSince = wakeups.finishedLeases("a");
   await store.fail(lease.job.id, lease.leaseToken, { error: "boom", permanent: true });
   await wakeups.waitForWork("a", wakeups.generation("a"), Date.now() + 60_000, new AbortController().signal, {
-    hold: { limit: "max_running" },
-    finishedSince,
+    held: { hold: { limit: "max_running" }, finishedSince },
   });
   expect(wakeups.waiting).toBe(0);
 });

@@ -1,7 +1,8 @@
 /**
- * Many workers claiming at once over Connect (api.md: "Two claims never
- * receive the same job"), and lease expiry under concurrency: a job whose
- * lease ran out goes back exactly once, recovered by the background sweep.
+ * Many workers claiming at once over Connect (docs/api.md "Claim order":
+ * "Two claims never receive the same job"), and lease expiry under
+ * concurrency: a job whose lease ran out goes back exactly once, recovered by
+ * the background sweep.
  */
 import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";

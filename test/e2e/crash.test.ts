@@ -1,7 +1,8 @@
 /**
  * kill -9 under load: whatever the server acknowledged before it died is in
- * the database after a restart on the same file (api.md: "Every state change
- * and its event commit in one transaction before the response is sent").
+ * the database after a restart on the same file
+ * (docs/api.md "Commits before answers": every state change and its event
+ * commit in one transaction before the response is sent).
  *
  * SIGKILL loses the process, not the OS page cache, so this checks that no
  * response goes out before its COMMIT and that the file recovers (WAL replay,

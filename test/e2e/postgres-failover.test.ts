@@ -1,9 +1,9 @@
 /**
  * Failure and maintenance with several servers on one PostgreSQL schema
- * (api.md section C):
+ * (docs/postgresql.md "Running several servers"):
  * - kill -9 of one of three servers under load: every acknowledged submit
- *   survives, and the leases the dead server handed out expire (api.md
- *   "An expired lease is recovered") and are leased again and completed by
+ *   survives, and the leases the dead server handed out expire (docs/api.md
+ *   "Lease recovery") and are leased again and completed by
  *   the others;
  * - the lease sweepers and retention pruners of three servers running at
  *   once never recover an expired lease twice nor delete a job twice.
@@ -282,7 +282,9 @@ describe.skipIf(skipWithoutPostgres(probe))("lease sweepers and pruners of three
       {},
     );
     // Sweeping every 5 ms on each server, so their sweeps overlap.
-    servers = await Promise.all([0, 1, 2].map((i) => startServer(config, { log: capture(i), clock, databaseClock: clock, sweepIntervalMs: 5 })));
+    servers = await Promise.all(
+      [0, 1, 2].map((i) => startServer(config, { log: capture(i), clock, databaseClock: clock, sweepIntervalMs: 5 })),
+    );
     clients = servers.map((s) => grpcClient(s.apiUrl));
   }, 30_000);
 

@@ -1,10 +1,11 @@
 /**
- * Several servers on one PostgreSQL schema (api.md section C: "Any number of
- * servers may share one database: a job is never leased twice, and streams,
- * long-polls and WatchEvents on one server see what is committed through
- * another"). Three real `leasequeue serve` processes share a fresh schema;
- * the clients reach them over gRPC, and the outcome is read back with SQL
- * from the schema's own tables, not through the servers under test.
+ * Several servers on one PostgreSQL schema
+ * (docs/postgresql.md "Running several servers": any number of servers may
+ * share one database, a job is never leased twice, and streams, long-polls
+ * and WatchEvents on one server see what is committed through another). Three
+ * real `leasequeue serve` processes share a fresh schema; the clients reach
+ * them over gRPC, and the outcome is read back with SQL from the schema's own
+ * tables, not through the servers under test.
  *
  * Needs the compiled server (`npm run build`) and PostgreSQL
  * (test/helpers/postgres.ts: skipped when unreachable, failing under CI=true).

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { callJson, okJson, runCli, spawnServer, type SpawnedServer } from "../helpers/process.js";
 import { claimLeases } from "../helpers/store.js";
 

@@ -14,7 +14,7 @@ import { callJson, okJson, runCli, serversInTempDirs } from "../helpers/process.
 
 const SERVICE = "/leasequeue.v1.LeaseQueueService";
 
-/** The configuration table of api.md. */
+/** The settings table of docs/configuration.md. */
 const DOCUMENTED_SETTINGS = [
   ["LEASEQUEUE_DATABASE_PATH", "--db"],
   ["LEASEQUEUE_HOST", "--host"],

@@ -1,9 +1,10 @@
 /**
- * Transactional enqueue against a running server (api.md section C): an
- * application's transaction writes its own row and calls
- * `<schema>.submit(...)`; a claim waiting on the server gets nothing while
- * the transaction is open or when it rolls back, and gets the job as soon
- * as it commits (the `submitted` notification wakes it; no polling).
+ * Transactional enqueue against a running server
+ * (docs/postgresql.md "Transactional enqueue"): an application's transaction
+ * writes its own row and calls `<schema>.submit(...)`; a claim waiting on the
+ * server gets nothing while the transaction is open or when it rolls back,
+ * and gets the job as soon as it commits (the `submitted` notification wakes
+ * it; no polling).
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -47,7 +48,7 @@ describe.skipIf(skipWithoutPostgres(probe))("transactional enqueue with a runnin
     const wokenAfterMs = performance.now() - committedAt;
     expect(body.leases).toHaveLength(1);
     expect(body.leases[0].job).toMatchObject({ id: jobId, queue: "billing", task: "invoice.generate", payload: { orderId: "o-1" } });
-    // Woken by the commit's notification, not by the 20 s wait running out (api.md: "at once").
+    // Woken by the commit's notification, not by the 20 s wait running out (docs/postgresql.md "Transactional enqueue": at once).
     expect(wokenAfterMs).toBeLessThan(10_000);
     const events = await t.call("ListJobEvents", { jobId });
     expect(events.body.events.map((e: { kind: string }) => e.kind)).toEqual(["EVENT_KIND_SUBMITTED", "EVENT_KIND_CLAIMED"]);

@@ -1,9 +1,9 @@
 /**
- * The Go SDK (clients/go) as its README builds it: GOPATH mode, offline,
- * from Debian's Go packages and the code committed in gen/go. `go vet` and
- * its unit tests (an in-process fake server), then the example worker
- * (examples/go-worker) against a live server. The behaviour shared with the
- * other SDKs is test/conformance/.
+ * The Go SDK (clients/go) as clients/go/README.md builds it: GOPATH mode,
+ * offline, from Debian's Go packages and the code committed in gen/go.
+ * `go vet` and its unit tests (an in-process fake server), then the example
+ * worker (examples/go-worker) against a live server. The behaviour shared
+ * with the other SDKs is test/conformance/.
  *
  * Debian packages: golang-go, golang-google-grpc-dev (grpc-go 1.33),
  * golang-google-protobuf-dev, golang-github-golang-protobuf-1-5-dev,

@@ -1,8 +1,8 @@
 /**
  * Builds of the Python and Go SDKs (clients/python, clients/go) the way their
- * READMEs say, for the tests that run them: a venv over Debian's grpcio with
- * `pip install --no-deps --no-build-isolation`, and Go in GOPATH mode from
- * Debian's packages, offline.
+ * README.md files say, for the tests that run them: a venv over Debian's
+ * grpcio with `pip install --no-deps --no-build-isolation`, and Go in GOPATH
+ * mode from Debian's packages, offline.
  *
  * The Python build runs on a copy of clients/python and gen/python (setup.py
  * copies the generated stubs in from ../../gen/python), so that test files

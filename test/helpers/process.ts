@@ -14,7 +14,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach } from "vitest";
 
-/** /work/main (the package root). */
+/** The package root: the directory holding package.json. */
 export const PACKAGE_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const CLI_PATH = join(PACKAGE_ROOT, "bin", "leasequeue.js");
 const COMPILED_CLI = join(PACKAGE_ROOT, "dist", "src", "cli.js");

@@ -2,7 +2,7 @@
  * Racing for leases: 32 claimers at once (16 long-polling Claim, 16 holding
  * StreamClaims; over gRPC and Connect binary) on a few hundred jobs with 1 s
  * leases, and a share of the claimers finishing late, after their lease ran
- * out. What must hold (api.md "Semantics"): two claims never hold the same
+ * out. What must hold (docs/api.md "Semantics"): two claims never hold the same
  * job at once, no job is COMPLETED twice, and a late Complete is refused
  * (aborted LEASE_EXPIRED, or LEASE_REJECTED once the job was leased again)
  * rather than overwriting the newer lease's outcome.

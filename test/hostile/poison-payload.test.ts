@@ -1,6 +1,6 @@
 /**
- * Hostile payloads: nesting and size at the edge of api.md's bounds, and a
- * job no client could decode.
+ * Hostile payloads: nesting and size at the edge of docs/api.md "Bounds", and
+ * a job no client could decode.
  *
  * 1. Every job the server accepts can be read and leased by every client
  *    family: protobuf-es (connect-node gRPC, Connect binary on HTTP/2 and
@@ -50,7 +50,7 @@ function exactly64KiB(value: { pad: string } & Record<string, JsonValue>): JsonV
   return { ...value, pad: "p".repeat(KIB64 - bytesOf(value)) };
 }
 
-/** The deepest and largest values api.md accepts. `{"k":` and `}` cost 6 bytes a level, the quotes 2. */
+/** The deepest and largest values docs/api.md "Bounds" accepts. `{"k":` and `}` cost 6 bytes a level, the quotes 2. */
 const FIXTURES: Record<string, JsonValue> = {
   deepArray: nested("array", 32),
   // 30 objects, the leaf object and its empty array: 32 levels.

@@ -1,8 +1,8 @@
 /**
- * Readiness that tells the truth (api.md "Side port"): the store reports the
- * outcome of real write transactions, /health/ready and grpc.health.v1
- * follow it, a probe write answers when nothing was written recently (at
- * most once per interval), and everything recovers by itself once a write
+ * Readiness that tells the truth (docs/api.md "Side port"): the store reports
+ * the outcome of real write transactions, /health/ready and grpc.health.v1
+ * follow it, a probe write answers when nothing was written recently (at most
+ * once per interval), and everything recovers by itself once a write
  * succeeds. Failures are injected for real in SQLite: `max_page_count` makes
  * the database full, a second connection's write lock makes it busy, and
  * `query_only` makes it refuse writes as read-only.
@@ -19,7 +19,7 @@ import { ManualClock } from "../../src/domain/clock.js";
 import { QueueError } from "../../src/domain/errors.js";
 import { openSqliteStore, type SqliteStore, type SqliteStoreOptions } from "../../src/store/sqlite/sqlite-store.js";
 import type { WriteOutcome } from "../../src/store/store.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { claimLeases } from "../helpers/store.js";
 

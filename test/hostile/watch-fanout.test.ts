@@ -113,7 +113,8 @@ describe("WatchEvents subscribers that never read", () => {
               if (readerAbort.signal.aborted) return;
               // A reader starved of CPU (this test process also produces the
               // jobs, and the machine is shared) may be dropped as too slow like
-              // any other: it resumes where it was, as api.md tells clients to.
+              // any other: it resumes where it was, as docs/api.md
+              // "Resuming after a disconnect" tells clients to.
               const error = ConnectError.from(err);
               if (error.code !== Code.ResourceExhausted || received.length === 0) throw err;
               resumes++;

@@ -14,7 +14,7 @@ import { prunePass, startPruner } from "../../src/maintenance/pruner.js";
 import { silentLogger } from "../../src/logger.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { PrunedJobs } from "../../src/store/store.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
 
 const MINUTE = 60_000;

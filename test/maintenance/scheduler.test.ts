@@ -17,7 +17,7 @@ import { startScheduler, type Scheduler, type SchedulerOptions } from "../../src
 import { silentLogger } from "../../src/logger.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { FiredRun, Store } from "../../src/store/store.js";
-import { newSchedule } from "../store/contract.js";
+import { newSchedule } from "../store/contract/helpers.js";
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;

@@ -1,13 +1,14 @@
 /**
- * Authentication on a real server (LEASEQUEUE_AUTH_FILE), api.md section B.
+ * Authentication on a real server (LEASEQUEUE_AUTH_FILE), SECURITY.md
+ * "Authentication".
  *
  * Every RPC of the service descriptor is called with a token of each role:
- * the role of api.md's table gets through, every other is
+ * the role of the table in docs/api.md "RPCs" gets through, every other is
  * `permission_denied`; no token, an unknown one or a malformed header is
  * `unauthenticated`. The RPCs are taken from the descriptor, so an RPC added
  * later is covered by itself, and one without a role fails here. Tokens
- * limited to queues are refused, RPC by RPC, what lies outside them.
- * Health, reflection, the console's files and the side port stay open.
+ * limited to queues are refused, RPC by RPC, what lies outside them. Health,
+ * reflection, the console's files and the side port stay open.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -95,7 +96,7 @@ describe("roles", () => {
     expect(missing, "RPCs without a role in src/service/rpc-roles.ts").toEqual([]);
   });
 
-  it("are exactly api.md section B's (and section D's UpdateQueue)", () => {
+  it("are exactly the roles of the RPC table in docs/api.md", () => {
     const byRole = (role: Role) =>
       Object.keys(RPC_ROLES)
         .filter((rpc) => RPC_ROLES[rpc] === role)

@@ -19,7 +19,7 @@ import { createLeaseQueueService } from "../../src/service/leasequeue-service.js
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { Store } from "../../src/store/store.js";
 import { ClaimRequestSchema, LeaseQueueService, StreamClaimsRequestSchema } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 
 let dir: string;
 let store: SqliteStore;

@@ -1,9 +1,9 @@
 /**
- * Queue controls (api.md section B) against a real server: a paused queue
- * hands out no lease on any path (Claim, long-poll Claim, StreamClaims,
- * Work, the SDK worker), stays paused across a restart, and on resume its
- * waiting long-polls and streams get the job at once; RedriveAll and
- * PurgeQueue report exact counts over more than one batch; bad input is
+ * Queue controls (docs/api.md "Queue controls") against a real server: a
+ * paused queue hands out no lease on any path (Claim, long-poll Claim,
+ * StreamClaims, Work, the SDK worker), stays paused across a restart, and on
+ * resume its waiting long-polls and streams get the job at once; RedriveAll
+ * and PurgeQueue report exact counts over more than one batch; bad input is
  * refused naming the field.
  *
  * "Nothing was leased" is proven without waiting for time to pass: a commit
@@ -22,7 +22,7 @@ import { createWorker } from "../../src/worker/index.js";
 import { LeaseQueueService, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { workerEventLog } from "../helpers/worker-events.js";
-import { newJob } from "../store/contract.js";
+import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];

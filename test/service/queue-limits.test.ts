@@ -1,9 +1,10 @@
 /**
- * Queue limits (api.md section D, UpdateQueue and QueueStats.config) against
- * a real server: the mask semantics, the limits on every lease path (Claim,
- * long-poll Claim, StreamClaims, Work), a waiting claimer woken the moment a
- * place frees, the limits across a restart, the metrics, and bad input over
- * Connect JSON and gRPC, each refusal naming its field.
+ * Queue limits (docs/api.md "Queue limits", UpdateQueue and
+ * QueueStats.config) against a real server: the mask semantics, the limits on
+ * every lease path (Claim, long-poll Claim, StreamClaims, Work), a waiting
+ * claimer woken the moment a place frees, the limits across a restart, the
+ * metrics, and bad input over Connect JSON and gRPC, each refusal naming its
+ * field.
  *
  * The server runs on a ManualClock where a rate window has to move; a
  * window of 60 s that never moves proves the rate limit without waiting.

@@ -1,10 +1,10 @@
 /**
- * Snooze and progress (api.md section D) against a real server on a manual
- * clock: over Connect JSON (as curl sends it) for the Snooze RPC, Heartbeat
- * progress and the Acknowledge outcomes, and over gRPC (the Work stream and
- * the typed client) for the same calls in binary; every bound and refusal
- * with the field it names. The clock makes the 30-day bound exact and the
- * once-a-second progress policy testable without sleeping.
+ * Snooze and progress (docs/api.md "Snooze and progress") against a real
+ * server on a manual clock: over Connect JSON (as curl sends it) for the
+ * Snooze RPC, Heartbeat progress and the Acknowledge outcomes, and over gRPC
+ * (the Work stream and the typed client) for the same calls in binary; every
+ * bound and refusal with the field it names. The clock makes the 30-day bound
+ * exact and the once-a-second progress policy testable without sleeping.
  */
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";

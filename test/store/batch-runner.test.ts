@@ -2,7 +2,7 @@
  * The batch runner every engine's group commit shares (src/store/batch-runner.ts),
  * driven over a fake transaction: rows in a map, savepoints as copies of it,
  * so what a rollback keeps and drops is visible. The engines' own tests
- * (test/store/sqlite-store.test.ts, the contract on both engines) cover it
+ * (test/store/sqlite/sqlite-store.test.ts, the contract on both engines) cover it
  * over real databases.
  */
 import { describe, expect, it } from "vitest";

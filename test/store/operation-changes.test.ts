@@ -11,7 +11,7 @@ import * as machine from "../../src/domain/state-machine.js";
 import { newStoredJob } from "../../src/domain/submission.js";
 import { OperationChanges, TransactionChanges } from "../../src/store/operation-changes.js";
 import type { CountDelta, TransactionPort } from "../../src/store/transaction-port.js";
-import { newJob } from "./contract.js";
+import { newJob } from "./contract/helpers.js";
 
 /** A port that only records the two calls persist may make, in order. */
 function recordingPort() {

@@ -3,7 +3,7 @@
  * (src/store/ordered-announcer.ts), over a list of stored events whose
  * reads answer at once (as SQLite's) or when the test lets them (as
  * PostgreSQL's). The engines' own tests (the contract on both engines,
- * test/store/postgres/event-order.test.ts) cover it over real databases.
+ * test/store/postgres/event-sequencer.test.ts) cover it over real databases.
  */
 import { describe, expect, it } from "vitest";
 import type { JobEvent } from "../../src/domain/job.js";

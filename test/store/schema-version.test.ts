@@ -21,7 +21,7 @@ import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
 import { LATEST_SCHEMA_VERSION } from "../../src/store/sqlite/migrate.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { runCli } from "../helpers/process.js";
-import { newJob } from "./contract.js";
+import { newJob } from "./contract/helpers.js";
 
 let dir: string;
 const stores: SqliteStore[] = [];

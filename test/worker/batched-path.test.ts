@@ -1,6 +1,7 @@
 /**
- * The SDK takes the batched path of api.md section A: over HTTP/2 one Work
- * stream carries leases down and acknowledgements up; over Connect
+ * The SDK takes the batched path
+ * (docs/api.md "The batched path: Acknowledge and Work"): over HTTP/2 one
+ * Work stream carries leases down and acknowledgements up; over Connect
  * HTTP/1.1 StreamClaims brings leases and Acknowledge carries the
  * acknowledgements. Either way acknowledgements are batched and heartbeats
  * ride in the same messages, and leases held through a broken stream stay
@@ -188,7 +189,7 @@ describe("the path the SDK takes", () => {
     expect(calls.Heartbeat).toBeUndefined();
     expect(calls.Complete).toBeUndefined();
     // The server applied every one (the metric counts them); its timeline stores a lease's
-    // first heartbeat and then at most one a minute (the heartbeat policy, docs/api.md).
+    // first heartbeat and then at most one a minute (the heartbeat policy, docs/api.md "Heartbeat events").
     const metrics = await (await fetch(`${t.metricsUrl}/metrics`)).text();
     const applied = Number(/^leasequeue_transitions_total\{queue="beats",kind="heartbeat"\} (\d+)$/m.exec(metrics)?.[1]);
     expect(applied).toBeGreaterThanOrEqual(3 * HELD);

@@ -43,7 +43,7 @@ it("keeps a 2 s lease alive through a 10 s handler with heartbeats", { timeout: 
   expect(log.all("heartbeat").length).toBeGreaterThanOrEqual(10);
   expect(log.all("lease-lost")).toEqual([]);
   // The server applied them all; the timeline stores the lease's first heartbeat and then at
-  // most one a minute (the heartbeat policy, docs/api.md), so one in these 10 s.
+  // most one a minute (the heartbeat policy, docs/api.md "Heartbeat events"), so one in these 10 s.
   const metrics = await (await fetch(`${t.metricsUrl}/metrics`)).text();
   const applied = Number(/^leasequeue_transitions_total\{queue="slow",kind="heartbeat"\} (\d+)$/m.exec(metrics)?.[1]);
   expect(applied).toBeGreaterThanOrEqual(10);

@@ -1,9 +1,9 @@
 /**
- * Snooze and progress in the worker SDK (api.md section D), over the Work
- * stream (gRPC) and over StreamClaims plus Acknowledge (Connect over
- * HTTP/1.1): a thrown SnoozeJob or ctx.snooze() puts the job back for later
- * with the attempt refunded; ctx.progress() rides the heartbeats, and the
- * last report goes ahead of the job's Complete.
+ * Snooze and progress in the worker SDK (docs/api.md "Snooze and progress"),
+ * over the Work stream (gRPC) and over StreamClaims plus Acknowledge (Connect
+ * over HTTP/1.1): a thrown SnoozeJob or ctx.snooze() puts the job back for
+ * later with the attempt refunded; ctx.progress() rides the heartbeats, and
+ * the last report goes ahead of the job's Complete.
  */
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

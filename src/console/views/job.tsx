@@ -1,8 +1,8 @@
 /**
- * #/jobs/<id> : one job, its progress, its event timeline, and the
- * operator's actions on it. The page refetches on every live event of the
- * job, so a worker's progress (a PROGRESS event, stored at most once a
- * second per job: api.md section D) shows as it is reported.
+ * #/jobs/<id> : one job, its progress, its event timeline, and the operator's
+ * actions on it. The page refetches on every live event of the job, so a
+ * worker's progress (a PROGRESS event, stored at most once a second per job:
+ * docs/api.md "Snooze and progress") shows as it is reported.
  */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";

@@ -1,9 +1,10 @@
 /**
- * An operator's controls over a whole queue (api.md sections B and D): pause
- * and resume, redrive every dead job, purge every pending job, set its limits. Each shows the
- * API's answer, or its error code and message, in an outcome line. The
- * server decides every refusal: a purge sends what the operator typed as
- * `confirm`, and the server refuses it unless it is the queue name.
+ * An operator's controls over a whole queue (docs/api.md "Queue controls" and
+ * "Queue limits"): pause and resume, redrive every dead job, purge every
+ * pending job, set its limits. Each shows the API's answer, or its error code
+ * and message, in an outcome line. The server decides every refusal: a purge
+ * sends what the operator typed as `confirm`, and the server refuses it
+ * unless it is the queue name.
  */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
@@ -200,11 +201,12 @@ export function describeLimits(config: { maxRunning: number; rateLimit: number; 
 }
 
 /**
- * A queue's limits (api.md section D, UpdateQueue): most jobs running at
- * once and most leases per period, across every worker and server; 0 turns
- * a limit off. Every field is sent (an empty update mask), so the form is
- * the whole config; the server checks the bounds and names a bad field (the
- * inputs set no bounds of their own, so the browser never second-guesses it).
+ * A queue's limits (docs/api.md "Queue limits", UpdateQueue): most jobs
+ * running at once and most leases per period, across every worker and server;
+ * 0 turns a limit off. Every field is sent (an empty update mask), so the
+ * form is the whole config; the server checks the bounds and names a bad
+ * field (the inputs set no bounds of their own, so the browser never
+ * second-guesses it).
  */
 export function LimitsForm({
   queue,

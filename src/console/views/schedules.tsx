@@ -1,10 +1,10 @@
 /**
- * #/schedules : every schedule (api.md section D) with what it submits, when
- * it runs next and when it last ran, and an operator's controls: pause or
- * resume (CreateSchedule with the schedule as listed and `paused` flipped,
- * which replaces it), and delete after a confirmation step. The list follows
- * the live feed: a run's SCHEDULED event reloads it, so next and last run
- * move on screen as they happen.
+ * #/schedules : every schedule (docs/api.md "Schedules") with what it
+ * submits, when it runs next and when it last ran, and an operator's
+ * controls: pause or resume (CreateSchedule with the schedule as listed and
+ * `paused` flipped, which replaces it), and delete after a confirmation step.
+ * The list follows the live feed: a run's SCHEDULED event reloads it, so next
+ * and last run move on screen as they happen.
  */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";

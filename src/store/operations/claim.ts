@@ -1,9 +1,9 @@
 /**
- * Claim (api.md "Semantics"): expired leases of the queue are recovered
- * first, a paused queue hands out nothing (api.md section B), the queue's
- * limits (api.md section D, domain/queue-limits.ts) bound how many leases
- * it may hand out now, and the eligible jobs in claim order each get a new
- * lease from the state machine.
+ * Claim (docs/api.md "Semantics"): expired leases of the queue are recovered
+ * first, a paused queue hands out nothing (docs/api.md "Queue controls"), the
+ * queue's limits (docs/api.md "Queue limits", domain/queue-limits.ts) bound
+ * how many leases it may hand out now, and the eligible jobs in claim order
+ * each get a new lease from the state machine.
  *
  * Every lease path (Claim, its long-poll, StreamClaims, Work) claims through
  * here, so the limits hold on all of them. A claim of a limited queue reads
@@ -13,7 +13,10 @@
  * grant before it commits. It looks at one eligible job more than the
  * limits allow, to tell the caller whether a limit held a job back
  * (ClaimOutcome.heldBack): a waiting claimer then waits for what frees a
- * place, not for new work.
+ * place, not for new work. A claim that found fewer eligible jobs than it
+ * asked for reads, in the same transaction and at the same time, when the
+ * queue's next job becomes eligible (ClaimOutcome.nextScheduleTime): the
+ * time a waiting claimer sets its timer by.
  */
 import { newLeaseToken } from "../../domain/lease-token.js";
 import { publicJob, type StoredJob } from "../../domain/job.js";
@@ -37,20 +40,41 @@ export function claimJobs(spec: ClaimRequestSpec, limits: ClaimLimits): WriteOpe
     andThen(recoverExpired(scope, limits.maxRecovered, spec.queue), () =>
       andThen(scope.port.isQueuePaused(spec.queue), (paused) =>
         paused
-          ? { leases: [], heldBack: null }
-          : andThen(scope.port.queueConfig(spec.queue), (config) =>
-              config === undefined || !hasLimits(config)
-                ? andThen(scope.port.selectClaimable(spec.queue, scope.now, spec.maxJobs), (jobs) =>
-                    andThen(lease(scope, spec, jobs), (leases) => ({ leases, heldBack: null })),
-                  )
-                : claimWithinLimits(scope, spec, config),
+          ? { leases: [], heldBack: null, nextScheduleTime: null }
+          : andThen(
+              andThen(scope.port.queueConfig(spec.queue), (config) =>
+                config === undefined || !hasLimits(config)
+                  ? andThen(scope.port.selectClaimable(spec.queue, scope.now, spec.maxJobs), (jobs) =>
+                      andThen(lease(scope, spec, jobs), (leases) => ({ leases, heldBack: null })),
+                    )
+                  : claimWithinLimits(scope, spec, config),
+              ),
+              (claimed) => withNextScheduleTime(scope, spec, claimed),
             ),
       ),
     );
 }
 
+/**
+ * Adds ClaimOutcome.nextScheduleTime: read in the claim's transaction at
+ * the claim's time, so that a job that becomes due between the claim and
+ * a later reading of the time is not left out of both.
+ */
+function withNextScheduleTime(
+  scope: OperationScope,
+  spec: ClaimRequestSpec,
+  claimed: Omit<ClaimOutcome, "nextScheduleTime">,
+): Awaitable<ClaimOutcome> {
+  if (claimed.heldBack !== null || claimed.leases.length >= spec.maxJobs) return { ...claimed, nextScheduleTime: null };
+  return andThen(scope.port.nextScheduledTime(spec.queue, scope.now), (nextScheduleTime) => ({ ...claimed, nextScheduleTime }));
+}
+
 /** A claim of a queue with limits: at most min(maxJobs, max_running - running, what the rate window has left). */
-function claimWithinLimits(scope: OperationScope, spec: ClaimRequestSpec, config: QueueConfig): Awaitable<ClaimOutcome> {
+function claimWithinLimits(
+  scope: OperationScope,
+  spec: ClaimRequestSpec,
+  config: QueueConfig,
+): Awaitable<Omit<ClaimOutcome, "nextScheduleTime">> {
   const { port, now } = scope;
   const windowStart = rateWindowStart(config, now);
   return andThen(config.maxRunning > 0 ? port.countRunning(spec.queue, config.maxRunning) : 0, (running) =>

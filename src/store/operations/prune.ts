@@ -1,9 +1,9 @@
 /**
- * Retention (api.md section B): one bounded pruning transaction. The
- * cutoffs come from domain/retention.ts; this decides which of the jobs the
- * port finds go now (never one changed earlier in the same transaction,
- * whose events are not written yet), deletes them with their events and
- * takes them out of the counts.
+ * Retention (docs/operations.md "Retention"): one bounded pruning
+ * transaction. The cutoffs come from domain/retention.ts; this decides which
+ * of the jobs the port finds go now (never one changed earlier in the same
+ * transaction, whose events are not written yet), deletes them with their
+ * events and takes them out of the counts.
  */
 import type { PrunableState } from "../../domain/retention.js";
 import { andThen } from "../steps.js";

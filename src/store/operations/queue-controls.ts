@@ -1,8 +1,9 @@
 /**
- * Queue controls (api.md section B) and queue limits (api.md section D):
- * pausing, resuming and changing a queue's limits are queue-level changes,
- * not job events; a real change is announced with its commit so claimers
- * wake (resume, new limits) or give back what they hold unsent (pause).
+ * Queue controls (docs/api.md "Queue controls") and queue limits (docs/api.md
+ * "Queue limits"): pausing, resuming and changing a queue's limits are
+ * queue-level changes, not job events; a real change is announced with its
+ * commit so claimers wake (resume, new limits) or give back what they hold
+ * unsent (pause).
  */
 import { applyConfigUpdate, NO_QUEUE_LIMITS, sameConfig, type QueueConfig, type QueueConfigUpdate } from "../../domain/queue-limits.js";
 import { andThen } from "../steps.js";

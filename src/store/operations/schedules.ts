@@ -1,9 +1,9 @@
 /**
- * Schedules (api.md section D): create (or replace), delete, and fire the
- * due runs. The times come from domain/schedule.ts; a run's job is
- * submitted through the shared submit (submit.ts), so its idempotency,
- * counts and SUBMITTED event are those of any Submit, and the run's
- * SCHEDULED event is recorded right before that SUBMITTED event.
+ * Schedules (docs/api.md "Schedules"): create (or replace), delete, and fire
+ * the due runs. The times come from domain/schedule.ts; a run's job is
+ * submitted through the shared submit (submit.ts), so its idempotency, counts
+ * and SUBMITTED event are those of any Submit, and the run's SCHEDULED event
+ * is recorded right before that SUBMITTED event.
  *
  * Why a run happens once with any number of servers: the run's job carries
  * the key `schedule:<name>:<run time>`, and a run whose key already names a

@@ -1,5 +1,5 @@
 /**
- * Submit (api.md "Semantics", idempotency keys): every submission of a
+ * Submit (docs/api.md "Idempotency keys"): every submission of a
  * batch is resolved before the first row is written, so a refused one
  * leaves nothing behind; repeats of a key inside the batch name the job
  * created earlier in it.

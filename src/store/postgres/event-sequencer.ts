@@ -1,5 +1,6 @@
 /**
- * Event order across writers (api.md section C): `JobEvent.sequence` must
+ * Event order across writers
+ * (docs/postgresql.md "Event order across servers"): `JobEvent.sequence` must
  * increase in the order events become visible to every reader, so that a
  * WatchEvents resume after sequence N never misses an event that commits
  * later with a smaller number.

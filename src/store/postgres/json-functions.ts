@@ -5,10 +5,10 @@
  *
  * - `json_text(j, sort_keys, field, max_depth)`: compact JSON with numbers
  *   written as JavaScript writes them (`JSON.stringify`), refusing values
- *   nested deeper than api.md allows. With sort_keys false it is the payload
- *   text stored in `jobs.payload`; with sort_keys true, object keys sorted by
- *   UTF-16 code units like `Array.prototype.sort`, it is the canonical form of
- *   domain/submission.ts's submitFingerprint.
+ *   nested deeper than docs/api.md "Bounds" allows. With sort_keys false it
+ *   is the payload text stored in `jobs.payload`; with sort_keys true, object
+ *   keys sorted by UTF-16 code units like `Array.prototype.sort`, it is the
+ *   canonical form of domain/submission.ts's submitFingerprint.
  * - `json_number_text(n)`: a number as JavaScript's Number::toString writes
  *   the nearest double (shortest round-trip digits).
  * - `utf16_sort_key(t)`: the UTF-16 code units of a text, as integers, for

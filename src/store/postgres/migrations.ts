@@ -143,13 +143,14 @@ CREATE TABLE event_retention (
 );
 INSERT INTO event_retention (id, pruned_through) VALUES (1, 0);
 
--- Queue controls (api.md section B): a queue with a row here is paused.
+-- Queue controls (docs/api.md "Queue controls"): a queue with a row here is
+-- paused.
 CREATE TABLE paused_queues (
   queue       text PRIMARY KEY,
   pause_time  bigint NOT NULL
 );
 
--- Readiness (api.md "Side port"): when no write happened recently, a
+-- Readiness (docs/api.md "Side port"): when no write happened recently, a
 -- server proves the database takes writes by updating this row.
 CREATE TABLE write_probe (
   id          integer PRIMARY KEY CHECK (id = 1),
@@ -163,9 +164,10 @@ INSERT INTO write_probe (id, probe_time, probes) VALUES (1, 0, 0);
     version: 2,
     name: "job progress",
     sql: `
--- Progress (api.md section D), as SQLite's migration 6: the latest value a
--- heartbeat reported (compact JSON text, at most 4 KiB), and when the job
--- last stored a PROGRESS event (at most one stored per job per second).
+-- Progress (docs/api.md "Snooze and progress"), as SQLite's migration 6: the
+-- latest value a heartbeat reported (compact JSON text, at most 4 KiB), and
+-- when the job last stored a PROGRESS event (at most one stored per job per
+-- second).
 ALTER TABLE jobs ADD COLUMN progress text;
 ALTER TABLE jobs ADD COLUMN progress_event_time bigint;
 `,
@@ -174,7 +176,7 @@ ALTER TABLE jobs ADD COLUMN progress_event_time bigint;
     version: 3,
     name: "schedules",
     sql: `
--- Schedules (api.md section D), as SQLite's migration 7: exactly one of
+-- Schedules (docs/api.md "Schedules"), as SQLite's migration 7: exactly one of
 -- cron and interval_ms is set; a paused schedule has no next_run_time;
 -- template is the validated submit request as JSON text
 -- (store/schedule-columns.ts), its queue also kept in a column. The
@@ -202,8 +204,9 @@ CREATE INDEX schedules_due ON schedules (next_run_time) WHERE next_run_time IS N
     version: 4,
     name: "queue limits",
     sql: `
--- Queue limits (api.md section D, QueueConfig), as SQLite's migration 8: a
--- queue with a row here has the limits it holds (zero: that limit is off).
+-- Queue limits (docs/api.md "Queue limits", QueueConfig), as SQLite's
+-- migration 8: a queue with a row here has the limits it holds (zero: that
+-- limit is off).
 --
 -- Cross-server correctness (the store's claim operation, claim.ts, reads
 -- the config, then the running count and the rate window, then leases and

@@ -1,7 +1,8 @@
 /**
- * Cross-server wake-ups (api.md section C): what one server, or an
- * application's `submit()`, commits is announced with NOTIFY on the
- * schema's channel, and every server keeps one connection that LISTENs.
+ * Cross-server wake-ups (docs/postgresql.md "Notifications between servers"):
+ * what one server, or an application's `submit()`, commits is announced with
+ * NOTIFY on the schema's channel, and every server keeps one connection that
+ * LISTENs.
  *
  * Notifications are hints, never the data: a receiver reads what changed
  * from the tables (events after the last sequence it saw, jobs of a queue).

@@ -1,6 +1,6 @@
 /**
  * How the PostgreSQL store tells the database's failures (readiness,
- * api.md "Side port") from refusals and bugs, and what callers are told.
+ * docs/api.md "Side port") from refusals and bugs, and what callers are told.
  *
  * An error with a SQLSTATE came from the server (node-postgres
  * DatabaseError); one without came from the connection (refused, reset,

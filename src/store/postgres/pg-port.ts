@@ -147,6 +147,13 @@ export class PgPort implements TransactionPort {
     return this.#jobs(this.#sql.jobs.claimable, [queue, now, limit]);
   }
 
+  async nextScheduledTime(queue: string, now: number): Promise<number | null> {
+    const { rows } = await this.#afterFlush(() =>
+      this.#client.query<{ t: number | null }>(prepared(this.#sql.jobs.nextScheduledTime, [queue, now])),
+    );
+    return rows[0].t;
+  }
+
   selectExpiredLeases(now: number, limit: number, queue?: string): Promise<StoredJob[]> {
     return queue === undefined
       ? this.#jobs(this.#sql.jobs.expiredLeases, [now, limit])

@@ -1,9 +1,9 @@
 /**
- * The PostgreSQL store (api.md section C): the engine-neutral write
- * operations (store/operations/) over the PostgreSQL port (pg-port.ts), run
- * by group commit on a pool (pg-transactions.ts); the reads; and the
- * announcements of what every server committed. Any number of stores (on
- * any number of servers) may share one schema.
+ * The PostgreSQL store (docs/postgresql.md "The store"): the engine-neutral
+ * write operations (store/operations/) over the PostgreSQL port (pg-port.ts),
+ * run by group commit on a pool (pg-transactions.ts); the reads; and the
+ * announcements of what every server committed. Any number of stores (on any
+ * number of servers) may share one schema.
  *
  * Events and announcements (Store.onCommitted): events are committed
  * unnumbered and numbered right after by the sequencer (event-sequencer.ts),
@@ -151,6 +151,11 @@ export class PgStore extends OperationStore implements Store {
   #schedules: string;
   /** Paused queues as last announced, to announce other servers' changes that a lost notification missed. */
   readonly #controls: KnownQueueControls;
+  /** Queues whose controls this store is committing now, with how many changes in flight. */
+  readonly #controlsInFlight = new Map<string, number>();
+  /** Counts this store's queue-control commits, and the count at each queue's latest, so a catch-up knows what changed while it read. */
+  #controlCommits = 0;
+  readonly #controlCommitOf = new Map<string, number>();
   #catchingUp = false;
   /** Committed batches whose events are being numbered and announced before their callers are answered. */
   readonly #settling = new Set<Promise<void>>();
@@ -189,7 +194,11 @@ export class PgStore extends OperationStore implements Store {
       // Leave connections for the sequencer and the reads.
       maxConcurrent: Math.max(1, options.poolSize - 2),
       origin: this.origin,
-      committing: (events) => this.#expectOwn(events),
+      committing: (events, queueControls) => {
+        const disown = this.#expectOwn(events);
+        const settle = this.#controlsCommitting(queueControls);
+        return () => (disown(), settle());
+      },
       committed: (changes, answer, outcome) => {
         const settling = this.#committed(changes, answer, outcome).finally(() => this.#settling.delete(settling));
         this.#settling.add(settling);
@@ -245,6 +254,31 @@ export class PgStore extends OperationStore implements Store {
     };
   }
 
+  /**
+   * Queue controls about to be committed: in flight until the commit is
+   * announced (or withdrawn), so that a catch-up reading the database
+   * meanwhile neither announces them as another server's nor takes the
+   * state before them for a change back.
+   */
+  #controlsCommitting(controls: readonly QueueControlChange[]): () => void {
+    if (controls.length === 0) return () => {};
+    const commit = ++this.#controlCommits;
+    for (const { queue } of controls) {
+      this.#controlsInFlight.set(queue, (this.#controlsInFlight.get(queue) ?? 0) + 1);
+      this.#controlCommitOf.set(queue, commit);
+    }
+    return () => this.#controlsCommitted(controls);
+  }
+
+  #controlsCommitted(controls: readonly QueueControlChange[]): void {
+    for (const { queue } of controls) {
+      const n = this.#controlsInFlight.get(queue);
+      if (n === undefined) continue;
+      if (n <= 1) this.#controlsInFlight.delete(queue);
+      else this.#controlsInFlight.set(queue, n - 1);
+    }
+  }
+
   /** Takes one event of this key off this store's own; false when none was. */
   #disown(key: string): boolean {
     const owned = this.#own.get(key);
@@ -268,6 +302,7 @@ export class PgStore extends OperationStore implements Store {
       }
     }
     this.#controls.note(changes.queueControls);
+    this.#controlsCommitted(changes.queueControls);
     this.announce({
       events: [],
       unrecorded: changes.unrecorded,
@@ -301,8 +336,11 @@ export class PgStore extends OperationStore implements Store {
     if (this.#closed || this.#catchingUp) return;
     this.#catchingUp = true;
     try {
+      const commitsBefore = this.#controlCommits;
       const { latest, waiting, controls, schedules } = await readState(this.pool, this.#sql);
-      const changed = this.#controls.changesTo(controls);
+      const unsettled = new Set(this.#controlsInFlight.keys());
+      for (const [queue, commit] of this.#controlCommitOf) if (commit > commitsBefore) unsettled.add(queue);
+      const changed = this.#controls.changesTo(controls, unsettled);
       // A schedule change whose notification was lost (or made while this store was not listening).
       const schedulesChanged = schedules !== this.#schedules;
       this.#schedules = schedules;
@@ -413,10 +451,6 @@ export class PgStore extends OperationStore implements Store {
       configs,
       oldestPendingSince: async (queue) => (await this.#read<{ t: number | null }>(this.#sql.jobs.oldestPendingSince, [queue, now]))[0].t,
     });
-  }
-
-  async nextScheduledTime(queue: string): Promise<number | null> {
-    return (await this.#read<{ t: number | null }>(this.#sql.jobs.nextScheduledTime, [queue, this.clock.now()]))[0].t;
   }
 
   async listSchedules(): Promise<StoredSchedule[]> {

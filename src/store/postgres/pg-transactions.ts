@@ -34,7 +34,7 @@ import type { EventDraft } from "../../domain/job.js";
 import { answerBatch, runOperations, WriteQueue, type PendingWrite as Pending } from "../batch-runner.js";
 import type { PersistedChanges } from "../operation-changes.js";
 import type { WriteOperation } from "../operations/scope.js";
-import type { WriteOutcome } from "../store.js";
+import type { QueueControlChange, WriteOutcome } from "../store.js";
 import { encodeNotification, NOTIFY_SQL, notificationChannel } from "./notifications.js";
 import { isConnectionError, isDatabaseError, isRetryableConflict, storeError, transactionFailure } from "./pg-errors.js";
 import { PgPort } from "./pg-port.js";
@@ -62,7 +62,7 @@ export interface PgTransactionsOptions {
    * the COMMIT's answer arrives). Returns what to call when they were not
    * committed after all.
    */
-  committing(events: readonly EventDraft[]): () => void;
+  committing(events: readonly EventDraft[], queueControls: readonly QueueControlChange[]): () => void;
   /** A batch that could not commit: its callers are refused; this reports why. */
   failed(outcome: WriteOutcome): void;
 }
@@ -293,7 +293,7 @@ export class PgTransactions {
     if (changes.schedulesChanged) {
       sent.push(client.query(NOTIFY_SQL, [this.#channel, encodeNotification({ kind: "schedules", origin: this.#opts.origin })]));
     }
-    const withdraw = this.#opts.committing(events);
+    const withdraw = this.#opts.committing(events, changes.queueControls);
     const commit = client.query("COMMIT");
     const [ends, committed] = await Promise.all([
       Promise.allSettled(sent),

@@ -1,11 +1,10 @@
 /**
  * Named (prepared) statements: node-postgres sends a statement with a name
  * once per connection and afterwards only binds its values, so PostgreSQL
- * parses and plans it once per connection instead of at every call
- * (measured here: a one-row INSERT of a job 1.2 ms unnamed, 0.8 ms named).
- * Every statement of the store is a fixed text per schema, so the name is
- * a hash of the text: the same text always gets the same name, on every
- * connection, and two texts never share one.
+ * parses and plans it once per connection instead of at every call. Every
+ * statement of the store is a fixed text per schema, so the name is a hash of
+ * the text: the same text always gets the same name, on every connection, and
+ * two texts never share one.
  */
 import { createHash } from "node:crypto";
 import type pg from "pg";

@@ -1,10 +1,10 @@
 /**
- * The queue-limit statements of the PostgreSQL store (migration 4; api.md
- * section D). A claim of a queue with limits reads its config row FOR
- * UPDATE first and holds the lock to its commit, so claims of one limited
- * queue take turns across all servers: under READ COMMITTED each later
- * statement sees what the previous holder committed (its RUNNING jobs, its
- * lease grants), and two claims never both see room for the same place.
+ * The queue-limit statements of the PostgreSQL store (migration 4;
+ * docs/api.md "Queue limits"). A claim of a queue with limits reads its
+ * config row FOR UPDATE first and holds the lock to its commit, so claims of
+ * one limited queue take turns across all servers: under READ COMMITTED each
+ * later statement sees what the previous holder committed (its RUNNING jobs,
+ * its lease grants), and two claims never both see room for the same place.
  * Claims of queues without a row lock nothing.
  */
 import type { QueueConfig } from "../../domain/queue-limits.js";

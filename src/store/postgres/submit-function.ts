@@ -1,7 +1,8 @@
 /**
- * Transactional enqueue (api.md section C): `<schema>.submit(queue, task,
- * payload, ...)` creates a job inside the caller's own transaction, so the
- * job exists if and only if that transaction commits.
+ * Transactional enqueue (docs/postgresql.md "Transactional enqueue"):
+ * `<schema>.submit(queue, task, payload, ...)` creates a job inside the
+ * caller's own transaction, so the job exists if and only if that transaction
+ * commits.
  *
  * It does what a Submit RPC does, no less strictly:
  * - validation against domain/request-bounds.ts (every bound below is generated from

@@ -7,10 +7,8 @@
  * knowing. While the previous commits' fsync runs (`held`), new operations
  * keep queueing, over as many turns as the fsync takes, and commit together
  * when it returns: their answers would wait for the next fsync anyway, and
- * one transaction writes the shared pages (counts, index roots) once. In
- * scenario (b) of `npm run bench` this made 85 transactions of the 5,000
- * jobs instead of 134, and took 0.38 -> 0.35 ms of server CPU per job in
- * two runs each.
+ * one transaction writes the shared pages (counts, index roots) once, so
+ * fewer transactions carry the same jobs (docs/performance.md).
  *
  * The queue, the optimistic batch and its guarded replay are the engines'
  * shared batch runner (store/batch-runner.ts); this file keeps SQLite's

@@ -94,7 +94,7 @@ CREATE INDEX job_events_by_queue ON job_events (queue, sequence);
     version: 3,
     name: "write probe",
     sql: `
--- Readiness (api.md "Side port"): when no write happened recently, the
+-- Readiness (docs/api.md "Side port"): when no write happened recently, the
 -- store proves that the disk takes writes by updating this one row in a
 -- durable commit. It only ever holds one row.
 CREATE TABLE write_probe (
@@ -109,8 +109,9 @@ INSERT INTO write_probe (id, probe_time, probes) VALUES (1, 0, 0);
     version: 4,
     name: "retention",
     sql: `
--- Retention (api.md section B): finished jobs by state and finish_time, so a
--- pruning batch seeks straight to the oldest ones due instead of scanning.
+-- Retention (docs/operations.md "Retention"): finished jobs by state and
+-- finish_time, so a pruning batch seeks straight to the oldest ones due
+-- instead of scanning.
 CREATE INDEX jobs_finished ON jobs (state, finish_time)
   WHERE state IN ('completed','cancelled','dead');
 -- The highest event sequence ever deleted by pruning: replays that would
@@ -129,9 +130,10 @@ ALTER TABLE jobs ADD COLUMN heartbeat_event_time INTEGER;
     version: 5,
     name: "paused queues",
     sql: `
--- Queue controls (api.md section B): a queue with a row here is paused and
--- hands out no leases until it is resumed (the row is deleted). Kept apart
--- from job_counts so that a queue with no jobs can be paused, and listed.
+-- Queue controls (docs/api.md "Queue controls"): a queue with a row here is
+-- paused and hands out no leases until it is resumed (the row is deleted).
+-- Kept apart from job_counts so that a queue with no jobs can be paused, and
+-- listed.
 CREATE TABLE paused_queues (
   queue       TEXT PRIMARY KEY,
   pause_time  INTEGER NOT NULL
@@ -142,8 +144,8 @@ CREATE TABLE paused_queues (
     version: 6,
     name: "job progress",
     sql: `
--- Progress (api.md section D): the latest value a heartbeat reported
--- (compact JSON text, at most 4 KiB), and when the job last stored a
+-- Progress (docs/api.md "Snooze and progress"): the latest value a heartbeat
+-- reported (compact JSON text, at most 4 KiB), and when the job last stored a
 -- PROGRESS event, for the policy of at most one stored per job per second.
 ALTER TABLE jobs ADD COLUMN progress TEXT;
 ALTER TABLE jobs ADD COLUMN progress_event_time INTEGER;
@@ -153,8 +155,8 @@ ALTER TABLE jobs ADD COLUMN progress_event_time INTEGER;
     version: 7,
     name: "schedules",
     sql: `
--- Schedules (api.md section D): each row submits its template at its runs.
--- Exactly one of cron and interval_ms is set; a paused schedule has no
+-- Schedules (docs/api.md "Schedules"): each row submits its template at its
+-- runs. Exactly one of cron and interval_ms is set; a paused schedule has no
 -- next_run_time. template is the validated submit request as JSON text
 -- (store/schedule-columns.ts), its queue also kept in a column.
 CREATE TABLE schedules (
@@ -180,11 +182,11 @@ CREATE INDEX schedules_due ON schedules (next_run_time) WHERE next_run_time IS N
     version: 8,
     name: "queue limits",
     sql: `
--- Queue limits (api.md section D, QueueConfig): a queue with a row here has
--- the limits it holds (zero: that limit is off). Kept apart from job_counts
--- so that a queue without jobs can be configured, and listed. Claims read
--- it under the write lock, which also serializes them with every other
--- store on the file.
+-- Queue limits (docs/api.md "Queue limits", QueueConfig): a queue with a row
+-- here has the limits it holds (zero: that limit is off). Kept apart from
+-- job_counts so that a queue without jobs can be configured, and listed.
+-- Claims read it under the write lock, which also serializes them with every
+-- other store on the file.
 CREATE TABLE queue_configs (
   queue           TEXT PRIMARY KEY,
   max_running     INTEGER NOT NULL CHECK (max_running >= 0),

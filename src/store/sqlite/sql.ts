@@ -89,7 +89,7 @@ export const SQL = {
   queuePaused: `SELECT 1 AS paused FROM paused_queues WHERE queue = ?`,
   pausedQueues: `SELECT queue FROM paused_queues ORDER BY queue`,
 
-  /** Queue limits (api.md section D): a configured queue has a row in queue_configs. */
+  /** Queue limits (docs/api.md "Queue limits"): a configured queue has a row in queue_configs. */
   queueConfig: `SELECT max_running AS maxRunning, rate_limit AS rateLimit, rate_period_ms AS ratePeriodMs FROM queue_configs WHERE queue = ?`,
   setQueueConfig: `INSERT INTO queue_configs (queue, max_running, rate_limit, rate_period_ms, update_time) VALUES (?, ?, ?, ?, ?)
     ON CONFLICT (queue) DO UPDATE SET max_running = excluded.max_running, rate_limit = excluded.rate_limit,
@@ -112,7 +112,7 @@ export const SQL = {
   jobsInStateBetween: `SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_queue_state_recent
     WHERE queue = ? AND state = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?`,
 
-  /** Schedules (api.md section D), one row each; paused is 0 or 1. */
+  /** Schedules (docs/api.md "Schedules"), one row each; paused is 0 or 1. */
   scheduleByName: `SELECT * FROM schedules WHERE name = ?`,
   upsertSchedule: `INSERT INTO schedules (name, cron, interval_ms, timezone, queue, template, paused, anchor_time, next_run_time,
       last_run_time, create_time, update_time)

@@ -68,6 +68,10 @@ export class SqlitePort implements TransactionPort {
     return (this.#stmts.claimableJobs.all(queue, now, limit) as JobRow[]).map(toStoredJob);
   }
 
+  nextScheduledTime(queue: string, now: number): number | null {
+    return (this.#stmts.nextScheduledTime.get(queue, now) as { t: number | null }).t;
+  }
+
   selectExpiredLeases(now: number, limit: number, queue?: string): StoredJob[] {
     const rows = queue === undefined ? this.#stmts.expiredLeases.all(now, limit) : this.#stmts.expiredLeasesOfQueue.all(now, queue, limit);
     return (rows as JobRow[]).map(toStoredJob);

@@ -12,7 +12,7 @@
  * in sequence order (other writers' events are read by
  * store/ordered-announcer.ts).
  *
- * Write health (readiness, api.md "Side port"): each transaction that
+ * Write health (readiness, docs/api.md "Side port"): each transaction that
  * changed something or failed is reported to onWriteOutcome listeners, with
  * the cause of a failure (disk full, I/O error, busy, read-only). A BEGIN
  * IMMEDIATE alone needs no write I/O in WAL mode, so it cannot tell a full
@@ -304,11 +304,6 @@ export class SqliteStore extends OperationStore implements Store {
       configs: this.#stmts.queueConfigs.all() as QueueCountsSource["configs"],
       oldestPendingSince: (queue) => (this.#stmts.oldestPendingSince.get(queue, now) as { t: number | null }).t,
     });
-  }
-
-  async nextScheduledTime(queue: string): Promise<number | null> {
-    const { t } = this.#stmts.nextScheduledTime.get(queue, this.clock.now()) as { t: number | null };
-    return t;
   }
 
   async listSchedules(): Promise<StoredSchedule[]> {

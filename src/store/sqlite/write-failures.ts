@@ -1,6 +1,6 @@
 /**
- * How the SQLite store tells the disk's failures (readiness, api.md "Side
- * port") from refusals and bugs, and what it answers for them.
+ * How the SQLite store tells the disk's failures (readiness, docs/api.md
+ * "Side port") from refusals and bugs, and what it answers for them.
  */
 import Database from "better-sqlite3";
 import { QueueError } from "../../domain/errors.js";

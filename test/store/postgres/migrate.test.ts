@@ -1,8 +1,9 @@
 /**
- * PostgreSQL migrations (api.md section C): numbered, applied under an
- * advisory lock so that servers starting at once migrate a schema exactly
- * once, tracked in schema_migrations, refusing a schema newer than this
- * release; functions replaced only by a newer revision of them.
+ * PostgreSQL migrations (docs/postgresql.md "Schema and migrations"):
+ * numbered, applied under an advisory lock so that servers starting at once
+ * migrate a schema exactly once, tracked in schema_migrations, refusing a
+ * schema newer than this release; functions replaced only by a newer revision
+ * of them.
  */
 import pg from "pg";
 import { describe, expect, it } from "vitest";

@@ -11,7 +11,7 @@ import { ManualClock } from "../../../src/domain/clock.js";
 import { openPgStore, type PgStore } from "../../../src/store/postgres/pg-store.js";
 import type { JobEvent } from "../../../src/domain/job.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
-import { newJob, recordAnnouncements } from "../contract.js";
+import { newJob, recordAnnouncements } from "../contract/helpers.js";
 import { claimLeases } from "../../helpers/store.js";
 
 const probe = await probePostgres();
@@ -22,7 +22,16 @@ describe.skipIf(skipWithoutPostgres(probe))("PgStore: several instances on one s
   it("announce every event of all writers once, in order, and never lease a job twice", async () => {
     const clock = new ManualClock(Date.UTC(2026, 11, 1, 12));
     const open = (migrate: boolean) =>
-      openPgStore({ url: db.url, schema: db.schema, clock, databaseClock: clock, poolSize: 6, statementTimeoutMs: 0, migrate, catchUpIntervalMs: 100 });
+      openPgStore({
+        url: db.url,
+        schema: db.schema,
+        clock,
+        databaseClock: clock,
+        poolSize: 6,
+        statementTimeoutMs: 0,
+        migrate,
+        catchUpIntervalMs: 100,
+      });
     const stores: PgStore[] = [await open(true)];
     stores.push(await open(false), await open(false));
     try {

@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL store runs the store contract (test/store/contract.ts)
+ * The PostgreSQL store runs the store contract (test/store/contract/)
  * unchanged, each test on a fresh schema of its own, with a second store
  * instance on the same schema for the cross-instance cases.
  */
@@ -12,8 +12,7 @@ import {
   TEST_DATABASE_URL,
   uniqueSchemaName,
 } from "../../helpers/postgres.js";
-import { describeStoreContract } from "../contract.js";
-import { describeClockSkewContract } from "../contract-clock.js";
+import { describeClockSkewContract, describeStoreContract } from "../contract/index.js";
 import type { Clock } from "../../../src/domain/clock.js";
 import { describe, it } from "vitest";
 

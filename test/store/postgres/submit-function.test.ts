@@ -1,7 +1,8 @@
 /**
- * Transactional enqueue (api.md section C): `<schema>.submit(...)` called
- * with node-postgres inside the caller's transaction creates a job exactly
- * as the Submit RPC would, if and only if that transaction commits.
+ * Transactional enqueue (docs/postgresql.md "Transactional enqueue"):
+ * `<schema>.submit(...)` called with node-postgres inside the caller's
+ * transaction creates a job exactly as the Submit RPC would, if and only if
+ * that transaction commits.
  */
 import pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";

@@ -1,0 +1,92 @@
+package leasequeue
+
+// One handler attempt and the outcome it queues.
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	lqv1 "leasequeue/gen/go/leasequeue/v1"
+)
+
+func (w *Worker) runHandler(h *held, fn HandlerFunc) {
+	var result any
+	var err error
+	if fn == nil {
+		err = fmt.Errorf("no handler for task %q on worker %s", h.job.Task, w.opts.WorkerID)
+	} else {
+		result, err = callHandler(fn, h)
+	}
+	w.returned(h, result, err)
+}
+
+// callHandler runs fn, turning a panic into an error (retried).
+func callHandler(fn HandlerFunc, h *held) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return fn(h.ctx, h.job)
+}
+
+// returned queues the outcome of a handler, unless the lease is no longer ours.
+func (w *Worker) returned(h *held, result any, err error) {
+	ack := &lqv1.Acknowledgement{JobId: h.job.ID, LeaseToken: h.token}
+	kind, note := "complete", ""
+	var snooze *SnoozeError
+	switch {
+	case errors.As(err, &snooze):
+		kind, note = "snooze", snooze.Delay.String()
+		ack.Outcome = &lqv1.Acknowledgement_Snooze{Snooze: &lqv1.AckSnooze{Delay: durationpb.New(snooze.Delay)}}
+	case err == nil:
+		complete := &lqv1.AckComplete{}
+		if result != nil {
+			value, verr := jsonValue(result, "result", maxJSONBytes)
+			if verr != nil {
+				w.logf("job %s: the worker refused the result: %v", h.job.ID, verr)
+				err = fmt.Errorf("the worker refused the result: %v", verr)
+			}
+			complete.Result = value
+		}
+		if err == nil {
+			ack.Outcome = &lqv1.Acknowledgement_Complete{Complete: complete}
+		}
+	}
+	if err != nil && kind != "snooze" {
+		kind = "fail"
+		text := err.Error()
+		if text == "" {
+			text = fmt.Sprintf("%T", err)
+		}
+		permanent := IsPermanent(err)
+		fail := &lqv1.AckFail{Error: truncate(text), Permanent: permanent}
+		ack.Outcome = &lqv1.Acknowledgement_Fail{Fail: fail}
+		switch {
+		case permanent:
+			note = "permanent: " + fail.Error
+		case h.job.Attempts >= h.job.MaxAttempts:
+			note = "dead: " + fail.Error
+		default:
+			note = "retry: " + fail.Error
+		}
+	}
+	w.mu.Lock()
+	w.running--
+	switch h.state {
+	case stateRunning:
+		if h.progress != nil && !h.beatInFlight {
+			w.queueHeartbeat(h) // the last progress, applied before the outcome
+		}
+		w.queueOutcome(h, kind, ack, note)
+	case stateLost:
+		w.logf("job %s: lease lost; its outcome is not reported", h.job.ID)
+	default:
+		w.logf("job %s: finished after the drain timeout; left to lease expiry", h.job.ID)
+	}
+	w.startWaiting()
+	w.notify()
+	w.unlock()
+}

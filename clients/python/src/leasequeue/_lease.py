@@ -1,0 +1,125 @@
+"""A lease the worker holds: the job a handler gets, and the lease from its arrival to its end."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NoReturn, Optional, TypeVar, Union
+
+from leasequeue import _wire
+from leasequeue._common import PROGRESS_DELAY, WorkerEvent, _log
+from leasequeue._wire import pb
+from leasequeue.errors import Snooze
+
+if TYPE_CHECKING:
+    from leasequeue.worker import Worker
+
+
+Handler = Callable[["LeasedJob"], Union[Any, Awaitable[Any]]]
+H = TypeVar("H", bound=Handler)
+
+
+class LeasedJob:
+    """A job this worker holds a lease on: what a handler gets.
+
+    `payload` is the job's JSON as Python values (whole numbers as int).
+    `lease_lost` is set when the worker no longer owns the job (the lease was
+    lost, or the drain timeout passed): stop, another worker may run it, and
+    whatever the handler returns is dropped. `proto` is the leasequeue.v1.Job.
+    """
+
+    def __init__(self, held: "_Held", lease: Any) -> None:
+        job = lease.job
+        self._held = held
+        self.proto = job
+        self.id: str = job.id
+        self.queue: str = job.queue
+        self.task: str = job.task
+        self.payload: Any = _wire.from_value(job.payload) if job.HasField("payload") else None
+        self.attempts: int = job.attempts
+        self.max_attempts: int = job.max_attempts
+        self.deliveries: int = job.deliveries
+        self.priority: int = job.priority
+        self.lease_token: str = lease.lease_token
+        self.lease_lost = threading.Event()
+
+    def progress(self, value: Any) -> None:
+        """Stores `value` (JSON, at most 4 KiB) as the job's progress, sent with the next heartbeat.
+
+        Returns at once; the heartbeat goes within a second, and reports made in
+        between replace each other. The last one before the handler ends is sent
+        ahead of its outcome. ValueError for a value the server would refuse.
+        """
+        self._held.worker._report_progress(self._held, _wire.checked_json(value, "progress", _wire.MAX_PROGRESS_BYTES))
+
+    def snooze(self, seconds: Union[float, datetime.timedelta]) -> NoReturn:
+        """Ends the attempt here: the job is queued again after `seconds` (up to 30 days), the attempt refunded.
+
+        Raises Snooze; the job is snoozed however the handler then ends.
+        """
+        exc = Snooze(seconds)
+        self._held.snoozed = exc
+        raise exc
+
+    def __repr__(self) -> str:
+        return f"LeasedJob(id={self.id!r}, task={self.task!r}, attempts={self.attempts})"
+
+
+class _Held:
+    """One lease, from arrival until the worker is done with it (the states of leasequeue.worker's docstring)."""
+
+    def __init__(self, worker: "Worker", lease: Any, now: float) -> None:
+        self.worker = worker
+        self.token: str = lease.lease_token
+        self.job = LeasedJob(self, lease)
+        self.state = "waiting"
+        self.expires_at = now + worker._lease_seconds
+        self.next_beat = now + worker._heartbeat_interval
+        self.beat_in_flight = False
+        self.progress: Any = None  # a Value not yet carried by a heartbeat the server took
+        self.snoozed: Optional[Snooze] = None
+
+
+class _Leases:
+    """The part of Worker that takes leases in and lets them go (see leasequeue.worker for the states)."""
+
+    def _accept(self, lease: Any) -> None:
+        h = _Held(self, lease, time.monotonic())
+        _log.debug("lease job %s task=%s attempt=%d", h.job.id, h.job.task, h.job.attempts, extra={"job_id": h.job.id})
+        self._emit(WorkerEvent("lease", job_id=h.job.id, task=h.job.task))
+        with self._lock:
+            self._held[h.token] = h
+            if self._stopping:
+                # Pushed before the server saw the half-close: give it back, attempt refunded.
+                self._queue_outcome(h, "release", pb.Acknowledgement(job_id=h.job.id, lease_token=h.token, release=pb.AckRelease()))
+                return
+            self._waiting.append(h)
+            self._start_waiting()
+            self._timer_wake.notify_all()
+
+    def _report_progress(self, h: _Held, value: Any) -> None:
+        with self._lock:
+            if h.state != "running":
+                return
+            h.progress = value
+            h.next_beat = min(h.next_beat, time.monotonic() + PROGRESS_DELAY)
+            self._timer_wake.notify_all()
+
+    def _lose(self, h: _Held, reason: str, detail: str) -> None:
+        """The lease is gone: tell the handler, send nothing more for it (lock held)."""
+        if h.state in ("lost", "done", "abandoned"):
+            return
+        h.state = "lost"
+        self._held.pop(h.token, None)
+        h.job.lease_lost.set()
+        self._idle_changed.notify_all()
+        _log.warning("job %s: lease lost (%s): %s", h.job.id, reason, detail, extra={"job_id": h.job.id})
+        self._emit(WorkerEvent("lease_lost", job_id=h.job.id, task=h.job.task, message=detail, code=reason))
+
+    def _done(self, h: _Held) -> None:
+        with self._lock:
+            if h.state == "finishing":
+                h.state = "done"
+            self._held.pop(h.token, None)
+            self._idle_changed.notify_all()

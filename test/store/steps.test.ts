@@ -1,0 +1,21 @@
+/**
+ * The steps of the shared write operations (store/steps.ts): a value
+ * chained at once when it is plain, through its promise otherwise.
+ */
+import { describe, expect, it } from "vitest";
+import { andThen, isPromiseLike, settledNow } from "../../src/store/steps.js";
+
+describe("steps (store/steps.ts)", () => {
+  it("chain at once over plain values and through promises otherwise", async () => {
+    expect(andThen(2, (x) => andThen(x + 1, (y) => y * 10))).toBe(30);
+    const later = andThen(Promise.resolve(2), (x) => andThen(x + 1, (y) => y * 10));
+    expect(isPromiseLike(later)).toBe(true);
+    expect(await later).toBe(30);
+    await expect(andThen(Promise.reject(new Error("no")), () => 1)).rejects.toThrow("no");
+  });
+
+  it("refuse a result that waited where none may", () => {
+    expect(settledNow(5)).toBe(5);
+    expect(() => settledNow(Promise.resolve(5))).toThrow(/invariant/);
+  });
+});
