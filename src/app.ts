@@ -282,7 +282,7 @@ function createShutdownSignal(): AbortController {
   return shutdown;
 }
 
-interface ApiHandlerParts {
+export interface ApiHandlerParts {
   service: RoutesOptions["service"];
   health: HealthStatus;
   auth: Authenticator | undefined;
@@ -291,8 +291,13 @@ interface ApiHandlerParts {
   shutdownSignal: AbortSignal;
 }
 
-/** Everything the API port answers: the RPCs, and the API reference and console for every other path. */
-function createApiHandler(config: Config, { service, health, auth, metrics, log, shutdownSignal }: ApiHandlerParts): RpcHandler {
+/**
+ * Everything the API port answers: the RPCs, and the API reference and
+ * console for every other path. Exported so that bench/unary-call.mjs can
+ * mount a do-nothing service through exactly this adapter
+ * (docs/performance.md "The cost of one unary call").
+ */
+export function createApiHandler(config: Config, { service, health, auth, metrics, log, shutdownSignal }: ApiHandlerParts): RpcHandler {
   // connect's JSON serialization reads `textDecoder` from these options,
   // although the router's option type does not declare it.
   // The registry lets JSON carry the google.rpc details packed in an
