@@ -21,7 +21,8 @@
  *   options: --calls=20000 --callers=64 --rounds=2
  *            --variants=project,connect-node,raw-http2
  *            --compare=DIR (also the project adapter of another build: DIR is
- *              a copy of its dist/ inside this checkout, e.g. bench/.data/before/dist)
+ *              a copy of its dist/ inside this checkout, e.g. bench/.data/before/dist;
+ *              may be given several times; --variants= then runs only those builds)
  *            --cpu-prof (an extra run of the project adapter under node
  *              --cpu-prof, not in the figures: top self-time functions of its timed phase)
  *            --out=FILE (default bench/results/unary-call-<timestamp>.json)
@@ -46,7 +47,7 @@ const { values: args } = parseArgs({
     callers: { type: "string", default: "64" },
     rounds: { type: "string", default: "2" },
     variants: { type: "string", default: "project,connect-node,raw-http2" },
-    compare: { type: "string" },
+    compare: { type: "string", multiple: true },
     "cpu-prof": { type: "boolean", default: false },
     out: { type: "string" },
   },
@@ -56,9 +57,12 @@ const callers = Number(args.callers);
 const rounds = Number(args.rounds);
 
 /** Each variant: what the server child serves, and from which build. */
-const variants = args.variants.split(",").map((name) => ({ name, variant: name }));
-if (args.compare !== undefined) {
-  const dist = resolve(args.compare);
+const variants = args.variants
+  .split(",")
+  .filter(Boolean)
+  .map((name) => ({ name, variant: name }));
+for (const compared of args.compare ?? []) {
+  const dist = resolve(compared);
   variants.push({ name: `project@${relative(process.cwd(), dist)}`, variant: "project", dist });
 }
 

@@ -1,0 +1,411 @@
+/**
+ * Unary calls over gRPC with binary messages (what every gRPC client and
+ * SDK sends), served without connect's per-call stream machinery
+ * (docs/performance.md "The cost of one unary call").
+ *
+ * connect-es serves a unary call as a pipeline of async generators (split
+ * envelopes, decompress, parse, invoke, serialize, compress, join, catch),
+ * the one request and the one response each passing through every stage.
+ * For a call that does little, that pipeline was most of the server's CPU.
+ * This path reads the request message, calls the same interceptors and the
+ * same implementation, and writes the response, with connect's own
+ * serialization and limits, compression negotiation, timeout parsing and
+ * error trailers, in connect's order, so that what a client sees is what
+ * connect would have answered.
+ *
+ * Everything else stays with connect's router (rpc-handler.ts): the other
+ * protocols, streaming methods, requests that are compressed, that are not
+ * POST or carry no authority, and services registered with options of
+ * their own.
+ */
+import * as http2 from "node:http2";
+import { create, type DescMethodUnary } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  type ContextValues,
+  type HandlerContext,
+  type Interceptor,
+  type MethodImplSpec,
+  type UnaryRequest,
+  type UnaryResponse,
+} from "@connectrpc/connect";
+import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
+import {
+  contentTypeProto,
+  grpcStatusOk,
+  headerAcceptEncoding,
+  parseContentType,
+  parseTimeout,
+  setTrailerStatus,
+} from "@connectrpc/connect/protocol-grpc";
+import { requestParseError } from "./call-record.js";
+
+/** A unary method's implementation, as connect's router holds it. */
+export type UnaryImplSpec = Extract<MethodImplSpec, { kind: "unary" }>;
+
+/** What the router was given (connect's validated handler options). */
+export interface GrpcUnaryOptions {
+  interceptors: Interceptor[];
+  acceptCompression: Compression[];
+  readMaxBytes: number;
+  writeMaxBytes: number;
+  compressMinBytes: number;
+  maxTimeoutMs: number;
+  shutdownSignal?: AbortSignal;
+  binaryOptions?: Parameters<typeof createMethodSerializationLookup>[1];
+  jsonOptions?: Parameters<typeof createMethodSerializationLookup>[2];
+}
+
+/** One call, as the adapter hands it over. */
+export interface GrpcUnaryCall {
+  req: http2.Http2ServerRequest;
+  res: http2.Http2ServerResponse;
+  contextValues: ContextValues;
+  /** Called once the call's status is known: "ok" or the code in its trailers. */
+  settled(code: Code | "ok"): void;
+  /** Writing the response failed (the client went away, mostly). */
+  writeFailed(error: unknown): void;
+}
+
+/**
+ * Whether this path serves `req`: a POST over HTTP/2 with an authority, a
+ * binary gRPC content type and no request compression. Everything else
+ * goes to connect, which answers it as before.
+ */
+export function servesAsGrpcUnary(req: http2.Http2ServerRequest): boolean {
+  if (req.method !== "POST" || req.authority === undefined) return false;
+  const contentType = req.headers["content-type"];
+  if (contentType !== "application/grpc" && contentType !== contentTypeProto && parseContentType(contentType ?? null)?.binary !== true) {
+    return false;
+  }
+  const encoding = req.headers["grpc-encoding"];
+  return encoding === undefined || encoding === "identity";
+}
+
+const GRPC_RESPONSE_HEADER = { "content-type": contentTypeProto };
+
+/** Builds the server of one unary method; call it for each request that {@link servesAsGrpcUnary}. */
+export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOptions): (call: GrpcUnaryCall) => void {
+  const method = spec.method;
+  const service = method.parent;
+  const serialization = createMethodSerializationLookup(method, opts.binaryOptions, opts.jsonOptions, opts);
+  const input = serialization.getI(true);
+  const output = serialization.getO(true);
+  const inputTypeName = method.input.typeName;
+
+  // The interceptor chain, composed once: the call travels in the request.
+  const innermost = async (req: UnaryRequest): Promise<UnaryResponse> => {
+    const call = callOf(req);
+    const context: HandlerContext = {
+      ...call.context,
+      service: req.service,
+      requestHeader: req.header,
+      signal: req.signal,
+      values: req.contextValues,
+    };
+    const message = create(method.output, await spec.impl(req.message, context));
+    return { stream: false, message, method, service, header: call.context.responseHeader, trailer: call.context.responseTrailer };
+  };
+  let chain: (req: UnaryRequest) => Promise<UnaryResponse> = innermost;
+  for (const interceptor of [...opts.interceptors].reverse()) chain = interceptor(chain as never) as typeof chain;
+
+  return (call) => {
+    const headers = call.req.headers;
+    const timeout = parseTimeout(headerValue(headers["grpc-timeout"]), opts.maxTimeoutMs);
+    const compression = compressionNegotiate(
+      opts.acceptCompression,
+      headerValue(headers["grpc-encoding"]),
+      headerValue(headers["grpc-accept-encoding"]),
+      headerAcceptEncoding,
+    );
+    const state = new CallState(call, method, timeout.timeoutMs, opts.shutdownSignal);
+    if (compression.response) state.context.responseHeader.set("grpc-encoding", compression.response.name);
+
+    const fail = (err: unknown): void => {
+      const error = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
+      state.finish(requestParseError(error.code, error.rawMessage, inputTypeName) ?? error);
+    };
+    // connect raises these before it reads the body.
+    if (compression.error) return fail(compression.error);
+    if (timeout.error) return fail(timeout.error);
+
+    readSingleMessage(call.req, opts.readMaxBytes, (bytes) => input.parse(bytes))
+      .then(async (message) => {
+        const request: CallRequest = {
+          stream: false,
+          message,
+          method,
+          service,
+          requestMethod: "POST",
+          url: state.context.url,
+          signal: state.context.signal,
+          header: state.context.requestHeader,
+          contextValues: call.contextValues,
+          [CALL]: state,
+        };
+        const response = await chain(request);
+        if (response.header !== state.context.responseHeader) replaceHeaders(state.context.responseHeader, response.header);
+        if (response.trailer !== state.context.responseTrailer) replaceHeaders(state.context.responseTrailer, response.trailer);
+        let data = output.serialize(response.message);
+        let flags = 0;
+        if (compression.response && data.byteLength >= opts.compressMinBytes) {
+          data = await compression.response.compress(data);
+          flags = COMPRESSED_FLAG;
+        }
+        state.finish(undefined, envelope(flags, data));
+      })
+      .catch(fail);
+  };
+}
+
+const COMPRESSED_FLAG = 0b01;
+
+/** The call, carried in the interceptors' request (spread copies it along). */
+const CALL = Symbol("leasequeue grpc unary call");
+type CallRequest = UnaryRequest & { [CALL]: CallState };
+
+function callOf(req: UnaryRequest): CallState {
+  const call = (req as Partial<CallRequest>)[CALL];
+  if (call === undefined) throw new ConnectError("an interceptor replaced the request without its call", Code.Internal);
+  return call;
+}
+
+/** The context connect would create for the call: its signal, headers and URL. */
+class CallState {
+  readonly context: HandlerContext;
+  readonly #call: GrpcUnaryCall;
+  readonly #controller = new AbortController();
+  readonly #cleanup: () => void;
+  #finished = false;
+
+  constructor(call: GrpcUnaryCall, method: DescMethodUnary, timeoutMs: number | undefined, shutdownSignal: AbortSignal | undefined) {
+    this.#call = call;
+    const { req } = call;
+    const deadlineAt = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+    this.#cleanup = linkAbort(this.#controller, req, deadlineAt, shutdownSignal);
+    const encrypted = "encrypted" in req.socket && req.socket.encrypted === true;
+    this.context = {
+      method,
+      service: method.parent,
+      requestMethod: "POST",
+      protocolName: "grpc",
+      url: new URL(req.url, `${encrypted ? "https" : "http"}://${req.authority}`).toString(),
+      timeoutMs: () => (deadlineAt === undefined ? undefined : deadlineAt - Date.now()),
+      signal: this.#controller.signal,
+      requestHeader: webHeadersOf(req.headers),
+      responseHeader: new Headers(GRPC_RESPONSE_HEADER),
+      responseTrailer: new Headers({ "grpc-status": grpcStatusOk }),
+      values: call.contextValues,
+    };
+  }
+
+  /** Writes the response (its message frame, or none for an error) and ends the call's signal. */
+  finish(error: ConnectError | undefined, frame?: Uint8Array): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    const { res } = this.#call;
+    const trailer = this.context.responseTrailer;
+    if (error !== undefined) setTrailerStatus(trailer, error);
+    this.#call.settled(error === undefined ? "ok" : error.code);
+    try {
+      res.once("error", (err) => this.#call.writeFailed(err));
+      res.writeHead(200, nodeHeadersOf(this.context.responseHeader));
+      res.addTrailers(nodeHeadersOf(trailer));
+      if (frame === undefined) res.end();
+      else res.end(frame);
+    } catch (err) {
+      this.#call.writeFailed(err);
+    }
+    this.#cleanup();
+    this.#controller.abort(error);
+  }
+}
+
+/**
+ * Aborts `controller` as connect's handler context does: at the deadline,
+ * when the request's stream closes (with the reason its reset code says),
+ * and at shutdown. Returns what removes the timer and listeners.
+ */
+function linkAbort(
+  controller: AbortController,
+  req: http2.Http2ServerRequest,
+  deadlineAt: number | undefined,
+  shutdownSignal: AbortSignal | undefined,
+): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  function cleanup(): void {
+    clearTimeout(timer);
+    req.off("close", onClose);
+    shutdownSignal?.removeEventListener("abort", onShutdown);
+  }
+  // Whichever comes first aborts the signal, and the others are let go.
+  function abort(reason: unknown): void {
+    cleanup();
+    if (!controller.signal.aborted) controller.abort(reason);
+  }
+  function onClose(): void {
+    abort(errorOfResetCode(req.stream.rstCode));
+  }
+  function onShutdown(): void {
+    abort(shutdownSignal?.reason);
+  }
+  function onDeadline(): void {
+    abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
+  }
+  req.once("close", onClose);
+  if (shutdownSignal?.aborted) onShutdown();
+  else shutdownSignal?.addEventListener("abort", onShutdown);
+  if (deadlineAt !== undefined && !controller.signal.aborted) {
+    const remaining = deadlineAt - Date.now();
+    if (remaining <= 0) onDeadline();
+    else timer = setTimeout(onDeadline, remaining);
+  }
+  return cleanup;
+}
+
+/** The error connect-node gives a stream its client reset with `code` (none for NO_ERROR and STREAM_CLOSED). */
+export function errorOfResetCode(code: number | undefined): ConnectError | undefined {
+  const c = http2.constants;
+  const codes: Record<number, [string, Code]> = {
+    [c.NGHTTP2_PROTOCOL_ERROR]: ["PROTOCOL_ERROR", Code.Internal],
+    [c.NGHTTP2_INTERNAL_ERROR]: ["INTERNAL_ERROR", Code.Internal],
+    [c.NGHTTP2_FLOW_CONTROL_ERROR]: ["FLOW_CONTROL_ERROR", Code.Internal],
+    [c.NGHTTP2_SETTINGS_TIMEOUT]: ["SETTINGS_TIMEOUT", Code.Internal],
+    [c.NGHTTP2_FRAME_SIZE_ERROR]: ["FRAME_SIZE_ERROR", Code.Internal],
+    [c.NGHTTP2_COMPRESSION_ERROR]: ["COMPRESSION_ERROR", Code.Internal],
+    [c.NGHTTP2_CONNECT_ERROR]: ["CONNECT_ERROR", Code.Internal],
+    [c.NGHTTP2_REFUSED_STREAM]: ["REFUSED_STREAM", Code.Unavailable],
+    [c.NGHTTP2_CANCEL]: ["CANCEL", Code.Canceled],
+    [c.NGHTTP2_ENHANCE_YOUR_CALM]: ["ENHANCE_YOUR_CALM", Code.ResourceExhausted],
+    [c.NGHTTP2_INADEQUATE_SECURITY]: ["INADEQUATE_SECURITY", Code.PermissionDenied],
+    [c.NGHTTP2_HTTP_1_1_REQUIRED]: ["HTTP_1_1_REQUIRED", Code.PermissionDenied],
+  };
+  const known = code === undefined ? undefined : codes[code];
+  if (known === undefined || code === undefined) return undefined;
+  return new ConnectError(`http/2 stream closed with error code ${known[0]} (0x${code.toString(16)})`, known[1]);
+}
+
+/**
+ * Reads the request body as connect does for a unary call: the envelopes in
+ * order, each length checked as soon as its prefix arrives, each message
+ * parsed as soon as it is complete, a second one refused (after it parsed);
+ * at the end of the body, a stream its client reset is `canceled` (Node
+ * ends such a body as if END_STREAM had arrived, and sets the reset code
+ * later in the same turn), unread bytes are an incomplete envelope, and no
+ * message at all is refused. Stops reading at the first refusal.
+ */
+function readSingleMessage<T>(req: http2.Http2ServerRequest, readMaxBytes: number, parse: (bytes: Uint8Array) => T): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let buffered = 0;
+    /** The length of the envelope being read, once its prefix is in; -1 before. */
+    let length = -1;
+    let flags = 0;
+    let parsed: { message: T } | undefined;
+    let stopped = false;
+    const stop = (err: Error) => {
+      stopped = true;
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.pause();
+      reject(err);
+    };
+    const take = (n: number): Buffer => {
+      const all = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, buffered);
+      chunks.length = 0;
+      if (all.byteLength > n) chunks.push(all.subarray(n));
+      buffered -= n;
+      return all.subarray(0, n);
+    };
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      buffered += chunk.byteLength;
+      try {
+        for (;;) {
+          if (length < 0) {
+            if (buffered < 5) return;
+            const prefix = take(5);
+            flags = prefix.readUInt8(0);
+            length = prefix.readUInt32BE(1);
+            if (length > readMaxBytes) {
+              throw new ConnectError(
+                `message size ${length} is larger than configured readMaxBytes ${readMaxBytes}`,
+                Code.ResourceExhausted,
+              );
+            }
+          }
+          if (buffered < length) return;
+          const data = take(length);
+          length = -1;
+          if ((flags & COMPRESSED_FLAG) === COMPRESSED_FLAG) {
+            throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
+          }
+          const message = parse(data);
+          if (parsed !== undefined)
+            throw new ConnectError("protocol error: received extra input message for unary method", Code.Unimplemented);
+          parsed = { message };
+        }
+      } catch (err) {
+        stop(err instanceof Error ? err : new ConnectError(String(err), Code.Internal));
+      }
+    };
+    const onEnd = () => {
+      setImmediate(() => {
+        if (stopped) return;
+        const rst = req.stream.rstCode;
+        if (rst !== undefined && rst !== http2.constants.NGHTTP2_NO_ERROR) {
+          return stop(new ConnectError(`the client reset the stream (HTTP/2 error code ${rst})`, Code.Canceled));
+        }
+        // Like connect's envelope reader: a prefix read whose message never came is not "incomplete", only unread bytes are.
+        if (buffered > 0) return stop(new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument));
+        if (parsed === undefined)
+          return stop(new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented));
+        resolve(parsed.message);
+      });
+    };
+    req.on("data", onData);
+    req.once("end", onEnd);
+  });
+}
+
+function envelope(flags: number, data: Uint8Array): Uint8Array {
+  const frame = Buffer.allocUnsafe(5 + data.byteLength);
+  frame.writeUInt8(flags, 0);
+  frame.writeUInt32BE(data.byteLength, 1);
+  frame.set(data, 5);
+  return frame;
+}
+
+function headerValue(value: string | string[] | undefined): string | null {
+  if (value === undefined) return null;
+  return typeof value === "string" ? value : value.join(", ");
+}
+
+/** The request's headers as connect-node gives them to handlers (pseudo-headers dropped). */
+function webHeadersOf(nodeHeaders: http2.IncomingHttpHeaders): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(nodeHeaders)) {
+    if (name.startsWith(":") || value === undefined) continue;
+    if (typeof value === "string") headers.append(name, value);
+    else for (const v of value) headers.append(name, v);
+  }
+  return headers;
+}
+
+/** Headers as Node writes them, the way connect-node converts them. */
+function nodeHeadersOf(headers: Headers): http2.OutgoingHttpHeaders {
+  const out: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
+  headers.forEach((value, key) => {
+    const existing = out[key];
+    if (existing === undefined) out[key] = value;
+    else if (Array.isArray(existing)) existing.push(value);
+    else out[key] = [existing, value];
+  });
+  return out;
+}
+
+function replaceHeaders(to: Headers, from: Headers): void {
+  for (const key of [...to.keys()]) to.delete(key);
+  from.forEach((value, key) => to.set(key, value));
+}
