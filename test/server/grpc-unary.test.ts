@@ -84,6 +84,13 @@ function service(seen: Map<string, unknown>): Partial<ServiceImpl<typeof LeaseQu
           throw new Error("a secret the client must not see");
         case "wait":
           return untilAborted(ctx, seen, req.task);
+        case "late":
+          // The signal is first read after the client has gone.
+          await new Promise((resolve) => setTimeout(resolve, 150));
+          return untilAborted(ctx, seen, req.task);
+        case "after":
+          setTimeout(() => seen.set(req.task, { aborted: ctx.signal.aborted }), 50);
+          return {};
         default:
           return {};
       }
@@ -301,6 +308,17 @@ describe("unary gRPC with binary messages, answered as connect answers", () => {
     expect(fast.seen.get("wait")).toEqual({ code: Code.Canceled, message: "http/2 stream closed with error code CANCEL (0x8)" });
     expect(viaConnect.seen.get("wait")).toEqual(fast.seen.get("wait"));
     expect(fast.observed.at(-1)).toBe("Submit Canceled");
+  });
+
+  it("gives a handler that first reads its signal after the client left an aborted one, and so after the call", async () => {
+    await same({ body: [submit("late")], resetAfterMs: 30 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(fast.seen.get("late")).toEqual({ code: Code.Canceled, message: "http/2 stream closed with error code CANCEL (0x8)" });
+    expect(viaConnect.seen.get("late")).toEqual(fast.seen.get("late"));
+    await same({ body: [submit("after")] });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(fast.seen.get("after")).toEqual({ aborted: true });
+    expect(viaConnect.seen.get("after")).toEqual({ aborted: true });
   });
 
   it("aborts a waiting handler at shutdown with the shutdown's reason", async () => {
