@@ -19,7 +19,7 @@
  * their own.
  */
 import * as http2 from "node:http2";
-import { create, type DescMethodUnary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -83,7 +83,19 @@ export function servesAsGrpcUnary(req: http2.Http2ServerRequest): boolean {
   return encoding === undefined || encoding === "identity";
 }
 
-const GRPC_RESPONSE_HEADER = { "content-type": contentTypeProto };
+/** Response headers by negotiated response encoding (none: ""), written as they are when no handler touched them. */
+const RESPONSE_HEADERS = new Map<string, http2.OutgoingHttpHeaders>();
+function responseHeadersOf(encoding: string): http2.OutgoingHttpHeaders {
+  let headers = RESPONSE_HEADERS.get(encoding);
+  if (headers === undefined) {
+    headers = Object.freeze(
+      encoding === "" ? { "content-type": contentTypeProto } : { "content-type": contentTypeProto, "grpc-encoding": encoding },
+    );
+    RESPONSE_HEADERS.set(encoding, headers);
+  }
+  return headers;
+}
+const OK_TRAILERS: http2.OutgoingHttpHeaders = Object.freeze({ "grpc-status": grpcStatusOk });
 
 /** Builds the server of one unary method; call it for each request that {@link servesAsGrpcUnary}. */
 export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOptions): (call: GrpcUnaryCall) => void {
@@ -97,25 +109,46 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
   // The interceptor chain, composed once: the call travels in the request.
   const innermost = async (req: UnaryRequest): Promise<UnaryResponse> => {
     const call = callOf(req);
-    // connect's merge of the call's context with the request, without
-    // reading the signal: it is made only if the handler asks for it.
+    // connect's merge of the call's context with the request, reading
+    // nothing yet: the signal, headers and URL are made only if asked for.
     const context: HandlerContext = {
-      method: call.context.method,
+      method,
       service: req.service,
-      requestMethod: call.context.requestMethod,
-      protocolName: call.context.protocolName,
-      url: call.context.url,
-      timeoutMs: call.context.timeoutMs,
+      requestMethod: "POST",
+      protocolName: "grpc",
+      get url() {
+        return call.url;
+      },
+      timeoutMs: call.timeoutMs,
       get signal() {
         return req.signal;
       },
-      requestHeader: req.header,
-      responseHeader: call.context.responseHeader,
-      responseTrailer: call.context.responseTrailer,
+      get requestHeader() {
+        return req.header;
+      },
+      get responseHeader() {
+        return call.responseHeader;
+      },
+      get responseTrailer() {
+        return call.responseTrailer;
+      },
       values: req.contextValues,
     };
     const message = create(method.output, await spec.impl(req.message, context));
-    return { stream: false, message, method, service, header: call.context.responseHeader, trailer: call.context.responseTrailer };
+    const response: UnaryResponse = {
+      stream: false,
+      message,
+      method,
+      service,
+      get header() {
+        return call.responseHeader;
+      },
+      get trailer() {
+        return call.responseTrailer;
+      },
+    };
+    call.innermostResponse = response;
+    return response;
   };
   let chain: (req: UnaryRequest) => Promise<UnaryResponse> = innermost;
   for (const interceptor of [...opts.interceptors].reverse()) chain = interceptor(chain as never) as typeof chain;
@@ -129,8 +162,7 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
       headerValue(headers["grpc-accept-encoding"]),
       headerAcceptEncoding,
     );
-    const state = new CallState(call, method, timeout.timeoutMs, opts.shutdownSignal);
-    if (compression.response) state.context.responseHeader.set("grpc-encoding", compression.response.name);
+    const state = new CallState(call, timeout.timeoutMs, compression.response?.name ?? "", opts.shutdownSignal);
 
     const fail = (err: unknown): void => {
       const error = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
@@ -148,17 +180,24 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
           method,
           service,
           requestMethod: "POST",
-          url: state.context.url,
+          get url() {
+            return state.url;
+          },
           get signal() {
             return state.signal;
           },
-          header: state.context.requestHeader,
+          get header() {
+            return state.requestHeader;
+          },
           contextValues: call.contextValues,
           [CALL]: state,
         };
         const response = await chain(request);
-        if (response.header !== state.context.responseHeader) replaceHeaders(state.context.responseHeader, response.header);
-        if (response.trailer !== state.context.responseTrailer) replaceHeaders(state.context.responseTrailer, response.trailer);
+        // An interceptor's own response: its headers replace the call's, as connect copies them.
+        if (response !== state.innermostResponse) {
+          if (response.header !== state.responseHeader) replaceHeaders(state.responseHeader, response.header);
+          if (response.trailer !== state.responseTrailer) replaceHeaders(state.responseTrailer, response.trailer);
+        }
         let data = output.serialize(response.message);
         let flags = 0;
         if (compression.response && data.byteLength >= opts.compressMinBytes) {
@@ -184,52 +223,46 @@ function callOf(req: UnaryRequest): CallState {
 }
 
 /**
- * The context connect would create for the call: its headers and URL, and
- * its signal, made only when something asks for it. connect makes three
- * AbortControllers per call (the request's, the deadline's, and one that
- * links them with the shutdown signal) and aborts two of them at the end
- * of every call, each abort building a DOMException with its stack: 14%
- * of the server's busy time for a do-nothing call, for a signal that most
- * handlers never read. Made late, the signal is what connect's would be at
- * that moment: already aborted if the call is over, the client gone, the
- * deadline passed or the server shutting down, else aborted when one of
- * those comes.
+ * What connect's handler context holds for the call, each part made only
+ * when something asks for it: the signal, the request headers as `Headers`,
+ * the response headers and trailers, the URL. connect builds all of them
+ * for every call; a handler that reads none of them costs none of them.
+ *
+ * The signal: connect makes three AbortControllers per call (the
+ * request's, the deadline's, and one that links them with the shutdown
+ * signal) and aborts two of them at the end of every call, each abort
+ * building a DOMException with its stack: 14% of the server's busy time for
+ * a do-nothing call, for a signal that most handlers never read. Made late,
+ * it is what connect's would be at that moment: already aborted if the call
+ * is over, the client gone, the deadline passed or the server shutting
+ * down, else aborted when one of those comes.
  */
 class CallState {
-  readonly context: HandlerContext;
+  /** The response the innermost step made (its headers are the call's own). */
+  innermostResponse: UnaryResponse | undefined;
+  readonly timeoutMs: () => number | undefined;
   readonly #call: GrpcUnaryCall;
   readonly #deadlineAt: number | undefined;
+  readonly #responseEncoding: string;
   readonly #shutdownSignal: AbortSignal | undefined;
   #controller: AbortController | undefined;
   #cleanup: (() => void) | undefined;
+  #url: string | undefined;
+  #requestHeader: RequestHeaders | undefined;
+  #responseHeader: Headers | undefined;
+  #responseTrailer: Headers | undefined;
   #finished = false;
 
-  constructor(call: GrpcUnaryCall, method: DescMethodUnary, timeoutMs: number | undefined, shutdownSignal: AbortSignal | undefined) {
+  constructor(call: GrpcUnaryCall, timeoutMs: number | undefined, responseEncoding: string, shutdownSignal: AbortSignal | undefined) {
     this.#call = call;
-    const { req } = call;
     const deadlineAt = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
     this.#deadlineAt = deadlineAt;
+    this.timeoutMs = () => (deadlineAt === undefined ? undefined : deadlineAt - Date.now());
+    this.#responseEncoding = responseEncoding;
     this.#shutdownSignal = shutdownSignal;
-    const encrypted = "encrypted" in req.socket && req.socket.encrypted === true;
-    const signal = () => this.signal;
-    this.context = {
-      method,
-      service: method.parent,
-      requestMethod: "POST",
-      protocolName: "grpc",
-      url: new URL(req.url, `${encrypted ? "https" : "http"}://${req.authority}`).toString(),
-      timeoutMs: () => (deadlineAt === undefined ? undefined : deadlineAt - Date.now()),
-      get signal() {
-        return signal();
-      },
-      requestHeader: webHeadersOf(req.headers),
-      responseHeader: new Headers(GRPC_RESPONSE_HEADER),
-      responseTrailer: new Headers({ "grpc-status": grpcStatusOk }),
-      values: call.contextValues,
-    };
   }
 
-  /** The call's signal, made on first use. */
+  /** The call's signal. */
   get signal(): AbortSignal {
     if (this.#controller === undefined) {
       const controller = new AbortController();
@@ -240,18 +273,40 @@ class CallState {
     return this.#controller.signal;
   }
 
+  /** The URL the request was sent to, as connect-node spells it. */
+  get url(): string {
+    if (this.#url === undefined) {
+      const { req } = this.#call;
+      const encrypted = "encrypted" in req.socket && req.socket.encrypted === true;
+      this.#url = new URL(req.url, `${encrypted ? "https" : "http"}://${req.authority}`).toString();
+    }
+    return this.#url;
+  }
+
+  get requestHeader(): Headers {
+    return (this.#requestHeader ??= new RequestHeaders(this.#call.req.headers));
+  }
+
+  get responseHeader(): Headers {
+    return (this.#responseHeader ??= new Headers(responseHeadersOf(this.#responseEncoding) as Record<string, string>));
+  }
+
+  get responseTrailer(): Headers {
+    return (this.#responseTrailer ??= new Headers({ "grpc-status": grpcStatusOk }));
+  }
+
   /** Writes the response (its message frame, or none for an error) and ends the call's signal. */
   finish(error: ConnectError | undefined, frame?: Uint8Array): void {
     if (this.#finished) return;
     this.#finished = true;
     const { res } = this.#call;
-    const trailer = this.context.responseTrailer;
-    if (error !== undefined) setTrailerStatus(trailer, error);
     this.#call.settled(error === undefined ? "ok" : error.code);
     try {
       res.once("error", (err) => this.#call.writeFailed(err));
-      res.writeHead(200, nodeHeadersOf(this.context.responseHeader));
-      res.addTrailers(nodeHeadersOf(trailer));
+      const header = this.#responseHeader;
+      res.writeHead(200, header === undefined ? responseHeadersOf(this.#responseEncoding) : nodeHeadersOf(header));
+      if (error !== undefined) res.addTrailers(nodeHeadersOf(setTrailerStatus(this.responseTrailer, error)));
+      else res.addTrailers(this.#responseTrailer === undefined ? OK_TRAILERS : nodeHeadersOf(this.#responseTrailer));
       if (frame === undefined) res.end();
       else res.end(frame);
     } catch (err) {
@@ -261,6 +316,79 @@ class CallState {
     this.#controller?.abort(error);
   }
 }
+
+/**
+ * The request's headers as handlers read them. Handlers ask for one or two
+ * (Idempotency-Key, Content-Type): get() and has() answer those from Node's
+ * header object, as `Headers` would (repeated values joined; there is no
+ * whitespace to trim, since HTTP/2 refuses values that start or end with
+ * it, RFC 9113 §8.2.1); anything else (iteration, changes, names that are not plain tokens, which
+ * `Headers` refuses) goes to a real `Headers` made from them on first use,
+ * as connect-node makes it for every call.
+ */
+class RequestHeaders implements Headers {
+  readonly #node: http2.IncomingHttpHeaders;
+  #headers: Headers | undefined;
+
+  constructor(node: http2.IncomingHttpHeaders) {
+    this.#node = node;
+  }
+
+  #all(): Headers {
+    return (this.#headers ??= webHeadersOf(this.#node));
+  }
+
+  get(name: string): string | null {
+    if (this.#headers !== undefined || !PLAIN_HEADER_NAME.test(name)) return this.#all().get(name);
+    const value = this.#node[name.toLowerCase()];
+    if (value === undefined) return null;
+    return typeof value === "string" ? value : value.join(", ");
+  }
+
+  has(name: string): boolean {
+    if (this.#headers !== undefined || !PLAIN_HEADER_NAME.test(name)) return this.#all().has(name);
+    return this.#node[name.toLowerCase()] !== undefined;
+  }
+
+  append(name: string, value: string): void {
+    this.#all().append(name, value);
+  }
+
+  delete(name: string): void {
+    this.#all().delete(name);
+  }
+
+  set(name: string, value: string): void {
+    this.#all().set(name, value);
+  }
+
+  getSetCookie(): string[] {
+    return this.#all().getSetCookie();
+  }
+
+  forEach(callback: (value: string, key: string, parent: Headers) => void, thisArg?: unknown): void {
+    this.#all().forEach((value, key) => callback.call(thisArg, value, key, this));
+  }
+
+  keys(): ReturnType<Headers["keys"]> {
+    return this.#all().keys();
+  }
+
+  values(): ReturnType<Headers["values"]> {
+    return this.#all().values();
+  }
+
+  entries(): ReturnType<Headers["entries"]> {
+    return this.#all().entries();
+  }
+
+  [Symbol.iterator](): ReturnType<Headers["entries"]> {
+    return this.#all()[Symbol.iterator]();
+  }
+}
+
+/** A header name `Headers` accepts (an RFC 9110 token); a pseudo-header is not one. */
+const PLAIN_HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 /**
  * Aborts `controller` as connect's handler context does: at the deadline,
