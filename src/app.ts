@@ -313,7 +313,7 @@ export function createApiHandler(config: Config, { service, health, auth, metric
     contextValues: (values, req, res, method) => {
       // Authentication first: a refused call gets nothing else prepared.
       if (auth !== undefined) values.set(callerKey, auth.authorize(method, req.headers.authorization));
-      watchOutputs.addTo(values, req, res);
+      watchOutputs.addTo(values, req, res, method);
     },
     routes: routes({ service, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],

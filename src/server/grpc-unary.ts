@@ -153,15 +153,22 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
   let chain: (req: UnaryRequest) => Promise<UnaryResponse> = innermost;
   for (const interceptor of [...opts.interceptors].reverse()) chain = interceptor(chain as never) as typeof chain;
 
+  // This path takes only uncompressed requests, so the negotiation depends
+  // on grpc-accept-encoding alone, and clients send one or two spellings of it.
+  const negotiated = new Map<string, ReturnType<typeof compressionNegotiate>>();
+  const negotiate = (accepted: string | null) => {
+    let result = negotiated.get(accepted ?? "");
+    if (result === undefined) {
+      result = compressionNegotiate(opts.acceptCompression, null, accepted, headerAcceptEncoding);
+      if (negotiated.size < 16) negotiated.set(accepted ?? "", result);
+    }
+    return result;
+  };
+
   return (call) => {
     const headers = call.req.headers;
     const timeout = parseTimeout(headerValue(headers["grpc-timeout"]), opts.maxTimeoutMs);
-    const compression = compressionNegotiate(
-      opts.acceptCompression,
-      headerValue(headers["grpc-encoding"]),
-      headerValue(headers["grpc-accept-encoding"]),
-      headerAcceptEncoding,
-    );
+    const compression = negotiate(headerValue(headers["grpc-accept-encoding"]));
     const state = new CallState(call, timeout.timeoutMs, compression.response?.name ?? "", opts.shutdownSignal);
 
     const fail = (err: unknown): void => {
