@@ -19,7 +19,7 @@
  * their own.
  */
 import * as http2 from "node:http2";
-import { create } from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescMethod, type DescMethodUnary, type DescService, type Message } from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -100,7 +100,6 @@ const OK_TRAILERS: http2.OutgoingHttpHeaders = Object.freeze({ "grpc-status": gr
 /** Builds the server of one unary method; call it for each request that {@link servesAsGrpcUnary}. */
 export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOptions): (call: GrpcUnaryCall) => void {
   const method = spec.method;
-  const service = method.parent;
   const serialization = createMethodSerializationLookup(method, opts.binaryOptions, opts.jsonOptions, opts);
   const input = serialization.getI(true);
   const output = serialization.getO(true);
@@ -109,44 +108,8 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
   // The interceptor chain, composed once: the call travels in the request.
   const innermost = async (req: UnaryRequest): Promise<UnaryResponse> => {
     const call = callOf(req);
-    // connect's merge of the call's context with the request, reading
-    // nothing yet: the signal, headers and URL are made only if asked for.
-    const context: HandlerContext = {
-      method,
-      service: req.service,
-      requestMethod: "POST",
-      protocolName: "grpc",
-      get url() {
-        return call.url;
-      },
-      timeoutMs: call.timeoutMs,
-      get signal() {
-        return req.signal;
-      },
-      get requestHeader() {
-        return req.header;
-      },
-      get responseHeader() {
-        return call.responseHeader;
-      },
-      get responseTrailer() {
-        return call.responseTrailer;
-      },
-      values: req.contextValues,
-    };
-    const message = create(method.output, await spec.impl(req.message, context));
-    const response: UnaryResponse = {
-      stream: false,
-      message,
-      method,
-      service,
-      get header() {
-        return call.responseHeader;
-      },
-      get trailer() {
-        return call.responseTrailer;
-      },
-    };
+    const message = create(method.output, await spec.impl(req.message, new CallContext(call, req)));
+    const response = new CallResponse(call, message);
     call.innermostResponse = response;
     return response;
   };
@@ -169,7 +132,7 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
     const headers = call.req.headers;
     const timeout = parseTimeout(headerValue(headers["grpc-timeout"]), opts.maxTimeoutMs);
     const compression = negotiate(headerValue(headers["grpc-accept-encoding"]));
-    const state = new CallState(call, timeout.timeoutMs, compression.response?.name ?? "", opts.shutdownSignal);
+    const state = new CallState(call, method, timeout.timeoutMs, compression.response?.name ?? "", opts.shutdownSignal);
 
     const fail = (err: unknown): void => {
       const error = err instanceof ConnectError ? err : new ConnectError("internal error", Code.Internal, undefined, undefined, err);
@@ -181,24 +144,7 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
 
     readSingleMessage(call.req, opts.readMaxBytes, (bytes) => input.parse(bytes))
       .then(async (message) => {
-        const request: CallRequest = {
-          stream: false,
-          message,
-          method,
-          service,
-          requestMethod: "POST",
-          get url() {
-            return state.url;
-          },
-          get signal() {
-            return state.signal;
-          },
-          get header() {
-            return state.requestHeader;
-          },
-          contextValues: call.contextValues,
-          [CALL]: state,
-        };
+        const request = new CallRequest(state, method, message, call.contextValues);
         const response = await chain(request);
         // An interceptor's own response: its headers replace the call's, as connect copies them.
         if (response !== state.innermostResponse) {
@@ -221,12 +167,114 @@ const COMPRESSED_FLAG = 0b01;
 
 /** The call, carried in the interceptors' request (spread copies it along). */
 const CALL = Symbol("leasequeue grpc unary call");
-type CallRequest = UnaryRequest & { [CALL]: CallState };
 
 function callOf(req: UnaryRequest): CallState {
   const call = (req as Partial<CallRequest>)[CALL];
   if (call === undefined) throw new ConnectError("an interceptor replaced the request without its call", Code.Internal);
   return call;
+}
+
+/*
+ * The interceptors' request, the handler's context and the innermost
+ * response, as classes: their getters (the call's URL, signal and headers,
+ * each made on first read) live on the prototype, instead of a closure per
+ * getter per call. An interceptor that spreads the request into a new one
+ * copies its own fields only; the context then takes what is missing from
+ * the call.
+ */
+
+class CallRequest implements UnaryRequest<DescMessage, DescMessage> {
+  readonly stream = false;
+  readonly requestMethod = "POST";
+  readonly service: DescService;
+  readonly [CALL]: CallState;
+
+  constructor(
+    call: CallState,
+    readonly method: DescMethodUnary<DescMessage, DescMessage>,
+    readonly message: Message,
+    readonly contextValues: ContextValues,
+  ) {
+    this.service = method.parent;
+    this[CALL] = call;
+  }
+
+  get url(): string {
+    return this[CALL].url;
+  }
+
+  get signal(): AbortSignal {
+    return this[CALL].signal;
+  }
+
+  get header(): Headers {
+    return this[CALL].requestHeader;
+  }
+}
+
+/** connect's merge of the call's context with the (possibly intercepted) request, reading nothing yet. */
+class CallContext implements HandlerContext {
+  readonly requestMethod = "POST";
+  readonly protocolName = "grpc";
+  readonly method: DescMethod;
+  readonly service: DescService;
+  readonly timeoutMs: () => number | undefined;
+  readonly values: ContextValues;
+  readonly #call: CallState;
+  readonly #req: Partial<UnaryRequest>;
+
+  constructor(call: CallState, req: UnaryRequest) {
+    this.#call = call;
+    this.#req = req;
+    this.method = req.method;
+    this.service = req.service;
+    this.timeoutMs = call.timeoutMs;
+    this.values = req.contextValues;
+  }
+
+  get url(): string {
+    return this.#call.url;
+  }
+
+  get signal(): AbortSignal {
+    return this.#req.signal ?? this.#call.signal;
+  }
+
+  get requestHeader(): Headers {
+    return this.#req.header ?? this.#call.requestHeader;
+  }
+
+  get responseHeader(): Headers {
+    return this.#call.responseHeader;
+  }
+
+  get responseTrailer(): Headers {
+    return this.#call.responseTrailer;
+  }
+}
+
+class CallResponse implements UnaryResponse<DescMessage, DescMessage> {
+  readonly stream = false;
+  readonly method: DescMethodUnary<DescMessage, DescMessage>;
+  readonly service: DescService;
+  readonly #call: CallState;
+
+  constructor(
+    call: CallState,
+    readonly message: Message,
+  ) {
+    this.#call = call;
+    this.method = call.method;
+    this.service = call.method.parent;
+  }
+
+  get header(): Headers {
+    return this.#call.responseHeader;
+  }
+
+  get trailer(): Headers {
+    return this.#call.responseTrailer;
+  }
 }
 
 /**
@@ -260,7 +308,13 @@ class CallState {
   #responseTrailer: Headers | undefined;
   #finished = false;
 
-  constructor(call: GrpcUnaryCall, timeoutMs: number | undefined, responseEncoding: string, shutdownSignal: AbortSignal | undefined) {
+  constructor(
+    call: GrpcUnaryCall,
+    readonly method: DescMethodUnary<DescMessage, DescMessage>,
+    timeoutMs: number | undefined,
+    responseEncoding: string,
+    shutdownSignal: AbortSignal | undefined,
+  ) {
     this.#call = call;
     const deadlineAt = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
     this.#deadlineAt = deadlineAt;

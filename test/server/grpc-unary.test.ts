@@ -13,7 +13,7 @@ import type { AddressInfo } from "node:net";
 import { gunzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ConnectRouter, type HandlerContext, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import { compressionGzip } from "@connectrpc/connect-node";
 import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import {
@@ -87,6 +87,13 @@ function service(seen: Map<string, unknown>): Partial<ServiceImpl<typeof LeaseQu
             signal: ctx.signal.aborted,
           });
           return {};
+        case "spread":
+          seen.set(req.task, {
+            header: ctx.requestHeader.get("x-echo"),
+            aborted: ctx.signal.aborted,
+            url: ctx.url.replace(/:\d+\//, ":port/"),
+          });
+          return { job: { id: "spread" } };
         case "big":
           return { job: { id: "x".repeat(4000) } };
         case "connect-error":
@@ -113,6 +120,12 @@ function service(seen: Map<string, unknown>): Partial<ServiceImpl<typeof LeaseQu
   };
 }
 
+/** An interceptor that hands on a copy of the request (`{...req}`) for the task "spread", as interceptors may. */
+const spreadingInterceptor: Interceptor = (next) => (req) => {
+  if (!req.stream && (req.message as SubmitRequest).task === "spread") return next({ ...req, message: req.message });
+  return next(req);
+};
+
 async function serve(viaConnect: boolean, compressMinBytes?: number): Promise<Served> {
   const seen = new Map<string, unknown>();
   const observed: string[] = [];
@@ -128,7 +141,7 @@ async function serve(viaConnect: boolean, compressMinBytes?: number): Promise<Se
     routes,
     log: silentLogger,
     metrics,
-    interceptors: [boundaryInterceptor(silentLogger, metrics as Metrics)],
+    interceptors: [boundaryInterceptor(silentLogger, metrics as Metrics), spreadingInterceptor],
     readMaxBytes: 1024,
     acceptCompression: [compressionGzip],
     compressMinBytes: compressMinBytes ?? Number.MAX_SAFE_INTEGER,
@@ -259,6 +272,12 @@ describe("unary gRPC with binary messages, answered as connect answers", () => {
     const seen = fast.seen.get("context") as { names: string; pseudoRefused: boolean; changed: string };
     expect(seen.names).not.toContain(":");
     expect(seen).toMatchObject({ pseudoRefused: true, changed: "changed" });
+  });
+
+  it("serves a request an interceptor copied, the handler seeing its headers and signal", async () => {
+    await same({ headers: { "x-echo": "copied" }, body: [submit("spread")] });
+    expect(fast.seen.get("spread")).toEqual({ header: "copied", aborted: false, url: expect.stringContaining(":port/") as unknown });
+    expect(viaConnect.seen.get("spread")).toEqual(fast.seen.get("spread"));
   });
 
   it("sends a handler's ConnectError with its metadata and details, and a QueueError as its code", async () => {
