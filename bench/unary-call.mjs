@@ -23,8 +23,8 @@
  *            --compare=DIR (also the project adapter of another build: DIR is
  *              a copy of its dist/ inside this checkout, e.g. bench/.data/before/dist;
  *              may be given several times; --variants= then runs only those builds)
- *            --cpu-prof (an extra run of the project adapter under node
- *              --cpu-prof, not in the figures: top self-time functions of its timed phase)
+ *            --cpu-prof (an extra run of the first project adapter listed under
+ *              node --cpu-prof, not in the figures: top self-time functions of its timed phase)
  *            --out=FILE (default bench/results/unary-call-<timestamp>.json)
  */
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -159,7 +159,7 @@ const runId = startedAt.toISOString().replace(/[:.]/g, "-");
 const resultsDir = join(HERE, "results");
 mkdirSync(resultsDir, { recursive: true });
 if (args["cpu-prof"]) {
-  const project = variants.find((v) => v.variant === "project" && v.dist === undefined) ?? { name: "project", variant: "project" };
+  const project = variants.find((v) => v.variant === "project") ?? { name: "project", variant: "project" };
   const profDir = mkdtempSync(join(os.tmpdir(), "unary-call-prof-"));
   try {
     const run = await runOnce(project, { execArgv: ["--cpu-prof", `--cpu-prof-dir=${profDir}`] });
