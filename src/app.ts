@@ -174,11 +174,7 @@ interface OpenDatabase {
  * and given up after it closes (store/engine.ts), or at once when it fails
  * to open.
  */
-async function openDatabase(
-  config: Config,
-  log: Logger,
-  options: StartOptions,
-): Promise<OpenDatabase> {
+async function openDatabase(config: Config, log: Logger, options: StartOptions): Promise<OpenDatabase> {
   const { clock: host = systemClock, databaseClock, databaseHoldWaitMs } = options;
   const location = databaseLocation(config);
   const hold = holdDatabase(location, databaseHoldWaitMs);
