@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../src/app.js";
 import { resolveConfig } from "../src/config.js";
 import { silentLogger } from "../src/logger.js";
+import type { ThreadedSqliteStore } from "../src/store/sqlite/threaded-store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -65,5 +66,26 @@ describe("startServer", () => {
     await expect(fetch(`${metricsUrl}/health/live`)).rejects.toThrow();
     const next = await startServer(resolveConfig({ db, port: "0", "metrics-port": "0" }, {}), { log: silentLogger, databaseHoldWaitMs: 0 });
     await next.close();
+  });
+
+  it("stops when its store thread fails: the error is logged and onFatal told (by default the process exits 70)", async () => {
+    const db = join(databaseDir(), "jobs.db");
+    const logged: Array<{ msg: string; fields?: Record<string, unknown> }> = [];
+    const log = { ...silentLogger, error: (msg: string, fields?: Record<string, unknown>) => logged.push({ msg, fields }) };
+    const fatal: Error[] = [];
+    const server = await startServer(resolveConfig({ db, port: "0", "metrics-port": "0" }, {}), {
+      log,
+      onFatal: (error) => fatal.push(error),
+    });
+    cleanups.push(() => server.close());
+    await (server.store as ThreadedSqliteStore).thread.terminate();
+    await expect.poll(() => fatal.length).toBe(1);
+    expect(logged).toContainEqual({ msg: "the store thread failed; the server stops", fields: { error: fatal[0].message } });
+    const res = await fetch(`${server.apiUrl}/leasequeue.v1.LeaseQueueService/GetStats`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    expect((await res.json()) as { code: string }).toMatchObject({ code: "unavailable" });
   });
 });

@@ -14,10 +14,13 @@
 import { parentPort, workerData } from "node:worker_threads";
 import type { Clock } from "../../domain/clock.js";
 import type { OperationScope, WriteOperation } from "../operations/scope.js";
-import { operationOf } from "../write-calls.js";
+import { operationOf, type WriteName } from "../write-calls.js";
 import { SqliteStore } from "./sqlite-store.js";
 import {
   encodeError,
+  packAnswer,
+  packChange,
+  unpackArgs,
   READ_NAMES,
   type Call,
   type FromThread,
@@ -67,7 +70,7 @@ function at<T>(op: WriteOperation<T>, now: number): WriteOperation<T> {
 let store: SqliteStore;
 try {
   store = new SqliteStore({ ...(workerData as StoreThreadOptions), clock });
-  store.onCommitted((change) => report({ change }));
+  store.onCommitted((change) => report({ change: packChange(change) }));
   store.onWriteOutcome((outcome) => report({ outcome }));
   send({ kind: "open", durability: store.durability });
   port.on("message", receive);
@@ -77,18 +80,19 @@ try {
   port.close();
 }
 
-function answer(id: number, result: Promise<unknown>): void {
+function answer(id: number, name: WriteName | ReadName, result: Promise<unknown>): void {
   result.then(
-    (v) => report({ a: id, v }),
+    (v) => report({ a: id, v: packAnswer(name, v) }),
     (err: unknown) => report({ a: id, e: encodeError(err) }),
   );
 }
 
 function run(call: Call, now: number): void {
-  const [id, type, name, args] = call;
+  const [id, type, name, packed] = call;
   try {
-    if (type === "w") answer(id, store.write(at(operationOf(name, args as never), now)));
-    else answer(id, read(name, args));
+    const args = unpackArgs(name, packed);
+    if (type === "w") answer(id, name, store.write(at(operationOf(name, args as never), now)));
+    else answer(id, name, read(name, args));
   } catch (err) {
     report({ a: id, e: encodeError(err) });
   }

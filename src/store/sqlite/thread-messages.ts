@@ -11,7 +11,9 @@
  */
 import { QueueError, type QueueErrorReason } from "../../domain/errors.js";
 import { DatabaseRefusal, type DatabaseRefusalReason } from "../database-refusal.js";
-import type { CommittedChange, WriteOutcome } from "../store.js";
+import type { EventDraft, Job, JobEvent } from "../../domain/job.js";
+import type { NewJob } from "../../domain/submission.js";
+import type { ClaimOutcome, CommittedChange, SubmitOutcome, WriteOutcome } from "../store.js";
 import type { WriteName } from "../write-calls.js";
 
 /** The store's options that cross to the thread (plain data: the clock and callbacks stay on the main thread). */
@@ -60,7 +62,7 @@ export type FromThread =
  * ([id, value]), a refusal ([id, undefined, error]), a commit's
  * announcement, a write transaction's outcome.
  */
-export type Out = { a: number; v: unknown } | { a: number; e: EncodedError } | { change: CommittedChange } | { outcome: WriteOutcome };
+export type Out = { a: number; v: unknown } | { a: number; e: EncodedError } | { change: PackedChange } | { outcome: WriteOutcome };
 
 export type EncodedError =
   | { k: "queue"; reason: QueueErrorReason; message: string; metadata: Record<string, string> }
@@ -91,4 +93,174 @@ export function decodeError(e: EncodedError): Error {
   if (e.code !== undefined) (err as Error & { code?: string }).code = e.code;
   if (e.stack !== undefined) err.stack = e.stack;
   return err;
+}
+
+// ---------------------------------------------------------------- packing
+// Jobs and events cross as flat arrays of their fields in a fixed order,
+// never as an object per job: structured clone writes every key of every
+// object, and for a batch of 100 that is most of the cost of the crossing
+// (bench/store-thread.mjs measures both).
+
+const JOB_FIELDS = [
+  "id",
+  "queue",
+  "task",
+  "payloadJson",
+  "priority",
+  "state",
+  "attempts",
+  "maxAttempts",
+  "retryBaseDelayMs",
+  "scheduleTime",
+  "createTime",
+  "updateTime",
+  "finishTime",
+  "workerId",
+  "leaseExpireTime",
+  "deliveries",
+  "lastError",
+  "resultJson",
+  "progressJson",
+] as const satisfies ReadonlyArray<keyof Job>;
+const DRAFT_FIELDS = [
+  "jobId",
+  "queue",
+  "kind",
+  "fromState",
+  "toState",
+  "eventTime",
+  "workerId",
+  "attempt",
+  "message",
+] as const satisfies ReadonlyArray<keyof EventDraft>;
+const EVENT_FIELDS = ["sequence", ...DRAFT_FIELDS] as const satisfies ReadonlyArray<keyof JobEvent>;
+const NEW_JOB_FIELDS = [
+  "queue",
+  "task",
+  "payloadJson",
+  "priority",
+  "maxAttempts",
+  "retryBaseDelayMs",
+  "schedule",
+  "idempotencyKey",
+] as const satisfies ReadonlyArray<keyof NewJob>;
+
+// Every field is in its list: a field added to a type and not here fails to compile.
+type Covers<T, F extends readonly unknown[]> = [Exclude<keyof T, F[number]>] extends [never] ? true : never;
+const covered: [Covers<Job, typeof JOB_FIELDS>, Covers<JobEvent, typeof EVENT_FIELDS>, Covers<NewJob, typeof NEW_JOB_FIELDS>] = [
+  true,
+  true,
+  true,
+];
+void covered;
+
+function packRows<T>(items: readonly T[], fields: ReadonlyArray<keyof T>): unknown[] {
+  const out = new Array<unknown>(items.length * fields.length);
+  let k = 0;
+  for (const item of items) for (const f of fields) out[k++] = item[f];
+  return out;
+}
+
+function unpackRows<T>(flat: readonly unknown[], fields: ReadonlyArray<keyof T>): T[] {
+  const n = fields.length;
+  const out = new Array<T>(flat.length / n);
+  for (let r = 0, k = 0; r < out.length; r++) {
+    const item: Record<PropertyKey, unknown> = {};
+    for (let f = 0; f < n; f++) item[fields[f]] = flat[k++];
+    out[r] = item as T;
+  }
+  return out;
+}
+
+interface Codec<T> {
+  pack(value: T): unknown;
+  unpack(packed: unknown): T;
+}
+
+const jobs: Codec<Job[]> = {
+  pack: (v) => packRows(v, JOB_FIELDS),
+  unpack: (p) => unpackRows(p as unknown[], JOB_FIELDS),
+};
+const oneJob: Codec<Job | undefined> = {
+  pack: (v) => (v === undefined ? undefined : packRows([v], JOB_FIELDS)),
+  unpack: (p) => (p === undefined ? undefined : unpackRows<Job>(p as unknown[], JOB_FIELDS)[0]),
+};
+const events: Codec<JobEvent[]> = {
+  pack: (v) => packRows(v, EVENT_FIELDS),
+  unpack: (p) => unpackRows(p as unknown[], EVENT_FIELDS),
+};
+const submitOutcomes: Codec<SubmitOutcome[]> = {
+  pack: (v) => [
+    packRows(
+      v.map((o) => o.job),
+      JOB_FIELDS,
+    ),
+    v.map((o) => o.deduplicated),
+  ],
+  unpack: (p) => {
+    const [rows, dedup] = p as [unknown[], boolean[]];
+    return unpackRows<Job>(rows, JOB_FIELDS).map((job, i) => ({ job, deduplicated: dedup[i] }));
+  },
+};
+const claimOutcome: Codec<ClaimOutcome> = {
+  pack: (v) => [
+    packRows(
+      v.leases.map((l) => l.job),
+      JOB_FIELDS,
+    ),
+    v.leases.map((l) => l.leaseToken),
+    v.heldBack,
+    v.nextScheduleTime,
+  ],
+  unpack: (p) => {
+    const [rows, tokens, heldBack, nextScheduleTime] = p as [unknown[], string[], ClaimOutcome["heldBack"], number | null];
+    return { leases: unpackRows<Job>(rows, JOB_FIELDS).map((job, i) => ({ job, leaseToken: tokens[i] })), heldBack, nextScheduleTime };
+  },
+};
+
+/** How each call's answer crosses back; the rest cross as they are (small, or rare). */
+const ANSWERS: Partial<Record<WriteName | ReadName, Codec<never>>> = {
+  submit: submitOutcomes,
+  claim: claimOutcome,
+  heartbeat: oneJob,
+  complete: oneJob,
+  fail: oneJob,
+  release: oneJob,
+  snooze: oneJob,
+  redrive: oneJob,
+  cancel: oneJob,
+  getJob: oneJob,
+  listJobs: jobs,
+  listJobEvents: events,
+  listEvents: events,
+} as Partial<Record<WriteName | ReadName, Codec<never>>>;
+
+export function packAnswer(name: WriteName | ReadName, value: unknown): unknown {
+  const codec = ANSWERS[name] as Codec<unknown> | undefined;
+  return codec === undefined ? value : codec.pack(value);
+}
+
+export function unpackAnswer(name: WriteName | ReadName, packed: unknown): unknown {
+  const codec = ANSWERS[name] as Codec<unknown> | undefined;
+  return codec === undefined ? packed : codec.unpack(packed);
+}
+
+/** A call's arguments as they cross: a submit's jobs as rows. */
+export function packArgs(name: WriteName | ReadName, args: unknown[]): unknown[] {
+  return name === "submit" ? [packRows(args[0] as NewJob[], NEW_JOB_FIELDS)] : args;
+}
+
+export function unpackArgs(name: WriteName | ReadName, args: unknown[]): unknown[] {
+  return name === "submit" ? [unpackRows<NewJob>(args[0] as unknown[], NEW_JOB_FIELDS)] : args;
+}
+
+/** A commit's announcement as it crosses. */
+export type PackedChange = Omit<CommittedChange, "events" | "unrecorded"> & { events: unknown[]; unrecorded: unknown[] };
+
+export function packChange(change: CommittedChange): PackedChange {
+  return { ...change, events: packRows(change.events, EVENT_FIELDS), unrecorded: packRows(change.unrecorded, DRAFT_FIELDS) };
+}
+
+export function unpackChange(packed: PackedChange): CommittedChange {
+  return { ...packed, events: unpackRows(packed.events, EVENT_FIELDS), unrecorded: unpackRows(packed.unrecorded, DRAFT_FIELDS) };
 }

@@ -29,7 +29,17 @@ import { OperationStore } from "../operation-store.js";
 import type { ListEventsSpec, ListJobsSpec, QueueCounts, Store } from "../store.js";
 import type { WriteArgs, WriteName, WriteResult } from "../write-calls.js";
 import type { SqliteStoreOptions } from "./sqlite-store.js";
-import { decodeError, type Call, type FromThread, type ReadName, type StoreThreadOptions, type ToThread } from "./thread-messages.js";
+import {
+  decodeError,
+  packArgs,
+  unpackAnswer,
+  unpackChange,
+  type Call,
+  type FromThread,
+  type ReadName,
+  type StoreThreadOptions,
+  type ToThread,
+} from "./thread-messages.js";
 
 export interface ThreadedSqliteStoreOptions extends SqliteStoreOptions {
   /**
@@ -41,6 +51,7 @@ export interface ThreadedSqliteStoreOptions extends SqliteStoreOptions {
 }
 
 interface Waiting {
+  name: WriteName | ReadName;
   resolve(value: unknown): void;
   reject(error: unknown): void;
 }
@@ -100,16 +111,16 @@ export class ThreadedSqliteStore extends OperationStore implements Store {
     return this.#call("r", name, args) as Promise<T>;
   }
 
-  #call(type: "w" | "r", name: string, args: unknown[]): Promise<unknown> {
+  #call(type: "w" | "r", name: WriteName | ReadName, args: unknown[]): Promise<unknown> {
     if (this.#failed !== undefined) return Promise.reject(threadFailed(this.#failed));
     if (this.#closing !== undefined) return Promise.reject(new QueueError("STORE_UNAVAILABLE", "the store is closed"));
     const id = this.#nextId++;
-    this.#calls.push([id, type, name, args] as Call);
+    this.#calls.push([id, type, name, packArgs(name, args)] as Call);
     if (!this.#sendScheduled) {
       this.#sendScheduled = true;
       setImmediate(() => this.#send());
     }
-    return new Promise((resolve, reject) => this.#waiting.set(id, { resolve, reject }));
+    return new Promise((resolve, reject) => this.#waiting.set(id, { name, resolve, reject }));
   }
 
   /** Sends the calls of this turn, with the clock's time, in one message. */
@@ -147,8 +158,8 @@ export class ThreadedSqliteStore extends OperationStore implements Store {
             if (waiting === undefined) continue;
             this.#waiting.delete(item.a);
             if ("e" in item) waiting.reject(decodeError(item.e));
-            else waiting.resolve(item.v);
-          } else if ("change" in item) this.announce(item.change);
+            else waiting.resolve(unpackAnswer(waiting.name, item.v));
+          } else if ("change" in item) this.announce(unpackChange(item.change));
           else this.reportWrite(item.outcome);
         }
     }
