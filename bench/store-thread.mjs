@@ -70,7 +70,10 @@ async function measureCrossing() {
   const rows = [
     ["to the thread: SubmitBatch of 100", calls([[1, "w", "submit", packArgs("submit", [submitJobs])]])],
     ["to the thread: 100 Submits of 1", calls(submitJobs.map((j, i) => [i, "w", "submit", packArgs("submit", [[j]])]))],
-    ["to the thread: a claim of 100", calls([[1, "w", "claim", [{ queue: "bench", workerId: "w", leaseDurationMs: 60_000, maxJobs: BATCH }, 500]]])],
+    [
+      "to the thread: a claim of 100",
+      calls([[1, "w", "claim", [{ queue: "bench", workerId: "w", leaseDurationMs: 60_000, maxJobs: BATCH }, 500]]]),
+    ],
     ["to the thread: 100 Completes", calls(claimed.leases.map((l, i) => [i, "w", "complete", [l.job.id, l.leaseToken, null]]))],
     ["back: SubmitBatch answer (100 jobs)", answers("submit", [submitted])],
     ["back: claim answer (100 leases)", answers("claim", [claimed])],
