@@ -28,6 +28,10 @@
  *            --synchronous=normal (server and SQLite ceiling without an fsync per commit)
  *            --out=FILE (default bench/results/<timestamp>.json)
  *            --no-sdks (skip the worker SDKs' throughput, bench/sdks.mjs, run last in a full run)
+ *
+ * CPU per job is counted wherever it is spent: the server, the client
+ * processes and the database's processes (every postgres process, or
+ * redis-server; SQLite runs inside the server), and their total.
  */
 import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync, renameSync } from "node:fs";
@@ -46,7 +50,8 @@ import { startLeaseQueueServer } from "./lib/leasequeue-server.mjs";
 import { selectDriver } from "./lib/leasequeue-drivers.mjs";
 import { PEERS, POSTGRES_URL, postgresAvailable } from "./lib/peers.mjs";
 import { dropPgSchema, seedPgHistory } from "./lib/pg-history.mjs";
-import { commandCpuMeter, mib, processCpuMs } from "./lib/proc.mjs";
+import { inServerProcessMeter, postgresCpuMeter, redisCpuMeter } from "./lib/db-cpu.mjs";
+import { mib, processCpuMs } from "./lib/proc.mjs";
 import { latencySummary, nowMs, sleep } from "./lib/timing.mjs";
 import { printReport } from "./lib/report.mjs";
 import { verifyExactlyOnce } from "./lib/verify.mjs";
@@ -193,9 +198,22 @@ function producerRanges(n) {
  * progress until every job is done (or the time limit), then their
  * completions. `storeDone` (peers, and drivers whose completions are
  * answered late) is polled after the workers have seen every job, and its
- * time is the end of the run.
+ * time is the end of the run. CPU over the phase: `serverMeter` (sync
+ * start/stop; none for the peers, which have no server process), the client
+ * processes, and `dbMeterFor(clientPids)` (bench/lib/db-cpu.mjs).
  */
-async function throughputPhase({ label, workerScript, workerConfig, producerScript, producerConfig, n, timeoutMs, meter, storeDone }) {
+async function throughputPhase({
+  label,
+  workerScript,
+  workerConfig,
+  producerScript,
+  producerConfig,
+  n,
+  timeoutMs,
+  serverMeter,
+  dbMeterFor,
+  storeDone,
+}) {
   const readyTimeout = 60_000;
   const workers = Array.from({ length: LAYOUT.workerProcesses }, (_, k) =>
     forkChild(workerScript, { ...workerConfig(k), role: "worker", timeLimitMs: timeoutMs + 120_000 }, `${label} worker ${k}`),
@@ -219,9 +237,11 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
         if (counts.reduce((a, b) => a + b, 0) >= n) allHandled();
       }),
     );
-    meter.start();
-    // The client processes' own CPU over the same phase (their protocol and decoding work shares the 2 cores with the server).
     const clientPids = [...workers, ...producers].map((c) => c.pid);
+    const dbMeter = dbMeterFor(clientPids);
+    dbMeter.start();
+    serverMeter?.start();
+    // The client processes' own CPU over the same phase (their protocol and decoding work shares the 2 cores with the server).
     const clientCpuBefore = clientPids.map((pid) => processCpuMs(pid) ?? 0);
     const goAt = nowMs();
     const goUs = monotonicUs();
@@ -245,9 +265,10 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       end = nowMs();
       if (storeCheck.done < n) outcome = "store-timeout";
     }
-    const serverCpuMs = meter.stop();
+    const serverCpuMs = serverMeter === undefined ? null : serverMeter.stop();
     const window = { fromUs: goUs, toUs: monotonicUs() };
     const clientCpuMs = clientPids.reduce((sum, pid, k) => sum + ((processCpuMs(pid) ?? clientCpuBefore[k]) - clientCpuBefore[k]), 0);
+    const { ms: dbCpuMs, ...dbCpuSplit } = await dbMeter.stop();
     const produceResults = outcome === "handled" ? await produced : await Promise.race([produced, sleep(1000).then(() => [])]);
     const results = await Promise.all(workers.map((w) => (w.send({ type: "stop" }), w.next("result", 30_000))));
     const check = verifyExactlyOnce(
@@ -268,8 +289,14 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       e2eSeconds: outcome === "handled" ? (end - first) / 1000 : null,
       submitCalls,
       serverCpuMs,
+      serverCpuSeconds: serverCpuMs === null ? null : serverCpuMs / 1000,
+      serverCpuMsPerJob: serverCpuMs === null ? null : serverCpuMs / n,
       clientCpuMs,
       clientCpuMsPerJob: clientCpuMs / n,
+      dbCpuMs,
+      dbCpuMsPerJob: dbCpuMs / n,
+      dbCpu: { processes: dbMeter.database, ...dbCpuSplit },
+      totalCpuMsPerJob: ((serverCpuMs ?? 0) + clientCpuMs + dbCpuMs) / n,
       window,
     };
   } finally {
@@ -409,10 +436,12 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       producerConfig: { url: server.url, kind: scenario.kind, driver: scenario.driver, batchSize: LAYOUT.batchSize, queue: "bench" },
       n: SIZES.jobs,
       timeoutMs: SIZES.scenarioTimeoutMs,
-      meter: (() => {
+      serverMeter: (() => {
         let c0 = 0;
         return { start: () => (c0 = server.cpuMs()), stop: () => server.cpuMs() - c0 };
       })(),
+      // The PostgreSQL rows: the server's pool connections are the run's backends.
+      dbMeterFor: () => (postgres === undefined ? inServerProcessMeter() : postgresCpuMeter(postgres.url, () => [server.pid])),
       storeDone:
         stats === undefined
           ? undefined
@@ -465,8 +494,6 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       latencyOn: driver.latencyLabel,
       ...tp,
       latency,
-      serverCpuSeconds: tp.serverCpuMs / 1000,
-      serverCpuMsPerJob: tp.serverCpuMs / SIZES.jobs,
       peakRssMiB: mib(final.peakRssBytes),
       watchers:
         watchersResult === undefined
@@ -497,7 +524,6 @@ async function runPeer(name) {
     const setup = await peer.setup();
     try {
       log(`${name} ${version}, ${kind}`);
-      const daemon = commandCpuMeter(peer.daemon);
       const tp = await throughputPhase({
         label: `${name} ${kind}`,
         workerScript: script,
@@ -506,7 +532,8 @@ async function runPeer(name) {
         producerConfig: { system: name, setup, kind, batchSize: LAYOUT.batchSize },
         n: SIZES.jobs,
         timeoutMs: SIZES.peerTimeoutMs,
-        meter: daemon,
+        // No server process: the library runs in the clients, the rest is the database's CPU.
+        dbMeterFor: (clientPids) => (peer.daemon === "postgres" ? postgresCpuMeter(POSTGRES_URL, () => clientPids) : redisCpuMeter()),
         storeDone: () => peer.finished(SIZES.jobs, setup),
       });
       if (kind === "batched") {
@@ -522,8 +549,6 @@ async function runPeer(name) {
         api: PEER_API[name][kind],
         durability: availability.durability,
         ...tp,
-        serverCpuSeconds: tp.serverCpuMs / 1000,
-        serverCpuMsPerJob: tp.serverCpuMs / SIZES.jobs,
         peakRssMiB: null,
       });
     } finally {
@@ -616,6 +641,8 @@ if (args["cpu-prof"]) {
     e2eJobsPerSec: row.e2eJobsPerSec,
     serverCpuMsPerJob: row.serverCpuMsPerJob,
     clientCpuMsPerJob: row.clientCpuMsPerJob,
+    dbCpuMsPerJob: row.dbCpuMsPerJob,
+    totalCpuMsPerJob: row.totalCpuMsPerJob,
     ...(file === undefined ? { top: [] } : topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25, row.window)),
   };
 }
