@@ -28,6 +28,9 @@
  *            --synchronous=normal (server and SQLite ceiling without an fsync per commit)
  *            --out=FILE (default bench/results/<timestamp>.json)
  *            --no-sdks (skip the worker SDKs' throughput, bench/sdks.mjs, run last in a full run)
+ *            --taskset / --no-taskset (default on in a full run, off with --quick): after the SQLite rows,
+ *            (b) again with the server under `taskset -c 0` and `taskset -c 0,1`, clients unpinned
+ *            --taskset-scenarios=b (default b: which scenarios get those rows)
  *
  * CPU per job is counted wherever it is spent: the server, the client
  * processes and the database's processes (every postgres process, or
@@ -46,7 +49,7 @@ import * as pb from "../dist/gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { MIGRATIONS } from "../dist/src/store/sqlite/migrations.js";
 import { forkChild } from "./lib/children.mjs";
 import { seedHistory } from "./lib/history.mjs";
-import { startLeaseQueueServer } from "./lib/leasequeue-server.mjs";
+import { startLeaseQueueServer, tasksetUnavailable } from "./lib/leasequeue-server.mjs";
 import { selectDriver } from "./lib/leasequeue-drivers.mjs";
 import { PEERS, POSTGRES_URL, postgresAvailable } from "./lib/peers.mjs";
 import { dropPgSchema, seedPgHistory } from "./lib/pg-history.mjs";
@@ -74,6 +77,9 @@ const { values: args } = parseArgs({
     engines: { type: "string" },
     out: { type: "string" },
     "no-sdks": { type: "boolean", default: false },
+    taskset: { type: "boolean", default: false },
+    "no-taskset": { type: "boolean", default: false },
+    "taskset-scenarios": { type: "string", default: "b" },
   },
 });
 
@@ -137,6 +143,20 @@ const wantedPeers =
         .map((s) => s.trim())
         .filter(Boolean);
 for (const p of wantedPeers) if (PEERS[p] === undefined) throw new Error(`--peers: unknown peer "${p}" (${Object.keys(PEERS).join(", ")})`);
+/** The pinned server's cores, one then two: what a second core buys the server (the clients stay unpinned). */
+const PINNINGS = [
+  { cpus: "0", label: "server on 1 core" },
+  { cpus: "0,1", label: "server on 2 cores" },
+];
+const wantTaskset = !args["no-taskset"] && (args.taskset || !args.quick);
+const tasksetScenarios = wantTaskset
+  ? args["taskset-scenarios"]
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean)
+  : [];
+for (const s of tasksetScenarios)
+  if (SCENARIOS[s] === undefined) throw new Error(`--taskset-scenarios: unknown scenario "${s}" (${Object.keys(SCENARIOS).join(", ")})`);
 
 // ------------------------------------------------------------------ setup
 
@@ -384,10 +404,14 @@ function historyTemplate(count) {
   return file;
 }
 
-async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, engine = "sqlite" } = {}) {
+/** One LeaseQueue scenario on a fresh database; `pinning` ({cpus, label}) starts the server under `taskset -c cpus`. */
+async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, engine = "sqlite", pinning } = {}) {
   const scenario = SCENARIOS[key];
   const { driver, unusedBatchedRpcs, submitBatchView } = selectDriver(scenario.kind, pb.LeaseQueueService, pb, scenario.driver);
-  const db = join(runDir, `leasequeue-${key}${cpuProfDir ? "-profiled" : ""}.db`);
+  const db = join(
+    runDir,
+    `leasequeue-${key}${cpuProfDir ? "-profiled" : ""}${pinning ? `-cpus-${pinning.cpus.replace(/\W/g, "_")}` : ""}.db`,
+  );
   const postgres = engine === "postgres" ? { url: POSTGRES_URL, schema: `bench_leasequeue_${key}` } : undefined;
   if (postgres !== undefined) {
     await dropPgSchema(postgres.url, postgres.schema);
@@ -397,8 +421,16 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       log(`seeded ${r.jobs} jobs and ${r.events} events in ${(r.ms / 1000).toFixed(1)} s`);
     }
   } else if (scenario.history) copyFileSync(historyTemplate(SIZES.historyJobs), db);
-  const server = await startLeaseQueueServer({ db, postgres, cpuProfDir, env: { LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous } });
-  log(`  server listening at ${server.url}`);
+  const server = await startLeaseQueueServer({
+    db,
+    postgres,
+    cpuProfDir,
+    cpus: pinning?.cpus,
+    env: { LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous },
+  });
+  // What the kernel allows the server, read back (taskset execs node, so the pid is the server's).
+  const serverCpusAllowed = /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync(`/proc/${server.pid}/status`, "utf8"))?.[1];
+  log(`  server listening at ${server.url}${pinning ? ` (taskset -c ${pinning.cpus}: Cpus_allowed_list ${serverCpusAllowed})` : ""}`);
   let watchers;
   try {
     const script = CHILD("leasequeue-client.mjs");
@@ -480,12 +512,13 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       key,
       kind: scenario.kind,
       system:
-        engine === "postgres"
+        (engine === "postgres"
           ? "leasequeue on postgresql"
           : args.synchronous === "full"
             ? "leasequeue"
-            : `leasequeue (synchronous=${args.synchronous})`,
+            : `leasequeue (synchronous=${args.synchronous})`) + (pinning ? `, ${pinning.label}` : ""),
       engine,
+      serverCpus: pinning === undefined ? undefined : { taskset: `taskset -c ${pinning.cpus}`, cpusAllowed: serverCpusAllowed },
       api: driver.label,
       driver: driver.key,
       callsPerJob: driver.callsPerJob,
@@ -606,6 +639,19 @@ for (const engine of wantedEngines) {
   for (const key of wantedScenarios) {
     log(`LeaseQueue ${SCENARIOS[key].name}${engine === "postgres" ? " on PostgreSQL" : ""}`);
     report.rows.push(await runLeaseQueueScenario(key, { engine }));
+  }
+  // Right after the unpinned SQLite rows, so that the 2-core row (every core here) is close in time to its unpinned twin.
+  if (engine === "sqlite" && tasksetScenarios.length > 0) {
+    const why = tasksetUnavailable();
+    if (why !== null) {
+      log(`pinned server rows skipped: ${why}`);
+      report.skipped.push({ system: "leasequeue, server pinned with taskset", skipped: why });
+    } else
+      for (const key of tasksetScenarios)
+        for (const pinning of PINNINGS) {
+          log(`LeaseQueue ${SCENARIOS[key].name}, ${pinning.label} (taskset -c ${pinning.cpus}; clients unpinned)`);
+          report.rows.push(await runLeaseQueueScenario(key, { pinning }));
+        }
   }
 }
 for (const name of wantedPeers) {

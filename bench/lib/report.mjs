@@ -124,6 +124,7 @@ export function printReport(report) {
         : null,
       r.historyJobs ? `${r.historyJobs.toLocaleString("en")} completed jobs (+3 events each) in the file at start` : null,
       r.batchedRpcsNotUsed ? `descriptor also has ${r.batchedRpcsNotUsed.join(", ")}, which no bench driver uses yet` : null,
+      r.serverCpus ? `server under ${r.serverCpus.taskset} (Cpus_allowed_list ${r.serverCpus.cpusAllowed}), clients unpinned` : null,
       r.dbCpu?.processes && r.engine !== "sqlite" ? `db CPU: ${r.dbCpu.processes}` : null,
       r.dbCpu?.otherBackendsMs > 0
         ? `left out of db CPU: ${f0(r.dbCpu.otherBackendsMs)} ms of ${r.dbCpu.otherBackends} other PostgreSQL connection${r.dbCpu.otherBackends === 1 ? "" : "s"}`
