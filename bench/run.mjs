@@ -18,7 +18,7 @@
  * least three calls; batched ones as a ratio of the 100-per-commit loop.
  *
  *   npm run bench                 full run with peers (several minutes)
- *   npm run bench -- --quick      smaller sizes, no (c), no peers (< 1 min)
+ *   npm run bench -- --quick      smaller sizes, no (c), no peers unless named with --peers (< 1 min)
  *   npm run bench -- --no-peers   LeaseQueue and ceilings only
  *   options: --scenarios=a,a2,b,c,d  --peers=graphile-worker,pg-boss,bullmq
  *            ((a2) is (a) with each job's Complete carried by the next Claim: two calls per job)
@@ -96,8 +96,8 @@ const SIZES = args.quick
       sqliteBatch1Jobs: 500,
       sqliteBatch100Jobs: 5000,
       scenarioTimeoutMs: 40_000,
-      peerTimeoutMs: 0,
-      peerLatencySamples: 0,
+      peerTimeoutMs: 40_000,
+      peerLatencySamples: 50,
     }
   : {
       jobs: 5000,
@@ -136,7 +136,7 @@ for (const e of wantedEngines) if (!["sqlite", "postgres"].includes(e)) throw ne
 for (const s of wantedScenarios)
   if (SCENARIOS[s] === undefined) throw new Error(`--scenarios: unknown scenario "${s}" (${Object.keys(SCENARIOS).join(", ")})`);
 const wantedPeers =
-  args.quick || args["no-peers"]
+  args["no-peers"] || (args.quick && args.peers === undefined)
     ? []
     : (args.peers ?? Object.keys(PEERS).join(","))
         .split(",")
