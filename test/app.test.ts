@@ -106,7 +106,9 @@ describe("startServer", () => {
         return original.apply(this, args);
       });
     }
-    cleanups.push(() => vi.restoreAllMocks());
+    cleanups.push(() => {
+      vi.restoreAllMocks();
+    });
     const call = async (method: string, body: unknown) =>
       (await fetch(`${server.apiUrl}/leasequeue.v1.LeaseQueueService/${method}`, {
         method: "POST",
