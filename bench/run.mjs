@@ -357,7 +357,7 @@ async function sqliteCeiling(batch, jobs) {
 }
 
 async function noopCeiling() {
-  const server = forkChild(CHILD("noop-server.mjs"), { timeLimitMs: 120_000 }, "do-nothing server");
+  const server = forkChild(CHILD("unary-server.mjs"), { variant: "connect-node", timeLimitMs: 120_000 }, "do-nothing server");
   try {
     const { url } = await server.next("ready", 30_000);
     const client = forkChild(

@@ -296,7 +296,7 @@ function createShutdownSignal(): AbortController {
   return shutdown;
 }
 
-interface ApiHandlerParts {
+export interface ApiHandlerParts {
   service: RoutesOptions["service"];
   health: HealthStatus;
   auth: Authenticator | undefined;
@@ -305,8 +305,13 @@ interface ApiHandlerParts {
   shutdownSignal: AbortSignal;
 }
 
-/** Everything the API port answers: the RPCs, and the API reference and console for every other path. */
-function createApiHandler(config: Config, { service, health, auth, metrics, log, shutdownSignal }: ApiHandlerParts): RpcHandler {
+/**
+ * Everything the API port answers: the RPCs, and the API reference and
+ * console for every other path. Exported so that bench/unary-call.mjs can
+ * mount a do-nothing service through exactly this adapter
+ * (docs/performance.md "The cost of one unary call").
+ */
+export function createApiHandler(config: Config, { service, health, auth, metrics, log, shutdownSignal }: ApiHandlerParts): RpcHandler {
   // connect's JSON serialization reads `textDecoder` from these options,
   // although the router's option type does not declare it.
   // The registry lets JSON carry the google.rpc details packed in an
@@ -322,7 +327,7 @@ function createApiHandler(config: Config, { service, health, auth, metrics, log,
     contextValues: (values, req, res, method) => {
       // Authentication first: a refused call gets nothing else prepared.
       if (auth !== undefined) values.set(callerKey, auth.authorize(method, req.headers.authorization));
-      watchOutputs.addTo(values, req, res);
+      watchOutputs.addTo(values, req, res, method);
     },
     routes: routes({ service, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],

@@ -47,9 +47,13 @@ function track(proc, name) {
 
 /** A forked Node child speaking the bench's message protocol. */
 export class Child {
-  constructor(script, config, name) {
+  constructor(script, config, name, { execArgv } = {}) {
     this.name = name;
-    this.proc = fork(script, [JSON.stringify(config)], { stdio: ["ignore", "inherit", "pipe", "ipc"], serialization: "advanced" });
+    this.proc = fork(script, [JSON.stringify(config)], {
+      stdio: ["ignore", "inherit", "pipe", "ipc"],
+      serialization: "advanced",
+      ...(execArgv !== undefined ? { execArgv } : {}),
+    });
     const t = track(this.proc, name);
     this.exited = t.exited;
     this.stderrTail = t.stderrTail;
@@ -137,9 +141,9 @@ export class Child {
   }
 }
 
-/** Forks `script` (a path) with `config` as its only argument (JSON). */
-export function forkChild(script, config, name) {
-  return new Child(script, config, name);
+/** Forks `script` (a path) with `config` as its only argument (JSON); `options.execArgv`: Node flags of the child (e.g. --cpu-prof). */
+export function forkChild(script, config, name, options) {
+  return new Child(script, config, name, options);
 }
 
 /** Spawns a non-Node process (stdout piped for the caller to read) that is killed when the bench exits. */

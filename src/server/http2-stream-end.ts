@@ -13,6 +13,8 @@ export function resetAfterTrailers(res: http2.Http2ServerResponse): void {
   // one more turn so that it follows the trailers on the wire.
   const stream = res.stream;
   stream.once("wantTrailers", () => {
+    // The request is complete (every unary call): nothing to reset, no turn to wait.
+    if (stream.readableEnded) return;
     setImmediate(() => {
       if (!stream.destroyed && !stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
     });

@@ -12,6 +12,7 @@
  */
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
+import type { DescMethod } from "@bufbuild/protobuf";
 import type { ContextValues } from "@connectrpc/connect";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { WATCH_OUTPUT, type WatchOutput } from "../service/watch-event-frames.js";
@@ -20,23 +21,21 @@ import { KernelSendQueues } from "./kernel-send-queue.js";
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type NodeResponse = http.ServerResponse | http2.Http2ServerResponse;
 
-const WATCH_EVENTS_PATH = `/${LeaseQueueService.typeName}/${LeaseQueueService.method.watchEvents.name}`;
-
 export interface WatchOutputsOptions {
   /** LEASEQUEUE_WATCH_MAX_PENDING_BYTES: also how much may go unconfirmed into the kernel on HTTP/1.1. */
   maxPendingBytes: number;
 }
 
 export interface WatchOutputs {
-  /** For the RPC handler's `contextValues`: a WatchOutput for WatchEvents calls. */
-  addTo(values: ContextValues, req: NodeRequest, res: NodeResponse): void;
+  /** For the RPC handler's `contextValues`: a WatchOutput for WatchEvents calls (`method`: the call's). */
+  addTo(values: ContextValues, req: NodeRequest, res: NodeResponse, method: DescMethod): void;
 }
 
 export function createWatchOutputs({ maxPendingBytes }: WatchOutputsOptions): WatchOutputs {
   const kernel = new KernelSendQueues();
   return {
-    addTo(values, req, res) {
-      if (req.url?.split("?", 1)[0] === WATCH_EVENTS_PATH) values.set(WATCH_OUTPUT, watchOutputOf(res, kernel, maxPendingBytes));
+    addTo(values, _req, res, method) {
+      if (method === LeaseQueueService.method.watchEvents) values.set(WATCH_OUTPUT, watchOutputOf(res, kernel, maxPendingBytes));
     },
   };
 }

@@ -14,7 +14,11 @@
  *   "handler for rpc ... failed" to stderr for it).
  *
  * Request and response bytes are otherwise those of connect-node: the same
- * universalRequestFromNodeRequest / universalResponseToNodeResponse it uses.
+ * universalRequestFromNodeRequest / universalResponseToNodeResponse it uses,
+ * except for unary calls over gRPC with binary messages, which
+ * grpc-unary.ts serves with connect's serialization and limits but without
+ * its per-call stream machinery (docs/performance.md "The cost of one unary
+ * call").
  */
 import type * as http from "node:http";
 import * as http2 from "node:http2";
@@ -24,6 +28,8 @@ import {
   ConnectError,
   createConnectRouter,
   createContextValues,
+  createMethodImplSpec,
+  createServiceImplSpec,
   type ContextValues,
   type ConnectRouter,
   type ConnectRouterOptions,
@@ -31,12 +37,13 @@ import {
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { codeToHttpStatus, codeToString as codeName } from "@connectrpc/connect/protocol-connect";
 import type { DescMethod } from "@bufbuild/protobuf";
-import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import { createMethodUrl, validateUniversalHandlerOptions, type UniversalHandler } from "@connectrpc/connect/protocol";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
 import type { NodeRequestHandler } from "./node-request-handler.js";
 import { watchOutcome } from "./call-outcome.js";
 import { callRecordKey, type CallRecord } from "./call-record.js";
+import { createGrpcUnaryMethod, servesAsGrpcUnary, type GrpcUnaryCall, type UnaryImplSpec } from "./grpc-unary.js";
 import { requestTimedOut } from "./http2-request-timeout.js";
 import { refuseRequest } from "./protocol-refusal.js";
 
@@ -136,10 +143,44 @@ function refuseBeforeHandler(
   return refusal.code;
 }
 
+/**
+ * Registers the routes on connect's router, and returns the unary methods
+ * of the services registered without options of their own (by request
+ * path): grpc-unary.ts serves those with the router's options.
+ */
+function registerRoutes(router: ConnectRouter, routes: (router: ConnectRouter) => void): Map<string, UnaryImplSpec> {
+  const unary = new Map<string, UnaryImplSpec>();
+  const add = (spec: ReturnType<typeof createMethodImplSpec>) => {
+    if (spec.kind === "unary") unary.set(createMethodUrl("/", spec.method), spec);
+  };
+  const registering: ConnectRouter = {
+    get handlers() {
+      return router.handlers;
+    },
+    service(service, implementation, options) {
+      router.service(service, implementation, options);
+      if (options === undefined) for (const spec of Object.values(createServiceImplSpec(service, implementation).methods)) add(spec);
+      return registering;
+    },
+    rpc(method, impl, options) {
+      router.rpc(method, impl, options);
+      if (options === undefined) add(createMethodImplSpec(method, impl));
+      return registering;
+    },
+  };
+  routes(registering);
+  return unary;
+}
+
 /** Builds the API port's RPC handler over connect's router. */
 export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
   const router = createConnectRouter(opts);
-  opts.routes(router);
+  const unaryImpls = registerRoutes(router, opts.routes);
+  const grpcUnary = new Map<string, (call: GrpcUnaryCall) => void>();
+  if (opts.grpc !== false) {
+    const options = validateUniversalHandlerOptions(opts);
+    for (const [path, spec] of unaryImpls) grpcUnary.set(path, createGrpcUnaryMethod(spec, options));
+  }
   const paths = new Map<string, UniversalHandler>();
   for (const uHandler of router.handlers) paths.set(uHandler.requestPath, uHandler);
   const fallback: NodeRequestHandler =
@@ -150,7 +191,8 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
     });
 
   const handler: NodeRequestHandler = (req, res) => {
-    const uHandler = paths.get(req.url?.split("?", 2)[0] ?? "");
+    const path = req.url?.split("?", 2)[0] ?? "";
+    const uHandler = paths.get(path);
     if (uHandler === undefined) {
       fallback(req, res);
       return;
@@ -189,6 +231,17 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
       opts.contextValues?.(contextValues, req, res, uHandler.method);
     } catch (err) {
       outcome.code = refuseBeforeHandler(opts.log, name, req, res, err);
+      return;
+    }
+    const serveGrpcUnary = req instanceof http2.Http2ServerRequest && servesAsGrpcUnary(req) ? grpcUnary.get(path) : undefined;
+    if (serveGrpcUnary !== undefined) {
+      serveGrpcUnary({
+        req: req as http2.Http2ServerRequest,
+        res: res as http2.Http2ServerResponse,
+        contextValues,
+        settled: (code) => (outcome.code = code),
+        writeFailed: logFailure,
+      });
       return;
     }
     let uReq;

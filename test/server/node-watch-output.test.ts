@@ -11,6 +11,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import { createContextValues } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
+import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { createWatchOutputs } from "../../src/server/node-watch-output.js";
 import { WATCH_OUTPUT, type WatchOutput } from "../../src/service/watch-event-frames.js";
 
@@ -30,7 +31,10 @@ async function serve(
   const outputs = createWatchOutputs({ maxPendingBytes: MAX_PENDING });
   const handler = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
     const values = createContextValues();
-    outputs.addTo(values, req, res);
+    // The method the RPC adapter would have routed the path to.
+    const name = (req.url ?? "").split("/").pop();
+    const method = LeaseQueueService.methods.find((m) => m.name === name) ?? LeaseQueueService.method.getStats;
+    outputs.addTo(values, req, res, method);
     res.writeHead(200, { "content-type": "application/connect+proto" });
     (res as http.ServerResponse).write(Buffer.alloc(5)); // what the framework sends first
     onCall(values.get(WATCH_OUTPUT), res);
