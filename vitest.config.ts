@@ -14,6 +14,8 @@ import { defineConfig } from "vitest/config";
  */
 export default defineConfig({
   test: {
+    // The SQLite store's thread runs from source under test (src/store/sqlite/threaded-store.ts); worker threads inherit this.
+    execArgv: ["--import", "./test/helpers/register-typescript.mjs"],
     coverage: {
       provider: "v8",
       include: ["src/**/*.ts"],

@@ -18,7 +18,7 @@
  * least three calls; batched ones as a ratio of the 100-per-commit loop.
  *
  *   npm run bench                 full run with peers (several minutes)
- *   npm run bench -- --quick      smaller sizes, no (c), no peers (< 1 min)
+ *   npm run bench -- --quick      smaller sizes, no (c), no peers unless named with --peers (< 1 min)
  *   npm run bench -- --no-peers   LeaseQueue and ceilings only
  *   options: --scenarios=a,a2,b,c,d  --peers=graphile-worker,pg-boss,bullmq
  *            ((a2) is (a) with each job's Complete carried by the next Claim: two calls per job)
@@ -28,6 +28,13 @@
  *            --synchronous=normal (server and SQLite ceiling without an fsync per commit)
  *            --out=FILE (default bench/results/<timestamp>.json)
  *            --no-sdks (skip the worker SDKs' throughput, bench/sdks.mjs, run last in a full run)
+ *            --taskset / --no-taskset (default on in a full run, off with --quick): after the SQLite rows,
+ *            (b) again with the server under `taskset -c 0` and `taskset -c 0,1`, clients unpinned
+ *            --taskset-scenarios=b (default b: which scenarios get those rows)
+ *
+ * CPU per job is counted wherever it is spent: the server, the client
+ * processes and the database's processes (every postgres process, or
+ * redis-server; SQLite runs inside the server), and their total.
  */
 import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync, renameSync } from "node:fs";
@@ -42,11 +49,12 @@ import * as pb from "../dist/gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { MIGRATIONS } from "../dist/src/store/sqlite/migrations.js";
 import { forkChild } from "./lib/children.mjs";
 import { seedHistory } from "./lib/history.mjs";
-import { startLeaseQueueServer } from "./lib/leasequeue-server.mjs";
+import { startLeaseQueueServer, tasksetUnavailable } from "./lib/leasequeue-server.mjs";
 import { selectDriver } from "./lib/leasequeue-drivers.mjs";
 import { PEERS, POSTGRES_URL, postgresAvailable } from "./lib/peers.mjs";
 import { dropPgSchema, seedPgHistory } from "./lib/pg-history.mjs";
-import { commandCpuMeter, mib, processCpuMs } from "./lib/proc.mjs";
+import { inServerProcessMeter, postgresCpuMeter, redisCpuMeter } from "./lib/db-cpu.mjs";
+import { mib, processCpuMs } from "./lib/proc.mjs";
 import { latencySummary, nowMs, sleep } from "./lib/timing.mjs";
 import { printReport } from "./lib/report.mjs";
 import { verifyExactlyOnce } from "./lib/verify.mjs";
@@ -69,6 +77,9 @@ const { values: args } = parseArgs({
     engines: { type: "string" },
     out: { type: "string" },
     "no-sdks": { type: "boolean", default: false },
+    taskset: { type: "boolean", default: false },
+    "no-taskset": { type: "boolean", default: false },
+    "taskset-scenarios": { type: "string", default: "b" },
   },
 });
 
@@ -85,8 +96,8 @@ const SIZES = args.quick
       sqliteBatch1Jobs: 500,
       sqliteBatch100Jobs: 5000,
       scenarioTimeoutMs: 40_000,
-      peerTimeoutMs: 0,
-      peerLatencySamples: 0,
+      peerTimeoutMs: 40_000,
+      peerLatencySamples: 50,
     }
   : {
       jobs: 5000,
@@ -125,13 +136,27 @@ for (const e of wantedEngines) if (!["sqlite", "postgres"].includes(e)) throw ne
 for (const s of wantedScenarios)
   if (SCENARIOS[s] === undefined) throw new Error(`--scenarios: unknown scenario "${s}" (${Object.keys(SCENARIOS).join(", ")})`);
 const wantedPeers =
-  args.quick || args["no-peers"]
+  args["no-peers"] || (args.quick && args.peers === undefined)
     ? []
     : (args.peers ?? Object.keys(PEERS).join(","))
         .split(",")
         .map((s) => s.trim())
         .filter(Boolean);
 for (const p of wantedPeers) if (PEERS[p] === undefined) throw new Error(`--peers: unknown peer "${p}" (${Object.keys(PEERS).join(", ")})`);
+/** The pinned server's cores, one then two: what a second core buys the server (the clients stay unpinned). */
+const PINNINGS = [
+  { cpus: "0", label: "server on 1 core" },
+  { cpus: "0,1", label: "server on 2 cores" },
+];
+const wantTaskset = !args["no-taskset"] && (args.taskset || !args.quick);
+const tasksetScenarios = wantTaskset
+  ? args["taskset-scenarios"]
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean)
+  : [];
+for (const s of tasksetScenarios)
+  if (SCENARIOS[s] === undefined) throw new Error(`--taskset-scenarios: unknown scenario "${s}" (${Object.keys(SCENARIOS).join(", ")})`);
 
 // ------------------------------------------------------------------ setup
 
@@ -193,9 +218,22 @@ function producerRanges(n) {
  * progress until every job is done (or the time limit), then their
  * completions. `storeDone` (peers, and drivers whose completions are
  * answered late) is polled after the workers have seen every job, and its
- * time is the end of the run.
+ * time is the end of the run. CPU over the phase: `serverMeter` (sync
+ * start/stop; none for the peers, which have no server process), the client
+ * processes, and `dbMeterFor(clientPids)` (bench/lib/db-cpu.mjs).
  */
-async function throughputPhase({ label, workerScript, workerConfig, producerScript, producerConfig, n, timeoutMs, meter, storeDone }) {
+async function throughputPhase({
+  label,
+  workerScript,
+  workerConfig,
+  producerScript,
+  producerConfig,
+  n,
+  timeoutMs,
+  serverMeter,
+  dbMeterFor,
+  storeDone,
+}) {
   const readyTimeout = 60_000;
   const workers = Array.from({ length: LAYOUT.workerProcesses }, (_, k) =>
     forkChild(workerScript, { ...workerConfig(k), role: "worker", timeLimitMs: timeoutMs + 120_000 }, `${label} worker ${k}`),
@@ -219,9 +257,11 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
         if (counts.reduce((a, b) => a + b, 0) >= n) allHandled();
       }),
     );
-    meter.start();
-    // The client processes' own CPU over the same phase (their protocol and decoding work shares the 2 cores with the server).
     const clientPids = [...workers, ...producers].map((c) => c.pid);
+    const dbMeter = dbMeterFor(clientPids);
+    dbMeter.start();
+    serverMeter?.start();
+    // The client processes' own CPU over the same phase (their protocol and decoding work shares the 2 cores with the server).
     const clientCpuBefore = clientPids.map((pid) => processCpuMs(pid) ?? 0);
     const goAt = nowMs();
     const goUs = monotonicUs();
@@ -245,9 +285,10 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       end = nowMs();
       if (storeCheck.done < n) outcome = "store-timeout";
     }
-    const serverCpuMs = meter.stop();
+    const serverCpuMs = serverMeter === undefined ? null : serverMeter.stop();
     const window = { fromUs: goUs, toUs: monotonicUs() };
     const clientCpuMs = clientPids.reduce((sum, pid, k) => sum + ((processCpuMs(pid) ?? clientCpuBefore[k]) - clientCpuBefore[k]), 0);
+    const { ms: dbCpuMs, ...dbCpuSplit } = await dbMeter.stop();
     const produceResults = outcome === "handled" ? await produced : await Promise.race([produced, sleep(1000).then(() => [])]);
     const results = await Promise.all(workers.map((w) => (w.send({ type: "stop" }), w.next("result", 30_000))));
     const check = verifyExactlyOnce(
@@ -268,8 +309,14 @@ async function throughputPhase({ label, workerScript, workerConfig, producerScri
       e2eSeconds: outcome === "handled" ? (end - first) / 1000 : null,
       submitCalls,
       serverCpuMs,
+      serverCpuSeconds: serverCpuMs === null ? null : serverCpuMs / 1000,
+      serverCpuMsPerJob: serverCpuMs === null ? null : serverCpuMs / n,
       clientCpuMs,
       clientCpuMsPerJob: clientCpuMs / n,
+      dbCpuMs,
+      dbCpuMsPerJob: dbCpuMs / n,
+      dbCpu: { processes: dbMeter.database, ...dbCpuSplit },
+      totalCpuMsPerJob: ((serverCpuMs ?? 0) + clientCpuMs + dbCpuMs) / n,
       window,
     };
   } finally {
@@ -357,10 +404,14 @@ function historyTemplate(count) {
   return file;
 }
 
-async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, engine = "sqlite" } = {}) {
+/** One LeaseQueue scenario on a fresh database; `pinning` ({cpus, label}) starts the server under `taskset -c cpus`. */
+async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, engine = "sqlite", pinning } = {}) {
   const scenario = SCENARIOS[key];
   const { driver, unusedBatchedRpcs, submitBatchView } = selectDriver(scenario.kind, pb.LeaseQueueService, pb, scenario.driver);
-  const db = join(runDir, `leasequeue-${key}${cpuProfDir ? "-profiled" : ""}.db`);
+  const db = join(
+    runDir,
+    `leasequeue-${key}${cpuProfDir ? "-profiled" : ""}${pinning ? `-cpus-${pinning.cpus.replace(/\W/g, "_")}` : ""}.db`,
+  );
   const postgres = engine === "postgres" ? { url: POSTGRES_URL, schema: `bench_leasequeue_${key}` } : undefined;
   if (postgres !== undefined) {
     await dropPgSchema(postgres.url, postgres.schema);
@@ -370,8 +421,16 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       log(`seeded ${r.jobs} jobs and ${r.events} events in ${(r.ms / 1000).toFixed(1)} s`);
     }
   } else if (scenario.history) copyFileSync(historyTemplate(SIZES.historyJobs), db);
-  const server = await startLeaseQueueServer({ db, postgres, cpuProfDir, env: { LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous } });
-  log(`  server listening at ${server.url}`);
+  const server = await startLeaseQueueServer({
+    db,
+    postgres,
+    cpuProfDir,
+    cpus: pinning?.cpus,
+    env: { LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous },
+  });
+  // What the kernel allows the server, read back (taskset execs node, so the pid is the server's).
+  const serverCpusAllowed = /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync(`/proc/${server.pid}/status`, "utf8"))?.[1];
+  log(`  server listening at ${server.url}${pinning ? ` (taskset -c ${pinning.cpus}: Cpus_allowed_list ${serverCpusAllowed})` : ""}`);
   let watchers;
   try {
     const script = CHILD("leasequeue-client.mjs");
@@ -409,10 +468,12 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       producerConfig: { url: server.url, kind: scenario.kind, driver: scenario.driver, batchSize: LAYOUT.batchSize, queue: "bench" },
       n: SIZES.jobs,
       timeoutMs: SIZES.scenarioTimeoutMs,
-      meter: (() => {
+      serverMeter: (() => {
         let c0 = 0;
         return { start: () => (c0 = server.cpuMs()), stop: () => server.cpuMs() - c0 };
       })(),
+      // The PostgreSQL rows: the server's pool connections are the run's backends.
+      dbMeterFor: () => (postgres === undefined ? inServerProcessMeter() : postgresCpuMeter(postgres.url, () => [server.pid])),
       storeDone:
         stats === undefined
           ? undefined
@@ -451,12 +512,13 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       key,
       kind: scenario.kind,
       system:
-        engine === "postgres"
+        (engine === "postgres"
           ? "leasequeue on postgresql"
           : args.synchronous === "full"
             ? "leasequeue"
-            : `leasequeue (synchronous=${args.synchronous})`,
+            : `leasequeue (synchronous=${args.synchronous})`) + (pinning ? `, ${pinning.label}` : ""),
       engine,
+      serverCpus: pinning === undefined ? undefined : { taskset: `taskset -c ${pinning.cpus}`, cpusAllowed: serverCpusAllowed },
       api: driver.label,
       driver: driver.key,
       callsPerJob: driver.callsPerJob,
@@ -465,8 +527,6 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       latencyOn: driver.latencyLabel,
       ...tp,
       latency,
-      serverCpuSeconds: tp.serverCpuMs / 1000,
-      serverCpuMsPerJob: tp.serverCpuMs / SIZES.jobs,
       peakRssMiB: mib(final.peakRssBytes),
       watchers:
         watchersResult === undefined
@@ -497,7 +557,6 @@ async function runPeer(name) {
     const setup = await peer.setup();
     try {
       log(`${name} ${version}, ${kind}`);
-      const daemon = commandCpuMeter(peer.daemon);
       const tp = await throughputPhase({
         label: `${name} ${kind}`,
         workerScript: script,
@@ -506,7 +565,8 @@ async function runPeer(name) {
         producerConfig: { system: name, setup, kind, batchSize: LAYOUT.batchSize },
         n: SIZES.jobs,
         timeoutMs: SIZES.peerTimeoutMs,
-        meter: daemon,
+        // No server process: the library runs in the clients, the rest is the database's CPU.
+        dbMeterFor: (clientPids) => (peer.daemon === "postgres" ? postgresCpuMeter(POSTGRES_URL, () => clientPids) : redisCpuMeter()),
         storeDone: () => peer.finished(SIZES.jobs, setup),
       });
       if (kind === "batched") {
@@ -522,8 +582,6 @@ async function runPeer(name) {
         api: PEER_API[name][kind],
         durability: availability.durability,
         ...tp,
-        serverCpuSeconds: tp.serverCpuMs / 1000,
-        serverCpuMsPerJob: tp.serverCpuMs / SIZES.jobs,
         peakRssMiB: null,
       });
     } finally {
@@ -582,6 +640,19 @@ for (const engine of wantedEngines) {
     log(`LeaseQueue ${SCENARIOS[key].name}${engine === "postgres" ? " on PostgreSQL" : ""}`);
     report.rows.push(await runLeaseQueueScenario(key, { engine }));
   }
+  // Right after the unpinned SQLite rows, so that the 2-core row (every core here) is close in time to its unpinned twin.
+  if (engine === "sqlite" && tasksetScenarios.length > 0) {
+    const why = tasksetUnavailable();
+    if (why !== null) {
+      log(`pinned server rows skipped: ${why}`);
+      report.skipped.push({ system: "leasequeue, server pinned with taskset", skipped: why });
+    } else
+      for (const key of tasksetScenarios)
+        for (const pinning of PINNINGS) {
+          log(`LeaseQueue ${SCENARIOS[key].name}, ${pinning.label} (taskset -c ${pinning.cpus}; clients unpinned)`);
+          report.rows.push(await runLeaseQueueScenario(key, { pinning }));
+        }
+  }
 }
 for (const name of wantedPeers) {
   let rows;
@@ -616,6 +687,8 @@ if (args["cpu-prof"]) {
     e2eJobsPerSec: row.e2eJobsPerSec,
     serverCpuMsPerJob: row.serverCpuMsPerJob,
     clientCpuMsPerJob: row.clientCpuMsPerJob,
+    dbCpuMsPerJob: row.dbCpuMsPerJob,
+    totalCpuMsPerJob: row.totalCpuMsPerJob,
     ...(file === undefined ? { top: [] } : topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25, row.window)),
   };
 }

@@ -4,6 +4,7 @@
  * The API URL comes from its "api listening" log line; CPU and peak RSS
  * from /proc while it runs.
  */
+import { spawnSync } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { spawnTracked } from "./children.mjs";
@@ -11,21 +12,28 @@ import { processCpuMs, processMemory } from "./proc.mjs";
 
 const BIN = fileURLToPath(new URL("../../bin/leasequeue.js", import.meta.url));
 
+/** Why `taskset` cannot pin the server here, or null when it can (util-linux; present on Debian). */
+export function tasksetUnavailable() {
+  const r = spawnSync("taskset", ["-c", "0", "true"], { encoding: "utf8" });
+  if (r.error !== undefined) return `taskset not found (${r.error.message}); install util-linux`;
+  if (r.status !== 0) return `taskset -c 0 failed: ${r.stderr.trim()}`;
+  return null;
+}
+
 /**
  * Starts the server; resolves once it listens.
  * options: db (a SQLite file) or postgres ({url, schema}: the PostgreSQL store),
  * env (extra environment, e.g. LEASEQUEUE_SQLITE_SYNCHRONOUS), cpuProfDir
- * (write a V8 CPU profile there on exit), startTimeoutMs.
+ * (write a V8 CPU profile there on exit), cpus (a `taskset -c` CPU list such
+ * as "0" or "0,1": the server runs on those cores only; taskset execs node,
+ * so the pid is the server's), startTimeoutMs.
  */
-export async function startLeaseQueueServer({ db, postgres, env = {}, cpuProfDir, startTimeoutMs = 30_000 }) {
+export async function startLeaseQueueServer({ db, postgres, env = {}, cpuProfDir, cpus, startTimeoutMs = 30_000 }) {
   const nodeArgs = cpuProfDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`];
   const database = postgres === undefined ? ["--db", db] : ["--database-url", postgres.url, "--database-schema", postgres.schema];
-  const { proc, exited, stderrTail } = spawnTracked(
-    process.execPath,
-    [...nodeArgs, BIN, "serve", ...database, "--port", "0", "--metrics-port", "0"],
-    { env: { ...process.env, ...env } },
-    "leasequeue server",
-  );
+  const command = [process.execPath, ...nodeArgs, BIN, "serve", ...database, "--port", "0", "--metrics-port", "0"];
+  if (cpus !== undefined) command.unshift("taskset", "-c", cpus);
+  const { proc, exited, stderrTail } = spawnTracked(command[0], command.slice(1), { env: { ...process.env, ...env } }, "leasequeue server");
   const lines = createInterface({ input: proc.stdout });
   const logTail = [];
   const listening = new Promise((resolve, reject) => {

@@ -1,13 +1,14 @@
 /**
  * Resource figures of a process read from Linux /proc: CPU time and peak
- * resident memory of the server under test, and the summed CPU of a peer's
- * daemon processes (PostgreSQL backends, redis-server). Same parsing as
+ * resident memory of the server under test, and the summed CPU of the
+ * database's processes (PostgreSQL backends, redis-server; bench/lib/db-cpu.mjs). Same parsing as
  * test/helpers/proc-stats.ts, in plain JavaScript for the .mjs bench.
  */
+import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 
-/** USER_HZ: the unit of utime/stime in /proc/<pid>/stat; 100 on Linux. */
-const CLOCK_TICKS_PER_SECOND = 100;
+/** USER_HZ: the unit of utime/stime in /proc/<pid>/stat, from `getconf CLK_TCK` (100 on Linux, the fallback). */
+const CLOCK_TICKS_PER_SECOND = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout?.trim()) || 100;
 
 /** CPU time (user + system) used so far by process `pid`, in milliseconds; null once it is gone. */
 export function processCpuMs(pid) {

@@ -2,8 +2,9 @@
  * The printed table of a bench run: every row with its ratio to the ceiling
  * that bounds it (unary: do-nothing calls/s / 3, since a job needs a Submit,
  * a Claim and a Complete, or / 2 for a row whose Claims carry the Completes;
- * batched: the in-process SQLite loop at 100 jobs per commit), then the
- * ceilings and what each row actually ran.
+ * batched: the in-process SQLite loop at 100 jobs per commit), its CPU per
+ * job in the server, the clients and the database's processes and their
+ * total, then the ceilings and what each row actually ran.
  */
 
 /** The ceilings a row is measured against: {enqueue, e2e, name}. */
@@ -21,6 +22,12 @@ const f0 = (x) => (x === null || x === undefined || Number.isNaN(x) ? "-" : Math
 const f1 = (x) => (x === null || x === undefined || Number.isNaN(x) ? "-" : x.toFixed(1));
 const f2 = (x) => (x === null || x === undefined || Number.isNaN(x) ? "-" : x.toFixed(2));
 const f3 = (x) => (x === null || x === undefined || Number.isNaN(x) ? "-" : x.toFixed(3));
+
+/** Database CPU ms/job: "in srv" where the database runs inside the server (SQLite), "-" in runs from before it was measured. */
+function dbCell(r, inServer) {
+  if (r.dbCpuMsPerJob === undefined) return "-";
+  return r.engine === "sqlite" ? inServer : f2(r.dbCpuMsPerJob);
+}
 
 function table(header, rows) {
   const widths = header.map((h, k) => Math.max(h.length, ...rows.map((r) => String(r[k]).length)));
@@ -57,8 +64,10 @@ export function printReport(report) {
       f1(r.latency?.p50),
       f1(r.latency?.p99),
       f1(r.serverCpuSeconds),
-      r.serverCpuMsPerJob === undefined ? "-" : f2(r.serverCpuMsPerJob),
-      r.clientCpuMsPerJob === undefined ? "-" : f2(r.clientCpuMsPerJob),
+      f2(r.serverCpuMsPerJob),
+      f2(r.clientCpuMsPerJob),
+      dbCell(r, "in srv"),
+      f2(r.totalCpuMsPerJob),
       r.peakRssMiB === null ? "-" : f0(r.peakRssMiB),
       check,
     ];
@@ -67,7 +76,10 @@ export function printReport(report) {
   console.log(
     `\nLeaseQueue bench (${report.mode}), ${report.startedAt}: ${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB, ${m.disk}, Node ${m.node}, load at start ${m.loadAverage.join(" ")}`,
   );
-  console.log(`${report.sizes.jobs} jobs {"i": n}; 8 producers (2 processes), 16 worker slots (4 processes); ${report.transport}\n`);
+  console.log(`${report.sizes.jobs} jobs {"i": n}; 8 producers (2 processes), 16 worker slots (4 processes); ${report.transport}`);
+  console.log(
+    "CPU per job over the throughput phase: srv = the LeaseQueue server (none for the peers: they are libraries in the clients), client = the 6 client processes, db = the database's processes (every postgres process, or redis-server; SQLite is in the server), total = their sum\n",
+  );
   console.log(
     table(
       [
@@ -80,8 +92,10 @@ export function printReport(report) {
         "p50 ms",
         "p99 ms",
         "srv CPU s",
-        "CPU ms/job",
+        "srv ms/job",
         "client ms/job",
+        "db ms/job",
+        "total ms/job",
         "peak RSS MiB",
         "check",
       ],
@@ -110,6 +124,11 @@ export function printReport(report) {
         : null,
       r.historyJobs ? `${r.historyJobs.toLocaleString("en")} completed jobs (+3 events each) in the file at start` : null,
       r.batchedRpcsNotUsed ? `descriptor also has ${r.batchedRpcsNotUsed.join(", ")}, which no bench driver uses yet` : null,
+      r.serverCpus ? `server under ${r.serverCpus.taskset} (Cpus_allowed_list ${r.serverCpus.cpusAllowed}), clients unpinned` : null,
+      r.dbCpu?.processes && r.engine !== "sqlite" ? `db CPU: ${r.dbCpu.processes}` : null,
+      r.dbCpu?.otherBackendsMs > 0
+        ? `left out of db CPU: ${f0(r.dbCpu.otherBackendsMs)} ms of ${r.dbCpu.otherBackends} other PostgreSQL connection${r.dbCpu.otherBackends === 1 ? "" : "s"}`
+        : null,
     ]
       .filter(Boolean)
       .join("; ");
@@ -130,8 +149,8 @@ export function printReport(report) {
 export function markdownReport(report) {
   const c = report.ceilings;
   const lines = [
-    "| scenario | system | API | enqueue jobs/s | ÷ ceiling | end-to-end jobs/s | ÷ ceiling | submit-to-lease p50 / p99 ms | server CPU s (ms/job) | client CPU ms/job | peak RSS MiB | exactly once |",
-    "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+    "| scenario | system | API | enqueue jobs/s | ÷ ceiling | end-to-end jobs/s | ÷ ceiling | submit-to-lease p50 / p99 ms | server CPU s (ms/job) | client CPU ms/job | database CPU ms/job | total CPU ms/job | peak RSS MiB | exactly once |",
+    "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
   ];
   for (const r of report.rows) {
     const e2e =
@@ -140,7 +159,7 @@ export function markdownReport(report) {
         : `${f0(r.partialJobsPerSec)} (${r.check.completions} of ${report.sizes.jobs} in ${report.sizes.peerTimeoutMs / 1000} s)`;
     const check = r.outcome === "handled" ? (r.check.ok ? "yes" : `**no** ${JSON.stringify(r.check)}`) : "timed out";
     lines.push(
-      `| ${r.scenario} | ${r.system}${r.version ? ` ${r.version}` : ""} | ${r.api} | ${f0(r.enqueueJobsPerSec)} | ${f2(r.ratio?.enqueue)} | ${e2e} | ${f3(r.ratio?.e2e)} | ${f1(r.latency?.p50)} / ${f1(r.latency?.p99)} | ${f1(r.serverCpuSeconds)} (${f2(r.serverCpuMsPerJob)}) | ${r.clientCpuMsPerJob === undefined ? "-" : f2(r.clientCpuMsPerJob)} | ${r.peakRssMiB === null ? "-" : f0(r.peakRssMiB)} | ${check} |`,
+      `| ${r.scenario} | ${r.system}${r.version ? ` ${r.version}` : ""} | ${r.api} | ${f0(r.enqueueJobsPerSec)} | ${f2(r.ratio?.enqueue)} | ${e2e} | ${f3(r.ratio?.e2e)} | ${f1(r.latency?.p50)} / ${f1(r.latency?.p99)} | ${r.serverCpuMsPerJob === null ? "-" : `${f1(r.serverCpuSeconds)} (${f2(r.serverCpuMsPerJob)})`} | ${f2(r.clientCpuMsPerJob)} | ${dbCell(r, "in server")} | ${f2(r.totalCpuMsPerJob)} | ${r.peakRssMiB === null ? "-" : f0(r.peakRssMiB)} | ${check} |`,
     );
   }
   lines.push(

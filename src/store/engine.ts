@@ -11,7 +11,7 @@ import { openPgStore } from "./postgres/pg-store.js";
 import { clientConfig } from "./postgres/pool.js";
 import { acquireDatabaseLock } from "./sqlite/database-lock.js";
 import { migrateFile } from "./sqlite/migrate.js";
-import { openSqliteStore } from "./sqlite/sqlite-store.js";
+import { openThreadedSqliteStore } from "./sqlite/threaded-store.js";
 import type { Store } from "./store.js";
 
 /** Which database, and how to use it. */
@@ -67,6 +67,8 @@ export interface OpenStoreOptions {
   onClockUnmeasured?(reason: string, offsetMs: number): void;
   /** SQLite: the host's wall clock jumped against its monotonic clock by more than a second. */
   onClockJump?(jumpMs: number): void;
+  /** SQLite: the store thread failed (sqlite/threaded-store.ts); without it, the failure ends the process. */
+  onThreadFailure?(error: Error): void;
 }
 
 /**
@@ -76,11 +78,12 @@ export interface OpenStoreOptions {
  */
 export async function openStore(location: DatabaseLocation, clock: Clock, options: OpenStoreOptions = {}): Promise<Store> {
   if (location.engine === "sqlite")
-    return openSqliteStore({
+    return openThreadedSqliteStore({
       path: location.path,
       clock,
       synchronous: location.synchronous,
       ...(options.onClockJump !== undefined ? { onClockJump: (jumpMs: number) => options.onClockJump?.(jumpMs) } : {}),
+      ...(options.onThreadFailure !== undefined ? { onThreadFailure: (error: Error) => options.onThreadFailure?.(error) } : {}),
     });
   return openPgStore({
     url: location.url,

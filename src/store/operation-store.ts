@@ -15,24 +15,7 @@ import type { Job } from "../domain/job.js";
 import type { QueueConfig, QueueConfigUpdate } from "../domain/queue-limits.js";
 import type { ScheduleSpec, StoredSchedule } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
-import { claimJobs } from "./operations/claim.js";
-import { pruneFinishedJobs } from "./operations/prune.js";
-import { pauseQueue, resumeQueue, updateQueueConfig } from "./operations/queue-controls.js";
-import { createSchedule, deleteSchedule, fireDueSchedules } from "./operations/schedules.js";
-import type { WriteOperation } from "./operations/scope.js";
-import { submitJobs } from "./operations/submit.js";
-import {
-  bulkTransitionBatch,
-  cancelJob,
-  completeJob,
-  failJob,
-  heartbeatJob,
-  recoverExpiredLeases,
-  redriveJob,
-  releaseJob,
-  snoozeJob,
-} from "./operations/transitions.js";
-import { probeWrite } from "./operations/write-probe.js";
+import type { WriteArgs, WriteName, WriteResult } from "./write-calls.js";
 import type {
   BulkBatchOutcome,
   BulkBatchSpec,
@@ -81,8 +64,11 @@ export abstract class OperationStore {
     this.#monotonicNow = options.monotonicNow ?? (() => performance.now());
   }
 
-  /** Runs one write operation in a transaction of the engine's; settles once it committed (or was refused). */
-  protected abstract runWrite<T>(op: WriteOperation<T>): Promise<T>;
+  /**
+   * Runs one write (store/write-calls.ts: its name and arguments) in a
+   * transaction of the engine's; settles once it committed (or was refused).
+   */
+  protected abstract runWrite<N extends WriteName>(name: N, args: WriteArgs<N>): Promise<WriteResult<N>>;
 
   /** False once the store is closed (or its database is): checkWritable refuses then. */
   protected abstract get isOpen(): boolean;
@@ -90,75 +76,75 @@ export abstract class OperationStore {
   // ---------------------------------------------------------------- writes
 
   submit(jobs: NewJob[]): Promise<SubmitOutcome[]> {
-    return this.runWrite(submitJobs(jobs));
+    return this.runWrite("submit", [jobs]);
   }
 
   claimOutcome(spec: ClaimRequestSpec): Promise<ClaimOutcome> {
-    return this.runWrite(claimJobs(spec, { maxRecovered: this.#maxRecovered }));
+    return this.runWrite("claim", [spec, this.#maxRecovered]);
   }
 
   heartbeat(jobId: string, leaseToken: string, leaseDurationMs?: number, progressJson?: string): Promise<Job> {
-    return this.runWrite(heartbeatJob(jobId, leaseToken, leaseDurationMs, progressJson));
+    return this.runWrite("heartbeat", [jobId, leaseToken, leaseDurationMs, progressJson]);
   }
 
   complete(jobId: string, leaseToken: string, resultJson: string | null): Promise<Job> {
-    return this.runWrite(completeJob(jobId, leaseToken, resultJson));
+    return this.runWrite("complete", [jobId, leaseToken, resultJson]);
   }
 
   fail(jobId: string, leaseToken: string, failure: { error: string; permanent: boolean; retryDelayMs?: number }): Promise<Job> {
-    return this.runWrite(failJob(jobId, leaseToken, failure));
+    return this.runWrite("fail", [jobId, leaseToken, failure]);
   }
 
   release(jobId: string, leaseToken: string): Promise<Job> {
-    return this.runWrite(releaseJob(jobId, leaseToken));
+    return this.runWrite("release", [jobId, leaseToken]);
   }
 
   snooze(jobId: string, leaseToken: string, delayMs: number): Promise<Job> {
-    return this.runWrite(snoozeJob(jobId, leaseToken, delayMs));
+    return this.runWrite("snooze", [jobId, leaseToken, delayMs]);
   }
 
   redrive(jobId: string): Promise<Job> {
-    return this.runWrite(redriveJob(jobId));
+    return this.runWrite("redrive", [jobId]);
   }
 
   cancel(jobId: string, reason: string): Promise<Job> {
-    return this.runWrite(cancelJob(jobId, reason));
+    return this.runWrite("cancel", [jobId, reason]);
   }
 
   recoverExpiredLeases(): Promise<number> {
-    return this.runWrite(recoverExpiredLeases(this.#maxRecovered));
+    return this.runWrite("recoverExpiredLeases", [this.#maxRecovered]);
   }
 
   pruneJobs(spec: PruneSpec): Promise<PruneOutcome> {
-    return this.runWrite(pruneFinishedJobs(spec));
+    return this.runWrite("pruneJobs", [spec]);
   }
 
   pauseQueue(queue: string): Promise<boolean> {
-    return this.runWrite(pauseQueue(queue));
+    return this.runWrite("pauseQueue", [queue]);
   }
 
   resumeQueue(queue: string): Promise<boolean> {
-    return this.runWrite(resumeQueue(queue));
+    return this.runWrite("resumeQueue", [queue]);
   }
 
   updateQueueConfig(queue: string, update: QueueConfigUpdate): Promise<QueueConfig> {
-    return this.runWrite(updateQueueConfig(queue, update));
+    return this.runWrite("updateQueueConfig", [queue, update]);
   }
 
   bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome> {
-    return this.runWrite(bulkTransitionBatch(spec));
+    return this.runWrite("bulkTransition", [spec]);
   }
 
   createSchedule(spec: ScheduleSpec): Promise<StoredSchedule> {
-    return this.runWrite(createSchedule(spec));
+    return this.runWrite("createSchedule", [spec]);
   }
 
   deleteSchedule(name: string): Promise<void> {
-    return this.runWrite(deleteSchedule(name));
+    return this.runWrite("deleteSchedule", [name]);
   }
 
   fireDueSchedules(limit: number): Promise<FiredRun[]> {
-    return this.runWrite(fireDueSchedules(limit));
+    return this.runWrite("fireDueSchedules", [limit]);
   }
 
   // ------------------------------------------------------------ listeners
@@ -220,7 +206,7 @@ export abstract class OperationStore {
     const last = this.#lastWrite;
     if (last === undefined || this.#monotonicNow() - last.at >= this.#writeProbeIntervalMs) {
       // No recent evidence: one small durable write, shared by every caller meanwhile.
-      this.#probe ??= this.runWrite(probeWrite()).finally(() => (this.#probe = undefined));
+      this.#probe ??= this.runWrite("probeWrite", []).finally(() => (this.#probe = undefined));
       await this.#probe;
       return;
     }

@@ -8,6 +8,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { startServer, type RunningServer, type StartOptions } from "../../src/app.js";
@@ -15,7 +16,6 @@ import { resolveConfig, type Config } from "../../src/config.js";
 import { silentLogger } from "../../src/logger.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { PgStore } from "../../src/store/postgres/pg-store.js";
-import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { dropSchema, TEST_DATABASE_URL, uniqueSchemaName } from "./postgres.js";
 
 export interface TestServer {
@@ -86,5 +86,13 @@ export async function startTestServer(flags: Record<string, string> = {}, option
 export async function deleteEventsThrough(t: TestServer, sequence: number): Promise<void> {
   const store = t.server.store;
   if (store instanceof PgStore) await store.pool.query(`DELETE FROM ${store.schema}.job_events WHERE sequence <= $1`, [sequence]);
-  else (store as SqliteStore).db.prepare("DELETE FROM job_events WHERE sequence <= ?").run(sequence);
+  else {
+    // The server's connection is on its store thread: delete through a second one, as `leasequeue prune` would.
+    const db = new Database(t.config.databasePath);
+    try {
+      db.prepare("DELETE FROM job_events WHERE sequence <= ?").run(sequence);
+    } finally {
+      db.close();
+    }
+  }
 }

@@ -5,7 +5,9 @@
  * once per interval), and everything recovers by itself once a write
  * succeeds. Failures are injected for real in SQLite: `max_page_count` makes
  * the database full, a second connection's write lock makes it busy, and
- * `query_only` makes it refuse writes as read-only.
+ * `query_only` makes it refuse writes as read-only. A running server's
+ * connection is on its store thread, so there a second connection's write
+ * lock is what makes its writes fail.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -61,7 +63,21 @@ async function refusal(p: Promise<unknown>): Promise<QueueError> {
 }
 
 function probes(store: SqliteStore): number {
-  return (store.db.prepare("SELECT probes FROM write_probe").get() as { probes: number }).probes;
+  return probesIn(store.db);
+}
+
+function probesIn(db: Database.Database): number {
+  return (db.prepare("SELECT probes FROM write_probe").get() as { probes: number }).probes;
+}
+
+/** A second connection to a running server's database file, closed when the test ends. */
+function sideConnection(t: TestServer): Database.Database {
+  const db = new Database(t.config.databasePath);
+  cleanups.push(() => {
+    if (db.inTransaction) db.exec("ROLLBACK");
+    db.close();
+  });
+  return db;
 }
 
 describe("the store's write health", () => {
@@ -162,7 +178,7 @@ describe("readiness of a running server", () => {
 
   it("is 503 and NOT_SERVING while writes fail, and 200 and SERVING again by itself", async () => {
     const t = await server();
-    const db = (t.server.store as SqliteStore).db;
+    const side = sideConnection(t);
     const health = createClient(Health, createGrpcTransport({ baseUrl: t.apiUrl }));
     const abort = new AbortController();
     cleanups.push(() => abort.abort());
@@ -170,34 +186,35 @@ describe("readiness of a running server", () => {
     const nextStatus = async () => (await watch.next()).value?.status;
     expect(await nextStatus()).toBe(ServingStatus.SERVING);
     expect((await fetch(`${t.metricsUrl}/health/ready`)).status).toBe(200);
-    expect(await failuresOf(t, "readonly")).toBe(0);
+    expect(await failuresOf(t, "busy")).toBe(0);
 
-    db.pragma("query_only = ON");
+    // Another process holds the write lock past the server's busy timeout (5 s).
+    side.exec("BEGIN IMMEDIATE");
     const refused = await t.call("Submit", { queue: "q", task: "t" });
     expect(refused.status).toBe(503);
     expect(refused.body.code).toBe("unavailable");
     expect(await nextStatus()).toBe(ServingStatus.NOT_SERVING);
     const ready = await fetch(`${t.metricsUrl}/health/ready`);
     expect(ready.status).toBe(503);
-    expect(((await ready.json()) as { reason: string }).reason).toMatch(/readonly.*SQLITE_READONLY/);
+    expect(((await ready.json()) as { reason: string }).reason).toMatch(/busy.*SQLITE_BUSY/);
     expect((await health.check({ service: "" })).status).toBe(ServingStatus.NOT_SERVING);
     expect((await health.check({ service: "leasequeue.v1.LeaseQueueService" })).status).toBe(ServingStatus.NOT_SERVING);
-    expect(await failuresOf(t, "readonly")).toBeGreaterThanOrEqual(1);
+    expect(await failuresOf(t, "busy")).toBeGreaterThanOrEqual(1);
     expect(await failuresOf(t, "disk_full")).toBe(0);
 
     // No client writes from here on: the server's own probe finds the recovery.
-    db.pragma("query_only = OFF");
-    expect(await nextStatus()).toBe(ServingStatus.SERVING);
+    side.exec("ROLLBACK");
+    await expect.poll(nextStatus, { timeout: 20_000 }).toBe(ServingStatus.SERVING);
     expect((await fetch(`${t.metricsUrl}/health/ready`)).status).toBe(200);
     expect((await t.call("Submit", { queue: "q", task: "t" })).status).toBe(200);
-  }, 20_000);
+  }, 40_000);
 
   it("answers a storm of readiness scrapes with at most one probe write", async () => {
     const t = await server();
-    const store = t.server.store as SqliteStore;
-    const before = probes(store);
+    const side = sideConnection(t);
+    const before = probesIn(side);
     const statuses = await Promise.all(Array.from({ length: 100 }, async () => (await fetch(`${t.metricsUrl}/health/ready`)).status));
     expect(new Set(statuses)).toEqual(new Set([200]));
-    expect(probes(store) - before).toBeLessThanOrEqual(1);
+    expect(probesIn(side) - before).toBeLessThanOrEqual(1);
   });
 });

@@ -10,7 +10,7 @@
  * back as numbers (pool.ts sets the parser: every time is epoch ms, far
  * below 2^53).
  */
-import type { JobState, StoredJob } from "../../domain/job.js";
+import { JOB_STATES, type JobState, type StoredJob } from "../../domain/job.js";
 import { JOB_COLUMN_NAMES, jobColumnArrays, UPDATED_JOB_COLUMN_NAMES, type JobColumn } from "../job-columns.js";
 
 export { toStoredJob } from "../job-columns.js";
@@ -155,29 +155,50 @@ export function jobStatements(schema: string): JobStatements {
   };
 }
 
-/** ListJobs, newest first, for one combination of filters: the statement and its values. */
+/**
+ * ListJobs, newest first, for one combination of filters: the statement and
+ * its values. No filter reads the primary key backwards; one state reads
+ * jobs_queue_state_recent (queue, state, id) or jobs_state_recent (state,
+ * id) backwards. Several states, and a queue without states (all six), read
+ * one such range per state, each stopping after `limit` rows, and keep the
+ * newest `limit` of those (a top-N sort of at most states x limit rows), so
+ * no listing reads further than its page however the states are mixed, and
+ * a queue's listing needs no index of its own (docs/performance.md "Writes
+ * per job").
+ */
 export function listJobsQuery(
   schema: string,
   spec: { queue?: string; states?: readonly JobState[]; beforeId?: string; limit: number },
 ): { text: string; values: unknown[] } {
-  const where: string[] = [];
   const values: unknown[] = [];
-  if (spec.queue !== undefined) {
-    values.push(spec.queue);
-    where.push(`queue = $${values.length}`);
-  }
-  if (spec.states !== undefined && spec.states.length > 0) {
-    values.push(spec.states);
-    where.push(`state = ANY($${values.length}::text[])`);
-  }
+  const bind = (value: unknown) => {
+    values.push(value);
+    return `$${values.length}`;
+  };
+  const where: string[] = [];
+  if (spec.queue !== undefined) where.push(`queue = ${bind(spec.queue)}`);
   if (spec.beforeId !== undefined) {
     // A cursor that is no UUID cannot be below any id in text order either way; compare as text then.
-    values.push(spec.beforeId);
-    where.push(isUuid(spec.beforeId) ? `id < $${values.length}::uuid` : `id::text < $${values.length}`);
+    where.push(isUuid(spec.beforeId) ? `id < ${bind(spec.beforeId)}::uuid` : `id::text < ${bind(spec.beforeId)}`);
   }
-  values.push(spec.limit);
-  const clause = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
-  return { text: `SELECT ${JOB_COLUMNS} FROM ${quoteIdentifier(schema)}.jobs ${clause} ORDER BY id DESC LIMIT $${values.length}`, values };
+  const states = [
+    ...new Set(spec.states !== undefined && spec.states.length > 0 ? spec.states : spec.queue !== undefined ? JOB_STATES : []),
+  ];
+  const limit = bind(spec.limit);
+  const jobs = `${quoteIdentifier(schema)}.jobs`;
+  if (states.length <= 1) {
+    if (states.length === 1) where.push(`state = ${bind(states[0])}`);
+    const clause = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
+    return { text: `SELECT ${JOB_COLUMNS} FROM ${jobs} ${clause} ORDER BY id DESC LIMIT ${limit}`, values };
+  }
+  where.push(`state = s.state`);
+  return {
+    text: `SELECT ${JOB_COLUMN_NAMES.map((c) => `j.${c}`).join(", ")}
+      FROM unnest(${bind(states)}::text[]) AS s(state)
+      CROSS JOIN LATERAL (SELECT ${JOB_COLUMNS} FROM ${jobs} WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT ${limit}) AS j
+      ORDER BY j.id DESC LIMIT ${limit}`,
+    values,
+  };
 }
 
 const hex = (hash: Uint8Array | null) =>

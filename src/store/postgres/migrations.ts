@@ -257,4 +257,15 @@ CREATE TABLE queue_lease_grants (
 );
 `,
   },
+  {
+    version: 5,
+    name: "a queue's jobs listed through jobs_queue_state_recent",
+    sql: `
+-- ListJobs of a queue reads one range of jobs_queue_state_recent (queue,
+-- state, id) per state, newest first (job-sql.ts listJobsQuery), so
+-- jobs_queue_recent (queue, id) only cost an entry at every job write
+-- (docs/performance.md "Writes per job").
+DROP INDEX jobs_queue_recent;
+`,
+  },
 ];

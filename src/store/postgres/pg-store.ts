@@ -37,10 +37,10 @@ import { DatabaseClock } from "../database-clock.js";
 import { OperationStore, type OperationStoreOptions } from "../operation-store.js";
 import type { PersistedChanges } from "../operation-changes.js";
 import { OrderedAnnouncer } from "../ordered-announcer.js";
-import type { WriteOperation } from "../operations/scope.js";
 import { KnownQueueControls, type QueueControlSnapshot } from "../known-queue-controls.js";
 import { assembleQueueCounts } from "../queue-counts.js";
 import type { ListEventsSpec, ListJobsSpec, QueueControlChange, QueueCounts, Store, WriteOutcome } from "../store.js";
+import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../write-calls.js";
 import { QueueError } from "../../domain/errors.js";
 import { EventSequencer } from "./event-sequencer.js";
 import { quoteIdentifier } from "./identifiers.js";
@@ -232,9 +232,9 @@ export class PgStore extends OperationStore implements Store {
 
   // ---------------------------------------------------------------- writes
 
-  protected runWrite<T>(op: WriteOperation<T>): Promise<T> {
+  protected runWrite<N extends WriteName>(name: N, args: WriteArgs<N>): Promise<WriteResult<N>> {
     if (this.#closed) return Promise.reject(new QueueError("STORE_UNAVAILABLE", "the store is closed"));
-    return this.#transactions.write(op);
+    return this.#transactions.write(operationOf(name, args));
   }
 
   // -------------------------------------------------------- announcements

@@ -38,6 +38,7 @@ import type { PersistedChanges } from "../operation-changes.js";
 import { OrderedAnnouncer } from "../ordered-announcer.js";
 import type { WriteOperation } from "../operations/scope.js";
 import { assembleQueueCounts, type QueueCountsSource } from "../queue-counts.js";
+import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../write-calls.js";
 import { settledNow } from "../steps.js";
 import type { CommittedChange, ListEventsSpec, ListJobsSpec, QueueCounts, Store, WriteOutcome } from "../store.js";
 import { GroupCommit } from "./group-commit.js";
@@ -157,7 +158,12 @@ export class SqliteStore extends OperationStore implements Store {
 
   // ---------------------------------------------------------------- writes
 
-  protected runWrite<T>(op: WriteOperation<T>): Promise<T> {
+  protected runWrite<N extends WriteName>(name: N, args: WriteArgs<N>): Promise<WriteResult<N>> {
+    return this.write(operationOf(name, args));
+  }
+
+  /** Queues one write operation for the next transaction (the store thread builds them from the main thread's calls). */
+  write<T>(op: WriteOperation<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new QueueError("STORE_UNAVAILABLE", "the store is closed"));
     return this.#groupCommit.write(op);
   }

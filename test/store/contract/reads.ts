@@ -21,6 +21,13 @@ export function describeReads(): void {
         "c",
         "a",
       ]);
+      expect((await store.listJobs({ limit: 10, states: ["queued", "cancelled", "queued"] })).map((j) => j.task)).toEqual([
+        "d",
+        "c",
+        "b",
+        "a",
+      ]);
+      expect((await store.listJobs({ limit: 2, queue: "billing", beforeId: d.id })).map((j) => j.task)).toEqual(["c", "a"]);
       const page1 = await store.listJobs({ limit: 2 });
       const page2 = await store.listJobs({ limit: 2, beforeId: page1.at(-1)!.id });
       expect([...page1, ...page2].map((j) => j.id)).toEqual([d.id, c.id, b.id, a.id]);

@@ -81,6 +81,27 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
     expect(versions.rows).toEqual(PG_MIGRATIONS.map((m) => ({ version: m.version, name: m.name })));
   });
 
+  it("upgrades a schema of version 4 holding jobs: the jobs stay, and a queue's listing has no index of its own", async () => {
+    const s = freshSchema();
+    try {
+      await withClient((c) => migratePostgres(c, s, PG_MIGRATIONS.slice(0, 4)));
+      await db.pool.query(
+        `INSERT INTO ${s}.jobs (id, queue, task, payload, priority, state, attempts, max_attempts, retry_base_delay_ms,
+           schedule_time, create_time, update_time, deliveries)
+         VALUES (gen_random_uuid(), 'q', 't', 'null', 0, 'queued', 0, 3, 1000, 1, 1, 1, 0)`,
+      );
+      const upgraded = await withClient((c) => migratePostgres(c, s));
+      expect(upgraded.applied).toEqual(PG_MIGRATIONS.filter((m) => m.version > 4).map((m) => m.version));
+      const { rows } = await db.pool.query(
+        `SELECT (SELECT count(*)::int FROM ${s}.jobs) AS jobs, to_regclass($1)::text AS queue_index, to_regclass($2)::text AS queue_state_index`,
+        [`${s}.jobs_queue_recent`, `${s}.jobs_queue_state_recent`],
+      );
+      expect(rows[0]).toEqual({ jobs: 1, queue_index: null, queue_state_index: `${s}.jobs_queue_state_recent` });
+    } finally {
+      await dropAll();
+    }
+  });
+
   it("migrates a schema once when several servers start at the same moment", async () => {
     const s = freshSchema();
     try {

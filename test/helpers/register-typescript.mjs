@@ -1,0 +1,4 @@
+// See typescript-hooks.mjs.
+import { register } from "node:module";
+
+register("./typescript-hooks.mjs", import.meta.url);
