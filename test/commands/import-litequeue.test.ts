@@ -292,5 +292,5 @@ describe("leasequeue import-litequeue", () => {
       expect(underServer.stderr).toBe(alone.stderr);
     }
     expect(existsSync(idle)).toBe(false);
-  });
+  }, 30_000); // nine command-line runs and a server: seconds each on a busy machine
 });
