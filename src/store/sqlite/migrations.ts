@@ -206,4 +206,15 @@ CREATE TABLE queue_lease_grants (
 ) STRICT, WITHOUT ROWID;
 `,
   },
+  {
+    version: 9,
+    name: "no index of a queue's jobs by id",
+    sql: `
+-- ListJobs of a queue reads one range of jobs_queue_state_recent (queue,
+-- state, id) per state, newest first, and merges them (sql.ts listJobsSql),
+-- so jobs_queue_recent only cost an index entry per submitted job
+-- (docs/performance.md "Writes per job").
+DROP INDEX jobs_queue_recent;
+`,
+  },
 ];

@@ -172,19 +172,28 @@ export function insertEventsSql(rows: number): string {
 }
 
 /**
- * ListJobs, newest first, for each combination of filters. Each variant is
- * served by one of the jobs_*_recent indexes (checked in the store tests).
+ * ListJobs, newest first, for each combination of filters. No filter reads
+ * the primary key backwards; one state reads jobs_queue_state_recent (queue,
+ * state, id) or jobs_state_recent (state, id) backwards. Several states, and
+ * a queue without states (the store binds all six), read one such range per
+ * state, each stopping after the page, and keep the newest page of those (a
+ * sort of at most states x limit rows), so no listing reads further than its
+ * page however the states are mixed and a queue's listing needs no index of
+ * its own (docs/performance.md "Writes per job"). `states` counts the
+ * distinct states bound as @state0, @state1, ...
  */
 export function listJobsSql(filter: { queue: boolean; states: number; before: boolean }): string {
   const where: string[] = [];
   if (filter.queue) where.push("queue = @queue");
-  if (filter.states > 0) {
-    const placeholders = Array.from({ length: filter.states }, (_, i) => `@state${i}`).join(", ");
-    where.push(`state IN (${placeholders})`);
-  }
   if (filter.before) where.push("id < @before");
-  const clause = where.length > 0 ? `WHERE ${where.join(" AND ")}` : "";
-  return `SELECT ${JOB_COLUMNS} FROM jobs ${clause} ORDER BY id DESC LIMIT @limit`;
+  const range = (state: string | undefined) => {
+    const conditions = state === undefined ? where : [...where, `state = ${state}`];
+    const clause = conditions.length > 0 ? `WHERE ${conditions.join(" AND ")}` : "";
+    return `SELECT ${JOB_COLUMNS} FROM jobs ${clause} ORDER BY id DESC LIMIT @limit`;
+  };
+  if (filter.states <= 1) return range(filter.states === 1 ? "@state0" : undefined);
+  const ranges = Array.from({ length: filter.states }, (_, i) => `SELECT * FROM (${range(`@state${i}`)})`);
+  return `SELECT ${JOB_COLUMNS} FROM (${ranges.join(" UNION ALL ")}) ORDER BY id DESC LIMIT @limit`;
 }
 
 export type StateParams = Record<`state${number}`, JobState>;

@@ -28,7 +28,7 @@ import Database from "better-sqlite3";
 import { hostClock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
 import type { Job, JobEvent, JobState } from "../../domain/job.js";
-import { publicJob } from "../../domain/job.js";
+import { JOB_STATES, publicJob } from "../../domain/job.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import { watchClockJumps } from "../database-clock.js";
 import { DatabaseRefusal } from "../database-refusal.js";
@@ -260,7 +260,10 @@ export class SqliteStore extends OperationStore implements Store {
   }
 
   async listJobs(spec: ListJobsSpec): Promise<Job[]> {
-    const states = spec.states ?? [];
+    // One range per distinct state; a queue's whole listing is the union of its six.
+    const states = [
+      ...new Set(spec.states !== undefined && spec.states.length > 0 ? spec.states : spec.queue !== undefined ? JOB_STATES : []),
+    ];
     const shape = { queue: spec.queue !== undefined, states: states.length, before: spec.beforeId !== undefined };
     const key = JSON.stringify(shape);
     let stmt = this.#listCache.get(key);

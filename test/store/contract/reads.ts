@@ -33,6 +33,42 @@ export function describeReads(): void {
       expect([...page1, ...page2].map((j) => j.id)).toEqual([d.id, c.id, b.id, a.id]);
     });
 
+    it("pages through a queue whose jobs are in every state, newest first, each job once", async () => {
+      // Each listing of several states (a queue's without states is all six)
+      // merges one range per state; pages must still come out in one order.
+      const ids: string[] = [];
+      for (let i = 0; i < 24; i++) {
+        const job = await submitOne({ task: `t${i}`, maxAttempts: 1 });
+        ids.push(job.id);
+        if (i % 4 === 1) await store.cancel(job.id, "");
+        if (i % 4 === 2) {
+          const lease = await claimOne();
+          await store.complete(lease.job.id, lease.leaseToken, null);
+        }
+        if (i % 4 === 3) await claimOne();
+      }
+      await submitOne({ task: "other", queue: "emails" });
+      const newestFirst = [...ids].reverse();
+      const stateOf = new Map<string, string>();
+      for (const id of ids) stateOf.set(id, (await store.getJob(id))!.state);
+      expect(new Set(stateOf.values())).toEqual(new Set(["queued", "running", "completed", "cancelled"]));
+      for (const [states, expected] of [
+        [undefined, newestFirst],
+        [["queued", "running", "completed", "cancelled"], newestFirst],
+        [["running", "cancelled", "dead"], newestFirst.filter((id) => ["running", "cancelled"].includes(stateOf.get(id)!))],
+      ] as const) {
+        const seen: string[] = [];
+        let beforeId: string | undefined;
+        for (;;) {
+          const page = await store.listJobs({ limit: 5, queue: "billing", states: states && [...states], beforeId });
+          seen.push(...page.map((j) => j.id));
+          if (page.length < 5) break;
+          beforeId = page.at(-1)!.id;
+        }
+        expect(seen, JSON.stringify(states)).toEqual(expected);
+      }
+    });
+
     it("counts jobs per queue and state, and the oldest pending job", async () => {
       const t0 = clock.now();
       await submitOne();

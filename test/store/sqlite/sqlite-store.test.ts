@@ -4,6 +4,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../../src/domain/clock.js";
+import { JOB_STATES } from "../../../src/domain/job.js";
 import { MIGRATIONS } from "../../../src/store/sqlite/migrations.js";
 import { listJobsSql, SQL } from "../../../src/store/sqlite/sql.js";
 import { migrate } from "../../../src/store/sqlite/migrate.js";
@@ -175,7 +176,7 @@ describe("SQLite store specifics", () => {
       `DROP TABLE schedules; DROP TABLE paused_queues; DROP INDEX jobs_finished; DROP TABLE event_retention; ALTER TABLE jobs DROP COLUMN heartbeat_event_time;
        ALTER TABLE jobs DROP COLUMN progress; ALTER TABLE jobs DROP COLUMN progress_event_time;`,
     );
-    db.exec(`DROP TABLE queue_configs; DROP TABLE queue_lease_grants;`);
+    db.exec(`DROP TABLE queue_configs; DROP TABLE queue_lease_grants; CREATE INDEX jobs_queue_recent ON jobs (queue, id);`);
     db.pragma("user_version = 3");
     db.close();
 
@@ -338,14 +339,29 @@ describe("SQLite store specifics", () => {
 
     it("lists jobs newest first through a matching index for each filter", () => {
       const cases: Array<[Parameters<typeof listJobsSql>[0], string]> = [
-        [{ queue: true, states: 0, before: true }, "jobs_queue_recent"],
-        [{ queue: true, states: 1, before: true }, "jobs_queue_state_recent"],
-        [{ queue: false, states: 1, before: true }, "jobs_state_recent"],
+        [{ queue: false, states: 0, before: true }, "sqlite_autoindex_jobs_1 (id<?)"],
+        [{ queue: true, states: 1, before: true }, "jobs_queue_state_recent (queue=? AND state=? AND id<?)"],
+        [{ queue: false, states: 1, before: true }, "jobs_state_recent (state=? AND id<?)"],
       ];
       for (const [shape, index] of cases) {
         const p = plan(listJobsSql(shape), { queue: "q", state0: "queued", before: "z", limit: 10 });
-        expect(p).toContain(index);
+        expect(p).toContain(`SEARCH jobs USING INDEX ${index}`);
         expect(p).not.toContain("TEMP B-TREE");
+      }
+    });
+
+    it("lists several states, and a queue's six, as one index range per state, sorting no more than a page of each", () => {
+      const params = { queue: "q", before: "z", limit: 10, ...Object.fromEntries(JOB_STATES.map((s, i) => [`state${i}`, s])) };
+      for (const [shape, index] of [
+        [{ queue: true, states: 6, before: true }, "jobs_queue_state_recent (queue=? AND state=? AND id<?)"],
+        [{ queue: true, states: 2, before: false }, "jobs_queue_state_recent (queue=? AND state=?)"],
+        [{ queue: false, states: 3, before: true }, "jobs_state_recent (state=? AND id<?)"],
+      ] as const) {
+        const steps = plan(listJobsSql(shape), params).split(" | ");
+        expect(steps.filter((s) => s === `SEARCH jobs USING INDEX ${index}`)).toHaveLength(shape.states);
+        expect(steps.filter((s) => s.startsWith("SCAN jobs") || (s.startsWith("SEARCH jobs") && !s.includes(index)))).toEqual([]);
+        // The only sorts are of a range's own page (a LIMITed subquery), never of the table.
+        steps.forEach((s, i) => s.includes("TEMP B-TREE") && expect(steps[i - 1]).toMatch(/^SCAN \(subquery-\d+\)$/));
       }
     });
   });
