@@ -213,7 +213,7 @@ CREATE TABLE queue_lease_grants (
 -- ListJobs of a queue reads one range of jobs_queue_state_recent (queue,
 -- state, id) per state, newest first, and merges them (sql.ts listJobsSql),
 -- so jobs_queue_recent only cost an index entry per submitted job
--- (docs/performance.md "Writes per job").
+-- (docs/performance.md "Writes per job on SQLite").
 DROP INDEX jobs_queue_recent;
 `,
   },

@@ -179,7 +179,7 @@ export function insertEventsSql(rows: number): string {
  * state, each stopping after the page, and keep the newest page of those (a
  * sort of at most states x limit rows), so no listing reads further than its
  * page however the states are mixed and a queue's listing needs no index of
- * its own (docs/performance.md "Writes per job"). `states` counts the
+ * its own (docs/performance.md "Writes per job on SQLite"). `states` counts the
  * distinct states bound as @state0, @state1, ...
  */
 export function listJobsSql(filter: { queue: boolean; states: number; before: boolean }): string {
