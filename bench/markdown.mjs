@@ -21,3 +21,13 @@ if (report.cpuProfile?.byArea !== undefined) {
   console.log("\n| share of busy time | area |\n|--:|---|");
   for (const a of report.cpuProfile.byArea) console.log(`| ${(a.share * 100).toFixed(1)}% | ${a.area} |`);
 }
+for (const w of report.cpuProfile?.workers ?? []) {
+  console.log(
+    `\nWorker thread ${w.thread} (on SQLite, the store thread): idle ${((w.idleShare ?? 0) * 100).toFixed(0)}% of ${w.totalMs} ms; top self time, shares of its busy time:\n\n| share | function | where |\n|--:|---|---|`,
+  );
+  for (const e of w.top) console.log(`| ${(e.share * 100).toFixed(1)}% | \`${e.fn}\` | ${e.where} |`);
+  if (w.byArea !== undefined) {
+    console.log("\n| share of busy time | area |\n|--:|---|");
+    for (const a of w.byArea) console.log(`| ${(a.share * 100).toFixed(1)}% | ${a.area} |`);
+  }
+}

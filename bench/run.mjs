@@ -677,19 +677,28 @@ if (args["cpu-prof"]) {
   const profDir = join(runDir, "profile");
   mkdirSync(profDir);
   const row = await runLeaseQueueScenario(profiled, { cpuProfDir: profDir, skipLatency: true, engine });
-  const file = readdirSync(profDir).find((f) => f.endsWith(".cpuprofile"));
-  // Kept beside the JSON (bench/results/ is ignored by git) for a closer look in DevTools or a script.
-  const kept = file === undefined ? undefined : join(RESULTS_DIR, `${runId}-server.cpuprofile`);
-  if (kept !== undefined) copyFileSync(join(profDir, file), kept);
+  // One profile per thread: CPU.<date>.<time>.<pid>.<thread id>.<n>.cpuprofile; thread 0 is the
+  // server's main thread, the others its workers (on SQLite, the store thread).
+  const profiles = readdirSync(profDir)
+    .filter((f) => f.endsWith(".cpuprofile"))
+    .map((f) => ({ f, thread: Number(f.split(".")[4]) }))
+    .sort((x, y) => x.thread - y.thread);
+  const summaryOf = (file, name) => {
+    // Kept beside the JSON (bench/results/ is ignored by git) for a closer look in DevTools or a script.
+    const kept = join(RESULTS_DIR, `${runId}-${name}.cpuprofile`);
+    copyFileSync(join(profDir, file), kept);
+    return { file: kept, ...topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25, row.window) };
+  };
+  const main = profiles.find((p) => p.thread === 0);
   report.cpuProfile = {
-    file: kept,
     scenario: `${SCENARIOS[profiled].name} on ${engine}, server started with --cpu-prof; samples of the throughput phase only (first submit to last completion)`,
     e2eJobsPerSec: row.e2eJobsPerSec,
     serverCpuMsPerJob: row.serverCpuMsPerJob,
     clientCpuMsPerJob: row.clientCpuMsPerJob,
     dbCpuMsPerJob: row.dbCpuMsPerJob,
     totalCpuMsPerJob: row.totalCpuMsPerJob,
-    ...(file === undefined ? { top: [] } : topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25, row.window)),
+    ...(main === undefined ? { top: [] } : summaryOf(main.f, "server")),
+    workers: profiles.filter((p) => p.thread !== 0).map((p) => ({ thread: p.thread, ...summaryOf(p.f, `server-thread-${p.thread}`) })),
   };
 }
 
