@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { recordSqlOnThisThread } from "./helpers/sql-on-this-thread.js";
+import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../src/app.js";
 import { resolveConfig } from "../src/config.js";
 import { silentLogger } from "../src/logger.js";
@@ -97,18 +97,8 @@ describe("startServer", () => {
     const server = await startServer(resolveConfig({ db, port: "0", "metrics-port": "0" }, {}), { log: silentLogger });
     cleanups.push(() => server.close());
     // From here on (the one-server lock on <db>.lock was taken at start, on its own file), nothing.
-    const used: string[] = [];
-    for (const method of ["prepare", "exec", "pragma", "transaction"] as const) {
-      // eslint-disable-next-line @typescript-eslint/unbound-method -- called with the spied object as `this`
-      const original = Database.prototype[method] as (...a: unknown[]) => unknown;
-      vi.spyOn(Database.prototype, method).mockImplementation(function (this: Database.Database, ...args: unknown[]) {
-        used.push(method);
-        return original.apply(this, args);
-      });
-    }
-    cleanups.push(() => {
-      vi.restoreAllMocks();
-    });
+    const { used, restore } = recordSqlOnThisThread();
+    cleanups.push(restore);
     const call = async (method: string, body: unknown) =>
       (await fetch(`${server.apiUrl}/leasequeue.v1.LeaseQueueService/${method}`, {
         method: "POST",

@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
+import { recordSqlOnThisThread } from "../../helpers/sql-on-this-thread.js";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ManualClock } from "../../../src/domain/clock.js";
 import { QueueError } from "../../../src/domain/errors.js";
@@ -60,15 +60,7 @@ describe("SQLite store thread", () => {
   }
 
   it("runs no SQL on the main thread", async () => {
-    const calls: string[] = [];
-    for (const method of ["prepare", "exec", "pragma", "transaction"] as const) {
-      // eslint-disable-next-line @typescript-eslint/unbound-method -- called with the spied object as `this`
-      const original = Database.prototype[method] as (...a: unknown[]) => unknown;
-      vi.spyOn(Database.prototype, method).mockImplementation(function (this: Database.Database, ...args: unknown[]) {
-        calls.push(method);
-        return original.apply(this, args);
-      });
-    }
+    const { used: calls } = recordSqlOnThisThread(); // restored by afterEach
     const store = await open();
     const [submitted] = await store.submit([newJob({ queue: "q" })]);
     const claimed = await store.claimOutcome({ queue: "q", workerId: "w", leaseDurationMs: 30_000, maxJobs: 1 });
