@@ -10,22 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../dist/src/domain/clock.js";
 import { openSqliteStore } from "../dist/src/store/sqlite/sqlite-store.js";
+import { newJob } from "./lib/new-job.mjs";
 
 const jobs = Number(process.argv[2] ?? 2000);
 const concurrency = Number(process.argv[3] ?? 64);
-
-function newJob(i) {
-  return {
-    queue: "bench",
-    task: "t",
-    payloadJson: JSON.stringify({ i }),
-    priority: 0,
-    maxAttempts: 3,
-    retryBaseDelayMs: 1000,
-    schedule: null,
-    idempotencyKey: null,
-  };
-}
 
 async function lifecycle(store, i) {
   await store.submit([newJob(i)]);

@@ -20,23 +20,11 @@ import { systemClock } from "../dist/src/domain/clock.js";
 import { openSqliteStore } from "../dist/src/store/sqlite/sqlite-store.js";
 import { packAnswer, packArgs, packChange } from "../dist/src/store/sqlite/thread-messages.js";
 import { openThreadedSqliteStore } from "../dist/src/store/sqlite/threaded-store.js";
+import { newJob } from "./lib/new-job.mjs";
 
 const jobs = Number(process.argv[2] ?? 20_000);
 const inFlight = Number(process.argv[3] ?? 8);
 const BATCH = 100;
-
-function newJob(i) {
-  return {
-    queue: "bench",
-    task: "t",
-    payloadJson: JSON.stringify({ i }),
-    priority: 0,
-    maxAttempts: 3,
-    retryBaseDelayMs: 1000,
-    schedule: null,
-    idempotencyKey: null,
-  };
-}
 
 /** µs per job of serialize + deserialize of `message`, standing for `perMessage` jobs. */
 function crossing(message, perMessage) {
