@@ -6,7 +6,8 @@
  * connect-es serves a unary call as a pipeline of async generators (split
  * envelopes, decompress, parse, invoke, serialize, compress, join, catch),
  * the one request and the one response each passing through every stage.
- * For a call that does little, that pipeline was most of the server's CPU.
+ * For a call that does little, the pipeline costs more than the call's own
+ * work.
  * This path reads the request message, calls the same interceptors and the
  * same implementation, and writes the response, with connect's own
  * serialization and limits, compression negotiation, timeout parsing and
@@ -73,7 +74,7 @@ export interface GrpcUnaryCall {
 /**
  * Whether this path serves `req`: a POST over HTTP/2 with an authority, a
  * binary gRPC content type and no request compression. Everything else
- * goes to connect, which answers it as before.
+ * goes to connect, which answers it.
  */
 export function servesAsGrpcUnary(req: http2.Http2ServerRequest): boolean {
   if (req.method !== "POST" || req.authority === undefined) return false;
@@ -286,8 +287,9 @@ class CallResponse implements UnaryResponse<DescMessage, DescMessage> {
  * The signal: connect makes three AbortControllers per call (the
  * request's, the deadline's, and one that links them with the shutdown
  * signal) and aborts two of them at the end of every call, each abort
- * building a DOMException with its stack: 14% of the server's busy time for
- * a do-nothing call, for a signal that most handlers never read. Made late,
+ * building a DOMException with its stack: a large part of what a call that
+ * does nothing costs (docs/performance.md "The cost of one unary call"),
+ * for a signal that most handlers never read. Made late,
  * it is what connect's would be at that moment: already aborted if the call
  * is over, the client gone, the deadline passed or the server shutting
  * down, else aborted when one of those comes.
