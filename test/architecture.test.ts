@@ -26,6 +26,7 @@
  *   server, such as how a duration is written), and the API reference
  *   (src/docs) not even gen/ (it reads everything it shows from
  *   reference.json, built by scripts/build-docs.mjs).
+ * - A file holds one concern, and none under src/ is over 600 lines.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -216,5 +217,12 @@ describe("the browser pages' imports", () => {
         !(own.some((p) => s.startsWith(p)) && !s.includes("../../")),
     );
     expect(outside).toEqual([]);
+  });
+});
+
+describe("the size of a file", () => {
+  it.each(sourcesIn("src"))("%s is at most 600 lines", (file) => {
+    const lines = readFileSync(join(PACKAGE_ROOT, file), "utf8").split("\n").length - 1;
+    expect(lines).toBeLessThanOrEqual(600);
   });
 });

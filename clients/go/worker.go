@@ -93,7 +93,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.checkOptions(); err != nil {
 		return err
 	}
-	w.logf("worker %s: queue %s, concurrency %d, lease %s", w.opts.WorkerID, w.opts.Queue, w.opts.Concurrency, w.opts.LeaseDuration)
+	w.logInfo("worker starting", "concurrency", w.opts.Concurrency, "lease", w.opts.LeaseDuration)
 	go w.connectLoop()
 	go w.sendUnary()
 	go w.tick()
@@ -105,13 +105,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.notify()
 	w.unlock()
 	w.pokeTimer()
-	w.logf("stopped")
+	w.logInfo("stopped")
 	w.emit(Event{Kind: "stopped"})
 	return nil
-}
-
-func (w *Worker) logf(format string, args ...any) {
-	w.opts.Logger.Printf("leasequeue: "+format, args...)
 }
 
 func (w *Worker) emit(e Event) {

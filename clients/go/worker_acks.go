@@ -120,7 +120,7 @@ func (w *Worker) unanswered(p *pending, why string) {
 	w.notify()
 	w.emitLocked(Event{Kind: "abandoned", JobID: h.job.ID, Task: h.job.Task, Message: why})
 	w.unlock()
-	w.logf("job %s: %s not acknowledged (%s): left to lease expiry", h.job.ID, p.kind, why)
+	w.logWarn("not acknowledged: left to lease expiry", "job_id", h.job.ID, "task", h.job.Task, "outcome", p.kind, "reason", why)
 }
 
 func reasonOf(st *status.Status) string {
@@ -171,7 +171,7 @@ func (w *Worker) settle(p *pending, answer *spb.Status) {
 		h.nextBeat = now.Add(next)
 		w.mu.Unlock()
 		w.pokeTimer()
-		w.logf("job %s: heartbeat failed, will retry: %s %s", h.job.ID, code, st.Message())
+		w.logWarn("heartbeat failed, will retry", "job_id", h.job.ID, "code", code, "error", st.Message())
 		return
 	}
 	switch {
@@ -186,7 +186,7 @@ func (w *Worker) settle(p *pending, answer *spb.Status) {
 		w.lose(h, reasonOf(st), fmt.Sprintf("the server refused the %s: %s", p.kind, st.Message()))
 		w.unlock()
 	case p.kind == "complete" && code == codes.InvalidArgument:
-		w.logf("job %s: the server refused the result: %s", h.job.ID, st.Message())
+		w.logError("the server refused the result", "job_id", h.job.ID, "task", h.job.Task, "error", st.Message())
 		text := truncate("the server refused the result: " + st.Message())
 		ack := &lqv1.Acknowledgement{JobId: h.job.ID, LeaseToken: h.token, Outcome: &lqv1.Acknowledgement_Fail{Fail: &lqv1.AckFail{Error: text}}}
 		w.mu.Lock()
@@ -214,7 +214,7 @@ func (w *Worker) checkApplied(p *pending, refusal *status.Status) {
 		for _, s := range expected {
 			if res.GetJob().GetState() == s {
 				w.done(h)
-				w.reportDone(p, " (applied by an earlier send)")
+				w.reportDone(p, "applied by an earlier send")
 				return
 			}
 		}
@@ -227,12 +227,15 @@ func (w *Worker) checkApplied(p *pending, refusal *status.Status) {
 
 func (w *Worker) reportDone(p *pending, how string) {
 	kind := map[string]string{"complete": "completed", "fail": "failed", "snooze": "snoozed", "release": "released"}[p.kind]
-	note := ""
-	if p.note != "" {
-		note = " (" + p.note + ")"
-	}
 	if w.opts.LogJobs {
-		w.logf("%s job %s%s%s", kind, p.h.job.ID, note, how)
+		keyvals := []any{"job_id", p.h.job.ID, "task", p.h.job.Task}
+		if p.note != "" {
+			keyvals = append(keyvals, "note", p.note)
+		}
+		if how != "" {
+			keyvals = append(keyvals, "how", how)
+		}
+		w.logInfo(kind, keyvals...)
 	}
 	w.emit(Event{Kind: kind, JobID: p.h.job.ID, Task: p.h.job.Task, Message: p.note})
 }

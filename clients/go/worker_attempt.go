@@ -46,7 +46,7 @@ func (w *Worker) returned(h *held, result any, err error) {
 		if result != nil {
 			value, verr := jsonValue(result, "result", maxJSONBytes)
 			if verr != nil {
-				w.logf("job %s: the worker refused the result: %v", h.job.ID, verr)
+				w.logError("the worker refused the result", "job_id", h.job.ID, "task", h.job.Task, "error", verr)
 				err = fmt.Errorf("the worker refused the result: %v", verr)
 			}
 			complete.Result = value
@@ -82,9 +82,9 @@ func (w *Worker) returned(h *held, result any, err error) {
 		}
 		w.queueOutcome(h, kind, ack, note)
 	case stateLost:
-		w.logf("job %s: lease lost; its outcome is not reported", h.job.ID)
+		w.logWarn("lease lost: the outcome is not reported", "job_id", h.job.ID, "task", h.job.Task)
 	default:
-		w.logf("job %s: finished after the drain timeout; left to lease expiry", h.job.ID)
+		w.logWarn("finished after the drain timeout: left to lease expiry", "job_id", h.job.ID, "task", h.job.Task)
 	}
 	w.startWaiting()
 	w.notify()

@@ -85,7 +85,7 @@ func (w *Worker) sendUnary() {
 		}
 		if err != nil {
 			why := fmt.Sprintf("Acknowledge failed: %s %s", status.Code(err), status.Convert(err).Message())
-			w.logf("%s; will retry %d acknowledgement(s) while their leases hold", why, len(batch))
+			w.logWarn("Acknowledge failed, will retry while the leases hold", "acks", len(batch), "code", status.Code(err), "error", status.Convert(err).Message())
 			for _, p := range batch {
 				w.unanswered(p, why)
 			}

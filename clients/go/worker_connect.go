@@ -30,7 +30,7 @@ func (w *Worker) connectLoop() {
 	failures, path := 0, pathWork
 	connected := func() {
 		failures = 0
-		w.logf("connected (%s)", pathNames[path])
+		w.logInfo("connected", "path", pathNames[path])
 		w.emit(Event{Kind: "connected"})
 	}
 	for !w.isStopping() {
@@ -48,7 +48,7 @@ func (w *Worker) connectLoop() {
 		}
 		code := status.Code(err)
 		if path != pathUnary && code == codes.Unimplemented {
-			w.logf("the server has no %s stream: using %s", [...]string{"Work", "StreamClaims"}[path], pathNames[path+1])
+			w.logInfo("the server has no such stream: taking the next path", "missing", [...]string{"Work", "StreamClaims"}[path], "path", pathNames[path+1])
 			path++
 			continue
 		}
@@ -63,10 +63,10 @@ func (w *Worker) connectLoop() {
 			if code == codes.PermissionDenied {
 				advice = "the token's entry needs the role worker and, if it lists queues, " + w.opts.Queue
 			}
-			w.logf("the server refused the worker: %s; %s; trying again in %s", why, advice, delay.Round(time.Millisecond))
+			w.logError("the server refused the worker", "code", code, "error", status.Convert(err).Message(), "advice", advice, "retry_in", delay.Round(time.Millisecond))
 			w.emit(Event{Kind: "refused", Message: why, Code: code.String(), RetryIn: delay})
 		} else {
-			w.logf("stream broke: %s; reconnecting in %s", why, delay.Round(time.Millisecond))
+			w.logWarn("stream broke, reconnecting", "reason", why, "retry_in", delay.Round(time.Millisecond))
 			w.emit(Event{Kind: "disconnected", Message: why, Code: code.String(), RetryIn: delay})
 		}
 		t := time.NewTimer(delay)

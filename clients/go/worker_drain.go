@@ -28,7 +28,7 @@ func (w *Worker) stop() {
 	w.emitLocked(Event{Kind: "stopping"})
 	w.notify()
 	w.unlock()
-	w.logf("stopping: taking no new work, finishing %d running job(s)", running)
+	w.logInfo("stopping: taking no new work", "running", running)
 	if claims != nil {
 		claims()
 	}
@@ -54,7 +54,7 @@ func (w *Worker) drain() {
 	}
 	w.unlock()
 	if len(leftovers) > 0 {
-		w.logf("%d job(s) still running after the drain timeout of %s: left to lease expiry", len(leftovers), w.opts.DrainTimeout)
+		w.logWarn("still running after the drain timeout: left to lease expiry", "jobs", len(leftovers), "drain_timeout", w.opts.DrainTimeout)
 	}
 	grace := time.Now().Add(finalAckGrace)
 	w.mu.Lock()
@@ -68,7 +68,7 @@ func (w *Worker) drain() {
 	}
 	w.mu.Unlock()
 	if unanswered > 0 {
-		w.logf("%d acknowledgement(s) unanswered at exit: left to lease expiry", unanswered)
+		w.logWarn("unanswered at exit: left to lease expiry", "acks", unanswered)
 	}
 	// The half-closed stream ends once the server has answered it.
 	t := time.NewTimer(finalAckGrace)

@@ -132,7 +132,7 @@ func (w *Worker) lose(h *held, reason, detail string) {
 	delete(w.held, h.token)
 	h.cancel()
 	w.notify()
-	w.logf("job %s: lease lost (%s): %s", h.job.ID, reason, detail)
+	w.logWarn("lease lost", "job_id", h.job.ID, "task", h.job.Task, "reason", reason, "detail", detail)
 	w.emitLocked(Event{Kind: "lease-lost", JobID: h.job.ID, Task: h.job.Task, Message: detail, Code: reason})
 }
 

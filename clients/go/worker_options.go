@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"os"
 	"regexp"
 	"time"
@@ -16,11 +15,6 @@ var (
 	namePattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
 	workerIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:@/-]{1,128}$`)
 )
-
-// Logger is where the worker writes what it does; *log.Logger is one.
-type Logger interface {
-	Printf(format string, v ...any)
-}
 
 // Event is what the worker reports to WorkerOptions.OnEvent, for metrics,
 // tests and logs of your own. Kind is one of connected, disconnected,
@@ -58,7 +52,7 @@ type WorkerOptions struct {
 	DrainTimeout     time.Duration
 	ReconnectBackoff Backoff       // default 250ms doubling to 30s, jittered
 	AckBatchWindow   time.Duration // how long an acknowledgement waits for others to share its message; default 1ms, negative: none
-	Logger           Logger        // default log.Default()
+	Logger           Logger        // where records go (see Logger); default LogfmtLogger(os.Stderr)
 	LogJobs          bool          // also log each job's outcome; default: only connections, stops and problems
 	OnEvent          func(Event)   // called for each Event (from the worker's goroutines)
 }
@@ -106,7 +100,7 @@ func (w *Worker) checkOptions() error {
 		o.AckBatchWindow = time.Millisecond
 	}
 	if o.Logger == nil {
-		o.Logger = log.Default()
+		o.Logger = defaultLogger()
 	}
 	if len(w.handlers) == 0 {
 		return errors.New("Run: register a handler first (Handle)")

@@ -44,7 +44,7 @@ func (w *Worker) tick() {
 		}
 		w.unlock()
 		if stale {
-			w.logf("the Work stream left an acknowledgement unanswered for %s: reconnecting", ackAnswerTimeout)
+			w.logWarn("the Work stream left an acknowledgement unanswered: reconnecting", "after", ackAnswerTimeout)
 			side.cancel()
 			continue
 		}

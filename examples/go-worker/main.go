@@ -1,4 +1,5 @@
-// Command go-worker is a LeaseQueue worker on the Go SDK (clients/go): demo.add.
+// Command go-worker is a LeaseQueue worker on the Go SDK (clients/go) for the task demo.add.
+// Settings from the environment: LEASEQUEUE_URL, LEASEQUEUE_QUEUE, LEASEQUEUE_TOKEN (README.md).
 package main
 
 import (
@@ -13,11 +14,11 @@ import (
 )
 
 func main() {
-	conn, err := leasequeue.Dial(getenv("LEASEQUEUE_URL", "http://127.0.0.1:8080"), leasequeue.WithToken(os.Getenv("LEASEQUEUE_TOKEN")))
+	conn, err := leasequeue.Dial(os.Getenv("LEASEQUEUE_URL"), leasequeue.WithToken(os.Getenv("LEASEQUEUE_TOKEN")))
 	if err != nil {
 		log.Fatal(err)
 	}
-	w := leasequeue.NewWorker(conn, leasequeue.WorkerOptions{Queue: getenv("LEASEQUEUE_QUEUE", "demo"), Concurrency: 4})
+	w := leasequeue.NewWorker(conn, leasequeue.WorkerOptions{Queue: os.Getenv("LEASEQUEUE_QUEUE"), Concurrency: 4})
 	w.Handle("demo.add", func(ctx context.Context, job *leasequeue.Job) (any, error) {
 		var in struct{ A, B *float64 }
 		if err := job.Decode(&in); err != nil || in.A == nil || in.B == nil {
@@ -27,14 +28,7 @@ func main() {
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := w.Run(ctx); err != nil { // drains when ctx ends
+	if err := w.Run(ctx); err != nil { // drains when ctx ends, then returns nil
 		log.Fatal(err)
 	}
-}
-
-func getenv(name, fallback string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return fallback
 }

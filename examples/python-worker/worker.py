@@ -1,4 +1,4 @@
-"""A LeaseQueue worker on the Python SDK (clients/python): demo.add and demo.sleep."""
+"""A LeaseQueue worker on the Python SDK (clients/python): demo.add, and demo.sleep on asyncio (README.md)."""
 
 import asyncio
 import logging
@@ -6,12 +6,9 @@ import os
 
 import leasequeue
 
-worker = leasequeue.Worker(
-    os.environ.get("LEASEQUEUE_URL", "http://127.0.0.1:8080"),
-    queue=os.environ.get("LEASEQUEUE_QUEUE", "demo"),
-    concurrency=4,
-    token=os.environ.get("LEASEQUEUE_TOKEN") or None,
-)
+env = os.environ.get
+worker = leasequeue.Worker(env("LEASEQUEUE_URL", "http://127.0.0.1:8080"), queue=env("LEASEQUEUE_QUEUE", "demo"), concurrency=4,
+                           token=env("LEASEQUEUE_TOKEN") or None)
 
 
 @worker.task("demo.add")
@@ -28,6 +25,5 @@ async def sleep(job):
     return {"slept": job.payload.get("seconds", 1)}
 
 
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    worker.run()  # until SIGTERM or Ctrl-C, then drains
+logging.basicConfig(level=logging.INFO)
+worker.run()  # until SIGTERM or Ctrl-C, then drains

@@ -2,13 +2,15 @@
  * The reference's bounds table, computed from the server's own limits
  * (src/domain/request-bounds.ts, compiled into dist/ by the tsc step of the
  * build), so that it says what validation enforces, with durations written
- * by src/domain/duration-text.ts. Fields are named as JSON names.
+ * by src/domain/duration-text.ts. Fields are named as JSON names. The same
+ * rows as Markdown are what docs/api.md "Bounds" shows
+ * (test/docs/doc-tables.test.ts).
  */
 const range = ([min, max], format = String) => `${format(min)}..${format(max)}`;
 
 /**
  * @param {{ BOUNDS: any, DEFAULTS: any }} requestBounds the exports of dist/src/domain/request-bounds.js
- * @param {{ formatDurationText: (ms: number, style: string) => string }} durationText the exports of dist/src/domain/duration-text.js
+ * @param {{ formatDurationText: (ms: number, style: "reference") => string }} durationText the exports of dist/src/domain/duration-text.js
  */
 export function describeBounds({ BOUNDS: B, DEFAULTS: D }, { formatDurationText }) {
   /** 43200000 -> "12h", 2592000000 -> "30d", 60000 -> "60s" (the JSON form of a Duration counts seconds). */
@@ -33,12 +35,16 @@ export function describeBounds({ BOUNDS: B, DEFAULTS: D }, { formatDurationText 
     {
       fields: ["delay", "scheduleTime"],
       bound: `at most ${duration(B.scheduleAheadMs)} ahead (Snooze: ${range(B.snoozeDelayMs, duration)}); Submit takes one or the other`,
-      default: "now",
+      default: `now (Snooze: ${duration(D.snoozeDelayMs)}, eligible at once)`,
     },
     { fields: ["leaseDuration"], bound: range(B.leaseDurationMs, duration), default: duration(D.leaseDurationMs) },
     { fields: ["maxJobs"], bound: range(B.maxJobs), default: String(D.maxJobs) },
     { fields: ["wait"], bound: range(B.waitMs, duration), default: `${duration(D.waitMs)} (no wait)` },
-    { fields: ["maxInFlight"], bound: range(B.maxInFlight), default: String(D.maxInFlight) },
+    {
+      fields: ["maxInFlight"],
+      bound: `${range(B.maxInFlight)} unfinished leases per StreamClaims or Work stream`,
+      default: String(D.maxInFlight),
+    },
     { fields: ["retryDelay"], bound: range(B.retryDelayMs, duration), default: "the exponential backoff" },
     { fields: ["error", "reason"], bound: `at most ${B.textChars} characters`, default: "empty" },
     { fields: ["pageSize"], bound: range(B.pageSize), default: String(D.pageSize) },
@@ -54,8 +60,20 @@ export function describeBounds({ BOUNDS: B, DEFAULTS: D }, { formatDurationText 
     { fields: ["maxRunning"], bound: `${range(B.maxRunning)} jobs running at once`, default: "0 (no limit)" },
     { fields: ["rateLimit"], bound: `${range(B.rateLimit)} leases per \`ratePeriod\``, default: "0 (no limit)" },
     { fields: ["ratePeriod"], bound: range(B.ratePeriodMs, duration), default: duration(D.ratePeriodMs) },
-    { fields: ["acks"], bound: `1..${B.acks} per Acknowledge, 0..${B.acks} per Work message`, default: "required (Acknowledge)" },
+    { fields: ["acks"], bound: `1..${B.acks} per Acknowledge, 0..${B.acks} per Work message or Claim`, default: "required (Acknowledge)" },
     // A setting, not a field: one request, or one message of a stream.
     { fields: [], subject: "request body", bound: "`LEASEQUEUE_MAX_REQUEST_BYTES`", default: `${D.maxRequestBytes} bytes` },
+  ];
+}
+
+/** A table cell's text: a `|` would end the cell, so it is escaped. */
+const cell = (text) => text.replaceAll("|", "\\|");
+
+/** The rows of describeBounds as the lines of a Markdown table, header included. */
+export function boundsTableMarkdown(bounds) {
+  return [
+    "| field | bound | default |",
+    "|---|---|---|",
+    ...bounds.map((b) => `| ${cell(b.fields.length === 0 ? b.subject : b.fields.join(", "))} | ${cell(b.bound)} | ${cell(b.default)} |`),
   ];
 }

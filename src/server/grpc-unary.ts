@@ -6,7 +6,8 @@
  * connect-es serves a unary call as a pipeline of async generators (split
  * envelopes, decompress, parse, invoke, serialize, compress, join, catch),
  * the one request and the one response each passing through every stage.
- * For a call that does little, that pipeline was most of the server's CPU.
+ * For a call that does little, the pipeline costs more than the call's own
+ * work.
  * This path reads the request message, calls the same interceptors and the
  * same implementation, and writes the response, with connect's own
  * serialization and limits, compression negotiation, timeout parsing and
@@ -40,6 +41,8 @@ import {
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
 import { requestParseError } from "./call-record.js";
+import { COMPRESSED_FLAG, envelope, readSingleMessage } from "./grpc-envelope.js";
+import { headerValue, nodeHeadersOf, replaceHeaders, RequestHeaders } from "./node-headers.js";
 
 /** A unary method's implementation, as connect's router holds it. */
 export type UnaryImplSpec = Extract<MethodImplSpec, { kind: "unary" }>;
@@ -71,7 +74,7 @@ export interface GrpcUnaryCall {
 /**
  * Whether this path serves `req`: a POST over HTTP/2 with an authority, a
  * binary gRPC content type and no request compression. Everything else
- * goes to connect, which answers it as before.
+ * goes to connect, which answers it.
  */
 export function servesAsGrpcUnary(req: http2.Http2ServerRequest): boolean {
   if (req.method !== "POST" || req.authority === undefined) return false;
@@ -162,8 +165,6 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
       .catch(fail);
   };
 }
-
-const COMPRESSED_FLAG = 0b01;
 
 /** The call, carried in the interceptors' request (spread copies it along). */
 const CALL = Symbol("leasequeue grpc unary call");
@@ -286,8 +287,9 @@ class CallResponse implements UnaryResponse<DescMessage, DescMessage> {
  * The signal: connect makes three AbortControllers per call (the
  * request's, the deadline's, and one that links them with the shutdown
  * signal) and aborts two of them at the end of every call, each abort
- * building a DOMException with its stack: 14% of the server's busy time for
- * a do-nothing call, for a signal that most handlers never read. Made late,
+ * building a DOMException with its stack: a large part of what a call that
+ * does nothing costs (docs/performance.md "The cost of one unary call"),
+ * for a signal that most handlers never read. Made late,
  * it is what connect's would be at that moment: already aborted if the call
  * is over, the client gone, the deadline passed or the server shutting
  * down, else aborted when one of those comes.
@@ -379,79 +381,6 @@ class CallState {
 }
 
 /**
- * The request's headers as handlers read them. Handlers ask for one or two
- * (Idempotency-Key, Content-Type): get() and has() answer those from Node's
- * header object, as `Headers` would (repeated values joined; there is no
- * whitespace to trim, since HTTP/2 refuses values that start or end with
- * it, RFC 9113 §8.2.1); anything else (iteration, changes, names that are not plain tokens, which
- * `Headers` refuses) goes to a real `Headers` made from them on first use,
- * as connect-node makes it for every call.
- */
-class RequestHeaders implements Headers {
-  readonly #node: http2.IncomingHttpHeaders;
-  #headers: Headers | undefined;
-
-  constructor(node: http2.IncomingHttpHeaders) {
-    this.#node = node;
-  }
-
-  #all(): Headers {
-    return (this.#headers ??= webHeadersOf(this.#node));
-  }
-
-  get(name: string): string | null {
-    if (this.#headers !== undefined || !PLAIN_HEADER_NAME.test(name)) return this.#all().get(name);
-    const value = this.#node[name.toLowerCase()];
-    if (value === undefined) return null;
-    return typeof value === "string" ? value : value.join(", ");
-  }
-
-  has(name: string): boolean {
-    if (this.#headers !== undefined || !PLAIN_HEADER_NAME.test(name)) return this.#all().has(name);
-    return this.#node[name.toLowerCase()] !== undefined;
-  }
-
-  append(name: string, value: string): void {
-    this.#all().append(name, value);
-  }
-
-  delete(name: string): void {
-    this.#all().delete(name);
-  }
-
-  set(name: string, value: string): void {
-    this.#all().set(name, value);
-  }
-
-  getSetCookie(): string[] {
-    return this.#all().getSetCookie();
-  }
-
-  forEach(callback: (value: string, key: string, parent: Headers) => void, thisArg?: unknown): void {
-    this.#all().forEach((value, key) => callback.call(thisArg, value, key, this));
-  }
-
-  keys(): ReturnType<Headers["keys"]> {
-    return this.#all().keys();
-  }
-
-  values(): ReturnType<Headers["values"]> {
-    return this.#all().values();
-  }
-
-  entries(): ReturnType<Headers["entries"]> {
-    return this.#all().entries();
-  }
-
-  [Symbol.iterator](): ReturnType<Headers["entries"]> {
-    return this.#all()[Symbol.iterator]();
-  }
-}
-
-/** A header name `Headers` accepts (an RFC 9110 token); a pseudo-header is not one. */
-const PLAIN_HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-
-/**
  * Aborts `controller` as connect's handler context does: at the deadline,
  * when the request's stream closes (with the reason its reset code says),
  * and at shutdown; at once if one of those has already come. Returns what
@@ -516,128 +445,4 @@ export function errorOfResetCode(code: number | undefined): ConnectError | undef
   const known = code === undefined ? undefined : codes[code];
   if (known === undefined || code === undefined) return undefined;
   return new ConnectError(`http/2 stream closed with error code ${known[0]} (0x${code.toString(16)})`, known[1]);
-}
-
-/**
- * Reads the request body as connect does for a unary call: the envelopes in
- * order, each length checked as soon as its prefix arrives, each message
- * parsed as soon as it is complete, a second one refused (after it parsed);
- * at the end of the body, a stream its client reset is `canceled` (Node
- * ends such a body as if END_STREAM had arrived, and sets the reset code
- * later in the same turn), unread bytes are an incomplete envelope, and no
- * message at all is refused. Stops reading at the first refusal.
- */
-function readSingleMessage<T>(req: http2.Http2ServerRequest, readMaxBytes: number, parse: (bytes: Uint8Array) => T): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let buffered = 0;
-    /** The length of the envelope being read, once its prefix is in; -1 before. */
-    let length = -1;
-    let flags = 0;
-    let parsed: { message: T } | undefined;
-    let stopped = false;
-    const stop = (err: Error) => {
-      stopped = true;
-      req.off("data", onData);
-      req.off("end", onEnd);
-      req.pause();
-      reject(err);
-    };
-    const take = (n: number): Buffer => {
-      const all = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, buffered);
-      chunks.length = 0;
-      if (all.byteLength > n) chunks.push(all.subarray(n));
-      buffered -= n;
-      return all.subarray(0, n);
-    };
-    const onData = (chunk: Buffer) => {
-      chunks.push(chunk);
-      buffered += chunk.byteLength;
-      try {
-        for (;;) {
-          if (length < 0) {
-            if (buffered < 5) return;
-            const prefix = take(5);
-            flags = prefix.readUInt8(0);
-            length = prefix.readUInt32BE(1);
-            if (length > readMaxBytes) {
-              throw new ConnectError(
-                `message size ${length} is larger than configured readMaxBytes ${readMaxBytes}`,
-                Code.ResourceExhausted,
-              );
-            }
-          }
-          if (buffered < length) return;
-          const data = take(length);
-          length = -1;
-          if ((flags & COMPRESSED_FLAG) === COMPRESSED_FLAG) {
-            throw new ConnectError("received compressed envelope, but do not know how to decompress", Code.Internal);
-          }
-          const message = parse(data);
-          if (parsed !== undefined)
-            throw new ConnectError("protocol error: received extra input message for unary method", Code.Unimplemented);
-          parsed = { message };
-        }
-      } catch (err) {
-        stop(err instanceof Error ? err : new ConnectError(String(err), Code.Internal));
-      }
-    };
-    const onEnd = () => {
-      setImmediate(() => {
-        if (stopped) return;
-        const rst = req.stream.rstCode;
-        if (rst !== undefined && rst !== http2.constants.NGHTTP2_NO_ERROR) {
-          return stop(new ConnectError(`the client reset the stream (HTTP/2 error code ${rst})`, Code.Canceled));
-        }
-        // Like connect's envelope reader: a prefix read whose message never came is not "incomplete", only unread bytes are.
-        if (buffered > 0) return stop(new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument));
-        if (parsed === undefined)
-          return stop(new ConnectError("protocol error: missing input message for unary method", Code.Unimplemented));
-        resolve(parsed.message);
-      });
-    };
-    req.on("data", onData);
-    req.once("end", onEnd);
-  });
-}
-
-function envelope(flags: number, data: Uint8Array): Uint8Array {
-  const frame = Buffer.allocUnsafe(5 + data.byteLength);
-  frame.writeUInt8(flags, 0);
-  frame.writeUInt32BE(data.byteLength, 1);
-  frame.set(data, 5);
-  return frame;
-}
-
-function headerValue(value: string | string[] | undefined): string | null {
-  if (value === undefined) return null;
-  return typeof value === "string" ? value : value.join(", ");
-}
-
-/** The request's headers as connect-node gives them to handlers (pseudo-headers dropped). */
-function webHeadersOf(nodeHeaders: http2.IncomingHttpHeaders): Headers {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(nodeHeaders)) {
-    if (name.startsWith(":") || value === undefined) continue;
-    if (typeof value === "string") headers.append(name, value);
-    else for (const v of value) headers.append(name, v);
-  }
-  return headers;
-}
-
-/** Headers as Node writes them, the way connect-node converts them. */
-function nodeHeadersOf(headers: Headers): http2.OutgoingHttpHeaders {
-  const out: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
-  headers.forEach((value, key) => {
-    const existing = out[key];
-    if (existing === undefined) out[key] = value;
-    else if (Array.isArray(existing)) existing.push(value);
-    else out[key] = [existing, value];
-  });
-  return out;
-}
-
-function replaceHeaders(to: Headers, from: Headers): void {
-  for (const key of [...to.keys()]) to.delete(key);
-  from.forEach((value, key) => to.set(key, value));
 }

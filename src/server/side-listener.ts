@@ -1,6 +1,17 @@
 import * as http from "node:http";
 import { listen, type BoundAddress } from "./listen.js";
 
+/**
+ * The side port's HTTP timeouts (docs/api.md "Side port"): a scrape or a
+ * probe is one small GET, so its request must arrive whole within 10 s,
+ * and an idle keep-alive connection is closed after 5 s (a scraper comes
+ * back every few seconds at most; one that does not opens a new one).
+ */
+export const SIDE_PORT_TIMEOUTS = { headersTimeout: 10_000, requestTimeout: 10_000, keepAliveTimeout: 5_000 } as const;
+
+/** How long close() lets requests in flight on the side port finish before cutting them (docs/api.md "Side port"). */
+export const SIDE_PORT_CLOSE_GRACE_MS = 5_000;
+
 export interface SideListenerOptions {
   /** Interface to bind, e.g. "127.0.0.1". */
   host: string;
@@ -15,7 +26,7 @@ export interface SideListenerOptions {
 export interface SideListener {
   /** Real bound address, url like http://127.0.0.1:9464. */
   readonly address: BoundAddress;
-  /** Stop accepting, let in-flight requests finish up to `graceMs` (default 5_000), then cut the rest. */
+  /** Stop accepting, let in-flight requests finish up to `graceMs` (default SIDE_PORT_CLOSE_GRACE_MS), then cut the rest. */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -35,8 +46,7 @@ const ALLOWED_METHODS = "GET, HEAD";
  * so it can be exposed to a scraper without exposing the API.
  */
 export async function startSideListener(opts: SideListenerOptions): Promise<SideListener> {
-  const timeouts = { headersTimeout: 10_000, requestTimeout: 10_000, keepAliveTimeout: 5_000 };
-  const server = http.createServer(timeouts, (req, res) => {
+  const server = http.createServer({ ...SIDE_PORT_TIMEOUTS }, (req, res) => {
     void answer(req, opts).then(
       (reply) => send(req, res, reply),
       (error: unknown) => send(req, res, json(500, { status: "error", reason: describe(error) })),
@@ -47,7 +57,7 @@ export async function startSideListener(opts: SideListenerOptions): Promise<Side
   const address = await listen(server, { host: opts.host, port: opts.port, scheme: "http" });
 
   let closed: Promise<void> | undefined;
-  const close = (graceMs = 5_000): Promise<void> => {
+  const close = (graceMs = SIDE_PORT_CLOSE_GRACE_MS): Promise<void> => {
     closed ??= new Promise<void>((resolve) => {
       const deadline = setTimeout(() => server.closeAllConnections(), graceMs);
       // Node's close() also closes idle keep-alive connections.

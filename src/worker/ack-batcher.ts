@@ -15,7 +15,7 @@
  * Acknowledge call (HTTP/1.1, while the Work stream is reconnecting, or
  * while the unary transport long-polls). Each acknowledgement is answered
  * on its own: the result's status is exactly the refusal the single RPC
- * would have returned, so callers map it as before. A batch that never got
+ * would have returned, so callers map it as they map that RPC's. A batch that never got
  * its answer (a broken stream or call) is answered `unavailable` per
  * acknowledgement, and the caller decides whether to send it again.
  */

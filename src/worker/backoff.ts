@@ -4,16 +4,29 @@
  * wait is drawn uniformly from [cap/2, cap] ("equal jitter"), so a fleet of
  * workers cut off by one server restart does not reconnect in lockstep.
  */
-import { jitteredBackoffMs } from "../domain/backoff.js";
+import { jitteredBackoffMs, type BackoffPolicy } from "../domain/backoff.js";
+
+/**
+ * A worker's reconnect backoff unless `reconnectBackoff` says otherwise
+ * (docs/writing-a-worker.md "Options of `createWorker`"): a first wait of
+ * at most 250 ms, so a worker is back soon after a quick restart, and
+ * attempts at most 30 s apart, so a worker finds a server that is back
+ * within half a minute without a fleet of them hammering one that is down.
+ */
+export const DEFAULT_RECONNECT_BACKOFF: Readonly<BackoffPolicy> = { initialMs: 250, maxMs: 30_000 };
 
 export interface BackoffOptions {
-  /** First wait's cap; default 250 ms. */
+  /** First wait's cap; default DEFAULT_RECONNECT_BACKOFF.initialMs. */
   initialMs?: number;
-  /** Largest cap; default 30 000 ms. */
+  /** Largest cap; default DEFAULT_RECONNECT_BACKOFF.maxMs. */
   maxMs?: number;
 }
 
-export function backoffDelay(attempt: number, { initialMs = 250, maxMs = 30_000 }: BackoffOptions = {}, random = Math.random): number {
+export function backoffDelay(
+  attempt: number,
+  { initialMs = DEFAULT_RECONNECT_BACKOFF.initialMs, maxMs = DEFAULT_RECONNECT_BACKOFF.maxMs }: BackoffOptions = {},
+  random = Math.random,
+): number {
   return jitteredBackoffMs(attempt, { initialMs, maxMs }, random);
 }
 

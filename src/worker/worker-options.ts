@@ -9,6 +9,9 @@ import { canStreamBothWays, createLeaseQueueClient, type LeaseQueueClient, type 
 import type { JobHandler } from "./job-attempt.js";
 import { eventReporter, type ReportEvent, type WorkerEvent } from "./worker-events.js";
 
+/** How long close() waits for running handlers unless `shutdownTimeout` says otherwise (docs/writing-a-worker.md "Options of `createWorker`"). */
+export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
+
 export interface WorkerOptions {
   /** The API URL; the worker creates its own client. Give this or `client`. */
   url?: string;
@@ -35,9 +38,9 @@ export interface WorkerOptions {
   leaseDuration?: number;
   /** Milliseconds between a lease's heartbeats; default a third of `leaseDuration`. Must be shorter than it. */
   heartbeatInterval?: number;
-  /** Milliseconds close() waits for running handlers before failing their jobs back; default 10 000. */
+  /** Milliseconds close() waits for running handlers before failing their jobs back; default 10 000 (DEFAULT_SHUTDOWN_TIMEOUT_MS). */
   shutdownTimeout?: number;
-  /** Reconnect backoff; default 250 ms doubling to 30 s, jittered. */
+  /** Reconnect backoff; default 250 ms doubling to 30 s, jittered (backoff.ts DEFAULT_RECONNECT_BACKOFF). */
   reconnectBackoff?: BackoffOptions;
   /**
    * Milliseconds an acknowledgement (Complete, Fail, Snooze, Release, Heartbeat)
@@ -96,7 +99,7 @@ export function workerSettings(o: WorkerOptions): WorkerSettings {
   const heartbeatIntervalMs = o.heartbeatInterval ?? Math.floor(leaseDurationMs / 3);
   if (!(heartbeatIntervalMs > 0 && heartbeatIntervalMs < leaseDurationMs))
     throw new RangeError("createWorker: heartbeatInterval must be > 0 and shorter than leaseDuration");
-  const shutdownTimeoutMs = o.shutdownTimeout ?? 10_000;
+  const shutdownTimeoutMs = o.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
   if (!(shutdownTimeoutMs >= 0)) throw new RangeError("createWorker: shutdownTimeout must be >= 0");
   const ackBatchWindowMs = o.ackBatchWindow ?? 1;
   if (!(Number.isFinite(ackBatchWindowMs) && ackBatchWindowMs >= 0 && ackBatchWindowMs <= 1000)) {

@@ -71,7 +71,7 @@ describe.skipIf(skip)("the Go SDK", () => {
       expect(await finished(bad), log).toMatchObject({ state: "JOB_STATE_DEAD", attempts: 1, lastError: "demo.add needs numbers a and b" });
       worker.kill("SIGTERM");
       expect(await exited, log).toBe(0);
-      expect(log).toMatch(/leasequeue: stopping: taking no new work/);
+      expect(log).toMatch(/^time=\S+ level=info msg="stopping: taking no new work" running=\d+ queue=go-example worker_id=\S+$/m);
     } finally {
       worker.kill("SIGKILL");
     }
