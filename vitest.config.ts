@@ -1,4 +1,4 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 /**
  * `npm test` runs `vitest run --coverage`: V8 coverage of the server and SDK
@@ -16,6 +16,8 @@ export default defineConfig({
   test: {
     // The SQLite store's thread runs from source under test (src/store/sqlite/threaded-store.ts); worker threads inherit this.
     execArgv: ["--import", "./test/helpers/register-typescript.mjs"],
+    // Tests live under test/ only; compiled copies (a `tsc` without --noEmit writes them to dist/test) are never run.
+    exclude: [...configDefaults.exclude, "dist/**"],
     coverage: {
       provider: "v8",
       include: ["src/**/*.ts"],
