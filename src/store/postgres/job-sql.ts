@@ -10,8 +10,9 @@
  * back as numbers (pool.ts sets the parser: every time is epoch ms, far
  * below 2^53).
  */
-import { JOB_STATES, type JobState, type StoredJob } from "../../domain/job.js";
+import type { JobState, StoredJob } from "../../domain/job.js";
 import { JOB_COLUMN_NAMES, jobColumnArrays, UPDATED_JOB_COLUMN_NAMES, type JobColumn } from "../job-columns.js";
+import { listedStates } from "../job-listing.js";
 
 export { toStoredJob } from "../job-columns.js";
 import { quoteIdentifier } from "./identifiers.js";
@@ -181,9 +182,7 @@ export function listJobsQuery(
     // A cursor that is no UUID cannot be below any id in text order either way; compare as text then.
     where.push(isUuid(spec.beforeId) ? `id < ${bind(spec.beforeId)}::uuid` : `id::text < ${bind(spec.beforeId)}`);
   }
-  const states = [
-    ...new Set(spec.states !== undefined && spec.states.length > 0 ? spec.states : spec.queue !== undefined ? JOB_STATES : []),
-  ];
+  const states = listedStates(spec);
   const limit = bind(spec.limit);
   const jobs = `${quoteIdentifier(schema)}.jobs`;
   if (states.length <= 1) {

@@ -28,10 +28,11 @@ import Database from "better-sqlite3";
 import { hostClock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
 import type { Job, JobEvent, JobState } from "../../domain/job.js";
-import { JOB_STATES, publicJob } from "../../domain/job.js";
+import { publicJob } from "../../domain/job.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import { watchClockJumps } from "../database-clock.js";
 import { DatabaseRefusal } from "../database-refusal.js";
+import { listedStates } from "../job-listing.js";
 import { replayBounds } from "../event-bounds.js";
 import { OperationStore, type OperationStoreOptions } from "../operation-store.js";
 import type { PersistedChanges } from "../operation-changes.js";
@@ -260,10 +261,7 @@ export class SqliteStore extends OperationStore implements Store {
   }
 
   async listJobs(spec: ListJobsSpec): Promise<Job[]> {
-    // One range per distinct state; a queue's whole listing is the union of its six.
-    const states = [
-      ...new Set(spec.states !== undefined && spec.states.length > 0 ? spec.states : spec.queue !== undefined ? JOB_STATES : []),
-    ];
+    const states = listedStates(spec);
     const shape = { queue: spec.queue !== undefined, states: states.length, before: spec.beforeId !== undefined };
     const key = JSON.stringify(shape);
     let stmt = this.#listCache.get(key);
