@@ -11,23 +11,19 @@ if (file === undefined) {
 }
 const report = JSON.parse(readFileSync(file, "utf8"));
 console.log(markdownReport(report));
-if (report.cpuProfile !== undefined) {
+/** One thread's profile summary as Markdown: its top self time, then its areas. */
+function profileTables(title, summary) {
   console.log(
-    `\nTop self time, ${report.cpuProfile.scenario}; the server was idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; shares are of its busy time:\n\n| share | function | where |\n|--:|---|---|`,
+    `\n${title}; idle ${((summary.idleShare ?? 0) * 100).toFixed(0)}% of ${summary.totalMs} ms; shares are of its busy time:\n\n| share | function | where |\n|--:|---|---|`,
   );
-  for (const e of report.cpuProfile.top) console.log(`| ${(e.share * 100).toFixed(1)}% | \`${e.fn}\` | ${e.where} |`);
-}
-if (report.cpuProfile?.byArea !== undefined) {
-  console.log("\n| share of busy time | area |\n|--:|---|");
-  for (const a of report.cpuProfile.byArea) console.log(`| ${(a.share * 100).toFixed(1)}% | ${a.area} |`);
-}
-for (const w of report.cpuProfile?.workers ?? []) {
-  console.log(
-    `\nWorker thread ${w.thread} (on SQLite, the store thread): idle ${((w.idleShare ?? 0) * 100).toFixed(0)}% of ${w.totalMs} ms; top self time, shares of its busy time:\n\n| share | function | where |\n|--:|---|---|`,
-  );
-  for (const e of w.top) console.log(`| ${(e.share * 100).toFixed(1)}% | \`${e.fn}\` | ${e.where} |`);
-  if (w.byArea !== undefined) {
+  for (const e of summary.top) console.log(`| ${(e.share * 100).toFixed(1)}% | \`${e.fn}\` | ${e.where} |`);
+  if (summary.byArea !== undefined) {
     console.log("\n| share of busy time | area |\n|--:|---|");
-    for (const a of w.byArea) console.log(`| ${(a.share * 100).toFixed(1)}% | ${a.area} |`);
+    for (const a of summary.byArea) console.log(`| ${(a.share * 100).toFixed(1)}% | ${a.area} |`);
   }
+}
+
+if (report.cpuProfile !== undefined) {
+  profileTables(`Top self time, ${report.cpuProfile.scenario}: the server's main thread`, report.cpuProfile);
+  for (const w of report.cpuProfile.workers ?? []) profileTables(`Worker thread ${w.thread} (on SQLite, the store thread)`, w);
 }

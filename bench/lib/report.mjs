@@ -139,14 +139,17 @@ export function printReport(report) {
     console.log(
       `\nServer CPU profile, ${report.cpuProfile.scenario}; idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; top self time, share of busy time:`,
     );
-    for (const e of report.cpuProfile.top.slice(0, 15)) console.log(`  ${(e.share * 100).toFixed(1).padStart(5)}%  ${e.fn}  ${e.where}`);
+    const printTop = (top) => {
+      for (const e of top.slice(0, 15)) console.log(`  ${(e.share * 100).toFixed(1).padStart(5)}%  ${e.fn}  ${e.where}`);
+    };
+    printTop(report.cpuProfile.top);
     console.log("  by area:");
     for (const a of report.cpuProfile.byArea ?? []) console.log(`  ${(a.share * 100).toFixed(1).padStart(5)}%  ${a.area}`);
     for (const w of report.cpuProfile.workers ?? []) {
       console.log(
         `\n  worker thread ${w.thread} (on SQLite, the store thread): idle ${((w.idleShare ?? 0) * 100).toFixed(0)}% of ${w.totalMs} ms; top self time:`,
       );
-      for (const e of w.top.slice(0, 15)) console.log(`  ${(e.share * 100).toFixed(1).padStart(5)}%  ${e.fn}  ${e.where}`);
+      printTop(w.top);
     }
   }
 }

@@ -27,9 +27,7 @@ export class RequestHeaders implements Headers {
 
   get(name: string): string | null {
     if (this.#headers !== undefined || !PLAIN_HEADER_NAME.test(name)) return this.#all().get(name);
-    const value = this.#node[name.toLowerCase()];
-    if (value === undefined) return null;
-    return typeof value === "string" ? value : value.join(", ");
+    return headerValue(this.#node[name.toLowerCase()]);
   }
 
   has(name: string): boolean {
