@@ -196,27 +196,32 @@ describe.each(SDKS)("the $name SDK", (sdk) => {
     expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", progress, result: { reported: progress } });
   });
 
-  it.skipIf(skip)("drains on SIGTERM: a 2 s handler finishes and is completed, nothing new is taken", { timeout: 30_000 }, async () => {
-    const drainQueue = `${queue}-drain`;
-    const draining = new Driver(command, { url: server.apiUrl, queue: drainQueue, concurrency: 1, leaseSeconds: 1 }, `${sdk.name}-drain`);
-    await draining.waitFor("connected");
-    const id = await submit(server, { queue: drainQueue, task: "sleep", payload: { seconds: 2 } });
-    await draining.waitFor("run", 1, (e) => e.job === id);
-    const signalled = Date.now();
-    draining.child.kill("SIGTERM");
-    // Submitted after the signal: with the worker stopping it stays queued.
-    await new Promise((r) => setTimeout(r, 300));
-    const later = await submit(server, { queue: drainQueue, task: "echo", payload: 1 });
-    expect(await draining.exited, draining.log).toBe(0);
-    expect(Date.now() - signalled).toBeGreaterThan(1_000);
-    // 2 s on a 1 s lease: heartbeats kept it through the drain.
-    const job = await getJob(server, id);
-    expect(job, draining.log).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { slept: 2 } });
-    expect(await eventKinds(server, id)).not.toContain("EVENT_KIND_LEASE_EXPIRED");
-    const untouched = await getJob(server, later);
-    expect(untouched.state).toBe("JOB_STATE_QUEUED");
-    expect(untouched.deliveries ?? 0).toBe(0);
-  });
+  it.skipIf(skip)(
+    "drains on SIGTERM: a 4 s handler on a 2 s lease finishes and is completed, nothing new is taken",
+    { timeout: 30_000 },
+    async () => {
+      const drainQueue = `${queue}-drain`;
+      const draining = new Driver(command, { url: server.apiUrl, queue: drainQueue, concurrency: 1, leaseSeconds: 2 }, `${sdk.name}-drain`);
+      await draining.waitFor("connected");
+      const id = await submit(server, { queue: drainQueue, task: "sleep", payload: { seconds: 4 } });
+      await draining.waitFor("run", 1, (e) => e.job === id);
+      const signalled = Date.now();
+      draining.child.kill("SIGTERM");
+      // Submitted after the signal: with the worker stopping it stays queued.
+      await new Promise((r) => setTimeout(r, 300));
+      const later = await submit(server, { queue: drainQueue, task: "echo", payload: 1 });
+      expect(await draining.exited, draining.log).toBe(0);
+      expect(Date.now() - signalled).toBeGreaterThan(1_000);
+      // Twice its lease: heartbeats kept it through the drain. (A 1 s lease left
+      // a loaded machine too little room: one slow heartbeat round trip lost it.)
+      const job = await getJob(server, id);
+      expect(job, draining.log).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, deliveries: 1, result: { slept: 4 } });
+      expect(await eventKinds(server, id)).not.toContain("EVENT_KIND_LEASE_EXPIRED");
+      const untouched = await getJob(server, later);
+      expect(untouched.state).toBe("JOB_STATE_QUEUED");
+      expect(untouched.deliveries ?? 0).toBe(0);
+    },
+  );
 
   it.skipIf(skip)(
     "reconnects after a server restart mid-run: nothing lost, nothing acknowledged twice",
