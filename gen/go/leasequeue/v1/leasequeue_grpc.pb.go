@@ -88,12 +88,16 @@ type LeaseQueueServiceClient interface {
 	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
 	// DeleteSchedule removes a schedule; jobs it already submitted stay.
 	DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
-	// UpdateQueue sets a queue's limits (QueueConfig): at most max_running of
-	// its jobs running at once, at most rate_limit leases in any rate_period,
-	// across every worker and server. The fields named by update_mask are
+	// UpdateQueue sets a queue's limits and group rules (QueueConfig): at most
+	// max_running of its jobs running at once, at most rate_limit leases in any
+	// rate_period, the per-group limits, fair turns and ordered groups, across
+	// every worker and server. The fields named by update_mask are
 	// replaced; an empty mask replaces them all. Limits survive a restart, and
 	// waiting streams and long-polls see a change at once.
 	UpdateQueue(ctx context.Context, in *UpdateQueueRequest, opts ...grpc.CallOption) (*UpdateQueueResponse, error)
+	// ListGroups lists the groups of a queue that have jobs not yet finished
+	// (queued, running or retry), in group_key order, with their counts.
+	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 }
 
 type leaseQueueServiceClient struct {
@@ -406,6 +410,15 @@ func (c *leaseQueueServiceClient) UpdateQueue(ctx context.Context, in *UpdateQue
 	return out, nil
 }
 
+func (c *leaseQueueServiceClient) ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error) {
+	out := new(ListGroupsResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/ListGroups", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LeaseQueueServiceServer is the server API for LeaseQueueService service.
 // All implementations must embed UnimplementedLeaseQueueServiceServer
 // for forward compatibility
@@ -481,12 +494,16 @@ type LeaseQueueServiceServer interface {
 	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
 	// DeleteSchedule removes a schedule; jobs it already submitted stay.
 	DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
-	// UpdateQueue sets a queue's limits (QueueConfig): at most max_running of
-	// its jobs running at once, at most rate_limit leases in any rate_period,
-	// across every worker and server. The fields named by update_mask are
+	// UpdateQueue sets a queue's limits and group rules (QueueConfig): at most
+	// max_running of its jobs running at once, at most rate_limit leases in any
+	// rate_period, the per-group limits, fair turns and ordered groups, across
+	// every worker and server. The fields named by update_mask are
 	// replaced; an empty mask replaces them all. Limits survive a restart, and
 	// waiting streams and long-polls see a change at once.
 	UpdateQueue(context.Context, *UpdateQueueRequest) (*UpdateQueueResponse, error)
+	// ListGroups lists the groups of a queue that have jobs not yet finished
+	// (queued, running or retry), in group_key order, with their counts.
+	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	mustEmbedUnimplementedLeaseQueueServiceServer()
 }
 
@@ -571,6 +588,9 @@ func (UnimplementedLeaseQueueServiceServer) DeleteSchedule(context.Context, *Del
 }
 func (UnimplementedLeaseQueueServiceServer) UpdateQueue(context.Context, *UpdateQueueRequest) (*UpdateQueueResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateQueue not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListGroups not implemented")
 }
 func (UnimplementedLeaseQueueServiceServer) mustEmbedUnimplementedLeaseQueueServiceServer() {}
 
@@ -1067,6 +1087,24 @@ func _LeaseQueueService_UpdateQueue_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LeaseQueueService_ListGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).ListGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/ListGroups",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).ListGroups(ctx, req.(*ListGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "leasequeue.v1.LeaseQueueService",
 	HandlerType: (*LeaseQueueServiceServer)(nil),
@@ -1162,6 +1200,10 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateQueue",
 			Handler:    _LeaseQueueService_UpdateQueue_Handler,
+		},
+		{
+			MethodName: "ListGroups",
+			Handler:    _LeaseQueueService_ListGroups_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

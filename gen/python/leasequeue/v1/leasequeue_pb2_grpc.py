@@ -145,6 +145,11 @@ class LeaseQueueServiceStub(object):
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueRequest.SerializeToString,
                 response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueResponse.FromString,
                 )
+        self.ListGroups = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/ListGroups',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsResponse.FromString,
+                )
 
 
 class LeaseQueueServiceServicer(object):
@@ -348,11 +353,20 @@ class LeaseQueueServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def UpdateQueue(self, request, context):
-        """UpdateQueue sets a queue's limits (QueueConfig): at most max_running of
-        its jobs running at once, at most rate_limit leases in any rate_period,
-        across every worker and server. The fields named by update_mask are
+        """UpdateQueue sets a queue's limits and group rules (QueueConfig): at most
+        max_running of its jobs running at once, at most rate_limit leases in any
+        rate_period, the per-group limits, fair turns and ordered groups, across
+        every worker and server. The fields named by update_mask are
         replaced; an empty mask replaces them all. Limits survive a restart, and
         waiting streams and long-polls see a change at once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """ListGroups lists the groups of a queue that have jobs not yet finished
+        (queued, running or retry), in group_key order, with their counts.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -490,6 +504,11 @@ def add_LeaseQueueServiceServicer_to_server(servicer, server):
                     servicer.UpdateQueue,
                     request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueRequest.FromString,
                     response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -941,5 +960,22 @@ class LeaseQueueService(object):
         return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/UpdateQueue',
             leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueRequest.SerializeToString,
             leasequeue_dot_v1_dot_leasequeue__pb2.UpdateQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/ListGroups',
+            leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
