@@ -4,7 +4,8 @@
  * machine of docs/api.md "Job states", with a manual clock and no sleeps, and
  * the announcement guarantees of store.ts, also across two store instances on
  * one database, and schedules (run times across daylight-saving changes,
- * missed runs after downtime, each run once with two instances, reopen).
+ * missed runs after downtime, each run once with two instances, reopen),
+ * and groups (groups.ts: fair turns, the group bounds, ordered heads).
  *
  * One file per area, each a describe block over the store of the test that
  * runs (helpers.ts); describeStoreContract runs them all for one engine, and
@@ -30,6 +31,7 @@ import { describeRetention } from "./retention.js";
 import { describeHeartbeatEvents } from "./heartbeat-events.js";
 import { describeProgress } from "./progress.js";
 import { describeSeveralInstances } from "./instances.js";
+import { describeGroups } from "./groups.js";
 import { store, useContractStore, type StoreFactory } from "./helpers.js";
 
 export { describeClockSkewContract, type SkewedStoreFactory, type SkewedStoreHarness } from "./clock.js";
@@ -57,6 +59,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     describeHeartbeatEvents();
     describeProgress();
     describeSeveralInstances();
+    describeGroups();
 
     it("reports itself writable", async () => {
       await expect(store.checkWritable()).resolves.toBeUndefined();
