@@ -266,7 +266,9 @@ CREATE INDEX queue_groups_due ON queue_groups (queue, due_time) WHERE due_time I
 -- The triggers keep queue_groups for fair queues: a job that becomes pending
 -- (submitted, retried, snoozed, released, redriven, recovered) makes its
 -- group due by its schedule_time, and a lease that finishes makes its group
--- due now (a place, or an ordered head, may have been freed).
+-- due now (a place, or an ordered head, may have been freed), and so does a
+-- pending job that is cancelled (it may have been the ordered head its group
+-- was parked for, until its schedule_time: the next one is eligible now).
 CREATE TRIGGER jobs_fair_submitted AFTER INSERT ON jobs
   WHEN NEW.state IN ('queued','retry') AND EXISTS (SELECT 1 FROM queue_configs WHERE queue = NEW.queue AND fair = 1)
 BEGIN
@@ -285,7 +287,8 @@ BEGIN
       SET due_time = min(coalesce(due_time, excluded.due_time), excluded.due_time), version = version + 1;
 END;
 CREATE TRIGGER jobs_fair_finished AFTER UPDATE ON jobs
-  WHEN OLD.state = 'running' AND NEW.state <> 'running' AND EXISTS (SELECT 1 FROM queue_configs WHERE queue = NEW.queue AND fair = 1)
+  WHEN (OLD.state = 'running' AND NEW.state <> 'running' OR OLD.state IN ('queued','retry') AND NEW.state = 'cancelled')
+    AND EXISTS (SELECT 1 FROM queue_configs WHERE queue = NEW.queue AND fair = 1)
 BEGIN
   UPDATE queue_groups SET due_time = min(coalesce(due_time, NEW.update_time), NEW.update_time), version = version + 1
     WHERE queue = NEW.queue AND group_key = NEW.group_key;
