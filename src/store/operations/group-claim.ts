@@ -297,5 +297,19 @@ function fairWalk(
       );
     });
 
-  return andThen(firstRound, () => andThen(laterRounds(), () => ({ jobs: taken, hold: holds.hold })));
+  // A group this claim served and whose rules stop it now, with eligible jobs
+  // left, held them back too (the first round names only the groups it found
+  // held): a claim that got fewer than it asked says so.
+  const servedHolds = () =>
+    taken.length >= target
+      ? undefined
+      : forEachInTurn(live, (group) => {
+          const { hold } = roomOf(group);
+          if (hold === null) return;
+          return andThen(port.selectGroupClaimable(queue, group.key, now, group.takenIds.size + 1), (jobs) => {
+            if (jobs.some((j) => !group.takenIds.has(j.id))) holds.add(hold);
+          });
+        });
+
+  return andThen(firstRound, () => andThen(laterRounds(), () => andThen(servedHolds(), () => ({ jobs: taken, hold: holds.hold }))));
 }
