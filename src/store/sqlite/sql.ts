@@ -251,7 +251,7 @@ export function insertEventsSql(rows: number): string {
  * its own (docs/performance.md "Writes per job on SQLite"). `states` counts the
  * distinct states bound as @state0, @state1, ...
  */
-export function listJobsSql(filter: { queue: boolean; group: boolean; states: number; before: boolean }): string {
+export function listJobsSql(filter: { queue: boolean; group?: boolean; states: number; before: boolean }): string {
   const where: string[] = [];
   if (filter.queue) where.push("queue = @queue");
   // A group's jobs by state read jobs_group_state (queue, group_key, state, id); its partial-index term is repeated.
