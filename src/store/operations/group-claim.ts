@@ -142,19 +142,23 @@ export function selectWithGroups(
   windowStart: number,
   target: number,
 ): Awaitable<GroupSelection> {
-  const reader = new GroupReader(port, queue, config, windowStart);
-  return config.fair ? fairWalk(port, queue, config, now, target, reader) : claimOrderWalk(port, queue, config, now, target, reader);
+  const walk: Walk = { port, queue, config, now, target, reader: new GroupReader(port, queue, config, windowStart) };
+  return config.fair ? fairWalk(walk) : claimOrderWalk(walk);
+}
+
+/** One claim's walk: where, when, how many, and the groups as it reads them. */
+interface Walk {
+  port: TransactionPort;
+  queue: string;
+  config: QueueConfig;
+  now: number;
+  target: number;
+  reader: GroupReader;
 }
 
 /** Not fair: the claim order, skipping what group rules hold back. */
-function claimOrderWalk(
-  port: TransactionPort,
-  queue: string,
-  config: QueueConfig,
-  now: number,
-  target: number,
-  reader: GroupReader,
-): Awaitable<GroupSelection> {
+function claimOrderWalk(walk: Walk): Awaitable<GroupSelection> {
+  const { port, queue, config, now, target, reader } = walk;
   const taken: StoredJob[] = [];
   const holds = new HoldSum();
   let looked = 0;
@@ -202,14 +206,8 @@ interface LiveGroup {
 }
 
 /** Fair: round robin over the groups, least recently served first. */
-function fairWalk(
-  port: TransactionPort,
-  queue: string,
-  config: QueueConfig,
-  now: number,
-  target: number,
-  reader: GroupReader,
-): Awaitable<GroupSelection> {
+function fairWalk(walk: Walk): Awaitable<GroupSelection> {
+  const { port, queue, config, now, target, reader } = walk;
   const taken: StoredJob[] = [];
   const holds = new HoldSum();
   const live: LiveGroup[] = [];
