@@ -11,7 +11,7 @@ import { ErrorNotice, NoJobsYet } from "../components.js";
 import { durationMs, formatCount, STATES } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
 import { groupsHref, jobsHref } from "../router.js";
-import { describeLimits, LimitsForm, OutcomeLine, PauseButton, PurgeForm, type Outcome } from "./queue-controls.js";
+import { describeLimits, hasLimits, LimitsForm, OutcomeLine, PauseButton, PurgeForm, type Outcome } from "./queue-controls.js";
 
 /** Stats are refetched at most this often while events stream in. */
 const STATS_REFRESH_MS = 1_000;
@@ -126,8 +126,12 @@ function StatsRow({ stats, controls }: { stats: QueueStats; controls?: RowContro
                 Paused
               </span>
             )}
-            {stats.config !== undefined && (stats.config.maxRunning > 0 || stats.config.rateLimit > 0) && (
-              <span class="badge limited" data-testid="queue-limits" title="Limits across every worker and server (UpdateQueue)">
+            {hasLimits(stats.config) && (
+              <span
+                class="badge limited"
+                data-testid="queue-limits"
+                title="Limits and group rules, across every worker and server (UpdateQueue)"
+              >
                 {describeLimits(stats.config)}
               </span>
             )}
