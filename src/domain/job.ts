@@ -28,6 +28,8 @@ export interface Job {
   id: string;
   queue: string;
   task: string;
+  /** The job's group (docs/api.md "Groups"), fixed at submit; "" when it has none. */
+  groupKey: string;
   /** Compact JSON text of the payload ("null" when none). */
   payloadJson: string;
   priority: number;
@@ -77,6 +79,8 @@ export interface JobEvent {
   sequence: number;
   jobId: string;
   queue: string;
+  /** The job's group_key ("" when none). */
+  groupKey: string;
   kind: EventKind;
   fromState: JobState | null;
   toState: JobState;

@@ -16,20 +16,44 @@
  */
 import { DEFAULTS } from "./request-bounds.js";
 
-/** A queue's limits; 0 means none. */
+/** A queue's limits and group rules (docs/api.md "Queue limits", "Groups"); 0 and false mean none. */
 export interface QueueConfig {
   maxRunning: number;
   rateLimit: number;
-  /** The window of rateLimit, in milliseconds (DEFAULTS.ratePeriodMs unless set). */
+  /** The window of rateLimit and groupRateLimit, in milliseconds (DEFAULTS.ratePeriodMs unless set). */
   ratePeriodMs: number;
+  /** Most RUNNING jobs of one group at once. */
+  groupMaxRunning: number;
+  /** Most leases of one group in any window of ratePeriodMs. */
+  groupRateLimit: number;
+  /** Leases go round robin across the groups with eligible jobs, least recently served first. */
+  fair: boolean;
+  /** Within a group, one job at a time in submission order. */
+  ordered: boolean;
 }
 
 /** A queue that was never configured, or whose limits were all removed. */
-export const NO_QUEUE_LIMITS: Readonly<QueueConfig> = Object.freeze({ maxRunning: 0, rateLimit: 0, ratePeriodMs: DEFAULTS.ratePeriodMs });
+export const NO_QUEUE_LIMITS: Readonly<QueueConfig> = Object.freeze({
+  maxRunning: 0,
+  rateLimit: 0,
+  ratePeriodMs: DEFAULTS.ratePeriodMs,
+  groupMaxRunning: 0,
+  groupRateLimit: 0,
+  fair: false,
+  ordered: false,
+});
 
 export type QueueConfigField = keyof QueueConfig;
 
-export const QUEUE_CONFIG_FIELDS: readonly QueueConfigField[] = ["maxRunning", "rateLimit", "ratePeriodMs"];
+export const QUEUE_CONFIG_FIELDS: readonly QueueConfigField[] = [
+  "maxRunning",
+  "rateLimit",
+  "ratePeriodMs",
+  "groupMaxRunning",
+  "groupRateLimit",
+  "fair",
+  "ordered",
+];
 
 /** An UpdateQueue: the fields named (its update_mask) take their values from `config`; the others keep theirs. */
 export interface QueueConfigUpdate {
@@ -38,7 +62,17 @@ export interface QueueConfigUpdate {
 }
 
 export function hasLimits(config: QueueConfig): boolean {
-  return config.maxRunning > 0 || config.rateLimit > 0;
+  return config.maxRunning > 0 || config.rateLimit > 0 || hasGroupRules(config);
+}
+
+/** Whether a claim of the queue must look at groups (docs/api.md "Groups"). */
+export function hasGroupRules(config: QueueConfig): boolean {
+  return config.groupMaxRunning > 0 || config.groupRateLimit > 0 || config.fair || config.ordered;
+}
+
+/** Whether the rules that bound one group (not fair, which orders groups) apply to a job of this group: jobs without a group are not bounded. */
+export function boundsGroup(config: QueueConfig, groupKey: string): boolean {
+  return groupKey !== "" && (config.groupMaxRunning > 0 || config.groupRateLimit > 0 || config.ordered);
 }
 
 export function applyConfigUpdate(current: QueueConfig, update: QueueConfigUpdate): QueueConfig {
@@ -52,15 +86,34 @@ export function sameConfig(a: QueueConfig, b: QueueConfig): boolean {
 }
 
 /** Which limit kept a claim from taking an eligible job. */
-export type QueueLimit = "max_running" | "rate_limit";
+export type QueueLimit = "max_running" | "rate_limit" | GroupLimit;
+
+/** Which group rule kept a claim from taking an eligible job. */
+export type GroupLimit = "group_max_running" | "group_rate_limit" | "ordered";
 
 /**
  * Why a claim handed out fewer leases than it asked for although eligible
  * jobs were left: `max_running` frees a place when one of the queue's
  * leases finishes; `rate_limit` frees one at `until` (epoch ms), when the
- * oldest lease of the window leaves it.
+ * oldest lease of the window leaves it. A group hold names the rule that
+ * held the first group held back; what frees one of the held groups is a
+ * finishing lease of the queue (`onFinish`: a group was held by
+ * group_max_running or by an ordered head that is running) or the time
+ * `until` (a group's rate window, an ordered head's or another job's
+ * schedule_time), whichever comes first.
  */
-export type ClaimHold = { limit: "max_running" } | { limit: "rate_limit"; until: number };
+export type ClaimHold =
+  { limit: "max_running" } | { limit: "rate_limit"; until: number } | { limit: GroupLimit; onFinish: boolean; until: number | null };
+
+/** Whether a lease of the queue that finishes may free what held the claim. */
+export function freedByFinishingLease(hold: ClaimHold): boolean {
+  return hold.limit === "max_running" || ("onFinish" in hold && hold.onFinish);
+}
+
+/** When time alone frees what held the claim (epoch ms), or null. */
+export function holdUntil(hold: ClaimHold): number | null {
+  return "until" in hold ? hold.until : null;
+}
 
 /** Leases of a rate-limited queue granted inside the current window. */
 export interface WindowGrants {

@@ -170,6 +170,7 @@ export function scheduledEvent(job: Job, name: string, runTime: number, now: num
   return {
     jobId: job.id,
     queue: job.queue,
+    groupKey: job.groupKey,
     kind: "scheduled",
     fromState: null,
     toState: job.state,

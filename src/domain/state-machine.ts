@@ -79,6 +79,7 @@ function event(
   return {
     jobId: job.id,
     queue: job.queue,
+    groupKey: job.groupKey,
     kind,
     fromState: from,
     toState: job.state,

@@ -7,6 +7,8 @@ import type { StoredJob } from "./job.js";
 export interface NewJob {
   queue: string;
   task: string;
+  /** The job's group (docs/api.md "Groups"); "" for none. */
+  groupKey: string;
   /** Compact JSON text ("null" when absent). */
   payloadJson: string;
   priority: number;
@@ -30,7 +32,7 @@ export function scheduleTimeOf(job: NewJob, now: number): number {
  * given, not as the time it resolved to.
  */
 export function submitFingerprint(job: NewJob): string {
-  const identity = [
+  const identity: unknown[] = [
     job.queue,
     job.task,
     canonicalJson(JSON.parse(job.payloadJson)),
@@ -39,6 +41,8 @@ export function submitFingerprint(job: NewJob): string {
     job.retryBaseDelayMs,
     job.schedule === null ? null : "at" in job.schedule ? ["at", job.schedule.at] : ["delay", job.schedule.delayMs],
   ];
+  // Appended only when set, so that the fingerprints stored before groups existed still match their requests.
+  if (job.groupKey !== "") identity.push(["group", job.groupKey]);
   return createHash("sha256").update(JSON.stringify(identity)).digest("base64url");
 }
 
@@ -59,6 +63,7 @@ export function newStoredJob(spec: NewJob, now: number): StoredJob {
     id: newJobId(now),
     queue: spec.queue,
     task: spec.task,
+    groupKey: spec.groupKey,
     payloadJson: spec.payloadJson,
     priority: spec.priority,
     state: "queued",

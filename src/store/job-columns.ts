@@ -43,6 +43,7 @@ const COLUMNS = [
   ["heartbeat_event_time", (j) => j.heartbeatEventTime],
   ["progress", (j) => j.progressJson],
   ["progress_event_time", (j) => j.progressEventTime],
+  ["group_key", (j) => j.groupKey],
 ] as const satisfies ReadonlyArray<readonly [string, Getter]>;
 
 export type JobColumn = (typeof COLUMNS)[number][0];
@@ -115,5 +116,6 @@ export function toStoredJob(r: JobRow): StoredJob {
     heartbeatEventTime: r[22] as number | null,
     progressJson: r[23] as string | null,
     progressEventTime: r[24] as number | null,
+    groupKey: r[25] as string,
   };
 }

@@ -44,7 +44,8 @@ export function scheduleFromColumns(c: ScheduleColumns): StoredSchedule {
     name: c.name,
     recurrence: c.cron !== null ? { cron: c.cron } : { intervalMs: Number(c.interval_ms) },
     timezone: c.timezone,
-    template: JSON.parse(c.template) as ScheduleTemplate,
+    // Templates stored before groups existed have no groupKey: no group.
+    template: { ...(JSON.parse(c.template) as Omit<ScheduleTemplate, "groupKey">), groupKey: "" } as ScheduleTemplate,
     paused: c.paused,
     anchorTime: Number(c.anchor_time),
     nextRunTime: c.next_run_time === null ? null : Number(c.next_run_time),

@@ -47,3 +47,18 @@ export function attempt<T, U>(
   }
   return isPromiseLike(value) ? Promise.resolve(value).then(next, failed) : next(value);
 }
+
+/** Runs `step` again for as long as it answers true: a loop of steps, at once for as long as every answer is a plain value. */
+export function repeatWhile(step: () => Awaitable<boolean>): Awaitable<void> {
+  for (;;) {
+    const more = step();
+    if (isPromiseLike(more)) return Promise.resolve(more).then((again) => (again ? repeatWhile(step) : undefined));
+    if (!more) return;
+  }
+}
+
+/** `step` for each item in turn, each after the one before has settled. */
+export function forEachInTurn<T>(items: readonly T[], step: (item: T) => Awaitable<void>): Awaitable<void> {
+  let i = 0;
+  return repeatWhile(() => (i >= items.length ? false : andThen(step(items[i++]!), () => true)));
+}

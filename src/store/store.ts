@@ -81,9 +81,29 @@ export interface ClaimOutcome {
 export interface ListJobsSpec {
   queue?: string;
   states?: JobState[];
+  /** Only jobs of this group (docs/api.md "Groups"); undefined: any. */
+  groupKey?: string;
   limit: number;
   /** Keyset cursor: only jobs with an id smaller than this (older). */
   beforeId?: string;
+}
+
+/** ListGroups: a page of a queue's groups with unfinished jobs, in group_key order. */
+export interface ListGroupsSpec {
+  queue: string;
+  /** Only groups after this key (keyset cursor); "" from the start. */
+  afterKey: string;
+  limit: number;
+}
+
+/** One group's unfinished jobs (GroupStats). */
+export interface GroupCounts {
+  groupKey: string;
+  queued: number;
+  running: number;
+  retry: number;
+  /** The earliest schedule_time of its QUEUED and RETRY jobs; null when none. */
+  oldestPendingTime: number | null;
 }
 
 export interface ListEventsSpec {
@@ -349,6 +369,10 @@ export interface Store {
   eventBounds(): Promise<{ oldest: number; latest: number }>;
   /** Counts per queue and state, maintained transactionally, paused queues and queue limits; ordered by queue. */
   queueCounts(): Promise<QueueCounts[]>;
+  /** Groups of the queue with unfinished jobs (jobs without a group are not listed), in group_key order. */
+  listGroups(spec: ListGroupsSpec): Promise<GroupCounts[]>;
+  /** How many groups of the queue have QUEUED or RETRY jobs (jobs without a group not counted); costs a lookup per group. */
+  countPendingGroups(queue: string): Promise<number>;
   /** Subscribes to committed changes; returns the unsubscribe function. */
   onCommitted(listener: CommitListener): () => void;
   /** Subscribes to the outcome of write transactions; returns the unsubscribe function. */

@@ -65,6 +65,13 @@ export interface PrunableJob {
   state: PrunableState;
 }
 
+/** A fair queue's group as a claim reads it (TransactionPort.selectDueGroups). */
+export interface DueGroup {
+  groupKey: string;
+  servedSeq: number;
+  version: number;
+}
+
 export interface TransactionPort {
   /** The jobs with these ids, in the same order; undefined where none exists. */
   findJobs(ids: readonly string[]): Awaitable<Array<StoredJob | undefined>>;
@@ -134,6 +141,55 @@ export interface TransactionPort {
   recordLeaseGrant(queue: string, at: number, leases: number, forgetThrough: number): Awaitable<void>;
   /** Forgets every recorded grant of the queue (its rate limit was removed). */
   forgetLeaseGrants(queue: string): Awaitable<void>;
+
+  // Groups (docs/api.md "Groups"; store/operations/group-claim.ts).
+  /** Up to `limit` eligible jobs of one group of the queue, in claim order. */
+  selectGroupClaimable(queue: string, groupKey: string, now: number, limit: number): Awaitable<StoredJob[]>;
+  /** The group's open job (QUEUED, RETRY or RUNNING) submitted first (lowest id), or undefined: the head of an ordered group. */
+  orderedHead(queue: string, groupKey: string): Awaitable<StoredJob | undefined>;
+  /** RUNNING jobs of one group, counting at most `atMost` (from the jobs, so with this transaction's claims). */
+  countGroupRunning(queue: string, groupKey: string, atMost: number): Awaitable<number>;
+  /** The group's recorded lease grants with a time after `after`. */
+  groupLeaseGrantsSince(queue: string, groupKey: string, after: number): Awaitable<WindowGrants>;
+  /** Records each group's `leases` granted at `at`, and forgets those groups' grants at or before `forgetThrough`. */
+  recordGroupLeaseGrants(
+    queue: string,
+    at: number,
+    grants: ReadonlyArray<{ groupKey: string; leases: number }>,
+    forgetThrough: number,
+  ): Awaitable<void>;
+  /** Forgets every recorded group grant of the queue (its group rate limit was removed). */
+  forgetGroupLeaseGrants(queue: string): Awaitable<void>;
+  /**
+   * A fair queue's groups that may have eligible jobs (due_time <= now), the
+   * least recently served first (served_seq, then group_key), after
+   * `after`, at most `limit`. The engine keeps a row per group of a fair
+   * queue with pending jobs: inserting a pending job, making one pending
+   * (or moving its schedule_time) sets the row's due_time to at most that
+   * schedule_time, and a lease of the group that finishes sets it to at
+   * most that time; each of these also moves the row's version.
+   */
+  selectDueGroups(queue: string, now: number, after: DueGroup | null, limit: number): Awaitable<DueGroup[]>;
+  /**
+   * Sets when fair claims look at the group again: `dueTime` (null: when
+   * one of its leases finishes), unless its version moved since the claim
+   * read it (something made it due again meanwhile).
+   */
+  parkGroup(queue: string, group: DueGroup, dueTime: number | null): Awaitable<void>;
+  /**
+   * A group in which the claim found no eligible job: its due_time becomes
+   * its earliest pending schedule_time, or null while it has only running
+   * jobs, and its row goes when it has no open job; unless its version moved.
+   */
+  settleGroup(queue: string, group: DueGroup): Awaitable<void>;
+  /** The groups served by this claim, in the order served: each is now served more recently than every other group of the queue. */
+  markGroupsServed(queue: string, groupKeys: readonly string[]): Awaitable<void>;
+  /** The earliest due_time after `now` among the fair queue's groups, or null. */
+  nextGroupDueTime(queue: string, now: number): Awaitable<number | null>;
+  /** The queue became fair: a row for each of its groups with pending jobs, due at its earliest pending schedule_time. */
+  rebuildGroups(queue: string): Awaitable<void>;
+  /** The queue is no longer fair: its group rows go. */
+  dropGroups(queue: string): Awaitable<void>;
 
   /** Up to `limit` jobs in `state` finished before `finishedBefore` (epoch ms), oldest finished first. */
   selectPrunable(state: PrunableState, finishedBefore: number, limit: number): Awaitable<PrunableJob[]>;

@@ -20,12 +20,22 @@
  */
 import { newLeaseToken } from "../../domain/lease-token.js";
 import { publicJob, type StoredJob } from "../../domain/job.js";
-import { hasLimits, holdOf, leaseRoom, rateWindowStart, type QueueConfig, type WindowGrants } from "../../domain/queue-limits.js";
+import {
+  hasGroupRules,
+  hasLimits,
+  holdOf,
+  leaseRoom,
+  rateWindowStart,
+  type ClaimHold,
+  type QueueConfig,
+  type WindowGrants,
+} from "../../domain/queue-limits.js";
 import * as machine from "../../domain/state-machine.js";
 import { andThen } from "../steps.js";
 import type { ClaimedLease, ClaimOutcome, ClaimRequestSpec } from "../store.js";
 import type { Awaitable } from "../transaction-port.js";
 import type { OperationScope, WriteOperation } from "./scope.js";
+import { selectWithGroups, servedGroups, type GroupSelection } from "./group-claim.js";
 import { applyTransitions, recoverExpired, type DecidedTransition } from "./transitions.js";
 
 export interface ClaimLimits {
@@ -41,16 +51,16 @@ export function claimJobs(spec: ClaimRequestSpec, limits: ClaimLimits): WriteOpe
       andThen(scope.port.isQueuePaused(spec.queue), (paused) =>
         paused
           ? { leases: [], heldBack: null, nextScheduleTime: null }
-          : andThen(
-              andThen(scope.port.queueConfig(spec.queue), (config) =>
-                config === undefined || !hasLimits(config)
+          : andThen(scope.port.queueConfig(spec.queue), (stored) => {
+              const config = stored !== undefined && hasLimits(stored) ? stored : undefined;
+              const claimed =
+                config === undefined
                   ? andThen(scope.port.selectClaimable(spec.queue, scope.now, spec.maxJobs), (jobs) =>
                       andThen(lease(scope, spec, jobs), (leases) => ({ leases, heldBack: null })),
                     )
-                  : claimWithinLimits(scope, spec, config),
-              ),
-              (claimed) => withNextScheduleTime(scope, spec, claimed),
-            ),
+                  : claimWithinLimits(scope, spec, config);
+              return andThen(claimed, (c) => withNextScheduleTime(scope, spec, c, config));
+            }),
       ),
     );
 }
@@ -64,9 +74,28 @@ function withNextScheduleTime(
   scope: OperationScope,
   spec: ClaimRequestSpec,
   claimed: Omit<ClaimOutcome, "nextScheduleTime">,
+  config: QueueConfig | undefined,
 ): Awaitable<ClaimOutcome> {
-  if (claimed.heldBack !== null || claimed.leases.length >= spec.maxJobs) return { ...claimed, nextScheduleTime: null };
-  return andThen(scope.port.nextScheduledTime(spec.queue, scope.now), (nextScheduleTime) => ({ ...claimed, nextScheduleTime }));
+  const { heldBack } = claimed;
+  const groupHold = heldBack !== null && "onFinish" in heldBack;
+  if ((heldBack !== null && !groupHold) || claimed.leases.length >= spec.maxJobs) return { ...claimed, nextScheduleTime: null };
+  return andThen(nextEligibleTime(scope, spec.queue, config), (next) => {
+    // A claim that group rules held back also waits for the next job to come
+    // due (another group's, or one the rules will let through).
+    if (!groupHold) return { ...claimed, nextScheduleTime: next };
+    const until = next === null ? heldBack.until : heldBack.until === null ? next : Math.min(heldBack.until, next);
+    return { ...claimed, heldBack: { ...heldBack, until }, nextScheduleTime: null };
+  });
+}
+
+/** When the queue's next job becomes eligible: its earliest later schedule_time, and under fair its next group due (a group parked by its rate window). */
+function nextEligibleTime(scope: OperationScope, queue: string, config: QueueConfig | undefined): Awaitable<number | null> {
+  const { port, now } = scope;
+  return andThen(port.nextScheduledTime(queue, now), (next) =>
+    config?.fair !== true
+      ? next
+      : andThen(port.nextGroupDueTime(queue, now), (due) => (due === null ? next : next === null ? due : Math.min(next, due))),
+  );
 }
 
 /** A claim of a queue with limits: at most min(maxJobs, max_running - running, what the rate window has left). */
@@ -83,17 +112,47 @@ function claimWithinLimits(
       const allowed = Math.min(spec.maxJobs, room.running, room.rate);
       // One job past what the limits allow tells whether they held one back.
       const look = Math.min(spec.maxJobs, allowed + 1);
-      return andThen(port.selectClaimable(spec.queue, now, look), (eligible) => {
+      const selected: Awaitable<GroupSelection> = hasGroupRules(config)
+        ? selectWithGroups(port, spec.queue, config, now, windowStart, look)
+        : andThen(port.selectClaimable(spec.queue, now, look), (jobs) => ({ jobs, hold: null }));
+      return andThen(selected, ({ jobs: eligible, hold: groupHold }) => {
         const taken = eligible.slice(0, allowed);
-        const heldBack = eligible.length > allowed ? holdOf(config, room, window, now) : null;
+        // The queue's limits held back a job the group rules let through; or
+        // the group rules held some back and the claim got fewer than it asked.
+        const heldBack: ClaimHold | null =
+          eligible.length > allowed ? holdOf(config, room, window, now) : taken.length < spec.maxJobs ? groupHold : null;
         return andThen(lease(scope, spec, taken), (leases) =>
           andThen(
             config.rateLimit > 0 && leases.length > 0 ? port.recordLeaseGrant(spec.queue, now, leases.length, windowStart) : undefined,
-            () => ({ leases, heldBack }),
+            () => andThen(recordGroupsServed(scope, spec.queue, config, taken, windowStart), () => ({ leases, heldBack })),
           ),
         );
       });
     }),
+  );
+}
+
+/** The groups the claim served: their grants (group_rate_limit) and, under fair, their turn taken. */
+function recordGroupsServed(
+  scope: OperationScope,
+  queue: string,
+  config: QueueConfig,
+  taken: readonly StoredJob[],
+  windowStart: number,
+): Awaitable<void> {
+  if (taken.length === 0 || !hasGroupRules(config)) return;
+  const { port, now } = scope;
+  const served = servedGroups(taken);
+  const bounded = served.filter((g) => g.groupKey !== "");
+  return andThen(
+    config.groupRateLimit > 0 && bounded.length > 0 ? port.recordGroupLeaseGrants(queue, now, bounded, windowStart) : undefined,
+    () =>
+      config.fair
+        ? port.markGroupsServed(
+            queue,
+            served.map((g) => g.groupKey),
+          )
+        : undefined,
   );
 }
 

@@ -121,6 +121,7 @@ const JOB_FIELDS = [
   "lastError",
   "resultJson",
   "progressJson",
+  "groupKey",
 ] as const satisfies ReadonlyArray<keyof Job>;
 const DRAFT_FIELDS = [
   "jobId",
@@ -132,6 +133,7 @@ const DRAFT_FIELDS = [
   "workerId",
   "attempt",
   "message",
+  "groupKey",
 ] as const satisfies ReadonlyArray<keyof EventDraft>;
 const EVENT_FIELDS = ["sequence", ...DRAFT_FIELDS] as const satisfies ReadonlyArray<keyof JobEvent>;
 const NEW_JOB_FIELDS = [
@@ -143,6 +145,7 @@ const NEW_JOB_FIELDS = [
   "retryBaseDelayMs",
   "schedule",
   "idempotencyKey",
+  "groupKey",
 ] as const satisfies ReadonlyArray<keyof NewJob>;
 
 // Every field is in its list: a field added to a type and not here fails to compile.

@@ -1,0 +1,301 @@
+/**
+ * The claim's selection under group rules (docs/api.md "Groups"): which of
+ * a queue's eligible jobs a claim may lease when the queue has
+ * group_max_running, group_rate_limit, ordered or fair set. claim.ts calls
+ * it with how many leases the queue's own limits leave (`target`); it
+ * answers the jobs, in the order to lease them, and the hold of the groups
+ * it had to pass over. One place for both engines and every lease path.
+ *
+ * What a group may have now (groupRoom): group_max_running less its RUNNING
+ * jobs, group_rate_limit less its grants in the sliding window (the
+ * queue's rule, per group: domain/queue-limits.ts), and under ordered one
+ * job, its head (the open job submitted first), only while that head is
+ * pending and due. Jobs without a group are bounded by none of these.
+ *
+ * Two walks:
+ * - fair: over the queue's groups with possibly eligible jobs, least
+ *   recently served first (TransactionPort.selectDueGroups: a small table
+ *   of groups that the engine keeps), one job per group per round, then
+ *   round after round over the groups that still have room. A group held
+ *   back is parked until what frees it (a finishing lease, its rate
+ *   window, its ordered head's schedule_time), and a group with nothing
+ *   eligible until its next pending job is due, so later claims pass
+ *   neither. The cost of a claim follows the groups it looks at, not the
+ *   jobs queued behind them.
+ * - not fair: the usual claim order over the queue, skipping jobs of groups
+ *   held back, looking at most MAX_SCANNED jobs; a queue where many jobs of
+ *   held groups sit ahead of the rest serves those others only as the
+ *   held groups drain (docs/api.md "Groups": fair is the cheaper rule then).
+ */
+import type { StoredJob } from "../../domain/job.js";
+import { boundsGroup, type ClaimHold, type GroupLimit, type QueueConfig, type WindowGrants } from "../../domain/queue-limits.js";
+import { andThen, forEachInTurn, repeatWhile } from "../steps.js";
+import type { Awaitable, DueGroup, TransactionPort } from "../transaction-port.js";
+
+/** Most jobs a claim of a queue with group rules but not fair looks at. */
+export const MAX_SCANNED = 1000;
+/** Groups a fair claim reads in one page. */
+const GROUP_PAGE = 64;
+
+const NO_GRANTS: WindowGrants = Object.freeze({ leases: 0, oldest: null });
+
+export interface GroupSelection {
+  /** The jobs to lease, in order. */
+  jobs: StoredJob[];
+  /** What held back the groups the claim passed over with eligible jobs; null when none was. */
+  hold: Extract<ClaimHold, { limit: GroupLimit }> | null;
+}
+
+/** One group as the claim reads it in its transaction, with its own takes added. */
+interface SeenGroup {
+  running: number;
+  grants: WindowGrants;
+  /** Ordered queues: the group's head; null when it has no open job. */
+  head: StoredJob | null;
+  taken: number;
+}
+
+type Room = { room: number; hold: null } | { room: 0; hold: { limit: GroupLimit; onFinish: boolean; until: number | null } };
+
+/** What the group may still have now (see the file comment). */
+export function groupRoom(config: QueueConfig, seen: SeenGroup, now: number): Room {
+  let room = Infinity;
+  if (config.groupMaxRunning > 0) {
+    room = Math.min(room, config.groupMaxRunning - seen.running - seen.taken);
+    if (room <= 0) return { room: 0, hold: { limit: "group_max_running", onFinish: true, until: null } };
+  }
+  if (config.groupRateLimit > 0) {
+    room = Math.min(room, config.groupRateLimit - seen.grants.leases - seen.taken);
+    if (room <= 0) {
+      // The claim's own grants are at `now`, never older than the window's oldest.
+      return { room: 0, hold: { limit: "group_rate_limit", onFinish: false, until: (seen.grants.oldest ?? now) + config.ratePeriodMs } };
+    }
+  }
+  if (config.ordered) {
+    const head = seen.head;
+    if (head === null) return { room: 0, hold: null };
+    if (seen.taken > 0 || head.state === "running") return { room: 0, hold: { limit: "ordered", onFinish: true, until: null } };
+    if (head.scheduleTime > now) return { room: 0, hold: { limit: "ordered", onFinish: false, until: head.scheduleTime } };
+    room = Math.min(room, 1);
+  }
+  return { room, hold: null };
+}
+
+/** The holds of the groups a claim passed over, as one ClaimHold: the first rule named, woken by whatever frees any of them. */
+class HoldSum {
+  hold: GroupSelection["hold"] = null;
+
+  add(part: NonNullable<GroupSelection["hold"]>): void {
+    if (this.hold === null) {
+      this.hold = { ...part };
+      return;
+    }
+    this.hold.onFinish ||= part.onFinish;
+    if (part.until !== null) this.hold.until = this.hold.until === null ? part.until : Math.min(this.hold.until, part.until);
+  }
+}
+
+class GroupReader {
+  readonly #seen = new Map<string, SeenGroup>();
+
+  constructor(
+    private readonly port: TransactionPort,
+    private readonly queue: string,
+    private readonly config: QueueConfig,
+    private readonly windowStart: number,
+  ) {}
+
+  /** The group as this claim sees it (read once per claim); undefined for a job that no group rule bounds. */
+  read(groupKey: string): Awaitable<SeenGroup | undefined> {
+    if (!boundsGroup(this.config, groupKey)) return undefined;
+    const known = this.#seen.get(groupKey);
+    if (known !== undefined) return known;
+    const { port, queue, config } = this;
+    return andThen(config.groupMaxRunning > 0 ? port.countGroupRunning(queue, groupKey, config.groupMaxRunning) : 0, (running) =>
+      andThen(config.groupRateLimit > 0 ? port.groupLeaseGrantsSince(queue, groupKey, this.windowStart) : NO_GRANTS, (grants) =>
+        andThen(config.ordered ? port.orderedHead(queue, groupKey) : undefined, (head) => {
+          const seen: SeenGroup = { running, grants, head: head ?? null, taken: 0 };
+          this.#seen.set(groupKey, seen);
+          return seen;
+        }),
+      ),
+    );
+  }
+}
+
+/** The groups of the jobs leased, in the order first served (TransactionPort.markGroupsServed), with how many leases each. */
+export function servedGroups(jobs: readonly StoredJob[]): Array<{ groupKey: string; leases: number }> {
+  const counts = new Map<string, number>();
+  for (const job of jobs) counts.set(job.groupKey, (counts.get(job.groupKey) ?? 0) + 1);
+  return [...counts].map(([groupKey, leases]) => ({ groupKey, leases }));
+}
+
+/**
+ * Up to `target` jobs for a claim of a queue with group rules at `now`.
+ * `windowStart`: grants after it are in the rate window.
+ */
+export function selectWithGroups(
+  port: TransactionPort,
+  queue: string,
+  config: QueueConfig,
+  now: number,
+  windowStart: number,
+  target: number,
+): Awaitable<GroupSelection> {
+  const reader = new GroupReader(port, queue, config, windowStart);
+  return config.fair ? fairWalk(port, queue, config, now, target, reader) : claimOrderWalk(port, queue, config, now, target, reader);
+}
+
+/** Not fair: the claim order, skipping what group rules hold back. */
+function claimOrderWalk(
+  port: TransactionPort,
+  queue: string,
+  config: QueueConfig,
+  now: number,
+  target: number,
+  reader: GroupReader,
+): Awaitable<GroupSelection> {
+  const taken: StoredJob[] = [];
+  const holds = new HoldSum();
+  let looked = 0;
+  // Each read starts from the head of the claim order again and skips what an
+  // earlier read looked at: a few growing reads, at most MAX_SCANNED jobs.
+  let limit = Math.min(MAX_SCANNED, Math.max(4 * target, 32));
+  return andThen(
+    repeatWhile(() =>
+      andThen(port.selectClaimable(queue, now, limit), (page) =>
+        andThen(
+          forEachInTurn(page.slice(looked), (job) => {
+            if (taken.length >= target) return;
+            return andThen(reader.read(job.groupKey), (seen) => {
+              if (seen === undefined) {
+                taken.push(job);
+                return;
+              }
+              const room = groupRoom(config, seen, now);
+              if (room.hold !== null) holds.add(room.hold);
+              // Under ordered, only the head: the group's other jobs wait behind it.
+              if (room.room > 0 && (!config.ordered || seen.head?.id === job.id)) {
+                seen.taken++;
+                taken.push(job);
+              }
+            });
+          }),
+          () => {
+            looked = page.length;
+            if (taken.length >= target || page.length < limit || limit >= MAX_SCANNED) return false;
+            limit = Math.min(MAX_SCANNED, limit * 4);
+            return true;
+          },
+        ),
+      ),
+    ),
+    () => ({ jobs: taken, hold: holds.hold }),
+  );
+}
+
+interface LiveGroup {
+  key: string;
+  seen: SeenGroup | undefined;
+  /** Jobs of the group this claim has taken, by id. */
+  takenIds: Set<string>;
+}
+
+/** Fair: round robin over the groups, least recently served first. */
+function fairWalk(
+  port: TransactionPort,
+  queue: string,
+  config: QueueConfig,
+  now: number,
+  target: number,
+  reader: GroupReader,
+): Awaitable<GroupSelection> {
+  const taken: StoredJob[] = [];
+  const holds = new HoldSum();
+  const live: LiveGroup[] = [];
+  let after: DueGroup | null = null;
+
+  /** What one more job of the group may be now; parks or settles a group that has none. */
+  const roomOf = (group: LiveGroup): Room =>
+    group.seen === undefined ? { room: Infinity, hold: null } : groupRoom(config, group.seen, now);
+
+  const take = (group: LiveGroup, job: StoredJob): void => {
+    taken.push(job);
+    group.takenIds.add(job.id);
+    if (group.seen !== undefined) group.seen.taken++;
+  };
+
+  // The first round: one job from each group in served order, page after page.
+  const firstRound = repeatWhile(() =>
+    andThen(port.selectDueGroups(queue, now, after, GROUP_PAGE), (rows) =>
+      andThen(
+        forEachInTurn(rows, (row) => {
+          if (taken.length >= target) return;
+          after = row;
+          return andThen(reader.read(row.groupKey), (seen) => {
+            const group: LiveGroup = { key: row.groupKey, seen, takenIds: new Set() };
+            const room = roomOf(group);
+            if (room.hold !== null) {
+              holds.add(room.hold);
+              return port.parkGroup(queue, row, room.hold.onFinish ? null : room.hold.until);
+            }
+            if (room.room <= 0) return port.settleGroup(queue, row);
+            const next =
+              config.ordered && seen !== undefined
+                ? seen.head === null
+                  ? []
+                  : [seen.head]
+                : port.selectGroupClaimable(queue, row.groupKey, now, 1);
+            return andThen(next, (jobs) => {
+              const job = jobs[0];
+              if (job === undefined || job.scheduleTime > now || job.state === "running") return port.settleGroup(queue, row);
+              take(group, job);
+              live.push(group);
+            });
+          });
+        }),
+        () => taken.length < target && rows.length === GROUP_PAGE,
+      ),
+    ),
+  );
+
+  // Later rounds, while the claim wants more than one job per group: each
+  // group with room reads about its share of what is left, and the rounds
+  // take one job of each in turn.
+  const laterRounds = () =>
+    repeatWhile(() => {
+      const open = live.filter((g) => roomOf(g).room > 0);
+      if (taken.length >= target || open.length === 0) return false;
+      const share = Math.ceil((target - taken.length) / open.length);
+      const lists: StoredJob[][] = [];
+      return andThen(
+        forEachInTurn(open, (group) => {
+          const want = Math.min(share, roomOf(group).room);
+          return andThen(port.selectGroupClaimable(queue, group.key, now, group.takenIds.size + want), (jobs) => {
+            lists.push(jobs.filter((j) => !group.takenIds.has(j.id)).slice(0, want));
+          });
+        }),
+        () => {
+          let progressed = false;
+          for (let round = 0; taken.length < target; round++) {
+            let any = false;
+            open.forEach((group, i) => {
+              const job = lists[i]![round];
+              if (job === undefined || taken.length >= target || roomOf(group).room <= 0) return;
+              take(group, job);
+              any = true;
+            });
+            if (!any) break;
+            progressed = true;
+          }
+          // A group that gave fewer than its share has no more eligible jobs.
+          open.forEach((group, i) => {
+            if (lists[i]!.length === 0) live.splice(live.indexOf(group), 1);
+          });
+          return progressed;
+        },
+      );
+    });
+
+  return andThen(firstRound, () => andThen(laterRounds(), () => ({ jobs: taken, hold: holds.hold })));
+}
