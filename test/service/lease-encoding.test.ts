@@ -28,6 +28,7 @@ function job(overrides: Partial<Job> = {}): Job {
     id: "01a230ac-40d4-7659-bdf9-5453cc692072",
     queue: "billing",
     task: "invoice.generate",
+    groupKey: "",
     payloadJson: '{"invoiceId":"inv_481"}',
     priority: 0,
     state: "running",
