@@ -1,9 +1,9 @@
 /**
  * #/queues/<queue>/groups : the groups of one queue that have unfinished
- * jobs (ListGroups: queued, running and retry counts per group_key, and the
- * earliest schedule_time of its queued and retry jobs), largest backlog
- * first. Each group links to its jobs. The list follows the live feed: an
- * event of a grouped job of the queue reloads it.
+ * jobs (docs/api.md "Groups", ListGroups: queued, running and retry counts
+ * per group_key, and the earliest schedule_time of its queued and retry
+ * jobs), largest backlog first. Each group links to its jobs. The list
+ * follows the live feed: an event of a grouped job of the queue reloads it.
  */
 import type { GroupStats } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client } from "../api.js";
@@ -16,7 +16,10 @@ import { jobsHref } from "../router.js";
 export const GROUPS_PAGE_SIZE = 1000;
 /** At most this many pages are read per load: 10,000 groups. */
 export const GROUPS_MAX_PAGES = 10;
-/** A load may read up to GROUPS_MAX_PAGES pages: refetched at most this often while events stream in. */
+/**
+ * A load reads up to GROUPS_MAX_PAGES pages, each costing about as much as
+ * its groups' open jobs: refetched at most this often while events stream in.
+ */
 const GROUPS_REFRESH_MS = 2_000;
 
 const COUNT_FIELDS = ["queued", "running", "retry"] as const;

@@ -234,8 +234,8 @@ function periodSeconds(config: Limits | undefined): number {
 }
 
 /**
- * A queue's limits and group rules (docs/api.md "Queue limits", UpdateQueue;
- * QueueConfig): most jobs running at once and most leases per period, for
+ * A queue's limits and group rules (docs/api.md "Queue limits" and
+ * "Groups", UpdateQueue): most jobs running at once and most leases per period, for
  * the queue and for each of its groups, across every worker and server (0
  * turns a limit off); fair turns across groups; ordered groups. Only the
  * fields the operator changed are sent, named in the update mask, so a
