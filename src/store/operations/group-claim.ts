@@ -237,7 +237,7 @@ function fairWalk(
             const room = roomOf(group);
             if (room.hold !== null) {
               holds.add(room.hold);
-              return port.parkGroup(queue, row, room.hold.onFinish ? null : room.hold.until);
+              return port.parkGroup(queue, row, room.hold.onFinish ? null : room.hold.until, room.hold.limit);
             }
             if (room.room <= 0) return port.settleGroup(queue, row);
             const next =
@@ -264,8 +264,15 @@ function fairWalk(
   // take one job of each in turn.
   const laterRounds = () =>
     repeatWhile(() => {
+      if (taken.length >= target) return false;
       const open = live.filter((g) => roomOf(g).room > 0);
-      if (taken.length >= target || open.length === 0) return false;
+      // A group this claim filled to its rule may have more jobs: its claimer
+      // waits for what frees the group (without reading whether it has).
+      for (const g of live) {
+        const { hold } = roomOf(g);
+        if (hold !== null) holds.add(hold);
+      }
+      if (open.length === 0) return false;
       const share = Math.ceil((target - taken.length) / open.length);
       const lists: StoredJob[][] = [];
       return andThen(
@@ -297,5 +304,13 @@ function fairWalk(
       );
     });
 
-  return andThen(firstRound, () => andThen(laterRounds(), () => ({ jobs: taken, hold: holds.hold })));
+  // Groups parked by an earlier claim until a lease finishes are not read
+  // again: a claim left short still tells its claimer to wait for one.
+  const parked = () =>
+    holds.hold !== null || taken.length >= target
+      ? undefined
+      : andThen(port.heldGroupRule(queue), (limit) => {
+          if (limit !== null) holds.add({ limit, onFinish: true, until: null });
+        });
+  return andThen(firstRound, () => andThen(laterRounds(), () => andThen(parked(), () => ({ jobs: taken, hold: holds.hold }))));
 }

@@ -308,9 +308,11 @@ CREATE TABLE queue_groups (
   group_key   text NOT NULL,
   served_seq  bigint NOT NULL,
   due_time    bigint,
+  held_by     text,
   version     bigint NOT NULL,
   PRIMARY KEY (queue, group_key)
 );
+CREATE INDEX queue_groups_held ON queue_groups (queue, held_by) WHERE due_time IS NULL AND held_by IS NOT NULL;
 CREATE INDEX queue_groups_turns ON queue_groups (queue, served_seq, group_key) INCLUDE (due_time, version)
   WHERE due_time IS NOT NULL;
 CREATE INDEX queue_groups_due ON queue_groups (queue, due_time) WHERE due_time IS NOT NULL;

@@ -19,7 +19,7 @@
 import type pg from "pg";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
 import type { PrunableState } from "../../domain/retention.js";
-import type { QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
+import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import type { CountDelta, DueGroup, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
 import { unsequencedEventParams } from "./event-sql.js";
@@ -260,9 +260,14 @@ export class PgPort implements TransactionPort {
     return rows;
   }
 
-  async parkGroup(queue: string, group: DueGroup, dueTime: number | null): Promise<void> {
+  async parkGroup(queue: string, group: DueGroup, dueTime: number | null, heldBy: GroupLimit): Promise<void> {
     this.wrote = true;
-    await this.#client.query(prepared(this.#sql.limits.parkGroup, [queue, group.groupKey, group.version, dueTime]));
+    await this.#client.query(prepared(this.#sql.limits.parkGroup, [queue, group.groupKey, group.version, dueTime, heldBy]));
+  }
+
+  async heldGroupRule(queue: string): Promise<GroupLimit | null> {
+    const { rows } = await this.#client.query<{ limit_: GroupLimit }>(prepared(this.#sql.limits.heldGroup, [queue]));
+    return rows[0]?.limit_ ?? null;
   }
 
   async settleGroup(queue: string, group: DueGroup): Promise<void> {

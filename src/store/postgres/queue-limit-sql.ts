@@ -45,8 +45,10 @@ export interface QueueLimitStatements {
   forgetGroupLeaseGrants: string;
   /** $1 queue, $2 now, $3 after served_seq, $4 after group, $5 limit. */
   dueGroups: string;
-  /** $1 queue, $2 group, $3 version, $4 due time. */
+  /** $1 queue, $2 group, $3 version, $4 due time, $5 the rule. */
   parkGroup: string;
+  /** $1 queue. */
+  heldGroup: string;
   /** $1 queue, $2 group, $3 version. */
   settleGroup: string;
   /** $1 queue, $2 groups in the order served. */
@@ -120,9 +122,10 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
     dueGroups: `SELECT group_key AS "groupKey", served_seq AS "servedSeq", version FROM ${s}.queue_groups
       WHERE queue = $1 AND due_time IS NOT NULL AND due_time <= $2 AND (served_seq, group_key) > ($3, $4)
       ORDER BY served_seq, group_key LIMIT $5`,
-    parkGroup: `UPDATE ${s}.queue_groups SET due_time = $4 WHERE queue = $1 AND group_key = $2 AND version = $3`,
+    parkGroup: `UPDATE ${s}.queue_groups SET due_time = $4, held_by = $5 WHERE queue = $1 AND group_key = $2 AND version = $3`,
+    heldGroup: `SELECT held_by AS limit_ FROM ${s}.queue_groups WHERE queue = $1 AND due_time IS NULL AND held_by IS NOT NULL LIMIT 1`,
     settleGroup: `WITH settled AS (
-        UPDATE ${s}.queue_groups SET due_time = ${earliestPending} WHERE queue = $1 AND group_key = $2 AND version = $3
+        UPDATE ${s}.queue_groups SET held_by = NULL, due_time = ${earliestPending} WHERE queue = $1 AND group_key = $2 AND version = $3
         RETURNING due_time
       )
       DELETE FROM ${s}.queue_groups WHERE queue = $1 AND group_key = $2 AND version = $3
