@@ -16,7 +16,7 @@ import type { ClaimedLease } from "../../src/store/store.js";
 import { silentLogger } from "../../src/logger.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { newJob } from "../store/contract/helpers.js";
-import { claimLeases, slowClaims } from "../helpers/store.js";
+import { claimLeases, NO_GROUP_RULES, slowClaims } from "../helpers/store.js";
 
 let dir: string;
 let store: SqliteStore;
@@ -139,7 +139,7 @@ describe("ClaimStreams", () => {
     it("sends the next job as soon as a lease of the queue finishes elsewhere (max_running)", async () => {
       await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
       await store.updateQueueConfig("billing", {
-        config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
         fields: ALL,
       });
       const [elsewhere] = await claimLeases(store, { queue: "billing", workerId: "other", leaseDurationMs: 60_000, maxJobs: 1 });
@@ -159,7 +159,7 @@ describe("ClaimStreams", () => {
       try {
         await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
         await store.updateQueueConfig("billing", {
-          config: { maxRunning: 0, rateLimit: 2, ratePeriodMs: 30_000, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+          config: { maxRunning: 0, rateLimit: 2, ratePeriodMs: 30_000, ...NO_GROUP_RULES },
           fields: ALL,
         });
         const abort = new AbortController();
@@ -180,7 +180,7 @@ describe("ClaimStreams", () => {
     it("claims again at once when the limits are raised", async () => {
       await store.submit([newJob({ task: "a" }), newJob({ task: "b" })]);
       await store.updateQueueConfig("billing", {
-        config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
         fields: ALL,
       });
       const abort = new AbortController();
@@ -190,7 +190,7 @@ describe("ClaimStreams", () => {
       await heldBy("max_running");
       const next = it.next();
       await store.updateQueueConfig("billing", {
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: 1000, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
         fields: ["maxRunning"],
       });
       expect((await next).value!.job.task).toBe("b");

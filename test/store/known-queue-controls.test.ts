@@ -5,8 +5,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { KnownQueueControls } from "../../src/store/known-queue-controls.js";
+import { NO_GROUP_RULES } from "../helpers/store.js";
 
-const limits = { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false };
+const limits = { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES };
 
 describe("KnownQueueControls", () => {
   it("reports what another server changed since the last snapshot, once", () => {
@@ -35,7 +36,7 @@ describe("KnownQueueControls", () => {
       {
         queue: "billing",
         paused: false,
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: 1000, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
       },
     ]);
   });

@@ -5,7 +5,7 @@
  */
 import { beforeEach, describe, expect, it } from "vitest";
 import type { Store } from "../../../src/store/store.js";
-import { claimLeases } from "../../helpers/store.js";
+import { claimLeases, NO_GROUP_RULES } from "../../helpers/store.js";
 import { claimOne, clock, harness, HOUR, MINUTE, newJob, newSchedule, recordAnnouncements, SECOND, store, submitOne } from "./helpers.js";
 
 export function describeSeveralInstances(): void {
@@ -120,10 +120,7 @@ export function describeSeveralInstances(): void {
         maxRunning: 6,
         rateLimit: 4,
         ratePeriodMs: MINUTE,
-        groupMaxRunning: 0,
-        groupRateLimit: 0,
-        fair: false,
-        ordered: false,
+        ...NO_GROUP_RULES,
       };
       await other.updateQueueConfig("billing", { config, fields: ["maxRunning", "rateLimit", "ratePeriodMs"] });
       const claimBoth = () =>
@@ -143,11 +140,11 @@ export function describeSeveralInstances(): void {
       const controls = () => here.changes.flatMap((c) => c.queueControls.map((q) => ({ ...q, external: c.external })));
       await other.pauseQueue("emails");
       await other.updateQueueConfig("billing", {
-        config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
         fields: ["maxRunning"],
       });
       await other.updateQueueConfig("emails", {
-        config: { maxRunning: 0, rateLimit: 9, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        config: { maxRunning: 0, rateLimit: 9, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
         fields: ["rateLimit"],
       });
       await here.until(() => controls().length === 3);
@@ -161,10 +158,7 @@ export function describeSeveralInstances(): void {
               maxRunning: 2,
               rateLimit: 0,
               ratePeriodMs: SECOND,
-              groupMaxRunning: 0,
-              groupRateLimit: 0,
-              fair: false,
-              ordered: false,
+              ...NO_GROUP_RULES,
             },
             external: true,
           },
@@ -175,10 +169,7 @@ export function describeSeveralInstances(): void {
               maxRunning: 0,
               rateLimit: 9,
               ratePeriodMs: SECOND,
-              groupMaxRunning: 0,
-              groupRateLimit: 0,
-              fair: false,
-              ordered: false,
+              ...NO_GROUP_RULES,
             },
             external: true,
           },
@@ -186,7 +177,7 @@ export function describeSeveralInstances(): void {
       );
       // Its own change is its own, not reported again as another's.
       await store.updateQueueConfig("billing", {
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
         fields: ["maxRunning"],
       });
       await other.submit([newJob({ task: "sentinel" })]);
@@ -195,7 +186,7 @@ export function describeSeveralInstances(): void {
       expect(controls()[3]).toEqual({
         queue: "billing",
         paused: false,
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
         external: false,
       });
       here.off();

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import type { QueueConfig, QueueConfigField } from "../../../src/domain/queue-limits.js";
 import type { CommittedChange, Store } from "../../../src/store/store.js";
 import { clock, harness, HOUR, MINUTE, newJob, SECOND, store } from "./helpers.js";
+import { NO_GROUP_RULES } from "../../helpers/store.js";
 
 export function describeQueueLimits(): void {
   describe("queue limits", () => {
@@ -25,10 +26,7 @@ export function describeQueueLimits(): void {
           maxRunning: 0,
           rateLimit: 0,
           ratePeriodMs: SECOND,
-          groupMaxRunning: 0,
-          groupRateLimit: 0,
-          fair: false,
-          ordered: false,
+          ...NO_GROUP_RULES,
           ...config,
         },
         fields: Object.keys(config) as QueueConfigField[],
@@ -113,10 +111,7 @@ export function describeQueueLimits(): void {
         maxRunning: 4,
         rateLimit: 3,
         ratePeriodMs: MINUTE,
-        groupMaxRunning: 0,
-        groupRateLimit: 0,
-        fair: false,
-        ordered: false,
+        ...NO_GROUP_RULES,
       });
       const first = await claimUpTo(store, 10);
       expect(first.leases).toHaveLength(3);
@@ -133,10 +128,7 @@ export function describeQueueLimits(): void {
         maxRunning: 2,
         rateLimit: 2,
         ratePeriodMs: MINUTE,
-        groupMaxRunning: 0,
-        groupRateLimit: 0,
-        fair: false,
-        ordered: false,
+        ...NO_GROUP_RULES,
       });
       expect(await claimUpTo(store, 5)).toMatchObject({ heldBack: null });
       expect(await claimUpTo(store, 5)).toEqual({ leases: [], heldBack: null, nextScheduleTime: null });
@@ -160,19 +152,13 @@ export function describeQueueLimits(): void {
         maxRunning: 7,
         rateLimit: 50,
         ratePeriodMs: 30 * SECOND,
-        groupMaxRunning: 0,
-        groupRateLimit: 0,
-        fair: false,
-        ordered: false,
+        ...NO_GROUP_RULES,
       });
       expect(await limit(store, "billing", { maxRunning: 2 })).toEqual({
         maxRunning: 2,
         rateLimit: 50,
         ratePeriodMs: 30 * SECOND,
-        groupMaxRunning: 0,
-        groupRateLimit: 0,
-        fair: false,
-        ordered: false,
+        ...NO_GROUP_RULES,
       });
       expect(
         await store.updateQueueConfig("billing", {
@@ -180,10 +166,7 @@ export function describeQueueLimits(): void {
             maxRunning: 9,
             rateLimit: 9,
             ratePeriodMs: 9 * SECOND,
-            groupMaxRunning: 0,
-            groupRateLimit: 0,
-            fair: false,
-            ordered: false,
+            ...NO_GROUP_RULES,
           },
           fields: [],
         }),
@@ -191,26 +174,17 @@ export function describeQueueLimits(): void {
         maxRunning: 2,
         rateLimit: 50,
         ratePeriodMs: 30 * SECOND,
-        groupMaxRunning: 0,
-        groupRateLimit: 0,
-        fair: false,
-        ordered: false,
+        ...NO_GROUP_RULES,
       });
       await limit(store, "emails", { ratePeriodMs: 5 * SECOND });
       let counts = await store.queueCounts();
       expect(counts.map((q) => [q.queue, q.config])).toEqual([
-        [
-          "billing",
-          { maxRunning: 2, rateLimit: 50, ratePeriodMs: 30 * SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
-        ],
-        [
-          "emails",
-          { maxRunning: 0, rateLimit: 0, ratePeriodMs: 5 * SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
-        ],
+        ["billing", { maxRunning: 2, rateLimit: 50, ratePeriodMs: 30 * SECOND, ...NO_GROUP_RULES }],
+        ["emails", { maxRunning: 0, rateLimit: 0, ratePeriodMs: 5 * SECOND, ...NO_GROUP_RULES }],
       ]);
       expect(counts[0].counts.queued).toBe(0);
       await store.updateQueueConfig("billing", {
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
         fields: ALL_FIELDS,
       });
       await limit(store, "emails", { ratePeriodMs: SECOND });
@@ -259,10 +233,7 @@ export function describeQueueLimits(): void {
               maxRunning: 3,
               rateLimit: 0,
               ratePeriodMs: SECOND,
-              groupMaxRunning: 0,
-              groupRateLimit: 0,
-              fair: false,
-              ordered: false,
+              ...NO_GROUP_RULES,
             },
           },
         ],
@@ -274,10 +245,7 @@ export function describeQueueLimits(): void {
               maxRunning: 0,
               rateLimit: 10,
               ratePeriodMs: SECOND,
-              groupMaxRunning: 0,
-              groupRateLimit: 0,
-              fair: false,
-              ordered: false,
+              ...NO_GROUP_RULES,
             },
           },
         ],
@@ -289,10 +257,7 @@ export function describeQueueLimits(): void {
               maxRunning: 0,
               rateLimit: 0,
               ratePeriodMs: SECOND,
-              groupMaxRunning: 0,
-              groupRateLimit: 0,
-              fair: false,
-              ordered: false,
+              ...NO_GROUP_RULES,
             },
           },
         ],
@@ -306,10 +271,7 @@ export function describeQueueLimits(): void {
         maxRunning: 3,
         rateLimit: 2,
         ratePeriodMs: MINUTE,
-        groupMaxRunning: 0,
-        groupRateLimit: 0,
-        fair: false,
-        ordered: false,
+        ...NO_GROUP_RULES,
       });
       expect((await claimUpTo(store, 10)).leases).toHaveLength(2);
       await store.close();
@@ -318,10 +280,7 @@ export function describeQueueLimits(): void {
         maxRunning: 3,
         rateLimit: 2,
         ratePeriodMs: MINUTE,
-        groupMaxRunning: 0,
-        groupRateLimit: 0,
-        fair: false,
-        ordered: false,
+        ...NO_GROUP_RULES,
       });
       expect((await claimUpTo(reopened, 10)).leases).toEqual([]);
       clock.advance(MINUTE);
