@@ -61,6 +61,12 @@ export interface QueueConfigUpdate {
   fields: readonly QueueConfigField[];
 }
 
+/** The config fields of a value that carries them among others (a row, a message). */
+export function pickConfig(o: QueueConfig): QueueConfig {
+  const { maxRunning, rateLimit, ratePeriodMs, groupMaxRunning, groupRateLimit, fair, ordered } = o;
+  return { maxRunning, rateLimit, ratePeriodMs, groupMaxRunning, groupRateLimit, fair, ordered };
+}
+
 export function hasLimits(config: QueueConfig): boolean {
   return config.maxRunning > 0 || config.rateLimit > 0 || hasGroupRules(config);
 }
@@ -76,9 +82,9 @@ export function boundsGroup(config: QueueConfig, groupKey: string): boolean {
 }
 
 export function applyConfigUpdate(current: QueueConfig, update: QueueConfigUpdate): QueueConfig {
-  const next = { ...current };
+  const next: Record<QueueConfigField, number | boolean> = { ...current };
   for (const field of update.fields) next[field] = update.config[field];
-  return next;
+  return next as unknown as QueueConfig;
 }
 
 export function sameConfig(a: QueueConfig, b: QueueConfig): boolean {

@@ -9,6 +9,7 @@ export function toEvent(r: Record<string, unknown>): JobEvent {
     sequence: r.sequence as number,
     jobId: r.job_id as string,
     queue: r.queue as string,
+    groupKey: r.group_key as string,
     kind: r.kind as JobEvent["kind"],
     fromState: r.from_state as JobState | null,
     toState: r.to_state as JobState,

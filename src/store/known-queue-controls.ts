@@ -6,7 +6,7 @@
  * another connection's commit (sqlite/other-writers.ts), PostgreSQL at each
  * catch-up (a NOTIFY may be lost; postgres/pg-store.ts).
  */
-import { NO_QUEUE_LIMITS, sameConfig, type QueueConfig } from "../domain/queue-limits.js";
+import { NO_QUEUE_LIMITS, pickConfig, sameConfig, type QueueConfig } from "../domain/queue-limits.js";
 import type { QueueControlChange } from "./store.js";
 
 /** The queue controls a database holds at one moment. */
@@ -72,7 +72,5 @@ export class KnownQueueControls {
 }
 
 function configsOf(snapshot: QueueControlSnapshot): Map<string, QueueConfig> {
-  return new Map(
-    snapshot.configs.map(({ queue, maxRunning, rateLimit, ratePeriodMs }) => [queue, { maxRunning, rateLimit, ratePeriodMs }]),
-  );
+  return new Map(snapshot.configs.map((row) => [row.queue, pickConfig(row)]));
 }

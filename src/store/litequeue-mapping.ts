@@ -134,10 +134,12 @@ export function mapLitequeueRow(row: LitequeueRow, target: ImportTarget): Mapped
     requestHash: null,
     heartbeatEventTime: null,
     progressEventTime: null,
+    groupKey: "",
   };
   const event: EventDraft = {
     jobId: id,
     queue: target.queue,
+    groupKey: "",
     kind: "submitted",
     fromState: null,
     toState: state,

@@ -6,7 +6,7 @@
  * of each queue that has one.
  */
 import { JOB_STATES, type JobState } from "../domain/job.js";
-import { NO_QUEUE_LIMITS, type QueueConfig } from "../domain/queue-limits.js";
+import { NO_QUEUE_LIMITS, pickConfig, type QueueConfig } from "../domain/queue-limits.js";
 import type { QueueCounts } from "./store.js";
 import type { Awaitable } from "./transaction-port.js";
 
@@ -38,8 +38,7 @@ export async function assembleQueueCounts(source: QueueCountsSource): Promise<Qu
   for (const row of source.counts) entryOf(row.queue).counts[row.state] = row.count;
   const counted = byQueue.size;
   for (const queue of source.paused) entryOf(queue).paused = true;
-  for (const { queue, maxRunning, rateLimit, ratePeriodMs } of source.configs)
-    entryOf(queue).config = { maxRunning, rateLimit, ratePeriodMs };
+  for (const row of source.configs) entryOf(row.queue).config = pickConfig(row);
   for (const entry of byQueue.values()) {
     if (entry.counts.queued + entry.counts.retry === 0) continue;
     entry.oldestPendingSince = await source.oldestPendingSince(entry.queue);

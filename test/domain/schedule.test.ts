@@ -189,6 +189,7 @@ describe("the due run", () => {
       template: {
         queue: "reports",
         task: "report.build",
+        groupKey: "",
         payloadJson: "null",
         priority: 0,
         maxAttempts: 3,

@@ -280,7 +280,7 @@ function fairWalk(
           for (let round = 0; taken.length < target; round++) {
             let any = false;
             open.forEach((group, i) => {
-              const job = lists[i]![round];
+              const job = lists[i][round];
               if (job === undefined || taken.length >= target || roomOf(group).room <= 0) return;
               take(group, job);
               any = true;
@@ -290,7 +290,7 @@ function fairWalk(
           }
           // A group that gave fewer than its share has no more eligible jobs.
           open.forEach((group, i) => {
-            if (lists[i]!.length === 0) live.splice(live.indexOf(group), 1);
+            if (lists[i].length === 0) live.splice(live.indexOf(group), 1);
           });
           return progressed;
         },

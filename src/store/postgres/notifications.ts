@@ -83,10 +83,20 @@ export function decodeNotification(payload: string): StoreNotification | undefin
 function queueConfigOf(v: unknown): QueueConfig | undefined {
   if (typeof v !== "object" || v === null) return undefined;
   const c = v as Record<string, unknown>;
-  const counts = [c.maxRunning, c.rateLimit, c.ratePeriodMs];
-  return counts.every((n) => Number.isSafeInteger(n) && (n as number) >= 0)
-    ? { maxRunning: c.maxRunning as number, rateLimit: c.rateLimit as number, ratePeriodMs: c.ratePeriodMs as number }
-    : undefined;
+  // A server from before groups announces no group rules: none.
+  const { groupMaxRunning = 0, groupRateLimit = 0, fair = false, ordered = false } = c;
+  const counts = [c.maxRunning, c.rateLimit, c.ratePeriodMs, groupMaxRunning, groupRateLimit];
+  if (!counts.every((n) => Number.isSafeInteger(n) && (n as number) >= 0)) return undefined;
+  if (typeof fair !== "boolean" || typeof ordered !== "boolean") return undefined;
+  return {
+    maxRunning: c.maxRunning as number,
+    rateLimit: c.rateLimit as number,
+    ratePeriodMs: c.ratePeriodMs as number,
+    groupMaxRunning: groupMaxRunning as number,
+    groupRateLimit: groupRateLimit as number,
+    fair,
+    ordered,
+  };
 }
 
 /** Sends a notification inside the caller's transaction (delivered at its commit). */

@@ -46,7 +46,7 @@ export function startJobImport(db: Database.Database | undefined, options: { wri
       if (insertJob !== undefined && insertEvent !== undefined) {
         insertJob.run(jobRow(job));
         const e = event;
-        insertEvent.run(e.jobId, e.queue, e.kind, e.fromState, e.toState, e.eventTime, e.workerId, e.attempt, e.message);
+        insertEvent.run(e.jobId, e.queue, e.kind, e.fromState, e.toState, e.eventTime, e.workerId, e.attempt, e.message, e.groupKey);
         const key = `${job.queue}\0${job.state}`;
         const entry = counts.get(key) ?? { queue: job.queue, state: job.state, delta: 0 };
         entry.delta++;

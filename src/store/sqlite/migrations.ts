@@ -217,4 +217,79 @@ CREATE TABLE queue_lease_grants (
 DROP INDEX jobs_queue_recent;
 `,
   },
+  {
+    version: 10,
+    name: "groups",
+    sql: `
+-- Groups (docs/api.md "Groups"): a job's group is fixed at submit; '' is none.
+ALTER TABLE jobs ADD COLUMN group_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE job_events ADD COLUMN group_key TEXT NOT NULL DEFAULT '';
+-- A group's eligible jobs in claim order (fair claims, ListGroups' count of
+-- pending groups), and its jobs by state and id (running counts, ordered
+-- heads, ListGroups, ListJobs by group). Only jobs with a group have entries,
+-- so a queue without groups pays nothing for them.
+CREATE INDEX jobs_group_claim_order ON jobs (queue, group_key, priority DESC, schedule_time, id)
+  WHERE state IN ('queued','retry') AND group_key <> '';
+CREATE INDEX jobs_group_state ON jobs (queue, group_key, state, id)
+  WHERE group_key <> '';
+-- The group rules of a queue, beside its limits; served_turns counts the
+-- turns its groups were given (fair).
+ALTER TABLE queue_configs ADD COLUMN group_max_running INTEGER NOT NULL DEFAULT 0 CHECK (group_max_running >= 0);
+ALTER TABLE queue_configs ADD COLUMN group_rate_limit INTEGER NOT NULL DEFAULT 0 CHECK (group_rate_limit >= 0);
+ALTER TABLE queue_configs ADD COLUMN fair INTEGER NOT NULL DEFAULT 0 CHECK (fair IN (0, 1));
+ALTER TABLE queue_configs ADD COLUMN ordered INTEGER NOT NULL DEFAULT 0 CHECK (ordered IN (0, 1));
+ALTER TABLE queue_configs ADD COLUMN served_turns INTEGER NOT NULL DEFAULT 0;
+-- group_rate_limit's window, per group, as queue_lease_grants is per queue.
+CREATE TABLE queue_group_lease_grants (
+  queue       TEXT NOT NULL,
+  group_key   TEXT NOT NULL,
+  grant_time  INTEGER NOT NULL,
+  leases      INTEGER NOT NULL CHECK (leases > 0),
+  PRIMARY KEY (queue, group_key, grant_time)
+) STRICT, WITHOUT ROWID;
+-- A fair queue's groups that may have eligible jobs (TransactionPort
+-- selectDueGroups): served_seq orders the turns (0: never served), due_time
+-- is when a claim should look at the group again (null: when one of its
+-- leases finishes), version moves with every change the triggers make so a
+-- claim never parks a group over a change it did not see.
+CREATE TABLE queue_groups (
+  queue       TEXT NOT NULL,
+  group_key   TEXT NOT NULL,
+  served_seq  INTEGER NOT NULL,
+  due_time    INTEGER,
+  version     INTEGER NOT NULL,
+  PRIMARY KEY (queue, group_key)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX queue_groups_turns ON queue_groups (queue, served_seq, group_key, due_time, version)
+  WHERE due_time IS NOT NULL;
+CREATE INDEX queue_groups_due ON queue_groups (queue, due_time) WHERE due_time IS NOT NULL;
+-- The triggers keep queue_groups for fair queues: a job that becomes pending
+-- (submitted, retried, snoozed, released, redriven, recovered) makes its
+-- group due by its schedule_time, and a lease that finishes makes its group
+-- due now (a place, or an ordered head, may have been freed).
+CREATE TRIGGER jobs_fair_submitted AFTER INSERT ON jobs
+  WHEN NEW.state IN ('queued','retry') AND EXISTS (SELECT 1 FROM queue_configs WHERE queue = NEW.queue AND fair = 1)
+BEGIN
+  INSERT INTO queue_groups (queue, group_key, served_seq, due_time, version)
+    VALUES (NEW.queue, NEW.group_key, 0, NEW.schedule_time, 0)
+    ON CONFLICT (queue, group_key) DO UPDATE
+      SET due_time = min(coalesce(due_time, excluded.due_time), excluded.due_time), version = version + 1;
+END;
+CREATE TRIGGER jobs_fair_pending AFTER UPDATE ON jobs
+  WHEN NEW.state IN ('queued','retry') AND (OLD.state NOT IN ('queued','retry') OR NEW.schedule_time <> OLD.schedule_time)
+    AND EXISTS (SELECT 1 FROM queue_configs WHERE queue = NEW.queue AND fair = 1)
+BEGIN
+  INSERT INTO queue_groups (queue, group_key, served_seq, due_time, version)
+    VALUES (NEW.queue, NEW.group_key, 0, NEW.schedule_time, 0)
+    ON CONFLICT (queue, group_key) DO UPDATE
+      SET due_time = min(coalesce(due_time, excluded.due_time), excluded.due_time), version = version + 1;
+END;
+CREATE TRIGGER jobs_fair_finished AFTER UPDATE ON jobs
+  WHEN OLD.state = 'running' AND NEW.state <> 'running' AND EXISTS (SELECT 1 FROM queue_configs WHERE queue = NEW.queue AND fair = 1)
+BEGIN
+  UPDATE queue_groups SET due_time = min(coalesce(due_time, NEW.update_time), NEW.update_time), version = version + 1
+    WHERE queue = NEW.queue AND group_key = NEW.group_key;
+END;
+`,
+  },
 ];

@@ -25,7 +25,7 @@ import type { JobEvent } from "../../domain/job.js";
 import { KnownQueueControls, type QueueControlSnapshot } from "../known-queue-controls.js";
 import type { QueueControlChange } from "../store.js";
 import { toEvent, type Row } from "./rows.js";
-import type { SqliteStatements } from "./sql.js";
+import { configFromRow, type QueueConfigRow, type SqliteStatements } from "./sql.js";
 
 export class OtherWriters {
   readonly #stmts: SqliteStatements;
@@ -88,7 +88,7 @@ export class OtherWriters {
   #readControls(): QueueControlSnapshot {
     return {
       paused: (this.#stmts.pausedQueues.all() as Array<{ queue: string }>).map((r) => r.queue),
-      configs: this.#stmts.queueConfigs.all() as QueueControlSnapshot["configs"],
+      configs: (this.#stmts.queueConfigs.all() as Array<QueueConfigRow & { queue: string }>).map(configFromRow),
     };
   }
 }

@@ -4,6 +4,7 @@
  */
 import type Database from "better-sqlite3";
 import type { JobState } from "../../domain/job.js";
+import type { QueueConfig } from "../../domain/queue-limits.js";
 import { JOB_COLUMN_NAMES, UPDATED_JOB_COLUMN_NAMES } from "../job-columns.js";
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
@@ -11,6 +12,9 @@ const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
 /** Statements whose rows are jobs, read as arrays in JOB_COLUMN_NAMES order. */
 export const JOB_ROW_STATEMENTS = [
   "jobById",
+  "groupClaimableJobs",
+  "ungroupedClaimableJobs",
+  "orderedHead",
   "jobByIdempotencyKey",
   "claimableJobs",
   "expiredLeases",
@@ -90,12 +94,14 @@ export const SQL = {
   pausedQueues: `SELECT queue FROM paused_queues ORDER BY queue`,
 
   /** Queue limits (docs/api.md "Queue limits"): a configured queue has a row in queue_configs. */
-  queueConfig: `SELECT max_running AS maxRunning, rate_limit AS rateLimit, rate_period_ms AS ratePeriodMs FROM queue_configs WHERE queue = ?`,
-  setQueueConfig: `INSERT INTO queue_configs (queue, max_running, rate_limit, rate_period_ms, update_time) VALUES (?, ?, ?, ?, ?)
+  queueConfig: `SELECT max_running AS maxRunning, rate_limit AS rateLimit, rate_period_ms AS ratePeriodMs, group_max_running AS groupMaxRunning, group_rate_limit AS groupRateLimit, fair, ordered FROM queue_configs WHERE queue = ?`,
+  setQueueConfig: `INSERT INTO queue_configs (queue, max_running, rate_limit, rate_period_ms, group_max_running, group_rate_limit,
+      fair, ordered, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (queue) DO UPDATE SET max_running = excluded.max_running, rate_limit = excluded.rate_limit,
-      rate_period_ms = excluded.rate_period_ms, update_time = excluded.update_time`,
+      rate_period_ms = excluded.rate_period_ms, group_max_running = excluded.group_max_running,
+      group_rate_limit = excluded.group_rate_limit, fair = excluded.fair, ordered = excluded.ordered, update_time = excluded.update_time`,
   deleteQueueConfig: `DELETE FROM queue_configs WHERE queue = ?`,
-  queueConfigs: `SELECT queue, max_running AS maxRunning, rate_limit AS rateLimit, rate_period_ms AS ratePeriodMs
+  queueConfigs: `SELECT queue, max_running AS maxRunning, rate_limit AS rateLimit, rate_period_ms AS ratePeriodMs, group_max_running AS groupMaxRunning, group_rate_limit AS groupRateLimit, fair, ordered
     FROM queue_configs ORDER BY queue`,
   /** RUNNING jobs of a queue, up to a bound, through jobs_queue_state_recent (a covering index range). */
   countRunning: `SELECT count(*) AS n FROM (SELECT 1 FROM jobs INDEXED BY jobs_queue_state_recent
@@ -106,6 +112,69 @@ export const SQL = {
     ON CONFLICT (queue, grant_time) DO UPDATE SET leases = leases + excluded.leases`,
   forgetLeaseGrantsThrough: `DELETE FROM queue_lease_grants WHERE queue = ? AND grant_time <= ?`,
   forgetLeaseGrants: `DELETE FROM queue_lease_grants WHERE queue = ?`,
+
+  /**
+   * Groups (docs/api.md "Groups"). A group's jobs are read through
+   * jobs_group_claim_order and jobs_group_state, whose partial-index terms
+   * (group_key <> '', the literal state IN) each statement repeats so that
+   * the planner may use them; jobs without a group (under fair, a group of
+   * their own) walk jobs_claim_order.
+   */
+  groupClaimableJobs: `SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_group_claim_order
+    WHERE queue = ? AND group_key = ? AND group_key <> '' AND state IN ('queued','retry') AND schedule_time <= ?
+    ORDER BY priority DESC, schedule_time, id LIMIT ?`,
+  ungroupedClaimableJobs: `SELECT ${JOB_COLUMNS} FROM jobs INDEXED BY jobs_claim_order
+    WHERE queue = ? AND state IN ('queued','retry') AND schedule_time <= ? AND group_key = ''
+    ORDER BY priority DESC, schedule_time, id LIMIT ?`,
+  /** The open job submitted first: the least id of each open state (three index seeks), then its row. */
+  orderedHead: `SELECT ${JOB_COLUMNS} FROM jobs WHERE id = (SELECT min(id) FROM (
+      SELECT (SELECT min(id) FROM jobs INDEXED BY jobs_group_state WHERE queue = @queue AND group_key = @group AND group_key <> '' AND state = 'queued') AS id
+      UNION ALL SELECT (SELECT min(id) FROM jobs INDEXED BY jobs_group_state WHERE queue = @queue AND group_key = @group AND group_key <> '' AND state = 'retry')
+      UNION ALL SELECT (SELECT min(id) FROM jobs INDEXED BY jobs_group_state WHERE queue = @queue AND group_key = @group AND group_key <> '' AND state = 'running')))`,
+  countGroupRunning: `SELECT count(*) AS n FROM (SELECT 1 FROM jobs INDEXED BY jobs_group_state
+    WHERE queue = ? AND group_key = ? AND group_key <> '' AND state = 'running' LIMIT ?)`,
+  groupLeaseGrantsSince: `SELECT coalesce(sum(leases), 0) AS leases, min(grant_time) AS oldest FROM queue_group_lease_grants
+    WHERE queue = ? AND group_key = ? AND grant_time > ?`,
+  recordGroupLeaseGrant: `INSERT INTO queue_group_lease_grants (queue, group_key, grant_time, leases) VALUES (?, ?, ?, ?)
+    ON CONFLICT (queue, group_key, grant_time) DO UPDATE SET leases = leases + excluded.leases`,
+  forgetGroupLeaseGrantsThrough: `DELETE FROM queue_group_lease_grants WHERE queue = ? AND group_key = ? AND grant_time <= ?`,
+  forgetGroupLeaseGrants: `DELETE FROM queue_group_lease_grants WHERE queue = ?`,
+  dueGroups: `SELECT group_key AS groupKey, served_seq AS servedSeq, version FROM queue_groups INDEXED BY queue_groups_turns
+    WHERE queue = ? AND due_time IS NOT NULL AND due_time <= ? AND (served_seq, group_key) > (?, ?)
+    ORDER BY served_seq, group_key LIMIT ?`,
+  parkGroup: `UPDATE queue_groups SET due_time = ? WHERE queue = ? AND group_key = ? AND version = ?`,
+  /** A group's earliest pending schedule_time: its own index for a group, the queue's for jobs without one. */
+  settleGroup: `UPDATE queue_groups SET due_time = CASE WHEN @group = '' THEN
+        (SELECT min(schedule_time) FROM jobs INDEXED BY jobs_pending_since WHERE queue = @queue AND state IN ('queued','retry') AND group_key = '')
+      ELSE (SELECT min(schedule_time) FROM jobs INDEXED BY jobs_group_claim_order
+        WHERE queue = @queue AND group_key = @group AND group_key <> '' AND state IN ('queued','retry')) END
+    WHERE queue = @queue AND group_key = @group AND version = @version`,
+  dropSettledGroup: `DELETE FROM queue_groups WHERE queue = @queue AND group_key = @group AND version = @version AND due_time IS NULL
+    AND NOT EXISTS (SELECT 1 FROM jobs WHERE queue = @queue AND group_key = @group AND state = 'running')`,
+  takeTurns: `UPDATE queue_configs SET served_turns = served_turns + ? WHERE queue = ? RETURNING served_turns AS turns`,
+  markGroupServed: `UPDATE queue_groups SET served_seq = ? WHERE queue = ? AND group_key = ?`,
+  nextGroupDueTime: `SELECT min(due_time) AS t FROM queue_groups INDEXED BY queue_groups_due WHERE queue = ? AND due_time IS NOT NULL AND due_time > ?`,
+  rebuildGroups: `INSERT INTO queue_groups (queue, group_key, served_seq, due_time, version)
+    SELECT queue, group_key, 0, min(schedule_time), 0 FROM jobs INDEXED BY jobs_pending_since
+    WHERE queue = ? AND state IN ('queued','retry') GROUP BY group_key
+    ON CONFLICT (queue, group_key) DO UPDATE
+      SET due_time = min(coalesce(due_time, excluded.due_time), excluded.due_time), version = version + 1`,
+  dropGroups: `DELETE FROM queue_groups WHERE queue = ?`,
+  /** ListGroups: a page of groups with their open jobs counted, through jobs_group_state in group order. */
+  listGroups: `SELECT group_key AS groupKey, sum(state = 'queued') AS queued, sum(state = 'running') AS running,
+      sum(state = 'retry') AS retry, min(CASE WHEN state <> 'running' THEN schedule_time END) AS oldestPendingTime
+    FROM jobs INDEXED BY jobs_group_state
+    WHERE queue = ? AND group_key > ? AND group_key <> '' AND state IN ('queued','running','retry')
+    GROUP BY group_key ORDER BY group_key LIMIT ?`,
+  /** Groups with pending jobs, one index seek per group (a loose index scan). */
+  countPendingGroups: `WITH RECURSIVE g(k) AS (
+      SELECT (SELECT min(group_key) FROM jobs INDEXED BY jobs_group_claim_order
+        WHERE queue = @queue AND group_key > '' AND group_key <> '' AND state IN ('queued','retry'))
+      UNION ALL
+      SELECT (SELECT min(group_key) FROM jobs INDEXED BY jobs_group_claim_order
+        WHERE queue = @queue AND group_key > g.k AND group_key <> '' AND state IN ('queued','retry'))
+      FROM g WHERE g.k IS NOT NULL)
+    SELECT count(k) AS n FROM g`,
 
   /** Bulk transitions (RedriveAll, PurgeQueue): the upper keyset bound, then batches in id order. */
   lastJobId: `SELECT max(id) AS id FROM jobs INDEXED BY jobs_queue_state_recent WHERE queue = ? AND state = ?`,
@@ -156,7 +225,7 @@ export function prepareStatements(db: Database.Database): SqliteStatements {
 /**
  * Row counts of the multi-row event INSERTs, largest first; a commit's
  * events are written with the largest that fits, then the next (at most 256
- * rows, 2,560 parameters, far below SQLite's limit of 32766).
+ * rows, 2,816 parameters, far below SQLite's limit of 32766).
  */
 export const EVENT_INSERT_SIZES = [256, 64, 16, 4, 1] as const;
 
@@ -166,8 +235,8 @@ export const EVENT_INSERT_SIZES = [256, 64, 16, 4, 1] as const;
  * at the largest).
  */
 export function insertEventsSql(rows: number): string {
-  const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-  return `INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
+  const row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+  return `INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, group_key)
     VALUES ${Array.from({ length: rows }, () => row).join(", ")}`;
 }
 
@@ -182,9 +251,11 @@ export function insertEventsSql(rows: number): string {
  * its own (docs/performance.md "Writes per job on SQLite"). `states` counts the
  * distinct states bound as @state0, @state1, ...
  */
-export function listJobsSql(filter: { queue: boolean; states: number; before: boolean }): string {
+export function listJobsSql(filter: { queue: boolean; group?: boolean; states: number; before: boolean }): string {
   const where: string[] = [];
   if (filter.queue) where.push("queue = @queue");
+  // A group's jobs by state read jobs_group_state (queue, group_key, state, id); its partial-index term is repeated.
+  if (filter.group) where.push("group_key = @group", "group_key <> ''");
   if (filter.before) where.push("id < @before");
   const range = (state: string | undefined) => {
     const conditions = state === undefined ? where : [...where, `state = ${state}`];
@@ -194,6 +265,13 @@ export function listJobsSql(filter: { queue: boolean; states: number; before: bo
   if (filter.states <= 1) return range(filter.states === 1 ? "@state0" : undefined);
   const ranges = Array.from({ length: filter.states }, (_, i) => `SELECT * FROM (${range(`@state${i}`)})`);
   return `SELECT ${JOB_COLUMNS} FROM (${ranges.join(" UNION ALL ")}) ORDER BY id DESC LIMIT @limit`;
+}
+
+/** A queue_configs row as the statements above read it (fair and ordered as 0 or 1). */
+export type QueueConfigRow = Omit<QueueConfig, "fair" | "ordered"> & { fair: number; ordered: number };
+
+export function configFromRow<T extends QueueConfigRow>(row: T): Omit<T, "fair" | "ordered"> & QueueConfig {
+  return { ...row, fair: row.fair === 1, ordered: row.ordered === 1 };
 }
 
 export type StateParams = Record<`state${number}`, JobState>;
@@ -211,8 +289,8 @@ export const MAINTENANCE_SQL = {
   eventCount: `SELECT count(*) AS n FROM job_events`,
   queueOfJob: `SELECT queue FROM jobs WHERE id = ?`,
   /** An imported job's event; AUTOINCREMENT gives it the next sequence, as the store would. */
-  insertEvent: `INSERT INTO job_events (job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  insertEvent: `INSERT INTO job_events (job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, group_key)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 } as const;
 
 /** litequeue's table (see store/litequeue-mapping.ts): its columns, and its rows in insertion order. */

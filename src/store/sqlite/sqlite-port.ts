@@ -16,9 +16,9 @@ import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job
 import type { QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import type { CountDelta, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
+import type { CountDelta, DueGroup, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
 import { jobRow, scheduleRow, toSchedule, toStoredJob, updatedJobRow, type JobRow, type Row } from "./rows.js";
-import { EVENT_INSERT_SIZES, insertEventsSql, type SqliteStatements } from "./sql.js";
+import { configFromRow, EVENT_INSERT_SIZES, insertEventsSql, type QueueConfigRow, type SqliteStatements } from "./sql.js";
 
 export class SqlitePort implements TransactionPort {
   /** Set by the first row the current operation writes; the group commit resets it per operation. */
@@ -123,13 +123,27 @@ export class SqlitePort implements TransactionPort {
   }
 
   queueConfig(queue: string): QueueConfig | undefined {
-    return this.#stmts.queueConfig.get(queue) as QueueConfig | undefined;
+    const row = this.#stmts.queueConfig.get(queue) as QueueConfigRow | undefined;
+    return row === undefined ? undefined : configFromRow(row);
   }
 
   setQueueConfig(queue: string, config: QueueConfig | undefined, now: number): void {
     this.wrote = true;
     if (config === undefined) this.#stmts.deleteQueueConfig.run(queue);
-    else this.#stmts.setQueueConfig.run(queue, config.maxRunning, config.rateLimit, config.ratePeriodMs, now);
+    else {
+      const c = config;
+      this.#stmts.setQueueConfig.run(
+        queue,
+        c.maxRunning,
+        c.rateLimit,
+        c.ratePeriodMs,
+        c.groupMaxRunning,
+        c.groupRateLimit,
+        +c.fair,
+        +c.ordered,
+        now,
+      );
+    }
   }
 
   countRunning(queue: string, atMost: number): number {
@@ -149,6 +163,83 @@ export class SqlitePort implements TransactionPort {
   forgetLeaseGrants(queue: string): void {
     this.wrote = true;
     this.#stmts.forgetLeaseGrants.run(queue);
+  }
+
+  selectGroupClaimable(queue: string, groupKey: string, now: number, limit: number): StoredJob[] {
+    const rows =
+      groupKey === ""
+        ? this.#stmts.ungroupedClaimableJobs.all(queue, now, limit)
+        : this.#stmts.groupClaimableJobs.all(queue, groupKey, now, limit);
+    return (rows as JobRow[]).map(toStoredJob);
+  }
+
+  orderedHead(queue: string, groupKey: string): StoredJob | undefined {
+    const row = this.#stmts.orderedHead.get({ queue, group: groupKey }) as JobRow | undefined;
+    return row === undefined ? undefined : toStoredJob(row);
+  }
+
+  countGroupRunning(queue: string, groupKey: string, atMost: number): number {
+    return (this.#stmts.countGroupRunning.get(queue, groupKey, atMost) as { n: number }).n;
+  }
+
+  groupLeaseGrantsSince(queue: string, groupKey: string, after: number): WindowGrants {
+    return this.#stmts.groupLeaseGrantsSince.get(queue, groupKey, after) as WindowGrants;
+  }
+
+  recordGroupLeaseGrants(
+    queue: string,
+    at: number,
+    grants: ReadonlyArray<{ groupKey: string; leases: number }>,
+    forgetThrough: number,
+  ): void {
+    this.wrote = true;
+    for (const g of grants) {
+      this.#stmts.forgetGroupLeaseGrantsThrough.run(queue, g.groupKey, forgetThrough);
+      this.#stmts.recordGroupLeaseGrant.run(queue, g.groupKey, at, g.leases);
+    }
+  }
+
+  forgetGroupLeaseGrants(queue: string): void {
+    this.wrote = true;
+    this.#stmts.forgetGroupLeaseGrants.run(queue);
+  }
+
+  selectDueGroups(queue: string, now: number, after: DueGroup | null, limit: number): DueGroup[] {
+    return this.#stmts.dueGroups.all(queue, now, after?.servedSeq ?? -1, after?.groupKey ?? "", limit) as DueGroup[];
+  }
+
+  parkGroup(queue: string, group: DueGroup, dueTime: number | null): void {
+    this.wrote = true;
+    this.#stmts.parkGroup.run(dueTime, queue, group.groupKey, group.version);
+  }
+
+  settleGroup(queue: string, group: DueGroup): void {
+    this.wrote = true;
+    const params = { queue, group: group.groupKey, version: group.version };
+    this.#stmts.settleGroup.run(params);
+    this.#stmts.dropSettledGroup.run(params);
+  }
+
+  markGroupsServed(queue: string, groupKeys: readonly string[]): void {
+    if (groupKeys.length === 0) return;
+    this.wrote = true;
+    const row = this.#stmts.takeTurns.get(groupKeys.length, queue) as { turns: number } | undefined;
+    const base = (row?.turns ?? groupKeys.length) - groupKeys.length;
+    groupKeys.forEach((key, i) => this.#stmts.markGroupServed.run(base + i + 1, queue, key));
+  }
+
+  nextGroupDueTime(queue: string, now: number): number | null {
+    return (this.#stmts.nextGroupDueTime.get(queue, now) as { t: number | null }).t;
+  }
+
+  rebuildGroups(queue: string): void {
+    this.wrote = true;
+    this.#stmts.rebuildGroups.run(queue);
+  }
+
+  dropGroups(queue: string): void {
+    this.wrote = true;
+    this.#stmts.dropGroups.run(queue);
   }
 
   selectPrunable(state: PrunableState, finishedBefore: number, limit: number): PrunableJob[] {
@@ -189,7 +280,19 @@ export class SqlitePort implements TransactionPort {
       const params: unknown[] = [];
       for (let k = i; k < i + rows; k++) {
         const e = events[k];
-        params.push(e.sequence, e.jobId, e.queue, e.kind, e.fromState, e.toState, e.eventTime, e.workerId, e.attempt, e.message);
+        params.push(
+          e.sequence,
+          e.jobId,
+          e.queue,
+          e.kind,
+          e.fromState,
+          e.toState,
+          e.eventTime,
+          e.workerId,
+          e.attempt,
+          e.message,
+          e.groupKey,
+        );
       }
       this.#insertEvents(rows).run(params);
       i += rows;

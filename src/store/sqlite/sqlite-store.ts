@@ -41,12 +41,21 @@ import type { WriteOperation } from "../operations/scope.js";
 import { assembleQueueCounts, type QueueCountsSource } from "../queue-counts.js";
 import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../write-calls.js";
 import { settledNow } from "../steps.js";
-import type { CommittedChange, ListEventsSpec, ListJobsSpec, QueueCounts, Store, WriteOutcome } from "../store.js";
+import type {
+  CommittedChange,
+  GroupCounts,
+  ListEventsSpec,
+  ListGroupsSpec,
+  ListJobsSpec,
+  QueueCounts,
+  Store,
+  WriteOutcome,
+} from "../store.js";
 import { GroupCommit } from "./group-commit.js";
 import { migrate } from "./migrate.js";
 import { OtherWriters } from "./other-writers.js";
 import { toEvent, toSchedule, toStoredJob, type JobRow, type Row } from "./rows.js";
-import { listJobsSql, prepareStatements, type SqliteStatements } from "./sql.js";
+import { configFromRow, listJobsSql, prepareStatements, type QueueConfigRow, type SqliteStatements } from "./sql.js";
 import { SqlitePort } from "./sqlite-port.js";
 import { WalSync, type DurableSettle } from "./wal-sync.js";
 import { otherWriteFailure, writeFailureOf } from "./write-failures.js";
@@ -262,7 +271,12 @@ export class SqliteStore extends OperationStore implements Store {
 
   async listJobs(spec: ListJobsSpec): Promise<Job[]> {
     const states = listedStates(spec);
-    const shape = { queue: spec.queue !== undefined, states: states.length, before: spec.beforeId !== undefined };
+    const shape = {
+      queue: spec.queue !== undefined,
+      group: spec.groupKey !== undefined,
+      states: states.length,
+      before: spec.beforeId !== undefined,
+    };
     const key = JSON.stringify(shape);
     let stmt = this.#listCache.get(key);
     if (stmt === undefined) {
@@ -272,6 +286,7 @@ export class SqliteStore extends OperationStore implements Store {
     const params: Record<string, unknown> = { limit: spec.limit };
     if (spec.queue !== undefined) params.queue = spec.queue;
     if (spec.beforeId !== undefined) params.before = spec.beforeId;
+    if (spec.groupKey !== undefined) params.group = spec.groupKey;
     states.forEach((s, i) => (params[`state${i}`] = s));
     return (stmt.all(params) as JobRow[]).map((r) => publicJob(toStoredJob(r)));
   }
@@ -308,9 +323,17 @@ export class SqliteStore extends OperationStore implements Store {
     return assembleQueueCounts({
       counts: this.#stmts.counts.all() as Array<{ queue: string; state: JobState; count: number }>,
       paused: (this.#stmts.pausedQueues.all() as Array<{ queue: string }>).map((r) => r.queue),
-      configs: this.#stmts.queueConfigs.all() as QueueCountsSource["configs"],
+      configs: (this.#stmts.queueConfigs.all() as Array<QueueConfigRow & { queue: string }>).map(configFromRow),
       oldestPendingSince: (queue) => (this.#stmts.oldestPendingSince.get(queue, now) as { t: number | null }).t,
     });
+  }
+
+  async listGroups(spec: ListGroupsSpec): Promise<GroupCounts[]> {
+    return this.#stmts.listGroups.all(spec.queue, spec.afterKey, spec.limit) as GroupCounts[];
+  }
+
+  async countPendingGroups(queue: string): Promise<number> {
+    return (this.#stmts.countPendingGroups.get({ queue }) as { n: number }).n;
   }
 
   async listSchedules(): Promise<StoredSchedule[]> {

@@ -34,6 +34,8 @@ export const READ_NAMES = [
   "listEvents",
   "eventBounds",
   "queueCounts",
+  "listGroups",
+  "countPendingGroups",
   "listSchedules",
   "nextScheduleRunTime",
   "lastJobId",

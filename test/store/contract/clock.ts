@@ -124,7 +124,15 @@ export function describeClockSkewContract(name: string, factory: SkewedStoreFact
       });
 
       it("holds one rate window across both instances", async () => {
-        const config: QueueConfig = { maxRunning: 0, rateLimit: 1, ratePeriodMs: 10 * SECOND };
+        const config: QueueConfig = {
+          maxRunning: 0,
+          rateLimit: 1,
+          ratePeriodMs: 10 * SECOND,
+          groupMaxRunning: 0,
+          groupRateLimit: 0,
+          fair: false,
+          ordered: false,
+        };
         await store.updateQueueConfig("billing", { config, fields: ["rateLimit", "ratePeriodMs"] satisfies QueueConfigField[] });
         await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
         expect(await claim(store)).toHaveLength(1);

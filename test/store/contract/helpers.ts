@@ -34,6 +34,7 @@ export function newJob(overrides: Partial<NewJob> = {}): NewJob {
   return {
     queue: "billing",
     task: "invoice.generate",
+    groupKey: "",
     payloadJson: '{"invoiceId":"inv_481"}',
     priority: 0,
     maxAttempts: 3,
@@ -53,6 +54,7 @@ export function newSchedule(overrides: Partial<ScheduleSpec> = {}): ScheduleSpec
     template: {
       queue: "reports",
       task: "report.build",
+      groupKey: "",
       payloadJson: '{"kind":"daily"}',
       priority: 0,
       maxAttempts: 3,

@@ -116,7 +116,15 @@ export function describeSeveralInstances(): void {
 
     it("keeps a queue's limits across instances: 32 claimers on two instances share max_running and one rate window", async () => {
       await store.submit(Array.from({ length: 60 }, (_, i) => newJob({ task: `t${i}` })));
-      const config = { maxRunning: 6, rateLimit: 4, ratePeriodMs: MINUTE };
+      const config = {
+        maxRunning: 6,
+        rateLimit: 4,
+        ratePeriodMs: MINUTE,
+        groupMaxRunning: 0,
+        groupRateLimit: 0,
+        fair: false,
+        ordered: false,
+      };
       await other.updateQueueConfig("billing", { config, fields: ["maxRunning", "rateLimit", "ratePeriodMs"] });
       const claimBoth = () =>
         Promise.all(
@@ -134,25 +142,60 @@ export function describeSeveralInstances(): void {
       const here = recordAnnouncements(store);
       const controls = () => here.changes.flatMap((c) => c.queueControls.map((q) => ({ ...q, external: c.external })));
       await other.pauseQueue("emails");
-      await other.updateQueueConfig("billing", { config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: SECOND }, fields: ["maxRunning"] });
-      await other.updateQueueConfig("emails", { config: { maxRunning: 0, rateLimit: 9, ratePeriodMs: SECOND }, fields: ["rateLimit"] });
+      await other.updateQueueConfig("billing", {
+        config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        fields: ["maxRunning"],
+      });
+      await other.updateQueueConfig("emails", {
+        config: { maxRunning: 0, rateLimit: 9, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        fields: ["rateLimit"],
+      });
       await here.until(() => controls().length === 3);
       expect(controls()).toEqual(
         expect.arrayContaining([
           { queue: "emails", paused: true, external: true },
-          { queue: "billing", paused: false, config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: SECOND }, external: true },
-          { queue: "emails", paused: true, config: { maxRunning: 0, rateLimit: 9, ratePeriodMs: SECOND }, external: true },
+          {
+            queue: "billing",
+            paused: false,
+            config: {
+              maxRunning: 2,
+              rateLimit: 0,
+              ratePeriodMs: SECOND,
+              groupMaxRunning: 0,
+              groupRateLimit: 0,
+              fair: false,
+              ordered: false,
+            },
+            external: true,
+          },
+          {
+            queue: "emails",
+            paused: true,
+            config: {
+              maxRunning: 0,
+              rateLimit: 9,
+              ratePeriodMs: SECOND,
+              groupMaxRunning: 0,
+              groupRateLimit: 0,
+              fair: false,
+              ordered: false,
+            },
+            external: true,
+          },
         ]),
       );
       // Its own change is its own, not reported again as another's.
-      await store.updateQueueConfig("billing", { config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND }, fields: ["maxRunning"] });
+      await store.updateQueueConfig("billing", {
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        fields: ["maxRunning"],
+      });
       await other.submit([newJob({ task: "sentinel" })]);
       await here.until(() => here.events().length === 1);
       expect(controls()).toHaveLength(4);
       expect(controls()[3]).toEqual({
         queue: "billing",
         paused: false,
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND },
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
         external: false,
       });
       here.off();

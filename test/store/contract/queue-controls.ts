@@ -91,7 +91,7 @@ export function describeQueueControls(): void {
         counts: { queued: 0, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0 },
         oldestPendingSince: null,
         paused: true,
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND },
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
       });
       await store.resumeQueue("alpha");
       await store.resumeQueue("emails");

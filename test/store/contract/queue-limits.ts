@@ -10,10 +10,27 @@ import { clock, harness, HOUR, MINUTE, newJob, SECOND, store } from "./helpers.j
 
 export function describeQueueLimits(): void {
   describe("queue limits", () => {
-    const ALL_FIELDS: QueueConfigField[] = ["maxRunning", "rateLimit", "ratePeriodMs"];
+    const ALL_FIELDS: QueueConfigField[] = [
+      "maxRunning",
+      "rateLimit",
+      "ratePeriodMs",
+      "groupMaxRunning",
+      "groupRateLimit",
+      "fair",
+      "ordered",
+    ];
     const limit = (s: Store, queue: string, config: Partial<QueueConfig>) =>
       s.updateQueueConfig(queue, {
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, ...config },
+        config: {
+          maxRunning: 0,
+          rateLimit: 0,
+          ratePeriodMs: SECOND,
+          groupMaxRunning: 0,
+          groupRateLimit: 0,
+          fair: false,
+          ordered: false,
+          ...config,
+        },
         fields: Object.keys(config) as QueueConfigField[],
       });
     const claimUpTo = (s: Store, maxJobs: number, workerId = "w") =>
@@ -92,7 +109,15 @@ export function describeQueueLimits(): void {
 
     it("applies the tighter of the two limits, and says which one held jobs back", async () => {
       await submitMany(10);
-      await limit(store, "billing", { maxRunning: 4, rateLimit: 3, ratePeriodMs: MINUTE });
+      await limit(store, "billing", {
+        maxRunning: 4,
+        rateLimit: 3,
+        ratePeriodMs: MINUTE,
+        groupMaxRunning: 0,
+        groupRateLimit: 0,
+        fair: false,
+        ordered: false,
+      });
       const first = await claimUpTo(store, 10);
       expect(first.leases).toHaveLength(3);
       expect(first.heldBack).toEqual({ limit: "rate_limit", until: clock.now() + MINUTE });
@@ -104,7 +129,15 @@ export function describeQueueLimits(): void {
 
     it("reports no hold when nothing eligible was left behind", async () => {
       await submitMany(2);
-      await limit(store, "billing", { maxRunning: 2, rateLimit: 2, ratePeriodMs: MINUTE });
+      await limit(store, "billing", {
+        maxRunning: 2,
+        rateLimit: 2,
+        ratePeriodMs: MINUTE,
+        groupMaxRunning: 0,
+        groupRateLimit: 0,
+        fair: false,
+        ordered: false,
+      });
       expect(await claimUpTo(store, 5)).toMatchObject({ heldBack: null });
       expect(await claimUpTo(store, 5)).toEqual({ leases: [], heldBack: null, nextScheduleTime: null });
     });
@@ -117,23 +150,69 @@ export function describeQueueLimits(): void {
     });
 
     it("changes only the fields named, answers the result, and removes the queue's row once no field is set", async () => {
-      expect(await limit(store, "billing", { maxRunning: 7, rateLimit: 50, ratePeriodMs: 30 * SECOND })).toEqual({
+      expect(
+        await limit(store, "billing", {
+          maxRunning: 7,
+          rateLimit: 50,
+          ratePeriodMs: 30 * SECOND,
+        }),
+      ).toEqual({
         maxRunning: 7,
         rateLimit: 50,
         ratePeriodMs: 30 * SECOND,
+        groupMaxRunning: 0,
+        groupRateLimit: 0,
+        fair: false,
+        ordered: false,
       });
-      expect(await limit(store, "billing", { maxRunning: 2 })).toEqual({ maxRunning: 2, rateLimit: 50, ratePeriodMs: 30 * SECOND });
+      expect(await limit(store, "billing", { maxRunning: 2 })).toEqual({
+        maxRunning: 2,
+        rateLimit: 50,
+        ratePeriodMs: 30 * SECOND,
+        groupMaxRunning: 0,
+        groupRateLimit: 0,
+        fair: false,
+        ordered: false,
+      });
       expect(
-        await store.updateQueueConfig("billing", { config: { maxRunning: 9, rateLimit: 9, ratePeriodMs: 9 * SECOND }, fields: [] }),
-      ).toEqual({ maxRunning: 2, rateLimit: 50, ratePeriodMs: 30 * SECOND });
+        await store.updateQueueConfig("billing", {
+          config: {
+            maxRunning: 9,
+            rateLimit: 9,
+            ratePeriodMs: 9 * SECOND,
+            groupMaxRunning: 0,
+            groupRateLimit: 0,
+            fair: false,
+            ordered: false,
+          },
+          fields: [],
+        }),
+      ).toEqual({
+        maxRunning: 2,
+        rateLimit: 50,
+        ratePeriodMs: 30 * SECOND,
+        groupMaxRunning: 0,
+        groupRateLimit: 0,
+        fair: false,
+        ordered: false,
+      });
       await limit(store, "emails", { ratePeriodMs: 5 * SECOND });
       let counts = await store.queueCounts();
       expect(counts.map((q) => [q.queue, q.config])).toEqual([
-        ["billing", { maxRunning: 2, rateLimit: 50, ratePeriodMs: 30 * SECOND }],
-        ["emails", { maxRunning: 0, rateLimit: 0, ratePeriodMs: 5 * SECOND }],
+        [
+          "billing",
+          { maxRunning: 2, rateLimit: 50, ratePeriodMs: 30 * SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        ],
+        [
+          "emails",
+          { maxRunning: 0, rateLimit: 0, ratePeriodMs: 5 * SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        ],
       ]);
       expect(counts[0].counts.queued).toBe(0);
-      await store.updateQueueConfig("billing", { config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND }, fields: ALL_FIELDS });
+      await store.updateQueueConfig("billing", {
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
+        fields: ALL_FIELDS,
+      });
       await limit(store, "emails", { ratePeriodMs: SECOND });
       counts = await store.queueCounts();
       expect(counts).toEqual([]);
@@ -172,16 +251,66 @@ export function describeQueueLimits(): void {
       await limit(store, "billing", { maxRunning: 0 });
       off();
       expect(seen.map((c) => c.queueControls)).toEqual([
-        [{ queue: "billing", paused: false, config: { maxRunning: 3, rateLimit: 0, ratePeriodMs: SECOND } }],
-        [{ queue: "emails", paused: true, config: { maxRunning: 0, rateLimit: 10, ratePeriodMs: SECOND } }],
-        [{ queue: "billing", paused: false, config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND } }],
+        [
+          {
+            queue: "billing",
+            paused: false,
+            config: {
+              maxRunning: 3,
+              rateLimit: 0,
+              ratePeriodMs: SECOND,
+              groupMaxRunning: 0,
+              groupRateLimit: 0,
+              fair: false,
+              ordered: false,
+            },
+          },
+        ],
+        [
+          {
+            queue: "emails",
+            paused: true,
+            config: {
+              maxRunning: 0,
+              rateLimit: 10,
+              ratePeriodMs: SECOND,
+              groupMaxRunning: 0,
+              groupRateLimit: 0,
+              fair: false,
+              ordered: false,
+            },
+          },
+        ],
+        [
+          {
+            queue: "billing",
+            paused: false,
+            config: {
+              maxRunning: 0,
+              rateLimit: 0,
+              ratePeriodMs: SECOND,
+              groupMaxRunning: 0,
+              groupRateLimit: 0,
+              fair: false,
+              ordered: false,
+            },
+          },
+        ],
       ]);
       expect(seen.every((c) => c.events.length === 0)).toBe(true);
     });
 
     it("keeps its limits and its rate window when the database is opened again", async () => {
       await submitMany(10);
-      await limit(store, "billing", { maxRunning: 3, rateLimit: 2, ratePeriodMs: MINUTE });
+      await limit(store, "billing", {
+        maxRunning: 3,
+        rateLimit: 2,
+        ratePeriodMs: MINUTE,
+        groupMaxRunning: 0,
+        groupRateLimit: 0,
+        fair: false,
+        ordered: false,
+      });
       expect((await claimUpTo(store, 10)).leases).toHaveLength(2);
       await store.close();
       const reopened = await harness.openInstance();
@@ -189,6 +318,10 @@ export function describeQueueLimits(): void {
         maxRunning: 3,
         rateLimit: 2,
         ratePeriodMs: MINUTE,
+        groupMaxRunning: 0,
+        groupRateLimit: 0,
+        fair: false,
+        ordered: false,
       });
       expect((await claimUpTo(reopened, 10)).leases).toEqual([]);
       clock.advance(MINUTE);

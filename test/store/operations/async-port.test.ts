@@ -155,7 +155,7 @@ describe("the shared write operations over a port that answers later", () => {
   it("keeps a queue's limits in a claim over the same port, and says which one held jobs back", async () => {
     await transaction(submitJobs(Array.from({ length: 6 }, () => newJob())));
     const update = {
-      config: { maxRunning: 3, rateLimit: 2, ratePeriodMs: 10_000 },
+      config: { maxRunning: 3, rateLimit: 2, ratePeriodMs: 10_000, groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false },
       fields: ["maxRunning", "rateLimit", "ratePeriodMs"] as const,
     };
     const configured = await transaction(updateQueueConfig("billing", update));
