@@ -94,6 +94,8 @@ const JOBS: Array<[string, Job]> = [
   ["a null payload and a null result", job({ payloadJson: "null", resultJson: "null" })],
   ["progress reported by an earlier attempt", job({ progressJson: '{"done":3,"of":10,"stage":"render"}' })],
   ["a null progress beside a result", job({ progressJson: "null", resultJson: '"ok"' })],
+  ["a job in a group", job({ groupKey: "customer-42" })],
+  ["a group key of 128 visible ASCII characters, progress beside it", job({ groupKey: "~!".repeat(64), progressJson: "[1]" })],
   ["big counters", job({ attempts: 100, maxAttempts: 100, deliveries: 2 ** 31 - 1, priority: 100 })],
   ["an empty object and an empty array", job({ payloadJson: "{}", resultJson: "[]" })],
   ["32 levels", job({ payloadJson: nested(32), resultJson: JSON.stringify(JSON.parse(nested(31))) })],
