@@ -73,9 +73,12 @@ const CONFIG_COLUMNS = `max_running AS "maxRunning", rate_limit AS "rateLimit", 
 export function queueLimitStatements(schema: string): QueueLimitStatements {
   const s = quoteIdentifier(schema);
   const jobs = `SELECT ${JOB_COLUMN_NAMES.join(", ")} FROM ${s}.jobs`;
-  /** The least id of the group's jobs in one open state (an index seek on jobs_group_state). */
+  /**
+   * The least id of the group's jobs in one open state (an index seek on jobs_group_state). PostgreSQL has no
+   * min() for uuid, so the least is the first in id order.
+   */
   const firstIn = (state: string) =>
-    `(SELECT min(id) FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state = '${state}')`;
+    `(SELECT id FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state = '${state}' ORDER BY id LIMIT 1)`;
   /** A group's earliest pending schedule_time: its own index for a group, the queue's for jobs without one. */
   const earliestPending = `CASE WHEN $2 = '' THEN
       (SELECT min(schedule_time) FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry') AND group_key = '')
@@ -104,7 +107,8 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
       ORDER BY priority DESC, schedule_time, id LIMIT $4 FOR UPDATE SKIP LOCKED`,
     ungroupedClaimable: `${jobs} WHERE queue = $1 AND state IN ('queued','retry') AND schedule_time <= $2 AND group_key = ''
       ORDER BY priority DESC, schedule_time, id LIMIT $3 FOR UPDATE SKIP LOCKED`,
-    orderedHead: `${jobs} WHERE id = (SELECT min(id) FROM (VALUES (${firstIn("queued")}), (${firstIn("retry")}), (${firstIn("running")})) AS h(id))
+    orderedHead: `${jobs} WHERE id = (SELECT h.id FROM (VALUES (${firstIn("queued")}), (${firstIn("retry")}), (${firstIn("running")})) AS h(id)
+        WHERE h.id IS NOT NULL ORDER BY h.id LIMIT 1)
       AND state IN ('queued','retry','running') FOR UPDATE`,
     countGroupRunning: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${s}.jobs
       WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state = 'running' LIMIT $3) r`,
