@@ -20,6 +20,11 @@ export function describeBounds({ BOUNDS: B, DEFAULTS: D }, { formatDurationText 
     { fields: ["workerId"], bound: `matches \`${B.workerId.source}\``, default: "required" },
     { fields: ["idempotencyKey"], bound: `matches \`${B.idempotencyKey.source}\` (visible ASCII)`, default: "none" },
     {
+      fields: ["groupKey"],
+      bound: `empty, or matches \`${B.groupKey.source}\` (visible ASCII, no spaces)`,
+      default: "none (ListJobs: any group)",
+    },
+    {
       fields: ["payload", "result"],
       bound: `any JSON, at most ${B.jsonBytes / 1024} KiB as compact JSON and ${B.jsonDepth} levels of nesting (\`1\` is level 0, \`[1]\` level 1)`,
       default: "`null`",
@@ -47,7 +52,11 @@ export function describeBounds({ BOUNDS: B, DEFAULTS: D }, { formatDurationText 
     },
     { fields: ["retryDelay"], bound: range(B.retryDelayMs, duration), default: "the exponential backoff" },
     { fields: ["error", "reason"], bound: `at most ${B.textChars} characters`, default: "empty" },
-    { fields: ["pageSize"], bound: range(B.pageSize), default: String(D.pageSize) },
+    {
+      fields: ["pageSize"],
+      bound: `${range(B.pageSize)} (ListGroups: ${range(B.groupPageSize)})`,
+      default: `${D.pageSize} (ListGroups: ${D.groupPageSize})`,
+    },
     { fields: ["name"], bound: `a schedule's name: matches \`${B.name.source}\``, default: "required" },
     {
       fields: ["cron"],
@@ -60,6 +69,8 @@ export function describeBounds({ BOUNDS: B, DEFAULTS: D }, { formatDurationText 
     { fields: ["maxRunning"], bound: `${range(B.maxRunning)} jobs running at once`, default: "0 (no limit)" },
     { fields: ["rateLimit"], bound: `${range(B.rateLimit)} leases per \`ratePeriod\``, default: "0 (no limit)" },
     { fields: ["ratePeriod"], bound: range(B.ratePeriodMs, duration), default: duration(D.ratePeriodMs) },
+    { fields: ["groupMaxRunning"], bound: `${range(B.groupMaxRunning)} jobs of one group running at once`, default: "0 (no limit)" },
+    { fields: ["groupRateLimit"], bound: `${range(B.groupRateLimit)} leases of one group per \`ratePeriod\``, default: "0 (no limit)" },
     { fields: ["acks"], bound: `1..${B.acks} per Acknowledge, 0..${B.acks} per Work message or Claim`, default: "required (Acknowledge)" },
     // A setting, not a field: one request, or one message of a stream.
     { fields: [], subject: "request body", bound: "`LEASEQUEUE_MAX_REQUEST_BYTES`", default: `${D.maxRequestBytes} bytes` },

@@ -1,6 +1,7 @@
 /** Turning wire values into the words and numbers an operator reads. */
 import { toJson } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema, type Duration, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import { formatDurationText } from "../domain/duration-text.js";
 import { EventKind, JobState } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 
 /** The states an operator filters by, in lifecycle order, with their URL names. */
@@ -45,6 +46,16 @@ export function formatTimeCompact(ts: Timestamp | undefined, now = new Date()): 
   const full = formatTime(ts);
   const today = now.toISOString().slice(0, 10);
   return full.startsWith(today) ? full.slice(11) : full;
+}
+
+/**
+ * How long ago `ts` was, at a glance ("4 min 10 s"), or "in 2 min" when it
+ * is ahead (a retry's next attempt). Less than a second ahead reads as "0 s":
+ * the browser's clock and the server's are not the same clock.
+ */
+export function formatRelativeTime(ts: Timestamp, now = Date.now()): string {
+  const ms = now - timestampDate(ts).getTime();
+  return ms > -1000 ? formatDurationText(Math.max(0, ms), "glance") : `in ${formatDurationText(-ms, "glance")}`;
 }
 
 export function isoTime(ts: Timestamp | undefined): string | undefined {

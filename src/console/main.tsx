@@ -10,6 +10,7 @@ import { LiveBanner, LiveIndicator } from "./components.js";
 import { consoleAuth } from "./auth.js";
 import { liveFeed } from "./live.js";
 import { jobsHref, useRoute, type Route } from "./router.js";
+import { Groups } from "./views/groups.js";
 import { JobPage } from "./views/job.js";
 import { Jobs } from "./views/jobs.js";
 import { Overview } from "./views/overview.js";
@@ -24,6 +25,8 @@ function title(route: Route): string {
       return "Jobs";
     case "job":
       return `Job ${route.id}`;
+    case "groups":
+      return `Groups of ${route.queue}`;
     case "schedules":
       return "Schedules";
     case "unknown":
@@ -46,7 +49,7 @@ function App() {
           LeaseQueue
         </a>
         <nav aria-label="Sections">
-          <a href="#/" aria-current={route.name === "overview" ? "page" : undefined}>
+          <a href="#/" aria-current={route.name === "overview" || route.name === "groups" ? "page" : undefined}>
             Queues
           </a>
           <a href={jobsHref()} aria-current={route.name === "jobs" || route.name === "job" ? "page" : undefined}>
@@ -65,8 +68,9 @@ function App() {
       <TokenPrompt />
       <main id="main" tabIndex={-1}>
         {route.name === "overview" && <Overview />}
-        {route.name === "jobs" && <Jobs queue={route.queue} state={route.state} page={route.page} />}
+        {route.name === "jobs" && <Jobs queue={route.queue} group={route.group} state={route.state} page={route.page} />}
         {route.name === "job" && <JobPage key={route.id} id={route.id} />}
+        {route.name === "groups" && <Groups key={route.queue} queue={route.queue} />}
         {route.name === "schedules" && <Schedules />}
         {route.name === "unknown" && (
           <section>

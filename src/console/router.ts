@@ -1,16 +1,18 @@
 /**
  * Hash routing, so the server serves one page and no routes:
  *   #/                                   queues overview
- *   #/jobs?queue=billing&state=dead&page=<token>   jobs table
+ *   #/jobs?queue=billing&group=tenant-a&state=dead&page=<token>   jobs table
  *   #/jobs/<job id>                      one job
+ *   #/queues/<queue>/groups              a queue's groups
  *   #/schedules                          schedules
  */
 import { useEffect, useState } from "preact/hooks";
 
 export type Route =
   | { name: "overview" }
-  | { name: "jobs"; queue: string; state: string; page: string }
+  | { name: "jobs"; queue: string; group: string; state: string; page: string }
   | { name: "job"; id: string }
+  | { name: "groups"; queue: string }
   | { name: "schedules" }
   | { name: "unknown"; path: string };
 
@@ -20,11 +22,19 @@ export function parseHash(hash: string): Route {
   const params = new URLSearchParams(query);
   if (path === "/" || path === "") return { name: "overview" };
   if (path === "/jobs" || path === "/jobs/") {
-    return { name: "jobs", queue: params.get("queue") ?? "", state: params.get("state") ?? "", page: params.get("page") ?? "" };
+    return {
+      name: "jobs",
+      queue: params.get("queue") ?? "",
+      group: params.get("group") ?? "",
+      state: params.get("state") ?? "",
+      page: params.get("page") ?? "",
+    };
   }
   if (path === "/schedules" || path === "/schedules/") return { name: "schedules" };
   const job = /^\/jobs\/([^/]+)$/.exec(path);
   if (job) return { name: "job", id: safeDecode(job[1]) };
+  const groups = /^\/queues\/([^/]+)\/groups\/?$/.exec(path);
+  if (groups) return { name: "groups", queue: safeDecode(groups[1]) };
   return { name: "unknown", path };
 }
 
@@ -36,9 +46,10 @@ function safeDecode(s: string): string {
   }
 }
 
-export function jobsHref(filter: { queue?: string; state?: string; page?: string } = {}): string {
+export function jobsHref(filter: { queue?: string; group?: string; state?: string; page?: string } = {}): string {
   const params = new URLSearchParams();
   if (filter.queue) params.set("queue", filter.queue);
+  if (filter.group) params.set("group", filter.group);
   if (filter.state) params.set("state", filter.state);
   if (filter.page) params.set("page", filter.page);
   const query = params.toString();
@@ -47,6 +58,10 @@ export function jobsHref(filter: { queue?: string; state?: string; page?: string
 
 export function jobHref(id: string): string {
   return `#/jobs/${encodeURIComponent(id)}`;
+}
+
+export function groupsHref(queue: string): string {
+  return `#/queues/${encodeURIComponent(queue)}/groups`;
 }
 
 export function useRoute(): Route {

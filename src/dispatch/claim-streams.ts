@@ -32,7 +32,7 @@
  */
 import type { Clock } from "../domain/clock.js";
 import type { EventKind } from "../domain/job.js";
-import type { ClaimHold } from "../domain/queue-limits.js";
+import { freedByFinishingLease, holdUntil, type ClaimHold } from "../domain/queue-limits.js";
 import { KEEPALIVE_INTERVAL_MS, timerDelay } from "../domain/timing-defaults.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
@@ -295,12 +295,14 @@ export class ClaimStreams {
         if (sub.room > 0) state.again = true;
       }
       if (!drained || ![...state.subscribers].some((s) => s.room > 0)) continue;
-      if (hold?.limit === "max_running") {
-        // A lease that finished while the claim ran has already freed its place.
-        if (wakeups.finishedLeases(queue) !== finishedSince) state.again = true;
-        else state.waitingForPlace = true;
-      } else if (hold?.limit === "rate_limit") {
-        this.#schedule(queue, state, hold.until);
+      if (hold !== null) {
+        const until = holdUntil(hold);
+        if (freedByFinishingLease(hold)) {
+          // A lease that finished while the claim ran has already freed its place.
+          if (wakeups.finishedLeases(queue) !== finishedSince) state.again = true;
+          else state.waitingForPlace = true;
+        }
+        if (until !== null && !state.again) this.#schedule(queue, state, until);
       } else if (nextScheduleTime !== null) {
         // Read by the claim at its own time: a job that became due since is
         // claimed at once, and one that commits later wakes the queue.

@@ -10,11 +10,13 @@
  * here: the store's claim hands out nothing for it, so its claimers simply
  * wait on.
  *
- * A claim that a queue limit held back (ClaimOutcome.heldBack) waits for
- * what frees a place instead: for max_running, the queue's next lease that
- * finishes (any event that takes a job out of RUNNING, through any server);
- * for rate_limit, a timer at the moment the oldest lease of the window
- * leaves it. Claims held back are counted per queue and limit (metrics).
+ * A claim that a queue limit or a group rule held back (ClaimOutcome.heldBack)
+ * waits for what frees a place instead: for max_running, the queue's next
+ * lease that finishes (any event that takes a job out of RUNNING, through
+ * any server); for rate_limit, a timer at the moment the oldest lease of the
+ * window leaves it; for a group hold, either or both, as the hold says
+ * (domain/queue-limits.ts freedByFinishingLease, holdUntil). Claims held back
+ * are counted per queue and limit (metrics).
  *
  * Each queue has a generation number that every commit making work
  * eligible increments, and a count of its finished leases. A claimer reads
@@ -24,7 +26,7 @@
  * claimer that is not held back to claim again.)
  */
 import type { Clock } from "../domain/clock.js";
-import type { ClaimHold, QueueLimit } from "../domain/queue-limits.js";
+import { freedByFinishingLease, holdUntil, type ClaimHold, type QueueLimit } from "../domain/queue-limits.js";
 import { timerDelay } from "../domain/timing-defaults.js";
 import type { Store } from "../store/store.js";
 
@@ -132,14 +134,16 @@ export class QueueWakeups {
   waitForWork(queue: string, sinceGeneration: number, deadline: number, signal: AbortSignal, found: ClaimFound = {}): Promise<boolean> {
     const { held, nextScheduleTime = null } = found;
     const hold = held?.hold;
-    const placeFreed = () => hold?.limit === "max_running" && this.finishedLeases(queue) !== held!.finishedSince;
+    const forPlace = hold !== undefined && freedByFinishingLease(hold);
+    const placeFreed = () => forPlace && this.finishedLeases(queue) !== held!.finishedSince;
     if (signal.aborted) return Promise.resolve(false);
     if (this.generation(queue) !== sinceGeneration || placeFreed()) return Promise.resolve(true);
     let until = deadline;
     if (hold === undefined) {
       if (nextScheduleTime !== null) until = Math.min(deadline, nextScheduleTime);
-    } else if (hold.limit === "rate_limit") {
-      until = Math.min(deadline, hold.until);
+    } else {
+      const at = holdUntil(hold);
+      if (at !== null) until = Math.min(deadline, at);
     }
     const delay = timerDelay(until - this.#clock.now());
     return new Promise<boolean>((resolve) => {
@@ -149,7 +153,7 @@ export class QueueWakeups {
         this.#waiters.set(queue, waiters);
       }
       const waiter: Waiter = {
-        forPlace: hold?.limit === "max_running",
+        forPlace,
         done: (woken = false) => {
           clearTimeout(timer);
           signal.removeEventListener("abort", onAbort);

@@ -69,6 +69,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
     config: { maxRunning: 5, rateLimit: 100, ratePeriod: "60s" },
     updateMask: "maxRunning,rateLimit,ratePeriod",
   }),
+  "leasequeue.v1.LeaseQueueService.ListGroups": () => ({ queue: QUEUE, pageSize: 100 }),
   "grpc.health.v1.Health.Check": () => ({ service: "leasequeue.v1.LeaseQueueService" }),
   "grpc.health.v1.Health.Watch": () => ({ service: "" }),
   "grpc.health.v1.Health.List": () => ({}),

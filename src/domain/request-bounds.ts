@@ -28,6 +28,8 @@ export const BOUNDS = {
   name: /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/,
   workerId: /^[A-Za-z0-9._:@/-]{1,128}$/,
   idempotencyKey: /^[\x21-\x7e]{1,128}$/,
+  /** A job's group (docs/api.md "Groups"), when it has one: visible ASCII, no spaces; empty means none. */
+  groupKey: /^[\x21-\x7e]{1,128}$/,
   /** Bytes of a payload or result as compact JSON text. */
   jsonBytes: 64 * 1024,
   /**
@@ -52,6 +54,8 @@ export const BOUNDS = {
   /** Characters (code points) of a task, an error, a message. */
   textChars: 4096,
   pageSize: [1, 500],
+  /** ListGroups' page_size (docs/api.md "Groups"): a group is one small row, so pages may be longer than ListJobs'. */
+  groupPageSize: [1, 1000],
   batchJobs: 500,
   /** Acknowledgements in one Acknowledge request, Work message or Claim (docs/api.md "The batched path: Acknowledge and Work", "Claim with acks"). */
   acks: 1000,
@@ -74,6 +78,9 @@ export const BOUNDS = {
   rateLimit: [0, 1_000_000],
   /** At least a second: shorter windows would be finer than lease timing itself; at most a day. */
   ratePeriodMs: [SECOND, DAY],
+  /** The group rules of QueueConfig (docs/api.md "Groups"), per group; 0 means no limit, as for the queue's own. */
+  groupMaxRunning: [0, 100_000],
+  groupRateLimit: [0, 1_000_000],
 } as const;
 
 /** docs/api.md "Defaults and identity": what an absent (or zero) field means. */
@@ -88,6 +95,8 @@ export const DEFAULTS = {
   /** Snooze without a delay: eligible again at once. */
   snoozeDelayMs: 0,
   pageSize: 50,
+  /** ListGroups' page_size 0. */
+  groupPageSize: 100,
   /** QueueConfig.rate_period when absent: rate_limit is then jobs per second. */
   ratePeriodMs: SECOND,
   /**

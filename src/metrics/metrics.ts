@@ -8,6 +8,7 @@ import { Code } from "@connectrpc/connect";
 import client from "prom-client";
 import type { Clock } from "../domain/clock.js";
 import { JOB_STATES } from "../domain/job.js";
+import { hasGroupRules, type QueueLimit } from "../domain/queue-limits.js";
 import { WRITE_FAILURE_CAUSES, type PrunedJobs, type QueueCounts, type Store } from "../store/store.js";
 
 export interface Metrics {
@@ -37,8 +38,8 @@ export interface MetricsSources {
   claimStreams?: () => number;
   /** The WatchEvents feed: current subscribers, events sent and subscribers dropped (by reason) so far. */
   watchEvents?: () => { subscribers: number; eventsSent: number; dropped: Record<string, number> };
-  /** Claims that a queue limit held back so far (`limit`: max_running or rate_limit), by queue. */
-  limitedClaims?: () => ReadonlyArray<{ queue: string; limit: string; claims: number }>;
+  /** Claims that a queue limit or group rule held back so far (`limit`: max_running, rate_limit, group_max_running, group_rate_limit or ordered), by queue. */
+  limitedClaims?: () => ReadonlyArray<{ queue: string; limit: QueueLimit; claims: number }>;
 }
 
 export function createMetrics(store: Store, clock: Clock, sources: MetricsSources = {}): Metrics {
@@ -131,6 +132,23 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
     },
   });
 
+  // Group rules (docs/api.md "Groups"): how many groups wait, for the queues whose rules look at groups.
+  // No per-group label: a queue may have any number of groups (ListGroups is the per-group view).
+  new client.Gauge({
+    name: "leasequeue_queue_groups",
+    help:
+      "Groups with pending (queued or retry) jobs, by queue; only for queues with group rules (UpdateQueue: " +
+      "group_max_running, group_rate_limit, fair or ordered). Jobs without a group are not counted.",
+    labelNames: ["queue"] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const grouped = (await countsOfThisScrape()).filter((q) => hasGroupRules(q.config));
+      const counts = await Promise.all(grouped.map((q) => store.countPendingGroups(q.queue)));
+      grouped.forEach((q, i) => this.set({ queue: q.queue }, counts[i]));
+    },
+  });
+
   const gaugeOf = (name: string, help: string, read: (() => number) | undefined) => {
     if (read === undefined) return;
     new client.Gauge({
@@ -179,7 +197,8 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
       name: "leasequeue_queue_limited_claims_total",
       help:
         "Claims that handed out fewer leases than asked although eligible jobs were left, because of a queue limit " +
-        "(limit: max_running or rate_limit), by queue and limit. Waiting claimers then wait for a lease to finish or the rate window to move.",
+        "(limit: max_running or rate_limit) or a group rule (group_max_running, group_rate_limit or ordered), by queue and limit. " +
+        "Waiting claimers then wait for a lease to finish or the rate window to move.",
       labelNames: ["queue", "limit"] as const,
       registers: [registry],
       collect() {

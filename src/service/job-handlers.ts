@@ -79,10 +79,17 @@ export function jobHandlers({ store, clock, onIdempotentReplay }: JobHandlerDeps
       const states = v.jobStates("states", req.states);
       const limit = v.intInRange("page_size", req.pageSize, v.BOUNDS.pageSize, v.DEFAULTS.pageSize);
       const basic = v.basicView("view", req.view);
+      const groupKey = v.groupKey("group_key", req.groupKey);
       requireQueueFilter(ctx, "queue", queue);
-      const filter = listFilterKey(queue, states);
+      const filter = listFilterKey(queue, states, groupKey);
       const beforeId = req.pageToken === "" ? undefined : decodePageToken(req.pageToken, filter);
-      const jobs = await store.listJobs({ queue, states: states.length > 0 ? states : undefined, limit: limit + 1, beforeId });
+      const jobs = await store.listJobs({
+        queue,
+        states: states.length > 0 ? states : undefined,
+        groupKey: groupKey === "" ? undefined : groupKey,
+        limit: limit + 1,
+        beforeId,
+      });
       const page = jobs.slice(0, limit);
       const more = jobs.length > limit;
       return {

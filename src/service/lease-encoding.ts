@@ -109,6 +109,7 @@ function writeJob(w: ProtoWriter, job: Job, basic = false): void {
   if (!basic) w.stringField(17, job.lastError ?? "");
   if (!basic && job.resultJson !== null) writeJsonValue(w, 18, job.resultJson, "result");
   if (job.progressJson !== null) writeJsonValue(w, 19, job.progressJson, "progress");
+  w.stringField(20, job.groupKey);
 }
 
 function writeJsonValue(w: ProtoWriter, fieldNo: number, json: string, field: JsonField): void {

@@ -1,32 +1,56 @@
 /**
- * ListJobs page tokens. They are opaque to clients (AIP-158): the last job
- * id of a page, bound to the filter that produced it, so that a token is
- * refused when the next request asks for a different queue or states.
+ * Page tokens of ListJobs and ListGroups. They are opaque to clients
+ * (AIP-158): the last job id (ListJobs) or group_key (ListGroups) of a page,
+ * bound to the RPC and the filter that produced it, so that a token is
+ * refused when the next request is another RPC or asks for a different
+ * queue, states or group.
  */
 import type { JobState } from "../domain/job.js";
 import { invalidArgument } from "./errors.js";
 
-/** The filter a token is bound to: the queue and the set of states, in a canonical order. */
-export function listFilterKey(queue: string | undefined, states: readonly JobState[]): string {
-  return JSON.stringify([queue ?? "", [...states].sort()]);
+/** The RPCs that page with these tokens. */
+export type PagedRpc = "ListJobs" | "ListGroups";
+
+/** What a token of each RPC is bound to, as its refusal names it. */
+const FILTER_OF: Record<PagedRpc, string> = {
+  ListJobs: "queue, states or group_key filter",
+  ListGroups: "queue",
+};
+
+/**
+ * ListJobs' filter a token is bound to: the queue, the set of states in a
+ * canonical order, and the group_key when one is set (left out when not, so
+ * that a token issued before groups existed still reads as the same filter).
+ */
+export function listFilterKey(queue: string | undefined, states: readonly JobState[], groupKey = ""): string {
+  const filter: unknown[] = [queue ?? "", [...states].sort()];
+  if (groupKey !== "") filter.push(groupKey);
+  return JSON.stringify(filter);
 }
 
-export function encodePageToken(lastId: string, filter: string): string {
-  return Buffer.from(JSON.stringify({ b: lastId, f: filter })).toString("base64url");
+/** ListGroups' filter a token is bound to: the queue. */
+export function groupsFilterKey(queue: string): string {
+  return JSON.stringify([queue]);
 }
 
-/** The last id of the previous page; invalid_argument on `page_token` for a token ListJobs did not issue for `filter`. */
-export function decodePageToken(token: string, filter: string): string {
+/** A token for the page after `last` (ListJobs' tokens carry no RPC name, as before ListGroups existed). */
+export function encodePageToken(last: string, filter: string, rpc: PagedRpc = "ListJobs"): string {
+  const token = rpc === "ListJobs" ? { b: last, f: filter } : { b: last, f: filter, r: rpc };
+  return Buffer.from(JSON.stringify(token)).toString("base64url");
+}
+
+/** The last id or key of the previous page; invalid_argument on `page_token` for a token `rpc` did not issue for `filter`. */
+export function decodePageToken(token: string, filter: string, rpc: PagedRpc = "ListJobs"): string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
   } catch {
-    throw invalidArgument("page_token", "is not a token returned by ListJobs");
+    throw invalidArgument("page_token", `is not a token returned by ${rpc}`);
   }
-  const { b, f } = (parsed ?? {}) as { b?: unknown; f?: unknown };
-  if (typeof b !== "string" || typeof f !== "string") {
-    throw invalidArgument("page_token", "is not a token returned by ListJobs");
+  const { b, f, r = "ListJobs" } = (parsed ?? {}) as { b?: unknown; f?: unknown; r?: unknown };
+  if (typeof b !== "string" || typeof f !== "string" || r !== rpc) {
+    throw invalidArgument("page_token", `is not a token returned by ${rpc}`);
   }
-  if (f !== filter) throw invalidArgument("page_token", "was issued for a different queue or states filter");
+  if (f !== filter) throw invalidArgument("page_token", `was issued for a different ${FILTER_OF[rpc]}`);
   return b;
 }

@@ -6,8 +6,8 @@
  * handlers check it:
  *
  * - a request that names its queue (Submit, each job of SubmitBatch, Claim,
- *   StreamClaims, Work's start): that queue, after defaults (an empty queue
- *   is `default`);
+ *   StreamClaims, Work's start, the queue controls, UpdateQueue,
+ *   ListGroups): that queue, after defaults (an empty queue is `default`);
  * - a request that names a job (Heartbeat, Complete, Fail, Release, Redrive,
  *   Cancel, GetJob, ListJobEvents): the job's queue. A job id that names no
  *   job is let through, to be answered `not_found` as without a limit;

@@ -1,7 +1,8 @@
 /**
  * The queue RPCs of leasequeue.v1.LeaseQueueService: the controls of
  * docs/api.md "Queue controls" (PauseQueue, ResumeQueue, RedriveAll,
- * PurgeQueue), the limits of "Queue limits" (UpdateQueue) and GetStats.
+ * PurgeQueue), the limits of "Queue limits" and the group rules of "Groups"
+ * (UpdateQueue), GetStats, and ListGroups.
  *
  * Pause, resume and limits are queue-level changes, not job events: they
  * are logged here and announced by the store beside the events of their
@@ -15,10 +16,12 @@ import { NO_QUEUE_LIMITS } from "../domain/queue-limits.js";
 import type { Logger } from "../logger.js";
 import { purgeQueue, redriveAll } from "../store/bulk-transitions.js";
 import type { QueueCounts, Store } from "../store/store.js";
-import { GetStatsResponseSchema, type LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { GetStatsResponseSchema, ListGroupsResponseSchema, type LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { invalidArgument } from "./errors.js";
+import { decodePageToken, encodePageToken, groupsFilterKey } from "./page-token.js";
 import { requireQueue, visibleQueues } from "./queue-access.js";
 import * as v from "./validate.js";
-import { queueConfigToWire, statsToWire } from "./wire.js";
+import { groupStatsToWire, queueConfigToWire, statsToWire } from "./wire.js";
 
 export interface QueueHandlerDeps {
   store: Store;
@@ -29,7 +32,7 @@ export interface QueueHandlerDeps {
 
 type QueueHandlers = Pick<
   ServiceImpl<typeof LeaseQueueService>,
-  "pauseQueue" | "resumeQueue" | "updateQueue" | "redriveAll" | "purgeQueue" | "getStats"
+  "pauseQueue" | "resumeQueue" | "updateQueue" | "redriveAll" | "purgeQueue" | "getStats" | "listGroups"
 >;
 
 export function queueHandlers({ store, clock, log }: QueueHandlerDeps): QueueHandlers {
@@ -104,6 +107,25 @@ export function queueHandlers({ store, clock, log }: QueueHandlerDeps): QueueHan
         return statsToWire(q.queue, q.counts, ageMs(now, q.oldestPendingSince), q.paused, q.config);
       });
       return create(GetStatsResponseSchema, { queues: perQueue, total: statsToWire("", total, ageMs(now, oldest)) });
+    },
+
+    // docs/api.md "Groups": a page of the queue's groups with unfinished jobs, in group_key order.
+    // One row more than the page tells whether there is a next page.
+    async listGroups(req, ctx) {
+      const queue = v.queueName("queue", req.queue);
+      const limit = v.intInRange("page_size", req.pageSize, v.BOUNDS.groupPageSize, v.DEFAULTS.groupPageSize);
+      requireQueue(ctx, "queue", queue);
+      const filter = groupsFilterKey(queue);
+      const afterKey = req.pageToken === "" ? "" : decodePageToken(req.pageToken, filter, "ListGroups");
+      if (req.pageToken !== "" && !v.BOUNDS.groupKey.test(afterKey)) {
+        throw invalidArgument("page_token", "is not a token returned by ListGroups");
+      }
+      const groups = await store.listGroups({ queue, afterKey, limit: limit + 1 });
+      const page = groups.slice(0, limit);
+      return create(ListGroupsResponseSchema, {
+        groups: page.map(groupStatsToWire),
+        nextPageToken: groups.length > limit ? encodePageToken(page.at(-1)!.groupKey, filter, "ListGroups") : "",
+      });
     },
   };
 }

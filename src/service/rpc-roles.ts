@@ -44,6 +44,7 @@ export const RPC_ROLES: Readonly<Record<string, Role>> = Object.freeze({
   GetStats: "reader",
   WatchEvents: "reader",
   ListSchedules: "reader",
+  ListGroups: "reader",
 });
 
 export function isRole(value: unknown): value is Role {

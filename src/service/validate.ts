@@ -45,6 +45,18 @@ export function purgeConfirmation(field: string, value: string, queue: string): 
   if (value !== queue) throw purgeNotConfirmed(field, queue);
 }
 
+/**
+ * A job's group (SubmitRequest.group_key, ListJobsRequest.group_key; docs/api.md
+ * "Groups"): empty means none (or, as a filter, any); otherwise 1..128 visible
+ * ASCII characters, so no spaces.
+ */
+export function groupKey(field: string, value: string): string {
+  if (value !== "" && !BOUNDS.groupKey.test(value)) {
+    throw invalidArgument(field, "must be empty or 1-128 visible ASCII characters (0x21-0x7e, no spaces)");
+  }
+  return value;
+}
+
 export function workerId(field: string, value: string): string {
   if (value === "") throw invalidArgument(field, "is required");
   if (!BOUNDS.workerId.test(value)) throw invalidArgument(field, "must be 1-128 characters of [A-Za-z0-9._:@/-]");
@@ -228,6 +240,7 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
   return {
     queue: queueName(f("queue"), req.queue, DEFAULTS.queue),
     task: queueName(f("task"), req.task),
+    groupKey: groupKey(f("group_key"), req.groupKey),
     payloadJson: jsonText(f("payload"), req.payload),
     priority: intInRange(f("priority"), req.priority, BOUNDS.priority),
     maxAttempts: intInRange(f("max_attempts"), req.maxAttempts, BOUNDS.maxAttempts, DEFAULTS.maxAttempts),
@@ -336,6 +349,7 @@ export function scheduleSpec(path: string, schedule: Schedule | undefined, now: 
     template: {
       queue: job.queue,
       task: job.task,
+      groupKey: job.groupKey,
       payloadJson: job.payloadJson,
       priority: job.priority,
       maxAttempts: job.maxAttempts,
@@ -351,13 +365,21 @@ const CONFIG_PATHS: ReadonlyMap<string, QueueConfigField> = new Map([
   ["max_running", "maxRunning"],
   ["rate_limit", "rateLimit"],
   ["rate_period", "ratePeriodMs"],
+  ["group_max_running", "groupMaxRunning"],
+  ["group_rate_limit", "groupRateLimit"],
+  ["fair", "fair"],
+  ["ordered", "ordered"],
 ]);
 
+/** The paths CONFIG_PATHS knows, as the refusal of an unknown one lists them. */
+const CONFIG_PATH_LIST = `${[...CONFIG_PATHS.keys()].join(", ")} or "*" (empty means all)`;
+
 /**
- * UpdateQueue's `config` and `update_mask` (docs/api.md "Queue limits"): the
- * fields the mask names, each within its bound. An empty mask (or "*") names
- * every field, so `{queue}` alone removes every limit. Fields the mask leaves
- * out are ignored, whatever they hold (AIP-134).
+ * UpdateQueue's `config` and `update_mask` (docs/api.md "Queue limits" and
+ * "Groups"): the fields the mask names, each within its bound. An empty
+ * mask (or "*") names every field, so `{queue}` alone removes every limit
+ * and group rule. Fields the mask leaves out are ignored, whatever they hold
+ * (AIP-134).
  */
 export function queueConfigUpdate(req: { config?: QueueConfig; updateMask?: FieldMask }): QueueConfigUpdate {
   const paths = req.updateMask?.paths ?? [];
@@ -367,7 +389,7 @@ export function queueConfigUpdate(req: { config?: QueueConfig; updateMask?: Fiel
     if (field === undefined) {
       throw invalidArgument(
         "update_mask",
-        `has the path ${JSON.stringify(path)}, which is not a field of QueueConfig; use max_running, rate_limit, rate_period or "*" (empty means all)`,
+        `has the path ${JSON.stringify(path)}, which is not a field of QueueConfig; use ${CONFIG_PATH_LIST}`,
       );
     }
     for (const f of typeof field === "string" ? [field] : field) named.add(f);
@@ -379,5 +401,13 @@ export function queueConfigUpdate(req: { config?: QueueConfig; updateMask?: Fiel
   if (named.has("ratePeriodMs")) {
     config.ratePeriodMs = durationInRange("config.rate_period", wire?.ratePeriod, BOUNDS.ratePeriodMs, DEFAULTS.ratePeriodMs)!;
   }
+  if (named.has("groupMaxRunning")) {
+    config.groupMaxRunning = intInRange("config.group_max_running", wire?.groupMaxRunning ?? 0, BOUNDS.groupMaxRunning);
+  }
+  if (named.has("groupRateLimit")) {
+    config.groupRateLimit = intInRange("config.group_rate_limit", wire?.groupRateLimit ?? 0, BOUNDS.groupRateLimit);
+  }
+  if (named.has("fair")) config.fair = wire?.fair ?? false;
+  if (named.has("ordered")) config.ordered = wire?.ordered ?? false;
   return { config, fields: QUEUE_CONFIG_FIELDS.filter((f) => named.has(f)) };
 }

@@ -8,9 +8,10 @@ import { durationFromMs, timestampFromMs, ValueSchema } from "@bufbuild/protobuf
 import type { Job as DomainJob, JobEvent as DomainEvent, EventKind as DomainKind, JobState as DomainState } from "../domain/job.js";
 import type { StoredSchedule } from "../domain/schedule.js";
 import { hasLimits, type QueueConfig as DomainQueueConfig } from "../domain/queue-limits.js";
-import type { ClaimedLease, QueueCounts } from "../store/store.js";
+import type { ClaimedLease, GroupCounts, QueueCounts } from "../store/store.js";
 import {
   EventKind,
+  GroupStatsSchema,
   JobEventSchema,
   JobSchema,
   JobState,
@@ -19,6 +20,7 @@ import {
   QueueStatsSchema,
   ScheduleSchema,
   SubmitRequestSchema,
+  type GroupStats,
   type Job,
   type JobEvent,
   type Lease,
@@ -94,6 +96,7 @@ function jobEnvelope(job: DomainJob) {
     deliveries: job.deliveries,
     // Small (at most 4 KiB) and what a list of running jobs is read for: kept in JOB_VIEW_BASIC.
     progress: jsonValue(job.progressJson),
+    groupKey: job.groupKey,
   };
 }
 
@@ -113,13 +116,15 @@ export function eventToWire(e: DomainEvent): JobEvent {
     workerId: e.workerId ?? "",
     attempt: e.attempt,
     message: e.message ?? "",
+    groupKey: e.groupKey,
   });
 }
 
 /**
- * A queue's limits as QueueStats.config and UpdateQueueResponse.config carry
- * them: absent for a queue without limits (see the proto's QueueStats), so
- * such a queue shows no rate_period of a rate limit it does not have.
+ * A queue's limits and group rules as QueueStats.config and
+ * UpdateQueueResponse.config carry them: absent for a queue with neither
+ * (see the proto's QueueStats), so such a queue shows no rate_period of a
+ * rate limit it does not have.
  */
 export function queueConfigToWire(config: DomainQueueConfig): QueueConfig | undefined {
   if (!hasLimits(config)) return undefined;
@@ -127,6 +132,10 @@ export function queueConfigToWire(config: DomainQueueConfig): QueueConfig | unde
     maxRunning: config.maxRunning,
     rateLimit: config.rateLimit,
     ratePeriod: durationFromMs(config.ratePeriodMs),
+    groupMaxRunning: config.groupMaxRunning,
+    groupRateLimit: config.groupRateLimit,
+    fair: config.fair,
+    ordered: config.ordered,
   });
 }
 
@@ -152,6 +161,17 @@ export function statsToWire(
   });
 }
 
+/** One group of a queue as ListGroups lists it; oldest_pending_time absent when the group has no queued or retry job. */
+export function groupStatsToWire(g: GroupCounts): GroupStats {
+  return create(GroupStatsSchema, {
+    groupKey: g.groupKey,
+    queued: BigInt(g.queued),
+    running: BigInt(g.running),
+    retry: BigInt(g.retry),
+    oldestPendingTime: g.oldestPendingTime === null ? undefined : timestampFromMs(g.oldestPendingTime),
+  });
+}
+
 /** A schedule as the wire's Schedule: the template as the SubmitRequest it was validated from (defaults applied). */
 export function scheduleToWire(s: StoredSchedule): Schedule {
   const t = s.template;
@@ -170,6 +190,7 @@ export function scheduleToWire(s: StoredSchedule): Schedule {
       maxAttempts: t.maxAttempts,
       retryBaseDelay: durationFromMs(t.retryBaseDelayMs),
       schedule: t.delayMs === null ? { case: undefined } : { case: "delay", value: durationFromMs(t.delayMs) },
+      groupKey: t.groupKey,
     }),
     paused: s.paused,
     nextRunTime: s.nextRunTime === null ? undefined : timestampFromMs(s.nextRunTime),

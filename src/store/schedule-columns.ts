@@ -45,7 +45,7 @@ export function scheduleFromColumns(c: ScheduleColumns): StoredSchedule {
     recurrence: c.cron !== null ? { cron: c.cron } : { intervalMs: Number(c.interval_ms) },
     timezone: c.timezone,
     // Templates stored before groups existed have no groupKey: no group.
-    template: { ...(JSON.parse(c.template) as Omit<ScheduleTemplate, "groupKey">), groupKey: "" } as ScheduleTemplate,
+    template: withGroupKey(JSON.parse(c.template) as Omit<ScheduleTemplate, "groupKey"> & { groupKey?: string }),
     paused: c.paused,
     anchorTime: Number(c.anchor_time),
     nextRunTime: c.next_run_time === null ? null : Number(c.next_run_time),
@@ -53,4 +53,8 @@ export function scheduleFromColumns(c: ScheduleColumns): StoredSchedule {
     createTime: Number(c.create_time),
     updateTime: Number(c.update_time),
   };
+}
+
+function withGroupKey(template: Omit<ScheduleTemplate, "groupKey"> & { groupKey?: string }): ScheduleTemplate {
+  return { ...template, groupKey: template.groupKey ?? "" };
 }

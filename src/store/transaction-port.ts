@@ -36,7 +36,7 @@
  *   commit order there (docs/postgresql.md "Event order across servers").
  */
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
-import type { QueueConfig, WindowGrants } from "../domain/queue-limits.js";
+import type { GroupLimit, QueueConfig, WindowGrants } from "../domain/queue-limits.js";
 import type { PrunableState } from "../domain/retention.js";
 import type { StoredSchedule } from "../domain/schedule.js";
 
@@ -172,10 +172,13 @@ export interface TransactionPort {
   selectDueGroups(queue: string, now: number, after: DueGroup | null, limit: number): Awaitable<DueGroup[]>;
   /**
    * Sets when fair claims look at the group again: `dueTime` (null: when
-   * one of its leases finishes), unless its version moved since the claim
-   * read it (something made it due again meanwhile).
+   * one of its leases finishes), and the rule that held it, unless its
+   * version moved since the claim read it (something made it due again
+   * meanwhile).
    */
-  parkGroup(queue: string, group: DueGroup, dueTime: number | null): Awaitable<void>;
+  parkGroup(queue: string, group: DueGroup, dueTime: number | null, heldBy: GroupLimit): Awaitable<void>;
+  /** The rule of one of the fair queue's groups parked until a lease finishes, or null when none is. */
+  heldGroupRule(queue: string): Awaitable<GroupLimit | null>;
   /**
    * A group in which the claim found no eligible job: its due_time becomes
    * its earliest pending schedule_time, or null while it has only running

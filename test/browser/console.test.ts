@@ -9,7 +9,10 @@
  * a dead job is redriven with the button (after a confirmation step) and
  * becomes queued; a queued job is cancelled; a queue is paused and resumed,
  * its dead jobs redriven all at once, and it is purged only when its name
- * is typed, each showing the API's error when refused; schedules are listed
+ * is typed, each showing the API's error when refused; a queue's groups
+ * are listed by backlog (live, at most 10 pages read, linked to the jobs
+ * view's group filter) and its group rules set with only the changed fields
+ * sent; schedules are listed
  * with their next and last runs (live), paused, resumed and deleted; an unreachable server is said
  * to be one; `/` carries the security headers; the page logs no console
  * error and no CSP violation. With authentication on: the token prompt,
@@ -391,6 +394,189 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await form.getByLabel("Period (seconds)").fill("1");
     await form.getByRole("button", { name: "Set limits of ctl-limits" }).click();
     await outcome.getByText("Limits of ctl-limits: no limits.").waitFor();
+    await row.getByTestId("queue-limits").waitFor({ state: "detached" });
+    expect(withoutRefusals(errors, 400)).toEqual([]);
+    await page.context().close();
+  });
+
+  it("lists a queue's groups, largest backlog first, live, each linked to its jobs", async () => {
+    const queue = "grp-tenants";
+    const submitTo = (group: string) => submit({ queue, task: "report.build", ...(group === "" ? {} : { groupKey: group }) });
+    const claimOne = async (id: string) => {
+      const claim = await t.call("Claim", { queue, workerId: "browser-test-worker" });
+      expect(claim.body.leases[0].job.id).toBe(id);
+      return claim.body.leases[0];
+    };
+    // tenant-d: one job in retry, its next attempt an hour ahead.
+    const retrying = await submitTo("tenant-d");
+    const lease = await claimOne(retrying);
+    const failed = await t.call("Fail", { jobId: retrying, leaseToken: lease.leaseToken, error: "upstream 503", retryDelay: "3600s" });
+    expect(failed.body.job.state).toBe("JOB_STATE_RETRY");
+    // tenant-e: one running, nothing waiting; tenant-b: one running, one queued; tenant-a 3 queued, tenant-c 5.
+    await claimOne(await submitTo("tenant-e"));
+    await claimOne(await submitTo("tenant-b"));
+    await submitTo("tenant-b");
+    for (let i = 0; i < 3; i++) await submitTo("tenant-a");
+    for (let i = 0; i < 5; i++) await submitTo("tenant-c");
+    // Jobs without a group are not listed.
+    const ungrouped = await submitTo("");
+
+    const { page, errors } = await openConsole("#/");
+    await waitForLive(page);
+    await page.getByRole("link", { name: `Groups of queue ${queue}` }).click();
+    await page.waitForURL(/#\/queues\/grp-tenants\/groups$/);
+    const table = page.getByTestId("groups-table");
+    await table.waitFor();
+    await markDocument(page);
+    const order = () => table.locator("tbody tr").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-group")));
+    const counts = (group: string) => table.locator(`tr[data-group="${group}"] td[data-state]`).allTextContents();
+    const oldest = (group: string) => table.locator(`tr[data-group="${group}"] td[data-field="oldest-pending"]`);
+    // By backlog (queued + retry), then running: tenant-b and tenant-d both wait on one job, tenant-b also runs one.
+    expect(await order()).toEqual(["tenant-c", "tenant-a", "tenant-b", "tenant-d", "tenant-e"]);
+    expect(await table.locator("caption").textContent()).toMatch(/^5 groups with unfinished jobs/);
+    expect(await counts("tenant-c")).toEqual(["5", "0", "0"]);
+    expect(await counts("tenant-b")).toEqual(["1", "1", "0"]);
+    expect(await counts("tenant-d")).toEqual(["0", "0", "1"]);
+    expect(await counts("tenant-e")).toEqual(["0", "1", "0"]);
+    // Oldest pending: the earliest schedule_time of the group's queued and retry jobs, relative to now.
+    expect(await oldest("tenant-c").textContent()).toMatch(/^\d+ s$/);
+    expect(await oldest("tenant-d").textContent()).toMatch(/^in (59 min|1 h 0 min)$/);
+    const retryJob = (await t.call("GetJob", { jobId: retrying })).body.job;
+    expect(await oldest("tenant-d").locator("time").getAttribute("datetime")).toBe(
+      new Date(Date.parse(retryJob.scheduleTime)).toISOString(),
+    );
+    expect(await oldest("tenant-e").textContent()).toBe("—");
+    await page.screenshot({ path: `${ARTIFACTS}console-groups.png` });
+
+    // Live: tenant-a's backlog grows past tenant-c's and it moves to the top without a reload.
+    for (let i = 0; i < 3; i++) await submitTo("tenant-a");
+    await page.waitForFunction(
+      () => (globalThis as any).document.querySelector('[data-testid="groups-table"] tbody tr')?.getAttribute("data-group") === "tenant-a",
+    );
+    expect(await order()).toEqual(["tenant-a", "tenant-c", "tenant-b", "tenant-d", "tenant-e"]);
+    expect(await counts("tenant-a")).toEqual(["6", "0", "0"]);
+    await expectSameDocument(page);
+
+    // A group links to its jobs: the jobs view filtered by queue and group, the filter in the URL and the form.
+    await table.getByRole("link", { name: "tenant-a", exact: true }).click();
+    await page.waitForURL(/#\/jobs\?queue=grp-tenants&group=tenant-a$/);
+    await page.getByText("Jobs matching the filter").waitFor();
+    const jobRows = page.locator("tr[data-job-id]");
+    await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("tr[data-job-id]").length === 6);
+    expect(new Set(await jobRows.locator('td[data-field="group"]').allTextContents())).toEqual(new Set(["tenant-a"]));
+    expect(await page.getByLabel("Group", { exact: true }).inputValue()).toBe("tenant-a");
+
+    // A job's page shows its group, linked to the same filter.
+    await jobRows.first().locator("a").first().click();
+    const group = page.getByTestId("job-group");
+    await group.getByText("tenant-a").waitFor();
+    await group.getByRole("link").click();
+    await page.waitForURL(/#\/jobs\?queue=grp-tenants&group=tenant-a$/);
+
+    // The group filter typed in the form; a job without a group shows a dash in the queue's list.
+    await page.getByLabel("Group", { exact: true }).fill("tenant-b");
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL(/#\/jobs\?queue=grp-tenants&group=tenant-b$/);
+    await page.waitForFunction(() => (globalThis as any).document.querySelectorAll("tr[data-job-id]").length === 2);
+    await page.getByLabel("Group", { exact: true }).fill("");
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL(/#\/jobs\?queue=grp-tenants$/);
+    expect(await page.locator(`tr[data-job-id="${ungrouped}"] td[data-field="group"]`).textContent()).toBe("—");
+
+    // A queue whose jobs have no group has no groups to list.
+    await submit({ queue: "grp-none", task: "report.build" });
+    await page.goto(`${t.apiUrl}/#/queues/grp-none/groups`);
+    await page.getByTestId("no-groups").waitFor();
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("reads at most 10 pages of 1000 groups, and says when a queue has more", async () => {
+    const { page, errors } = await openConsole("#/");
+    const asked: Array<Record<string, unknown>> = [];
+    // A queue with more groups than the console reads: every page names a next one.
+    await page.route("**/leasequeue.v1.LeaseQueueService/ListGroups", (route) => {
+      asked.push(route.request().postDataJSON());
+      const n = asked.length;
+      return route.fulfill({
+        status: 200,
+        contentType: "application/json",
+        body: JSON.stringify({ groups: [{ groupKey: `g${String(n).padStart(2, "0")}`, queued: String(n) }], nextPageToken: `after-g${n}` }),
+      });
+    });
+    await page.goto(`${t.apiUrl}/#/queues/grp-many/groups`);
+    await page.getByTestId("groups-capped").waitFor();
+    expect(await page.getByTestId("groups-capped").textContent()).toMatch(/^Showing the first 10 groups by group key/);
+    expect(asked.slice(0, 10)).toEqual([
+      { queue: "grp-many", pageSize: 1000 },
+      ...Array.from({ length: 9 }, (_, i) => ({ queue: "grp-many", pageSize: 1000, pageToken: `after-g${i + 1}` })),
+    ]);
+    const order = await page
+      .getByTestId("groups-table")
+      .locator("tbody tr")
+      .evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-group")));
+    expect(order).toEqual(["g10", "g09", "g08", "g07", "g06", "g05", "g04", "g03", "g02", "g01"]);
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("sets a queue's group rules with the Limits form, sending only the fields changed", async () => {
+    const queue = "grp-limits";
+    for (let i = 0; i < 3; i++) await submit({ queue, task: "report.build", groupKey: "tenant-a" });
+    const { page, errors } = await openConsole("#/");
+    const row = page.locator(`tr[data-queue="${queue}"]`);
+    await row.waitFor();
+    const masks: string[] = [];
+    page.on("request", (req) => {
+      if (req.url().endsWith("/leasequeue.v1.LeaseQueueService/UpdateQueue")) masks.push(req.postDataJSON().updateMask ?? "");
+    });
+    const form = page.getByTestId("limits-form");
+    const outcome = page.getByTestId("queue-outcome");
+    const open = () => page.getByRole("button", { name: `Limits of queue ${queue}` }).click();
+    const setLimits = () => form.getByRole("button", { name: `Set limits of ${queue}` }).click();
+
+    await open();
+    await form.getByLabel("Most jobs of one group running at once").fill("2");
+    await form.getByLabel(/^Fair:/).check();
+    await setLimits();
+    await outcome.getByText(`Limits of ${queue}: at most 2 running per group, fair turns.`).waitFor();
+    expect(masks).toEqual(["groupMaxRunning,fair"]);
+    await row.getByTestId("queue-limits").getByText("at most 2 running per group, fair turns").waitFor();
+    // The server enforces it: three eligible jobs of one group, two leases.
+    expect((await t.call("Claim", { queue, workerId: "browser-test-worker", maxJobs: 3 })).body.leases).toHaveLength(2);
+
+    // The form opens with the current values; a change made meanwhile elsewhere to another field stays.
+    await open();
+    expect(await form.getByLabel("Most jobs of one group running at once").inputValue()).toBe("2");
+    expect(await form.getByLabel(/^Fair:/).isChecked()).toBe(true);
+    expect(await form.getByLabel(/^Ordered:/).isChecked()).toBe(false);
+    const meanwhile = await t.call("UpdateQueue", { queue, config: { maxRunning: 4 }, updateMask: "maxRunning" });
+    expect(meanwhile.status, JSON.stringify(meanwhile.body)).toBe(200);
+    await form.getByLabel(/^Ordered:/).check();
+    await setLimits();
+    const all = "at most 4 running, at most 2 running per group, fair turns, ordered groups";
+    await outcome.getByText(`Limits of ${queue}: ${all}.`).waitFor();
+    expect(masks).toEqual(["groupMaxRunning,fair", "ordered"]);
+    await row.getByTestId("queue-limits").getByText(all).waitFor();
+
+    // Nothing changed: nothing is sent (an empty mask would replace every field).
+    await open();
+    await setLimits();
+    await outcome.getByText(`Limits of ${queue} unchanged: ${all}.`).waitFor();
+    expect(masks).toHaveLength(2);
+
+    await open();
+    await form.getByLabel("Most leases of one group per period").fill("1000001");
+    await setLimits();
+    await outcome.getByText(/^Limits failed: invalid_argument: .*group_rate_limit/).waitFor();
+    await form.getByLabel("Most leases of one group per period").fill("0");
+    await form.getByLabel("Most jobs running at once").fill("0");
+    await form.getByLabel("Most jobs of one group running at once").fill("0");
+    await form.getByLabel(/^Fair:/).uncheck();
+    await form.getByLabel(/^Ordered:/).uncheck();
+    await setLimits();
+    await outcome.getByText(`Limits of ${queue}: no limits.`).waitFor();
+    expect(masks.slice(2)).toEqual(["groupRateLimit", "maxRunning,groupMaxRunning,fair,ordered"]);
     await row.getByTestId("queue-limits").waitFor({ state: "detached" });
     expect(withoutRefusals(errors, 400)).toEqual([]);
     await page.context().close();

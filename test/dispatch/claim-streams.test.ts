@@ -16,7 +16,7 @@ import type { ClaimedLease } from "../../src/store/store.js";
 import { silentLogger } from "../../src/logger.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { newJob } from "../store/contract/helpers.js";
-import { claimLeases, slowClaims } from "../helpers/store.js";
+import { claimLeases, NO_GROUP_RULES, slowClaims } from "../helpers/store.js";
 
 let dir: string;
 let store: SqliteStore;
@@ -138,7 +138,10 @@ describe("ClaimStreams", () => {
 
     it("sends the next job as soon as a lease of the queue finishes elsewhere (max_running)", async () => {
       await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
-      await store.updateQueueConfig("billing", { config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
+      await store.updateQueueConfig("billing", {
+        config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
+        fields: ALL,
+      });
       const [elsewhere] = await claimLeases(store, { queue: "billing", workerId: "other", leaseDurationMs: 60_000, maxJobs: 1 });
       const abort = new AbortController();
       const it = streams.open(spec, abort.signal)[Symbol.asyncIterator]();
@@ -155,7 +158,10 @@ describe("ClaimStreams", () => {
       vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
       try {
         await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
-        await store.updateQueueConfig("billing", { config: { maxRunning: 0, rateLimit: 2, ratePeriodMs: 30_000 }, fields: ALL });
+        await store.updateQueueConfig("billing", {
+          config: { maxRunning: 0, rateLimit: 2, ratePeriodMs: 30_000, ...NO_GROUP_RULES },
+          fields: ALL,
+        });
         const abort = new AbortController();
         const it = streams.open(spec, abort.signal)[Symbol.asyncIterator]();
         expect((await it.next()).value).toBeNull();
@@ -173,14 +179,20 @@ describe("ClaimStreams", () => {
 
     it("claims again at once when the limits are raised", async () => {
       await store.submit([newJob({ task: "a" }), newJob({ task: "b" })]);
-      await store.updateQueueConfig("billing", { config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
+      await store.updateQueueConfig("billing", {
+        config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
+        fields: ALL,
+      });
       const abort = new AbortController();
       const it = streams.open(spec, abort.signal)[Symbol.asyncIterator]();
       expect((await it.next()).value).toBeNull();
       expect((await it.next()).value!.job.task).toBe("a");
       await heldBy("max_running");
       const next = it.next();
-      await store.updateQueueConfig("billing", { config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: 1000 }, fields: ["maxRunning"] });
+      await store.updateQueueConfig("billing", {
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
+        fields: ["maxRunning"],
+      });
       expect((await next).value!.job.task).toBe("b");
       abort.abort();
     });

@@ -15,7 +15,7 @@ import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { ClaimedLease } from "../../src/store/store.js";
 import { newJob } from "../store/contract/helpers.js";
-import { claimLeases, slowClaims } from "../helpers/store.js";
+import { claimLeases, NO_GROUP_RULES, slowClaims } from "../helpers/store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -124,7 +124,10 @@ const ALL = ["maxRunning", "rateLimit", "ratePeriodMs"] as const;
 it("answers a claim held back by max_running as soon as another worker's lease of the queue finishes", async () => {
   const deps = setup();
   await deps.store.submit([newJob({ task: "first" }), newJob({ task: "second" })]);
-  await deps.store.updateQueueConfig("billing", { config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
+  await deps.store.updateQueueConfig("billing", {
+    config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
+    fields: ALL,
+  });
   const [elsewhere] = await claimLeases(deps.store, { ...spec, workerId: "other" });
   const claiming = claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs);
   await parked(deps);
@@ -139,7 +142,10 @@ it("answers a claim held back by the rate limit when the window frees a place, n
   try {
     const deps = setup();
     await deps.store.submit([newJob({ task: "first" }), newJob({ task: "second" })]);
-    await deps.store.updateQueueConfig("billing", { config: { maxRunning: 0, rateLimit: 1, ratePeriodMs: 10_000 }, fields: ALL });
+    await deps.store.updateQueueConfig("billing", {
+      config: { maxRunning: 0, rateLimit: 1, ratePeriodMs: 10_000, ...NO_GROUP_RULES },
+      fields: ALL,
+    });
     expect(await claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs)).toHaveLength(1);
     let answered = false;
     const claiming = claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs).finally(() => (answered = true));
@@ -161,10 +167,16 @@ it("answers a claim held back by the rate limit when the window frees a place, n
 it("answers a held-back claim at once when the queue's limits are raised", async () => {
   const deps = setup();
   await deps.store.submit([newJob({ task: "first" }), newJob({ task: "second" })]);
-  await deps.store.updateQueueConfig("billing", { config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000 }, fields: ALL });
+  await deps.store.updateQueueConfig("billing", {
+    config: { maxRunning: 1, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
+    fields: ALL,
+  });
   await claimLeases(deps.store, { ...spec, workerId: "other" });
   const claiming = claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs);
   await parked(deps);
-  await deps.store.updateQueueConfig("billing", { config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000 }, fields: ["maxRunning"] });
+  await deps.store.updateQueueConfig("billing", {
+    config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
+    fields: ["maxRunning"],
+  });
   expect((await claiming).map((l) => l.job.task)).toEqual(["second"]);
 });

@@ -189,7 +189,12 @@ describe("the API reference (dist/docs/reference.json)", () => {
       default: String(DEFAULTS.maxAttempts),
     });
     expect(row("maxJobs").bound).toBe(`${BOUNDS.maxJobs[0]}..${BOUNDS.maxJobs[1]}`);
-    expect(row("pageSize")).toMatchObject({ bound: `${BOUNDS.pageSize[0]}..${BOUNDS.pageSize[1]}`, default: String(DEFAULTS.pageSize) });
+    expect(row("pageSize").bound).toBe(
+      `${BOUNDS.pageSize[0]}..${BOUNDS.pageSize[1]} (ListGroups: ${BOUNDS.groupPageSize[0]}..${BOUNDS.groupPageSize[1]})`,
+    );
+    expect(row("pageSize").default).toBe(`${DEFAULTS.pageSize} (ListGroups: ${DEFAULTS.groupPageSize})`);
+    expect(row("groupKey").bound).toContain(BOUNDS.groupKey.source);
+    expect(row("groupMaxRunning").bound).toContain(`${BOUNDS.groupMaxRunning[0]}..${BOUNDS.groupMaxRunning[1]}`);
     expect(row("leaseDuration")).toMatchObject({ bound: "1s..12h", default: `${DEFAULTS.leaseDurationMs / 1000}s` });
     expect(row("ratePeriod")).toMatchObject({ bound: "1s..1d", default: "1s" });
     expect(row("maxRunning").bound).toContain(`${BOUNDS.maxRunning[0]}..${BOUNDS.maxRunning[1]}`);

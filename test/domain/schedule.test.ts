@@ -189,6 +189,7 @@ describe("the due run", () => {
       template: {
         queue: "reports",
         task: "report.build",
+        groupKey: "",
         payloadJson: "null",
         priority: 0,
         maxAttempts: 3,
@@ -240,6 +241,7 @@ describe("the due run", () => {
     expect(runJob(s, runTime)).toEqual({
       queue: "reports",
       task: "report.build",
+      groupKey: "",
       payloadJson: "null",
       priority: 0,
       maxAttempts: 3,
@@ -252,10 +254,13 @@ describe("the due run", () => {
   });
 
   it("is announced by a SCHEDULED event naming the schedule and the run", () => {
-    const job = { id: "0190a2b4-0000-7000-8000-000000000000", queue: "reports", state: "queued" } as Parameters<typeof scheduledEvent>[0];
+    const job = { id: "0190a2b4-0000-7000-8000-000000000000", queue: "reports", groupKey: "tenant-1", state: "queued" } as Parameters<
+      typeof scheduledEvent
+    >[0];
     expect(scheduledEvent(job, "nightly", utc("2026-01-02T03:00:00Z"), utc("2026-01-02T03:00:00.250Z"))).toEqual({
       jobId: job.id,
       queue: "reports",
+      groupKey: "tenant-1",
       kind: "scheduled",
       fromState: null,
       toState: "queued",

@@ -21,6 +21,7 @@ function jobIn(state: JobState, patch: Partial<StoredJob> = {}): StoredJob {
     id: "019ad5a2-7b3c-7def-8123-456789abcdef",
     queue: "billing",
     task: "invoice.generate",
+    groupKey: "",
     payloadJson: "{}",
     priority: 0,
     state,

@@ -44,6 +44,7 @@ const METHODS = [
   "ListSchedules",
   "DeleteSchedule",
   "UpdateQueue",
+  "ListGroups",
 ];
 /** gRPC over cleartext HTTP/2; the schema comes from server reflection. */
 const GRPC = ["--protocol", "grpc", "--http2-prior-knowledge"];

@@ -39,3 +39,6 @@ export function slowClaims<S extends Store>(store: S, clock: ManualClock, commit
   };
   return { store: slow, idle };
 }
+
+/** The QueueConfig fields of the group rules (docs/api.md "Groups"), all off: a config literal of the queue limits spreads it. */
+export const NO_GROUP_RULES = Object.freeze({ groupMaxRunning: 0, groupRateLimit: 0, fair: false, ordered: false });

@@ -292,7 +292,17 @@ describe("a stored job that no binary client could decode", () => {
   /** Writes a job as an old database might hold it: straight through the store, no validation. */
   async function storeLegacy(queue: string, payloadJson: string, priority = 0): Promise<string> {
     const [outcome] = await s.server.store.submit([
-      { queue, task: "legacy", payloadJson, priority, maxAttempts: 3, retryBaseDelayMs: 0, schedule: null, idempotencyKey: null },
+      {
+        queue,
+        task: "legacy",
+        groupKey: "",
+        payloadJson,
+        priority,
+        maxAttempts: 3,
+        retryBaseDelayMs: 0,
+        schedule: null,
+        idempotencyKey: null,
+      },
     ]);
     return outcome.job.id;
   }

@@ -316,6 +316,55 @@ describe("idempotency_key", () => {
   });
 });
 
+describe("group_key", () => {
+  const badKeys: [string, string][] = [
+    ["129 characters", "g".repeat(129)],
+    ["a space", "customer 42"],
+    ["a leading space", " customer-42"],
+    ["a tab", "customer\t42"],
+    ["a newline", "customer-42\n"],
+    ["non-ASCII", "kunde-\u00e4"],
+    ["an emoji", "tenant😀"],
+    ["DEL (0x7f)", "tenant\u007f"],
+    ["a NUL", "tenant\u0000"],
+  ];
+
+  it.each(badKeys)("Submit refuses a group key with %s", async (_, groupKey) => {
+    expectInvalid(await s.call("Submit", { ...base, groupKey }), "group_key");
+  });
+
+  it.each(badKeys)("SubmitBatch refuses a group key with %s, naming jobs[1].group_key", async (_, groupKey) => {
+    expectInvalid(await s.call("SubmitBatch", { jobs: [base, { ...base, groupKey }] }), "jobs[1].group_key");
+  });
+
+  it.each(badKeys)("CreateSchedule refuses a template's group key with %s", async (_, groupKey) => {
+    const schedule = { name: "grouped", cron: "@daily", template: { ...base, groupKey } };
+    expectInvalid(await s.call("CreateSchedule", { schedule }), "schedule.template.group_key");
+  });
+
+  it.each(badKeys)("ListJobs refuses a group_key filter with %s", async (_, groupKey) => {
+    expectInvalid(await s.call("ListJobs", { queue: "groups", groupKey }), "group_key");
+  });
+
+  it("accepts 128 visible ASCII characters, from 0x21 to 0x7e, and empty (no group)", async () => {
+    const visible = Array.from({ length: 0x7e - 0x21 + 1 }, (_, i) => String.fromCharCode(0x21 + i)).join("");
+    const groupKey = (visible + visible).slice(0, 128);
+    expect((await submitOk({ queue: "groups", task: "t", groupKey })).job.groupKey).toBe(groupKey);
+    expect((await submitOk({ queue: "groups", task: "t", groupKey: "" })).job.groupKey).toBeUndefined();
+    expect((await ok("ListJobs", { queue: "groups", groupKey })).jobs).toHaveLength(1);
+  });
+
+  it("is part of the request an idempotency key names: another group is IDEMPOTENCY_MISMATCH", async () => {
+    const first = await submitOk({ queue: "groups", task: "t", groupKey: "tenant-1", idempotencyKey: "grouped-1" });
+    const again = await submitOk({ queue: "groups", task: "t", groupKey: "tenant-1", idempotencyKey: "grouped-1" });
+    expect(again).toMatchObject({ deduplicated: true, job: { id: first.job.id } });
+    for (const groupKey of ["tenant-2", ""]) {
+      const res = await s.call("Submit", { queue: "groups", task: "t", groupKey, idempotencyKey: "grouped-1" });
+      expectReason(res, 409, "already_exists", "IDEMPOTENCY_MISMATCH");
+    }
+  });
+});
+
 describe("payload and result: at most 64 KiB of compact UTF-8 JSON", () => {
   function expectTooLarge(res: Reply, field: string, bytes: number): void {
     expectInvalid(res, field);
@@ -704,6 +753,9 @@ describe("ListJobs: page_size, page_token, states", () => {
     ["page_token", { pageToken: "!!!not base64!!!" }],
     ["page_token", { pageToken: Buffer.from("null").toString("base64url") }],
     ["page_token", { pageToken: Buffer.from('{"b":1,"f":2}').toString("base64url") }],
+    ["page_token", { pageToken: Buffer.from('{"b":"a","f":"[\\"\\"]","r":"ListGroups"}').toString("base64url") }],
+    ["group_key", { groupKey: "a b" }],
+    ["group_key", { groupKey: "g".repeat(129) }],
   ])("refuses %s: %j", async (field, extra) => {
     expectInvalid(await s.call("ListJobs", extra), field);
   });
@@ -723,7 +775,7 @@ describe("ListJobs: page_size, page_token, states", () => {
     expect(next.jobs).toHaveLength(50);
     expect(next.jobs[0].id < first.jobs[49].id).toBe(true);
 
-    for (const other of [{ queue: "other" }, { queue: "pages", states: ["JOB_STATE_QUEUED"] }, {}]) {
+    for (const other of [{ queue: "other" }, { queue: "pages", states: ["JOB_STATE_QUEUED"] }, { queue: "pages", groupKey: "g" }, {}]) {
       expectInvalid(await s.call("ListJobs", { ...other, pageToken: first.nextPageToken }), "page_token");
     }
     // A different page_size is not a different filter.
@@ -750,6 +802,8 @@ describe("SubmitBatch", () => {
       ["jobs[3].retry_base_delay", { retryBaseDelay: "3601s" }],
       ["jobs[3].delay", { delay: "2592001s" }],
       ["jobs[3].idempotency_key", { idempotencyKey: "a b" }],
+      ["jobs[3].group_key", { groupKey: "a b" }],
+      ["jobs[3].group_key", { groupKey: "g".repeat(129) }],
     ];
     for (const [field, bad] of cases) {
       expectInvalid(await s.call("SubmitBatch", { jobs: [good, good, good, { ...good, ...bad }, good] }), field);

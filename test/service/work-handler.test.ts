@@ -251,6 +251,7 @@ describe("Work", () => {
     const base = {
       queue: "poison-work",
       task: "t",
+      groupKey: "",
       priority: 0,
       maxAttempts: 3,
       retryBaseDelayMs: 1000,

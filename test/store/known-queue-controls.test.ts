@@ -5,8 +5,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { KnownQueueControls } from "../../src/store/known-queue-controls.js";
+import { NO_GROUP_RULES } from "../helpers/store.js";
 
-const limits = { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000 };
+const limits = { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES };
 
 describe("KnownQueueControls", () => {
   it("reports what another server changed since the last snapshot, once", () => {
@@ -32,7 +33,11 @@ describe("KnownQueueControls", () => {
     expect(fresh.changesTo({ paused: ["billing"], configs: [{ queue: "billing", ...limits }] })).toEqual([]);
     expect(fresh.changesTo({ paused: [], configs: [] })).toEqual([
       { queue: "billing", paused: false },
-      { queue: "billing", paused: false, config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: 1000 } },
+      {
+        queue: "billing",
+        paused: false,
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES },
+      },
     ]);
   });
 });

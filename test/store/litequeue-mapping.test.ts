@@ -88,6 +88,7 @@ describe("mapping a litequeue row to a job", () => {
     expect(mapped(row({ status: 3n, doneTime: IN_NS + 1_000_000n, lockTime: IN_NS })).event).toEqual({
       jobId: ID,
       queue: "emails",
+      groupKey: "",
       kind: "submitted",
       fromState: null,
       toState: "dead",

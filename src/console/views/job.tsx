@@ -70,6 +70,20 @@ export function JobPage({ id }: { id: string }) {
         <dd>
           <a href={jobsHref({ queue: job.queue })}>{job.queue}</a>
         </dd>
+        <dt>Group</dt>
+        <dd data-testid="job-group">
+          {job.groupKey === "" ? (
+            <span class="muted">none</span>
+          ) : (
+            <a
+              class="mono"
+              href={jobsHref({ queue: job.queue, group: job.groupKey })}
+              title={`Jobs of group ${job.groupKey} in ${job.queue}`}
+            >
+              {job.groupKey}
+            </a>
+          )}
+        </dd>
         <dt>Task</dt>
         <dd>{job.task}</dd>
         <dt>Priority</dt>

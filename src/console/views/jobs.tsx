@@ -1,4 +1,4 @@
-/** #/jobs : recent jobs, newest first, filtered by queue and state, one page at a time. */
+/** #/jobs : recent jobs, newest first, filtered by queue, group and state, one page at a time. */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { JobState } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -6,7 +6,7 @@ import { client } from "../api.js";
 import { ErrorNotice, NoJobsYet, StateBadge, Time } from "../components.js";
 import { stateFromName, STATES } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
-import { jobHref, jobsHref } from "../router.js";
+import { groupsHref, jobHref, jobsHref } from "../router.js";
 import { RedriveAllControl } from "./queue-controls.js";
 
 const PAGE_SIZE = 25;
@@ -19,12 +19,15 @@ const JOBS_REFRESH_MS = 500;
  */
 const previousPage = new Map<string, string>();
 
-export function Jobs({ queue, state, page }: { queue: string; state: string; page: string }) {
+export function Jobs({ queue, group, state, page }: { queue: string; group: string; state: string; page: string }) {
   const stateFilter = stateFromName(state);
   const jobs = useResource(
     (signal) =>
-      client.listJobs({ queue, states: stateFilter === undefined ? [] : [stateFilter], pageSize: PAGE_SIZE, pageToken: page }, { signal }),
-    [queue, state, page],
+      client.listJobs(
+        { queue, groupKey: group, states: stateFilter === undefined ? [] : [stateFilter], pageSize: PAGE_SIZE, pageToken: page },
+        { signal },
+      ),
+    [queue, group, state, page],
   );
   const queues = useResource((signal) => client.getStats({}, { signal }), []);
   const refresh = useThrottled(jobs.reload, JOBS_REFRESH_MS);
@@ -32,20 +35,23 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
     if (signal.kind === "resync") return refresh();
     const event = signal.event;
     // The first page shows new jobs and moves; later pages only change state.
-    const touchesPage = page === "" ? queue === "" || event.queue === queue : jobs.data?.jobs.some((j) => j.id === event.jobId);
+    const touchesPage =
+      page === ""
+        ? (queue === "" || event.queue === queue) && (group === "" || event.groupKey === group)
+        : jobs.data?.jobs.some((j) => j.id === event.jobId);
     if (touchesPage) refresh();
   });
 
-  const filtered = queue !== "" || stateFilter !== undefined;
+  const filtered = queue !== "" || group !== "" || stateFilter !== undefined;
   const data = jobs.data;
   const previous = page === "" ? undefined : previousPage.get(page);
 
   // The form edits a draft; the table follows the URL once "Show" is pressed.
-  const [draft, setDraft] = useState({ queue, state: stateFilter === undefined ? "" : state });
-  useEffect(() => setDraft({ queue, state: stateFilter === undefined ? "" : state }), [queue, state]);
+  const [draft, setDraft] = useState({ queue, group, state: stateFilter === undefined ? "" : state });
+  useEffect(() => setDraft({ queue, group, state: stateFilter === undefined ? "" : state }), [queue, group, state]);
   const onFilter = (e: TargetedSubmitEvent<HTMLFormElement>): void => {
     e.preventDefault();
-    location.hash = jobsHref(draft);
+    location.hash = jobsHref({ ...draft, group: draft.group.trim() });
   };
 
   const queueNames = new Set(queues.data?.queues.map((q) => q.queue) ?? []);
@@ -67,6 +73,20 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
           </select>
         </div>
         <div class="field">
+          <label for="filter-group">Group</label>
+          <input
+            id="filter-group"
+            type="text"
+            name="group"
+            placeholder="Any group"
+            autoComplete="off"
+            spellcheck={false}
+            maxLength={128}
+            value={draft.group}
+            onInput={(e) => setDraft({ ...draft, group: e.currentTarget.value })}
+          />
+        </div>
+        <div class="field">
           <label for="filter-state">State</label>
           <select id="filter-state" name="state" value={draft.state} onChange={(e) => setDraft({ ...draft, state: e.currentTarget.value })}>
             <option value="">All states</option>
@@ -83,9 +103,11 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
             Clear filters
           </a>
         )}
+        {queue !== "" && <a href={groupsHref(queue)}>Groups of {queue}</a>}
       </form>
 
-      {queue !== "" && stateFilter === JobState.DEAD && page === "" && (
+      {/* RedriveAll takes the whole queue: not offered under a group filter, whose table shows only some of its dead jobs. */}
+      {queue !== "" && group === "" && stateFilter === JobState.DEAD && page === "" && (
         <RedriveAllControl key={queue} queue={queue} onChanged={jobs.reload} />
       )}
       {jobs.error && <ErrorNotice problem={jobs.error} what="jobs" onRetry={jobs.reload} />}
@@ -94,8 +116,8 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
       ) : data.jobs.length === 0 ? (
         filtered || page !== "" ? (
           <p class="empty" data-testid="no-matching-jobs">
-            No {stateFilter === undefined ? "" : `${state} `}jobs{queue === "" ? "" : ` in queue ${queue}`}.{" "}
-            <a href={jobsHref()}>Show all jobs</a>
+            No {stateFilter === undefined ? "" : `${state} `}jobs{queue === "" ? "" : ` in queue ${queue}`}
+            {group === "" ? "" : ` of group ${group}`}. <a href={jobsHref()}>Show all jobs</a>
           </p>
         ) : (
           <NoJobsYet />
@@ -108,6 +130,7 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
               <tr>
                 <th scope="col">Job</th>
                 <th scope="col">Queue</th>
+                <th scope="col">Group</th>
                 <th scope="col">Task</th>
                 <th scope="col">State</th>
                 <th scope="col" class="num">
@@ -126,6 +149,15 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
                     </a>
                   </td>
                   <td>{job.queue}</td>
+                  <td data-field="group">
+                    {job.groupKey === "" ? (
+                      <span class="muted">—</span>
+                    ) : (
+                      <a class="mono" href={jobsHref({ queue: job.queue, group: job.groupKey })}>
+                        {job.groupKey}
+                      </a>
+                    )}
+                  </td>
                   <td>{job.task}</td>
                   <td>
                     <StateBadge state={job.state} />
@@ -148,10 +180,13 @@ export function Jobs({ queue, state, page }: { queue: string; state: string; pag
 
       {data !== undefined && (page !== "" || data.nextPageToken !== "") && (
         <nav class="pager" aria-label="Pages">
-          {page !== "" && <a href={jobsHref({ queue, state })}>First page</a>}
-          {previous !== undefined && previous !== "" && <a href={jobsHref({ queue, state, page: previous })}>Previous page</a>}
+          {page !== "" && <a href={jobsHref({ queue, group, state })}>First page</a>}
+          {previous !== undefined && previous !== "" && <a href={jobsHref({ queue, group, state, page: previous })}>Previous page</a>}
           {data.nextPageToken !== "" && (
-            <a href={jobsHref({ queue, state, page: data.nextPageToken })} onClick={() => previousPage.set(data.nextPageToken, page)}>
+            <a
+              href={jobsHref({ queue, group, state, page: data.nextPageToken })}
+              onClick={() => previousPage.set(data.nextPageToken, page)}
+            >
               Next page
             </a>
           )}

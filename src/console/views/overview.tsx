@@ -1,7 +1,7 @@
 /**
  * #/ : every queue with its counts per state and its oldest pending job's
- * age and its limits, and the operator's controls of each queue: pause or
- * resume, limits, purge.
+ * age and its limits, a link to its groups, and the operator's controls of
+ * each queue: pause or resume, limits, purge.
  */
 import { useState } from "preact/hooks";
 import { formatDurationText } from "../../domain/duration-text.js";
@@ -10,8 +10,8 @@ import { client } from "../api.js";
 import { ErrorNotice, NoJobsYet } from "../components.js";
 import { durationMs, formatCount, STATES } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
-import { jobsHref } from "../router.js";
-import { describeLimits, LimitsForm, OutcomeLine, PauseButton, PurgeForm, type Outcome } from "./queue-controls.js";
+import { groupsHref, jobsHref } from "../router.js";
+import { describeLimits, hasLimits, LimitsForm, OutcomeLine, PauseButton, PurgeForm, type Outcome } from "./queue-controls.js";
 
 /** Stats are refetched at most this often while events stream in. */
 const STATS_REFRESH_MS = 1_000;
@@ -118,13 +118,20 @@ function StatsRow({ stats, controls }: { stats: QueueStats; controls?: RowContro
         ) : (
           <>
             <a href={jobsHref({ queue })}>{queue}</a>
+            <a class="row-link" href={groupsHref(queue)} aria-label={`Groups of queue ${queue}`}>
+              groups
+            </a>
             {stats.paused && (
               <span class="badge paused" title="Paused: hands out no leases until resumed">
                 Paused
               </span>
             )}
-            {stats.config !== undefined && (stats.config.maxRunning > 0 || stats.config.rateLimit > 0) && (
-              <span class="badge limited" data-testid="queue-limits" title="Limits across every worker and server (UpdateQueue)">
+            {hasLimits(stats.config) && (
+              <span
+                class="badge limited"
+                data-testid="queue-limits"
+                title="Limits and group rules, across every worker and server (UpdateQueue)"
+              >
                 {describeLimits(stats.config)}
               </span>
             )}

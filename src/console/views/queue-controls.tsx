@@ -8,8 +8,8 @@
  */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import type { Duration } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { QueueConfig } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { formatDurationText } from "../../domain/duration-text.js";
 import { client, describeError } from "../api.js";
 import { durationMs } from "../format.js";
@@ -191,22 +191,57 @@ export function RedriveAllControl({ queue, onChanged }: { queue: string; onChang
   );
 }
 
-/** A queue's limits in words: "at most 5 running, 100 leases per 1 min", or "no limits". */
-export function describeLimits(config: { maxRunning: number; rateLimit: number; ratePeriod?: Duration } | undefined): string {
-  const parts: string[] = [];
-  if (config !== undefined && config.maxRunning > 0) parts.push(`at most ${config.maxRunning} running`);
-  if (config !== undefined && config.rateLimit > 0)
-    parts.push(`${config.rateLimit} leases per ${formatDurationText(durationMs(config.ratePeriod), "spelled")}`);
-  return parts.length === 0 ? "no limits" : parts.join(", ");
+/** What the console reads of a queue's config (QueueConfig), as QueueStats.config and UpdateQueue carry it. */
+export type Limits = Pick<
+  QueueConfig,
+  "maxRunning" | "rateLimit" | "ratePeriod" | "groupMaxRunning" | "groupRateLimit" | "fair" | "ordered"
+>;
+
+/** True when the queue has a limit or group rule set (QueueConfig), i.e. describeLimits says more than "no limits". */
+export function hasLimits(config: Limits | undefined): boolean {
+  return (
+    config !== undefined &&
+    (config.maxRunning > 0 ||
+      config.rateLimit > 0 ||
+      config.groupMaxRunning > 0 ||
+      config.groupRateLimit > 0 ||
+      config.fair ||
+      config.ordered)
+  );
 }
 
 /**
- * A queue's limits (docs/api.md "Queue limits", UpdateQueue): most jobs
- * running at once and most leases per period, across every worker and server;
- * 0 turns a limit off. Every field is sent (an empty update mask), so the
- * form is the whole config; the server checks the bounds and names a bad
- * field (the inputs set no bounds of their own, so the browser never
- * second-guesses it).
+ * A queue's limits and group rules in words: "at most 5 running, 100 leases
+ * per 1 min, at most 2 running per group, fair turns", or "no limits".
+ */
+export function describeLimits(config: Limits | undefined): string {
+  if (config === undefined || !hasLimits(config)) return "no limits";
+  const period = formatDurationText(durationMs(config.ratePeriod) || 1000, "spelled");
+  const parts: string[] = [];
+  if (config.maxRunning > 0) parts.push(`at most ${config.maxRunning} running`);
+  if (config.rateLimit > 0) parts.push(`${config.rateLimit} leases per ${period}`);
+  if (config.groupMaxRunning > 0) parts.push(`at most ${config.groupMaxRunning} running per group`);
+  if (config.groupRateLimit > 0) parts.push(`${config.groupRateLimit} leases per group per ${period}`);
+  if (config.fair) parts.push("fair turns");
+  if (config.ordered) parts.push("ordered groups");
+  return parts.join(", ");
+}
+
+/** The period of rate_limit and group_rate_limit as the form shows it: absent means 1 s (QueueConfig.rate_period). */
+function periodSeconds(config: Limits | undefined): number {
+  const ms = durationMs(config?.ratePeriod);
+  return ms > 0 ? ms / 1000 : 1;
+}
+
+/**
+ * A queue's limits and group rules (docs/api.md "Queue limits" and
+ * "Groups", UpdateQueue): most jobs running at once and most leases per period, for
+ * the queue and for each of its groups, across every worker and server (0
+ * turns a limit off); fair turns across groups; ordered groups. Only the
+ * fields the operator changed are sent, named in the update mask, so a
+ * change made meanwhile to another field (by another operator, or the API)
+ * stays. The server checks the bounds and names a bad field (the inputs set
+ * no bounds of their own, so the browser never second-guesses it).
  */
 export function LimitsForm({
   queue,
@@ -215,14 +250,19 @@ export function LimitsForm({
   onClose,
 }: {
   queue: string;
-  current: { maxRunning: number; rateLimit: number; ratePeriod?: Duration } | undefined;
+  current: Limits | undefined;
   onOutcome: (o: Outcome) => void;
   onClose: () => void;
 }) {
   const [maxRunning, setMaxRunning] = useState(String(current?.maxRunning ?? 0));
   const [rateLimit, setRateLimit] = useState(String(current?.rateLimit ?? 0));
-  const periodMs = durationMs(current?.ratePeriod);
-  const [ratePeriod, setRatePeriod] = useState(String(periodMs > 0 ? periodMs / 1000 : 1));
+  const [ratePeriod, setRatePeriod] = useState(String(periodSeconds(current)));
+  const [groupMaxRunning, setGroupMaxRunning] = useState(String(current?.groupMaxRunning ?? 0));
+  const [groupRateLimit, setGroupRateLimit] = useState(String(current?.groupRateLimit ?? 0));
+  const [fair, setFair] = useState(current?.fair ?? false);
+  const [ordered, setOrdered] = useState(current?.ordered ?? false);
+  // What the form opened with: a field is changed when its input differs from this (not from a later reload).
+  const [opened] = useState(current);
   const { busy, inputRef, onSubmit } = useFormCall(
     "Limits",
     async () => {
@@ -235,14 +275,28 @@ export function LimitsForm({
       const seconds = Number(ratePeriod);
       if (!Number.isFinite(seconds))
         throw new ConnectError(`the period must be a number of seconds, got "${ratePeriod}"`, Code.InvalidArgument);
-      const res = await client.updateQueue({
-        queue,
-        config: {
-          maxRunning: count("most jobs running", maxRunning),
-          rateLimit: count("most leases per period", rateLimit),
-          ratePeriod: { seconds: BigInt(Math.trunc(seconds)), nanos: Math.round((seconds % 1) * 1e9) },
-        },
-      });
+      const config = {
+        maxRunning: count("most jobs running", maxRunning),
+        rateLimit: count("most leases per period", rateLimit),
+        ratePeriod: { seconds: BigInt(Math.trunc(seconds)), nanos: Math.round((seconds % 1) * 1e9) },
+        groupMaxRunning: count("most jobs of a group running", groupMaxRunning),
+        groupRateLimit: count("most leases of a group per period", groupRateLimit),
+        fair,
+        ordered,
+      };
+      // The mask's paths (UpdateQueueRequest.update_mask): the fields that differ from what the form opened with.
+      const paths = [
+        config.maxRunning !== (opened?.maxRunning ?? 0) && "max_running",
+        config.rateLimit !== (opened?.rateLimit ?? 0) && "rate_limit",
+        seconds !== periodSeconds(opened) && "rate_period",
+        config.groupMaxRunning !== (opened?.groupMaxRunning ?? 0) && "group_max_running",
+        config.groupRateLimit !== (opened?.groupRateLimit ?? 0) && "group_rate_limit",
+        config.fair !== (opened?.fair ?? false) && "fair",
+        config.ordered !== (opened?.ordered ?? false) && "ordered",
+      ].filter((p): p is string => p !== false);
+      // An empty mask would replace every field: with nothing changed, nothing is sent.
+      if (paths.length === 0) return `Limits of ${queue} unchanged: ${describeLimits(current)}.`;
+      const res = await client.updateQueue({ queue, config, updateMask: { paths } });
       return `Limits of ${queue}: ${describeLimits(res.config)}.`;
     },
     onOutcome,
@@ -273,6 +327,37 @@ export function LimitsForm({
         <label for="limits-rate-period">Period (seconds)</label>
         <input id="limits-rate-period" type="number" step="any" value={ratePeriod} onInput={(e) => setRatePeriod(e.currentTarget.value)} />
       </div>
+      <fieldset class="group-rules">
+        <legend>Per group (jobs submitted with a group key)</legend>
+        <div class="field">
+          <label for="limits-group-max-running">Most jobs of one group running at once</label>
+          <input
+            id="limits-group-max-running"
+            type="number"
+            step="any"
+            value={groupMaxRunning}
+            onInput={(e) => setGroupMaxRunning(e.currentTarget.value)}
+          />
+        </div>
+        <div class="field">
+          <label for="limits-group-rate-limit">Most leases of one group per period</label>
+          <input
+            id="limits-group-rate-limit"
+            type="number"
+            step="any"
+            value={groupRateLimit}
+            onInput={(e) => setGroupRateLimit(e.currentTarget.value)}
+          />
+        </div>
+        <div class="field check">
+          <input id="limits-fair" type="checkbox" checked={fair} onChange={(e) => setFair(e.currentTarget.checked)} />
+          <label for="limits-fair">Fair: leases go round robin across the groups with eligible jobs</label>
+        </div>
+        <div class="field check">
+          <input id="limits-ordered" type="checkbox" checked={ordered} onChange={(e) => setOrdered(e.currentTarget.checked)} />
+          <label for="limits-ordered">Ordered: one job of a group at a time, in submission order</label>
+        </div>
+      </fieldset>
       <div class="buttons">
         <button type="submit" disabled={busy}>
           Set limits of {queue}

@@ -142,19 +142,23 @@ export function selectWithGroups(
   windowStart: number,
   target: number,
 ): Awaitable<GroupSelection> {
-  const reader = new GroupReader(port, queue, config, windowStart);
-  return config.fair ? fairWalk(port, queue, config, now, target, reader) : claimOrderWalk(port, queue, config, now, target, reader);
+  const walk: Walk = { port, queue, config, now, target, reader: new GroupReader(port, queue, config, windowStart) };
+  return config.fair ? fairWalk(walk) : claimOrderWalk(walk);
+}
+
+/** One claim's walk: where, when, how many, and the groups as it reads them. */
+interface Walk {
+  port: TransactionPort;
+  queue: string;
+  config: QueueConfig;
+  now: number;
+  target: number;
+  reader: GroupReader;
 }
 
 /** Not fair: the claim order, skipping what group rules hold back. */
-function claimOrderWalk(
-  port: TransactionPort,
-  queue: string,
-  config: QueueConfig,
-  now: number,
-  target: number,
-  reader: GroupReader,
-): Awaitable<GroupSelection> {
+function claimOrderWalk(walk: Walk): Awaitable<GroupSelection> {
+  const { port, queue, config, now, target, reader } = walk;
   const taken: StoredJob[] = [];
   const holds = new HoldSum();
   let looked = 0;
@@ -202,14 +206,8 @@ interface LiveGroup {
 }
 
 /** Fair: round robin over the groups, least recently served first. */
-function fairWalk(
-  port: TransactionPort,
-  queue: string,
-  config: QueueConfig,
-  now: number,
-  target: number,
-  reader: GroupReader,
-): Awaitable<GroupSelection> {
+function fairWalk(walk: Walk): Awaitable<GroupSelection> {
+  const { port, queue, config, now, target, reader } = walk;
   const taken: StoredJob[] = [];
   const holds = new HoldSum();
   const live: LiveGroup[] = [];
@@ -237,7 +235,7 @@ function fairWalk(
             const room = roomOf(group);
             if (room.hold !== null) {
               holds.add(room.hold);
-              return port.parkGroup(queue, row, room.hold.onFinish ? null : room.hold.until);
+              return port.parkGroup(queue, row, room.hold.onFinish ? null : room.hold.until, room.hold.limit);
             }
             if (room.room <= 0) return port.settleGroup(queue, row);
             const next =
@@ -264,8 +262,15 @@ function fairWalk(
   // take one job of each in turn.
   const laterRounds = () =>
     repeatWhile(() => {
+      if (taken.length >= target) return false;
       const open = live.filter((g) => roomOf(g).room > 0);
-      if (taken.length >= target || open.length === 0) return false;
+      // A group this claim filled to its rule may have more jobs: its claimer
+      // waits for what frees the group (without reading whether it has).
+      for (const g of live) {
+        const { hold } = roomOf(g);
+        if (hold !== null) holds.add(hold);
+      }
+      if (open.length === 0) return false;
       const share = Math.ceil((target - taken.length) / open.length);
       const lists: StoredJob[][] = [];
       return andThen(
@@ -280,7 +285,7 @@ function fairWalk(
           for (let round = 0; taken.length < target; round++) {
             let any = false;
             open.forEach((group, i) => {
-              const job = lists[i]![round];
+              const job = lists[i][round];
               if (job === undefined || taken.length >= target || roomOf(group).room <= 0) return;
               take(group, job);
               any = true;
@@ -290,26 +295,20 @@ function fairWalk(
           }
           // A group that gave fewer than its share has no more eligible jobs.
           open.forEach((group, i) => {
-            if (lists[i]!.length === 0) live.splice(live.indexOf(group), 1);
+            if (lists[i].length === 0) live.splice(live.indexOf(group), 1);
           });
           return progressed;
         },
       );
     });
 
-  // A group this claim served and whose rules stop it now, with eligible jobs
-  // left, held them back too (the first round names only the groups it found
-  // held): a claim that got fewer than it asked says so.
-  const servedHolds = () =>
-    taken.length >= target
+  // Groups parked by an earlier claim until a lease finishes are not read
+  // again: a claim left short still tells its claimer to wait for one.
+  const parked = () =>
+    holds.hold !== null || taken.length >= target
       ? undefined
-      : forEachInTurn(live, (group) => {
-          const { hold } = roomOf(group);
-          if (hold === null) return;
-          return andThen(port.selectGroupClaimable(queue, group.key, now, group.takenIds.size + 1), (jobs) => {
-            if (jobs.some((j) => !group.takenIds.has(j.id))) holds.add(hold);
-          });
+      : andThen(port.heldGroupRule(queue), (limit) => {
+          if (limit !== null) holds.add({ limit, onFinish: true, until: null });
         });
-
-  return andThen(firstRound, () => andThen(laterRounds(), () => andThen(servedHolds(), () => ({ jobs: taken, hold: holds.hold }))));
+  return andThen(firstRound, () => andThen(laterRounds(), () => andThen(parked(), () => ({ jobs: taken, hold: holds.hold }))));
 }

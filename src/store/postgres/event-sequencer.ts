@@ -72,9 +72,9 @@ function moveWaitingEvents(limit: string, into: string): string {
   ), taken AS (
     DELETE FROM unsequenced_events u USING batch b WHERE u.id = b.id RETURNING u.*
   ), numbered AS (
-    INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
+    INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, group_key)
     SELECT v_last + row_number() OVER (ORDER BY t.id), t.job_id, t.queue, t.kind, t.from_state, t.to_state,
-      t.event_time, t.worker_id, t.attempt, t.message
+      t.event_time, t.worker_id, t.attempt, t.message, t.group_key
     FROM taken t
     RETURNING 1
   )
@@ -117,9 +117,11 @@ $fn$;
 -- sequencer run; when another transaction holds the lock (or a backlog
 -- waits), they go to unsequenced_events for the sequencer, as before.
 -- Returns the sequences given to the events, or NULLs when none were.
+-- (Before groups it took no p_group_key: that version goes, so that no call is ambiguous.)
+DROP FUNCTION IF EXISTS record_events(uuid[], text[], text[], text[], text[], bigint[], text[], integer[], text[]);
 CREATE OR REPLACE FUNCTION record_events(
   p_job_id uuid[], p_queue text[], p_kind text[], p_from_state text[], p_to_state text[],
-  p_event_time bigint[], p_worker_id text[], p_attempt integer[], p_message text[],
+  p_event_time bigint[], p_worker_id text[], p_attempt integer[], p_message text[], p_group_key text[],
   OUT first_sequence bigint, OUT through bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -133,10 +135,11 @@ BEGIN
     -- Committed events first (a job's earlier events among them come before its later ones here).
     ${moveWaitingEvents(String(SEQUENCER_BATCH), "v_moved")}
     IF v_moved < ${SEQUENCER_BATCH} THEN
-      INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
-      SELECT v_last + v_moved + e.ord, e.job_id, e.queue, e.kind, e.from_state, e.to_state, e.event_time, e.worker_id, e.attempt, e.message
-      FROM unnest(p_job_id, p_queue, p_kind, p_from_state, p_to_state, p_event_time, p_worker_id, p_attempt, p_message)
-        WITH ORDINALITY AS e(job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, ord);
+      INSERT INTO job_events (sequence, job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, group_key)
+      SELECT v_last + v_moved + e.ord, e.job_id, e.queue, e.kind, e.from_state, e.to_state, e.event_time, e.worker_id, e.attempt,
+        e.message, e.group_key
+      FROM unnest(p_job_id, p_queue, p_kind, p_from_state, p_to_state, p_event_time, p_worker_id, p_attempt, p_message, p_group_key)
+        WITH ORDINALITY AS e(job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, group_key, ord);
       first_sequence := v_last + v_moved + 1;
       through := v_last + v_moved + cardinality(p_job_id);
       UPDATE event_sequence SET last_sequence = through WHERE id = 1;
@@ -147,10 +150,10 @@ BEGIN
     UPDATE event_sequence SET last_sequence = v_last + v_moved WHERE id = 1;
     PERFORM pg_notify(${channel}, json_build_object('kind', 'events', 'through', v_last + v_moved)::text);
   END IF;
-  INSERT INTO unsequenced_events (job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
-  SELECT e.job_id, e.queue, e.kind, e.from_state, e.to_state, e.event_time, e.worker_id, e.attempt, e.message
-  FROM unnest(p_job_id, p_queue, p_kind, p_from_state, p_to_state, p_event_time, p_worker_id, p_attempt, p_message)
-    WITH ORDINALITY AS e(job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, ord)
+  INSERT INTO unsequenced_events (job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, group_key)
+  SELECT e.job_id, e.queue, e.kind, e.from_state, e.to_state, e.event_time, e.worker_id, e.attempt, e.message, e.group_key
+  FROM unnest(p_job_id, p_queue, p_kind, p_from_state, p_to_state, p_event_time, p_worker_id, p_attempt, p_message, p_group_key)
+    WITH ORDINALITY AS e(job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, group_key, ord)
   ORDER BY e.ord;
 END
 $fn$;

@@ -6,12 +6,12 @@
 import type { EventDraft } from "../../domain/job.js";
 import { quoteIdentifier } from "./identifiers.js";
 
-const EVENT_COLUMNS = "job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message";
+const EVENT_COLUMNS = "job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, group_key";
 
 export interface EventStatements {
-  /** $1..$9 as insertUnsequenced: record_events(), numbering them when it can; answers first_sequence and through (NULL: not numbered). */
+  /** $1..$10 as insertUnsequenced: record_events(), numbering them when it can; answers first_sequence and through (NULL: not numbered). */
   recordEvents: string;
-  /** $1..$9: one array per column (unsequencedEventParams); rows keep the arrays' order. */
+  /** $1..$10: one array per column (unsequencedEventParams); rows keep the arrays' order. */
   insertUnsequenced: string;
   /** $1 after, $2 limit. */
   eventsAfter: string;
@@ -30,10 +30,11 @@ export function eventStatements(schema: string): EventStatements {
   const select = `SELECT sequence, ${EVENT_COLUMNS} FROM ${s}.job_events`;
   return {
     recordEvents: `SELECT first_sequence, through FROM ${s}.record_events($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[],
-      $6::bigint[], $7::text[], $8::integer[], $9::text[])`,
+      $6::bigint[], $7::text[], $8::integer[], $9::text[], $10::text[])`,
     insertUnsequenced: `INSERT INTO ${s}.unsequenced_events (${EVENT_COLUMNS})
       SELECT ${EVENT_COLUMNS}
-      FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::integer[], $9::text[])
+      FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::integer[], $9::text[],
+        $10::text[])
         WITH ORDINALITY AS e(${EVENT_COLUMNS}, ord)
       ORDER BY ord`,
     eventsAfter: `${select} WHERE sequence > $1 ORDER BY sequence LIMIT $2`,
@@ -46,7 +47,7 @@ export function eventStatements(schema: string): EventStatements {
   };
 }
 
-/** The nine column arrays of insertUnsequenced, in the events' order. */
+/** The ten column arrays of insertUnsequenced, in the events' order. */
 export function unsequencedEventParams(events: readonly EventDraft[]): unknown[][] {
   return [
     events.map((e) => e.jobId),
@@ -58,5 +59,6 @@ export function unsequencedEventParams(events: readonly EventDraft[]): unknown[]
     events.map((e) => e.workerId),
     events.map((e) => e.attempt),
     events.map((e) => e.message),
+    events.map((e) => e.groupKey),
   ];
 }

@@ -45,6 +45,7 @@ const COLUMN_TYPES: Record<JobColumn, string> = {
   heartbeat_event_time: "bigint",
   progress: "text",
   progress_event_time: "bigint",
+  group_key: "text",
 };
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
@@ -169,7 +170,7 @@ export function jobStatements(schema: string): JobStatements {
  */
 export function listJobsQuery(
   schema: string,
-  spec: { queue?: string; states?: readonly JobState[]; beforeId?: string; limit: number },
+  spec: { queue?: string; groupKey?: string; states?: readonly JobState[]; beforeId?: string; limit: number },
 ): { text: string; values: unknown[] } {
   const values: unknown[] = [];
   const bind = (value: unknown) => {
@@ -178,6 +179,8 @@ export function listJobsQuery(
   };
   const where: string[] = [];
   if (spec.queue !== undefined) where.push(`queue = ${bind(spec.queue)}`);
+  // A group's jobs by state read jobs_group_state (queue, group_key, state, id); its partial-index term is repeated.
+  if (spec.groupKey !== undefined) where.push(`group_key = ${bind(spec.groupKey)}`, "group_key <> ''");
   if (spec.beforeId !== undefined) {
     // A cursor that is no UUID cannot be below any id in text order either way; compare as text then.
     where.push(isUuid(spec.beforeId) ? `id < ${bind(spec.beforeId)}::uuid` : `id::text < ${bind(spec.beforeId)}`);

@@ -268,4 +268,95 @@ CREATE TABLE queue_lease_grants (
 DROP INDEX jobs_queue_recent;
 `,
   },
+  {
+    version: 6,
+    name: "groups",
+    sql: `
+-- Groups (docs/api.md "Groups"), as SQLite's migration 10: a job's group is
+-- fixed at submit ('' is none) and carried by its events.
+ALTER TABLE jobs ADD COLUMN group_key text NOT NULL DEFAULT '';
+ALTER TABLE job_events ADD COLUMN group_key text NOT NULL DEFAULT '';
+ALTER TABLE unsequenced_events ADD COLUMN group_key text NOT NULL DEFAULT '';
+-- A group's eligible jobs in claim order, and its jobs by state and id
+-- (running counts, ordered heads, ListGroups, ListJobs by group). Only jobs
+-- with a group have entries.
+CREATE INDEX jobs_group_claim_order ON jobs (queue, group_key, priority DESC, schedule_time, id)
+  WHERE state IN ('queued','retry') AND group_key <> '';
+CREATE INDEX jobs_group_state ON jobs (queue, group_key, state, id)
+  WHERE group_key <> '';
+-- The group rules beside the queue's limits; served_turns counts the turns
+-- its groups were given (fair). A claim reads the row FOR UPDATE, as for the
+-- queue limits, so claims of a queue with group rules take turns across
+-- servers and each sees the running counts, grants and groups the previous
+-- one committed.
+ALTER TABLE queue_configs ADD COLUMN group_max_running integer NOT NULL DEFAULT 0 CHECK (group_max_running >= 0);
+ALTER TABLE queue_configs ADD COLUMN group_rate_limit integer NOT NULL DEFAULT 0 CHECK (group_rate_limit >= 0);
+ALTER TABLE queue_configs ADD COLUMN fair boolean NOT NULL DEFAULT false;
+ALTER TABLE queue_configs ADD COLUMN ordered boolean NOT NULL DEFAULT false;
+ALTER TABLE queue_configs ADD COLUMN served_turns bigint NOT NULL DEFAULT 0;
+CREATE TABLE queue_group_lease_grants (
+  queue       text NOT NULL,
+  group_key   text NOT NULL,
+  grant_time  bigint NOT NULL,
+  leases      integer NOT NULL CHECK (leases > 0),
+  PRIMARY KEY (queue, group_key, grant_time)
+);
+-- A fair queue's groups that may have eligible jobs (see SQLite's
+-- migration 10 for the columns).
+CREATE TABLE queue_groups (
+  queue       text NOT NULL,
+  group_key   text NOT NULL,
+  served_seq  bigint NOT NULL,
+  due_time    bigint,
+  held_by     text,
+  version     bigint NOT NULL,
+  PRIMARY KEY (queue, group_key)
+);
+CREATE INDEX queue_groups_held ON queue_groups (queue, held_by) WHERE due_time IS NULL AND held_by IS NOT NULL;
+CREATE INDEX queue_groups_turns ON queue_groups (queue, served_seq, group_key) INCLUDE (due_time, version)
+  WHERE due_time IS NOT NULL;
+CREATE INDEX queue_groups_due ON queue_groups (queue, due_time) WHERE due_time IS NOT NULL;
+-- The triggers keep queue_groups for fair queues, once per statement over
+-- its transition rows (a claim of 100 or a batch of 500 is one run): a job
+-- that becomes pending makes its group due by its schedule_time, a lease
+-- that finishes makes its group due at that time. A queue turning fair
+-- first takes SHARE on jobs (TransactionPort.rebuildGroups), so no writer
+-- whose trigger saw it not fair is still in flight when it rebuilds.
+CREATE FUNCTION jobs_fair_groups() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path FROM CURRENT
+AS $fn$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM queue_configs WHERE fair) THEN
+    RETURN NULL;
+  END IF;
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO queue_groups AS g (queue, group_key, served_seq, due_time, version)
+      SELECT n.queue, n.group_key, 0, min(n.schedule_time), 0 FROM new_jobs n
+      WHERE n.state IN ('queued','retry') AND EXISTS (SELECT 1 FROM queue_configs c WHERE c.queue = n.queue AND c.fair)
+      GROUP BY n.queue, n.group_key ORDER BY n.queue, n.group_key
+    ON CONFLICT (queue, group_key) DO UPDATE SET due_time = least(g.due_time, excluded.due_time), version = g.version + 1;
+  ELSE
+    INSERT INTO queue_groups AS g (queue, group_key, served_seq, due_time, version)
+      SELECT n.queue, n.group_key, 0, min(n.schedule_time), 0 FROM new_jobs n JOIN old_jobs o ON o.id = n.id
+      WHERE n.state IN ('queued','retry') AND (o.state NOT IN ('queued','retry') OR n.schedule_time <> o.schedule_time)
+        AND EXISTS (SELECT 1 FROM queue_configs c WHERE c.queue = n.queue AND c.fair)
+      GROUP BY n.queue, n.group_key ORDER BY n.queue, n.group_key
+    ON CONFLICT (queue, group_key) DO UPDATE SET due_time = least(g.due_time, excluded.due_time), version = g.version + 1;
+    UPDATE queue_groups g SET due_time = least(g.due_time, f.finish), version = g.version + 1
+      FROM (SELECT n.queue, n.group_key, min(n.update_time) AS finish FROM new_jobs n JOIN old_jobs o ON o.id = n.id
+            WHERE o.state = 'running' AND n.state <> 'running'
+              AND EXISTS (SELECT 1 FROM queue_configs c WHERE c.queue = n.queue AND c.fair)
+            GROUP BY n.queue, n.group_key) f
+      WHERE g.queue = f.queue AND g.group_key = f.group_key;
+  END IF;
+  RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER jobs_fair_submitted AFTER INSERT ON jobs REFERENCING NEW TABLE AS new_jobs
+  FOR EACH STATEMENT EXECUTE FUNCTION jobs_fair_groups();
+CREATE TRIGGER jobs_fair_changed AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+  FOR EACH STATEMENT EXECUTE FUNCTION jobs_fair_groups();
+`,
+  },
 ];

@@ -19,9 +19,9 @@
 import type pg from "pg";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
 import type { PrunableState } from "../../domain/retention.js";
-import type { QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
+import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import type { CountDelta, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
+import type { CountDelta, DueGroup, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
 import { unsequencedEventParams } from "./event-sql.js";
 import { countDeltaParams } from "./job-counts.js";
 import { insertJobsParams, isUuid, NIL_UUID, toStoredJob, updateJobsParams } from "./job-sql.js";
@@ -212,6 +212,92 @@ export class PgPort implements TransactionPort {
   async forgetLeaseGrants(queue: string): Promise<void> {
     this.wrote = true;
     await this.#client.query(prepared(this.#sql.limits.forgetLeaseGrants, [queue]));
+  }
+
+  selectGroupClaimable(queue: string, groupKey: string, now: number, limit: number): Promise<StoredJob[]> {
+    return groupKey === ""
+      ? this.#jobs(this.#sql.limits.ungroupedClaimable, [queue, now, limit])
+      : this.#jobs(this.#sql.limits.groupClaimable, [queue, groupKey, now, limit]);
+  }
+
+  async orderedHead(queue: string, groupKey: string): Promise<StoredJob | undefined> {
+    const [head] = await this.#jobs(this.#sql.limits.orderedHead, [queue, groupKey]);
+    return head;
+  }
+
+  async countGroupRunning(queue: string, groupKey: string, atMost: number): Promise<number> {
+    const { rows } = await this.#afterFlush(() =>
+      this.#client.query<{ n: number }>(prepared(this.#sql.limits.countGroupRunning, [queue, groupKey, atMost])),
+    );
+    return rows[0].n;
+  }
+
+  async groupLeaseGrantsSince(queue: string, groupKey: string, after: number): Promise<WindowGrants> {
+    const { rows } = await this.#client.query<WindowGrants>(prepared(this.#sql.limits.groupLeaseGrantsSince, [queue, groupKey, after]));
+    return rows[0];
+  }
+
+  async recordGroupLeaseGrants(
+    queue: string,
+    at: number,
+    grants: ReadonlyArray<{ groupKey: string; leases: number }>,
+    forgetThrough: number,
+  ): Promise<void> {
+    this.wrote = true;
+    const values = [queue, at, grants.map((g) => g.groupKey), grants.map((g) => g.leases), forgetThrough];
+    await this.#client.query(prepared(this.#sql.limits.recordGroupLeaseGrants, values));
+  }
+
+  async forgetGroupLeaseGrants(queue: string): Promise<void> {
+    this.wrote = true;
+    await this.#client.query(prepared(this.#sql.limits.forgetGroupLeaseGrants, [queue]));
+  }
+
+  async selectDueGroups(queue: string, now: number, after: DueGroup | null, limit: number): Promise<DueGroup[]> {
+    // After the flush: the triggers of the transaction's own job writes (a recovered lease) have run.
+    const values = [queue, now, after?.servedSeq ?? -1, after?.groupKey ?? "", limit];
+    const { rows } = await this.#afterFlush(() => this.#client.query<DueGroup>(prepared(this.#sql.limits.dueGroups, values)));
+    return rows;
+  }
+
+  async parkGroup(queue: string, group: DueGroup, dueTime: number | null, heldBy: GroupLimit): Promise<void> {
+    this.wrote = true;
+    await this.#client.query(prepared(this.#sql.limits.parkGroup, [queue, group.groupKey, group.version, dueTime, heldBy]));
+  }
+
+  async heldGroupRule(queue: string): Promise<GroupLimit | null> {
+    const { rows } = await this.#client.query<{ limit_: GroupLimit }>(prepared(this.#sql.limits.heldGroup, [queue]));
+    return rows[0]?.limit_ ?? null;
+  }
+
+  async settleGroup(queue: string, group: DueGroup): Promise<void> {
+    this.wrote = true;
+    await this.#afterFlush(() => this.#client.query(prepared(this.#sql.limits.settleGroup, [queue, group.groupKey, group.version])));
+  }
+
+  async markGroupsServed(queue: string, groupKeys: readonly string[]): Promise<void> {
+    if (groupKeys.length === 0) return;
+    this.wrote = true;
+    await this.#client.query(prepared(this.#sql.limits.markGroupsServed, [queue, groupKeys]));
+  }
+
+  async nextGroupDueTime(queue: string, now: number): Promise<number | null> {
+    const { rows } = await this.#client.query<{ t: number | null }>(prepared(this.#sql.limits.nextGroupDueTime, [queue, now]));
+    return rows[0].t;
+  }
+
+  async rebuildGroups(queue: string): Promise<void> {
+    this.wrote = true;
+    // SHARE waits for every transaction that wrote jobs and is still in
+    // flight (their triggers saw the queue not fair) and keeps new writers
+    // out until this one commits, when they see it fair.
+    await this.#afterFlush(() => this.#client.query(this.#sql.limits.lockJobsForRebuild));
+    await this.#client.query(prepared(this.#sql.limits.rebuildGroups, [queue]));
+  }
+
+  async dropGroups(queue: string): Promise<void> {
+    this.wrote = true;
+    await this.#client.query(prepared(this.#sql.limits.dropGroups, [queue]));
   }
 
   async findSchedule(name: string): Promise<StoredSchedule | undefined> {

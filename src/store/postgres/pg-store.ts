@@ -39,7 +39,16 @@ import type { PersistedChanges } from "../operation-changes.js";
 import { OrderedAnnouncer } from "../ordered-announcer.js";
 import { KnownQueueControls, type QueueControlSnapshot } from "../known-queue-controls.js";
 import { assembleQueueCounts } from "../queue-counts.js";
-import type { ListEventsSpec, ListJobsSpec, QueueControlChange, QueueCounts, Store, WriteOutcome } from "../store.js";
+import type {
+  GroupCounts,
+  ListEventsSpec,
+  ListGroupsSpec,
+  ListJobsSpec,
+  QueueControlChange,
+  QueueCounts,
+  Store,
+  WriteOutcome,
+} from "../store.js";
 import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../write-calls.js";
 import { QueueError } from "../../domain/errors.js";
 import { EventSequencer } from "./event-sequencer.js";
@@ -451,6 +460,14 @@ export class PgStore extends OperationStore implements Store {
       configs,
       oldestPendingSince: async (queue) => (await this.#read<{ t: number | null }>(this.#sql.jobs.oldestPendingSince, [queue, now]))[0].t,
     });
+  }
+
+  async listGroups(spec: ListGroupsSpec): Promise<GroupCounts[]> {
+    return this.#read<GroupCounts>(this.#sql.limits.listGroups, [spec.queue, spec.afterKey, spec.limit]);
+  }
+
+  async countPendingGroups(queue: string): Promise<number> {
+    return (await this.#read<{ n: number }>(this.#sql.limits.countPendingGroups, [queue]))[0].n;
   }
 
   async listSchedules(): Promise<StoredSchedule[]> {

@@ -8,6 +8,7 @@
  * Claims of queues without a row lock nothing.
  */
 import type { QueueConfig } from "../../domain/queue-limits.js";
+import { JOB_COLUMN_NAMES } from "../job-columns.js";
 import { quoteIdentifier } from "./identifiers.js";
 
 export interface QueueLimitStatements {
@@ -27,17 +28,69 @@ export interface QueueLimitStatements {
   recordLeaseGrant: string;
   /** $1 queue. */
   forgetLeaseGrants: string;
+  // Groups (docs/api.md "Groups"); see store/transaction-port.ts for each.
+  /** $1 queue, $2 group, $3 now, $4 limit: locked, skipping rows another transaction holds. */
+  groupClaimable: string;
+  /** $1 queue, $2 now, $3 limit: jobs without a group, as groupClaimable. */
+  ungroupedClaimable: string;
+  /** $1 queue, $2 group: the open job submitted first, locked. */
+  orderedHead: string;
+  /** $1 queue, $2 group, $3 at most. */
+  countGroupRunning: string;
+  /** $1 queue, $2 group, $3 after. */
+  groupLeaseGrantsSince: string;
+  /** $1 queue, $2 at, $3 groups, $4 leases, $5 forget through. */
+  recordGroupLeaseGrants: string;
+  /** $1 queue. */
+  forgetGroupLeaseGrants: string;
+  /** $1 queue, $2 now, $3 after served_seq, $4 after group, $5 limit. */
+  dueGroups: string;
+  /** $1 queue, $2 group, $3 version, $4 due time, $5 the rule. */
+  parkGroup: string;
+  /** $1 queue. */
+  heldGroup: string;
+  /** $1 queue, $2 group, $3 version. */
+  settleGroup: string;
+  /** $1 queue, $2 groups in the order served. */
+  markGroupsServed: string;
+  /** $1 queue, $2 now. */
+  nextGroupDueTime: string;
+  /** $1 queue. */
+  rebuildGroups: string;
+  /** No parameters: SHARE on jobs, before rebuildGroups. */
+  lockJobsForRebuild: string;
+  /** $1 queue. */
+  dropGroups: string;
+  /** $1 queue, $2 after group, $3 limit. */
+  listGroups: string;
+  /** $1 queue. */
+  countPendingGroups: string;
 }
 
-const CONFIG_COLUMNS = `max_running AS "maxRunning", rate_limit AS "rateLimit", rate_period_ms AS "ratePeriodMs"`;
+const CONFIG_COLUMNS = `max_running AS "maxRunning", rate_limit AS "rateLimit", rate_period_ms AS "ratePeriodMs",
+  group_max_running AS "groupMaxRunning", group_rate_limit AS "groupRateLimit", fair, ordered`;
 
 export function queueLimitStatements(schema: string): QueueLimitStatements {
   const s = quoteIdentifier(schema);
+  const jobs = `SELECT ${JOB_COLUMN_NAMES.join(", ")} FROM ${s}.jobs`;
+  /**
+   * The least id of the group's jobs in one open state (an index seek on jobs_group_state). PostgreSQL has no
+   * min() for uuid, so the least is the first in id order.
+   */
+  const firstIn = (state: string) =>
+    `(SELECT id FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state = '${state}' ORDER BY id LIMIT 1)`;
+  /** A group's earliest pending schedule_time: its own index for a group, the queue's for jobs without one. */
+  const earliestPending = `CASE WHEN $2 = '' THEN
+      (SELECT min(schedule_time) FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry') AND group_key = '')
+    ELSE (SELECT min(schedule_time) FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND group_key <> ''
+      AND state IN ('queued','retry')) END`;
   return {
     queueConfig: `SELECT ${CONFIG_COLUMNS} FROM ${s}.queue_configs WHERE queue = $1 FOR UPDATE`,
-    setQueueConfig: `INSERT INTO ${s}.queue_configs (queue, max_running, rate_limit, rate_period_ms, update_time) VALUES ($1, $2, $3, $4, $5)
+    setQueueConfig: `INSERT INTO ${s}.queue_configs (queue, max_running, rate_limit, rate_period_ms, group_max_running, group_rate_limit,
+        fair, ordered, update_time) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
       ON CONFLICT (queue) DO UPDATE SET max_running = excluded.max_running, rate_limit = excluded.rate_limit,
-        rate_period_ms = excluded.rate_period_ms, update_time = excluded.update_time`,
+        rate_period_ms = excluded.rate_period_ms, group_max_running = excluded.group_max_running,
+        group_rate_limit = excluded.group_rate_limit, fair = excluded.fair, ordered = excluded.ordered, update_time = excluded.update_time`,
     deleteQueueConfig: `DELETE FROM ${s}.queue_configs WHERE queue = $1`,
     queueConfigs: `SELECT queue, ${CONFIG_COLUMNS} FROM ${s}.queue_configs ORDER BY queue`,
     // Served by jobs_queue_state_recent (queue, state, id), stopping at $2 rows.
@@ -50,10 +103,69 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
       INSERT INTO ${s}.queue_lease_grants (queue, grant_time, leases) VALUES ($1, $2, $3)
       ON CONFLICT (queue, grant_time) DO UPDATE SET leases = queue_lease_grants.leases + excluded.leases`,
     forgetLeaseGrants: `DELETE FROM ${s}.queue_lease_grants WHERE queue = $1`,
+    groupClaimable: `${jobs} WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state IN ('queued','retry') AND schedule_time <= $3
+      ORDER BY priority DESC, schedule_time, id LIMIT $4 FOR UPDATE SKIP LOCKED`,
+    ungroupedClaimable: `${jobs} WHERE queue = $1 AND state IN ('queued','retry') AND schedule_time <= $2 AND group_key = ''
+      ORDER BY priority DESC, schedule_time, id LIMIT $3 FOR UPDATE SKIP LOCKED`,
+    orderedHead: `${jobs} WHERE id = (SELECT h.id FROM (VALUES (${firstIn("queued")}), (${firstIn("retry")}), (${firstIn("running")})) AS h(id)
+        WHERE h.id IS NOT NULL ORDER BY h.id LIMIT 1)
+      AND state IN ('queued','retry','running') FOR UPDATE`,
+    countGroupRunning: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${s}.jobs
+      WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state = 'running' LIMIT $3) r`,
+    groupLeaseGrantsSince: `SELECT coalesce(sum(leases), 0)::int AS leases, min(grant_time) AS oldest FROM ${s}.queue_group_lease_grants
+      WHERE queue = $1 AND group_key = $2 AND grant_time > $3`,
+    recordGroupLeaseGrants: `WITH served AS (
+        SELECT * FROM unnest($3::text[], $4::integer[]) AS u(group_key, leases)
+      ), forgotten AS (
+        DELETE FROM ${s}.queue_group_lease_grants g USING served WHERE g.queue = $1 AND g.group_key = served.group_key AND g.grant_time <= $5
+      )
+      INSERT INTO ${s}.queue_group_lease_grants AS g (queue, group_key, grant_time, leases)
+        SELECT $1, group_key, $2, leases FROM served ORDER BY group_key
+      ON CONFLICT (queue, group_key, grant_time) DO UPDATE SET leases = g.leases + excluded.leases`,
+    forgetGroupLeaseGrants: `DELETE FROM ${s}.queue_group_lease_grants WHERE queue = $1`,
+    dueGroups: `SELECT group_key AS "groupKey", served_seq AS "servedSeq", version FROM ${s}.queue_groups
+      WHERE queue = $1 AND due_time IS NOT NULL AND due_time <= $2 AND (served_seq, group_key) > ($3, $4)
+      ORDER BY served_seq, group_key LIMIT $5`,
+    parkGroup: `UPDATE ${s}.queue_groups SET due_time = $4, held_by = $5 WHERE queue = $1 AND group_key = $2 AND version = $3`,
+    heldGroup: `SELECT held_by AS limit_ FROM ${s}.queue_groups WHERE queue = $1 AND due_time IS NULL AND held_by IS NOT NULL LIMIT 1`,
+    settleGroup: `WITH settled AS (
+        UPDATE ${s}.queue_groups SET held_by = NULL, due_time = ${earliestPending} WHERE queue = $1 AND group_key = $2 AND version = $3
+        RETURNING due_time
+      )
+      DELETE FROM ${s}.queue_groups WHERE queue = $1 AND group_key = $2 AND version = $3
+        AND EXISTS (SELECT 1 FROM settled WHERE due_time IS NULL)
+        AND NOT EXISTS (SELECT 1 FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND state = 'running')`,
+    markGroupsServed: `WITH turns AS (
+        UPDATE ${s}.queue_configs SET served_turns = served_turns + cardinality($2::text[]) WHERE queue = $1
+        RETURNING served_turns - cardinality($2::text[]) AS base
+      )
+      UPDATE ${s}.queue_groups g SET served_seq = turns.base + u.ord
+        FROM turns, unnest($2::text[]) WITH ORDINALITY AS u(group_key, ord)
+        WHERE g.queue = $1 AND g.group_key = u.group_key`,
+    nextGroupDueTime: `SELECT min(due_time) AS t FROM ${s}.queue_groups WHERE queue = $1 AND due_time IS NOT NULL AND due_time > $2`,
+    rebuildGroups: `INSERT INTO ${s}.queue_groups AS g (queue, group_key, served_seq, due_time, version)
+        SELECT queue, group_key, 0, min(schedule_time), 0 FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry')
+        GROUP BY queue, group_key ORDER BY group_key
+      ON CONFLICT (queue, group_key) DO UPDATE SET due_time = least(g.due_time, excluded.due_time), version = g.version + 1`,
+    lockJobsForRebuild: `LOCK TABLE ${s}.jobs IN SHARE MODE`,
+    dropGroups: `DELETE FROM ${s}.queue_groups WHERE queue = $1`,
+    listGroups: `SELECT group_key AS "groupKey", count(*) FILTER (WHERE state = 'queued')::int AS queued,
+        count(*) FILTER (WHERE state = 'running')::int AS running, count(*) FILTER (WHERE state = 'retry')::int AS retry,
+        min(schedule_time) FILTER (WHERE state <> 'running') AS "oldestPendingTime"
+      FROM ${s}.jobs WHERE queue = $1 AND group_key > $2 AND group_key <> '' AND state IN ('queued','running','retry')
+      GROUP BY group_key ORDER BY group_key LIMIT $3`,
+    countPendingGroups: `WITH RECURSIVE g(k) AS (
+        SELECT (SELECT min(group_key) FROM ${s}.jobs WHERE queue = $1 AND group_key <> '' AND state IN ('queued','retry'))
+        UNION ALL
+        SELECT (SELECT min(group_key) FROM ${s}.jobs WHERE queue = $1 AND group_key > g.k AND group_key <> '' AND state IN ('queued','retry'))
+        FROM g WHERE g.k IS NOT NULL
+      )
+      SELECT count(k)::int AS n FROM g`,
   };
 }
 
 /** The values of setQueueConfig. */
 export function queueConfigParams(queue: string, config: QueueConfig, now: number): unknown[] {
-  return [queue, config.maxRunning, config.rateLimit, config.ratePeriodMs, now];
+  const c = config;
+  return [queue, c.maxRunning, c.rateLimit, c.ratePeriodMs, c.groupMaxRunning, c.groupRateLimit, c.fair, c.ordered, now];
 }

@@ -51,6 +51,8 @@ const intervalMs = (expr: string) => `floor(extract(epoch FROM ${expr}) * 1000):
 export function submitFunctionSql(schema: string): string {
   const name = quoteEscapeLiteral(BOUNDS.name.source);
   const key = quoteEscapeLiteral(BOUNDS.idempotencyKey.source);
+  // The group key's characters; its length is checked with them (0..128, '' being none).
+  const group = quoteEscapeLiteral("^[\\x21-\\x7e]{1,128}$");
   const [minPriority, maxPriority] = BOUNDS.priority;
   const [minAttempts, maxAttempts] = BOUNDS.maxAttempts;
   const [minRetry, maxRetry] = BOUNDS.retryBaseDelayMs;
@@ -66,16 +68,22 @@ $fn$;
 
 -- domain/submission.ts submitFingerprint: SHA-256 (base64url, unpadded) of
 -- JSON.stringify([queue, task, canonical payload, priority, max_attempts,
--- retry_base_delay_ms, schedule]) with schedule null, ["at", ms] or ["delay", ms].
+-- retry_base_delay_ms, schedule]) with schedule null, ["at", ms] or ["delay", ms],
+-- and ["group", key] appended when the job has a group.
+DROP FUNCTION IF EXISTS request_fingerprint(text, text, text, integer, integer, bigint, text, bigint);
 CREATE OR REPLACE FUNCTION request_fingerprint(queue text, task text, canonical_payload text, priority integer,
-  max_attempts integer, retry_base_delay_ms bigint, schedule_kind text, schedule_ms bigint) RETURNS text
+  max_attempts integer, retry_base_delay_ms bigint, schedule_kind text, schedule_ms bigint, group_key text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
   SELECT rtrim(translate(encode(sha256(convert_to(
     '[' || to_json(queue)::text || ',' || to_json(task)::text || ',' || to_json(canonical_payload)::text
     || ',' || priority || ',' || max_attempts || ',' || retry_base_delay_ms || ','
     || CASE WHEN schedule_kind IS NULL THEN 'null' ELSE '[' || to_json(schedule_kind)::text || ',' || schedule_ms || ']' END
+    || CASE WHEN group_key = '' THEN '' ELSE ',["group",' || to_json(group_key)::text || ']' END
     || ']', 'UTF8')), 'base64'), '+/', '-_'), '=')
 $fn$;
+
+-- Before groups, submit() took no group_key: that version goes, so that no call is ambiguous.
+DROP FUNCTION IF EXISTS submit(text, text, jsonb, integer, integer, interval, timestamptz, interval, text);
 
 CREATE OR REPLACE FUNCTION submit(
   queue text DEFAULT NULL,
@@ -86,7 +94,8 @@ CREATE OR REPLACE FUNCTION submit(
   retry_base_delay interval DEFAULT NULL,
   schedule_time timestamptz DEFAULT NULL,
   delay interval DEFAULT NULL,
-  idempotency_key text DEFAULT NULL
+  idempotency_key text DEFAULT NULL,
+  group_key text DEFAULT NULL
 ) RETURNS uuid
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -97,6 +106,7 @@ DECLARE
   v_queue text;
   v_task text := submit.task;
   v_key text := nullif(submit.idempotency_key, '');
+  v_group text := coalesce(submit.group_key, '');
   v_payload text;
   v_priority integer := coalesce(submit.priority, 0);
   v_max_attempts integer := coalesce(nullif(submit.max_attempts, 0), ${DEFAULTS.maxAttempts});
@@ -108,7 +118,7 @@ DECLARE
   v_found_id uuid;
   v_found_hash text;
 BEGIN
-  -- In the RPC's order (service/validate.ts newJob): schedule, key, queue, task, payload, priority, max_attempts, retry_base_delay.
+  -- In the RPC's order (service/validate.ts newJob): schedule, key, group, queue, task, payload, priority, max_attempts, retry_base_delay.
   IF submit.schedule_time IS NOT NULL AND submit.delay IS NOT NULL THEN
     ${refuse("delay", "give schedule_time or delay, not both")};
   END IF;
@@ -133,6 +143,9 @@ BEGIN
   END IF;
   IF v_key IS NOT NULL AND v_key !~ ${key} THEN
     ${refuse("idempotency_key", "must be 1-128 visible ASCII characters (0x21-0x7e)")};
+  END IF;
+  IF v_group <> '' AND v_group !~ ${group} THEN
+    ${refuse("group_key", "must be at most 128 visible ASCII characters (0x21-0x7e), no spaces")};
   END IF;
   v_queue := coalesce(nullif(submit.queue, ''), ${quoteLiteral(DEFAULTS.queue)});
   IF v_queue !~ ${name} THEN
@@ -175,14 +188,14 @@ BEGIN
   IF v_key IS NOT NULL THEN
     v_hash := request_fingerprint(v_queue, v_task,
       json_text(coalesce(submit.payload, 'null'::jsonb), true, 'payload', ${BOUNDS.jsonDepth}),
-      v_priority, v_max_attempts, v_retry_ms, v_schedule_kind, v_schedule_ms);
+      v_priority, v_max_attempts, v_retry_ms, v_schedule_kind, v_schedule_ms, v_group);
   END IF;
   v_id := new_job_id(now_ms);
   INSERT INTO jobs (id, queue, task, payload, priority, state, attempts, max_attempts, retry_base_delay_ms,
-      schedule_time, create_time, update_time, deliveries, idempotency_key, request_hash)
+      schedule_time, create_time, update_time, deliveries, idempotency_key, request_hash, group_key)
     VALUES (v_id, v_queue, v_task, v_payload, v_priority, 'queued', 0, v_max_attempts, v_retry_ms,
       CASE v_schedule_kind WHEN 'at' THEN v_schedule_ms WHEN 'delay' THEN now_ms + v_schedule_ms ELSE now_ms END,
-      now_ms, now_ms, 0, v_key, v_hash)
+      now_ms, now_ms, 0, v_key, v_hash, v_group)
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
   IF NOT FOUND THEN
     -- The key names a job already (committed, or committed by a concurrent
@@ -195,8 +208,8 @@ BEGIN
     END IF;
     RETURN v_found_id;
   END IF;
-  INSERT INTO unsequenced_events (job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message)
-    VALUES (v_id, v_queue, 'submitted', NULL, 'queued', now_ms, NULL, 0, NULL);
+  INSERT INTO unsequenced_events (job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, group_key)
+    VALUES (v_id, v_queue, 'submitted', NULL, 'queued', now_ms, NULL, 0, NULL, v_group);
   INSERT INTO job_count_deltas (queue, state, delta) VALUES (v_queue, 'queued', 1);
   PERFORM pg_notify(${channel}, json_build_object('kind', 'submitted', 'queue', v_queue)::text);
   RETURN v_id;

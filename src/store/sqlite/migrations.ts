@@ -250,16 +250,20 @@ CREATE TABLE queue_group_lease_grants (
 -- A fair queue's groups that may have eligible jobs (TransactionPort
 -- selectDueGroups): served_seq orders the turns (0: never served), due_time
 -- is when a claim should look at the group again (null: when one of its
--- leases finishes), version moves with every change the triggers make so a
--- claim never parks a group over a change it did not see.
+-- leases finishes), held_by the rule that parked it there (a claim that
+-- finds nothing else tells its claimer it waits for a finishing lease),
+-- version moves with every change the triggers make so a claim never parks
+-- a group over a change it did not see.
 CREATE TABLE queue_groups (
   queue       TEXT NOT NULL,
   group_key   TEXT NOT NULL,
   served_seq  INTEGER NOT NULL,
   due_time    INTEGER,
+  held_by     TEXT,
   version     INTEGER NOT NULL,
   PRIMARY KEY (queue, group_key)
 ) STRICT, WITHOUT ROWID;
+CREATE INDEX queue_groups_held ON queue_groups (queue, held_by) WHERE due_time IS NULL AND held_by IS NOT NULL;
 CREATE INDEX queue_groups_turns ON queue_groups (queue, served_seq, group_key, due_time, version)
   WHERE due_time IS NOT NULL;
 CREATE INDEX queue_groups_due ON queue_groups (queue, due_time) WHERE due_time IS NOT NULL;

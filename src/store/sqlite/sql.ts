@@ -142,9 +142,11 @@ export const SQL = {
   dueGroups: `SELECT group_key AS groupKey, served_seq AS servedSeq, version FROM queue_groups INDEXED BY queue_groups_turns
     WHERE queue = ? AND due_time IS NOT NULL AND due_time <= ? AND (served_seq, group_key) > (?, ?)
     ORDER BY served_seq, group_key LIMIT ?`,
-  parkGroup: `UPDATE queue_groups SET due_time = ? WHERE queue = ? AND group_key = ? AND version = ?`,
+  parkGroup: `UPDATE queue_groups SET due_time = ?, held_by = ? WHERE queue = ? AND group_key = ? AND version = ?`,
+  heldGroup: `SELECT held_by AS limit_ FROM queue_groups INDEXED BY queue_groups_held
+    WHERE queue = ? AND due_time IS NULL AND held_by IS NOT NULL LIMIT 1`,
   /** A group's earliest pending schedule_time: its own index for a group, the queue's for jobs without one. */
-  settleGroup: `UPDATE queue_groups SET due_time = CASE WHEN @group = '' THEN
+  settleGroup: `UPDATE queue_groups SET held_by = NULL, due_time = CASE WHEN @group = '' THEN
         (SELECT min(schedule_time) FROM jobs INDEXED BY jobs_pending_since WHERE queue = @queue AND state IN ('queued','retry') AND group_key = '')
       ELSE (SELECT min(schedule_time) FROM jobs INDEXED BY jobs_group_claim_order
         WHERE queue = @queue AND group_key = @group AND group_key <> '' AND state IN ('queued','retry')) END
@@ -251,7 +253,7 @@ export function insertEventsSql(rows: number): string {
  * its own (docs/performance.md "Writes per job on SQLite"). `states` counts the
  * distinct states bound as @state0, @state1, ...
  */
-export function listJobsSql(filter: { queue: boolean; group: boolean; states: number; before: boolean }): string {
+export function listJobsSql(filter: { queue: boolean; group?: boolean; states: number; before: boolean }): string {
   const where: string[] = [];
   if (filter.queue) where.push("queue = @queue");
   // A group's jobs by state read jobs_group_state (queue, group_key, state, id); its partial-index term is repeated.

@@ -13,7 +13,7 @@
  */
 import type Database from "better-sqlite3";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
-import type { QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
+import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import type { CountDelta, DueGroup, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
@@ -208,9 +208,14 @@ export class SqlitePort implements TransactionPort {
     return this.#stmts.dueGroups.all(queue, now, after?.servedSeq ?? -1, after?.groupKey ?? "", limit) as DueGroup[];
   }
 
-  parkGroup(queue: string, group: DueGroup, dueTime: number | null): void {
+  parkGroup(queue: string, group: DueGroup, dueTime: number | null, heldBy: GroupLimit): void {
     this.wrote = true;
-    this.#stmts.parkGroup.run(dueTime, queue, group.groupKey, group.version);
+    this.#stmts.parkGroup.run(dueTime, heldBy, queue, group.groupKey, group.version);
+  }
+
+  heldGroupRule(queue: string): GroupLimit | null {
+    const row = this.#stmts.heldGroup.get(queue) as { limit_: GroupLimit } | undefined;
+    return row?.limit_ ?? null;
   }
 
   settleGroup(queue: string, group: DueGroup): void {

@@ -16,6 +16,7 @@ import { pruneCutoffs } from "../../../src/domain/retention.js";
 import type { QueueConfig, QueueConfigField } from "../../../src/domain/queue-limits.js";
 import type { Store } from "../../../src/store/store.js";
 import { MINUTE, newJob, newSchedule, SECOND } from "./helpers.js";
+import { NO_GROUP_RULES } from "../../helpers/store.js";
 
 export interface SkewedStoreHarness {
   /** An instance whose host clock is the database's. */
@@ -124,7 +125,12 @@ export function describeClockSkewContract(name: string, factory: SkewedStoreFact
       });
 
       it("holds one rate window across both instances", async () => {
-        const config: QueueConfig = { maxRunning: 0, rateLimit: 1, ratePeriodMs: 10 * SECOND };
+        const config: QueueConfig = {
+          maxRunning: 0,
+          rateLimit: 1,
+          ratePeriodMs: 10 * SECOND,
+          ...NO_GROUP_RULES,
+        };
         await store.updateQueueConfig("billing", { config, fields: ["rateLimit", "ratePeriodMs"] satisfies QueueConfigField[] });
         await store.submit([newJob({ task: "a" }), newJob({ task: "b" }), newJob({ task: "c" })]);
         expect(await claim(store)).toHaveLength(1);

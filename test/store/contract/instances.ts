@@ -5,7 +5,7 @@
  */
 import { beforeEach, describe, expect, it } from "vitest";
 import type { Store } from "../../../src/store/store.js";
-import { claimLeases } from "../../helpers/store.js";
+import { claimLeases, NO_GROUP_RULES } from "../../helpers/store.js";
 import { claimOne, clock, harness, HOUR, MINUTE, newJob, newSchedule, recordAnnouncements, SECOND, store, submitOne } from "./helpers.js";
 
 export function describeSeveralInstances(): void {
@@ -116,7 +116,12 @@ export function describeSeveralInstances(): void {
 
     it("keeps a queue's limits across instances: 32 claimers on two instances share max_running and one rate window", async () => {
       await store.submit(Array.from({ length: 60 }, (_, i) => newJob({ task: `t${i}` })));
-      const config = { maxRunning: 6, rateLimit: 4, ratePeriodMs: MINUTE };
+      const config = {
+        maxRunning: 6,
+        rateLimit: 4,
+        ratePeriodMs: MINUTE,
+        ...NO_GROUP_RULES,
+      };
       await other.updateQueueConfig("billing", { config, fields: ["maxRunning", "rateLimit", "ratePeriodMs"] });
       const claimBoth = () =>
         Promise.all(
@@ -134,25 +139,54 @@ export function describeSeveralInstances(): void {
       const here = recordAnnouncements(store);
       const controls = () => here.changes.flatMap((c) => c.queueControls.map((q) => ({ ...q, external: c.external })));
       await other.pauseQueue("emails");
-      await other.updateQueueConfig("billing", { config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: SECOND }, fields: ["maxRunning"] });
-      await other.updateQueueConfig("emails", { config: { maxRunning: 0, rateLimit: 9, ratePeriodMs: SECOND }, fields: ["rateLimit"] });
+      await other.updateQueueConfig("billing", {
+        config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
+        fields: ["maxRunning"],
+      });
+      await other.updateQueueConfig("emails", {
+        config: { maxRunning: 0, rateLimit: 9, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
+        fields: ["rateLimit"],
+      });
       await here.until(() => controls().length === 3);
       expect(controls()).toEqual(
         expect.arrayContaining([
           { queue: "emails", paused: true, external: true },
-          { queue: "billing", paused: false, config: { maxRunning: 2, rateLimit: 0, ratePeriodMs: SECOND }, external: true },
-          { queue: "emails", paused: true, config: { maxRunning: 0, rateLimit: 9, ratePeriodMs: SECOND }, external: true },
+          {
+            queue: "billing",
+            paused: false,
+            config: {
+              maxRunning: 2,
+              rateLimit: 0,
+              ratePeriodMs: SECOND,
+              ...NO_GROUP_RULES,
+            },
+            external: true,
+          },
+          {
+            queue: "emails",
+            paused: true,
+            config: {
+              maxRunning: 0,
+              rateLimit: 9,
+              ratePeriodMs: SECOND,
+              ...NO_GROUP_RULES,
+            },
+            external: true,
+          },
         ]),
       );
       // Its own change is its own, not reported again as another's.
-      await store.updateQueueConfig("billing", { config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND }, fields: ["maxRunning"] });
+      await store.updateQueueConfig("billing", {
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
+        fields: ["maxRunning"],
+      });
       await other.submit([newJob({ task: "sentinel" })]);
       await here.until(() => here.events().length === 1);
       expect(controls()).toHaveLength(4);
       expect(controls()[3]).toEqual({
         queue: "billing",
         paused: false,
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND },
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
         external: false,
       });
       here.off();

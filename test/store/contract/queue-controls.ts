@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { purgeQueue, redriveAll } from "../../../src/store/bulk-transitions.js";
 import type { BulkBatchSpec, CommittedChange } from "../../../src/store/store.js";
-import { claimLeases } from "../../helpers/store.js";
+import { claimLeases, NO_GROUP_RULES } from "../../helpers/store.js";
 import { claimOne, clock, kinds, MINUTE, newJob, SECOND, store, submitOne } from "./helpers.js";
 
 export function describeQueueControls(): void {
@@ -91,7 +91,7 @@ export function describeQueueControls(): void {
         counts: { queued: 0, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0 },
         oldestPendingSince: null,
         paused: true,
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND },
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
       });
       await store.resumeQueue("alpha");
       await store.resumeQueue("emails");

@@ -7,13 +7,28 @@ import { describe, expect, it } from "vitest";
 import type { QueueConfig, QueueConfigField } from "../../../src/domain/queue-limits.js";
 import type { CommittedChange, Store } from "../../../src/store/store.js";
 import { clock, harness, HOUR, MINUTE, newJob, SECOND, store } from "./helpers.js";
+import { NO_GROUP_RULES } from "../../helpers/store.js";
 
 export function describeQueueLimits(): void {
   describe("queue limits", () => {
-    const ALL_FIELDS: QueueConfigField[] = ["maxRunning", "rateLimit", "ratePeriodMs"];
+    const ALL_FIELDS: QueueConfigField[] = [
+      "maxRunning",
+      "rateLimit",
+      "ratePeriodMs",
+      "groupMaxRunning",
+      "groupRateLimit",
+      "fair",
+      "ordered",
+    ];
     const limit = (s: Store, queue: string, config: Partial<QueueConfig>) =>
       s.updateQueueConfig(queue, {
-        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, ...config },
+        config: {
+          maxRunning: 0,
+          rateLimit: 0,
+          ratePeriodMs: SECOND,
+          ...NO_GROUP_RULES,
+          ...config,
+        },
         fields: Object.keys(config) as QueueConfigField[],
       });
     const claimUpTo = (s: Store, maxJobs: number, workerId = "w") =>
@@ -92,7 +107,12 @@ export function describeQueueLimits(): void {
 
     it("applies the tighter of the two limits, and says which one held jobs back", async () => {
       await submitMany(10);
-      await limit(store, "billing", { maxRunning: 4, rateLimit: 3, ratePeriodMs: MINUTE });
+      await limit(store, "billing", {
+        maxRunning: 4,
+        rateLimit: 3,
+        ratePeriodMs: MINUTE,
+        ...NO_GROUP_RULES,
+      });
       const first = await claimUpTo(store, 10);
       expect(first.leases).toHaveLength(3);
       expect(first.heldBack).toEqual({ limit: "rate_limit", until: clock.now() + MINUTE });
@@ -104,7 +124,12 @@ export function describeQueueLimits(): void {
 
     it("reports no hold when nothing eligible was left behind", async () => {
       await submitMany(2);
-      await limit(store, "billing", { maxRunning: 2, rateLimit: 2, ratePeriodMs: MINUTE });
+      await limit(store, "billing", {
+        maxRunning: 2,
+        rateLimit: 2,
+        ratePeriodMs: MINUTE,
+        ...NO_GROUP_RULES,
+      });
       expect(await claimUpTo(store, 5)).toMatchObject({ heldBack: null });
       expect(await claimUpTo(store, 5)).toEqual({ leases: [], heldBack: null, nextScheduleTime: null });
     });
@@ -117,23 +142,51 @@ export function describeQueueLimits(): void {
     });
 
     it("changes only the fields named, answers the result, and removes the queue's row once no field is set", async () => {
-      expect(await limit(store, "billing", { maxRunning: 7, rateLimit: 50, ratePeriodMs: 30 * SECOND })).toEqual({
+      expect(
+        await limit(store, "billing", {
+          maxRunning: 7,
+          rateLimit: 50,
+          ratePeriodMs: 30 * SECOND,
+        }),
+      ).toEqual({
         maxRunning: 7,
         rateLimit: 50,
         ratePeriodMs: 30 * SECOND,
+        ...NO_GROUP_RULES,
       });
-      expect(await limit(store, "billing", { maxRunning: 2 })).toEqual({ maxRunning: 2, rateLimit: 50, ratePeriodMs: 30 * SECOND });
+      expect(await limit(store, "billing", { maxRunning: 2 })).toEqual({
+        maxRunning: 2,
+        rateLimit: 50,
+        ratePeriodMs: 30 * SECOND,
+        ...NO_GROUP_RULES,
+      });
       expect(
-        await store.updateQueueConfig("billing", { config: { maxRunning: 9, rateLimit: 9, ratePeriodMs: 9 * SECOND }, fields: [] }),
-      ).toEqual({ maxRunning: 2, rateLimit: 50, ratePeriodMs: 30 * SECOND });
+        await store.updateQueueConfig("billing", {
+          config: {
+            maxRunning: 9,
+            rateLimit: 9,
+            ratePeriodMs: 9 * SECOND,
+            ...NO_GROUP_RULES,
+          },
+          fields: [],
+        }),
+      ).toEqual({
+        maxRunning: 2,
+        rateLimit: 50,
+        ratePeriodMs: 30 * SECOND,
+        ...NO_GROUP_RULES,
+      });
       await limit(store, "emails", { ratePeriodMs: 5 * SECOND });
       let counts = await store.queueCounts();
       expect(counts.map((q) => [q.queue, q.config])).toEqual([
-        ["billing", { maxRunning: 2, rateLimit: 50, ratePeriodMs: 30 * SECOND }],
-        ["emails", { maxRunning: 0, rateLimit: 0, ratePeriodMs: 5 * SECOND }],
+        ["billing", { maxRunning: 2, rateLimit: 50, ratePeriodMs: 30 * SECOND, ...NO_GROUP_RULES }],
+        ["emails", { maxRunning: 0, rateLimit: 0, ratePeriodMs: 5 * SECOND, ...NO_GROUP_RULES }],
       ]);
       expect(counts[0].counts.queued).toBe(0);
-      await store.updateQueueConfig("billing", { config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND }, fields: ALL_FIELDS });
+      await store.updateQueueConfig("billing", {
+        config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, ...NO_GROUP_RULES },
+        fields: ALL_FIELDS,
+      });
       await limit(store, "emails", { ratePeriodMs: SECOND });
       counts = await store.queueCounts();
       expect(counts).toEqual([]);
@@ -172,16 +225,54 @@ export function describeQueueLimits(): void {
       await limit(store, "billing", { maxRunning: 0 });
       off();
       expect(seen.map((c) => c.queueControls)).toEqual([
-        [{ queue: "billing", paused: false, config: { maxRunning: 3, rateLimit: 0, ratePeriodMs: SECOND } }],
-        [{ queue: "emails", paused: true, config: { maxRunning: 0, rateLimit: 10, ratePeriodMs: SECOND } }],
-        [{ queue: "billing", paused: false, config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND } }],
+        [
+          {
+            queue: "billing",
+            paused: false,
+            config: {
+              maxRunning: 3,
+              rateLimit: 0,
+              ratePeriodMs: SECOND,
+              ...NO_GROUP_RULES,
+            },
+          },
+        ],
+        [
+          {
+            queue: "emails",
+            paused: true,
+            config: {
+              maxRunning: 0,
+              rateLimit: 10,
+              ratePeriodMs: SECOND,
+              ...NO_GROUP_RULES,
+            },
+          },
+        ],
+        [
+          {
+            queue: "billing",
+            paused: false,
+            config: {
+              maxRunning: 0,
+              rateLimit: 0,
+              ratePeriodMs: SECOND,
+              ...NO_GROUP_RULES,
+            },
+          },
+        ],
       ]);
       expect(seen.every((c) => c.events.length === 0)).toBe(true);
     });
 
     it("keeps its limits and its rate window when the database is opened again", async () => {
       await submitMany(10);
-      await limit(store, "billing", { maxRunning: 3, rateLimit: 2, ratePeriodMs: MINUTE });
+      await limit(store, "billing", {
+        maxRunning: 3,
+        rateLimit: 2,
+        ratePeriodMs: MINUTE,
+        ...NO_GROUP_RULES,
+      });
       expect((await claimUpTo(store, 10)).leases).toHaveLength(2);
       await store.close();
       const reopened = await harness.openInstance();
@@ -189,6 +280,7 @@ export function describeQueueLimits(): void {
         maxRunning: 3,
         rateLimit: 2,
         ratePeriodMs: MINUTE,
+        ...NO_GROUP_RULES,
       });
       expect((await claimUpTo(reopened, 10)).leases).toEqual([]);
       clock.advance(MINUTE);

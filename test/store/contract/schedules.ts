@@ -92,6 +92,7 @@ export function describeSchedules(): void {
         {
           queue: "reports",
           task: "report.build",
+          groupKey: "",
           payloadJson: '{"kind":"daily"}',
           priority: 0,
           maxAttempts: 3,

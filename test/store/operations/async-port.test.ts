@@ -25,6 +25,7 @@ import { prepareStatements } from "../../../src/store/sqlite/sql.js";
 import { SqlitePort } from "../../../src/store/sqlite/sqlite-port.js";
 import type { TransactionPort } from "../../../src/store/transaction-port.js";
 import { newJob, newSchedule } from "../contract/helpers.js";
+import { NO_GROUP_RULES } from "../../helpers/store.js";
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 0);
 
@@ -155,7 +156,7 @@ describe("the shared write operations over a port that answers later", () => {
   it("keeps a queue's limits in a claim over the same port, and says which one held jobs back", async () => {
     await transaction(submitJobs(Array.from({ length: 6 }, () => newJob())));
     const update = {
-      config: { maxRunning: 3, rateLimit: 2, ratePeriodMs: 10_000 },
+      config: { maxRunning: 3, rateLimit: 2, ratePeriodMs: 10_000, ...NO_GROUP_RULES },
       fields: ["maxRunning", "rateLimit", "ratePeriodMs"] as const,
     };
     const configured = await transaction(updateQueueConfig("billing", update));

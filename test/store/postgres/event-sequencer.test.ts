@@ -21,6 +21,7 @@ function draft(jobId: string, message: string): EventDraft {
   return {
     jobId,
     queue: "q",
+    groupKey: "",
     kind: "heartbeat",
     fromState: "running",
     toState: "running",

@@ -26,6 +26,7 @@ const PG_LATEST_SCHEMA_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1].version
 const PINNED_DEFINITIONS: Record<number, string> = {
   1: "de4cf9a9e4eb5deed251f67547376251a4744a7056590e2e883c569767f9db6b",
   2: "e9232faaef4a490658c1028bf43c11c7266cff233227f561f242c5e035cddf95",
+  3: "c59ecea0315c5e006baa1df2c70426eb34c128a195506341a8c286a935aae2e1",
 };
 
 describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
@@ -68,6 +69,8 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
       "jobs",
       "paused_queues",
       "queue_configs",
+      "queue_group_lease_grants",
+      "queue_groups",
       "queue_lease_grants",
       "schedules",
       "schema_definitions",

@@ -364,6 +364,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
         {
           queue: "fp",
           task: `t${i}`,
+          groupKey: "",
           payloadJson: JSON.stringify(p),
           priority: 7,
           maxAttempts: 5,
@@ -374,6 +375,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
         {
           queue: "fp",
           task: `t${i}`,
+          groupKey: `tenant-"${i}"\\`,
           payloadJson: JSON.stringify(p),
           priority: 0,
           maxAttempts: 3,
@@ -384,6 +386,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
         {
           queue: "fp",
           task: `t${i}`,
+          groupKey: "",
           payloadJson: JSON.stringify(p),
           priority: 0,
           maxAttempts: 3,
@@ -394,7 +397,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
       ]);
       for (const job of jobs) {
         const { rows } = await db.pool.query<{ fp: string }>(
-          `SELECT ${s}.request_fingerprint($1, $2, ${s}.json_text($3::jsonb, true, 'payload', 32), $4, $5, $6, $7, $8) AS fp`,
+          `SELECT ${s}.request_fingerprint($1, $2, ${s}.json_text($3::jsonb, true, 'payload', 32), $4, $5, $6, $7, $8, $9) AS fp`,
           [
             job.queue,
             job.task,
@@ -404,6 +407,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
             job.retryBaseDelayMs,
             job.schedule === null ? null : "at" in job.schedule ? "at" : "delay",
             job.schedule === null ? null : "at" in job.schedule ? job.schedule.at : job.schedule.delayMs,
+            job.groupKey,
           ],
         );
         expect(rows[0].fp, job.payloadJson).toBe(submitFingerprint(job));
@@ -412,6 +416,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
       const served: NewJob = {
         queue: "fp-api",
         task: "t",
+        groupKey: "",
         payloadJson: '{"b":[1,2],"a":"x"}',
         priority: 0,
         maxAttempts: 3,

@@ -177,6 +177,9 @@ describe("SQLite store specifics", () => {
        ALTER TABLE jobs DROP COLUMN progress; ALTER TABLE jobs DROP COLUMN progress_event_time;`,
     );
     db.exec(`DROP TABLE queue_configs; DROP TABLE queue_lease_grants; CREATE INDEX jobs_queue_recent ON jobs (queue, id);`);
+    db.exec(`DROP TRIGGER jobs_fair_submitted; DROP TRIGGER jobs_fair_pending; DROP TRIGGER jobs_fair_finished;
+       DROP TABLE queue_groups; DROP TABLE queue_group_lease_grants; DROP INDEX jobs_group_claim_order; DROP INDEX jobs_group_state;
+       ALTER TABLE jobs DROP COLUMN group_key; ALTER TABLE job_events DROP COLUMN group_key;`);
     db.pragma("user_version = 3");
     db.close();
 
