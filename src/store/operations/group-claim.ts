@@ -303,9 +303,10 @@ function fairWalk(walk: Walk): Awaitable<GroupSelection> {
     });
 
   // Groups parked by an earlier claim until a lease finishes are not read
-  // again: a claim left short still tells its claimer to wait for one.
+  // again: a claim left short still tells its claimer to wait for one, also
+  // when the groups it read hold it only until a time (a rate window).
   const parked = () =>
-    holds.hold !== null || taken.length >= target
+    holds.hold?.onFinish === true || taken.length >= target
       ? undefined
       : andThen(port.heldGroupRule(queue), (limit) => {
           if (limit !== null) holds.add({ limit, onFinish: true, until: null });
