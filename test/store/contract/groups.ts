@@ -543,6 +543,9 @@ export function describeGroups(): void {
     });
 
     describe("random walk", () => {
+      // Seeds whose configs between them cover each rule (the failure message names the config):
+      // 1 group_max_running + group_rate_limit + max_running; 5 fair + group_rate_limit; 8 fair alone;
+      // 13 fair + ordered; 16 fair + ordered + group_rate_limit + max_running; 18 ordered + both group bounds.
       const SEEDS = [1, 5, 8, 13, 16, 18];
       for (const seed of SEEDS) {
         // About 300 writes, each durable: a few seconds on SQLite.
