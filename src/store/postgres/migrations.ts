@@ -345,7 +345,7 @@ BEGIN
     ON CONFLICT (queue, group_key) DO UPDATE SET due_time = least(g.due_time, excluded.due_time), version = g.version + 1;
     UPDATE queue_groups g SET due_time = least(g.due_time, f.finish), version = g.version + 1
       FROM (SELECT n.queue, n.group_key, min(n.update_time) AS finish FROM new_jobs n JOIN old_jobs o ON o.id = n.id
-            WHERE o.state = 'running' AND n.state <> 'running'
+            WHERE (o.state = 'running' AND n.state <> 'running' OR o.state IN ('queued','retry') AND n.state = 'cancelled')
               AND EXISTS (SELECT 1 FROM queue_configs c WHERE c.queue = n.queue AND c.fair)
             GROUP BY n.queue, n.group_key) f
       WHERE g.queue = f.queue AND g.group_key = f.group_key;
