@@ -60,5 +60,5 @@ export function repeatWhile(step: () => Awaitable<boolean>): Awaitable<void> {
 /** `step` for each item in turn, each after the one before has settled. */
 export function forEachInTurn<T>(items: readonly T[], step: (item: T) => Awaitable<void>): Awaitable<void> {
   let i = 0;
-  return repeatWhile(() => (i >= items.length ? false : andThen(step(items[i++]!), () => true)));
+  return repeatWhile(() => (i >= items.length ? false : andThen(step(items[i++]), () => true)));
 }

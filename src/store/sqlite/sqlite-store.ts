@@ -38,7 +38,7 @@ import { OperationStore, type OperationStoreOptions } from "../operation-store.j
 import type { PersistedChanges } from "../operation-changes.js";
 import { OrderedAnnouncer } from "../ordered-announcer.js";
 import type { WriteOperation } from "../operations/scope.js";
-import { assembleQueueCounts, type QueueCountsSource } from "../queue-counts.js";
+import { assembleQueueCounts } from "../queue-counts.js";
 import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../write-calls.js";
 import { settledNow } from "../steps.js";
 import type {
