@@ -65,6 +65,13 @@ export interface PrunableJob {
   state: PrunableState;
 }
 
+/** An ordered group's head (TransactionPort.orderedHead). */
+export interface OrderedHead {
+  job: StoredJob;
+  /** Another transaction holds the pending head (it may be changing it): the claim passes the group over for now. */
+  busy: boolean;
+}
+
 /** A fair queue's group as a claim reads it (TransactionPort.selectDueGroups). */
 export interface DueGroup {
   groupKey: string;
@@ -145,8 +152,15 @@ export interface TransactionPort {
   // Groups (docs/api.md "Groups"; store/operations/group-claim.ts).
   /** Up to `limit` eligible jobs of one group of the queue, in claim order. */
   selectGroupClaimable(queue: string, groupKey: string, now: number, limit: number): Awaitable<StoredJob[]>;
-  /** The group's open job (QUEUED, RETRY or RUNNING) submitted first (lowest id), or undefined: the head of an ordered group. */
-  orderedHead(queue: string, groupKey: string): Awaitable<StoredJob | undefined>;
+  /**
+   * The group's open job (QUEUED, RETRY or RUNNING) submitted first (lowest
+   * id), or undefined: the head of an ordered group. A pending head is held
+   * by this transaction (PostgreSQL: locked) unless `busy`; a claim never
+   * waits for a head that another transaction holds (PostgreSQL: a pending
+   * head locked elsewhere is `busy`, a RUNNING head is read, not locked),
+   * so a claim holding its queue's config row waits for no job's lock.
+   */
+  orderedHead(queue: string, groupKey: string): Awaitable<OrderedHead | undefined>;
   /** RUNNING jobs of one group, counting at most `atMost` (from the jobs, so with this transaction's claims). */
   countGroupRunning(queue: string, groupKey: string, atMost: number): Awaitable<number>;
   /** The group's recorded lease grants with a time after `after`. */

@@ -34,6 +34,8 @@ import type { Awaitable, DueGroup, TransactionPort } from "../transaction-port.j
 
 /** Most jobs a claim of a queue with group rules but not fair looks at. */
 export const MAX_SCANNED = 1000;
+/** How soon a claim held back by an ordered head that another transaction holds looks again (ms). */
+export const BUSY_HEAD_RETRY_MS = 50;
 /** Groups a fair claim reads in one page. */
 const GROUP_PAGE = 64;
 
@@ -52,6 +54,8 @@ interface SeenGroup {
   grants: WindowGrants;
   /** Ordered queues: the group's head; null when it has no open job. */
   head: StoredJob | null;
+  /** Another transaction holds the pending head (TransactionPort.orderedHead). */
+  headBusy: boolean;
   taken: number;
 }
 
@@ -76,6 +80,9 @@ export function groupRoom(config: QueueConfig, seen: SeenGroup, now: number): Ro
     if (head === null) return { room: 0, hold: null };
     if (seen.taken > 0 || head.state === "running") return { room: 0, hold: { limit: "ordered", onFinish: true, until: null } };
     if (head.scheduleTime > now) return { room: 0, hold: { limit: "ordered", onFinish: false, until: head.scheduleTime } };
+    // A write of another transaction on the head (a cancel, a change of its
+    // priority) commits within moments; the claim does not wait for its lock.
+    if (seen.headBusy) return { room: 0, hold: { limit: "ordered", onFinish: false, until: now + BUSY_HEAD_RETRY_MS } };
     room = Math.min(room, 1);
   }
   return { room, hold: null };
@@ -114,7 +121,7 @@ class GroupReader {
     return andThen(config.groupMaxRunning > 0 ? port.countGroupRunning(queue, groupKey, config.groupMaxRunning) : 0, (running) =>
       andThen(config.groupRateLimit > 0 ? port.groupLeaseGrantsSince(queue, groupKey, this.windowStart) : NO_GRANTS, (grants) =>
         andThen(config.ordered ? port.orderedHead(queue, groupKey) : undefined, (head) => {
-          const seen: SeenGroup = { running, grants, head: head ?? null, taken: 0 };
+          const seen: SeenGroup = { running, grants, head: head?.job ?? null, headBusy: head?.busy ?? false, taken: 0 };
           this.#seen.set(groupKey, seen);
           return seen;
         }),

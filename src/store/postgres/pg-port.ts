@@ -21,7 +21,7 @@ import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job
 import type { PrunableState } from "../../domain/retention.js";
 import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import type { CountDelta, DueGroup, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
+import type { CountDelta, DueGroup, OrderedHead, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
 import { unsequencedEventParams } from "./event-sql.js";
 import { countDeltaParams } from "./job-counts.js";
 import { insertJobsParams, isUuid, NIL_UUID, toStoredJob, updateJobsParams } from "./job-sql.js";
@@ -220,9 +220,14 @@ export class PgPort implements TransactionPort {
       : this.#jobs(this.#sql.limits.groupClaimable, [queue, groupKey, now, limit]);
   }
 
-  async orderedHead(queue: string, groupKey: string): Promise<StoredJob | undefined> {
-    const [head] = await this.#jobs(this.#sql.limits.orderedHead, [queue, groupKey]);
-    return head;
+  async orderedHead(queue: string, groupKey: string): Promise<OrderedHead | undefined> {
+    const [row] = await this.#afterFlush(() => this.#rows(this.#sql.limits.orderedHead, [queue, groupKey]));
+    if (row === undefined) return undefined;
+    const job = toStoredJob(row);
+    const busy = row[row.length - 1] === true;
+    // Only a head this transaction locked is known as its own row.
+    if (!busy && job.state !== "running") this.#held.set(job.id, job);
+    return { job, busy };
   }
 
   async countGroupRunning(queue: string, groupKey: string, atMost: number): Promise<number> {

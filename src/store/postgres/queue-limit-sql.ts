@@ -33,7 +33,7 @@ export interface QueueLimitStatements {
   groupClaimable: string;
   /** $1 queue, $2 now, $3 limit: jobs without a group, as groupClaimable. */
   ungroupedClaimable: string;
-  /** $1 queue, $2 group: the open job submitted first, locked. */
+  /** $1 queue, $2 group: the open job submitted first and whether another transaction holds it (see TransactionPort.orderedHead). */
   orderedHead: string;
   /** $1 queue, $2 group, $3 at most. */
   countGroupRunning: string;
@@ -84,6 +84,8 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
       (SELECT min(schedule_time) FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry') AND group_key = '')
     ELSE (SELECT min(schedule_time) FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND group_key <> ''
       AND state IN ('queued','retry')) END`;
+  /** The group's row at version $3, locked, unless another transaction holds it. */
+  const unheldGroup = `SELECT group_key FROM ${s}.queue_groups WHERE queue = $1 AND group_key = $2 AND version = $3 FOR UPDATE SKIP LOCKED`;
   return {
     queueConfig: `SELECT ${CONFIG_COLUMNS} FROM ${s}.queue_configs WHERE queue = $1 FOR UPDATE`,
     setQueueConfig: `INSERT INTO ${s}.queue_configs (queue, max_running, rate_limit, rate_period_ms, group_max_running, group_rate_limit,
@@ -107,9 +109,19 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
       ORDER BY priority DESC, schedule_time, id LIMIT $4 FOR UPDATE SKIP LOCKED`,
     ungroupedClaimable: `${jobs} WHERE queue = $1 AND state IN ('queued','retry') AND schedule_time <= $2 AND group_key = ''
       ORDER BY priority DESC, schedule_time, id LIMIT $3 FOR UPDATE SKIP LOCKED`,
-    orderedHead: `${jobs} WHERE id = (SELECT h.id FROM (VALUES (${firstIn("queued")}), (${firstIn("retry")}), (${firstIn("running")})) AS h(id)
-        WHERE h.id IS NOT NULL ORDER BY h.id LIMIT 1)
-      AND state IN ('queued','retry','running') FOR UPDATE`,
+    // The head is found in the statement's snapshot; a pending head is then
+    // locked, skipping it when another transaction holds it (busy), and a
+    // RUNNING one is only read: the claim waits for no job's lock.
+    orderedHead: `WITH head AS (
+        SELECT h.id FROM (VALUES (${firstIn("queued")}), (${firstIn("retry")}), (${firstIn("running")})) AS h(id)
+        WHERE h.id IS NOT NULL ORDER BY h.id LIMIT 1
+      ), locked AS (
+        ${jobs} WHERE id = (SELECT id FROM head) AND state IN ('queued','retry') FOR UPDATE SKIP LOCKED
+      )
+      SELECT *, false AS busy FROM locked
+      UNION ALL
+      SELECT ${JOB_COLUMN_NAMES.join(", ")}, state <> 'running' AS busy FROM ${s}.jobs
+        WHERE id = (SELECT id FROM head) AND state IN ('queued','retry','running') AND NOT EXISTS (SELECT 1 FROM locked)`,
     countGroupRunning: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${s}.jobs
       WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state = 'running' LIMIT $3) r`,
     groupLeaseGrantsSince: `SELECT coalesce(sum(leases), 0)::int AS leases, min(grant_time) AS oldest FROM ${s}.queue_group_lease_grants
@@ -126,13 +138,18 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
     dueGroups: `SELECT group_key AS "groupKey", served_seq AS "servedSeq", version FROM ${s}.queue_groups
       WHERE queue = $1 AND due_time IS NOT NULL AND due_time <= $2 AND (served_seq, group_key) > ($3, $4)
       ORDER BY served_seq, group_key LIMIT $5`,
-    parkGroup: `UPDATE ${s}.queue_groups SET due_time = $4, held_by = $5 WHERE queue = $1 AND group_key = $2 AND version = $3`,
+    // Parking and settling skip a row another transaction holds: its writer
+    // (a trigger of a job write) moves the row's version, which would make
+    // them do nothing anyway, and a claim holding its queue's config row
+    // waits for no group's lock.
+    parkGroup: `UPDATE ${s}.queue_groups SET due_time = $4, held_by = $5 WHERE queue = $1 AND group_key = $2
+      AND group_key = (${unheldGroup})`,
     heldGroup: `SELECT held_by AS limit_ FROM ${s}.queue_groups WHERE queue = $1 AND due_time IS NULL AND held_by IS NOT NULL LIMIT 1`,
-    settleGroup: `WITH settled AS (
-        UPDATE ${s}.queue_groups SET held_by = NULL, due_time = ${earliestPending} WHERE queue = $1 AND group_key = $2 AND version = $3
+    settleGroup: `WITH target AS (${unheldGroup}), settled AS (
+        UPDATE ${s}.queue_groups SET held_by = NULL, due_time = ${earliestPending} WHERE queue = $1 AND group_key = (SELECT * FROM target)
         RETURNING due_time
       )
-      DELETE FROM ${s}.queue_groups WHERE queue = $1 AND group_key = $2 AND version = $3
+      DELETE FROM ${s}.queue_groups WHERE queue = $1 AND group_key = (SELECT * FROM target)
         AND EXISTS (SELECT 1 FROM settled WHERE due_time IS NULL)
         AND NOT EXISTS (SELECT 1 FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND state = 'running')`,
     markGroupsServed: `WITH turns AS (

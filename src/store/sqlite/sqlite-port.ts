@@ -16,7 +16,7 @@ import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job
 import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import type { CountDelta, DueGroup, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
+import type { CountDelta, DueGroup, OrderedHead, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
 import { jobRow, scheduleRow, toSchedule, toStoredJob, updatedJobRow, type JobRow, type Row } from "./rows.js";
 import { configFromRow, EVENT_INSERT_SIZES, insertEventsSql, type QueueConfigRow, type SqliteStatements } from "./sql.js";
 
@@ -173,9 +173,10 @@ export class SqlitePort implements TransactionPort {
     return (rows as JobRow[]).map(toStoredJob);
   }
 
-  orderedHead(queue: string, groupKey: string): StoredJob | undefined {
+  orderedHead(queue: string, groupKey: string): OrderedHead | undefined {
     const row = this.#stmts.orderedHead.get({ queue, group: groupKey }) as JobRow | undefined;
-    return row === undefined ? undefined : toStoredJob(row);
+    // One writer at a time: nothing else holds the head.
+    return row === undefined ? undefined : { job: toStoredJob(row), busy: false };
   }
 
   countGroupRunning(queue: string, groupKey: string, atMost: number): number {
