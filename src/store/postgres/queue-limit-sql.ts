@@ -138,10 +138,11 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
     dueGroups: `SELECT group_key AS "groupKey", served_seq AS "servedSeq", version FROM ${s}.queue_groups
       WHERE queue = $1 AND due_time IS NOT NULL AND due_time <= $2 AND (served_seq, group_key) > ($3, $4)
       ORDER BY served_seq, group_key LIMIT $5`,
-    // Parking and settling skip a row another transaction holds: its writer
-    // (a trigger of a job write) moves the row's version, which would make
-    // them do nothing anyway, and a claim holding its queue's config row
-    // waits for no group's lock.
+    // Parking, settling and marking turns skip a row another transaction
+    // holds (a trigger of a job write, which moves the row's version: parking
+    // and settling would then do nothing anyway), so a claim holding its
+    // queue's config row waits for no group's lock. A group whose turn was
+    // not marked so keeps its place: it may get one turn more.
     parkGroup: `UPDATE ${s}.queue_groups SET due_time = $4, held_by = $5 WHERE queue = $1 AND group_key = $2
       AND group_key = (${unheldGroup})`,
     heldGroup: `SELECT held_by AS limit_ FROM ${s}.queue_groups WHERE queue = $1 AND due_time IS NULL AND held_by IS NOT NULL LIMIT 1`,
@@ -158,7 +159,8 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
       )
       UPDATE ${s}.queue_groups g SET served_seq = turns.base + u.ord
         FROM turns, unnest($2::text[]) WITH ORDINALITY AS u(group_key, ord)
-        WHERE g.queue = $1 AND g.group_key = u.group_key`,
+        WHERE g.queue = $1 AND g.group_key = u.group_key AND g.group_key IN (
+          SELECT group_key FROM ${s}.queue_groups WHERE queue = $1 AND group_key = ANY($2::text[]) FOR UPDATE SKIP LOCKED)`,
     nextGroupDueTime: `SELECT min(due_time) AS t FROM ${s}.queue_groups WHERE queue = $1 AND due_time IS NOT NULL AND due_time > $2`,
     rebuildGroups: `INSERT INTO ${s}.queue_groups AS g (queue, group_key, served_seq, due_time, version)
         SELECT queue, group_key, 0, min(schedule_time), 0 FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry')
