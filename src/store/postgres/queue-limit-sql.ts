@@ -29,16 +29,14 @@ export interface QueueLimitStatements {
   /** $1 queue. */
   forgetLeaseGrants: string;
   // Groups (docs/api.md "Groups"); see store/transaction-port.ts for each.
-  /** $1 queue, $2 group, $3 now, $4 limit: locked, skipping rows another transaction holds. */
-  groupClaimable: string;
-  /** $1 queue, $2 now, $3 limit: jobs without a group, as groupClaimable. */
+  /** $1 queue, $2 groups (not ""), $3 now, $4 per group: locked, skipping rows another transaction holds. */
+  groupsClaimable: string;
+  /** $1 queue, $2 now, $3 limit: jobs without a group, as groupsClaimable. */
   ungroupedClaimable: string;
-  /** $1 queue, $2 group: the open job submitted first and whether another transaction holds it (see TransactionPort.orderedHead). */
-  orderedHead: string;
-  /** $1 queue, $2 group, $3 at most. */
-  countGroupRunning: string;
-  /** $1 queue, $2 group, $3 after. */
-  groupLeaseGrantsSince: string;
+  /** $1 queue, $2 groups, $3 running at most, $4 grants after (null: none): per group in $2's order. */
+  groupStates: string;
+  /** $1 queue, $2 groups: each group's open job submitted first and whether another transaction holds it (TransactionPort.readGroups). */
+  orderedHeads: string;
   /** $1 queue, $2 at, $3 groups, $4 leases, $5 forget through. */
   recordGroupLeaseGrants: string;
   /** $1 queue. */
@@ -74,11 +72,11 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
   const s = quoteIdentifier(schema);
   const jobs = `SELECT ${JOB_COLUMN_NAMES.join(", ")} FROM ${s}.jobs`;
   /**
-   * The least id of the group's jobs in one open state (an index seek on jobs_group_state). PostgreSQL has no
+   * The least id of group k's jobs in one open state (an index seek on jobs_group_state). PostgreSQL has no
    * min() for uuid, so the least is the first in id order.
    */
   const firstIn = (state: string) =>
-    `(SELECT id FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state = '${state}' ORDER BY id LIMIT 1)`;
+    `(SELECT id FROM ${s}.jobs WHERE queue = $1 AND group_key = k.group_key AND group_key <> '' AND state = '${state}' ORDER BY id LIMIT 1)`;
   /** A group's earliest pending schedule_time: its own index for a group, the queue's for jobs without one. */
   const earliestPending = `CASE WHEN $2 = '' THEN
       (SELECT min(schedule_time) FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry') AND group_key = '')
@@ -105,27 +103,34 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
       INSERT INTO ${s}.queue_lease_grants (queue, grant_time, leases) VALUES ($1, $2, $3)
       ON CONFLICT (queue, grant_time) DO UPDATE SET leases = queue_lease_grants.leases + excluded.leases`,
     forgetLeaseGrants: `DELETE FROM ${s}.queue_lease_grants WHERE queue = $1`,
-    groupClaimable: `${jobs} WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state IN ('queued','retry') AND schedule_time <= $3
-      ORDER BY priority DESC, schedule_time, id LIMIT $4 FOR UPDATE SKIP LOCKED`,
+    groupsClaimable: `SELECT j.* FROM unnest($2::text[]) WITH ORDINALITY AS k(group_key, ord), LATERAL (
+        ${jobs} WHERE queue = $1 AND group_key = k.group_key AND group_key <> '' AND state IN ('queued','retry') AND schedule_time <= $3
+        ORDER BY priority DESC, schedule_time, id LIMIT $4 FOR UPDATE SKIP LOCKED) j
+      ORDER BY k.ord, j.priority DESC, j.schedule_time, j.id`,
     ungroupedClaimable: `${jobs} WHERE queue = $1 AND state IN ('queued','retry') AND schedule_time <= $2 AND group_key = ''
       ORDER BY priority DESC, schedule_time, id LIMIT $3 FOR UPDATE SKIP LOCKED`,
-    // The head is found in the statement's snapshot; a pending head is then
-    // locked, skipping it when another transaction holds it (busy), and a
-    // RUNNING one is only read: the claim waits for no job's lock.
-    orderedHead: `WITH head AS (
-        SELECT h.id FROM (VALUES (${firstIn("queued")}), (${firstIn("retry")}), (${firstIn("running")})) AS h(id)
-        WHERE h.id IS NOT NULL ORDER BY h.id LIMIT 1
+    groupStates: `SELECT k.group_key AS "groupKey",
+        (SELECT count(*) FROM (SELECT 1 FROM ${s}.jobs WHERE queue = $1 AND group_key = k.group_key AND group_key <> ''
+          AND state = 'running' LIMIT $3::int) r)::int AS running,
+        coalesce(g.leases, 0)::int AS leases, g.oldest
+      FROM unnest($2::text[]) WITH ORDINALITY AS k(group_key, ord)
+      LEFT JOIN LATERAL (SELECT sum(leases) AS leases, min(grant_time) AS oldest FROM ${s}.queue_group_lease_grants
+        WHERE queue = $1 AND group_key = k.group_key AND grant_time > $4::bigint) g ON true
+      ORDER BY k.ord`,
+    // The heads are found in the statement's snapshot; the pending ones are
+    // then locked, skipping a head another transaction holds (busy), and the
+    // RUNNING ones only read: the claim waits for no job's lock.
+    orderedHeads: `WITH head AS (
+        SELECT (SELECT h.id FROM (VALUES (${firstIn("queued")}), (${firstIn("retry")}), (${firstIn("running")})) AS h(id)
+          WHERE h.id IS NOT NULL ORDER BY h.id LIMIT 1) AS id
+        FROM unnest($2::text[]) AS k(group_key)
       ), locked AS (
-        ${jobs} WHERE id = (SELECT id FROM head) AND state IN ('queued','retry') FOR UPDATE SKIP LOCKED
+        ${jobs} WHERE id IN (SELECT id FROM head) AND state IN ('queued','retry') FOR UPDATE SKIP LOCKED
       )
       SELECT *, false AS busy FROM locked
       UNION ALL
       SELECT ${JOB_COLUMN_NAMES.join(", ")}, state <> 'running' AS busy FROM ${s}.jobs
-        WHERE id = (SELECT id FROM head) AND state IN ('queued','retry','running') AND NOT EXISTS (SELECT 1 FROM locked)`,
-    countGroupRunning: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${s}.jobs
-      WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state = 'running' LIMIT $3) r`,
-    groupLeaseGrantsSince: `SELECT coalesce(sum(leases), 0)::int AS leases, min(grant_time) AS oldest FROM ${s}.queue_group_lease_grants
-      WHERE queue = $1 AND group_key = $2 AND grant_time > $3`,
+        WHERE id IN (SELECT id FROM head) AND state IN ('queued','retry','running') AND id NOT IN (SELECT id FROM locked)`,
     recordGroupLeaseGrants: `WITH served AS (
         SELECT * FROM unnest($3::text[], $4::integer[]) AS u(group_key, leases)
       ), forgotten AS (
