@@ -80,7 +80,7 @@ import { seedHistory } from "./lib/history.mjs";
 import { startLeaseQueueServer, tasksetUnavailable } from "./lib/leasequeue-server.mjs";
 import { selectDriver } from "./lib/leasequeue-drivers.mjs";
 import { PEERS, POSTGRES_URL, postgresAvailable } from "./lib/peers.mjs";
-import { dropPgSchema, seedPgHistory } from "./lib/pg-history.mjs";
+import { analyzePgSchema, dropPgSchema, seedPgHistory } from "./lib/pg-history.mjs";
 import { inServerProcessMeter, postgresCpuMeter, redisCpuMeter } from "./lib/db-cpu.mjs";
 import { mib, processCpuMs } from "./lib/proc.mjs";
 import { latencySummary, nowMs, sleep } from "./lib/timing.mjs";
@@ -527,7 +527,7 @@ function historyTemplate(count) {
  * the claim phase would not measure what it says; then ResumeQueue.
  * Answers what it saw.
  */
-async function checkBacklogAndResume(client, queue, groups, n) {
+async function checkBacklogAndResume(client, queue, groups, n, postgres) {
   const { queues } = await client.getStats({});
   const queued = Number(queues.find((q) => q.queue === queue)?.queued ?? 0n);
   if (queued !== n) throw new Error(`${queued} of ${n} jobs queued when the claims were to start`);
@@ -550,6 +550,9 @@ async function checkBacklogAndResume(client, queue, groups, n) {
       throw new Error(`ListGroups: ${groupsSeen} groups holding ${jobsInGroups} queued jobs, not ${groups} holding ${n}`);
     log(`  backlog: ${n} jobs queued in ${groupsSeen} groups (at least ${smallest} each); resuming the queue`);
   } else log(`  backlog: ${n} jobs queued; resuming the queue`);
+  // A fresh schema has no statistics yet: without them PostgreSQL may plan a
+  // group's claim as a walk over the whole queue.
+  if (postgres !== undefined) await analyzePgSchema(postgres.url, postgres.schema);
   await client.resumeQueue({ queue });
   return { queued, groups: groupsSeen };
 }
@@ -647,7 +650,9 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
               const { queues } = await stats.getStats({});
               return { done: Number(queues.find((q) => q.queue === "bench")?.completed ?? 0n) };
             },
-      claimGate: scenario.submitFirst ? () => checkBacklogAndResume(control, "bench", scenario.groups ?? 0, SIZES.jobs) : undefined,
+      claimGate: scenario.submitFirst
+        ? () => checkBacklogAndResume(control, "bench", scenario.groups ?? 0, SIZES.jobs, postgres)
+        : undefined,
     });
     log(`  throughput phase done: ${tp.outcome}, e2e ${tp.e2eSeconds?.toFixed(1)} s`);
     const latency =
