@@ -31,7 +31,6 @@ import { createRpcHandler, strictUtf8Decoder, type RpcHandler } from "./server/r
 import { startSideListener, type SideListener } from "./server/side-listener.js";
 import { WriteReadiness } from "./server/write-readiness.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
-import { callerKey } from "./service/queue-access.js";
 import { databaseLocation, describeLocation, holdDatabase, openStore } from "./store/engine.js";
 import type { Store } from "./store/store.js";
 
@@ -326,7 +325,7 @@ export function createApiHandler(config: Config, { service, health, auth, metric
   return createRpcHandler({
     contextValues: (values, req, res, method) => {
       // Authentication first: a refused call gets nothing else prepared.
-      if (auth !== undefined) values.set(callerKey, auth.authorize(method, req.headers.authorization));
+      if (auth !== undefined) auth.admit(values, method, req.headers.authorization);
       watchOutputs.addTo(values, req, res, method);
     },
     routes: routes({ service, health, reflection: config.reflection }),
