@@ -7,7 +7,9 @@
  * ScaledObject's trigger is metadata the scaler accepts, it scales the worker
  * Deployment, reaches the Service's API port and names a variable of the
  * worker's container for its token; the Service selects the server's pods,
- * whose probes ask the side port's health paths.
+ * whose probes ask the side port's health paths. The TriggerAuthentication
+ * that docs/operations.md "Autoscaling workers" shows is checked against its
+ * CRD too.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -15,6 +17,7 @@ import { Ajv, type ValidateFunction } from "ajv";
 import { describe, expect, it } from "vitest";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { scalerSpec } from "../../src/service/scaler-metadata.js";
+import { PACKAGE_ROOT } from "../helpers/process.js";
 
 const file = (path: string) => fileURLToPath(new URL(`../../${path}`, import.meta.url));
 
@@ -203,5 +206,22 @@ describe("deploy/kubernetes fits together", () => {
     const env = worker.spec.template.spec.containers[0].env as Array<{ name: string; valueFrom?: { secretKeyRef?: unknown } }>;
     expect(env.find((e) => e.name === metadata.tokenFromEnv)?.valueFrom?.secretKeyRef).toBeDefined();
     expect(worker.spec.template.spec.containers[0].env).toContainEqual({ name: "LEASEQUEUE_QUEUE", value: metadata.queue });
+  });
+});
+
+describe('docs/operations.md "Autoscaling workers"', () => {
+  const operations = readFileSync(`${PACKAGE_ROOT}/docs/operations.md`, "utf8");
+  const section = operations.slice(
+    operations.indexOf("## Autoscaling workers"),
+    operations.indexOf("\n## ", operations.indexOf("## Autoscaling workers") + 1),
+  );
+  const yamlBlocks = [...section.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => parseAllDocuments(m[1]).map((d) => d.toJS()));
+
+  it("shows a TriggerAuthentication and a trigger that KEDA's CRDs accept", () => {
+    const docs = yamlBlocks.flat();
+    const kinds = docs.map((d) => d.kind);
+    expect(kinds).toContain("TriggerAuthentication");
+    expect(kinds).toContain("ScaledObject");
+    for (const doc of docs) expect(schemaErrors(doc), `${doc.kind} ${doc.metadata?.name}`).toEqual([]);
   });
 });
