@@ -50,11 +50,10 @@ export function createExternalScalerService({ store, backlogWatches }: ExternalS
     return spec;
   }
 
-  const isActive = async (spec: ScalerSpec) => pendingJobs(await store.queueBacklog(spec.queue), spec.includeRunning) > 0;
-
   return {
     async isActive(req, ctx) {
-      return { result: await isActive(admit(req.scalerMetadata, "scalerMetadata", ctx)) };
+      const spec = admit(req.scalerMetadata, "scalerMetadata", ctx);
+      return { result: pendingJobs(await store.queueBacklog(spec.queue), spec.includeRunning) > 0 };
     },
 
     async *streamIsActive(req, ctx) {
