@@ -133,6 +133,20 @@ export function rateWindowStart(config: QueueConfig, now: number): number {
   return now - config.ratePeriodMs;
 }
 
+/**
+ * How far behind another claim's time may be, at least, and its grants still
+ * be counted right: a claim reads its time before it waits for its queue's
+ * turn (and servers' clocks differ a little), so claims may commit out of
+ * time order. A claim counts every grant after its window's start, later ones
+ * too, so it only needs none of those forgotten.
+ */
+const GRANT_MEMORY_MARGIN_MS = 10_000;
+
+/** Grants at or before this time are forgotten by a claim at `now`: older than its window by the margin (or a window's length, if longer). */
+export function grantsForgottenThrough(config: QueueConfig, now: number): number {
+  return rateWindowStart(config, now) - Math.max(config.ratePeriodMs, GRANT_MEMORY_MARGIN_MS);
+}
+
 /** How many leases each limit still allows now (Infinity: that limit is off). */
 export interface LeaseRoom {
   running: number;

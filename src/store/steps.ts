@@ -62,3 +62,14 @@ export function forEachInTurn<T>(items: readonly T[], step: (item: T) => Awaitab
   let i = 0;
   return repeatWhile(() => (i >= items.length ? false : andThen(step(items[i++]), () => true)));
 }
+
+/**
+ * Starts every step at once and settles when all have: for steps that do not
+ * depend on each other (PostgreSQL sends their statements together).
+ */
+export function allAtOnce(steps: ReadonlyArray<Awaitable<void>>): Awaitable<void> {
+  const pending: Array<PromiseLike<void>> = [];
+  for (const step of steps) if (isPromiseLike(step)) pending.push(step);
+  if (pending.length === 0) return;
+  return Promise.all(pending).then(() => undefined);
+}

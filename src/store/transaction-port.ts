@@ -65,6 +65,29 @@ export interface PrunableJob {
   state: PrunableState;
 }
 
+/** An ordered group's head (TransactionPort.readGroups). */
+export interface OrderedHead {
+  job: StoredJob;
+  /** Another transaction holds the pending head (it may be changing it): the claim passes the group over for now. */
+  busy: boolean;
+}
+
+/** What TransactionPort.readGroups reads. */
+export interface GroupRead {
+  runningAtMost: number;
+  grantsAfter: number | null;
+  heads: boolean;
+}
+
+/** One group as TransactionPort.readGroups answers it. */
+export interface GroupState {
+  groupKey: string;
+  running: number;
+  grants: WindowGrants;
+  /** Read with `heads`: the head, or undefined when the group has no open job. */
+  head: OrderedHead | undefined;
+}
+
 /** A fair queue's group as a claim reads it (TransactionPort.selectDueGroups). */
 export interface DueGroup {
   groupKey: string;
@@ -143,14 +166,26 @@ export interface TransactionPort {
   forgetLeaseGrants(queue: string): Awaitable<void>;
 
   // Groups (docs/api.md "Groups"; store/operations/group-claim.ts).
-  /** Up to `limit` eligible jobs of one group of the queue, in claim order. */
-  selectGroupClaimable(queue: string, groupKey: string, now: number, limit: number): Awaitable<StoredJob[]>;
-  /** The group's open job (QUEUED, RETRY or RUNNING) submitted first (lowest id), or undefined: the head of an ordered group. */
-  orderedHead(queue: string, groupKey: string): Awaitable<StoredJob | undefined>;
-  /** RUNNING jobs of one group, counting at most `atMost` (from the jobs, so with this transaction's claims). */
-  countGroupRunning(queue: string, groupKey: string, atMost: number): Awaitable<number>;
-  /** The group's recorded lease grants with a time after `after`. */
-  groupLeaseGrantsSince(queue: string, groupKey: string, after: number): Awaitable<WindowGrants>;
+  /**
+   * Up to `perGroup` eligible jobs of each group of `groupKeys` (distinct;
+   * "" for the jobs without a group), in claim order, one list per key in
+   * the keys' order (PostgreSQL: one statement for them all).
+   */
+  selectGroupsClaimable(queue: string, groupKeys: readonly string[], now: number, perGroup: number): Awaitable<StoredJob[][]>;
+  /**
+   * What a claim reads of each group of `groupKeys` (distinct, not ""), in
+   * the keys' order (PostgreSQL: a statement or two for them all): RUNNING
+   * jobs counted up to `read.runningAtMost` (from the jobs, so with this
+   * transaction's claims; 0: not counted), the recorded lease grants after
+   * `read.grantsAfter` (null: not read), and with `read.heads` the head of
+   * an ordered group: its open job (QUEUED, RETRY or RUNNING) submitted
+   * first (lowest id). A pending head is held by this transaction
+   * (PostgreSQL: locked) unless `busy`; a claim never waits for a head that
+   * another transaction holds (PostgreSQL: a pending head locked elsewhere
+   * is `busy`, a RUNNING head is read, not locked), so a claim holding its
+   * queue's config row waits for no job's lock.
+   */
+  readGroups(queue: string, groupKeys: readonly string[], read: GroupRead): Awaitable<GroupState[]>;
   /** Records each group's `leases` granted at `at`, and forgets those groups' grants at or before `forgetThrough`. */
   recordGroupLeaseGrants(
     queue: string,

@@ -3,7 +3,7 @@
  * chained at once when it is plain, through its promise otherwise.
  */
 import { describe, expect, it } from "vitest";
-import { andThen, isPromiseLike, settledNow } from "../../src/store/steps.js";
+import { allAtOnce, andThen, isPromiseLike, settledNow } from "../../src/store/steps.js";
 
 describe("steps (store/steps.ts)", () => {
   it("chain at once over plain values and through promises otherwise", async () => {
@@ -12,6 +12,18 @@ describe("steps (store/steps.ts)", () => {
     expect(isPromiseLike(later)).toBe(true);
     expect(await later).toBe(30);
     await expect(andThen(Promise.reject(new Error("no")), () => 1)).rejects.toThrow("no");
+  });
+
+  it("start steps together: at once when none waits, settling when all have otherwise, failing with the first failure", async () => {
+    expect(allAtOnce([undefined, undefined])).toBeUndefined();
+    const order: string[] = [];
+    const slow = new Promise<void>((resolve) => setTimeout(() => (order.push("slow"), resolve()), 20));
+    const fast = Promise.resolve().then(() => void order.push("fast"));
+    const all = allAtOnce([slow, undefined, fast]);
+    expect(isPromiseLike(all)).toBe(true);
+    await all;
+    expect(order).toEqual(["fast", "slow"]);
+    await expect(allAtOnce([Promise.reject(new Error("refused")), slow])).rejects.toThrow("refused");
   });
 
   it("refuse a result that waited where none may", () => {

@@ -21,6 +21,7 @@
 import { newLeaseToken } from "../../domain/lease-token.js";
 import { publicJob, type StoredJob } from "../../domain/job.js";
 import {
+  grantsForgottenThrough,
   hasGroupRules,
   hasLimits,
   holdOf,
@@ -34,7 +35,7 @@ import * as machine from "../../domain/state-machine.js";
 import { andThen } from "../steps.js";
 import type { ClaimedLease, ClaimOutcome, ClaimRequestSpec } from "../store.js";
 import type { Awaitable } from "../transaction-port.js";
-import type { OperationScope, WriteOperation } from "./scope.js";
+import { claimingFrom, type OperationScope, type WriteOperation } from "./scope.js";
 import { selectWithGroups, servedGroups, type GroupSelection } from "./group-claim.js";
 import { applyTransitions, recoverExpired, type DecidedTransition } from "./transitions.js";
 
@@ -46,23 +47,26 @@ export interface ClaimLimits {
 const NO_GRANTS: WindowGrants = Object.freeze({ leases: 0, oldest: null });
 
 export function claimJobs(spec: ClaimRequestSpec, limits: ClaimLimits): WriteOperation<ClaimOutcome> {
-  return (scope) =>
-    andThen(recoverExpired(scope, limits.maxRecovered, spec.queue), () =>
-      andThen(scope.port.isQueuePaused(spec.queue), (paused) =>
-        paused
-          ? { leases: [], heldBack: null, nextScheduleTime: null }
-          : andThen(scope.port.queueConfig(spec.queue), (stored) => {
-              const config = stored !== undefined && hasLimits(stored) ? stored : undefined;
-              const claimed =
-                config === undefined
-                  ? andThen(scope.port.selectClaimable(spec.queue, scope.now, spec.maxJobs), (jobs) =>
-                      andThen(lease(scope, spec, jobs), (leases) => ({ leases, heldBack: null })),
-                    )
-                  : claimWithinLimits(scope, spec, config);
-              return andThen(claimed, (c) => withNextScheduleTime(scope, spec, c, config));
-            }),
+  // The queue's config first: on PostgreSQL that locks its row when the queue
+  // has limits, before the claim writes anything (recovered leases included),
+  // so claims of the queue take turns holding nothing else.
+  return claimingFrom(spec.queue, (scope) =>
+    andThen(scope.port.queueConfig(spec.queue), (stored) =>
+      andThen(recoverExpired(scope, limits.maxRecovered, spec.queue), () =>
+        andThen(scope.port.isQueuePaused(spec.queue), (paused) => {
+          if (paused) return { leases: [], heldBack: null, nextScheduleTime: null };
+          const config = stored !== undefined && hasLimits(stored) ? stored : undefined;
+          const claimed =
+            config === undefined
+              ? andThen(scope.port.selectClaimable(spec.queue, scope.now, spec.maxJobs), (jobs) =>
+                  andThen(lease(scope, spec, jobs), (leases) => ({ leases, heldBack: null })),
+                )
+              : claimWithinLimits(scope, spec, config);
+          return andThen(claimed, (c) => withNextScheduleTime(scope, spec, c, config));
+        }),
       ),
-    );
+    ),
+  );
 }
 
 /**
@@ -123,8 +127,10 @@ function claimWithinLimits(
           eligible.length > allowed ? holdOf(config, room, window, now) : taken.length < spec.maxJobs ? groupHold : null;
         return andThen(lease(scope, spec, taken), (leases) =>
           andThen(
-            config.rateLimit > 0 && leases.length > 0 ? port.recordLeaseGrant(spec.queue, now, leases.length, windowStart) : undefined,
-            () => andThen(recordGroupsServed(scope, spec.queue, config, taken, windowStart), () => ({ leases, heldBack })),
+            config.rateLimit > 0 && leases.length > 0
+              ? port.recordLeaseGrant(spec.queue, now, leases.length, grantsForgottenThrough(config, now))
+              : undefined,
+            () => andThen(recordGroupsServed(scope, spec.queue, config, taken), () => ({ leases, heldBack })),
           ),
         );
       });
@@ -133,19 +139,15 @@ function claimWithinLimits(
 }
 
 /** The groups the claim served: their grants (group_rate_limit) and, under fair, their turn taken. */
-function recordGroupsServed(
-  scope: OperationScope,
-  queue: string,
-  config: QueueConfig,
-  taken: readonly StoredJob[],
-  windowStart: number,
-): Awaitable<void> {
+function recordGroupsServed(scope: OperationScope, queue: string, config: QueueConfig, taken: readonly StoredJob[]): Awaitable<void> {
   if (taken.length === 0 || !hasGroupRules(config)) return;
   const { port, now } = scope;
   const served = servedGroups(taken);
   const bounded = served.filter((g) => g.groupKey !== "");
   return andThen(
-    config.groupRateLimit > 0 && bounded.length > 0 ? port.recordGroupLeaseGrants(queue, now, bounded, windowStart) : undefined,
+    config.groupRateLimit > 0 && bounded.length > 0
+      ? port.recordGroupLeaseGrants(queue, now, bounded, grantsForgottenThrough(config, now))
+      : undefined,
     () =>
       config.fair
         ? port.markGroupsServed(

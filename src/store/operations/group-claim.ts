@@ -26,14 +26,21 @@
  *   held back, looking at most MAX_SCANNED jobs; a queue where many jobs of
  *   held groups sit ahead of the rest serves those others only as the
  *   held groups drain (docs/api.md "Groups": fair is the cheaper rule then).
+ *
+ * Either walk reads the groups it looks at together, a page or a few at a
+ * time (TransactionPort.readGroups, selectGroupsClaimable), and sends its
+ * parks and settles together: on PostgreSQL a claim's round trips follow
+ * the pages it reads, not the groups, while it holds its queue's turn.
  */
 import type { StoredJob } from "../../domain/job.js";
 import { boundsGroup, type ClaimHold, type GroupLimit, type QueueConfig, type WindowGrants } from "../../domain/queue-limits.js";
-import { andThen, forEachInTurn, repeatWhile } from "../steps.js";
+import { allAtOnce, andThen, repeatWhile } from "../steps.js";
 import type { Awaitable, DueGroup, TransactionPort } from "../transaction-port.js";
 
 /** Most jobs a claim of a queue with group rules but not fair looks at. */
 export const MAX_SCANNED = 1000;
+/** How soon a claim held back by an ordered head that another transaction holds looks again (ms). */
+export const BUSY_HEAD_RETRY_MS = 50;
 /** Groups a fair claim reads in one page. */
 const GROUP_PAGE = 64;
 
@@ -52,6 +59,8 @@ interface SeenGroup {
   grants: WindowGrants;
   /** Ordered queues: the group's head; null when it has no open job. */
   head: StoredJob | null;
+  /** Another transaction holds the pending head (TransactionPort.orderedHead). */
+  headBusy: boolean;
   taken: number;
 }
 
@@ -76,6 +85,9 @@ export function groupRoom(config: QueueConfig, seen: SeenGroup, now: number): Ro
     if (head === null) return { room: 0, hold: null };
     if (seen.taken > 0 || head.state === "running") return { room: 0, hold: { limit: "ordered", onFinish: true, until: null } };
     if (head.scheduleTime > now) return { room: 0, hold: { limit: "ordered", onFinish: false, until: head.scheduleTime } };
+    // A write of another transaction on the head (a cancel, a change of its
+    // priority) commits within moments; the claim does not wait for its lock.
+    if (seen.headBusy) return { room: 0, hold: { limit: "ordered", onFinish: false, until: now + BUSY_HEAD_RETRY_MS } };
     room = Math.min(room, 1);
   }
   return { room, hold: null };
@@ -105,21 +117,30 @@ class GroupReader {
     private readonly windowStart: number,
   ) {}
 
-  /** The group as this claim sees it (read once per claim); undefined for a job that no group rule bounds. */
-  read(groupKey: string): Awaitable<SeenGroup | undefined> {
-    if (!boundsGroup(this.config, groupKey)) return undefined;
-    const known = this.#seen.get(groupKey);
-    if (known !== undefined) return known;
+  /** Reads, together, the groups of `groupKeys` that a rule bounds and this claim has not read yet (each group once per claim). */
+  readAll(groupKeys: readonly string[]): Awaitable<void> {
     const { port, queue, config } = this;
-    return andThen(config.groupMaxRunning > 0 ? port.countGroupRunning(queue, groupKey, config.groupMaxRunning) : 0, (running) =>
-      andThen(config.groupRateLimit > 0 ? port.groupLeaseGrantsSince(queue, groupKey, this.windowStart) : NO_GRANTS, (grants) =>
-        andThen(config.ordered ? port.orderedHead(queue, groupKey) : undefined, (head) => {
-          const seen: SeenGroup = { running, grants, head: head ?? null, taken: 0 };
-          this.#seen.set(groupKey, seen);
-          return seen;
-        }),
-      ),
-    );
+    const wanted = [...new Set(groupKeys)].filter((k) => boundsGroup(config, k) && !this.#seen.has(k));
+    if (wanted.length === 0) return;
+    const read = {
+      runningAtMost: config.groupMaxRunning,
+      grantsAfter: config.groupRateLimit > 0 ? this.windowStart : null,
+      heads: config.ordered,
+    };
+    return andThen(port.readGroups(queue, wanted, read), (states) => {
+      for (const g of states) {
+        const grants = config.groupRateLimit > 0 ? g.grants : NO_GRANTS;
+        this.#seen.set(g.groupKey, { running: g.running, grants, head: g.head?.job ?? null, headBusy: g.head?.busy ?? false, taken: 0 });
+      }
+    });
+  }
+
+  /** The group as this claim sees it, once readAll read it; undefined for a job that no group rule bounds. */
+  seen(groupKey: string): SeenGroup | undefined {
+    if (!boundsGroup(this.config, groupKey)) return undefined;
+    const seen = this.#seen.get(groupKey);
+    if (seen === undefined) throw new Error(`group ${JSON.stringify(groupKey)} was not read before it was looked at`);
+    return seen;
   }
 }
 
@@ -167,32 +188,30 @@ function claimOrderWalk(walk: Walk): Awaitable<GroupSelection> {
   let limit = Math.min(MAX_SCANNED, Math.max(4 * target, 32));
   return andThen(
     repeatWhile(() =>
-      andThen(port.selectClaimable(queue, now, limit), (page) =>
-        andThen(
-          forEachInTurn(page.slice(looked), (job) => {
-            if (taken.length >= target) return;
-            return andThen(reader.read(job.groupKey), (seen) => {
-              if (seen === undefined) {
-                taken.push(job);
-                return;
-              }
-              const room = groupRoom(config, seen, now);
-              if (room.hold !== null) holds.add(room.hold);
-              // Under ordered, only the head: the group's other jobs wait behind it.
-              if (room.room > 0 && (!config.ordered || seen.head?.id === job.id)) {
-                seen.taken++;
-                taken.push(job);
-              }
-            });
-          }),
-          () => {
-            looked = page.length;
-            if (taken.length >= target || page.length < limit || limit >= MAX_SCANNED) return false;
-            limit = Math.min(MAX_SCANNED, limit * 4);
-            return true;
-          },
-        ),
-      ),
+      andThen(port.selectClaimable(queue, now, limit), (page) => {
+        const fresh = page.slice(looked);
+        return andThen(reader.readAll(fresh.map((j) => j.groupKey)), () => {
+          for (const job of fresh) {
+            if (taken.length >= target) break;
+            const seen = reader.seen(job.groupKey);
+            if (seen === undefined) {
+              taken.push(job);
+              continue;
+            }
+            const room = groupRoom(config, seen, now);
+            if (room.hold !== null) holds.add(room.hold);
+            // Under ordered, only the head: the group's other jobs wait behind it.
+            if (room.room > 0 && (!config.ordered || seen.head?.id === job.id)) {
+              seen.taken++;
+              taken.push(job);
+            }
+          }
+          looked = page.length;
+          if (taken.length >= target || page.length < limit || limit >= MAX_SCANNED) return false;
+          limit = Math.min(MAX_SCANNED, limit * 4);
+          return true;
+        });
+      }),
     ),
     () => ({ jobs: taken, hold: holds.hold }),
   );
@@ -204,6 +223,9 @@ interface LiveGroup {
   /** Jobs of the group this claim has taken, by id. */
   takenIds: Set<string>;
 }
+
+/** Groups a fair claim reads together, at least (more when it wants more jobs). */
+const MIN_GROUPS_READ = 8;
 
 /** Fair: round robin over the groups, least recently served first. */
 function fairWalk(walk: Walk): Awaitable<GroupSelection> {
@@ -223,43 +245,79 @@ function fairWalk(walk: Walk): Awaitable<GroupSelection> {
     if (group.seen !== undefined) group.seen.taken++;
   };
 
-  // The first round: one job from each group in served order, page after page.
-  const firstRound = repeatWhile(() =>
-    andThen(port.selectDueGroups(queue, now, after, GROUP_PAGE), (rows) =>
-      andThen(
-        forEachInTurn(rows, (row) => {
-          if (taken.length >= target) return;
-          after = row;
-          return andThen(reader.read(row.groupKey), (seen) => {
-            const group: LiveGroup = { key: row.groupKey, seen, takenIds: new Set() };
+  /**
+   * One job of each group of `rows`, in their order, until the claim has its
+   * target. The groups are read together, and the next job of those with
+   * room (unless ordered: that is the head) in one selection; then the
+   * groups held back are parked and those without an eligible job settled,
+   * all sent together.
+   */
+  const serveOnce = (rows: readonly DueGroup[]): Awaitable<void> =>
+    andThen(reader.readAll(rows.map((r) => r.groupKey)), () => {
+      const groups = rows.map((row): LiveGroup => ({ key: row.groupKey, seen: reader.seen(row.groupKey), takenIds: new Set() }));
+      // Under ordered a group's next job is its head (jobs without a group have none).
+      const headed = (g: LiveGroup) => config.ordered && g.seen !== undefined;
+      const wanting = groups.filter((g) => roomOf(g).room > 0 && !headed(g));
+      return andThen(
+        wanting.length > 0
+          ? port.selectGroupsClaimable(
+              queue,
+              wanting.map((g) => g.key),
+              now,
+              1,
+            )
+          : [],
+        (lists) => {
+          const nextOf = new Map(wanting.map((g, i) => [g, lists[i][0]]));
+          const writes: Array<Awaitable<void>> = [];
+          groups.forEach((group, i) => {
+            if (taken.length >= target) return;
+            const row = rows[i];
+            after = row;
             const room = roomOf(group);
             if (room.hold !== null) {
               holds.add(room.hold);
-              return port.parkGroup(queue, row, room.hold.onFinish ? null : room.hold.until, room.hold.limit);
+              writes.push(port.parkGroup(queue, row, room.hold.onFinish ? null : room.hold.until, room.hold.limit));
+              return;
             }
-            if (room.room <= 0) return port.settleGroup(queue, row);
-            const next =
-              config.ordered && seen !== undefined
-                ? seen.head === null
-                  ? []
-                  : [seen.head]
-                : port.selectGroupClaimable(queue, row.groupKey, now, 1);
-            return andThen(next, (jobs) => {
-              const job = jobs[0];
-              if (job === undefined || job.scheduleTime > now || job.state === "running") return port.settleGroup(queue, row);
-              take(group, job);
-              live.push(group);
-            });
+            if (room.room <= 0) {
+              writes.push(port.settleGroup(queue, row));
+              return;
+            }
+            const job = headed(group) ? (group.seen!.head ?? undefined) : nextOf.get(group);
+            if (job === undefined || job.scheduleTime > now || job.state === "running") {
+              writes.push(port.settleGroup(queue, row));
+              return;
+            }
+            take(group, job);
+            live.push(group);
           });
+          return allAtOnce(writes);
+        },
+      );
+    });
+
+  // The first round: one job from each group in served order, page after
+  // page, the groups of a page read a few at a time (about as many as the
+  // claim still wants).
+  const firstRound = repeatWhile(() =>
+    andThen(port.selectDueGroups(queue, now, after, GROUP_PAGE), (rows) => {
+      let i = 0;
+      return andThen(
+        repeatWhile(() => {
+          if (i >= rows.length || taken.length >= target) return false;
+          const chunk = rows.slice(i, i + Math.max(MIN_GROUPS_READ, target - taken.length));
+          i += chunk.length;
+          return andThen(serveOnce(chunk), () => true);
         }),
         () => taken.length < target && rows.length === GROUP_PAGE,
-      ),
-    ),
+      );
+    }),
   );
 
   // Later rounds, while the claim wants more than one job per group: each
-  // group with room reads about its share of what is left, and the rounds
-  // take one job of each in turn.
+  // group with room reads about its share of what is left (in one
+  // selection for them all), and the rounds take one job of each in turn.
   const laterRounds = () =>
     repeatWhile(() => {
       if (taken.length >= target) return false;
@@ -272,15 +330,17 @@ function fairWalk(walk: Walk): Awaitable<GroupSelection> {
       }
       if (open.length === 0) return false;
       const share = Math.ceil((target - taken.length) / open.length);
-      const lists: StoredJob[][] = [];
+      const wants = open.map((group) => Math.min(share, roomOf(group).room));
+      const perGroup = Math.max(...open.map((group, i) => group.takenIds.size + wants[i]));
       return andThen(
-        forEachInTurn(open, (group) => {
-          const want = Math.min(share, roomOf(group).room);
-          return andThen(port.selectGroupClaimable(queue, group.key, now, group.takenIds.size + want), (jobs) => {
-            lists.push(jobs.filter((j) => !group.takenIds.has(j.id)).slice(0, want));
-          });
-        }),
-        () => {
+        port.selectGroupsClaimable(
+          queue,
+          open.map((g) => g.key),
+          now,
+          perGroup,
+        ),
+        (found) => {
+          const lists = open.map((group, i) => found[i].filter((j) => !group.takenIds.has(j.id)).slice(0, wants[i]));
           let progressed = false;
           for (let round = 0; taken.length < target; round++) {
             let any = false;

@@ -32,15 +32,27 @@ export interface OperationScope {
  * rows may lock those of a whole batch up front, in id order (PostgreSQL:
  * one SELECT ... FOR UPDATE, and no deadlock between two transactions that
  * touch the same jobs in different orders), and answer the operations'
- * findJobs from them. SQLite ignores it.
+ * findJobs from them. `claimsQueue`, when set, names the queue the
+ * operation claims from: an engine that runs several transactions at once
+ * may keep claims of one queue in transactions of their own (PostgreSQL:
+ * a claim of a queue with limits waits for the queue's config row, so a
+ * transaction that holds other rows first must not wait for it). SQLite
+ * ignores both.
  */
 export interface WriteOperation<T> {
   (scope: OperationScope): Awaitable<T>;
   readonly jobIds?: readonly string[];
+  readonly claimsQueue?: string;
 }
 
 /** Names the jobs an operation loads by id (see WriteOperation.jobIds). */
 export function loadingJobs<T>(jobIds: readonly string[], run: (scope: OperationScope) => Awaitable<T>): WriteOperation<T> {
   (run as { jobIds?: readonly string[] }).jobIds = jobIds;
+  return run;
+}
+
+/** Names the queue an operation claims from (see WriteOperation.claimsQueue). */
+export function claimingFrom<T>(queue: string, run: (scope: OperationScope) => Awaitable<T>): WriteOperation<T> {
+  (run as { claimsQueue?: string }).claimsQueue = queue;
   return run;
 }

@@ -21,7 +21,16 @@ import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job
 import type { PrunableState } from "../../domain/retention.js";
 import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import type { CountDelta, DueGroup, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
+import type {
+  CountDelta,
+  DueGroup,
+  GroupRead,
+  GroupState,
+  OrderedHead,
+  PrunableJob,
+  ScheduleRunUpdate,
+  TransactionPort,
+} from "../transaction-port.js";
 import { unsequencedEventParams } from "./event-sql.js";
 import { countDeltaParams } from "./job-counts.js";
 import { insertJobsParams, isUuid, NIL_UUID, toStoredJob, updateJobsParams } from "./job-sql.js";
@@ -214,27 +223,42 @@ export class PgPort implements TransactionPort {
     await this.#client.query(prepared(this.#sql.limits.forgetLeaseGrants, [queue]));
   }
 
-  selectGroupClaimable(queue: string, groupKey: string, now: number, limit: number): Promise<StoredJob[]> {
-    return groupKey === ""
-      ? this.#jobs(this.#sql.limits.ungroupedClaimable, [queue, now, limit])
-      : this.#jobs(this.#sql.limits.groupClaimable, [queue, groupKey, now, limit]);
+  async selectGroupsClaimable(queue: string, groupKeys: readonly string[], now: number, perGroup: number): Promise<StoredJob[][]> {
+    const grouped = groupKeys.filter((k) => k !== "");
+    const [ofGroups, ungrouped] = await Promise.all([
+      grouped.length > 0 ? this.#jobs(this.#sql.limits.groupsClaimable, [queue, grouped, now, perGroup]) : [],
+      grouped.length < groupKeys.length ? this.#jobs(this.#sql.limits.ungroupedClaimable, [queue, now, perGroup]) : [],
+    ]);
+    const byGroup = new Map<string, StoredJob[]>(groupKeys.map((k) => [k, []]));
+    // Each group's rows come in its claim order (the LATERAL's ORDER BY).
+    for (const job of [...ofGroups, ...ungrouped]) byGroup.get(job.groupKey)?.push(job);
+    return groupKeys.map((k) => byGroup.get(k)!);
   }
 
-  async orderedHead(queue: string, groupKey: string): Promise<StoredJob | undefined> {
-    const [head] = await this.#jobs(this.#sql.limits.orderedHead, [queue, groupKey]);
-    return head;
-  }
-
-  async countGroupRunning(queue: string, groupKey: string, atMost: number): Promise<number> {
-    const { rows } = await this.#afterFlush(() =>
-      this.#client.query<{ n: number }>(prepared(this.#sql.limits.countGroupRunning, [queue, groupKey, atMost])),
+  async readGroups(queue: string, groupKeys: readonly string[], read: GroupRead): Promise<GroupState[]> {
+    if (groupKeys.length === 0) return [];
+    const keys = [...groupKeys];
+    type StateRow = { groupKey: string; running: number; leases: number; oldest: number | null };
+    const [states, heads] = await this.#afterFlush(() =>
+      Promise.all([
+        this.#client.query<StateRow>(prepared(this.#sql.limits.groupStates, [queue, keys, read.runningAtMost, read.grantsAfter])),
+        read.heads ? this.#rows(this.#sql.limits.orderedHeads, [queue, keys]) : Promise.resolve([]),
+      ]),
     );
-    return rows[0].n;
-  }
-
-  async groupLeaseGrantsSince(queue: string, groupKey: string, after: number): Promise<WindowGrants> {
-    const { rows } = await this.#client.query<WindowGrants>(prepared(this.#sql.limits.groupLeaseGrantsSince, [queue, groupKey, after]));
-    return rows[0];
+    const headOf = new Map<string, OrderedHead>();
+    for (const row of heads) {
+      const job = toStoredJob(row);
+      const busy = row[row.length - 1] === true;
+      // Only a head this transaction locked is known as its own row.
+      if (!busy && job.state !== "running") this.#held.set(job.id, job);
+      headOf.set(job.groupKey, { job, busy });
+    }
+    return states.rows.map((r) => ({
+      groupKey: r.groupKey,
+      running: r.running,
+      grants: { leases: r.leases, oldest: r.oldest === null ? null : Number(r.oldest) },
+      head: headOf.get(r.groupKey),
+    }));
   }
 
   async recordGroupLeaseGrants(

@@ -128,16 +128,27 @@ export class PgTransactions {
    * operation left waiting before them names). So operations on one job
    * commit in the order they were issued, as in SQLite, although several
    * transactions run at once; and this store's transactions never wait for
-   * each other's job locks.
+   * each other's job locks. Claims go in batches of their own, of one queue
+   * each: a claim of a queue with limits waits for the queue's config row
+   * (queue-limit-sql.ts), holding nothing yet, and never while its
+   * transaction holds the jobs or groups another operation wrote.
    */
   #takeBatch(): Pending[] {
     const waiting = new Set<string>();
+    /** undefined until the first operation is taken; then the queue its claims are of, or null for a batch without claims. */
+    let claims: string | null | undefined;
     return this.#queue.takeWhere((p, taken) => {
       const ids = p.op.jobIds;
-      if (taken >= this.#opts.maxBatch || (ids !== undefined && ids.some((id) => this.#inFlight.has(id) || waiting.has(id)))) {
+      const queue = p.op.claimsQueue ?? null;
+      if (
+        taken >= this.#opts.maxBatch ||
+        (claims !== undefined && claims !== queue) ||
+        (ids !== undefined && ids.some((id) => this.#inFlight.has(id) || waiting.has(id)))
+      ) {
         if (ids !== undefined) for (const id of ids) waiting.add(id);
         return false;
       }
+      claims = queue;
       return true;
     });
   }

@@ -29,16 +29,14 @@ export interface QueueLimitStatements {
   /** $1 queue. */
   forgetLeaseGrants: string;
   // Groups (docs/api.md "Groups"); see store/transaction-port.ts for each.
-  /** $1 queue, $2 group, $3 now, $4 limit: locked, skipping rows another transaction holds. */
-  groupClaimable: string;
-  /** $1 queue, $2 now, $3 limit: jobs without a group, as groupClaimable. */
+  /** $1 queue, $2 groups (not ""), $3 now, $4 per group: locked, skipping rows another transaction holds. */
+  groupsClaimable: string;
+  /** $1 queue, $2 now, $3 limit: jobs without a group, as groupsClaimable. */
   ungroupedClaimable: string;
-  /** $1 queue, $2 group: the open job submitted first, locked. */
-  orderedHead: string;
-  /** $1 queue, $2 group, $3 at most. */
-  countGroupRunning: string;
-  /** $1 queue, $2 group, $3 after. */
-  groupLeaseGrantsSince: string;
+  /** $1 queue, $2 groups, $3 running at most, $4 grants after (null: none): per group in $2's order. */
+  groupStates: string;
+  /** $1 queue, $2 groups: each group's open job submitted first and whether another transaction holds it (TransactionPort.readGroups). */
+  orderedHeads: string;
   /** $1 queue, $2 at, $3 groups, $4 leases, $5 forget through. */
   recordGroupLeaseGrants: string;
   /** $1 queue. */
@@ -74,16 +72,18 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
   const s = quoteIdentifier(schema);
   const jobs = `SELECT ${JOB_COLUMN_NAMES.join(", ")} FROM ${s}.jobs`;
   /**
-   * The least id of the group's jobs in one open state (an index seek on jobs_group_state). PostgreSQL has no
+   * The least id of group k's jobs in one open state (an index seek on jobs_group_state). PostgreSQL has no
    * min() for uuid, so the least is the first in id order.
    */
   const firstIn = (state: string) =>
-    `(SELECT id FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state = '${state}' ORDER BY id LIMIT 1)`;
+    `(SELECT id FROM ${s}.jobs WHERE queue = $1 AND group_key = k.group_key AND group_key <> '' AND state = '${state}' ORDER BY id LIMIT 1)`;
   /** A group's earliest pending schedule_time: its own index for a group, the queue's for jobs without one. */
   const earliestPending = `CASE WHEN $2 = '' THEN
       (SELECT min(schedule_time) FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry') AND group_key = '')
     ELSE (SELECT min(schedule_time) FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND group_key <> ''
       AND state IN ('queued','retry')) END`;
+  /** The group's row at version $3, locked, unless another transaction holds it. */
+  const unheldGroup = `SELECT group_key FROM ${s}.queue_groups WHERE queue = $1 AND group_key = $2 AND version = $3 FOR UPDATE SKIP LOCKED`;
   return {
     queueConfig: `SELECT ${CONFIG_COLUMNS} FROM ${s}.queue_configs WHERE queue = $1 FOR UPDATE`,
     setQueueConfig: `INSERT INTO ${s}.queue_configs (queue, max_running, rate_limit, rate_period_ms, group_max_running, group_rate_limit,
@@ -103,17 +103,34 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
       INSERT INTO ${s}.queue_lease_grants (queue, grant_time, leases) VALUES ($1, $2, $3)
       ON CONFLICT (queue, grant_time) DO UPDATE SET leases = queue_lease_grants.leases + excluded.leases`,
     forgetLeaseGrants: `DELETE FROM ${s}.queue_lease_grants WHERE queue = $1`,
-    groupClaimable: `${jobs} WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state IN ('queued','retry') AND schedule_time <= $3
-      ORDER BY priority DESC, schedule_time, id LIMIT $4 FOR UPDATE SKIP LOCKED`,
+    groupsClaimable: `SELECT j.* FROM unnest($2::text[]) WITH ORDINALITY AS k(group_key, ord), LATERAL (
+        ${jobs} WHERE queue = $1 AND group_key = k.group_key AND group_key <> '' AND state IN ('queued','retry') AND schedule_time <= $3
+        ORDER BY priority DESC, schedule_time, id LIMIT $4 FOR UPDATE SKIP LOCKED) j
+      ORDER BY k.ord, j.priority DESC, j.schedule_time, j.id`,
     ungroupedClaimable: `${jobs} WHERE queue = $1 AND state IN ('queued','retry') AND schedule_time <= $2 AND group_key = ''
       ORDER BY priority DESC, schedule_time, id LIMIT $3 FOR UPDATE SKIP LOCKED`,
-    orderedHead: `${jobs} WHERE id = (SELECT h.id FROM (VALUES (${firstIn("queued")}), (${firstIn("retry")}), (${firstIn("running")})) AS h(id)
-        WHERE h.id IS NOT NULL ORDER BY h.id LIMIT 1)
-      AND state IN ('queued','retry','running') FOR UPDATE`,
-    countGroupRunning: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${s}.jobs
-      WHERE queue = $1 AND group_key = $2 AND group_key <> '' AND state = 'running' LIMIT $3) r`,
-    groupLeaseGrantsSince: `SELECT coalesce(sum(leases), 0)::int AS leases, min(grant_time) AS oldest FROM ${s}.queue_group_lease_grants
-      WHERE queue = $1 AND group_key = $2 AND grant_time > $3`,
+    groupStates: `SELECT k.group_key AS "groupKey",
+        (SELECT count(*) FROM (SELECT 1 FROM ${s}.jobs WHERE queue = $1 AND group_key = k.group_key AND group_key <> ''
+          AND state = 'running' LIMIT $3::int) r)::int AS running,
+        coalesce(g.leases, 0)::int AS leases, g.oldest
+      FROM unnest($2::text[]) WITH ORDINALITY AS k(group_key, ord)
+      LEFT JOIN LATERAL (SELECT sum(leases) AS leases, min(grant_time) AS oldest FROM ${s}.queue_group_lease_grants
+        WHERE queue = $1 AND group_key = k.group_key AND grant_time > $4::bigint) g ON true
+      ORDER BY k.ord`,
+    // The heads are found in the statement's snapshot; the pending ones are
+    // then locked, skipping a head another transaction holds (busy), and the
+    // RUNNING ones only read: the claim waits for no job's lock.
+    orderedHeads: `WITH head AS (
+        SELECT (SELECT h.id FROM (VALUES (${firstIn("queued")}), (${firstIn("retry")}), (${firstIn("running")})) AS h(id)
+          WHERE h.id IS NOT NULL ORDER BY h.id LIMIT 1) AS id
+        FROM unnest($2::text[]) AS k(group_key)
+      ), locked AS (
+        ${jobs} WHERE id IN (SELECT id FROM head) AND state IN ('queued','retry') FOR UPDATE SKIP LOCKED
+      )
+      SELECT *, false AS busy FROM locked
+      UNION ALL
+      SELECT ${JOB_COLUMN_NAMES.join(", ")}, state <> 'running' AS busy FROM ${s}.jobs
+        WHERE id IN (SELECT id FROM head) AND state IN ('queued','retry','running') AND id NOT IN (SELECT id FROM locked)`,
     recordGroupLeaseGrants: `WITH served AS (
         SELECT * FROM unnest($3::text[], $4::integer[]) AS u(group_key, leases)
       ), forgotten AS (
@@ -126,13 +143,19 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
     dueGroups: `SELECT group_key AS "groupKey", served_seq AS "servedSeq", version FROM ${s}.queue_groups
       WHERE queue = $1 AND due_time IS NOT NULL AND due_time <= $2 AND (served_seq, group_key) > ($3, $4)
       ORDER BY served_seq, group_key LIMIT $5`,
-    parkGroup: `UPDATE ${s}.queue_groups SET due_time = $4, held_by = $5 WHERE queue = $1 AND group_key = $2 AND version = $3`,
+    // Parking, settling and marking turns skip a row another transaction
+    // holds (a trigger of a job write, which moves the row's version: parking
+    // and settling would then do nothing anyway), so a claim holding its
+    // queue's config row waits for no group's lock. A group whose turn was
+    // not marked so keeps its place: it may get one turn more.
+    parkGroup: `UPDATE ${s}.queue_groups SET due_time = $4, held_by = $5 WHERE queue = $1 AND group_key = $2
+      AND group_key = (${unheldGroup})`,
     heldGroup: `SELECT held_by AS limit_ FROM ${s}.queue_groups WHERE queue = $1 AND due_time IS NULL AND held_by IS NOT NULL LIMIT 1`,
-    settleGroup: `WITH settled AS (
-        UPDATE ${s}.queue_groups SET held_by = NULL, due_time = ${earliestPending} WHERE queue = $1 AND group_key = $2 AND version = $3
+    settleGroup: `WITH target AS (${unheldGroup}), settled AS (
+        UPDATE ${s}.queue_groups SET held_by = NULL, due_time = ${earliestPending} WHERE queue = $1 AND group_key = (SELECT * FROM target)
         RETURNING due_time
       )
-      DELETE FROM ${s}.queue_groups WHERE queue = $1 AND group_key = $2 AND version = $3
+      DELETE FROM ${s}.queue_groups WHERE queue = $1 AND group_key = (SELECT * FROM target)
         AND EXISTS (SELECT 1 FROM settled WHERE due_time IS NULL)
         AND NOT EXISTS (SELECT 1 FROM ${s}.jobs WHERE queue = $1 AND group_key = $2 AND state = 'running')`,
     markGroupsServed: `WITH turns AS (
@@ -141,7 +164,8 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
       )
       UPDATE ${s}.queue_groups g SET served_seq = turns.base + u.ord
         FROM turns, unnest($2::text[]) WITH ORDINALITY AS u(group_key, ord)
-        WHERE g.queue = $1 AND g.group_key = u.group_key`,
+        WHERE g.queue = $1 AND g.group_key = u.group_key AND g.group_key IN (
+          SELECT group_key FROM ${s}.queue_groups WHERE queue = $1 AND group_key = ANY($2::text[]) FOR UPDATE SKIP LOCKED)`,
     nextGroupDueTime: `SELECT min(due_time) AS t FROM ${s}.queue_groups WHERE queue = $1 AND due_time IS NOT NULL AND due_time > $2`,
     rebuildGroups: `INSERT INTO ${s}.queue_groups AS g (queue, group_key, served_seq, due_time, version)
         SELECT queue, group_key, 0, min(schedule_time), 0 FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry')

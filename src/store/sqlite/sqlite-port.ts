@@ -16,7 +16,7 @@ import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job
 import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import type { CountDelta, DueGroup, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
+import type { CountDelta, DueGroup, GroupRead, GroupState, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
 import { jobRow, scheduleRow, toSchedule, toStoredJob, updatedJobRow, type JobRow, type Row } from "./rows.js";
 import { configFromRow, EVENT_INSERT_SIZES, insertEventsSql, type QueueConfigRow, type SqliteStatements } from "./sql.js";
 
@@ -165,25 +165,28 @@ export class SqlitePort implements TransactionPort {
     this.#stmts.forgetLeaseGrants.run(queue);
   }
 
-  selectGroupClaimable(queue: string, groupKey: string, now: number, limit: number): StoredJob[] {
-    const rows =
-      groupKey === ""
-        ? this.#stmts.ungroupedClaimableJobs.all(queue, now, limit)
-        : this.#stmts.groupClaimableJobs.all(queue, groupKey, now, limit);
-    return (rows as JobRow[]).map(toStoredJob);
+  selectGroupsClaimable(queue: string, groupKeys: readonly string[], now: number, perGroup: number): StoredJob[][] {
+    return groupKeys.map((groupKey) => {
+      const rows =
+        groupKey === ""
+          ? this.#stmts.ungroupedClaimableJobs.all(queue, now, perGroup)
+          : this.#stmts.groupClaimableJobs.all(queue, groupKey, now, perGroup);
+      return (rows as JobRow[]).map(toStoredJob);
+    });
   }
 
-  orderedHead(queue: string, groupKey: string): StoredJob | undefined {
-    const row = this.#stmts.orderedHead.get({ queue, group: groupKey }) as JobRow | undefined;
-    return row === undefined ? undefined : toStoredJob(row);
-  }
-
-  countGroupRunning(queue: string, groupKey: string, atMost: number): number {
-    return (this.#stmts.countGroupRunning.get(queue, groupKey, atMost) as { n: number }).n;
-  }
-
-  groupLeaseGrantsSince(queue: string, groupKey: string, after: number): WindowGrants {
-    return this.#stmts.groupLeaseGrantsSince.get(queue, groupKey, after) as WindowGrants;
+  readGroups(queue: string, groupKeys: readonly string[], read: GroupRead): GroupState[] {
+    return groupKeys.map((groupKey) => {
+      const running =
+        read.runningAtMost > 0 ? (this.#stmts.countGroupRunning.get(queue, groupKey, read.runningAtMost) as { n: number }).n : 0;
+      const grants =
+        read.grantsAfter !== null
+          ? (this.#stmts.groupLeaseGrantsSince.get(queue, groupKey, read.grantsAfter) as WindowGrants)
+          : { leases: 0, oldest: null };
+      const row = read.heads ? (this.#stmts.orderedHead.get({ queue, group: groupKey }) as JobRow | undefined) : undefined;
+      // One writer at a time: nothing else holds the head.
+      return { groupKey, running, grants, head: row === undefined ? undefined : { job: toStoredJob(row), busy: false } };
+    });
   }
 
   recordGroupLeaseGrants(

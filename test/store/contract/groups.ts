@@ -265,6 +265,20 @@ export function describeGroups(): void {
           expect((await claim(store, 5)).leases).toHaveLength(3);
         });
 
+        it(`keeps every group window when claims commit out of time order${fair ? " (fair)" : ""}`, async () => {
+          await configure(store, { groupRateLimit: 3, ratePeriodMs: PERIOD, fair });
+          await submitGroup("a", 10);
+          const t0 = clock.now();
+          expect((await claim(store, 2)).leases).toHaveLength(2);
+          clock.set(t0 + PERIOD + PERIOD / 2);
+          expect((await claim(store, 1)).leases).toHaveLength(1);
+          // A claim whose time is in the first window (it read its time before it waited its turn): that window is full.
+          clock.set(t0 + PERIOD - 1);
+          const late = await claim(store, 3);
+          expect(late.leases).toEqual([]);
+          expect(late.heldBack).toEqual({ limit: "group_rate_limit", onFinish: false, until: t0 + PERIOD });
+        });
+
         it(`names the oldest grant still in the window, not the claim's own${fair ? " (fair)" : ""}`, async () => {
           await configure(store, { groupRateLimit: 3, ratePeriodMs: PERIOD, fair });
           await submitGroup("a", 10);

@@ -97,6 +97,22 @@ export function describeQueueLimits(): void {
       expect(leaseTimes.length).toBeGreaterThan(9);
     });
 
+    it("keeps every window when claims commit out of time order (a claim that read its time before it waited its turn)", async () => {
+      await submitMany(10);
+      await limit(store, "billing", { rateLimit: 3, ratePeriodMs: 10 * SECOND });
+      const start = clock.now();
+      expect((await claimUpTo(store, 2)).leases).toHaveLength(2);
+      clock.set(start + 15 * SECOND);
+      expect((await claimUpTo(store, 1)).leases).toHaveLength(1);
+      // Its time is in the first claim's window: the first claim's 2 and the later one's 1 fill it.
+      clock.set(start + 9 * SECOND);
+      expect(await claimUpTo(store, 3)).toEqual({
+        leases: [],
+        heldBack: { limit: "rate_limit", until: start + 10 * SECOND },
+        nextScheduleTime: null,
+      });
+    });
+
     it("counts every lease handed out in the window, also those released since", async () => {
       await submitMany(4);
       await limit(store, "billing", { rateLimit: 2, ratePeriodMs: MINUTE });
