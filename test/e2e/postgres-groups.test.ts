@@ -11,7 +11,7 @@
  * (test/helpers/postgres.ts: skipped when unreachable, failing under CI=true).
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFailed } from "vitest";
 import { JobView, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ClaimRun, describeFailure, number, seconds, startClaimers } from "../helpers/claimers.js";
 import { probePostgres, skipWithoutPostgres } from "../helpers/postgres.js";
@@ -84,6 +84,14 @@ describe.skipIf(skipWithoutPostgres(probe))("groups across three servers on one 
     const leasesPerServer = [0, 0, 0];
     const leaseOrder = new Map<string, string[]>(); // group -> job ids in the order their leases reached the claimers
     const completed = new Set<string>();
+    const progress = async () =>
+      `after ${((performance.now() - startedAt) / 1000).toFixed(1)} s; ${completed.size} of ${JOBS} completed; ` +
+      `PostgreSQL broke ${(await deadlocks()) - deadlocksBefore} deadlocks meanwhile (in the whole test database)\n${fleet.problems()}`;
+    // On any failure, a timeout too: where the run had got, and the claimers stopped (so the servers stop cleanly).
+    onTestFailed(async () => {
+      run.finish();
+      console.error(`groups across three servers: ${await progress()}`);
+    });
 
     // A job's lease goes out only once the one before it in its group is
     // completed, which its claimer asked for after its lease reached this
@@ -154,9 +162,7 @@ describe.skipIf(skipWithoutPostgres(probe))("groups across three servers on one 
     await Promise.all(submitters).catch(run.fail);
     await Promise.all(claimers);
     await sampler;
-    const elapsedMs = performance.now() - startedAt;
-    const deadlocksDuring = (await deadlocks()) - deadlocksBefore;
-    const context = `after ${(elapsedMs / 1000).toFixed(1)} s; ${completed.size} of ${JOBS} completed; PostgreSQL broke ${deadlocksDuring} deadlocks meanwhile\n${fleet.problems()}`;
+    const context = await progress();
 
     expect(run.failures.map(describeFailure), `claimers or submitters failed ${context}`).toEqual([]);
     expect(submitted.size).toBe(JOBS);
@@ -195,16 +201,19 @@ describe.skipIf(skipWithoutPostgres(probe))("groups across three servers on one 
     expect(overlapping.slice(0, 3), "groups whose leases overlapped, by their events").toEqual([]);
     const claimedOutOfOrder = groups.filter((g) => g.claimed.join() !== submittedOrder.get(g.group_key)?.join()).map((g) => g.group_key);
     expect(claimedOutOfOrder.slice(0, 5), "groups whose CLAIMED events are not in submission order").toEqual([]);
-  }, 240_000);
+  }, 300_000);
 
   it("group_rate_limit 5 per second: no group gets more than 5 leases in any second, with claimers on all three servers", async () => {
     const queue = "rated-accounts";
     const RATE = 5;
     const PERIOD_MS = 1000;
-    const GROUPS = 4;
-    const PER_GROUP = 20;
+    // A window lets out 40 * 5 leases, more than the claimers of one server take at once (see test/helpers/claimers.ts),
+    // so each window's leases go out through more than one server.
+    const GROUPS = 40;
+    const PER_GROUP = 15;
     const JOBS = GROUPS * PER_GROUP;
     const CLAIMERS = 12; // every kind of claimer on every server
+    const ratedGroup = (g: number) => `rated-${String(g).padStart(2, "0")}`;
 
     const { config } = await fleet.clients[1].updateQueue({
       queue,
@@ -225,12 +234,12 @@ describe.skipIf(skipWithoutPostgres(probe))("groups across three servers on one 
     ]);
     const deadlocksBefore = await deadlocks();
 
-    // All submitted before any claimer starts: 20 jobs of each group, through the three servers.
+    // All submitted before any claimer starts: 15 jobs of each group, through the three servers.
     const submitted = new Set<string>();
     for (const [server, client] of fleet.clients.entries()) {
       const jobs = Array.from({ length: JOBS }, (_, n) => n)
         .filter((n) => n % 3 === server)
-        .map((n) => ({ queue, task: "groups.rated", groupKey: `rated-${n % GROUPS}`, payload: number(n) }));
+        .map((n) => ({ queue, task: "groups.rated", groupKey: ratedGroup(n % GROUPS), payload: number(n) }));
       const { results } = await client.submitBatch({ jobs, view: JobView.BASIC });
       for (const r of results) submitted.add(r.job!.id);
     }
@@ -256,7 +265,7 @@ describe.skipIf(skipWithoutPostgres(probe))("groups across three servers on one 
       },
     });
     await Promise.all(claimers);
-    const context = `${completed.size} of ${JOBS} completed; PostgreSQL broke ${(await deadlocks()) - deadlocksBefore} deadlocks meanwhile\n${fleet.problems()}`;
+    const context = `${completed.size} of ${JOBS} completed; PostgreSQL broke ${(await deadlocks()) - deadlocksBefore} deadlocks meanwhile (in the whole test database)\n${fleet.problems()}`;
 
     expect(run.failures.map(describeFailure), `claimers failed ${context}`).toEqual([]);
     expect(leasedTwice, "jobs leased twice").toEqual([]);
@@ -272,7 +281,7 @@ describe.skipIf(skipWithoutPostgres(probe))("groups across three servers on one 
        WHERE queue = $1 AND kind = 'claimed' GROUP BY group_key ORDER BY group_key`,
       [queue],
     );
-    expect(rows.map((r) => [r.group_key, r.times.length])).toEqual(Array.from({ length: GROUPS }, (_, g) => [`rated-${g}`, PER_GROUP]));
+    expect(rows.map((r) => [r.group_key, r.times.length])).toEqual(Array.from({ length: GROUPS }, (_, g) => [ratedGroup(g), PER_GROUP]));
     const tooMany: string[] = [];
     let fullest = 0; // most leases of one group seen in one window
     for (const { group_key, times } of rows) {
