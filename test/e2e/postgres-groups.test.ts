@@ -273,9 +273,9 @@ describe.skipIf(skipWithoutPostgres(probe))("groups across three servers on one 
     for (const [server, n] of leasesPerServer.entries()) expect(n, `leases handed out by server ${server}`).toBeGreaterThan(0);
     await expectEachCompletedOnce(queue, submitted, leasedBy);
 
-    // The lease times as the store recorded them (each CLAIMED event's time is its claim's, the time its
-    // grant counts at): per group, sorted, the lease RATE places on is at least a period after it, so no
-    // window (t - period, t] holds more than RATE.
+    // The lease times as the store recorded them (a CLAIMED event's time is its claim's, the time its grant
+    // counts at). Per group, the window of one period starting at each lease holds at most RATE leases: the
+    // fullest window of any start holds as many as the fullest one starting at a lease.
     const { rows } = await fleet.db.query<{ group_key: string; times: string[] }>(
       `SELECT group_key, array_agg(event_time ORDER BY event_time) AS times FROM ${table("job_events")}
        WHERE queue = $1 AND kind = 'claimed' GROUP BY group_key ORDER BY group_key`,
