@@ -448,11 +448,13 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     expect(await oldest("tenant-e").textContent()).toBe("—");
     await page.screenshot({ path: `${ARTIFACTS}console-groups.png` });
 
-    // Live: tenant-a's backlog grows past tenant-c's and it moves to the top without a reload.
+    // Live: tenant-a's backlog grows past tenant-c's and it moves to the top without a reload
+    // (at 5 it ties with tenant-c and already leads by key: wait for all 6).
     for (let i = 0; i < 3; i++) await submitTo("tenant-a");
-    await page.waitForFunction(
-      () => (globalThis as any).document.querySelector('[data-testid="groups-table"] tbody tr')?.getAttribute("data-group") === "tenant-a",
-    );
+    await page.waitForFunction(() => {
+      const top = (globalThis as any).document.querySelector('[data-testid="groups-table"] tbody tr');
+      return top?.getAttribute("data-group") === "tenant-a" && top.querySelector("td[data-state]")?.textContent === "6";
+    });
     expect(await order()).toEqual(["tenant-a", "tenant-c", "tenant-b", "tenant-d", "tenant-e"]);
     expect(await counts("tenant-a")).toEqual(["6", "0", "0"]);
     await expectSameDocument(page);
