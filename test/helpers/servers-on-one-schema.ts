@@ -31,6 +31,13 @@ export interface ServersOnOneSchema {
   /** `schema.name`, for SQL. */
   table: (name: string) => string;
   /**
+   * ANALYZE on every table of the schema (docs/postgresql.md "Statistics":
+   * where autovacuum is off, as it may be on a test database, run it after
+   * loading many jobs), so the claims are planned as autovacuum would have
+   * them planned.
+   */
+  analyze: () => Promise<void>;
+  /**
    * The servers' warnings, errors and stderr so far, each line prefixed by
    * its server's index (the last `max`), for the message of a failed check.
    */
@@ -82,6 +89,12 @@ export function useServersOnOneSchema(
       return clients;
     },
     table: (name) => `${schema}.${name}`,
+    async analyze() {
+      const { rows } = await db!.query<{ tablename: string }>(`SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`, [
+        schema,
+      ]);
+      for (const { tablename } of rows) await db!.query(`ANALYZE ${schema}.${tablename}`);
+    },
     problems(max = 20) {
       const lines = servers.flatMap((s, i) => [
         ...s.lines.filter((l) => /"level":"(warn|error)"/.test(l)).map((l) => `server ${i}: ${l}`),
