@@ -77,6 +77,10 @@ describe.skipIf(skipWithoutPostgres(probe))("kill -9 of one of three servers on 
     const SUBMIT_LOOPS = 6; // loop l submits through server l % 3
     const SUBMITS_PER_LOOP = 100;
     const HELD_BY_VICTIM = 20;
+    // Longer than the holder may take to gather its leases on a loaded machine:
+    // a lease of its that expired before the kill could be leased again and
+    // completed by the victim's own workers.
+    const HOLDER_LEASE = seconds(10);
     const victim = servers[VICTIM];
 
     const finished = new AbortController();
@@ -101,7 +105,7 @@ describe.skipIf(skipWithoutPostgres(probe))("kill -9 of one of three servers on 
             const got = await clients[VICTIM].claim({
               queue,
               workerId: "holder-on-2",
-              leaseDuration: LEASE,
+              leaseDuration: HOLDER_LEASE,
               maxJobs: 10,
               wait: seconds(1),
             });
