@@ -45,6 +45,7 @@ function job(overrides: Partial<Job> = {}): Job {
     lastError: null,
     resultJson: null,
     progressJson: null,
+    traceContext: null,
     ...overrides,
   };
 }
