@@ -128,6 +128,28 @@ export function traceContextFromHeaders(traceparent: string | null, tracestate: 
   return { traceparent: parent, tracestate: keep ? state : "" };
 }
 
+/** The ids and flags of a valid traceparent (of any version: the first four fields, §3.2.4). */
+export interface TraceparentFields {
+  /** 32 lower-case hex digits. */
+  traceId: string;
+  /** 16 lower-case hex digits: the span the context names. */
+  parentId: string;
+  /** The trace-flags byte (bit 0: sampled). */
+  flags: number;
+}
+
+/** The fields of a traceparent; undefined for one that is not valid. */
+export function traceparentFields(value: string): TraceparentFields | undefined {
+  if (traceparentProblem(value) !== undefined) return undefined;
+  const [, , traceId, parentId, flags] = TRACEPARENT.exec(value)!;
+  return { traceId, parentId, flags: parseInt(flags, 16) };
+}
+
+/** A version-00 traceparent of these fields. */
+export function formatTraceparent({ traceId, parentId, flags }: TraceparentFields): string {
+  return `00-${traceId}-${parentId}-${(flags & 0xff).toString(16).padStart(2, "0")}`;
+}
+
 /** A TraceContext as Job.trace_context's map: traceparent, and tracestate when there is one. */
 export function traceContextMap(context: TraceContext | null): Record<string, string> {
   if (context === null) return {};
