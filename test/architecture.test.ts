@@ -163,6 +163,31 @@ describe("engine-neutral store code", () => {
   });
 });
 
+describe("tracing loaded on demand", () => {
+  /** The specifiers a file imports for their values (an `import type` brings nothing in at run time). */
+  const valueImportsOf = (file: string) => {
+    const text = readFileSync(join(PACKAGE_ROOT, file), "utf8");
+    return [...text.matchAll(/^\s*(?:import|export)\s(?!type\s)[^;]*?from\s+"([^"]+)"|^\s*import\s+"([^"]+)"/gms)].map((m) => m[1] ?? m[2]);
+  };
+
+  it("no file the server loads at start imports OpenTelemetry: telemetry/tracing.ts loads the SDK only when an exporter is configured", () => {
+    const seen = new Set<string>();
+    const packages = new Set<string>();
+    const visit = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      for (const s of valueImportsOf(file)) {
+        if (!s.startsWith(".")) packages.add(s);
+        else visit(relative(PACKAGE_ROOT, resolve(PACKAGE_ROOT, dirname(file), s)).replace(/\.js$/, ".ts"));
+      }
+    };
+    visit("src/cli.ts");
+    expect(seen).toContain("src/telemetry/tracing.ts");
+    expect(seen).not.toContain("src/telemetry/otel-tracing.ts");
+    expect([...packages].filter((p) => p.startsWith("@opentelemetry/"))).toEqual([]);
+  });
+});
+
 describe("the worker SDK's imports", () => {
   const sdkFiles = readdirSync(join(PACKAGE_ROOT, "src/worker")).filter((f) => f.endsWith(".ts"));
   const shared = selfContainedDomainModules();
