@@ -449,6 +449,17 @@ describe("trace_context: W3C Trace Context, at most 512 bytes a value", () => {
     expect(batch.results.map((r: any) => r.job.traceContext)).toEqual([headers, { traceparent: parent }]);
   });
 
+  it("takes the headers as gRPC metadata too (the unary gRPC path), and answers the context in binary", async () => {
+    const client = createClient(LeaseQueueService, createGrpcTransport({ baseUrl: s.apiUrl }));
+    const headers = { traceparent: other, tracestate: "rojo=00f067aa0ba902b7" };
+    const { job } = await client.submit({ queue: "traced-headers", task: "grpc" }, { headers });
+    created++;
+    expect(job!.traceContext).toEqual(headers);
+    const { results } = await client.submitBatch({ jobs: [{ queue: "traced-headers", task: "grpc" }] }, { headers });
+    created++;
+    expect(results[0].job!.traceContext).toEqual(headers);
+  });
+
   it("ignores a malformed traceparent header with its tracestate, and drops a malformed tracestate header alone", async () => {
     const ignored = await submitOk({ queue: "traced-headers", task: "t" }, { traceparent: "00-xyz", tracestate: "congo=1" });
     expect(ignored.job.traceContext).toBeUndefined();
