@@ -20,11 +20,17 @@
  *   npm run bench                 full run with peers (several minutes)
  *   npm run bench -- --quick      smaller sizes, no (c), no peers unless named with --peers (< 1 min)
  *   npm run bench -- --no-peers   LeaseQueue and ceilings only
- *   options: --scenarios=a,a2,b,c,d  --peers=graphile-worker,pg-boss,bullmq
- *            ((a2) is (a) with each job's Complete carried by the next Claim: two calls per job)
+ *   options: --scenarios=a,a2,b,c,d,e  --peers=graphile-worker,pg-boss,bullmq
+ *            ((a2) is (a) with each job's Complete carried by the next Claim: two calls per job;
+ *            a scenario named twice runs twice, e.g. --scenarios=b,e,e,b: both orders, so drift cancels)
+ *            --jobs=N (every throughput phase: N jobs instead of 5,000, quick 1,000; time limits grow with it)
+ *            --groups=10000 ((e)'s distinct group keys; (e) needs --jobs of at least 2 per group)
+ *            --submit-first (every batched scenario submits all its jobs first, as (e) always does, so that
+ *            (b) against (e) compares claim phases; see (e) below)
  *            --engines=sqlite,postgres (default both; --quick: sqlite) — the PostgreSQL rows
  *            run the same scenarios on the local PostgreSQL, a fresh schema each
  *            --cpu-prof (an extra profiled run of (b); top self-time functions)
+ *            --cpu-prof-scenario=a|a2|b|d|e (the scenario that run profiles, default b; (e): its claim phase)
  *            --synchronous=normal (server and SQLite ceiling without an fsync per commit)
  *            --out=FILE (default bench/results/<timestamp>.json)
  *            --no-sdks (skip the worker SDKs' throughput, bench/sdks.mjs, run last in a full run)
@@ -37,6 +43,28 @@
  * CPU per job is counted wherever it is spent: the server, the client
  * processes and the database's processes (every postgres process, or
  * redis-server; SQLite runs inside the server), and their total.
+ *
+ * (e) is (b) on a fair queue with its jobs spread over 10,000 groups
+ * (docs/api.md "Groups"): the same producers, workers, batches and job
+ * count, but `fair` is set with UpdateQueue (update_mask "fair") and the
+ * queue paused before the first submit, job i gets group_key g<i mod
+ * 10,000>, and the queue is resumed only once every SubmitBatch is
+ * answered. So every claim runs against a backlog in which all 10,000
+ * groups hold eligible jobs (checked with ListGroups before the resume:
+ * 10,000 groups, every job queued), until the last round of the fair
+ * walk drains them: with k jobs per group (--jobs=50000: 5) the first
+ * (k-1)/k of the claims see all 10,000 groups. The submit phase (first
+ * submit to last answer) and the claim phase (resume answered to last
+ * completion) are measured apart, the check and the resume between them
+ * in neither; the row's end-to-end rate and CPU are the two phases
+ * summed. Claim cost per job = the server's CPU over the claim phase /
+ * jobs (on PostgreSQL plus the database's CPU over the same phase): the
+ * leases, the acknowledgements and their commits; the printed
+ * comparison sets it against (b)'s from the same run, with the claim
+ * phases' jobs/s. (b) has a claim phase only with --submit-first
+ * (otherwise producers and workers overlap); without it the comparison
+ * falls back to whole job lives (submit + claim + complete), which the
+ * two shapes share but overlap differently. (e) has no latency phase.
  */
 import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, writeFileSync, renameSync } from "node:fs";
@@ -54,7 +82,7 @@ import { seedHistory } from "./lib/history.mjs";
 import { startLeaseQueueServer, tasksetUnavailable } from "./lib/leasequeue-server.mjs";
 import { selectDriver } from "./lib/leasequeue-drivers.mjs";
 import { PEERS, POSTGRES_URL, postgresAvailable } from "./lib/peers.mjs";
-import { dropPgSchema, seedPgHistory } from "./lib/pg-history.mjs";
+import { analyzePgSchema, dropPgSchema, seedPgHistory } from "./lib/pg-history.mjs";
 import { inServerProcessMeter, postgresCpuMeter, redisCpuMeter } from "./lib/db-cpu.mjs";
 import { mib, processCpuMs } from "./lib/proc.mjs";
 import { latencySummary, nowMs, sleep } from "./lib/timing.mjs";
@@ -76,6 +104,9 @@ const { values: args } = parseArgs({
     scenarios: { type: "string" },
     "cpu-prof": { type: "boolean", default: false },
     "cpu-prof-scenario": { type: "string", default: "b" },
+    jobs: { type: "string" },
+    groups: { type: "string", default: "10000" },
+    "submit-first": { type: "boolean", default: false },
     synchronous: { type: "string", default: "full" },
     engines: { type: "string" },
     out: { type: "string" },
@@ -86,6 +117,14 @@ const { values: args } = parseArgs({
     otel: { type: "boolean", default: false },
   },
 });
+
+/** A positive integer option, or its default. */
+function countOption(name, fallback) {
+  if (args[name] === undefined) return fallback;
+  const n = Number(args[name]);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name}: a positive integer, not "${args[name]}"`);
+  return n;
+}
 
 /** Fixed sizes, so that runs compare. */
 const SIZES = args.quick
@@ -117,6 +156,16 @@ const SIZES = args.quick
       peerTimeoutMs: 60_000,
       peerLatencySamples: 200,
     };
+// --jobs: every throughput phase's job count; its time limits grow in proportion.
+{
+  const jobs = countOption("jobs", SIZES.jobs);
+  const scale = Math.max(1, jobs / SIZES.jobs);
+  SIZES.jobs = jobs;
+  SIZES.scenarioTimeoutMs = Math.round(SIZES.scenarioTimeoutMs * scale);
+  SIZES.peerTimeoutMs = Math.round(SIZES.peerTimeoutMs * scale);
+}
+/** (e)'s distinct group keys (--groups). */
+const GROUPS = countOption("groups", 10_000);
 /** Client layout: 8 producers and 16 worker slots, as processes x per process. */
 const LAYOUT = { producerProcesses: 2, producersPerProcess: 4, workerProcesses: 4, slotsPerWorker: 4, maxInFlight: 64, batchSize: 100 };
 
@@ -126,7 +175,19 @@ const SCENARIOS = {
   b: { name: "(b) batched", kind: "batched" },
   c: { name: "(c) batched, 1M completed in the table", kind: "batched", history: true },
   d: { name: "(d) batched, 1000 idle WatchEvents", kind: "batched", watchers: true },
+  // The header comment says how (e) keeps every group eligible while it claims.
+  e: {
+    name: `(e) batched, fair queue, ${GROUPS.toLocaleString("en")} groups, submitted first`,
+    kind: "batched",
+    fair: true,
+    groups: GROUPS,
+    submitFirst: true,
+    noLatency: true,
+  },
 };
+if (args["submit-first"])
+  for (const s of Object.values(SCENARIOS))
+    if (s.kind === "batched" && !s.submitFirst) Object.assign(s, { submitFirst: true, name: `${s.name}, submitted first` });
 if (!["full", "normal"].includes(args.synchronous)) throw new Error(`--synchronous: "full" or "normal", not "${args.synchronous}"`);
 const wantedScenarios = (args.scenarios ?? (args.quick ? "a,a2,b,d" : "a,a2,b,c,d"))
   .split(",")
@@ -139,6 +200,13 @@ const wantedEngines = (args.engines ?? (args.quick ? "sqlite" : "sqlite,postgres
 for (const e of wantedEngines) if (!["sqlite", "postgres"].includes(e)) throw new Error(`--engines: "sqlite" or "postgres", not "${e}"`);
 for (const s of wantedScenarios)
   if (SCENARIOS[s] === undefined) throw new Error(`--scenarios: unknown scenario "${s}" (${Object.keys(SCENARIOS).join(", ")})`);
+const PROFILABLE = ["a", "a2", "b", "d", "e"];
+if (args["cpu-prof"] && !PROFILABLE.includes(args["cpu-prof-scenario"]))
+  throw new Error(`--cpu-prof-scenario: one of ${PROFILABLE.join(", ")}, not ${args["cpu-prof-scenario"]}`);
+if ((wantedScenarios.includes("e") || (args["cpu-prof"] && args["cpu-prof-scenario"] === "e")) && SIZES.jobs < 2 * GROUPS)
+  throw new Error(
+    `(e) needs at least 2 jobs per group, so that its groups still hold eligible jobs while it claims: --jobs=${2 * GROUPS} or more (e.g. --jobs=${5 * GROUPS}), or fewer --groups`,
+  );
 const wantedPeers =
   args["no-peers"] || (args.quick && args.peers === undefined)
     ? []
@@ -225,6 +293,13 @@ function producerRanges(n) {
  * time is the end of the run. CPU over the phase: `serverMeter` (sync
  * start/stop; none for the peers, which have no server process), the client
  * processes, and `dbMeterFor(clientPids)` (bench/lib/db-cpu.mjs).
+ *
+ * `claimGate` (submit first: the queue is paused while the producers
+ * submit) is awaited once every producer is done; it checks the backlog
+ * and resumes the queue, and answers what it saw. The submit phase (go to
+ * the producers' last answer) and the claim phase (after claimGate to the
+ * end) are metered apart, the gate in neither; the phase's figures are
+ * their sums, and `claimPhase` has the claim phase's own.
  */
 async function throughputPhase({
   label,
@@ -237,6 +312,7 @@ async function throughputPhase({
   serverMeter,
   dbMeterFor,
   storeDone,
+  claimGate,
 }) {
   const readyTimeout = 60_000;
   const workers = Array.from({ length: LAYOUT.workerProcesses }, (_, k) =>
@@ -262,11 +338,13 @@ async function throughputPhase({
       }),
     );
     const clientPids = [...workers, ...producers].map((c) => c.pid);
-    const dbMeter = dbMeterFor(clientPids);
+    // The client processes' own CPU over the same phase (their protocol and decoding work shares the 2 cores with the server).
+    const clientCpuNow = () => clientPids.map((pid) => processCpuMs(pid));
+    const clientCpuSince = (before) => clientCpuNow().reduce((sum, ms, k) => sum + ((ms ?? before[k]) - before[k]), 0);
+    let dbMeter = dbMeterFor(clientPids);
     dbMeter.start();
     serverMeter?.start();
-    // The client processes' own CPU over the same phase (their protocol and decoding work shares the 2 cores with the server).
-    const clientCpuBefore = clientPids.map((pid) => processCpuMs(pid) ?? 0);
+    let clientCpuBefore = clientCpuNow().map((ms) => ms ?? 0);
     const goAt = nowMs();
     const goUs = monotonicUs();
     for (const p of producers) p.send({ type: "go" });
@@ -274,6 +352,18 @@ async function throughputPhase({
     produced.catch(() => {});
     let timer;
     const timedOut = new Promise((resolve) => (timer = setTimeout(() => resolve("timeout"), timeoutMs)));
+    let submitPhase;
+    let claimStart;
+    if (claimGate !== undefined && (await Promise.race([produced.then(() => "produced"), timedOut])) === "produced") {
+      const { ms: dbCpuMs, ...dbCpu } = await dbMeter.stop();
+      submitPhase = { serverCpuMs: serverMeter?.stop() ?? null, clientCpuMs: clientCpuSince(clientCpuBefore), dbCpuMs, dbCpu };
+      const gate = await claimGate();
+      dbMeter = dbMeterFor(clientPids);
+      dbMeter.start();
+      serverMeter?.start();
+      clientCpuBefore = clientCpuNow().map((ms) => ms ?? 0);
+      claimStart = { at: nowMs(), us: monotonicUs(), gate };
+    }
     let outcome = await Promise.race([handled.then(() => "handled"), timedOut, produced.then(() => new Promise(() => {}))]).finally(() =>
       clearTimeout(timer),
     );
@@ -289,10 +379,11 @@ async function throughputPhase({
       end = nowMs();
       if (storeCheck.done < n) outcome = "store-timeout";
     }
-    const serverCpuMs = serverMeter === undefined ? null : serverMeter.stop();
+    // With claimGate these are the claim phase's; the submit phase's are added below.
+    let serverCpuMs = serverMeter === undefined ? null : serverMeter.stop();
     const window = { fromUs: goUs, toUs: monotonicUs() };
-    const clientCpuMs = clientPids.reduce((sum, pid, k) => sum + ((processCpuMs(pid) ?? clientCpuBefore[k]) - clientCpuBefore[k]), 0);
-    const { ms: dbCpuMs, ...dbCpuSplit } = await dbMeter.stop();
+    let clientCpuMs = clientCpuSince(clientCpuBefore);
+    let { ms: dbCpuMs, ...dbCpuSplit } = await dbMeter.stop();
     const produceResults = outcome === "handled" ? await produced : await Promise.race([produced, sleep(1000).then(() => [])]);
     const results = await Promise.all(workers.map((w) => (w.send({ type: "stop" }), w.next("result", 30_000))));
     const check = verifyExactlyOnce(
@@ -303,14 +394,39 @@ async function throughputPhase({
     const lastSubmit = Math.max(...produceResults.map((r) => r.last));
     end ??= Math.max(...results.map((r) => r.last));
     const submitCalls = produceResults.reduce((a, r) => a + r.calls, 0);
+    let claimPhase;
+    // first submit -> last completion; submitted first: the submit phase and the claim phase, without the gate between them
+    let e2eMs = end - first;
+    if (claimStart !== undefined) {
+      const ms = end - claimStart.at;
+      claimPhase = {
+        seconds: ms / 1000,
+        jobsPerSec: outcome === "handled" ? n / (ms / 1000) : null,
+        serverCpuMs,
+        serverCpuMsPerJob: serverCpuMs === null ? null : serverCpuMs / n,
+        clientCpuMsPerJob: clientCpuMs / n,
+        dbCpuMsPerJob: dbCpuMs / n,
+        totalCpuMsPerJob: ((serverCpuMs ?? 0) + clientCpuMs + dbCpuMs) / n,
+        gate: claimStart.gate,
+        gateSeconds: (claimStart.at - Math.max(lastSubmit, goAt)) / 1000,
+        window: { fromUs: claimStart.us, toUs: window.toUs },
+      };
+      e2eMs = lastSubmit - first + ms;
+      serverCpuMs = serverCpuMs === null ? null : serverCpuMs + submitPhase.serverCpuMs;
+      clientCpuMs += submitPhase.clientCpuMs;
+      dbCpuMs += submitPhase.dbCpuMs;
+      // PostgreSQL's split (db-cpu.mjs): milliseconds add up, backend counts do not.
+      for (const [k, v] of Object.entries(submitPhase.dbCpu))
+        if (typeof v === "number") dbCpuSplit[k] = k.endsWith("Ms") ? (dbCpuSplit[k] ?? 0) + v : Math.max(dbCpuSplit[k] ?? 0, v);
+    }
     return {
       outcome,
       check,
       storeCheck,
       enqueueJobsPerSec: produceResults.length === producers.length ? n / ((lastSubmit - first) / 1000) : null,
-      e2eJobsPerSec: outcome === "handled" ? n / ((end - first) / 1000) : null, // first submit -> last completion
+      e2eJobsPerSec: outcome === "handled" ? n / (e2eMs / 1000) : null,
       partialJobsPerSec: outcome === "handled" ? null : check.completions / ((nowMs() - goAt) / 1000),
-      e2eSeconds: outcome === "handled" ? (end - first) / 1000 : null,
+      e2eSeconds: outcome === "handled" ? e2eMs / 1000 : null,
       submitCalls,
       serverCpuMs,
       serverCpuSeconds: serverCpuMs === null ? null : serverCpuMs / 1000,
@@ -322,6 +438,7 @@ async function throughputPhase({
       dbCpu: { processes: dbMeter.database, ...dbCpuSplit },
       totalCpuMsPerJob: ((serverCpuMs ?? 0) + clientCpuMs + dbCpuMs) / n,
       window,
+      claimPhase,
     };
   } finally {
     await Promise.all([...workers, ...producers].map((c) => c.stop(3000)));
@@ -408,6 +525,42 @@ function historyTemplate(count) {
   return file;
 }
 
+/**
+ * A submitted-first scenario's gate: every job must be queued (GetStats),
+ * and with groups every group must hold its share (ListGroups, paged), or
+ * the claim phase would not measure what it says; then ResumeQueue.
+ * Answers what it saw.
+ */
+async function checkBacklogAndResume(client, queue, groups, n, postgres) {
+  const { queues } = await client.getStats({});
+  const queued = Number(queues.find((q) => q.queue === queue)?.queued ?? 0n);
+  if (queued !== n) throw new Error(`${queued} of ${n} jobs queued when the claims were to start`);
+  let groupsSeen = null;
+  if (groups > 0) {
+    groupsSeen = 0;
+    let jobsInGroups = 0;
+    let smallest = Infinity;
+    let pageToken = "";
+    do {
+      const page = await client.listGroups({ queue, pageSize: 1000, pageToken });
+      for (const g of page.groups) {
+        groupsSeen++;
+        jobsInGroups += Number(g.queued);
+        smallest = Math.min(smallest, Number(g.queued));
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+    if (groupsSeen !== groups || jobsInGroups !== n)
+      throw new Error(`ListGroups: ${groupsSeen} groups holding ${jobsInGroups} queued jobs, not ${groups} holding ${n}`);
+    log(`  backlog: ${n} jobs queued in ${groupsSeen} groups (at least ${smallest} each); resuming the queue`);
+  } else log(`  backlog: ${n} jobs queued; resuming the queue`);
+  // A fresh schema has no statistics yet: without them PostgreSQL may plan a
+  // group's claim as a walk over the whole queue.
+  if (postgres !== undefined) await analyzePgSchema(postgres.url, postgres.schema);
+  await client.resumeQueue({ queue });
+  return { queued, groups: groupsSeen };
+}
+
 /** One LeaseQueue scenario on a fresh database; `pinning` ({cpus, label}) starts the server under `taskset -c cpus`. */
 async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, engine = "sqlite", pinning, otel } = {}) {
   const scenario = SCENARIOS[key];
@@ -459,6 +612,15 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       log(`  ${SIZES.watchers} WatchEvents streams open`);
     }
     const stats = driver.storeDone ? createClient(pb.LeaseQueueService, createGrpcTransport({ baseUrl: server.url })) : undefined;
+    const control =
+      scenario.fair || scenario.submitFirst ? createClient(pb.LeaseQueueService, createGrpcTransport({ baseUrl: server.url })) : undefined;
+    if (scenario.fair) {
+      // docs/api.md "Groups": a fair queue, set before the first submit (the mask keeps the queue's other fields).
+      const { config } = await control.updateQueue({ queue: "bench", config: { fair: true }, updateMask: { paths: ["fair"] } });
+      if (config?.fair !== true) throw new Error(`UpdateQueue answered ${JSON.stringify(config)}, not fair`);
+    }
+    // Submitted first: nothing is leased until every job is in (docs/api.md "Queue controls": PauseQueue).
+    if (scenario.submitFirst) await control.pauseQueue({ queue: "bench" });
     const tp = await throughputPhase({
       label: `leasequeue ${key}`,
       workerScript: script,
@@ -472,7 +634,14 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
         workerId: `bench-worker-${k}`,
       }),
       producerScript: script,
-      producerConfig: { url: server.url, kind: scenario.kind, driver: scenario.driver, batchSize: LAYOUT.batchSize, queue: "bench" },
+      producerConfig: {
+        url: server.url,
+        kind: scenario.kind,
+        driver: scenario.driver,
+        batchSize: LAYOUT.batchSize,
+        queue: "bench",
+        groups: scenario.groups ?? 0,
+      },
       n: SIZES.jobs,
       timeoutMs: SIZES.scenarioTimeoutMs,
       serverMeter: (() => {
@@ -488,22 +657,26 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
               const { queues } = await stats.getStats({});
               return { done: Number(queues.find((q) => q.queue === "bench")?.completed ?? 0n) };
             },
+      claimGate: scenario.submitFirst
+        ? () => checkBacklogAndResume(control, "bench", scenario.groups ?? 0, SIZES.jobs, postgres)
+        : undefined,
     });
     log(`  throughput phase done: ${tp.outcome}, e2e ${tp.e2eSeconds?.toFixed(1)} s`);
-    const latency = skipLatency
-      ? null
-      : await latencyPhase(
-          script,
-          {
-            url: server.url,
-            kind: scenario.kind,
-            driver: scenario.driver,
-            samples: SIZES.latencySamples,
-            warmup: SIZES.latencyWarmup,
-            queue: "latency",
-          },
-          `leasequeue ${key}`,
-        );
+    const latency =
+      skipLatency || scenario.noLatency
+        ? null
+        : await latencyPhase(
+            script,
+            {
+              url: server.url,
+              kind: scenario.kind,
+              driver: scenario.driver,
+              samples: SIZES.latencySamples,
+              warmup: SIZES.latencyWarmup,
+              queue: "latency",
+            },
+            `leasequeue ${key}`,
+          );
     if (watchers !== undefined) {
       watchers.send({ type: "stop" });
       watchersResult = await watchers.next("result", 30_000);
@@ -533,7 +706,7 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       callsPerJob: driver.callsPerJob,
       submitBatchView: scenario.kind === "batched" ? submitBatchView : undefined,
       batchedRpcsNotUsed: unusedBatchedRpcs.length > 0 ? unusedBatchedRpcs : undefined,
-      latencyOn: driver.latencyLabel,
+      latencyOn: latency === null ? undefined : driver.latencyLabel,
       ...tp,
       latency,
       peakRssMiB: mib(final.peakRssBytes),
@@ -542,6 +715,9 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
           ? undefined
           : { streams: SIZES.watchers, connections: SIZES.watcherConnections, eventsReceived: watchersResult.events },
       historyJobs: scenario.history ? SIZES.historyJobs : 0,
+      fair: scenario.fair === true,
+      groups: scenario.groups ?? 0,
+      submitFirst: scenario.submitFirst === true,
       serverWarnings: warnings.slice(0, 5),
       otlpReceived: otel?.stats(),
     };
@@ -709,8 +885,7 @@ for (const name of wantedPeers) {
 if (args["cpu-prof"]) {
   // The engine profiled: the last one asked for (--engines=postgres profiles the PostgreSQL store).
   const engine = wantedEngines.at(-1) ?? "sqlite";
-  const profiled = args["cpu-prof-scenario"];
-  if (!["a", "a2", "b", "d"].includes(profiled)) throw new Error(`--cpu-prof-scenario: one of a, a2, b, d, not ${profiled}`);
+  const profiled = args["cpu-prof-scenario"]; // checked against PROFILABLE above
   log(`profiled extra run of (${profiled}) on ${engine} (not in the table)`);
   const profDir = join(runDir, "profile");
   mkdirSync(profDir);
@@ -721,16 +896,19 @@ if (args["cpu-prof"]) {
     .filter((f) => f.endsWith(".cpuprofile"))
     .map((f) => ({ f, thread: Number(f.split(".")[4]) }))
     .sort((x, y) => x.thread - y.thread);
+  // Submitted first: the claim phase alone, what (e) is about.
+  const profiledWindow = row.claimPhase?.window ?? row.window;
   const summaryOf = (file, name) => {
     // Kept beside the JSON (bench/results/ is ignored by git) for a closer look in DevTools or a script.
     const kept = join(RESULTS_DIR, `${runId}-${name}.cpuprofile`);
     copyFileSync(join(profDir, file), kept);
-    return { file: kept, ...topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25, row.window) };
+    return { file: kept, ...topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25, profiledWindow) };
   };
   const main = profiles.find((p) => p.thread === 0);
   report.cpuProfile = {
-    scenario: `${SCENARIOS[profiled].name} on ${engine}, server started with --cpu-prof; samples of the throughput phase only (first submit to last completion)`,
+    scenario: `${SCENARIOS[profiled].name} on ${engine}, server started with --cpu-prof; samples of the ${row.claimPhase === undefined ? "throughput phase only (first submit to last completion)" : "claim phase only (the queue resumed to the last completion)"}`,
     e2eJobsPerSec: row.e2eJobsPerSec,
+    claimPhase: row.claimPhase,
     serverCpuMsPerJob: row.serverCpuMsPerJob,
     clientCpuMsPerJob: row.clientCpuMsPerJob,
     dbCpuMsPerJob: row.dbCpuMsPerJob,

@@ -11,6 +11,7 @@ import { redactDatabaseUrl, type Config } from "./config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { formatDurationText } from "./domain/duration-text.js";
 import { FIRST_BYTE_TIMEOUT_MS } from "./domain/timing-defaults.js";
+import { BacklogWatches } from "./dispatch/backlog-watches.js";
 import { ClaimStreams } from "./dispatch/claim-streams.js";
 import { EventFeed } from "./dispatch/event-feed.js";
 import { startLeaseSweeper } from "./maintenance/lease-sweeper.js";
@@ -31,8 +32,8 @@ import { boundaryInterceptor, routes, type RoutesOptions } from "./server/routes
 import { createRpcHandler, strictUtf8Decoder, type RpcHandler } from "./server/rpc-handler.js";
 import { startSideListener, type SideListener } from "./server/side-listener.js";
 import { WriteReadiness } from "./server/write-readiness.js";
+import { createExternalScalerService } from "./service/external-scaler-handlers.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
-import { callerKey } from "./service/queue-access.js";
 import { databaseLocation, describeLocation, holdDatabase, openStore } from "./store/engine.js";
 import type { Store } from "./store/store.js";
 import { startTracing, type Tracing } from "./telemetry/tracing.js";
@@ -114,9 +115,11 @@ export async function startServer(config: Config, options: StartOptions): Promis
     workKeepaliveMs: options.claimKeepaliveMs,
     log,
   });
+  const scaler = createExternalScalerService({ store, backlogWatches: feeds.backlogWatches });
   const shutdown = createShutdownSignal();
   const rpc = createApiHandler(config, {
     service,
+    scaler,
     health: health.status,
     auth,
     metrics,
@@ -152,6 +155,7 @@ export async function startServer(config: Config, options: StartOptions): Promis
         feeds.claimStreams.close();
         feeds.events.close();
         feeds.wakeups.close();
+        feeds.backlogWatches.close();
         metrics.close();
         await listeners.side.close();
         await database.close();
@@ -235,11 +239,12 @@ async function openDatabase(config: Config, log: Logger, options: StartOptions):
   };
 }
 
-/** What the store's commits wake and feed: long-poll waiters, StreamClaims and Work, WatchEvents. */
+/** What the store's commits wake and feed: long-poll waiters, StreamClaims and Work, WatchEvents, KEDA's StreamIsActive. */
 interface Feeds {
   wakeups: QueueWakeups;
   claimStreams: ClaimStreams;
   events: EventFeed;
+  backlogWatches: BacklogWatches;
 }
 
 function createFeeds(config: Config, store: Store, clock: Clock, log: Logger, options: StartOptions): Feeds {
@@ -251,7 +256,7 @@ function createFeeds(config: Config, store: Store, clock: Clock, log: Logger, op
     maxSubscribers: config.maxWatchers,
     maxPendingBytes: config.watchMaxPendingBytes,
   });
-  return { wakeups, claimStreams, events };
+  return { wakeups, claimStreams, events, backlogWatches: new BacklogWatches(store, clock) };
 }
 
 function createServerMetrics(store: Store, clock: Clock, { wakeups, claimStreams, events }: Feeds): Metrics {
@@ -330,6 +335,7 @@ function createShutdownSignal(): AbortController {
 
 export interface ApiHandlerParts {
   service: RoutesOptions["service"];
+  scaler?: RoutesOptions["scaler"];
   health: HealthStatus;
   auth: Authenticator | undefined;
   metrics: Metrics;
@@ -347,7 +353,7 @@ export interface ApiHandlerParts {
  */
 export function createApiHandler(
   config: Config,
-  { service, health, auth, metrics, log, shutdownSignal, callSpans }: ApiHandlerParts,
+  { service, scaler, health, auth, metrics, log, shutdownSignal, callSpans }: ApiHandlerParts,
 ): RpcHandler {
   // connect's JSON serialization reads `textDecoder` from these options,
   // although the router's option type does not declare it.
@@ -363,10 +369,10 @@ export function createApiHandler(
   return createRpcHandler({
     contextValues: (values, req, res, method) => {
       // Authentication first: a refused call gets nothing else prepared.
-      if (auth !== undefined) values.set(callerKey, auth.authorize(method, req.headers.authorization));
+      if (auth !== undefined) auth.admit(values, method, req.headers.authorization);
       watchOutputs.addTo(values, req, res, method);
     },
-    routes: routes({ service, health, reflection: config.reflection }),
+    routes: routes({ service, scaler, health, reflection: config.reflection }),
     interceptors: [boundaryInterceptor(log, metrics)],
     log,
     metrics,

@@ -5,7 +5,8 @@
  * HTTP/2 connection per producer and per worker process). Its role comes
  * in the config (argv[2], JSON):
  *
- *   producer  {url, kind, driver?, producers: [[from, to], ...], batchSize, queue}
+ *   producer  {url, kind, driver?, producers: [[from, to], ...], batchSize, queue, groups?}
+ *             (groups > 0: job i gets group_key `g<i mod groups>`, leasequeue-drivers.mjs groupKeyOf)
  *   worker    {url, kind, driver?, slots, maxInFlight, queue, workerId}
  *   latency   {url, kind, driver?, samples, warmup, queue}
  *
@@ -49,7 +50,15 @@ const roles = {
     await channel.next("go");
     const results = await Promise.all(
       config.producers.map(([from, to], k) =>
-        d.produce({ client: clients[k], queue: config.queue, from, to, batchSize: config.batchSize, schemas: pb }),
+        d.produce({
+          client: clients[k],
+          queue: config.queue,
+          from,
+          to,
+          batchSize: config.batchSize,
+          schemas: pb,
+          groups: config.groups ?? 0,
+        }),
       ),
     );
     await channel.send({

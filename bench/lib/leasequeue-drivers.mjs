@@ -19,7 +19,8 @@
  *   callsPerJob             the fewest calls a job costs it (the unary ceiling divides by this)
  *   storeDone               (optional) the run ends when the server counts every job completed, not
  *                           at the last completion a worker saw (its completions are answered late)
- *   produce(ctx)            submit jobs [from, to) of this producer
+ *   produce(ctx)            submit jobs [from, to) of this producer; with ctx.groups > 0, job i is in
+ *                           group `g<i mod groups>` (SubmitRequest.group_key)
  *   work(ctx)               take and finish jobs until ctx.signal aborts
  *   latency(ctx)            submit-to-lease samples on an idle worker
  */
@@ -36,8 +37,13 @@ export function payloadIndex(job) {
   return v.kind.value;
 }
 
-function submitRequest(queue, i) {
-  return { queue, task: "bench", payload: fromJson(ValueSchema, { i }) };
+/** Groups: job i in `g<i mod groups>`, so that consecutive jobs are in different groups; 0: no group. */
+export function groupKeyOf(i, groups) {
+  return groups > 0 ? `g${i % groups}` : "";
+}
+
+function submitRequest(queue, i, groups = 0) {
+  return { queue, task: "bench", payload: fromJson(ValueSchema, { i }), groupKey: groupKeyOf(i, groups) };
 }
 
 function aborted(err, signal) {
@@ -45,24 +51,24 @@ function aborted(err, signal) {
 }
 
 /** One Submit per job, awaited in turn: a producer that has one job at a time. */
-async function submitEach({ client, queue, from, to }) {
+async function submitEach({ client, queue, from, to, groups = 0 }) {
   let first = null;
   for (let i = from; i < to; i++) {
     const t = nowMs();
     first ??= t;
-    await client.submit(submitRequest(queue, i));
+    await client.submit(submitRequest(queue, i, groups));
   }
   return { first, last: nowMs(), submitted: to - from, calls: to - from };
 }
 
 /** SubmitBatch of `batchSize` jobs per call, awaited in turn; asks for JOB_VIEW_BASIC when the request has `view`. */
-async function submitBatches({ client, queue, from, to, batchSize, schemas }) {
+async function submitBatches({ client, queue, from, to, batchSize, schemas, groups = 0 }) {
   const basicView = schemas.SubmitBatchRequestSchema.field.view !== undefined ? { view: 2 /* JOB_VIEW_BASIC */ } : {};
   let first = null;
   let calls = 0;
   for (let i = from; i < to; i += batchSize) {
     const jobs = [];
-    for (let j = i; j < Math.min(to, i + batchSize); j++) jobs.push(submitRequest(queue, j));
+    for (let j = i; j < Math.min(to, i + batchSize); j++) jobs.push(submitRequest(queue, j, groups));
     const t = nowMs();
     first ??= t;
     const res = await client.submitBatch({ jobs, ...basicView });

@@ -68,3 +68,19 @@ export async function dropPgSchema(url, schema) {
     await client.end();
   }
 }
+
+/**
+ * ANALYZE of the schema's tables: the planner's statistics after a bulk load,
+ * which autovacuum would gather within a minute or so (it is off on the
+ * machine these figures come from; docs/postgresql.md "Statistics").
+ */
+export async function analyzePgSchema(url, schema) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query("SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", [schema]);
+    for (const { tablename } of rows) await client.query(`ANALYZE "${schema}"."${tablename}"`);
+  } finally {
+    await client.end();
+  }
+}

@@ -35,6 +35,75 @@ function table(header, rows) {
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
 }
 
+/**
+ * Scenario (e) against (b) of the same run, per engine (bench/run.mjs header
+ * comment): each run of either, their means and the ratios (e)/(b) of the
+ * claim cost per job (server CPU, plus the database's on PostgreSQL, per
+ * job) and of the time per job ((b)'s jobs/s over (e)'s). Over the claim
+ * phases when every (b) row has one (--submit-first), else over whole job
+ * lives (submit + claim + complete, (b)'s overlapped). Pinned rows and runs
+ * that did not complete every job exactly once are left out.
+ */
+export function compareGroupsToBatched(rows) {
+  const out = [];
+  const eligible = (r) => r.system?.startsWith("leasequeue") && r.serverCpus === undefined && r.outcome === "handled" && r.check?.ok;
+  for (const engine of [...new Set(rows.filter((r) => r.key === "e").map((r) => r.engine))]) {
+    const b = rows.filter((r) => r.key === "b" && r.engine === engine && eligible(r));
+    const e = rows.filter((r) => r.key === "e" && r.engine === engine && eligible(r));
+    if (b.length === 0 || e.length === 0) {
+      out.push({ engine, missing: b.length === 0 ? "no (b) row of this engine completed every job exactly once" : "no (e) row completed" });
+      continue;
+    }
+    const claimPhases = b.every((r) => r.claimPhase !== undefined);
+    const figures = (r) => {
+      const p = claimPhases ? r.claimPhase : r;
+      return {
+        scenario: r.scenario,
+        jobsPerSec: claimPhases ? p.jobsPerSec : r.e2eJobsPerSec,
+        costMsPerJob: p.serverCpuMsPerJob + (p.dbCpuMsPerJob ?? 0),
+        totalCpuMsPerJob: p.totalCpuMsPerJob,
+      };
+    };
+    const mean = (xs, f) => xs.reduce((a, x) => a + f(x), 0) / xs.length;
+    const side = (list) => {
+      const runs = list.map(figures);
+      return {
+        runs,
+        jobsPerSec: mean(runs, (x) => x.jobsPerSec),
+        costMsPerJob: mean(runs, (x) => x.costMsPerJob),
+        totalCpuMsPerJob: mean(runs, (x) => x.totalCpuMsPerJob),
+      };
+    };
+    const sb = side(b);
+    const se = side(e);
+    const costRatio = se.costMsPerJob / sb.costMsPerJob;
+    const timeRatio = sb.jobsPerSec / se.jobsPerSec;
+    out.push({
+      engine,
+      basis: claimPhases
+        ? "claim phase: the queue resumed (every job submitted) to the last completion"
+        : "whole job life: first submit to last completion, (b)'s submits and claims overlapped, (e)'s submit phase then claim phase",
+      // Without claim phases the cost is a whole job's, not a claim's.
+      costName: claimPhases ? "claim cost" : "cost",
+      cost: `server CPU${engine === "sqlite" ? "" : " + database CPU"} ms per job${claimPhases ? " over the claim phase" : ", whole job life"}`,
+      b: sb,
+      e: se,
+      costRatio,
+      timeRatio,
+      groupsAtClaimStart: e.map((r) => r.claimPhase?.gate?.groups ?? null),
+      target: "claim cost per job at most 2x (b)'s",
+      // The target is about claims: judged only over claim phases.
+      met: claimPhases ? costRatio <= 2 && timeRatio <= 2 : null,
+    });
+  }
+  return out;
+}
+
+function verdict(cmp) {
+  if (cmp.met === null) return "not judged (whole job lives; run with --submit-first for claim phases)";
+  return cmp.met ? "met" : "NOT met";
+}
+
 /** Adds ratio fields to each row (in place) and prints the report. */
 export function printReport(report) {
   const c = report.ceilings;
@@ -125,6 +194,12 @@ export function printReport(report) {
       r.historyJobs ? `${r.historyJobs.toLocaleString("en")} completed jobs (+3 events each) in the file at start` : null,
       r.batchedRpcsNotUsed ? `descriptor also has ${r.batchedRpcsNotUsed.join(", ")}, which no bench driver uses yet` : null,
       r.serverCpus ? `server under ${r.serverCpus.taskset} (Cpus_allowed_list ${r.serverCpus.cpusAllowed}), clients unpinned` : null,
+      r.fair ? `fair queue (UpdateQueue), job i in group g<i mod ${r.groups}>` : null,
+      r.claimPhase
+        ? `submitted into the paused queue, then resumed: claim phase ${f0(r.claimPhase.jobsPerSec)} jobs/s, ${f3(r.claimPhase.serverCpuMsPerJob)} ms server CPU/job` +
+          `${r.engine === "sqlite" ? "" : ` + ${f3(r.claimPhase.dbCpuMsPerJob)} db`}, ${f3(r.claimPhase.totalCpuMsPerJob)} total` +
+          `${r.claimPhase.gate?.groups ? `; ${f0(r.claimPhase.gate.groups)} groups held the ${f0(r.claimPhase.gate.queued)} queued jobs at the resume` : ""}`
+        : null,
       r.dbCpu?.processes && r.engine !== "sqlite" ? `db CPU: ${r.dbCpu.processes}` : null,
       r.dbCpu?.otherBackendsMs > 0
         ? `left out of db CPU: ${f0(r.dbCpu.otherBackendsMs)} ms of ${r.dbCpu.otherBackends} other PostgreSQL connection${r.dbCpu.otherBackends === 1 ? "" : "s"}`
@@ -135,6 +210,31 @@ export function printReport(report) {
     console.log(`  ${r.scenario} / ${r.system}: ${r.api}${extra ? ` (${extra})` : ""}`);
   }
   for (const s of report.skipped) console.log(`  skipped ${s.system}: ${s.skipped}`);
+  report.groupsComparison = compareGroupsToBatched(report.rows);
+  for (const cmp of report.groupsComparison) {
+    if (cmp.missing !== undefined) {
+      console.log(`\n(e) against (b), ${cmp.engine}: ${cmp.missing}`);
+      continue;
+    }
+    console.log(`\n(e) against (b), same run, ${cmp.engine}; over the ${cmp.basis}; ${cmp.costName} = ${cmp.cost}:`);
+    for (const [name, s] of [
+      ["(b)", cmp.b],
+      ["(e)", cmp.e],
+    ]) {
+      s.runs.forEach((x, k) =>
+        console.log(
+          `  ${name} run ${k + 1}: ${f0(x.jobsPerSec)} jobs/s, ${cmp.costName} ${f3(x.costMsPerJob)} ms/job, total CPU ${f3(x.totalCpuMsPerJob)} ms/job`,
+        ),
+      );
+      console.log(
+        `  ${name} mean:  ${f0(s.jobsPerSec)} jobs/s, ${cmp.costName} ${f3(s.costMsPerJob)} ms/job, total CPU ${f3(s.totalCpuMsPerJob)} ms/job`,
+      );
+    }
+    console.log(
+      `  (e)/(b): ${cmp.costName} per job ${f2(cmp.costRatio)}x, time per job ((b) jobs/s / (e) jobs/s) ${f2(cmp.timeRatio)}x; ${cmp.target}: ${verdict(cmp)}` +
+        `; groups holding jobs when (e)'s claims started: ${cmp.groupsAtClaimStart.map((g) => f0(g)).join(", ")}`,
+    );
+  }
   if (report.cpuProfile !== undefined) {
     console.log(
       `\nServer CPU profile, ${report.cpuProfile.scenario}; idle ${((report.cpuProfile.idleShare ?? 0) * 100).toFixed(0)}% of ${report.cpuProfile.totalMs} ms; top self time, share of busy time:`,
@@ -169,6 +269,26 @@ export function markdownReport(report) {
     const check = r.outcome === "handled" ? (r.check.ok ? "yes" : `**no** ${JSON.stringify(r.check)}`) : "timed out";
     lines.push(
       `| ${r.scenario} | ${r.system}${r.version ? ` ${r.version}` : ""} | ${r.api} | ${f0(r.enqueueJobsPerSec)} | ${f2(r.ratio?.enqueue)} | ${e2e} | ${f3(r.ratio?.e2e)} | ${f1(r.latency?.p50)} / ${f1(r.latency?.p99)} | ${r.serverCpuMsPerJob === null ? "-" : `${f1(r.serverCpuSeconds)} (${f2(r.serverCpuMsPerJob)})`} | ${f2(r.clientCpuMsPerJob)} | ${dbCell(r, "in server")} | ${f2(r.totalCpuMsPerJob)} | ${r.peakRssMiB === null ? "-" : f0(r.peakRssMiB)} | ${check} |`,
+    );
+  }
+  for (const cmp of compareGroupsToBatched(report.rows)) {
+    if (cmp.missing !== undefined) continue;
+    lines.push(
+      "",
+      `(e) against (b), ${cmp.engine}, over the ${cmp.basis}; ${cmp.costName} = ${cmp.cost}:`,
+      "",
+      `| scenario | run | jobs/s | ${cmp.costName} ms/job | total CPU ms/job |`,
+      "|---|--:|--:|--:|--:|",
+    );
+    for (const s of [cmp.b, cmp.e]) {
+      s.runs.forEach((x, k) =>
+        lines.push(`| ${x.scenario} | ${k + 1} | ${f0(x.jobsPerSec)} | ${f3(x.costMsPerJob)} | ${f3(x.totalCpuMsPerJob)} |`),
+      );
+      lines.push(`| ${s.runs[0].scenario} | mean | ${f0(s.jobsPerSec)} | ${f3(s.costMsPerJob)} | ${f3(s.totalCpuMsPerJob)} |`);
+    }
+    lines.push(
+      "",
+      `(e)/(b): ${cmp.costName} per job ${f2(cmp.costRatio)}x, time per job ${f2(cmp.timeRatio)}x (${cmp.target}: ${verdict(cmp)}).`,
     );
   }
   lines.push(

@@ -1,10 +1,12 @@
 /**
- * What the API port serves: leasequeue.v1, grpc.health.v1 and (when enabled)
- * gRPC reflection, plus the interceptor that is the single place where
+ * What the API port serves: leasequeue.v1, KEDA's externalscaler.ExternalScaler
+ * (docs/operations.md "Autoscaling workers"), grpc.health.v1 and (when
+ * enabled) gRPC reflection, plus the interceptor that is the single place where
  * handler failures become wire errors and RPC durations are recorded.
  */
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
+import { ExternalScaler } from "../../gen/ts/externalscaler/externalscaler_pb.js";
 import { file_google_rpc_error_details } from "../../gen/ts/google/rpc/error_details_pb.js";
 import { Health } from "../../gen/ts/grpc/health/v1/health_pb.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -17,6 +19,8 @@ import { registerReflection } from "./reflection.js";
 
 export interface RoutesOptions {
   service: ServiceImpl<typeof LeaseQueueService>;
+  /** KEDA's external scaler; not served when absent (a bench that mounts a do-nothing service). */
+  scaler?: ServiceImpl<typeof ExternalScaler>;
   health: HealthStatus;
   reflection: boolean;
 }
@@ -24,9 +28,10 @@ export interface RoutesOptions {
 export function routes(opts: RoutesOptions): (router: ConnectRouter) => void {
   return (router) => {
     router.service(LeaseQueueService, opts.service);
+    if (opts.scaler !== undefined) router.service(ExternalScaler, opts.scaler);
     registerHealth(router, opts.health);
     if (opts.reflection) {
-      const services: DescService[] = [LeaseQueueService, Health];
+      const services: DescService[] = [LeaseQueueService, ...(opts.scaler !== undefined ? [ExternalScaler] : []), Health];
       registerReflection(router, services, [file_google_rpc_error_details]);
     }
   };

@@ -47,6 +47,13 @@ export const RPC_ROLES: Readonly<Record<string, Role>> = Object.freeze({
   ListGroups: "reader",
 });
 
+/**
+ * Every RPC of externalscaler.ExternalScaler (KEDA's scaler protocol,
+ * docs/operations.md "Autoscaling workers") needs this role: it reads queue
+ * counts and nothing else.
+ */
+export const SCALER_ROLE: Role = "reader";
+
 export function isRole(value: unknown): value is Role {
   return typeof value === "string" && (ROLES as readonly string[]).includes(value);
 }

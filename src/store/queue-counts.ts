@@ -3,11 +3,12 @@
  * from what its SQL reads: the non-zero counts per queue and state, the
  * paused queues and the configured ones (both listed even without jobs,
  * docs/api.md "Queue controls" and "Queue limits") and the oldest pending job
- * of each queue that has one.
+ * of each queue that has one; and the autoscaler's model of one queue
+ * (Store.queueBacklog), from the same counts.
  */
 import { JOB_STATES, type JobState } from "../domain/job.js";
 import { NO_QUEUE_LIMITS, pickConfig, type QueueConfig } from "../domain/queue-limits.js";
-import type { QueueCounts } from "./store.js";
+import type { QueueBacklog, QueueCounts } from "./store.js";
 import type { Awaitable } from "./transaction-port.js";
 
 export interface QueueCountsSource {
@@ -46,4 +47,20 @@ export async function assembleQueueCounts(source: QueueCountsSource): Promise<Qu
   const queues = [...byQueue.values()];
   // Queues listed only for a pause or a config came after the counted ones.
   return byQueue.size > counted ? queues.sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0)) : queues;
+}
+
+/** What an engine reads in one statement for Store.queueBacklog. */
+export interface QueueBacklogRow {
+  /** QUEUED and RETRY jobs of the queue, from the maintained counts. */
+  pending: number;
+  running: number;
+  /** Of the pending jobs, those whose schedule_time is after now. */
+  waiting: number;
+  /** The earliest schedule_time of those, or null. */
+  nextEligibleTime: number | null;
+  paused: boolean;
+}
+
+export function queueBacklogOf(row: QueueBacklogRow): QueueBacklog {
+  return { eligible: row.pending - row.waiting, running: row.running, nextEligibleTime: row.nextEligibleTime, paused: row.paused };
 }

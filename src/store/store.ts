@@ -125,6 +125,23 @@ export interface QueueCounts {
 }
 
 /**
+ * One queue's work as an autoscaler counts it (docs/operations.md
+ * "Autoscaling workers"), read in one snapshot.
+ */
+export interface QueueBacklog {
+  /** QUEUED and RETRY jobs whose schedule_time has come: what a claim could lease now, queue limits aside. */
+  eligible: number;
+  running: number;
+  /**
+   * The earliest schedule_time among the queue's QUEUED and RETRY jobs that
+   * are not eligible yet, or null: when `eligible` grows without a commit.
+   */
+  nextEligibleTime: number | null;
+  /** Paused by pauseQueue: its eligible jobs are not leased until it is resumed. */
+  paused: boolean;
+}
+
+/**
  * A queue paused or resumed (docs/api.md "Queue controls"), or its limits
  * changed (UpdateQueue, docs/api.md "Queue limits"). Queue-level changes are
  * not job events: they are announced beside them, never stored as JobEvents.
@@ -372,6 +389,13 @@ export interface Store {
   eventBounds(): Promise<{ oldest: number; latest: number }>;
   /** Counts per queue and state, maintained transactionally, paused queues and queue limits; ordered by queue. */
   queueCounts(): Promise<QueueCounts[]>;
+  /**
+   * The queue's backlog, from the maintained counts (queueCounts) less the
+   * pending jobs whose schedule_time is still ahead: costs a lookup per job
+   * that waits for its time (a delayed job or a retry in its backoff), not
+   * per eligible job.
+   */
+  queueBacklog(queue: string): Promise<QueueBacklog>;
   /** Groups of the queue with unfinished jobs (jobs without a group are not listed), in group_key order. */
   listGroups(spec: ListGroupsSpec): Promise<GroupCounts[]>;
   /** How many groups of the queue have QUEUED or RETRY jobs (jobs without a group not counted); costs a lookup per group. */

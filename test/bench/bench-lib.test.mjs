@@ -4,8 +4,9 @@
 import { describe, expect, it } from "vitest";
 import * as pb from "../../dist/gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { topSelfTime } from "../../bench/lib/cpu-profile.mjs";
-import { selectDriver } from "../../bench/lib/leasequeue-drivers.mjs";
+import { groupKeyOf, selectDriver } from "../../bench/lib/leasequeue-drivers.mjs";
 import { processCpuMs, processMemory } from "../../bench/lib/proc.mjs";
+import { compareGroupsToBatched } from "../../bench/lib/report.mjs";
 import { latencySummary, percentile } from "../../bench/lib/timing.mjs";
 import { verifyExactlyOnce } from "../../bench/lib/verify.mjs";
 
@@ -120,5 +121,82 @@ describe("selectDriver", () => {
     const withoutAcks = { ...pb, ClaimRequestSchema: { field: { ...pb.ClaimRequestSchema.field, acks: undefined } } };
     expect(() => selectDriver("unary", pb.LeaseQueueService, withoutAcks, "submit+claim-with-acks")).toThrow(/lacks what/);
     expect(() => selectDriver("unary", pb.LeaseQueueService, pb, "no-such-driver")).toThrow(/no unary driver no-such-driver/);
+  });
+});
+
+describe("groupKeyOf", () => {
+  it("spreads consecutive jobs over every group, and gives none without groups", () => {
+    expect([0, 1, 2, 3, 4].map((i) => groupKeyOf(i, 3))).toEqual(["g0", "g1", "g2", "g0", "g1"]);
+    expect(new Set(Array.from({ length: 50_000 }, (_, i) => groupKeyOf(i, 10_000))).size).toBe(10_000);
+    expect(groupKeyOf(7, 0)).toBe("");
+  });
+});
+
+describe("compareGroupsToBatched", () => {
+  const row = (key, { jobsPerSec, srv, claim, engine = "sqlite", db = 0, ...rest }) => ({
+    key,
+    engine,
+    system: "leasequeue",
+    outcome: "handled",
+    check: { ok: true },
+    e2eJobsPerSec: jobsPerSec,
+    serverCpuMsPerJob: srv,
+    dbCpuMsPerJob: db,
+    totalCpuMsPerJob: srv + db + 0.1,
+    claimPhase:
+      claim === undefined
+        ? undefined
+        : {
+            jobsPerSec: claim.jobsPerSec,
+            serverCpuMsPerJob: claim.srv,
+            dbCpuMsPerJob: db,
+            totalCpuMsPerJob: claim.srv + db,
+            gate: { groups: 10_000 },
+          },
+    ...rest,
+  });
+  it("compares claim phases when every (b) has one, over the means of each side", () => {
+    const [cmp] = compareGroupsToBatched([
+      row("b", { jobsPerSec: 2000, srv: 0.3, claim: { jobsPerSec: 4000, srv: 0.2 } }),
+      row("e", { jobsPerSec: 1000, srv: 0.5, claim: { jobsPerSec: 1000, srv: 0.5 } }),
+      row("e", { jobsPerSec: 1000, srv: 0.5, claim: { jobsPerSec: 3000, srv: 0.3 } }),
+      row("b", { jobsPerSec: 2000, srv: 0.3, claim: { jobsPerSec: 2000, srv: 0.2 } }),
+      // left out: a pinned row, another engine's (b), a run that lost a job
+      row("b", { jobsPerSec: 9000, srv: 0.01, claim: { jobsPerSec: 9000, srv: 0.01 }, serverCpus: { taskset: "taskset -c 0" } }),
+      row("b", { jobsPerSec: 9000, srv: 0.01, claim: { jobsPerSec: 9000, srv: 0.01 }, engine: "postgres" }),
+      row("b", { jobsPerSec: 9000, srv: 0.01, claim: { jobsPerSec: 9000, srv: 0.01 }, check: { ok: false } }),
+    ]);
+    expect(cmp.engine).toBe("sqlite");
+    expect(cmp.basis).toMatch(/^claim phase/);
+    expect(cmp.b.runs).toHaveLength(2);
+    expect(cmp.e.jobsPerSec).toBe(2000);
+    expect(cmp.costRatio).toBeCloseTo(0.4 / 0.2);
+    expect(cmp.timeRatio).toBeCloseTo(3000 / 2000);
+    expect(cmp.met).toBe(true);
+    expect(cmp.groupsAtClaimStart).toEqual([10_000, 10_000]);
+  });
+  it("counts the database's CPU on PostgreSQL, and judges over 2x as not met", () => {
+    const [cmp] = compareGroupsToBatched([
+      row("b", { engine: "postgres", db: 0.1, jobsPerSec: 1, srv: 1, claim: { jobsPerSec: 3000, srv: 0.2 } }),
+      row("e", { engine: "postgres", db: 0.1, jobsPerSec: 1, srv: 1, claim: { jobsPerSec: 2000, srv: 0.8 } }),
+    ]);
+    expect(cmp.costRatio).toBeCloseTo(0.9 / 0.3);
+    expect(cmp.met).toBe(false);
+  });
+  it("falls back to whole job lives when a (b) has no claim phase, without judging the target", () => {
+    const [cmp] = compareGroupsToBatched([
+      row("b", { jobsPerSec: 3000, srv: 0.25 }),
+      row("e", { jobsPerSec: 2000, srv: 0.4, claim: { jobsPerSec: 2500, srv: 0.3 } }),
+    ]);
+    expect(cmp.basis).toMatch(/^whole job life/);
+    expect(cmp.costRatio).toBeCloseTo(0.4 / 0.25);
+    expect(cmp.timeRatio).toBeCloseTo(1.5);
+    expect(cmp.met).toBeNull();
+  });
+  it("says what is missing when (b) did not run", () => {
+    expect(compareGroupsToBatched([row("e", { jobsPerSec: 1, srv: 1, claim: { jobsPerSec: 1, srv: 1 } })])).toEqual([
+      { engine: "sqlite", missing: "no (b) row of this engine completed every job exactly once" },
+    ]);
+    expect(compareGroupsToBatched([row("b", { jobsPerSec: 1, srv: 1 })])).toEqual([]);
   });
 });

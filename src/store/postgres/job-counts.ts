@@ -58,6 +58,13 @@ export interface CountStatements {
   appendDeltas: string;
   /** Counts per queue and state, non-zero only, by queue then state. */
   counts: string;
+  /**
+   * $1 queue, $2 now: Store.queueBacklog in one statement (one snapshot),
+   * the queue's counts and the pending jobs still waiting for their
+   * schedule_time (a range of jobs_pending_since from now on, so
+   * a long backlog of eligible jobs costs nothing here).
+   */
+  backlog: string;
   compact: string;
 }
 
@@ -70,6 +77,17 @@ export function countStatements(schema: string): CountStatements {
         SELECT queue, state, count AS n FROM ${s}.job_counts
         UNION ALL SELECT queue, state, delta FROM ${s}.job_count_deltas
       ) c GROUP BY queue, state HAVING sum(n) <> 0 ORDER BY queue, state`,
+    backlog: `SELECT
+        coalesce(sum(c.n) FILTER (WHERE c.state IN ('queued','retry')), 0)::bigint AS pending,
+        coalesce(sum(c.n) FILTER (WHERE c.state = 'running'), 0)::bigint AS running,
+        (SELECT count(*) FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry') AND schedule_time > $2) AS waiting,
+        (SELECT min(schedule_time) FROM ${s}.jobs WHERE queue = $1 AND state IN ('queued','retry') AND schedule_time > $2)
+          AS "nextEligibleTime",
+        EXISTS (SELECT 1 FROM ${s}.paused_queues WHERE queue = $1) AS paused
+      FROM (
+        SELECT state, count AS n FROM ${s}.job_counts WHERE queue = $1
+        UNION ALL SELECT state, delta FROM ${s}.job_count_deltas WHERE queue = $1
+      ) c`,
     compact: `SELECT ${s}.compact_job_counts() AS folded`,
   };
 }

@@ -38,12 +38,13 @@ import { OperationStore, type OperationStoreOptions } from "../operation-store.j
 import type { PersistedChanges } from "../operation-changes.js";
 import { OrderedAnnouncer } from "../ordered-announcer.js";
 import { KnownQueueControls, type QueueControlSnapshot } from "../known-queue-controls.js";
-import { assembleQueueCounts } from "../queue-counts.js";
+import { assembleQueueCounts, queueBacklogOf, type QueueBacklogRow } from "../queue-counts.js";
 import type {
   GroupCounts,
   ListEventsSpec,
   ListGroupsSpec,
   ListJobsSpec,
+  QueueBacklog,
   QueueControlChange,
   QueueCounts,
   Store,
@@ -460,6 +461,11 @@ export class PgStore extends OperationStore implements Store {
       configs,
       oldestPendingSince: async (queue) => (await this.#read<{ t: number | null }>(this.#sql.jobs.oldestPendingSince, [queue, now]))[0].t,
     });
+  }
+
+  async queueBacklog(queue: string): Promise<QueueBacklog> {
+    const [row] = await this.#read<QueueBacklogRow>(this.#sql.counts.backlog, [queue, this.clock.now()]);
+    return queueBacklogOf(row);
   }
 
   async listGroups(spec: ListGroupsSpec): Promise<GroupCounts[]> {

@@ -125,12 +125,13 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
           WHERE h.id IS NOT NULL ORDER BY h.id LIMIT 1) AS id
         FROM unnest($2::text[]) AS k(group_key)
       ), locked AS (
-        ${jobs} WHERE id IN (SELECT id FROM head) AND state IN ('queued','retry') FOR UPDATE SKIP LOCKED
+        SELECT ${JOB_COLUMN_NAMES.map((c) => `j.${c}`).join(", ")} FROM head h JOIN ${s}.jobs j ON j.id = h.id
+        WHERE j.state IN ('queued','retry') FOR UPDATE OF j SKIP LOCKED
       )
       SELECT *, false AS busy FROM locked
       UNION ALL
-      SELECT ${JOB_COLUMN_NAMES.join(", ")}, state <> 'running' AS busy FROM ${s}.jobs
-        WHERE id IN (SELECT id FROM head) AND state IN ('queued','retry','running') AND id NOT IN (SELECT id FROM locked)`,
+      SELECT ${JOB_COLUMN_NAMES.map((c) => `j.${c}`).join(", ")}, j.state <> 'running' AS busy FROM head h JOIN ${s}.jobs j ON j.id = h.id
+        WHERE j.state IN ('queued','retry','running') AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.id = j.id)`,
     recordGroupLeaseGrants: `WITH served AS (
         SELECT * FROM unnest($3::text[], $4::integer[]) AS u(group_key, leases)
       ), forgotten AS (

@@ -54,6 +54,20 @@ export const SQL = {
   nextScheduledTime: `SELECT min(schedule_time) AS t FROM jobs
     WHERE queue = ? AND state IN ('queued','retry') AND schedule_time > ?`,
 
+  /**
+   * Store.queueBacklog in one statement (one snapshot): the maintained
+   * counts, and the pending jobs still waiting for their schedule_time,
+   * counted through jobs_pending_since from now on (so a long backlog of
+   * eligible jobs costs nothing here).
+   */
+  queueBacklog: `SELECT
+      (SELECT coalesce(sum(count), 0) FROM job_counts WHERE queue = @queue AND state IN ('queued','retry')) AS pending,
+      (SELECT coalesce(sum(count), 0) FROM job_counts WHERE queue = @queue AND state = 'running') AS running,
+      w.waiting, w.nextEligibleTime,
+      EXISTS (SELECT 1 FROM paused_queues WHERE queue = @queue) AS paused
+    FROM (SELECT count(*) AS waiting, min(schedule_time) AS nextEligibleTime FROM jobs INDEXED BY jobs_pending_since
+      WHERE queue = @queue AND state IN ('queued','retry') AND schedule_time > @now) AS w`,
+
   eventsOfJob: `SELECT * FROM job_events WHERE job_id = ? ORDER BY sequence`,
 
   /** Stored events after a sequence: all of them (the primary key), by queue, or by job (their indexes). */

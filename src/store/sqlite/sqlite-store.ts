@@ -38,7 +38,7 @@ import { OperationStore, type OperationStoreOptions } from "../operation-store.j
 import type { PersistedChanges } from "../operation-changes.js";
 import { OrderedAnnouncer } from "../ordered-announcer.js";
 import type { WriteOperation } from "../operations/scope.js";
-import { assembleQueueCounts } from "../queue-counts.js";
+import { assembleQueueCounts, queueBacklogOf, type QueueBacklogRow } from "../queue-counts.js";
 import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../write-calls.js";
 import { settledNow } from "../steps.js";
 import type {
@@ -47,6 +47,7 @@ import type {
   ListEventsSpec,
   ListGroupsSpec,
   ListJobsSpec,
+  QueueBacklog,
   QueueCounts,
   Store,
   WriteOutcome,
@@ -326,6 +327,11 @@ export class SqliteStore extends OperationStore implements Store {
       configs: (this.#stmts.queueConfigs.all() as Array<QueueConfigRow & { queue: string }>).map(configFromRow),
       oldestPendingSince: (queue) => (this.#stmts.oldestPendingSince.get(queue, now) as { t: number | null }).t,
     });
+  }
+
+  async queueBacklog(queue: string): Promise<QueueBacklog> {
+    const row = this.#stmts.queueBacklog.get({ queue, now: this.clock.now() }) as Omit<QueueBacklogRow, "paused"> & { paused: number };
+    return queueBacklogOf({ ...row, paused: row.paused === 1 });
   }
 
   async listGroups(spec: ListGroupsSpec): Promise<GroupCounts[]> {

@@ -26,7 +26,7 @@ import type { Job, JobEvent, JobState } from "../../domain/job.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import { watchClockJumps } from "../database-clock.js";
 import { OperationStore } from "../operation-store.js";
-import type { GroupCounts, ListEventsSpec, ListGroupsSpec, ListJobsSpec, QueueCounts, Store } from "../store.js";
+import type { GroupCounts, ListEventsSpec, ListGroupsSpec, ListJobsSpec, QueueBacklog, QueueCounts, Store } from "../store.js";
 import type { WriteArgs, WriteName, WriteResult } from "../write-calls.js";
 import type { SqliteStoreOptions } from "./sqlite-store.js";
 import {
@@ -207,6 +207,10 @@ export class ThreadedSqliteStore extends OperationStore implements Store {
 
   queueCounts(): Promise<QueueCounts[]> {
     return this.#read("queueCounts", []);
+  }
+
+  queueBacklog(queue: string): Promise<QueueBacklog> {
+    return this.#read("queueBacklog", [queue]);
   }
 
   listGroups(spec: ListGroupsSpec): Promise<GroupCounts[]> {

@@ -25,6 +25,7 @@ import { describeRedriveAndCancel } from "./redrive-cancel.js";
 import { describeQueueControls } from "./queue-controls.js";
 import { describeQueueLimits } from "./queue-limits.js";
 import { describeReads } from "./reads.js";
+import { describeQueueBacklog } from "./queue-backlog.js";
 import { describeSchedules } from "./schedules.js";
 import { describeCommitAnnouncements } from "./commit-announcements.js";
 import { describeBatchedAcknowledgements } from "./batched-acknowledgements.js";
@@ -54,6 +55,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     describeQueueControls();
     describeQueueLimits();
     describeReads();
+    describeQueueBacklog();
     describeSchedules();
     describeCommitAnnouncements();
     describeBatchedAcknowledgements();

@@ -4,22 +4,14 @@
  * masks, announcements and a reopen.
  */
 import { describe, expect, it } from "vitest";
-import type { QueueConfig, QueueConfigField } from "../../../src/domain/queue-limits.js";
+import { QUEUE_CONFIG_FIELDS, type QueueConfig, type QueueConfigField } from "../../../src/domain/queue-limits.js";
 import type { CommittedChange, Store } from "../../../src/store/store.js";
 import { clock, harness, HOUR, MINUTE, newJob, SECOND, store } from "./helpers.js";
 import { NO_GROUP_RULES } from "../../helpers/store.js";
 
 export function describeQueueLimits(): void {
   describe("queue limits", () => {
-    const ALL_FIELDS: QueueConfigField[] = [
-      "maxRunning",
-      "rateLimit",
-      "ratePeriodMs",
-      "groupMaxRunning",
-      "groupRateLimit",
-      "fair",
-      "ordered",
-    ];
+    const ALL_FIELDS: QueueConfigField[] = [...QUEUE_CONFIG_FIELDS];
     const limit = (s: Store, queue: string, config: Partial<QueueConfig>) =>
       s.updateQueueConfig(queue, {
         config: {

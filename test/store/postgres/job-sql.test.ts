@@ -3,10 +3,12 @@
  * combination of filters reads index ranges newest first and stops after its
  * page, a queue's listing through jobs_queue_state_recent one range per
  * state (there is no index of a queue alone, docs/performance.md "Writes per
- * job").
+ * job"); and a queue's backlog (job-counts.ts), whose count of waiting jobs
+ * reads only them.
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import type { JobState } from "../../../src/domain/job.js";
+import { countStatements } from "../../../src/store/postgres/job-counts.js";
 import { listJobsQuery } from "../../../src/store/postgres/job-sql.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
 
@@ -54,5 +56,15 @@ describe.skipIf(skipWithoutPostgres(probe))("ListJobs on PostgreSQL", () => {
     expect(one).toContain("Index Scan Backward using jobs_queue_state_recent");
     expect(one).not.toContain("Sort");
     expect(await plan({})).toContain("Index Scan Backward using jobs_pkey");
+  });
+
+  it("counts a queue's backlog through jobs_pending_since from now on, never through the eligible jobs", async () => {
+    const { rows } = await db.pool.query(`EXPLAIN ${countStatements(db.schema).backlog}`, ["q1", 15_000]);
+    const p = rows.map((r) => r["QUERY PLAN"] as string).join("\n");
+    // Half of q1's pending jobs wait past 15 000: an index scan or a bitmap of that range, never of the eligible ones.
+    expect(p).toMatch(
+      /Scan (using|on) jobs_pending_since[^\n]*\n\s*Index Cond: \(\(queue = 'q1'::text\) AND \(schedule_time > '15000'::bigint\)\)/,
+    );
+    expect(p).not.toContain("Seq Scan on jobs");
   });
 });

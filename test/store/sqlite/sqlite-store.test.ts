@@ -297,6 +297,13 @@ describe("SQLite store specifics", () => {
       expect(plan(SQL.nextScheduledTime.replaceAll("?", "NULL"))).toContain("jobs_pending_since");
     });
 
+    it("reads a queue's backlog from job_counts and only its waiting jobs through jobs_pending_since", () => {
+      const p = plan(SQL.queueBacklog, { queue: "q", now: 0 });
+      expect(p).toContain("USING INDEX jobs_pending_since (queue=? AND schedule_time>?)");
+      expect(p).toContain("SEARCH job_counts USING PRIMARY KEY (queue=? AND state=?)");
+      expect(p).not.toContain("SCAN jobs");
+    });
+
     it("finds prunable jobs through jobs_finished and deletes their events through job_events_by_job", () => {
       const p = plan(SQL.prunableJobs.replaceAll("?", "NULL"));
       expect(p).toContain("USING INDEX jobs_finished (state=? AND finish_time<?)");
