@@ -37,6 +37,8 @@
  *            --taskset / --no-taskset (default on in a full run, off with --quick): after the SQLite rows,
  *            (b) again with the server under `taskset -c 0` and `taskset -c 0,1`, clients unpinned
  *            --taskset-scenarios=b (default b: which scenarios get those rows)
+ *            --otel: after the SQLite rows, (b) again with the server exporting its spans
+ *            (OTEL_TRACES_EXPORTER=otlp) to a local OTLP receiver, beside (b) without
  *
  * CPU per job is counted wherever it is spent: the server, the client
  * processes and the database's processes (every postgres process, or
@@ -87,6 +89,7 @@ import { latencySummary, nowMs, sleep } from "./lib/timing.mjs";
 import { printReport } from "./lib/report.mjs";
 import { verifyExactlyOnce } from "./lib/verify.mjs";
 import { topSelfTime } from "./lib/cpu-profile.mjs";
+import { startOtlpReceiver } from "./lib/otlp-receiver.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** Now in microseconds of CLOCK_MONOTONIC: the clock of V8's .cpuprofile timestamps, in any process. */
@@ -111,6 +114,7 @@ const { values: args } = parseArgs({
     taskset: { type: "boolean", default: false },
     "no-taskset": { type: "boolean", default: false },
     "taskset-scenarios": { type: "string", default: "b" },
+    otel: { type: "boolean", default: false },
   },
 });
 
@@ -558,7 +562,7 @@ async function checkBacklogAndResume(client, queue, groups, n, postgres) {
 }
 
 /** One LeaseQueue scenario on a fresh database; `pinning` ({cpus, label}) starts the server under `taskset -c cpus`. */
-async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, engine = "sqlite", pinning } = {}) {
+async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, engine = "sqlite", pinning, otel } = {}) {
   const scenario = SCENARIOS[key];
   const { driver, unusedBatchedRpcs, submitBatchView } = selectDriver(scenario.kind, pb.LeaseQueueService, pb, scenario.driver);
   const db = join(
@@ -579,7 +583,10 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
     postgres,
     cpuProfDir,
     cpus: pinning?.cpus,
-    env: { LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous },
+    env: {
+      LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous,
+      ...(otel === undefined ? {} : { OTEL_TRACES_EXPORTER: "otlp", OTEL_EXPORTER_OTLP_ENDPOINT: otel.url }),
+    },
   });
   // What the kernel allows the server, read back (taskset execs node, so the pid is the server's).
   const serverCpusAllowed = /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync(`/proc/${server.pid}/status`, "utf8"))?.[1];
@@ -689,7 +696,9 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
           ? "leasequeue on postgresql"
           : args.synchronous === "full"
             ? "leasequeue"
-            : `leasequeue (synchronous=${args.synchronous})`) + (pinning ? `, ${pinning.label}` : ""),
+            : `leasequeue (synchronous=${args.synchronous})`) +
+        (pinning ? `, ${pinning.label}` : "") +
+        (otel ? ", spans exported over OTLP" : ""),
       engine,
       serverCpus: pinning === undefined ? undefined : { taskset: `taskset -c ${pinning.cpus}`, cpusAllowed: serverCpusAllowed },
       api: driver.label,
@@ -710,6 +719,7 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       groups: scenario.groups ?? 0,
       submitFirst: scenario.submitFirst === true,
       serverWarnings: warnings.slice(0, 5),
+      otlpReceived: otel?.stats(),
     };
   } finally {
     await watchers?.kill(3000);
@@ -829,7 +839,35 @@ for (const engine of wantedEngines) {
           report.rows.push(await runLeaseQueueScenario(key, { pinning }));
         }
   }
+  if (engine === "sqlite" && args.otel) await runTracedScenario();
 }
+/** `--otel`: (b) with spans exported to a local receiver, next to (b) without (run again unless the table has it), and both figures. */
+async function runTracedScenario() {
+  const plain =
+    report.rows.find((r) => r.key === "b" && r.engine === "sqlite" && r.serverCpus === undefined) ?? (await runScenarioRow("b"));
+  const receiver = await startOtlpReceiver();
+  log(`LeaseQueue ${SCENARIOS.b.name}, spans exported to a local OTLP receiver at ${receiver.url}`);
+  let traced;
+  try {
+    traced = await runLeaseQueueScenario("b", { otel: receiver });
+  } finally {
+    await receiver.close();
+  }
+  report.rows.push(traced);
+  const figures = (r) => `${Math.round(r.e2eJobsPerSec ?? 0)} jobs/s, ${r.serverCpuMsPerJob?.toFixed(3)} ms server CPU per job`;
+  log(
+    `(b) without spans: ${figures(plain)}; with spans exported: ${figures(traced)} (${traced.otlpReceived.exports} exports, ${mib(traced.otlpReceived.bytes).toFixed(1)} MiB)`,
+  );
+  report.otel = { without: figures(plain), with: figures(traced), received: traced.otlpReceived };
+
+  async function runScenarioRow(key) {
+    log(`LeaseQueue ${SCENARIOS[key].name} (for --otel)`);
+    const row = await runLeaseQueueScenario(key);
+    report.rows.push(row);
+    return row;
+  }
+}
+
 for (const name of wantedPeers) {
   let rows;
   try {

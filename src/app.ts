@@ -25,6 +25,7 @@ import { createConsoleHandler, defaultConsoleDir } from "./server/console-files.
 import { withApiReference } from "./server/docs-files.js";
 import { HealthStatus, ServingStatus } from "./server/health.js";
 import { Authenticator } from "./server/authenticator.js";
+import type { CallSpans } from "./server/call-spans.js";
 import { createWatchOutputs } from "./server/node-watch-output.js";
 import { acceptedCompressions } from "./server/request-compression.js";
 import { boundaryInterceptor, routes, type RoutesOptions } from "./server/routes.js";
@@ -35,6 +36,7 @@ import { createExternalScalerService } from "./service/external-scaler-handlers.
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
 import { databaseLocation, describeLocation, holdDatabase, openStore } from "./store/engine.js";
 import type { Store } from "./store/store.js";
+import { startTracing, type Tracing } from "./telemetry/tracing.js";
 
 /** How long shutdown waits for in-flight calls before cutting them off. */
 export const SHUTDOWN_GRACE_MS = 10_000;
@@ -93,6 +95,8 @@ export async function startServer(config: Config, options: StartOptions): Promis
   const { log } = options;
   // First: a bad auth file refuses to start before anything is opened (AuthFileError).
   const auth = loadAuthentication(config, log);
+  // Spans only with an exporter configured: otherwise the SDK is never loaded.
+  const tracing = config.tracing === undefined ? undefined : await startTracing(config.tracing, log);
   const database = await openDatabase(config, log, options);
   const { store } = database;
   // Every time from here on is the store's: on PostgreSQL the database's clock.
@@ -100,19 +104,29 @@ export async function startServer(config: Config, options: StartOptions): Promis
   const feeds = createFeeds(config, store, clock, log, options);
   const metrics = createServerMetrics(store, clock, feeds);
   const health = createHealth(store, log);
-  const background = startBackgroundWork(config, store, clock, log, metrics, options);
+  const background = startBackgroundWork(config, store, clock, log, metrics, tracing, options);
   const service = createLeaseQueueService({
     store,
     clock,
     ...feeds,
     scheduler: background.scheduler,
     onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
+    producerSpans: tracing?.producers,
     workKeepaliveMs: options.claimKeepaliveMs,
     log,
   });
   const scaler = createExternalScalerService({ store, backlogWatches: feeds.backlogWatches });
   const shutdown = createShutdownSignal();
-  const rpc = createApiHandler(config, { service, scaler, health: health.status, auth, metrics, log, shutdownSignal: shutdown.signal });
+  const rpc = createApiHandler(config, {
+    service,
+    scaler,
+    health: health.status,
+    auth,
+    metrics,
+    log,
+    shutdownSignal: shutdown.signal,
+    callSpans: tracing?.calls,
+  });
   let listeners: Listeners;
   try {
     listeners = await startListeners(config, { rpc, metrics, health, auth, log, shutdownSignal: shutdown.signal });
@@ -120,6 +134,7 @@ export async function startServer(config: Config, options: StartOptions): Promis
     // Nothing was served: stop what runs in the background and give the database back.
     await background.stop();
     await database.close();
+    await tracing?.shutdown();
     throw err;
   }
 
@@ -144,11 +159,21 @@ export async function startServer(config: Config, options: StartOptions): Promis
         metrics.close();
         await listeners.side.close();
         await database.close();
+        // Last: the spans of the calls that just finished are exported.
+        await stopTracing(tracing, log);
         log.info("stopped");
       })();
       return closing;
     },
   };
+}
+
+async function stopTracing(tracing: Tracing | undefined, log: Logger): Promise<void> {
+  try {
+    await tracing?.shutdown();
+  } catch (err) {
+    log.warn("exporting the last spans failed", { error: err });
+  }
 }
 
 function loadAuthentication(config: Config, log: Logger): Authenticator | undefined {
@@ -267,8 +292,16 @@ function createHealth(store: Store, log: Logger) {
  * "Schedules": one timer to the earliest next run; runs missed while down
  * fire now), the lease sweep, and retention.
  */
-function startBackgroundWork(config: Config, store: Store, clock: Clock, log: Logger, metrics: Metrics, options: StartOptions) {
-  const scheduler = startScheduler({ store, clock, log });
+function startBackgroundWork(
+  config: Config,
+  store: Store,
+  clock: Clock,
+  log: Logger,
+  metrics: Metrics,
+  tracing: Tracing | undefined,
+  options: StartOptions,
+) {
+  const scheduler = startScheduler({ store, clock, log, producerSpans: tracing?.producers });
   const sweeper = startLeaseSweeper({ store, log, intervalMs: options.sweepIntervalMs });
   const pruner = startPruner({
     store,
@@ -308,6 +341,8 @@ export interface ApiHandlerParts {
   metrics: Metrics;
   log: Logger;
   shutdownSignal: AbortSignal;
+  /** The SERVER span of each call (docs/operations.md "Tracing"); undefined: no spans. */
+  callSpans?: CallSpans;
 }
 
 /**
@@ -318,7 +353,7 @@ export interface ApiHandlerParts {
  */
 export function createApiHandler(
   config: Config,
-  { service, scaler, health, auth, metrics, log, shutdownSignal }: ApiHandlerParts,
+  { service, scaler, health, auth, metrics, log, shutdownSignal, callSpans }: ApiHandlerParts,
 ): RpcHandler {
   // connect's JSON serialization reads `textDecoder` from these options,
   // although the router's option type does not declare it.
@@ -341,6 +376,7 @@ export function createApiHandler(
     interceptors: [boundaryInterceptor(log, metrics)],
     log,
     metrics,
+    callSpans,
     jsonOptions,
     readMaxBytes: config.maxRequestBytes,
     // Request encodings, and the ones responses may use: gzip unless configured.

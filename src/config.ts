@@ -8,10 +8,12 @@
 import { readFileSync } from "node:fs";
 import type { RetentionPolicy } from "./domain/retention.js";
 import { SETTINGS, type Setting } from "./config/settings.js";
+import { tracingConfig, type TracingConfig } from "./config/tracing.js";
 import { ConfigError, type RequestCompression } from "./config/values.js";
 
 export { SETTINGS, type Setting } from "./config/settings.js";
 export { ConfigError, redactDatabaseUrl, type RequestCompression } from "./config/values.js";
+export type { OtlpProtocol, TracingConfig } from "./config/tracing.js";
 
 export interface Config {
   databasePath: string;
@@ -54,6 +56,8 @@ export interface Config {
   retention: RetentionPolicy;
   /** The auth file (bearer tokens, roles, queues); undefined: authentication is off. Read at start and on SIGHUP. */
   authFile?: string;
+  /** Spans exported over OTLP (docs/operations.md "Tracing"), from the standard OTEL_ variables; undefined: off. */
+  tracing?: TracingConfig;
 }
 
 /** Where and how the PostgreSQL store connects. */
@@ -145,6 +149,7 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
     watchMaxPendingBytes: read(S.watchMaxPendingBytes),
     retention,
     authFile: readIfSet(S.authFile),
+    tracing: tracingConfig(env),
   };
 }
 

@@ -2,7 +2,8 @@
  * Every layering rule of ARCHITECTURE.md, run over src/: an import only
  * ever points down.
  *
- * - The server's floors: cli.ts -> app.ts and commands/ -> server/ ->
+ * - The server's floors: cli.ts -> app.ts and commands/ -> telemetry/ (the
+ *   OpenTelemetry SDK, behind the small interfaces of server/ and domain/) -> server/ ->
  *   service/ -> dispatch/ and maintenance/ (side by side, neither importing
  *   the other) -> store/ -> domain/, with the leaves metrics/, config.ts
  *   (with config/) and logger.ts used from above, and gen/ (the wire types)
@@ -76,6 +77,7 @@ const FLOORS: Record<string, number> = {
   "src/cli.ts": 10,
   "src/app.ts": 9,
   "src/commands": 9,
+  "src/telemetry": 8.5,
   "src/server": 8,
   "src/service": 7,
   gen: 6.5,
@@ -158,6 +160,31 @@ describe("engine-neutral store code", () => {
   it.each(["src/app.ts", "src/cli.ts", "src/commands/prune.ts"])("%s opens databases only through store/engine.ts", (file) => {
     expect(sqliteImports(file)).toEqual([]);
     expect(importsOf(file).some((s) => s.endsWith("store/engine.js"))).toBe(true);
+  });
+});
+
+describe("tracing loaded on demand", () => {
+  /** The specifiers a file imports for their values (an `import type` brings nothing in at run time). */
+  const valueImportsOf = (file: string) => {
+    const text = readFileSync(join(PACKAGE_ROOT, file), "utf8");
+    return [...text.matchAll(/^\s*(?:import|export)\s(?!type\s)[^;]*?from\s+"([^"]+)"|^\s*import\s+"([^"]+)"/gms)].map((m) => m[1] ?? m[2]);
+  };
+
+  it("no file the server loads at start imports OpenTelemetry: telemetry/tracing.ts loads the SDK only when an exporter is configured", () => {
+    const seen = new Set<string>();
+    const packages = new Set<string>();
+    const visit = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      for (const s of valueImportsOf(file)) {
+        if (!s.startsWith(".")) packages.add(s);
+        else visit(relative(PACKAGE_ROOT, resolve(PACKAGE_ROOT, dirname(file), s)).replace(/\.js$/, ".ts"));
+      }
+    };
+    visit("src/cli.ts");
+    expect(seen).toContain("src/telemetry/tracing.ts");
+    expect(seen).not.toContain("src/telemetry/otel-tracing.ts");
+    expect([...packages].filter((p) => p.startsWith("@opentelemetry/"))).toEqual([]);
   });
 });
 

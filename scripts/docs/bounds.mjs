@@ -25,6 +25,11 @@ export function describeBounds({ BOUNDS: B, DEFAULTS: D }, { formatDurationText 
       default: "none (ListJobs: any group)",
     },
     {
+      fields: ["traceContext"],
+      bound: `keys \`traceparent\` and \`tracestate\` only, each in W3C Trace Context syntax and at most ${B.traceContextBytes} bytes`,
+      default: "the call's `traceparent` and `tracestate` headers",
+    },
+    {
       fields: ["payload", "result"],
       bound: `any JSON, at most ${B.jsonBytes / 1024} KiB as compact JSON and ${B.jsonDepth} levels of nesting (\`1\` is level 0, \`[1]\` level 1)`,
       default: "`null`",

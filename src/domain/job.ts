@@ -1,4 +1,5 @@
 /** The domain model of a job, independent of protobuf and of SQL. Times are epoch milliseconds. */
+import type { TraceContext } from "./trace-context.js";
 
 export const JOB_STATES = ["queued", "running", "retry", "completed", "dead", "cancelled"] as const;
 export type JobState = (typeof JOB_STATES)[number];
@@ -49,6 +50,8 @@ export interface Job {
   resultJson: string | null;
   /** Compact JSON text of the latest progress a heartbeat reported; null until one does. */
   progressJson: string | null;
+  /** The W3C Trace Context the job carries (docs/api.md "Trace context"), fixed at submit; null when none. */
+  traceContext: TraceContext | null;
 }
 
 /** A job with the private fields the store keeps beside it. */

@@ -30,6 +30,8 @@ export const BOUNDS = {
   idempotencyKey: /^[\x21-\x7e]{1,128}$/,
   /** A job's group (docs/api.md "Groups"), when it has one: visible ASCII, no spaces; empty means none. */
   groupKey: /^[\x21-\x7e]{1,128}$/,
+  /** Bytes (UTF-8) of each value of a trace_context, traceparent and tracestate (docs/api.md "Trace context"). */
+  traceContextBytes: 512,
   /** Bytes of a payload or result as compact JSON text. */
   jsonBytes: 64 * 1024,
   /**

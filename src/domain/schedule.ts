@@ -33,16 +33,18 @@
 import { Cron, type CronOptions } from "croner";
 import type { EventDraft, Job } from "./job.js";
 import type { NewJob } from "./submission.js";
+import type { TraceContext } from "./trace-context.js";
 
 /** What a schedule's runs follow: a cron expression (in the schedule's time zone) or a fixed interval. */
 export type Recurrence = { cron: string } | { intervalMs: number };
 
 /**
  * The job each run submits: a validated SubmitRequest without an
- * idempotency key (the run supplies one) and without schedule_time; a delay
- * counts from the run time.
+ * idempotency key (the run supplies one), without schedule_time (a delay
+ * counts from the run time) and without a trace context (each run starts a
+ * new trace, docs/api.md "Trace context").
  */
-export type ScheduleTemplate = Omit<NewJob, "schedule" | "idempotencyKey"> & {
+export type ScheduleTemplate = Omit<NewJob, "schedule" | "idempotencyKey" | "traceContext"> & {
   /** The job becomes eligible this long after the run time; null: at the run time. */
   delayMs: number | null;
 };
@@ -159,10 +161,14 @@ export function scheduleRunKey(name: string, runTime: number): string {
   return `schedule:${name}:${runTimeText(runTime)}`;
 }
 
-/** The job a run submits, as a NewJob: eligible at the run time plus the template's delay. */
-export function runJob(s: ScheduleSpec, runTime: number): NewJob {
+/**
+ * The job a run submits, as a NewJob: eligible at the run time plus the
+ * template's delay, carrying `traceContext` (the root of the run's own trace
+ * when the server traces, else none).
+ */
+export function runJob(s: ScheduleSpec, runTime: number, traceContext: TraceContext | null = null): NewJob {
   const { delayMs, ...job } = s.template;
-  return { ...job, schedule: { at: runTime + (delayMs ?? 0) }, idempotencyKey: scheduleRunKey(s.name, runTime) };
+  return { ...job, schedule: { at: runTime + (delayMs ?? 0) }, idempotencyKey: scheduleRunKey(s.name, runTime), traceContext };
 }
 
 /** EVENT_KIND_SCHEDULED: the schedule submitted the job; stored right before the job's SUBMITTED event. */

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { QueueError } from "./errors.js";
 import { newJobId } from "./ids.js";
 import type { StoredJob } from "./job.js";
+import type { TraceContext } from "./trace-context.js";
 
 /** A submit request after validation and defaults (docs/api.md "Defaults and identity"). */
 export interface NewJob {
@@ -17,6 +18,13 @@ export interface NewJob {
   /** Absolute start (`schedule_time`), relative start (`delay`), or now. */
   schedule: { at: number } | { delayMs: number } | null;
   idempotencyKey: string | null;
+  /**
+   * The trace context the job stores (docs/api.md "Trace context"): the
+   * field's, else the call's headers', else (tracing on) the server's
+   * PRODUCER span's; null for none. Not part of submitFingerprint: a retried
+   * request carries another trace and still names the same job.
+   */
+  traceContext: TraceContext | null;
 }
 
 export function scheduleTimeOf(job: NewJob, now: number): number {
@@ -80,6 +88,7 @@ export function newStoredJob(spec: NewJob, now: number): StoredJob {
     lastError: null,
     resultJson: null,
     progressJson: null,
+    traceContext: spec.traceContext,
     leaseTokenHash: null,
     leaseDurationMs: null,
     idempotencyKey: spec.idempotencyKey,

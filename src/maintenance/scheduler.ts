@@ -19,6 +19,7 @@
  * fired then (only the latest one, see domain/schedule.ts).
  */
 import type { Clock } from "../domain/clock.js";
+import type { ProducerSpans } from "../domain/producer-spans.js";
 import type { Logger } from "../logger.js";
 import type { FiredRun, Store } from "../store/store.js";
 
@@ -36,6 +37,12 @@ export interface SchedulerOptions {
   onFired?: (runs: FiredRun[]) => void;
   /** Told each time the timer is set, with the time (by the clock) it is set for. */
   onArmed?: (at: number) => void;
+  /**
+   * When the server traces (docs/operations.md "Tracing"): each run's job
+   * starts a new trace, whose root is the run's PRODUCER span. Undefined:
+   * runs carry no trace context.
+   */
+  producerSpans?: ProducerSpans;
 }
 
 export class Scheduler {
@@ -47,6 +54,7 @@ export class Scheduler {
   readonly #retryMs: number;
   readonly #onFired: ((runs: FiredRun[]) => void) | undefined;
   readonly #onArmed: ((at: number) => void) | undefined;
+  readonly #producerSpans: ProducerSpans | undefined;
   readonly #unsubscribe: () => void;
   #timer: NodeJS.Timeout | undefined;
   /** The firing or re-arming in progress; a rearm() meanwhile runs once it ends. */
@@ -64,6 +72,7 @@ export class Scheduler {
     this.#retryMs = options.retryMs ?? 1000;
     this.#onFired = options.onFired;
     this.#onArmed = options.onArmed;
+    this.#producerSpans = options.producerSpans;
     this.#unsubscribe = this.#store.onCommitted(({ events, external, schedulesChanged }) => {
       if (external && (schedulesChanged === true || events.some((e) => e.kind === "scheduled"))) this.rearm();
     });
@@ -123,7 +132,7 @@ export class Scheduler {
   async #fire(): Promise<void> {
     try {
       for (;;) {
-        const runs = await this.#store.fireDueSchedules(this.#batchSize);
+        const runs = await this.#store.fireDueSchedules(this.#batchSize, this.#producerSpans !== undefined);
         if (runs.length > 0) this.#fired(runs);
         if (runs.length < this.#batchSize || this.#stopped) break;
         // Let the writers queued meanwhile commit before the next batch.
@@ -140,10 +149,14 @@ export class Scheduler {
   #fired(runs: FiredRun[]): void {
     for (const run of runs) {
       if (!run.submitted) continue;
+      const { job } = run;
+      if (this.#producerSpans !== undefined && job.traceContext !== null) {
+        this.#producerSpans.recordRoot(job.queue, job.traceContext, job.id, job.createTime);
+      }
       this.#log.debug("schedule run submitted", {
         schedule: run.schedule,
         runTime: new Date(run.runTime).toISOString(),
-        jobId: run.job.id,
+        jobId: job.id,
       });
     }
     try {

@@ -40,8 +40,10 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { createMethodUrl, validateUniversalHandlerOptions, type UniversalHandler } from "@connectrpc/connect/protocol";
 import type { Logger } from "../logger.js";
 import type { Metrics } from "../metrics/metrics.js";
+import { callTraceKey } from "../service/call-trace.js";
 import type { NodeRequestHandler } from "./node-request-handler.js";
 import { watchOutcome } from "./call-outcome.js";
+import type { CallSpans } from "./call-spans.js";
 import { callRecordKey, type CallRecord } from "./call-record.js";
 import { createGrpcUnaryMethod, servesAsGrpcUnary, type GrpcUnaryCall, type UnaryImplSpec } from "./grpc-unary.js";
 import { requestTimedOut } from "./http2-request-timeout.js";
@@ -55,6 +57,8 @@ export interface RpcHandlerOptions extends ConnectRouterOptions {
   log: Logger;
   /** Calls the boundary interceptor never saw are recorded here. */
   metrics: Pick<Metrics, "observeRpc">;
+  /** A SERVER span per call (docs/operations.md "Tracing"); undefined when the server does not trace. */
+  callSpans?: CallSpans;
   /**
    * Adds per-call values for the handlers (ctx.values), from the Node request
    * and response, before connect reads the request body. A ConnectError it
@@ -205,17 +209,20 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
     };
     let outcome: { code: Code | "ok" | undefined } = { code: undefined };
     const name = `${uHandler.service.typeName}/${method}`;
+    const span = opts.callSpans?.start({ service: uHandler.service.typeName, method, req });
     // Counted when the response closes (sent, or cut by the client):
     // universalResponseToNodeResponse waits for an 'end' event that Node's
     // responses never emit, so its promise only ever settles by failing.
     // Whichever of this and the interceptor comes first records the call.
     res.once("close", () => {
-      if (record.observed) return;
-      record.observed = true;
+      if (record.observed && span === undefined) return;
       // A call cut short is that, whatever connect answered into the void.
       const cutShort = record.cutShort();
       const known = outcome.code;
       const code = cutShort ?? (known === "ok" ? undefined : (known ?? Code.Unknown));
+      span?.end(code);
+      if (record.observed) return;
+      record.observed = true;
       opts.metrics.observeRpc(method, code, (performance.now() - started) / 1000);
     });
     const logFailure = (failure: unknown): void => {
@@ -227,6 +234,7 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
       }
     };
     const contextValues = createContextValues().set(callRecordKey, record);
+    if (span !== undefined) contextValues.set(callTraceKey, span.trace);
     try {
       opts.contextValues?.(contextValues, req, res, uHandler.method);
     } catch (err) {

@@ -7,6 +7,8 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../domain/clock.js";
 import { jobNotFound } from "../domain/errors.js";
+import type { ProducerSpans } from "../domain/producer-spans.js";
+import type { NewJob } from "../domain/submission.js";
 import type { Store, SubmitOutcome } from "../store/store.js";
 import type { LeaseQueueService, SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { encodedSubmitBatch } from "./encoded-responses.js";
@@ -14,6 +16,7 @@ import { invalidArgument } from "./errors.js";
 import { wireFormatOf } from "./lease-delivery.js";
 import { decodePageToken, encodePageToken, listFilterKey } from "./page-token.js";
 import { requireJobQueue, requireQueue, requireQueueFilter } from "./queue-access.js";
+import { traceSubmission } from "./submit-tracing.js";
 import * as v from "./validate.js";
 import { eventToWire, jobToWire } from "./wire.js";
 
@@ -25,6 +28,8 @@ export interface JobHandlerDeps {
   clock: Clock;
   /** Told about every submit answered from an existing job. */
   onIdempotentReplay?: (queue: string) => void;
+  /** The PRODUCER span of each submitted job (docs/operations.md "Tracing"); undefined when the server does not trace. */
+  producerSpans?: ProducerSpans;
 }
 
 type JobHandlers = Pick<
@@ -32,17 +37,31 @@ type JobHandlers = Pick<
   "submit" | "submitBatch" | "getJob" | "listJobs" | "listJobEvents" | "redrive" | "cancel"
 >;
 
-export function jobHandlers({ store, clock, onIdempotentReplay }: JobHandlerDeps): JobHandlers {
+export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }: JobHandlerDeps): JobHandlers {
   function replayed(outcomes: SubmitOutcome[]): SubmitOutcome[] {
     for (const o of outcomes) if (o.deduplicated) onIdempotentReplay?.(o.job.queue);
     return outcomes;
+  }
+
+  /** Stores the jobs, each with its trace context (docs/api.md "Trace context"), and ends their PRODUCER spans. */
+  async function submitTraced(specs: NewJob[], ctx: HandlerContext): Promise<SubmitOutcome[]> {
+    const traced = traceSubmission(specs, ctx, producerSpans);
+    let outcomes: SubmitOutcome[];
+    try {
+      outcomes = await store.submit(traced.specs);
+    } catch (err) {
+      traced.refused(err);
+      throw err;
+    }
+    traced.stored(outcomes);
+    return replayed(outcomes);
   }
 
   return {
     async submit(req, ctx) {
       const spec = v.newJob(req, clock.now(), "", headerKey(ctx));
       requireQueue(ctx, "queue", spec.queue);
-      const [outcome] = replayed(await store.submit([spec]));
+      const [outcome] = await submitTraced([spec], ctx);
       return submitOutcome(outcome);
     },
 
@@ -58,7 +77,7 @@ export function jobHandlers({ store, clock, onIdempotentReplay }: JobHandlerDeps
       const now = clock.now();
       const specs = req.jobs.map((job: SubmitRequest, i: number) => v.newJob(job, now, `jobs[${i}].`));
       specs.forEach((spec, i) => requireQueue(ctx, `jobs[${i}].queue`, spec.queue));
-      const outcomes = replayed(await store.submit(specs));
+      const outcomes = await submitTraced(specs, ctx);
       if (wireFormatOf(ctx.requestHeader.get("content-type")) === "binary") {
         const encoded = encodedSubmitBatch(outcomes, basic);
         if (encoded !== undefined) return encoded;

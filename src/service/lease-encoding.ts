@@ -110,6 +110,18 @@ function writeJob(w: ProtoWriter, job: Job, basic = false): void {
   if (!basic && job.resultJson !== null) writeJsonValue(w, 18, job.resultJson, "result");
   if (job.progressJson !== null) writeJsonValue(w, 19, job.progressJson, "progress");
   w.stringField(20, job.groupKey);
+  // map<string, string> trace_context: one entry message per key, in traceContextMap's order.
+  if (job.traceContext !== null) {
+    writeStringMapEntry(w, 21, "traceparent", job.traceContext.traceparent);
+    if (job.traceContext.tracestate !== "") writeStringMapEntry(w, 21, "tracestate", job.traceContext.tracestate);
+  }
+}
+
+function writeStringMapEntry(w: ProtoWriter, fieldNo: number, key: string, value: string): void {
+  const mark = w.beginMessage(fieldNo);
+  w.stringField(1, key);
+  w.stringField(2, value);
+  w.endMessage(mark);
 }
 
 function writeJsonValue(w: ProtoWriter, fieldNo: number, json: string, field: JsonField): void {

@@ -13,6 +13,7 @@ import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import { NO_QUEUE_LIMITS, QUEUE_CONFIG_FIELDS, type QueueConfigField, type QueueConfigUpdate } from "../domain/queue-limits.js";
 import { canonicalTimeZone, cronProblem, type Recurrence, type ScheduleSpec } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
+import { traceContextOf, type TraceContext } from "../domain/trace-context.js";
 import { JobView, type JobState, type QueueConfig, type Schedule, type SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
 import { STATE_FROM_WIRE } from "./wire.js";
@@ -55,6 +56,17 @@ export function groupKey(field: string, value: string): string {
     throw invalidArgument(field, "must be empty or 1-128 visible ASCII characters (0x21-0x7e, no spaces)");
   }
   return value;
+}
+
+/**
+ * SubmitRequest.trace_context (docs/api.md "Trace context"): null when
+ * empty (the call's headers apply then), else traceparent and tracestate in
+ * W3C Trace Context syntax, each at most 512 bytes, and no other key.
+ */
+export function traceContext(field: string, value: Readonly<Record<string, string>>): TraceContext | null {
+  const read = traceContextOf(value);
+  if ("problem" in read) throw invalidArgument(field, read.problem);
+  return read.context;
 }
 
 export function workerId(field: string, value: string): string {
@@ -247,6 +259,7 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
     retryBaseDelayMs: durationInRange(f("retry_base_delay"), req.retryBaseDelay, BOUNDS.retryBaseDelayMs, DEFAULTS.retryBaseDelayMs)!,
     schedule,
     idempotencyKey: key,
+    traceContext: traceContext(f("trace_context"), req.traceContext),
   };
 }
 
@@ -340,6 +353,9 @@ export function scheduleSpec(path: string, schedule: Schedule | undefined, now: 
   }
   if (template.schedule.case === "scheduleTime") {
     throw invalidArgument(f("template.schedule_time"), "cannot recur; use delay, which counts from each run time");
+  }
+  if (Object.keys(template.traceContext).length > 0) {
+    throw invalidArgument(f("template.trace_context"), "must be empty: each run starts a new trace");
   }
   const job = newJob(template, now, f("template."));
   return {

@@ -7,6 +7,7 @@ import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs, ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Job as DomainJob, JobEvent as DomainEvent, EventKind as DomainKind, JobState as DomainState } from "../domain/job.js";
 import type { StoredSchedule } from "../domain/schedule.js";
+import { traceContextMap } from "../domain/trace-context.js";
 import { hasLimits, type QueueConfig as DomainQueueConfig } from "../domain/queue-limits.js";
 import type { ClaimedLease, GroupCounts, QueueCounts } from "../store/store.js";
 import {
@@ -76,7 +77,7 @@ export function jobToWire(job: DomainJob, basic = false): Job {
   });
 }
 
-/** Every Job field but payload, result and last_error. */
+/** Every Job field but payload, result and last_error; lease-encoding.ts writes the same fields. */
 function jobEnvelope(job: DomainJob) {
   return {
     id: job.id,
@@ -97,6 +98,8 @@ function jobEnvelope(job: DomainJob) {
     // Small (at most 4 KiB) and what a list of running jobs is read for: kept in JOB_VIEW_BASIC.
     progress: jsonValue(job.progressJson),
     groupKey: job.groupKey,
+    // Small (two W3C headers) and what ties the job to its trace: kept in JOB_VIEW_BASIC.
+    traceContext: traceContextMap(job.traceContext),
   };
 }
 

@@ -2,7 +2,7 @@
  * The columns of a job row, shared by both engines: their names (the same
  * in SQLite and PostgreSQL), the order every job query selects them in, and
  * the mapping between a row (read as an array in that order: building and
- * reading objects with 25 named keys costs more than the B-tree work of a
+ * reading objects with 28 named keys costs more than the B-tree work of a
  * lookup) and a StoredJob.
  *
  * The lease token hash is the one column whose bound type differs (SQLite
@@ -44,6 +44,8 @@ const COLUMNS = [
   ["progress", (j) => j.progressJson],
   ["progress_event_time", (j) => j.progressEventTime],
   ["group_key", (j) => j.groupKey],
+  ["traceparent", (j) => j.traceContext?.traceparent ?? null],
+  ["tracestate", (j) => (j.traceContext === null || j.traceContext.tracestate === "" ? null : j.traceContext.tracestate)],
 ] as const satisfies ReadonlyArray<readonly [string, Getter]>;
 
 export type JobColumn = (typeof COLUMNS)[number][0];
@@ -117,5 +119,6 @@ export function toStoredJob(r: JobRow): StoredJob {
     progressJson: r[23] as string | null,
     progressEventTime: r[24] as number | null,
     groupKey: r[25] as string,
+    traceContext: r[26] === null ? null : { traceparent: r[26] as string, tracestate: (r[27] as string | null) ?? "" },
   };
 }

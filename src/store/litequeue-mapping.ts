@@ -135,6 +135,7 @@ export function mapLitequeueRow(row: LitequeueRow, target: ImportTarget): Mapped
     heartbeatEventTime: null,
     progressEventTime: null,
     groupKey: "",
+    traceContext: null,
   };
   const event: EventDraft = {
     jobId: id,

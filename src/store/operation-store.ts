@@ -143,8 +143,8 @@ export abstract class OperationStore {
     return this.runWrite("deleteSchedule", [name]);
   }
 
-  fireDueSchedules(limit: number): Promise<FiredRun[]> {
-    return this.runWrite("fireDueSchedules", [limit]);
+  fireDueSchedules(limit: number, newTraces = false): Promise<FiredRun[]> {
+    return this.runWrite("fireDueSchedules", [limit, newTraces]);
   }
 
   // ------------------------------------------------------------ listeners

@@ -360,9 +360,12 @@ export interface Store {
    * event right before the job's SUBMITTED one, and the schedule's next
    * and last run times advanced. After downtime only the latest missed run
    * is submitted. A run whose key already names a job (another server got
-   * there first) is not submitted again. Earliest due first.
+   * there first) is not submitted again. Earliest due first. With
+   * `newTraces`, each run's job carries the root context of a new trace
+   * (domain/trace-context.ts newRootTraceContext), for the server's PRODUCER
+   * span of the run; without, no trace context (docs/api.md "Trace context").
    */
-  fireDueSchedules(limit: number): Promise<FiredRun[]>;
+  fireDueSchedules(limit: number, newTraces?: boolean): Promise<FiredRun[]>;
   /** Every schedule, ordered by name. */
   listSchedules(): Promise<StoredSchedule[]>;
   /** The earliest next_run_time of the schedules that are not paused, or null when none will run. */

@@ -50,7 +50,7 @@ export const WRITE_OPERATIONS = {
   bulkTransition: (spec: BulkBatchSpec) => bulkTransitionBatch(spec),
   createSchedule: (spec: ScheduleSpec) => createSchedule(spec),
   deleteSchedule: (name: string) => deleteSchedule(name),
-  fireDueSchedules: (limit: number) => fireDueSchedules(limit),
+  fireDueSchedules: (limit: number, newTraces = false) => fireDueSchedules(limit, newTraces),
   probeWrite: () => probeWrite(),
 };
 

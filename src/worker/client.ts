@@ -23,12 +23,17 @@
  *
  * `token` sends `authorization: Bearer <token>` on every call, for a
  * server with authentication on (docs/writing-a-worker.md "Authentication").
+ *
+ * Submit and SubmitBatch carry the active OpenTelemetry span's context as
+ * traceparent/tracestate headers (docs/api.md "Trace context"), unless
+ * `traceContext: false`.
  */
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type * as http2 from "node:http2";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { bearerTokenInterceptor } from "./bearer-token.js";
+import { traceContextInterceptor } from "./trace-propagation.js";
 
 /** The generated service client: every RPC of docs/api.md "RPCs", typed. */
 export type LeaseQueueClient = Client<typeof LeaseQueueService>;
@@ -53,6 +58,13 @@ export interface LeaseQueueClientOptions {
    * private network. The SDK never logs it nor puts it in an error.
    */
   token?: string;
+  /**
+   * Send the active OpenTelemetry span's context as the traceparent and
+   * tracestate headers of Submit and SubmitBatch, so that the jobs join the
+   * caller's trace (docs/api.md "Trace context"); default true. Without a
+   * registered OpenTelemetry SDK there is no span, and nothing is sent.
+   */
+  traceContext?: boolean;
   /** Applied to every call (after the one that adds `token`, if given). */
   interceptors?: Interceptor[];
   /** Passed to Node's `http2.connect()` (HTTP/2), e.g. `{ ca }` for a private CA. */
@@ -74,7 +86,11 @@ export function canStreamBothWays(client: LeaseQueueClient): boolean {
 /** Creates a typed client. Calls reject with `ConnectError`; see docs/api.md "Errors" for codes and reasons. */
 export function createLeaseQueueClient(options: LeaseQueueClientOptions): LeaseQueueClient {
   const { url, transport = "grpc", httpVersion = "2", nodeOptions } = options;
-  const interceptors = [...(options.token !== undefined ? [bearerTokenInterceptor(options.token)] : []), ...(options.interceptors ?? [])];
+  const interceptors = [
+    ...(options.token !== undefined ? [bearerTokenInterceptor(options.token)] : []),
+    ...(options.traceContext !== false ? [traceContextInterceptor()] : []),
+    ...(options.interceptors ?? []),
+  ];
   const pingIntervalMs = options.pingIntervalMs ?? 30_000;
   const http2Options = {
     ...(pingIntervalMs > 0 ? { pingIntervalMs } : {}),

@@ -13,6 +13,8 @@
 export { createLeaseQueueClient, type LeaseQueueClient, type LeaseQueueClientOptions, type LeaseQueueTransport } from "./client.js";
 export { createWorker, type Worker } from "./worker.js";
 export type { JobContext, JobHandler } from "./job-attempt.js";
+export type { WorkerTracingOptions } from "./attempt-span.js";
+export { currentTraceContext } from "./trace-propagation.js";
 export type { WorkerEvent } from "./worker-events.js";
 export type { WorkerOptions } from "./worker-options.js";
 export {

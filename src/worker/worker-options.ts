@@ -6,6 +6,7 @@
 import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import type { BackoffOptions } from "./backoff.js";
 import { canStreamBothWays, createLeaseQueueClient, type LeaseQueueClient, type LeaseQueueTransport } from "./client.js";
+import type { WorkerTracingOptions } from "./attempt-span.js";
 import type { JobHandler } from "./job-attempt.js";
 import { eventReporter, type ReportEvent, type WorkerEvent } from "./worker-events.js";
 
@@ -57,6 +58,13 @@ export interface WorkerOptions {
    */
   workStream?: boolean;
   handler: JobHandler;
+  /**
+   * The CONSUMER span of each attempt (docs/writing-a-worker.md "Tracing"),
+   * through the OpenTelemetry API and the SDK the application registered
+   * (none: no spans): a child of the job's trace context, or with
+   * `link: true` a new trace linked to it.
+   */
+  tracing?: WorkerTracingOptions;
   /** Observability hook; exceptions it throws are ignored. Without it, `error`, `refused` and `disconnected` events go to the console. */
   onEvent?: (event: WorkerEvent) => void;
 }
@@ -75,6 +83,7 @@ export interface WorkerSettings {
   /** How leases come: the Work stream, StreamClaims plus Acknowledge, or Claim carrying acknowledgements. */
   path: "work" | "stream-claims" | "unary";
   handler: JobHandler;
+  tracing: WorkerTracingOptions;
   onEvent: ReportEvent;
 }
 
@@ -125,6 +134,17 @@ export function workerSettings(o: WorkerOptions): WorkerSettings {
     ackBatchWindowMs,
     path: unary ? "unary" : (o.workStream ?? canStreamBothWays(client)) ? "work" : "stream-claims",
     handler: o.handler,
+    tracing: tracingOptions(o.tracing),
     onEvent: eventReporter(o.onEvent, o.workerId, o.queue),
   };
+}
+
+function tracingOptions(t: WorkerTracingOptions | undefined): WorkerTracingOptions {
+  if (t === undefined) return {};
+  if (typeof t !== "object" || t === null) throw new TypeError("createWorker: tracing must be an object ({ link?, tracer? })");
+  if (t.link !== undefined && typeof t.link !== "boolean") throw new TypeError("createWorker: tracing.link must be a boolean");
+  if (t.tracer !== undefined && typeof t.tracer?.startSpan !== "function") {
+    throw new TypeError("createWorker: tracing.tracer must be an OpenTelemetry Tracer");
+  }
+  return t;
 }

@@ -38,6 +38,7 @@
  *   work-stream-side.ts), stream-claims-transport.ts and
  *   claim-transport.ts: the three paths;
  * - job-attempt.ts: running the handler once; attempt-outcome.ts: how an attempt ends;
+ *   attempt-span.ts: its CONSUMER span;
  * - result-checks.ts: results and progress the server would refuse;
  * - outcome-acknowledger.ts: sending an outcome until the server takes it.
  */
@@ -46,6 +47,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ACK_ANSWER_TIMEOUT_MS, AckBatcher } from "./ack-batcher.js";
 import { resultRefused, type Outcome } from "./attempt-outcome.js";
+import { startAttemptSpan } from "./attempt-span.js";
 import { pause } from "./backoff.js";
 import { WorkerClosedError } from "./errors.js";
 import { HeldLease } from "./held-lease.js";
@@ -208,10 +210,13 @@ class LeaseWorker implements Worker {
   }
 
   async #run(lease: HeldLease): Promise<void> {
-    let outcome: Outcome = await runAttempt(lease, this.#settings.handler, this.workerId, () => {
-      lease.start();
-      this.#handlers.add(lease);
-    });
+    const span = startAttemptSpan(lease.job, this.workerId, this.#settings.tracing);
+    let outcome: Outcome = await span.within(() =>
+      runAttempt(lease, this.#settings.handler, this.workerId, () => {
+        lease.start();
+        this.#handlers.add(lease);
+      }),
+    );
     this.#handlers.delete(lease);
     // Lost, or close() already failed the job: the outcome is dropped.
     if (lease.state === "running") {
@@ -222,6 +227,7 @@ class LeaseWorker implements Worker {
       }
       this.#finish(lease, outcome);
     }
+    span.end(outcome);
     this.#startWaiting();
   }
 

@@ -248,7 +248,11 @@ describe("the due run", () => {
       retryBaseDelayMs: 15_000,
       schedule: { at: runTime + 5 * MINUTE },
       idempotencyKey: "schedule:nightly:2026-01-02T03:00:00.000Z",
+      traceContext: null,
     });
+    // A run of a server that traces starts a trace of its own (docs/api.md "Trace context").
+    const root = { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tracestate: "" };
+    expect(runJob(s, runTime, root).traceContext).toBe(root);
     // The longest name gives a key within the 128 characters an idempotency key may have.
     expect(scheduleRunKey("n".repeat(64), runTime).length).toBe(98);
   });

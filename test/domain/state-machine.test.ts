@@ -38,6 +38,7 @@ function jobIn(state: JobState, patch: Partial<StoredJob> = {}): StoredJob {
     lastError: null,
     resultJson: null,
     progressJson: null,
+    traceContext: null,
     leaseTokenHash: null,
     leaseDurationMs: null,
     idempotencyKey: null,

@@ -302,6 +302,7 @@ describe("a stored job that no binary client could decode", () => {
         retryBaseDelayMs: 0,
         schedule: null,
         idempotencyKey: null,
+        traceContext: null,
       },
     ]);
     return outcome.job.id;

@@ -130,6 +130,7 @@ function storedJob(id: string, groupKey: string): Job {
     lastError: null,
     resultJson: null,
     progressJson: null,
+    traceContext: null,
   };
 }
 

@@ -45,6 +45,7 @@ function job(overrides: Partial<Job> = {}): Job {
     lastError: null,
     resultJson: null,
     progressJson: null,
+    traceContext: null,
     ...overrides,
   };
 }
@@ -96,6 +97,16 @@ const JOBS: Array<[string, Job]> = [
   ["a null progress beside a result", job({ progressJson: "null", resultJson: '"ok"' })],
   ["a job in a group", job({ groupKey: "customer-42" })],
   ["a group key of 128 visible ASCII characters, progress beside it", job({ groupKey: "~!".repeat(64), progressJson: "[1]" })],
+  ["a trace context", job({ traceContext: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tracestate: "" } })],
+  [
+    "a trace context with a tracestate of 512 bytes",
+    job({
+      traceContext: {
+        traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        tracestate: `k=${"v".repeat(251)},l=${"w".repeat(256)}`,
+      },
+    }),
+  ],
   ["big counters", job({ attempts: 100, maxAttempts: 100, deliveries: 2 ** 31 - 1, priority: 100 })],
   ["an empty object and an empty array", job({ payloadJson: "{}", resultJson: "[]" })],
   ["32 levels", job({ payloadJson: nested(32), resultJson: JSON.stringify(JSON.parse(nested(31))) })],

@@ -365,6 +365,115 @@ describe("group_key", () => {
   });
 });
 
+describe("trace_context: W3C Trace Context, at most 512 bytes a value", () => {
+  const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  const badContexts: [string, Record<string, string>][] = [
+    ["an unknown key", { traceparent: parent, baggage: "userId=1" }],
+    ["a traceparent with upper-case hex", { traceparent: parent.toUpperCase() }],
+    ["a traceparent missing its flags", { traceparent: parent.slice(0, -3) }],
+    ["a traceparent of version ff", { traceparent: `ff${parent.slice(2)}` }],
+    ["a version-00 traceparent with a fifth field", { traceparent: `${parent}-01` }],
+    ["an all-zero trace-id", { traceparent: `00-${"0".repeat(32)}-00f067aa0ba902b7-01` }],
+    ["an all-zero parent-id", { traceparent: `00-4bf92f3577b34da6a3ce929d0e0e4736-${"0".repeat(16)}-01` }],
+    ["a tracestate alone", { tracestate: "congo=t61rcWkgMzE" }],
+    ["a tracestate member without a value", { traceparent: parent, tracestate: "congo=" }],
+    ["a tracestate key starting with a digit and no tenant", { traceparent: parent, tracestate: "1congo=x" }],
+    ["a tracestate value with '='", { traceparent: parent, tracestate: "congo=a=b" }],
+    ["33 tracestate members", { traceparent: parent, tracestate: Array.from({ length: 33 }, (_, i) => `k${i}=v`).join(",") }],
+    ["a tracestate of 513 bytes", { traceparent: parent, tracestate: `k=${"v".repeat(252)},l=${"w".repeat(256)}` }],
+  ];
+
+  it.each(badContexts)("Submit refuses %s, naming trace_context", async (_, traceContext) => {
+    expectInvalid(await s.call("Submit", { ...base, traceContext }), "trace_context");
+  });
+
+  it("SubmitBatch names the job, jobs[1].trace_context, and creates nothing", async () => {
+    const res = await s.call("SubmitBatch", { jobs: [base, { ...base, traceContext: { traceparent: "nope" } }] });
+    expectInvalid(res, "jobs[1].trace_context");
+    expect(await queueJobs("refused")).toEqual([]);
+  });
+
+  it("CreateSchedule refuses a template with one: each run starts a new trace", async () => {
+    const schedule = { name: "traced", cron: "@daily", template: { ...base, traceContext: { traceparent: parent } } };
+    expectInvalid(await s.call("CreateSchedule", { schedule }), "schedule.template.trace_context");
+  });
+
+  it("stores the field and returns it with the job: Submit, GetJob, ListJobs (basic view too) and the lease", async () => {
+    const traceContext = { traceparent: parent, tracestate: `tenant@vendor=${"x".repeat(241)},congo=t61rcWkgMzE` };
+    const { job } = await submitOk({ queue: "traced", task: "t", traceContext });
+    expect(job.traceContext).toEqual(traceContext);
+    expect((await ok("GetJob", { jobId: job.id })).job.traceContext).toEqual(traceContext);
+    expect((await ok("ListJobs", { queue: "traced", view: "JOB_VIEW_BASIC" })).jobs[0].traceContext).toEqual(traceContext);
+    const { leases } = await ok("Claim", { queue: "traced", workerId: "w" });
+    expect(leases[0].job.traceContext).toEqual(traceContext);
+    const binary = await s.client.getJob({ jobId: job.id });
+    expect(binary.job!.traceContext).toEqual(traceContext);
+  });
+
+  it("accepts a tracestate of exactly 512 bytes, 32 members, empty members, and a future traceparent version", async () => {
+    const exact = `k=${"v".repeat(251)},l=${"w".repeat(256)}`;
+    expect(Buffer.byteLength(exact)).toBe(512);
+    for (const traceContext of [
+      { traceparent: parent, tracestate: exact },
+      { traceparent: parent, tracestate: Array.from({ length: 32 }, (_, i) => `k${i}=v`).join(" , ") + ",," },
+      { traceparent: `cc${parent.slice(2)}-what-comes-next` },
+    ]) {
+      expect((await submitOk({ queue: "traced-bounds", task: "t", traceContext })).job.traceContext).toEqual(traceContext);
+    }
+  });
+
+  it("takes the call's traceparent and tracestate headers when the field is empty; the field wins over them", async () => {
+    const headers = { traceparent: other, tracestate: "rojo=00f067aa0ba902b7" };
+    const fromHeaders = await submitOk({ queue: "traced-headers", task: "t" }, headers);
+    expect(fromHeaders.job.traceContext).toEqual(headers);
+    const own = await submitOk({ queue: "traced-headers", task: "t", traceContext: { traceparent: parent } }, headers);
+    expect(own.job.traceContext).toEqual({ traceparent: parent });
+    const [a, b] = await submitBatchOk([
+      { queue: "traced-headers", task: "a" },
+      { queue: "traced-headers", task: "b", traceContext: { traceparent: parent } },
+    ]).then((results) => results.map((r) => r.job.traceContext));
+    expect(a).toBeUndefined(); // submitBatchOk sends no headers
+    expect(b).toEqual({ traceparent: parent });
+    const batch = await ok(
+      "SubmitBatch",
+      {
+        jobs: [
+          { queue: "traced-headers", task: "a" },
+          { queue: "traced-headers", task: "b", traceContext: { traceparent: parent } },
+        ],
+      },
+      headers,
+    );
+    created += 2;
+    expect(batch.results.map((r: any) => r.job.traceContext)).toEqual([headers, { traceparent: parent }]);
+  });
+
+  it("takes the headers as gRPC metadata too (the unary gRPC path), and answers the context in binary", async () => {
+    const client = createClient(LeaseQueueService, createGrpcTransport({ baseUrl: s.apiUrl }));
+    const headers = { traceparent: other, tracestate: "rojo=00f067aa0ba902b7" };
+    const { job } = await client.submit({ queue: "traced-headers", task: "grpc" }, { headers });
+    created++;
+    expect(job!.traceContext).toEqual(headers);
+    const { results } = await client.submitBatch({ jobs: [{ queue: "traced-headers", task: "grpc" }] }, { headers });
+    created++;
+    expect(results[0].job!.traceContext).toEqual(headers);
+  });
+
+  it("ignores a malformed traceparent header with its tracestate, and drops a malformed tracestate header alone", async () => {
+    const ignored = await submitOk({ queue: "traced-headers", task: "t" }, { traceparent: "00-xyz", tracestate: "congo=1" });
+    expect(ignored.job.traceContext).toBeUndefined();
+    const dropped = await submitOk({ queue: "traced-headers", task: "t" }, { traceparent: other, tracestate: "not a list" });
+    expect(dropped.job.traceContext).toEqual({ traceparent: other });
+  });
+
+  it("is not part of the request an idempotency key names: a retry with another trace gets the first job", async () => {
+    const first = await submitOk({ queue: "traced", task: "t", idempotencyKey: "traced-once", traceContext: { traceparent: parent } });
+    const again = await submitOk({ queue: "traced", task: "t", idempotencyKey: "traced-once", traceContext: { traceparent: other } });
+    expect(again).toMatchObject({ deduplicated: true, job: { id: first.job.id, traceContext: { traceparent: parent } } });
+  });
+});
+
 describe("payload and result: at most 64 KiB of compact UTF-8 JSON", () => {
   function expectTooLarge(res: Reply, field: string, bytes: number): void {
     expectInvalid(res, field);

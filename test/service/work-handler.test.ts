@@ -257,6 +257,7 @@ describe("Work", () => {
       retryBaseDelayMs: 1000,
       schedule: null,
       idempotencyKey: null,
+      traceContext: null,
     };
     const [poison, healthy] = await t.server.store.submit([
       { ...base, payloadJson: deep },

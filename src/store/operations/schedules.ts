@@ -15,6 +15,7 @@
 import { publicJob } from "../../domain/job.js";
 import { dueRun, nextRunAfter, runJob, scheduledEvent, type ScheduleSpec, type StoredSchedule } from "../../domain/schedule.js";
 import { scheduleNotFound } from "../../domain/errors.js";
+import { newRootTraceContext } from "../../domain/trace-context.js";
 import { andThen } from "../steps.js";
 import type { FiredRun } from "../store.js";
 import type { ScheduleRunUpdate } from "../transaction-port.js";
@@ -70,13 +71,16 @@ export function deleteSchedule(name: string): WriteOperation<void> {
     });
 }
 
-/** Submits the due run of each due schedule (at most `limit` schedules) and advances their run times. */
-export function fireDueSchedules(limit: number): WriteOperation<FiredRun[]> {
+/**
+ * Submits the due run of each due schedule (at most `limit` schedules) and
+ * advances their run times; with `newTraces` each run starts a new trace.
+ */
+export function fireDueSchedules(limit: number, newTraces = false): WriteOperation<FiredRun[]> {
   return (scope) =>
     andThen(scope.port.selectDueSchedules(scope.now, limit), (schedules) => {
       const runs = schedules.flatMap((schedule) => {
         const due = dueRun(schedule, scope.now);
-        return due === undefined ? [] : [{ schedule, due, job: runJob(schedule, due.runTime) }];
+        return due === undefined ? [] : [{ schedule, due, job: runJob(schedule, due.runTime, newTraces ? newRootTraceContext() : null) }];
       });
       if (runs.length === 0) return [];
       const keys = runs.map(({ job }) => ({ queue: job.queue, key: job.idempotencyKey! }));

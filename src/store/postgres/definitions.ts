@@ -17,7 +17,7 @@ import { jsonFunctionsSql } from "./json-functions.js";
 import { sequencerFunctionSql } from "./event-sequencer.js";
 import { submitFunctionSql } from "./submit-function.js";
 
-export const DEFINITIONS_REVISION = 3;
+export const DEFINITIONS_REVISION = 4;
 
 /** Every function, in dependency order; run with search_path set to the schema. */
 export function definitionsSql(schema: string): string {

@@ -46,6 +46,8 @@ const COLUMN_TYPES: Record<JobColumn, string> = {
   progress: "text",
   progress_event_time: "bigint",
   group_key: "text",
+  traceparent: "text",
+  tracestate: "text",
 };
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");

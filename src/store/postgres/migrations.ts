@@ -359,4 +359,14 @@ CREATE TRIGGER jobs_fair_changed AFTER UPDATE ON jobs REFERENCING OLD TABLE AS o
   FOR EACH STATEMENT EXECUTE FUNCTION jobs_fair_groups();
 `,
   },
+  {
+    version: 7,
+    name: "trace context",
+    sql: `
+-- The W3C Trace Context a job carries (docs/api.md "Trace context"), as
+-- SQLite's migration 11: traceparent and tracestate, NULL when none.
+ALTER TABLE jobs ADD COLUMN traceparent text;
+ALTER TABLE jobs ADD COLUMN tracestate text;
+`,
+  },
 ];

@@ -30,6 +30,7 @@
  */
 import { formatDurationText } from "../../domain/duration-text.js";
 import { BOUNDS, DEFAULTS } from "../../domain/request-bounds.js";
+import { TRACE_CONTEXT_PROBLEMS, TRACEPARENT, TRACESTATE_MEMBER, TRACESTATE_MEMBERS } from "../../domain/trace-context.js";
 import { quoteEscapeLiteral, quoteLiteral } from "./identifiers.js";
 import { notificationChannel } from "./notifications.js";
 
@@ -58,6 +59,9 @@ export function submitFunctionSql(schema: string): string {
   const [minRetry, maxRetry] = BOUNDS.retryBaseDelayMs;
   const ahead = BOUNDS.scheduleAheadMs;
   const channel = quoteLiteral(notificationChannel(schema));
+  const traceparent = quoteEscapeLiteral(TRACEPARENT.source);
+  const member = quoteEscapeLiteral(TRACESTATE_MEMBER.source);
+  const problem = TRACE_CONTEXT_PROBLEMS;
   return `
 -- A UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, version 7, 74 random bits.
 CREATE OR REPLACE FUNCTION new_job_id(now_ms bigint) RETURNS uuid
@@ -82,8 +86,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     || ']', 'UTF8')), 'base64'), '+/', '-_'), '=')
 $fn$;
 
--- Before groups, submit() took no group_key: that version goes, so that no call is ambiguous.
+-- Before groups, submit() took no group_key, and before trace context no
+-- trace_context: those versions go, so that no call is ambiguous.
 DROP FUNCTION IF EXISTS submit(text, text, jsonb, integer, integer, interval, timestamptz, interval, text);
+DROP FUNCTION IF EXISTS submit(text, text, jsonb, integer, integer, interval, timestamptz, interval, text, text);
 
 CREATE OR REPLACE FUNCTION submit(
   queue text DEFAULT NULL,
@@ -95,7 +101,8 @@ CREATE OR REPLACE FUNCTION submit(
   schedule_time timestamptz DEFAULT NULL,
   delay interval DEFAULT NULL,
   idempotency_key text DEFAULT NULL,
-  group_key text DEFAULT NULL
+  group_key text DEFAULT NULL,
+  trace_context jsonb DEFAULT NULL
 ) RETURNS uuid
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
@@ -117,8 +124,13 @@ DECLARE
   v_id uuid;
   v_found_id uuid;
   v_found_hash text;
+  v_traceparent text;
+  v_tracestate text;
+  v_entry record;
+  v_members integer := 0;
+  v_member text;
 BEGIN
-  -- In the RPC's order (service/validate.ts newJob): schedule, key, group, queue, task, payload, priority, max_attempts, retry_base_delay.
+  -- In the RPC's order (service/validate.ts newJob): schedule, key, group, queue, task, payload, priority, max_attempts, retry_base_delay, trace_context.
   IF submit.schedule_time IS NOT NULL AND submit.delay IS NOT NULL THEN
     ${refuse("delay", "give schedule_time or delay, not both")};
   END IF;
@@ -184,6 +196,64 @@ BEGIN
     END IF;
     v_retry_ms := ${intervalMs("submit.retry_base_delay")};
   END IF;
+  -- domain/trace-context.ts traceContextOf: an object of traceparent and
+  -- tracestate, W3C Trace Context syntax, each at most ${BOUNDS.traceContextBytes} bytes.
+  IF submit.trace_context IS NOT NULL AND submit.trace_context <> 'null'::jsonb THEN
+    IF jsonb_typeof(submit.trace_context) <> 'object' THEN
+      ${refuse("trace_context", "must be an object of strings")};
+    END IF;
+    FOR v_entry IN SELECT e.key, e.value FROM jsonb_each(submit.trace_context) e LOOP
+      IF v_entry.key NOT IN ('traceparent', 'tracestate') THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', COLUMN = 'trace_context',
+          MESSAGE = 'trace_context: has the key ' || to_json(v_entry.key)::text || '; the keys are traceparent and tracestate';
+      END IF;
+      IF jsonb_typeof(v_entry.value) <> 'string' THEN
+        ${refuse("trace_context", "must be an object of strings")};
+      END IF;
+      IF octet_length(v_entry.value #>> '{}') > ${BOUNDS.traceContextBytes} THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', COLUMN = 'trace_context',
+          MESSAGE = 'trace_context: ' || v_entry.key || ' must be at most ${BOUNDS.traceContextBytes} bytes';
+      END IF;
+      IF v_entry.key = 'traceparent' THEN
+        v_traceparent := v_entry.value #>> '{}';
+      ELSE
+        v_tracestate := v_entry.value #>> '{}';
+      END IF;
+    END LOOP;
+    IF v_traceparent IS NULL AND v_tracestate IS NOT NULL THEN
+      ${refuse("trace_context", problem.orphanTracestate)};
+    END IF;
+    IF v_traceparent IS NOT NULL THEN
+      IF v_traceparent !~ ${traceparent} THEN
+        ${refuse("trace_context", problem.traceparent)};
+      END IF;
+      IF left(v_traceparent, 2) = 'ff' THEN
+        ${refuse("trace_context", problem.version)};
+      END IF;
+      IF left(v_traceparent, 2) = '00' AND length(v_traceparent) <> 55 THEN
+        ${refuse("trace_context", problem.fields)};
+      END IF;
+      IF substr(v_traceparent, 4, 32) = repeat('0', 32) THEN
+        ${refuse("trace_context", problem.traceId)};
+      END IF;
+      IF substr(v_traceparent, 37, 16) = repeat('0', 16) THEN
+        ${refuse("trace_context", problem.parentId)};
+      END IF;
+    END IF;
+    IF v_tracestate IS NOT NULL THEN
+      FOR v_member IN SELECT btrim(m, E' \\t') FROM regexp_split_to_table(v_tracestate, ',') m LOOP
+        CONTINUE WHEN v_member = '';
+        IF v_member !~ ${member} THEN
+          ${refuse("trace_context", problem.tracestate)};
+        END IF;
+        v_members := v_members + 1;
+      END LOOP;
+      IF v_members > ${TRACESTATE_MEMBERS} THEN
+        ${refuse("trace_context", problem.members)};
+      END IF;
+      v_tracestate := nullif(v_tracestate, '');
+    END IF;
+  END IF;
 
   IF v_key IS NOT NULL THEN
     v_hash := request_fingerprint(v_queue, v_task,
@@ -192,10 +262,10 @@ BEGIN
   END IF;
   v_id := new_job_id(now_ms);
   INSERT INTO jobs (id, queue, task, payload, priority, state, attempts, max_attempts, retry_base_delay_ms,
-      schedule_time, create_time, update_time, deliveries, idempotency_key, request_hash, group_key)
+      schedule_time, create_time, update_time, deliveries, idempotency_key, request_hash, group_key, traceparent, tracestate)
     VALUES (v_id, v_queue, v_task, v_payload, v_priority, 'queued', 0, v_max_attempts, v_retry_ms,
       CASE v_schedule_kind WHEN 'at' THEN v_schedule_ms WHEN 'delay' THEN now_ms + v_schedule_ms ELSE now_ms END,
-      now_ms, now_ms, 0, v_key, v_hash, v_group)
+      now_ms, now_ms, 0, v_key, v_hash, v_group, v_traceparent, v_tracestate)
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
   IF NOT FOUND THEN
     -- The key names a job already (committed, or committed by a concurrent

@@ -299,4 +299,14 @@ BEGIN
 END;
 `,
   },
+  {
+    version: 11,
+    name: "trace context",
+    sql: `
+-- The W3C Trace Context a job carries (docs/api.md "Trace context"), fixed
+-- at submit: its traceparent (NULL: none) and tracestate (NULL: none).
+ALTER TABLE jobs ADD COLUMN traceparent TEXT;
+ALTER TABLE jobs ADD COLUMN tracestate TEXT;
+`,
+  },
 ];

@@ -125,6 +125,7 @@ const JOB_FIELDS = [
   "resultJson",
   "progressJson",
   "groupKey",
+  "traceContext",
 ] as const satisfies ReadonlyArray<keyof Job>;
 const DRAFT_FIELDS = [
   "jobId",
@@ -149,6 +150,7 @@ const NEW_JOB_FIELDS = [
   "schedule",
   "idempotencyKey",
   "groupKey",
+  "traceContext",
 ] as const satisfies ReadonlyArray<keyof NewJob>;
 
 // Every field is in its list: a field added to a type and not here fails to compile.

@@ -41,6 +41,7 @@ export function newJob(overrides: Partial<NewJob> = {}): NewJob {
     retryBaseDelayMs: 15 * SECOND,
     schedule: null,
     idempotencyKey: null,
+    traceContext: null,
     ...overrides,
   };
 }

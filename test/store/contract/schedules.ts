@@ -99,6 +99,7 @@ export function describeSchedules(): void {
           retryBaseDelayMs: 15 * SECOND,
           schedule: { at: at("2026-01-02T03:00:00Z") },
           idempotencyKey: "schedule:nightly:2026-01-02T03:00:00.000Z",
+          traceContext: null,
         },
       ]);
       expect(replay).toEqual({ job: run.job, deduplicated: true });

@@ -27,6 +27,7 @@ const PINNED_DEFINITIONS: Record<number, string> = {
   1: "de4cf9a9e4eb5deed251f67547376251a4744a7056590e2e883c569767f9db6b",
   2: "e9232faaef4a490658c1028bf43c11c7266cff233227f561f242c5e035cddf95",
   3: "c59ecea0315c5e006baa1df2c70426eb34c128a195506341a8c286a935aae2e1",
+  4: "cadba45a464b8efd37a879ff726ffbc1fabb984d8220b51d4fa60c8e44f43ddf",
 };
 
 describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {

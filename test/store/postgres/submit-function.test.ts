@@ -9,6 +9,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { isJobId } from "../../../src/domain/ids.js";
 import { BOUNDS } from "../../../src/domain/request-bounds.js";
 import { submitFingerprint, type NewJob } from "../../../src/domain/submission.js";
+import { traceContextOf } from "../../../src/domain/trace-context.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
 
 const probe = await probePostgres();
@@ -36,6 +37,7 @@ type SubmitArgs = Partial<{
   schedule_time: string;
   delay: string;
   idempotency_key: string;
+  trace_context: unknown;
 }>;
 
 const TYPES: Record<string, string> = {
@@ -48,11 +50,13 @@ const TYPES: Record<string, string> = {
   schedule_time: "timestamptz",
   delay: "interval",
   idempotency_key: "text",
+  trace_context: "jsonb",
 };
 
 function submitCall(schema: string, args: SubmitArgs): { text: string; values: unknown[] } {
   const names = Object.keys(args) as Array<keyof SubmitArgs>;
   const values = names.map((n) => {
+    if (n === "trace_context") return JSON.stringify(args.trace_context);
     if (n !== "payload" || args.payload === null) return args[n];
     return args.payload instanceof RawJson ? args.payload.text : JSON.stringify(args.payload);
   });
@@ -326,6 +330,59 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
     expect(deep!.payload).toBe(JSON.stringify(nested(32)));
   });
 
+  describe("trace_context", () => {
+    const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    /** Maps the RPC refuses, each with the refusal it words (domain/trace-context.ts traceContextOf). */
+    const bad: Array<[string, Record<string, string>]> = [
+      ["an unknown key", { traceparent: parent, baggage: "k=v" }],
+      ["upper-case hex", { traceparent: parent.toUpperCase() }],
+      ["version ff", { traceparent: `ff${parent.slice(2)}` }],
+      ["version 00 with a fifth field", { traceparent: `${parent}-00` }],
+      ["an all-zero trace-id", { traceparent: `00-${"0".repeat(32)}-00f067aa0ba902b7-01` }],
+      ["an all-zero parent-id", { traceparent: `00-4bf92f3577b34da6a3ce929d0e0e4736-${"0".repeat(16)}-01` }],
+      ["a tracestate without a traceparent", { tracestate: "congo=t61rcWkgMzE" }],
+      ["a tracestate member without =", { traceparent: parent, tracestate: "congo" }],
+      ["a tracestate key in upper case", { traceparent: parent, tracestate: "Congo=1" }],
+      ["33 tracestate members", { traceparent: parent, tracestate: Array.from({ length: 33 }, (_, i) => `k${i}=v`).join(",") }],
+      ["a tracestate of 513 bytes", { traceparent: parent, tracestate: `k=${"v".repeat(252)},l=${"v".repeat(256)}` }],
+    ];
+
+    it.each(bad)("refuses %s as the RPC does (22023, column trace_context)", async (_label, traceContext) => {
+      const read = traceContextOf(traceContext);
+      expect("problem" in read).toBe(true);
+      const err = await refusal({ task: "t", trace_context: traceContext });
+      expect(err.code).toBe("22023");
+      expect(err.column).toBe("trace_context");
+      expect(err.message).toBe(`trace_context: ${(read as { problem: string }).problem}`);
+    });
+
+    it("refuses a value that is not an object of strings", async () => {
+      for (const traceContext of [["x"], { traceparent: 1 }]) {
+        const err = await refusal({ task: "t", trace_context: traceContext });
+        expect([err.code, err.column, err.message]).toEqual(["22023", "trace_context", "trace_context: must be an object of strings"]);
+      }
+    });
+
+    it("stores the context as the RPC stores it: tracestate absent or empty is none, empty members and a future version allowed", async () => {
+      const good: Array<Record<string, string>> = [
+        { traceparent: parent, tracestate: " congo=t61rcWkgMzE ,, tenant@vendor=a b" },
+        { traceparent: parent, tracestate: "" },
+        { traceparent: `01${parent.slice(2)}-future` },
+        {},
+      ];
+      for (const traceContext of good) {
+        const read = traceContextOf(traceContext);
+        if (!("context" in read)) throw new Error(`refused ${JSON.stringify(traceContext)}`);
+        const row = await jobRow(await submit({ task: "t", trace_context: traceContext }));
+        expect({ traceparent: row!.traceparent, tracestate: row!.tracestate }, JSON.stringify(traceContext)).toEqual({
+          traceparent: read.context?.traceparent ?? null,
+          tracestate: read.context === null || read.context.tracestate === "" ? null : read.context.tracestate,
+        });
+      }
+      expect((await jobRow(await submit({ task: "t" })))!.traceparent).toBeNull();
+    });
+  });
+
   describe("idempotency keys", () => {
     it("returns the existing job for the same key and the same request, writing nothing more", async () => {
       const args: SubmitArgs = { queue: "idem", task: "t", payload: { b: 1.5, a: [1, "x"] }, idempotency_key: "order-1" };
@@ -371,6 +428,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
           retryBaseDelayMs: 1500,
           schedule: null,
           idempotencyKey: `a${i}`,
+          traceContext: null,
         },
         {
           queue: "fp",
@@ -382,6 +440,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
           retryBaseDelayMs: 15_000,
           schedule: { delayMs: 2500 },
           idempotencyKey: `b${i}`,
+          traceContext: null,
         },
         {
           queue: "fp",
@@ -393,6 +452,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
           retryBaseDelayMs: 0,
           schedule: { at: 1_700_000_000_123 },
           idempotencyKey: `c${i}`,
+          traceContext: null,
         },
       ]);
       for (const job of jobs) {
@@ -423,6 +483,7 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
         retryBaseDelayMs: 15_000,
         schedule: null,
         idempotencyKey: "api-1",
+        traceContext: null,
       };
       const apiId = "01890000-0000-7000-8000-000000000001";
       await db.pool.query(

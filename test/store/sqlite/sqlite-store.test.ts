@@ -180,6 +180,7 @@ describe("SQLite store specifics", () => {
     db.exec(`DROP TRIGGER jobs_fair_submitted; DROP TRIGGER jobs_fair_pending; DROP TRIGGER jobs_fair_finished;
        DROP TABLE queue_groups; DROP TABLE queue_group_lease_grants; DROP INDEX jobs_group_claim_order; DROP INDEX jobs_group_state;
        ALTER TABLE jobs DROP COLUMN group_key; ALTER TABLE job_events DROP COLUMN group_key;`);
+    db.exec(`ALTER TABLE jobs DROP COLUMN traceparent; ALTER TABLE jobs DROP COLUMN tracestate;`);
     db.pragma("user_version = 3");
     db.close();
 
@@ -192,6 +193,8 @@ describe("SQLite store specifics", () => {
     // Jobs from before progress existed have none, and take one.
     expect((await reopened.getJob(leases[1].job.id))!.progressJson).toBeNull();
     expect((await reopened.heartbeat(leases[0].job.id, leases[0].leaseToken, undefined, "0.5")).progressJson).toBe("0.5");
+    // And no trace context.
+    expect((await reopened.getJob(leases[1].job.id))!.traceContext).toBeNull();
     const outcome = await reopened.pruneJobs({ finishedBefore: { completed: clock.now() + 1 }, limit: 10 });
     expect(outcome.pruned).toEqual([{ queue: "billing", state: "completed", jobs: 1 }]);
     expect(migrate(reopened.db)).toEqual([]);
