@@ -32,6 +32,11 @@ type SubmitOptions struct {
 	Priority       int32         // -100..100, higher first
 	MaxAttempts    int32         // 0: the server's default (3)
 	Delay          time.Duration // before the job becomes eligible, up to 30 days
+	// TraceContext is SubmitRequest.trace_context (W3C traceparent and
+	// tracestate, docs/api.md "Trace context"). Nil: in a build with -tags
+	// otel, the context of the span in Submit's ctx (none without one);
+	// without the tag, none. An empty map sends none.
+	TraceContext map[string]string
 }
 
 // Submit creates a job (or returns the original for a repeated idempotency
@@ -42,6 +47,16 @@ func (c *Client) Submit(ctx context.Context, queue, task string, payload any, op
 		return nil, err
 	}
 	req := &lqv1.SubmitRequest{Queue: queue, Task: task, Payload: value}
+	if opts == nil || opts.TraceContext == nil {
+		req.TraceContext = currentTraceContext(ctx)
+	} else {
+		for key := range opts.TraceContext {
+			if key != "traceparent" && key != "tracestate" {
+				return nil, fmt.Errorf("TraceContext: unknown key %q (only traceparent and tracestate)", key)
+			}
+		}
+		req.TraceContext = opts.TraceContext
+	}
 	if opts != nil {
 		req.IdempotencyKey, req.Priority, req.MaxAttempts = opts.IdempotencyKey, opts.Priority, opts.MaxAttempts
 		if opts.MaxAttempts < 0 || opts.MaxAttempts > 100 {

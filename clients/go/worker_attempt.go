@@ -3,6 +3,7 @@ package leasequeue
 // One handler attempt and the outcome it queues.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -12,28 +13,32 @@ import (
 )
 
 func (w *Worker) runHandler(h *held, fn HandlerFunc) {
+	// The attempt's span (tracing_otel.go; nothing without the otel tag) is in the handler's ctx.
+	ctx, endSpan := w.startAttemptSpan(h.ctx, h.job)
 	var result any
 	var err error
 	if fn == nil {
 		err = fmt.Errorf("no handler for task %q on worker %s", h.job.Task, w.opts.WorkerID)
 	} else {
-		result, err = callHandler(fn, h)
+		result, err = callHandler(ctx, fn, h)
 	}
-	w.returned(h, result, err)
+	endSpan(w.returned(h, result, err))
 }
 
 // callHandler runs fn, turning a panic into an error (retried).
-func callHandler(fn HandlerFunc, h *held) (result any, err error) {
+func callHandler(ctx context.Context, fn HandlerFunc, h *held) (result any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
 		}
 	}()
-	return fn(h.ctx, h.job)
+	return fn(ctx, h.job)
 }
 
-// returned queues the outcome of a handler, unless the lease is no longer ours.
-func (w *Worker) returned(h *held, result any, err error) {
+// returned queues the outcome of a handler, unless the lease is no longer
+// ours, and says what it was: complete, fail (with the error's text, and
+// whether permanent) or snooze.
+func (w *Worker) returned(h *held, result any, err error) (kind, errText string, permanent bool) {
 	ack := &lqv1.Acknowledgement{JobId: h.job.ID, LeaseToken: h.token}
 	kind, note := "complete", ""
 	var snooze *SnoozeError
@@ -61,8 +66,9 @@ func (w *Worker) returned(h *held, result any, err error) {
 		if text == "" {
 			text = fmt.Sprintf("%T", err)
 		}
-		permanent := IsPermanent(err)
+		permanent = IsPermanent(err)
 		fail := &lqv1.AckFail{Error: truncate(text), Permanent: permanent}
+		errText = fail.Error
 		ack.Outcome = &lqv1.Acknowledgement_Fail{Fail: fail}
 		switch {
 		case permanent:
@@ -89,4 +95,5 @@ func (w *Worker) returned(h *held, result any, err error) {
 	w.startWaiting()
 	w.notify()
 	w.unlock()
+	return kind, errText, permanent
 }

@@ -55,6 +55,10 @@ type WorkerOptions struct {
 	Logger           Logger        // where records go (see Logger); default LogfmtLogger(os.Stderr)
 	LogJobs          bool          // also log each job's outcome; default: only connections, stops and problems
 	OnEvent          func(Event)   // called for each Event (from the worker's goroutines)
+	// TraceLink, in a build with -tags otel (README.md "Tracing"), starts each
+	// attempt's CONSUMER span as the root of a new trace linked to the job's
+	// trace context instead of as its child. Without the tag there are no spans.
+	TraceLink bool
 }
 
 func (w *Worker) checkOptions() error {

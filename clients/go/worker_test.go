@@ -35,6 +35,7 @@ type fakeServer struct {
 	how      []string
 	messages int
 	starts   []*lqv1.WorkStart
+	submits  []*lqv1.SubmitRequest
 	target   string
 	server   *grpc.Server
 }
@@ -54,10 +55,24 @@ func newFake(t *testing.T, work bool, leases ...*lqv1.Lease) *fakeServer {
 	return f
 }
 
+func leaseWithContext(task string, traceContext map[string]string) *lqv1.Lease {
+	l := lease(task, nil)
+	l.Job.TraceContext = traceContext
+	return l
+}
+
 func lease(task string, payload any) *lqv1.Lease {
 	v, _ := structpb.NewValue(payload)
 	id := fmt.Sprintf("job-%s-%d", task, time.Now().UnixNano())
 	return &lqv1.Lease{LeaseToken: "token-" + id, Job: &lqv1.Job{Id: id, Queue: "q", Task: task, Payload: v, Attempts: 1, MaxAttempts: 3, Deliveries: 1}}
+}
+
+func (f *fakeServer) Submit(ctx context.Context, req *lqv1.SubmitRequest) (*lqv1.SubmitResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.submits = append(f.submits, req)
+	return &lqv1.SubmitResponse{Job: &lqv1.Job{Id: fmt.Sprintf("job-%d", len(f.submits)), Queue: req.GetQueue(), Task: req.GetTask(),
+		TraceContext: req.GetTraceContext()}}, nil
 }
 
 func (f *fakeServer) record(how string, acks []*lqv1.Acknowledgement) []*lqv1.AcknowledgementResult {

@@ -1,19 +1,29 @@
 /**
  * The Go SDK (clients/go) as clients/go/README.md builds it: GOPATH mode,
  * offline, from Debian's Go packages and the code committed in gen/go.
- * `go vet` and its unit tests (an in-process fake server), then the example
- * worker (examples/go-worker) against a live server. The behaviour shared
- * with the other SDKs is test/conformance/.
+ * `go vet` and its unit tests (an in-process fake server), built both without
+ * and with the `otel` tag (OpenTelemetry spans, clients/go/tracing_otel.go),
+ * then the example worker (examples/go-worker) against a live server. The
+ * behaviour shared with the other SDKs is test/conformance/.
  *
  * Debian packages: golang-go, golang-google-grpc-dev (grpc-go 1.33),
  * golang-google-protobuf-dev, golang-github-golang-protobuf-1-5-dev,
- * golang-google-genproto-dev. Under CI=true a missing one fails the test
- * (tools.ts).
+ * golang-google-genproto-dev; golang-opentelemetry-otel-dev for the `otel`
+ * tag. Under CI=true a missing one fails the test (tools.ts).
  */
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { goAvailable, goBuild, goWorkspace, GO_TOOLS, removeBuilds, type GoWorkspace } from "./sdk-builds.js";
+import {
+  goAvailable,
+  goBuild,
+  goOtelAvailable,
+  goWorkspace,
+  GO_OTEL_TOOLS,
+  GO_TOOLS,
+  removeBuilds,
+  type GoWorkspace,
+} from "./sdk-builds.js";
 import { requireTool, run, skipUnlessAvailable } from "./tools.js";
 
 const skip = skipUnlessAvailable(goAvailable);
@@ -42,6 +52,22 @@ describe.skipIf(skip)("the Go SDK", () => {
       expect(out.code, `go ${args.join(" ")}\n${out.stdout}${out.stderr}`).toBe(0);
     }
   }, 320_000);
+
+  it.skipIf(skipUnlessAvailable(goOtelAvailable))(
+    "passes go vet and its unit tests built with -tags otel (the attempt spans)",
+    async () => {
+      requireTool(goOtelAvailable, GO_OTEL_TOOLS);
+      const vet = ["vet", "-tags", "otel", "leasequeue/clients/go", "leasequeue/examples/go-worker"];
+      const test = ["test", "-count=1", "-tags", "otel", "-v", "leasequeue/clients/go"];
+      for (const args of [vet, test]) {
+        const out = await run("go", args, { cwd: ws.dir, env: ws.env, timeout: 300_000 });
+        expect(out.code, `go ${args.join(" ")}\n${out.stdout}${out.stderr}`).toBe(0);
+        // The tracing tests exist only in the tagged build: they ran.
+        if (args === test) expect(out.stdout).toMatch(/^--- PASS: TestEachAttemptIsAConsumerSpanChildOfTheJobsContext/m);
+      }
+    },
+    320_000,
+  );
 
   it("runs the example worker: a result, a permanent failure, and a drain on SIGTERM", async () => {
     requireTool(goAvailable, GO_TOOLS);

@@ -32,6 +32,9 @@ export const goAvailable =
   // registry.go exists from golang/protobuf 1.4 on: with the 1.3 package grpc
   // compiles and then panics on the first call.
   existsSync(join(GOCODE, "src/github.com/golang/protobuf/proto/registry.go"));
+/** The Go SDK's `otel` build tag (clients/go/tracing_otel.go): OpenTelemetry's API, SDK and tracetest. */
+export const GO_OTEL_TOOLS = "golang-opentelemetry-otel-dev (go.opentelemetry.io/otel with sdk/trace/tracetest)";
+export const goOtelAvailable = goAvailable && existsSync(join(GOCODE, "src/go.opentelemetry.io/otel/sdk/trace/tracetest/recorder.go"));
 
 /** Directories the builds of this process made, for removeBuilds(). */
 const made: string[] = [];

@@ -19,9 +19,9 @@ from leasequeue.v1 import leasequeue_pb2 as pb
 from leasequeue.v1 import leasequeue_pb2_grpc as pb_grpc
 
 
-def lease(task, payload=None, attempts=1, max_attempts=3, deliveries=1):
+def lease(task, payload=None, attempts=1, max_attempts=3, deliveries=1, trace_context=None):
     job = pb.Job(id=str(uuid.uuid4()), queue="q", task=task, state=pb.JOB_STATE_RUNNING, attempts=attempts,
-                 max_attempts=max_attempts, deliveries=deliveries)
+                 max_attempts=max_attempts, deliveries=deliveries, trace_context=trace_context or {})
     if payload is not None:
         job.payload.CopyFrom(struct_pb2.Value(string_value=payload) if isinstance(payload, str) else struct_pb2.Value(number_value=payload))
     return pb.Lease(job=job, lease_token=uuid.uuid4().hex)

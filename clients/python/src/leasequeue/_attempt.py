@@ -8,7 +8,7 @@ import queue as queue_module
 import threading
 from typing import Any, Callable, Optional
 
-from leasequeue import _wire
+from leasequeue import _tracing, _wire
 from leasequeue._common import _log
 from leasequeue._lease import Handler, _Held
 from leasequeue._wire import pb
@@ -65,23 +65,30 @@ class _Attempts:
             self._running += 1
             fn = self._handlers.get(h.job.task)
             if fn is None:
-                self._pool.submit(lambda h=h: self._returned(h, ("fail", f"no handler for task {h.job.task!r} on worker {self.worker_id}", False)))
+                self._pool.submit(lambda h=h: self._run_sync(h, None))
             elif inspect.iscoroutinefunction(fn) and self._loop is not None:
                 future = asyncio.run_coroutine_threadsafe(self._run_async(h, fn), self._loop)
                 future.add_done_callback(lambda f: f.exception())
             else:
                 self._pool.submit(lambda h=h, fn=fn: self._run_sync(h, fn))
 
-    def _run_sync(self, h: _Held, fn: Handler) -> None:
+    def _run_sync(self, h: _Held, fn: Optional[Handler]) -> None:
+        h.span = _tracing.start_attempt(h.job, self.worker_id, self._trace_link)
+        if fn is None:
+            self._returned(h, ("fail", f"no handler for task {h.job.task!r} on worker {self.worker_id}", False))
+            return
         try:
-            outcome = ("complete", fn(h.job), False)
+            with _tracing.within(h.span):
+                outcome = ("complete", fn(h.job), False)
         except BaseException as exc:  # noqa: BLE001 - every handler error is the job's outcome
             outcome = self._failure_of(exc)
         self._returned(h, outcome)
 
     async def _run_async(self, h: _Held, fn: Handler) -> None:
+        h.span = _tracing.start_attempt(h.job, self.worker_id, self._trace_link)
         try:
-            outcome = ("complete", await fn(h.job), False)  # type: ignore[misc]
+            with _tracing.within(h.span):
+                outcome = ("complete", await fn(h.job), False)  # type: ignore[misc]
         except BaseException as exc:  # noqa: BLE001 - every handler error is the job's outcome
             outcome = self._failure_of(exc)
         self._returned(h, outcome)
@@ -131,3 +138,4 @@ class _Attempts:
             self._start_waiting()
             self._idle_changed.notify_all()
             self._outbox_changed.notify_all()  # a slot is free: the unary path may Claim
+        _tracing.end_attempt(h.span, kind, ack.fail.error if kind == "fail" else "", permanent)

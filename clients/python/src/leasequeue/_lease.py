@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, NoReturn, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, NoReturn, Optional, TypeVar, Union
 
 from leasequeue import _wire
 from leasequeue._common import PROGRESS_DELAY, WorkerEvent, _log
@@ -26,7 +26,9 @@ class LeasedJob:
     `payload` is the job's JSON as Python values (whole numbers as int).
     `lease_lost` is set when the worker no longer owns the job (the lease was
     lost, or the drain timeout passed): stop, another worker may run it, and
-    whatever the handler returns is dropped. `proto` is the leasequeue.v1.Job.
+    whatever the handler returns is dropped. `trace_context` is the job's W3C
+    Trace Context (traceparent, tracestate; docs/api.md "Trace context"), {}
+    when it has none. `proto` is the leasequeue.v1.Job.
     """
 
     def __init__(self, held: "_Held", lease: Any) -> None:
@@ -42,6 +44,7 @@ class LeasedJob:
         self.deliveries: int = job.deliveries
         self.priority: int = job.priority
         self.lease_token: str = lease.lease_token
+        self.trace_context: Dict[str, str] = dict(job.trace_context)
         self.lease_lost = threading.Event()
 
     def progress(self, value: Any) -> None:
@@ -78,6 +81,7 @@ class _Held:
         self.next_beat = now + worker._heartbeat_interval
         self.beat_in_flight = False
         self.progress: Any = None  # a Value not yet carried by a heartbeat the server took
+        self.span: Any = None  # the attempt's OpenTelemetry span (_tracing.py), once it starts
         self.snoozed: Optional[Snooze] = None
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-from typing import Any, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
-from leasequeue import _channel, _wire
+from leasequeue import _channel, _tracing, _wire
 from leasequeue._wire import pb, pb_grpc
 
 
@@ -59,6 +59,7 @@ class Job:
     schedule_time: Optional[datetime.datetime]
     finish_time: Optional[datetime.datetime]
     lease_expire_time: Optional[datetime.datetime]
+    trace_context: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_proto(cls, job: Any) -> "Job":
@@ -83,6 +84,7 @@ class Job:
             schedule_time=_time(job, "schedule_time"),
             finish_time=_time(job, "finish_time"),
             lease_expire_time=_time(job, "lease_expire_time"),
+            trace_context=dict(job.trace_context),
         )
 
 
@@ -118,6 +120,7 @@ class Client:
         max_attempts: Optional[int] = None,
         delay: Union[float, datetime.timedelta, None] = None,
         group_key: Optional[str] = None,
+        trace_context: Optional[Mapping[str, str]] = None,
     ) -> Job:
         """Creates a job (or returns the original for a repeated idempotency key) and returns it.
 
@@ -126,6 +129,10 @@ class Client:
         `max_attempts` None takes the server's default (3). `group_key` needs
         a server whose API has job groups (SubmitRequest.group_key); with
         stubs that lack the field it raises ValueError rather than drop it.
+        `trace_context` (W3C traceparent and tracestate, docs/api.md "Trace
+        context") defaults to the current OpenTelemetry span's context when
+        the `opentelemetry` package is importable (none without it, or
+        without a current span); a mapping is sent as given, `{}` for none.
         """
         request = pb.SubmitRequest(queue=queue, task=task, priority=priority)
         request.payload.CopyFrom(_wire.checked_json(payload, "payload", _wire.MAX_JSON_BYTES))
@@ -141,6 +148,7 @@ class Client:
             if "group_key" not in pb.SubmitRequest.DESCRIPTOR.fields_by_name:
                 raise ValueError("group_key: this build of leasequeue has no SubmitRequest.group_key (the server's API predates job groups)")
             request.group_key = group_key
+        request.trace_context.update(_tracing.checked_trace_context(trace_context))
         return Job.from_proto(self._stub.Submit(request, timeout=self._timeout).job)
 
     def get_job(self, id: str) -> Job:

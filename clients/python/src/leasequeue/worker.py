@@ -99,6 +99,9 @@ class Worker(_Connect, _Work, _Claims, _Unary, _Leases, _Attempts, _Acks, _Timer
     on_event           called with a WorkerEvent for each thing the worker reports (exceptions ignored)
     handle_signals     run() stops on SIGTERM and SIGINT when called from the main thread;
                        a second signal skips the drain
+    trace_link         with OpenTelemetry importable, start each attempt's CONSUMER span as the root
+                       of a new trace linked to the job's trace context instead of as its child
+                       (docs/writing-a-worker.md "Tracing"; _tracing.py)
     """
 
     def __init__(
@@ -117,6 +120,7 @@ class Worker(_Connect, _Work, _Claims, _Unary, _Leases, _Attempts, _Acks, _Timer
         ack_batch_window: float = 0.002,
         on_event: Optional[Callable[[WorkerEvent], None]] = None,
         handle_signals: bool = True,
+        trace_link: bool = False,
     ) -> None:
         if not isinstance(queue, str) or not _NAME.fullmatch(queue):
             raise ValueError(f"queue: {queue!r} must match {_NAME.pattern}")
@@ -136,6 +140,8 @@ class Worker(_Connect, _Work, _Claims, _Unary, _Leases, _Attempts, _Acks, _Timer
             raise ValueError("reconnect_backoff: give (first, largest) seconds with 0 < first <= largest")
         if not 0 <= ack_batch_window <= 1:
             raise ValueError("ack_batch_window: must be within 0..1 seconds")
+        if not isinstance(trace_link, bool):
+            raise ValueError(f"trace_link: must be True or False, got {trace_link!r}")
 
         self.target = target
         self.queue = queue
@@ -151,6 +157,7 @@ class Worker(_Connect, _Work, _Claims, _Unary, _Leases, _Attempts, _Acks, _Timer
         self._ack_batch_window = float(ack_batch_window)
         self._on_event = on_event
         self._handle_signals = handle_signals
+        self._trace_link = trace_link
         self._handlers: Dict[str, Handler] = {}
 
         self._lock = threading.RLock()
