@@ -23,6 +23,8 @@ const KINDS = [
   [/record_events\(/, "record_events()"],
   [/sequence_events\(/, "sequence_events()"],
   [/compact_job_counts\(/, "compact_job_counts()"],
+  [/compact_queue_activity\(/, "compact_queue_activity()"],
+  [/^INSERT INTO \S+\.queue_activity_deltas/, "INSERT activity deltas"],
   [/pg_notify|^NOTIFY/, "NOTIFY"],
   [/^INSERT INTO \S+\.jobs /, "INSERT jobs"],
   [/^UPDATE \S+\.jobs j SET/, "UPDATE jobs"],

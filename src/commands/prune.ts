@@ -1,7 +1,8 @@
 /**
  * `leasequeue prune`: one retention pass now, over the whole backlog, with
  * the policy of LEASEQUEUE_RETENTION / LEASEQUEUE_DEAD_RETENTION (or their
- * flags) and the batches of the server's background pruner. It may run
+ * flags) and the batches of the server's background pruner (queue activity
+ * samples older than a day go too, whatever the policy). It may run
  * beside a live server on the same database: each batch is its own short
  * write transaction, so the server's writers wait for one batch at most,
  * and it only deletes finished jobs, which the server's streams need not be
@@ -64,12 +65,14 @@ export function describePolicy(policy: RetentionPolicy): string {
 /** The command's report: the policy, a summary line, then one line per queue and state. */
 export function formatPruneSummary(summary: PassSummary, policy: RetentionPolicy): string[] {
   const lines = [`retention ${describePolicy(policy)}`];
+  // Queue activity samples go after a day whatever the policy (docs/api.md "Queue activity").
+  const samples = summary.activitySamples > 0 ? [`pruned ${summary.activitySamples} queue activity samples older than a day`] : [];
   if (!prunesAnything(policy)) {
-    lines.push("nothing to prune: this policy keeps every job");
+    lines.push("nothing to prune: this policy keeps every job", ...samples);
     return lines;
   }
   const batches = summary.batches === 1 ? "1 batch" : `${summary.batches} batches`;
-  lines.push(`pruned ${summary.jobs} jobs and ${summary.events} events in ${batches}`);
+  lines.push(`pruned ${summary.jobs} jobs and ${summary.events} events in ${batches}`, ...samples);
   if (summary.pruned.length > 0) {
     const width = Math.max(5, ...summary.pruned.map((p) => p.queue.length));
     lines.push(`${"queue".padEnd(width)}  ${"state".padEnd(9)}  jobs`);

@@ -83,6 +83,12 @@ export const BOUNDS = {
   /** The group rules of QueueConfig (docs/api.md "Groups"), per group; 0 means no limit, as for the queue's own. */
   groupMaxRunning: [0, 100_000],
   groupRateLimit: [0, 1_000_000],
+  /**
+   * GetQueueActivity (docs/api.md "Queue activity"): how far back, and the span of each point, in whole minutes.
+   * A day is what the store keeps (domain/queue-activity.ts ACTIVITY_RETENTION_MS).
+   */
+  activityWindowMs: [MINUTE, DAY],
+  activityStepMs: [MINUTE, HOUR],
 } as const;
 
 /** docs/api.md "Defaults and identity": what an absent (or zero) field means. */
@@ -101,6 +107,9 @@ export const DEFAULTS = {
   groupPageSize: 100,
   /** QueueConfig.rate_period when absent: rate_limit is then jobs per second. */
   ratePeriodMs: SECOND,
+  /** GetQueueActivity without a window: the last hour, in points of a minute. */
+  activityWindowMs: HOUR,
+  activityStepMs: MINUTE,
   /**
    * Largest request body (a unary request, or one message of a stream) the
    * server reads unless LEASEQUEUE_MAX_REQUEST_BYTES says otherwise. The

@@ -1,12 +1,16 @@
 /**
  * Retention (docs/operations.md "Retention"): deletes finished jobs past
- * their retention, with their events, in small batches. Each batch is one
- * store transaction of at most `batchSize` jobs, and the pass yields to the
- * event loop between batches, so writers wait for at most one batch (plus the
- * commit they share with it) however large the backlog. The background pruner
- * runs a pass every `intervalMs`; `leasequeue prune` runs one pass now.
+ * their retention, with their events, and queue activity samples older
+ * than a day (docs/api.md "Queue activity"), in small batches. Each batch
+ * is one store transaction of at most `batchSize` jobs (or samples), and
+ * the pass yields to the event loop between batches, so writers wait for
+ * at most one batch (plus the commit they share with it) however large the
+ * backlog. The background pruner runs a pass every `intervalMs`, whatever
+ * the jobs' policy (the samples go after a day even when every job is
+ * kept); `leasequeue prune` runs one pass now.
  */
 import type { Clock } from "../domain/clock.js";
+import { ACTIVITY_RETENTION_MS } from "../domain/queue-activity.js";
 import { pruneCutoffs, prunesAnything, type RetentionPolicy } from "../domain/retention.js";
 import type { Logger } from "../logger.js";
 import type { PrunedJobs, Store } from "../store/store.js";
@@ -31,7 +35,10 @@ export interface PassSummary {
   pruned: PrunedJobs[];
   jobs: number;
   events: number;
+  /** Transactions that deleted jobs. */
   batches: number;
+  /** Queue activity samples deleted (older than ACTIVITY_RETENTION_MS). */
+  activitySamples: number;
   /** Cutoffs of the pass: jobs finished before these (epoch ms), by state. */
   cutoffs: ReturnType<typeof pruneCutoffs>;
 }
@@ -44,8 +51,16 @@ export interface PassSummary {
 export async function prunePass(options: PrunePassOptions): Promise<PassSummary> {
   const { store, policy, signal, onBatch } = options;
   const batchSize = options.batchSize ?? DEFAULT_PRUNE_BATCH;
-  const cutoffs = pruneCutoffs(policy, options.clock.now());
-  const summary: PassSummary = { pruned: [], jobs: 0, events: 0, batches: 0, cutoffs };
+  const now = options.clock.now();
+  const cutoffs = pruneCutoffs(policy, now);
+  const summary: PassSummary = { pruned: [], jobs: 0, events: 0, batches: 0, activitySamples: 0, cutoffs };
+  const beforeMinute = now - ACTIVITY_RETENTION_MS;
+  while (signal?.aborted !== true) {
+    const outcome = await store.pruneActivity({ beforeMinute, limit: batchSize });
+    summary.activitySamples += outcome.samples;
+    if (outcome.exhausted) break;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
   if (!prunesAnything(policy)) return summary;
   const totals = new Map<string, PrunedJobs>();
   while (signal?.aborted !== true) {
@@ -86,10 +101,9 @@ export interface Pruner {
   stop(): Promise<void>;
 }
 
-/** Starts the background pruner (nothing at all when the policy keeps everything). */
+/** Starts the background pruner (with a policy that keeps every job, it prunes only activity samples). */
 export function startPruner(options: PrunerOptions): Pruner {
-  const { log, policy, intervalMs = 60_000 } = options;
-  if (!prunesAnything(policy)) return { stop: async () => {} };
+  const { log, intervalMs = 60_000 } = options;
   const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;

@@ -17,6 +17,8 @@ import type { ScheduleSpec, StoredSchedule } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
 import type { WriteArgs, WriteName, WriteResult } from "./write-calls.js";
 import type {
+  ActivityPruneOutcome,
+  ActivityPruneSpec,
   BulkBatchOutcome,
   BulkBatchSpec,
   ClaimOutcome,
@@ -117,6 +119,10 @@ export abstract class OperationStore {
 
   pruneJobs(spec: PruneSpec): Promise<PruneOutcome> {
     return this.runWrite("pruneJobs", [spec]);
+  }
+
+  pruneActivity(spec: ActivityPruneSpec): Promise<ActivityPruneOutcome> {
+    return this.runWrite("pruneActivity", [spec]);
   }
 
   pauseQueue(queue: string): Promise<boolean> {

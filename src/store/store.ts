@@ -205,6 +205,46 @@ export interface PruneOutcome {
   exhausted: boolean;
 }
 
+/** One bounded transaction of activity pruning: samples of minutes before `beforeMinute`, at most `limit`. */
+export interface ActivityPruneSpec {
+  beforeMinute: number;
+  limit: number;
+}
+
+export interface ActivityPruneOutcome {
+  /** Samples deleted. */
+  samples: number;
+  /** Fewer than `limit` matched: nothing else is due now. */
+  exhausted: boolean;
+}
+
+/**
+ * One stored sample of a queue's activity (docs/api.md "Queue activity",
+ * domain/queue-activity.ts): what its jobs did in one minute.
+ */
+export interface ActivitySample {
+  /** The minute's start (epoch ms). */
+  minute: number;
+  /** Jobs completed in the minute. */
+  completed: number;
+  /** Attempts that failed in the minute (Fail, or an expired lease), retried or dead-lettered. */
+  failed: number;
+  /** Net changes of the queue's QUEUED, RETRY and RUNNING counts during the minute. */
+  queued: number;
+  retry: number;
+  running: number;
+  /** Leases granted in the minute, by the bucket of their wait (domain/queue-activity.ts LEASE_WAIT_BOUNDS_MS). */
+  leaseWaits: number[];
+}
+
+/** A queue's activity as Store.queueActivity reads it: its samples and its counts now, of one snapshot. */
+export interface QueueActivity {
+  /** Oldest first; minutes without activity have no sample. */
+  samples: ActivitySample[];
+  /** The queue's QUEUED, RETRY and RUNNING jobs now, consistent with the samples (the gauges are counted back from them). */
+  counts: { queued: number; retry: number; running: number };
+}
+
 /** What a bulk transition does to each job it selects; the state machine decides the rest. */
 export type BulkAction = { kind: "redrive" } | { kind: "cancel"; reason: string };
 
@@ -318,6 +358,12 @@ export interface Store {
    * sequence (see eventBounds) past every event it deleted.
    */
   pruneJobs(spec: PruneSpec): Promise<PruneOutcome>;
+  /**
+   * Deletes, in one transaction, up to `limit` queue activity samples of
+   * minutes before `beforeMinute`, oldest first (the retention pruner keeps
+   * a day of them, domain/queue-activity.ts ACTIVITY_RETENTION_MS).
+   */
+  pruneActivity(spec: ActivityPruneSpec): Promise<ActivityPruneOutcome>;
 
   /**
    * Pauses a queue (docs/api.md "Queue controls"): from this commit on, claim
@@ -389,6 +435,16 @@ export interface Store {
   eventBounds(): Promise<{ oldest: number; latest: number }>;
   /** Counts per queue and state, maintained transactionally, paused queues and queue limits; ordered by queue. */
   queueCounts(): Promise<QueueCounts[]>;
+  /**
+   * A queue's activity samples (docs/api.md "Queue activity") of the
+   * minutes from `sinceMinute` on, oldest first, with its QUEUED, RETRY and
+   * RUNNING counts, all read in one snapshot: every transaction that moves
+   * a count records the change in its minute's sample, so the counts at the
+   * end of any minute are the counts now less the changes of the minutes
+   * after it. Whichever store instance answers, it answers the same (the
+   * samples are rows of the database, written with the transitions).
+   */
+  queueActivity(queue: string, sinceMinute: number): Promise<QueueActivity>;
   /**
    * The queue's backlog, from the maintained counts (queueCounts) less the
    * pending jobs whose schedule_time is still ahead: costs a lookup per job

@@ -28,12 +28,14 @@
  * - Refusals are decided by the operations before they write, so a refused
  *   operation normally leaves nothing to roll back; an error of the
  *   database itself is the engine's to handle (retry, savepoints).
- * - Counts and events are written once per transaction, after every
- *   operation of it (store/operation-changes.ts): `addCountDeltas` with the
- *   changes summed per queue and state (PostgreSQL: delta rows, never one
- *   row per queue that every writer would wait on), then `insertEvents`
- *   last, right before the commit, so an engine can number the events in
- *   commit order there (docs/postgresql.md "Event order across servers").
+ * - Counts, activity and events are written once per transaction, after
+ *   every operation of it (store/operation-changes.ts): `addCountDeltas`
+ *   with the changes summed per queue and state and `addActivity` with the
+ *   queue activity summed per queue and minute (PostgreSQL: delta rows for
+ *   both, never one row per queue that every writer would wait on), then
+ *   `insertEvents` last, right before the commit, so an engine can number
+ *   the events in commit order there (docs/postgresql.md "Event order
+ *   across servers").
  */
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
 import type { GroupLimit, QueueConfig, WindowGrants } from "../domain/queue-limits.js";
@@ -48,6 +50,27 @@ export interface CountDelta {
   queue: string;
   state: JobState;
   delta: number;
+}
+
+/**
+ * What one transaction adds to a queue's activity sample of one minute
+ * (docs/api.md "Queue activity", domain/queue-activity.ts), summed over its
+ * operations: one row per queue and minute however many jobs it changed.
+ */
+export interface ActivityDelta {
+  queue: string;
+  /** The minute's start (epoch ms; domain/queue-activity.ts minuteOf). */
+  minute: number;
+  /** Jobs completed. */
+  completed: number;
+  /** Attempts that failed (Fail, or an expired lease), retried or dead-lettered. */
+  failed: number;
+  /** Net changes of the queue's QUEUED, RETRY and RUNNING counts. */
+  queued: number;
+  retry: number;
+  running: number;
+  /** Leases granted, by the bucket of their wait (LEASE_WAIT_BUCKETS entries). */
+  leaseWaits: number[];
 }
 
 /** A schedule's run recorded: its times after the run (Schedule.next_run_time and last_run_time). */
@@ -243,6 +266,14 @@ export interface TransactionPort {
 
   /** Adds the transaction's count changes (non-zero, summed per queue and state). Called at most once per transaction. */
   addCountDeltas(deltas: readonly CountDelta[]): Awaitable<void>;
+  /**
+   * Adds the transaction's queue activity (summed per queue and minute, none
+   * all zero) to the stored samples. Called at most once per transaction,
+   * after addCountDeltas.
+   */
+  addActivity(deltas: readonly ActivityDelta[]): Awaitable<void>;
+  /** Deletes up to `limit` activity samples of minutes before `beforeMinute` (the oldest first); answers how many. */
+  deleteActivityBefore(beforeMinute: number, limit: number): Awaitable<number>;
   /**
    * Stores the transaction's events in the order given and answers them
    * with their sequences: strictly increasing in that order, and larger than

@@ -10,7 +10,7 @@ import type { QueueConfigUpdate } from "../domain/queue-limits.js";
 import type { ScheduleSpec } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
 import { claimJobs } from "./operations/claim.js";
-import { pruneFinishedJobs } from "./operations/prune.js";
+import { pruneActivitySamples, pruneFinishedJobs } from "./operations/prune.js";
 import { pauseQueue, resumeQueue, updateQueueConfig } from "./operations/queue-controls.js";
 import { createSchedule, deleteSchedule, fireDueSchedules } from "./operations/schedules.js";
 import type { WriteOperation } from "./operations/scope.js";
@@ -27,7 +27,7 @@ import {
   snoozeJob,
 } from "./operations/transitions.js";
 import { probeWrite } from "./operations/write-probe.js";
-import type { BulkBatchSpec, ClaimRequestSpec, PruneSpec } from "./store.js";
+import type { ActivityPruneSpec, BulkBatchSpec, ClaimRequestSpec, PruneSpec } from "./store.js";
 
 /** The operation of each write, from its arguments (all plain data). */
 export const WRITE_OPERATIONS = {
@@ -44,6 +44,7 @@ export const WRITE_OPERATIONS = {
   cancel: (jobId: string, reason: string) => cancelJob(jobId, reason),
   recoverExpiredLeases: (maxRecovered: number) => recoverExpiredLeases(maxRecovered),
   pruneJobs: (spec: PruneSpec) => pruneFinishedJobs(spec),
+  pruneActivity: (spec: ActivityPruneSpec) => pruneActivitySamples(spec),
   pauseQueue: (queue: string) => pauseQueue(queue),
   resumeQueue: (queue: string) => resumeQueue(queue),
   updateQueueConfig: (queue: string, update: QueueConfigUpdate) => updateQueueConfig(queue, update),

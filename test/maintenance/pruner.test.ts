@@ -105,6 +105,23 @@ describe("a retention pass", () => {
     expect(countsOf(await store.queueCounts(), "billing")).toMatchObject({ dead: 3 });
   });
 
+  it("deletes the queue activity samples older than a day in bounded batches, whatever the jobs' policy", async () => {
+    const { store, clock } = setup();
+    const since = clock.now();
+    // Five minutes of two queues' activity (the clock starts on a minute), then one more a day and three minutes after the first.
+    for (let i = 0; i < 5; i++) {
+      await store.submit([newJob({ queue: "billing" }), newJob({ queue: "emails" })]);
+      clock.advance(MINUTE);
+    }
+    clock.advance(24 * HOUR - 2 * MINUTE);
+    await store.submit([newJob({ queue: "billing" })]);
+    const summary = await prunePass({ store, clock, policy: { retentionMs: 0, deadRetentionMs: null }, batchSize: 4 });
+    // The minutes that started more than a day ago: the first three of each queue, in two batches.
+    expect(summary).toMatchObject({ activitySamples: 6, jobs: 0, batches: 0 });
+    expect((await store.queueActivity("billing", since)).samples.map((s) => (s.minute - since) / MINUTE)).toEqual([3, 4, 24 * 60 + 3]);
+    expect((await store.queueActivity("emails", since)).samples.map((s) => (s.minute - since) / MINUTE)).toEqual([3, 4]);
+  });
+
   it("keeps everything when the retention is 0s and no dead retention is set", async () => {
     const { store, clock } = setup();
     await finish(store, 10, "billing", "completed");
@@ -152,13 +169,17 @@ describe("the background pruner", () => {
     expect(countsOf(await store.queueCounts(), "billing")?.completed ?? 0).toBe(0);
   });
 
-  it("starts nothing when the policy keeps every job", async () => {
+  it("with a policy that keeps every job, deletes only the queue activity samples older than a day", async () => {
     const { store, clock } = setup();
+    const since = clock.now();
     await finish(store, 5, "billing", "completed");
     clock.advance(10_000 * HOUR);
-    const pruner = startPruner({ store, clock, log: silentLogger, policy: { retentionMs: 0, deadRetentionMs: null }, intervalMs: 1 });
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // The pass's deleting transaction is the first write after the start.
+    const wrote = new Promise<void>((resolve) => store.onWriteOutcome(() => resolve()));
+    const pruner = startPruner({ store, clock, log: silentLogger, policy: { retentionMs: 0, deadRetentionMs: null }, intervalMs: 60_000 });
+    await wrote;
     await pruner.stop();
+    expect((await store.queueActivity("billing", since)).samples).toEqual([]);
     expect(countsOf(await store.queueCounts(), "billing")).toMatchObject({ completed: 5 });
   });
 });

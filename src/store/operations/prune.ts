@@ -3,11 +3,13 @@
  * transaction. The cutoffs come from domain/retention.ts; this decides which
  * of the jobs the port finds go now (never one changed earlier in the same
  * transaction, whose events are not written yet), deletes them with their
- * events and takes them out of the counts.
+ * events and takes them out of the counts. Queue activity samples
+ * (docs/api.md "Queue activity") are pruned by age in transactions of their
+ * own, whatever the jobs' retention.
  */
 import type { PrunableState } from "../../domain/retention.js";
 import { andThen } from "../steps.js";
-import type { PrunedJobs, PruneOutcome, PruneSpec } from "../store.js";
+import type { ActivityPruneOutcome, ActivityPruneSpec, PrunedJobs, PruneOutcome, PruneSpec } from "../store.js";
 import type { Awaitable, PrunableJob, TransactionPort } from "../transaction-port.js";
 import type { WriteOperation } from "./scope.js";
 
@@ -50,4 +52,10 @@ function tally(jobs: readonly PrunableJob[]): PrunedJobs[] {
     byQueueState.set(key, entry);
   }
   return [...byQueueState.values()];
+}
+
+/** Deletes up to `limit` activity samples of minutes before `beforeMinute`, oldest first. */
+export function pruneActivitySamples(spec: ActivityPruneSpec): WriteOperation<ActivityPruneOutcome> {
+  return ({ port }) =>
+    andThen(port.deleteActivityBefore(spec.beforeMinute, spec.limit), (samples) => ({ samples, exhausted: samples < spec.limit }));
 }

@@ -15,13 +15,20 @@ import { createHash } from "node:crypto";
 import { countCompactionSql } from "./job-counts.js";
 import { jsonFunctionsSql } from "./json-functions.js";
 import { sequencerFunctionSql } from "./event-sequencer.js";
+import { activityCompactionSql } from "./queue-activity-sql.js";
 import { submitFunctionSql } from "./submit-function.js";
 
-export const DEFINITIONS_REVISION = 4;
+export const DEFINITIONS_REVISION = 5;
 
 /** Every function, in dependency order; run with search_path set to the schema. */
 export function definitionsSql(schema: string): string {
-  return [jsonFunctionsSql(schema), submitFunctionSql(schema), sequencerFunctionSql(schema), countCompactionSql(schema)].join("\n");
+  return [
+    jsonFunctionsSql(schema),
+    submitFunctionSql(schema),
+    sequencerFunctionSql(schema),
+    countCompactionSql(schema),
+    activityCompactionSql(schema),
+  ].join("\n");
 }
 
 /** SHA-256 (hex) of the definitions' text for a schema. */

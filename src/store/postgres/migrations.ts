@@ -17,7 +17,7 @@
  *   from the server's injected clock, and rows map to the same domain types.
  * Versions increase but need not be contiguous (migrate.ts applies every
  * migration above the schema's version, in this array's order).
- * The functions (submit, the sequencer, count compaction) are not migrations:
+ * The functions (submit, the sequencer, count and activity compaction) are not migrations:
  * definitions.ts creates or replaces them after the migrations.
  */
 export interface PgMigration {
@@ -367,6 +367,83 @@ CREATE TRIGGER jobs_fair_changed AFTER UPDATE ON jobs REFERENCING OLD TABLE AS o
 -- SQLite's migration 11: traceparent and tracestate, NULL when none.
 ALTER TABLE jobs ADD COLUMN traceparent text;
 ALTER TABLE jobs ADD COLUMN tracestate text;
+`,
+  },
+  {
+    version: 8,
+    name: "queue activity",
+    sql: `
+-- Queue activity (docs/api.md "Queue activity"), as SQLite's migration 12:
+-- one sample per queue and minute (minute: its start, epoch ms): jobs
+-- completed, attempts failed, the net change of the queued, retry and
+-- running counts, the leases granted by the bucket of their wait (wait_0 ..
+-- wait_20, the buckets of domain/queue-activity.ts). Kept like the counts
+-- (queue-activity-sql.ts): each transaction appends a delta row per queue
+-- and minute it touched to queue_activity_deltas, compact_queue_activity()
+-- folds them into queue_activity, readers sum both; the retention pruner
+-- deletes samples older than a day through queue_activity_by_minute.
+CREATE TABLE queue_activity (
+  queue       text NOT NULL,
+  minute      bigint NOT NULL,
+  completed   bigint NOT NULL DEFAULT 0,
+  failed      bigint NOT NULL DEFAULT 0,
+  queued      bigint NOT NULL DEFAULT 0,
+  retry       bigint NOT NULL DEFAULT 0,
+  running     bigint NOT NULL DEFAULT 0,
+  wait_0      bigint NOT NULL DEFAULT 0,
+  wait_1      bigint NOT NULL DEFAULT 0,
+  wait_2      bigint NOT NULL DEFAULT 0,
+  wait_3      bigint NOT NULL DEFAULT 0,
+  wait_4      bigint NOT NULL DEFAULT 0,
+  wait_5      bigint NOT NULL DEFAULT 0,
+  wait_6      bigint NOT NULL DEFAULT 0,
+  wait_7      bigint NOT NULL DEFAULT 0,
+  wait_8      bigint NOT NULL DEFAULT 0,
+  wait_9      bigint NOT NULL DEFAULT 0,
+  wait_10     bigint NOT NULL DEFAULT 0,
+  wait_11     bigint NOT NULL DEFAULT 0,
+  wait_12     bigint NOT NULL DEFAULT 0,
+  wait_13     bigint NOT NULL DEFAULT 0,
+  wait_14     bigint NOT NULL DEFAULT 0,
+  wait_15     bigint NOT NULL DEFAULT 0,
+  wait_16     bigint NOT NULL DEFAULT 0,
+  wait_17     bigint NOT NULL DEFAULT 0,
+  wait_18     bigint NOT NULL DEFAULT 0,
+  wait_19     bigint NOT NULL DEFAULT 0,
+  wait_20     bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (queue, minute)
+);
+CREATE INDEX queue_activity_by_minute ON queue_activity (minute, queue);
+CREATE TABLE queue_activity_deltas (
+  queue       text NOT NULL,
+  minute      bigint NOT NULL,
+  completed   bigint NOT NULL DEFAULT 0,
+  failed      bigint NOT NULL DEFAULT 0,
+  queued      bigint NOT NULL DEFAULT 0,
+  retry       bigint NOT NULL DEFAULT 0,
+  running     bigint NOT NULL DEFAULT 0,
+  wait_0      bigint NOT NULL DEFAULT 0,
+  wait_1      bigint NOT NULL DEFAULT 0,
+  wait_2      bigint NOT NULL DEFAULT 0,
+  wait_3      bigint NOT NULL DEFAULT 0,
+  wait_4      bigint NOT NULL DEFAULT 0,
+  wait_5      bigint NOT NULL DEFAULT 0,
+  wait_6      bigint NOT NULL DEFAULT 0,
+  wait_7      bigint NOT NULL DEFAULT 0,
+  wait_8      bigint NOT NULL DEFAULT 0,
+  wait_9      bigint NOT NULL DEFAULT 0,
+  wait_10     bigint NOT NULL DEFAULT 0,
+  wait_11     bigint NOT NULL DEFAULT 0,
+  wait_12     bigint NOT NULL DEFAULT 0,
+  wait_13     bigint NOT NULL DEFAULT 0,
+  wait_14     bigint NOT NULL DEFAULT 0,
+  wait_15     bigint NOT NULL DEFAULT 0,
+  wait_16     bigint NOT NULL DEFAULT 0,
+  wait_17     bigint NOT NULL DEFAULT 0,
+  wait_18     bigint NOT NULL DEFAULT 0,
+  wait_19     bigint NOT NULL DEFAULT 0,
+  wait_20     bigint NOT NULL DEFAULT 0
+);
 `,
   },
 ];

@@ -22,6 +22,7 @@ import type { PrunableState } from "../../domain/retention.js";
 import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import type {
+  ActivityDelta,
   CountDelta,
   DueGroup,
   GroupRead,
@@ -36,6 +37,7 @@ import { countDeltaParams } from "./job-counts.js";
 import { insertJobsParams, isUuid, NIL_UUID, toStoredJob, updateJobsParams } from "./job-sql.js";
 import type { PgStatements } from "./pg-statements.js";
 import { prepared, preparedArrays } from "./prepared.js";
+import { activityDeltaParam } from "./queue-activity-sql.js";
 import { queueConfigParams } from "./queue-limit-sql.js";
 import { scheduleParams, scheduleRunParams, toSchedule } from "./schedule-sql.js";
 
@@ -371,6 +373,19 @@ export class PgPort implements TransactionPort {
 
   async addCountDeltas(deltas: readonly CountDelta[]): Promise<void> {
     await this.#client.query(prepared(this.#sql.counts.appendDeltas, countDeltaParams(deltas)));
+  }
+
+  /** Delta rows, folded into the samples by compact_queue_activity() (queue-activity-sql.ts): no row every writer waits on. */
+  async addActivity(deltas: readonly ActivityDelta[]): Promise<void> {
+    await this.#client.query(prepared(this.#sql.activity.appendDeltas, [activityDeltaParam(deltas)]));
+  }
+
+  /** The deltas folded first (queue-activity-sql.ts), so the oldest samples are whole rows of queue_activity. */
+  async deleteActivityBefore(beforeMinute: number, limit: number): Promise<number> {
+    await this.#client.query(prepared(this.#sql.activity.foldForPruning));
+    const { rowCount } = await this.#client.query(prepared(this.#sql.activity.deleteBefore, [beforeMinute, limit]));
+    if ((rowCount ?? 0) > 0) this.wrote = true;
+    return rowCount ?? 0;
   }
 
   /**

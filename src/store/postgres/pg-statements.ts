@@ -2,6 +2,7 @@
 import { eventStatements, type EventStatements } from "./event-sql.js";
 import { countStatements, type CountStatements } from "./job-counts.js";
 import { jobStatements, type JobStatements } from "./job-sql.js";
+import { activityStatements, type ActivityStatements } from "./queue-activity-sql.js";
 import { queueLimitStatements, type QueueLimitStatements } from "./queue-limit-sql.js";
 import { scheduleStatements, type ScheduleStatements } from "./schedule-sql.js";
 
@@ -10,6 +11,7 @@ export interface PgStatements {
   jobs: JobStatements;
   events: EventStatements;
   counts: CountStatements;
+  activity: ActivityStatements;
   schedules: ScheduleStatements;
   limits: QueueLimitStatements;
 }
@@ -20,6 +22,7 @@ export function pgStatements(schema: string): PgStatements {
     jobs: jobStatements(schema),
     events: eventStatements(schema),
     counts: countStatements(schema),
+    activity: activityStatements(schema),
     schedules: scheduleStatements(schema),
     limits: queueLimitStatements(schema),
   };

@@ -21,9 +21,9 @@
  * resume) finds them. Its own events are told from other servers' by
  * matching them against what it committed (`external` is false for them).
  *
- * Counts are deltas folded now and then (job-counts.ts): each store runs
- * the compaction in its catch-up; the advisory lock in it lets one server
- * at a time do the work.
+ * Counts and queue activity are deltas folded now and then (job-counts.ts,
+ * queue-activity-sql.ts): each store runs both compactions in its
+ * catch-up; the advisory locks in them let one server at a time do the work.
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
@@ -38,12 +38,14 @@ import { OperationStore, type OperationStoreOptions } from "../operation-store.j
 import type { PersistedChanges } from "../operation-changes.js";
 import { OrderedAnnouncer } from "../ordered-announcer.js";
 import { KnownQueueControls, type QueueControlSnapshot } from "../known-queue-controls.js";
+import { toActivitySample } from "../activity-columns.js";
 import { assembleQueueCounts, queueBacklogOf, type QueueBacklogRow } from "../queue-counts.js";
 import type {
   GroupCounts,
   ListEventsSpec,
   ListGroupsSpec,
   ListJobsSpec,
+  QueueActivity,
   QueueBacklog,
   QueueControlChange,
   QueueCounts,
@@ -365,6 +367,7 @@ export class PgStore extends OperationStore implements Store {
       }
       await this.#readThrough(waiting ? await this.#sequencer.sequence() : latest);
       await this.pool.query(prepared(this.#sql.counts.compact));
+      await this.pool.query(prepared(this.#sql.activity.compact));
     } catch {
       // The database is unreachable now: the next interval tries again.
     } finally {
@@ -461,6 +464,15 @@ export class PgStore extends OperationStore implements Store {
       configs,
       oldestPendingSince: async (queue) => (await this.#read<{ t: number | null }>(this.#sql.jobs.oldestPendingSince, [queue, now]))[0].t,
     });
+  }
+
+  async queueActivity(queue: string, sinceMinute: number): Promise<QueueActivity> {
+    // One statement: the samples and the counts of one snapshot.
+    const [row] = await this.#read<{ samples: number[][]; counts: QueueActivity["counts"] }>(this.#sql.activity.queueActivity, [
+      queue,
+      sinceMinute,
+    ]);
+    return { samples: row.samples.map(([minute, ...values]) => toActivitySample(minute, values)), counts: row.counts };
   }
 
   async queueBacklog(queue: string): Promise<QueueBacklog> {

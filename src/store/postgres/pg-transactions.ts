@@ -14,8 +14,8 @@
  *    over jobs.
  * 2. The operations in order, each awaiting the port step by step; their
  *    refusals are decided before they write, so a refusal rolls nothing back.
- * 3. Counts and events (store/operation-changes.ts), a NOTIFY per queue
- *    control, COMMIT.
+ * 3. Counts, queue activity and events (store/operation-changes.ts), a
+ *    NOTIFY per queue control, COMMIT.
  *
  * Optimistic batches, with the guarded replay of the engines' shared batch
  * runner (store/batch-runner.ts): if the database raises an error inside
@@ -281,14 +281,15 @@ export class PgTransactions {
     }
     const { changes, outcomes, wrote } = end;
     // The end of the transaction in one round trip (the pool's connections
-    // pipeline, pool.ts): the last job rows, the counts, the events, the
+    // pipeline, pool.ts): the last job rows, the counts, the activity, the events, the
     // queue controls' NOTIFYs and COMMIT, sent together and then awaited.
     // A failure of any of them aborts the transaction, and PostgreSQL then
     // answers the COMMIT with a ROLLBACK (no error), so the answers are
     // checked, not only the COMMIT.
-    const { deltas, events } = changes.toWrite();
+    const { deltas, activity, events } = changes.toWrite();
     const sent: Array<Promise<unknown>> = [port.flush()];
     if (deltas.length > 0) sent.push(port.addCountDeltas(deltas));
+    if (activity.length > 0) sent.push(port.addActivity(activity));
     const stored = events.length > 0 ? port.insertEvents(events) : Promise.resolve([]);
     sent.push(stored);
     for (const control of changes.queueControls) {

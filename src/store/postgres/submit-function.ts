@@ -21,7 +21,8 @@
  *   API;
  * - the same rows as the server: the job (id a UUIDv7, like domain/ids.ts),
  *   its SUBMITTED event (unsequenced, numbered after commit by
- *   event-sequencer.ts), its count delta (job-counts.ts), and a `submitted`
+ *   event-sequencer.ts), its count delta (job-counts.ts) and its queue's
+ *   activity delta (queue-activity-sql.ts: one more queued), and a `submitted`
  *   notification (notifications.ts) so that running servers wake the queue's
  *   claimers and number the event as soon as the transaction commits.
  *
@@ -29,6 +30,7 @@
  * server clock in the caller's transaction.
  */
 import { formatDurationText } from "../../domain/duration-text.js";
+import { ACTIVITY_MINUTE_MS } from "../../domain/queue-activity.js";
 import { BOUNDS, DEFAULTS } from "../../domain/request-bounds.js";
 import { TRACE_CONTEXT_PROBLEMS, TRACEPARENT, TRACESTATE_MEMBER, TRACESTATE_MEMBERS } from "../../domain/trace-context.js";
 import { quoteEscapeLiteral, quoteLiteral } from "./identifiers.js";
@@ -281,6 +283,7 @@ BEGIN
   INSERT INTO unsequenced_events (job_id, queue, kind, from_state, to_state, event_time, worker_id, attempt, message, group_key)
     VALUES (v_id, v_queue, 'submitted', NULL, 'queued', now_ms, NULL, 0, NULL, v_group);
   INSERT INTO job_count_deltas (queue, state, delta) VALUES (v_queue, 'queued', 1);
+  INSERT INTO queue_activity_deltas (queue, minute, queued) VALUES (v_queue, now_ms - now_ms % ${ACTIVITY_MINUTE_MS}, 1);
   PERFORM pg_notify(${channel}, json_build_object('kind', 'submitted', 'queue', v_queue)::text);
   RETURN v_id;
 END

@@ -1,7 +1,10 @@
 /**
  * Writes imported jobs (store/litequeue-mapping.ts) into a LeaseQueue
  * database: all in one transaction, each job with its event, and job_counts
- * adjusted once at the end by the sums, as a commit of the store would.
+ * adjusted once at the end by the sums, as a commit of the store would,
+ * with the queued, retry and running ones added to the queues' activity of
+ * the minute of the commit (docs/api.md "Queue activity": the gauges are
+ * counted back from the counts, so every count change has its sample).
  * A job whose id is already stored is skipped, so an import run twice adds
  * nothing the second time. The caller holds sole use of the database
  * (exclusive-access.ts): a running server would not announce these events
@@ -10,6 +13,8 @@
 import { existsSync } from "node:fs";
 import type Database from "better-sqlite3";
 import type { EventDraft, JobState, StoredJob } from "../../domain/job.js";
+import { LEASE_WAIT_BUCKETS, minuteOf } from "../../domain/queue-activity.js";
+import { activityValues } from "../activity-columns.js";
 import { assertSchemaNotNewer } from "../schema-version.js";
 import { openExistingReadOnly, refuseUnwritableDirectory } from "./database-file.js";
 import { takeExclusiveAccess } from "./exclusive-access.js";
@@ -58,6 +63,26 @@ export function startJobImport(db: Database.Database | undefined, options: { wri
       if (!options.write) return;
       const adjust = db!.prepare(SQL.adjustCount);
       for (const c of counts.values()) adjust.run(c.queue, c.state, c.delta);
+      const activity = db!.prepare(SQL.addActivity);
+      const minute = minuteOf(Date.now());
+      const gauges = new Map<string, { queued: number; retry: number; running: number }>();
+      for (const c of counts.values()) {
+        if (c.state !== "queued" && c.state !== "retry" && c.state !== "running") continue;
+        const g = gauges.get(c.queue) ?? { queued: 0, retry: 0, running: 0 };
+        g[c.state] += c.delta;
+        gauges.set(c.queue, g);
+      }
+      for (const [queue, g] of gauges) {
+        const values = activityValues({
+          queue,
+          minute,
+          completed: 0,
+          failed: 0,
+          ...g,
+          leaseWaits: new Array<number>(LEASE_WAIT_BUCKETS).fill(0),
+        });
+        activity.run(queue, minute, ...values);
+      }
       db!.exec("COMMIT");
     },
     abort() {

@@ -309,4 +309,51 @@ ALTER TABLE jobs ADD COLUMN traceparent TEXT;
 ALTER TABLE jobs ADD COLUMN tracestate TEXT;
 `,
   },
+  {
+    version: 12,
+    name: "queue activity",
+    sql: `
+-- Queue activity (docs/api.md "Queue activity", domain/queue-activity.ts):
+-- one row per queue and minute (minute: its start, epoch ms), added to by
+-- the transactions that change the queue's jobs, in the same transaction as
+-- the counts (one upsert per queue and minute per transaction): jobs
+-- completed, attempts failed, the net change of the queued, retry and
+-- running counts, and the leases granted by the bucket of their wait
+-- (wait_0 .. wait_20: the buckets of LEASE_WAIT_BOUNDS_MS, in order). The
+-- retention pruner deletes the rows older than a day, through
+-- queue_activity_by_minute.
+CREATE TABLE queue_activity (
+  queue       TEXT NOT NULL,
+  minute      INTEGER NOT NULL,
+  completed   INTEGER NOT NULL DEFAULT 0,
+  failed      INTEGER NOT NULL DEFAULT 0,
+  queued      INTEGER NOT NULL DEFAULT 0,
+  retry       INTEGER NOT NULL DEFAULT 0,
+  running     INTEGER NOT NULL DEFAULT 0,
+  wait_0      INTEGER NOT NULL DEFAULT 0,
+  wait_1      INTEGER NOT NULL DEFAULT 0,
+  wait_2      INTEGER NOT NULL DEFAULT 0,
+  wait_3      INTEGER NOT NULL DEFAULT 0,
+  wait_4      INTEGER NOT NULL DEFAULT 0,
+  wait_5      INTEGER NOT NULL DEFAULT 0,
+  wait_6      INTEGER NOT NULL DEFAULT 0,
+  wait_7      INTEGER NOT NULL DEFAULT 0,
+  wait_8      INTEGER NOT NULL DEFAULT 0,
+  wait_9      INTEGER NOT NULL DEFAULT 0,
+  wait_10     INTEGER NOT NULL DEFAULT 0,
+  wait_11     INTEGER NOT NULL DEFAULT 0,
+  wait_12     INTEGER NOT NULL DEFAULT 0,
+  wait_13     INTEGER NOT NULL DEFAULT 0,
+  wait_14     INTEGER NOT NULL DEFAULT 0,
+  wait_15     INTEGER NOT NULL DEFAULT 0,
+  wait_16     INTEGER NOT NULL DEFAULT 0,
+  wait_17     INTEGER NOT NULL DEFAULT 0,
+  wait_18     INTEGER NOT NULL DEFAULT 0,
+  wait_19     INTEGER NOT NULL DEFAULT 0,
+  wait_20     INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (queue, minute)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX queue_activity_by_minute ON queue_activity (minute);
+`,
+  },
 ];

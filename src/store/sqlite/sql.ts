@@ -5,9 +5,11 @@
 import type Database from "better-sqlite3";
 import type { JobState } from "../../domain/job.js";
 import type { QueueConfig } from "../../domain/queue-limits.js";
+import { ACTIVITY_VALUE_COLUMNS } from "../activity-columns.js";
 import { JOB_COLUMN_NAMES, UPDATED_JOB_COLUMN_NAMES } from "../job-columns.js";
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
+const ACTIVITY_VALUES = ACTIVITY_VALUE_COLUMNS.join(", ");
 
 /** Statements whose rows are jobs, read as arrays in JOB_COLUMN_NAMES order. */
 export const JOB_ROW_STATEMENTS = [
@@ -20,6 +22,7 @@ export const JOB_ROW_STATEMENTS = [
   "expiredLeases",
   "expiredLeasesOfQueue",
   "jobsInStateBetween",
+  "activitySince",
 ] as const;
 
 export const SQL = {
@@ -100,6 +103,22 @@ export const SQL = {
     ON CONFLICT (queue, state) DO UPDATE SET count = count + excluded.count`,
 
   counts: `SELECT queue, state, count FROM job_counts WHERE count <> 0 ORDER BY queue`,
+
+  /**
+   * Queue activity (docs/api.md "Queue activity"): a transaction adds its
+   * sums to the row of each queue and minute it touched, in the same
+   * transaction as the counts.
+   */
+  addActivity: `INSERT INTO queue_activity (queue, minute, ${ACTIVITY_VALUES})
+    VALUES (?, ?, ${ACTIVITY_VALUE_COLUMNS.map(() => "?").join(", ")})
+    ON CONFLICT (queue, minute) DO UPDATE SET ${ACTIVITY_VALUE_COLUMNS.map((c) => `${c} = ${c} + excluded.${c}`).join(", ")}`,
+  /** A queue's samples from a minute on, oldest first (the primary key's range), as arrays: minute, then ACTIVITY_VALUE_COLUMNS. */
+  activitySince: `SELECT minute, ${ACTIVITY_VALUES} FROM queue_activity WHERE queue = ? AND minute >= ? ORDER BY minute`,
+  /** The counts a timeline's gauges are counted back from. */
+  gaugeCounts: `SELECT state, count FROM job_counts WHERE queue = ? AND state IN ('queued', 'retry', 'running')`,
+  /** Retention: the oldest samples first (then by queue), through queue_activity_by_minute, whose entries end with the primary key. */
+  deleteActivityBefore: `DELETE FROM queue_activity WHERE (queue, minute) IN (
+      SELECT queue, minute FROM queue_activity INDEXED BY queue_activity_by_minute WHERE minute < ? ORDER BY minute, queue LIMIT ?)`,
 
   /** Queue controls: a paused queue has a row in paused_queues. */
   pauseQueue: `INSERT INTO paused_queues (queue, pause_time) VALUES (?, ?) ON CONFLICT (queue) DO NOTHING`,

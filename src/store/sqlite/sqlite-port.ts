@@ -16,7 +16,17 @@ import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job
 import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import type { CountDelta, DueGroup, GroupRead, GroupState, PrunableJob, ScheduleRunUpdate, TransactionPort } from "../transaction-port.js";
+import { activityValues } from "../activity-columns.js";
+import type {
+  ActivityDelta,
+  CountDelta,
+  DueGroup,
+  GroupRead,
+  GroupState,
+  PrunableJob,
+  ScheduleRunUpdate,
+  TransactionPort,
+} from "../transaction-port.js";
 import { jobRow, scheduleRow, toSchedule, toStoredJob, updatedJobRow, type JobRow, type Row } from "./rows.js";
 import { configFromRow, EVENT_INSERT_SIZES, insertEventsSql, type QueueConfigRow, type SqliteStatements } from "./sql.js";
 
@@ -276,6 +286,17 @@ export class SqlitePort implements TransactionPort {
 
   addCountDeltas(deltas: readonly CountDelta[]): void {
     for (const { queue, state, delta } of deltas) this.#stmts.adjustCount.run(queue, state, delta);
+  }
+
+  addActivity(deltas: readonly ActivityDelta[]): void {
+    for (const d of deltas) this.#stmts.addActivity.run(d.queue, d.minute, ...activityValues(d));
+  }
+
+  deleteActivityBefore(beforeMinute: number, limit: number): number {
+    // One statement, atomic: it wrote only if it deleted something.
+    const { changes } = this.#stmts.deleteActivityBefore.run(beforeMinute, limit);
+    if (changes > 0) this.wrote = true;
+    return changes;
   }
 
   /** Numbers the events from nextSequence and inserts them, many rows per statement. */

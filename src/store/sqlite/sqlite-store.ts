@@ -38,12 +38,14 @@ import { OperationStore, type OperationStoreOptions } from "../operation-store.j
 import type { PersistedChanges } from "../operation-changes.js";
 import { OrderedAnnouncer } from "../ordered-announcer.js";
 import type { WriteOperation } from "../operations/scope.js";
+import { toActivitySample } from "../activity-columns.js";
 import { assembleQueueCounts, queueBacklogOf, type QueueBacklogRow } from "../queue-counts.js";
 import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../write-calls.js";
 import { settledNow } from "../steps.js";
 import type {
   CommittedChange,
   GroupCounts,
+  QueueActivity,
   ListEventsSpec,
   ListGroupsSpec,
   ListJobsSpec,
@@ -327,6 +329,20 @@ export class SqliteStore extends OperationStore implements Store {
       configs: (this.#stmts.queueConfigs.all() as Array<QueueConfigRow & { queue: string }>).map(configFromRow),
       oldestPendingSince: (queue) => (this.#stmts.oldestPendingSince.get(queue, now) as { t: number | null }).t,
     });
+  }
+
+  async queueActivity(queue: string, sinceMinute: number): Promise<QueueActivity> {
+    // One read transaction: the counts the gauges are counted back from, and the samples, of one snapshot.
+    return this.db.transaction(() => {
+      const counts = { queued: 0, retry: 0, running: 0 };
+      for (const row of this.#stmts.gaugeCounts.all(queue) as Array<{ state: keyof typeof counts; count: number }>) {
+        counts[row.state] = row.count;
+      }
+      const samples = (this.#stmts.activitySince.all(queue, sinceMinute) as number[][]).map(([minute, ...values]) =>
+        toActivitySample(minute, values),
+      );
+      return { samples, counts };
+    })();
   }
 
   async queueBacklog(queue: string): Promise<QueueBacklog> {

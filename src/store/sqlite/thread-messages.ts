@@ -34,6 +34,7 @@ export const READ_NAMES = [
   "listEvents",
   "eventBounds",
   "queueCounts",
+  "queueActivity",
   "queueBacklog",
   "listGroups",
   "countPendingGroups",

@@ -26,7 +26,16 @@ import type { Job, JobEvent, JobState } from "../../domain/job.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import { watchClockJumps } from "../database-clock.js";
 import { OperationStore } from "../operation-store.js";
-import type { GroupCounts, ListEventsSpec, ListGroupsSpec, ListJobsSpec, QueueBacklog, QueueCounts, Store } from "../store.js";
+import type {
+  GroupCounts,
+  ListEventsSpec,
+  ListGroupsSpec,
+  ListJobsSpec,
+  QueueActivity,
+  QueueBacklog,
+  QueueCounts,
+  Store,
+} from "../store.js";
 import type { WriteArgs, WriteName, WriteResult } from "../write-calls.js";
 import type { SqliteStoreOptions } from "./sqlite-store.js";
 import {
@@ -207,6 +216,10 @@ export class ThreadedSqliteStore extends OperationStore implements Store {
 
   queueCounts(): Promise<QueueCounts[]> {
     return this.#read("queueCounts", []);
+  }
+
+  queueActivity(queue: string, sinceMinute: number): Promise<QueueActivity> {
+    return this.#read("queueActivity", [queue, sinceMinute]);
   }
 
   queueBacklog(queue: string): Promise<QueueBacklog> {

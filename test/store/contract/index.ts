@@ -5,8 +5,10 @@
  * the announcement guarantees of store.ts, also across two store instances on
  * one database, and schedules (run times across daylight-saving changes,
  * missed runs after downtime, each run once with two instances, reopen),
- * and groups (groups.ts: fair turns, the group bounds, ordered heads), and
- * the trace context a job carries (trace-context.ts).
+ * groups (groups.ts: fair turns, the group bounds, ordered heads),
+ * queue activity (queue-activity.ts: the per-minute samples, read alike by
+ * every instance, pruned by age), and the trace context a job carries
+ * (trace-context.ts).
  *
  * One file per area, each a describe block over the store of the test that
  * runs (helpers.ts); describeStoreContract runs them all for one engine, and
@@ -34,6 +36,7 @@ import { describeHeartbeatEvents } from "./heartbeat-events.js";
 import { describeProgress } from "./progress.js";
 import { describeSeveralInstances } from "./instances.js";
 import { describeGroups } from "./groups.js";
+import { describeQueueActivity } from "./queue-activity.js";
 import { describeTraceContext } from "./trace-context.js";
 import { store, useContractStore, type StoreFactory } from "./helpers.js";
 
@@ -64,6 +67,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     describeProgress();
     describeSeveralInstances();
     describeGroups();
+    describeQueueActivity();
     describeTraceContext();
 
     it("reports itself writable", async () => {

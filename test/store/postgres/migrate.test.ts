@@ -28,6 +28,7 @@ const PINNED_DEFINITIONS: Record<number, string> = {
   2: "e9232faaef4a490658c1028bf43c11c7266cff233227f561f242c5e035cddf95",
   3: "c59ecea0315c5e006baa1df2c70426eb34c128a195506341a8c286a935aae2e1",
   4: "cadba45a464b8efd37a879ff726ffbc1fabb984d8220b51d4fa60c8e44f43ddf",
+  5: "234cde4d25a24c6ae2706050d04eaef50e77a5208e8849f4e871a8575eef6d57",
 };
 
 describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
@@ -69,6 +70,8 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
       "job_events",
       "jobs",
       "paused_queues",
+      "queue_activity",
+      "queue_activity_deltas",
       "queue_configs",
       "queue_group_lease_grants",
       "queue_groups",

@@ -156,6 +156,11 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
       `SELECT state, sum(delta)::int AS n FROM ${s}.job_count_deltas WHERE queue = 'billing' GROUP BY state`,
     );
     expect(deltas.rows).toEqual([{ state: "queued", n: 1 }]);
+    // Its queue's activity (docs/api.md "Queue activity"): one more queued job in the minute of its create_time.
+    const activity = await db.pool.query(
+      `SELECT minute::float8 AS minute, sum(queued)::int AS queued FROM ${s}.queue_activity_deltas WHERE queue = 'billing' GROUP BY minute`,
+    );
+    expect(activity.rows).toEqual([{ minute: Number(row!.create_time) - (Number(row!.create_time) % 60_000), queued: 1 }]);
   });
 
   it("leaves nothing behind when the caller's transaction rolls back", async () => {

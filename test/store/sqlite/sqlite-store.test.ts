@@ -180,6 +180,7 @@ describe("SQLite store specifics", () => {
     db.exec(`DROP TRIGGER jobs_fair_submitted; DROP TRIGGER jobs_fair_pending; DROP TRIGGER jobs_fair_finished;
        DROP TABLE queue_groups; DROP TABLE queue_group_lease_grants; DROP INDEX jobs_group_claim_order; DROP INDEX jobs_group_state;
        ALTER TABLE jobs DROP COLUMN group_key; ALTER TABLE job_events DROP COLUMN group_key;`);
+    db.exec(`DROP TABLE queue_activity;`);
     db.exec(`ALTER TABLE jobs DROP COLUMN traceparent; ALTER TABLE jobs DROP COLUMN tracestate;`);
     db.pragma("user_version = 3");
     db.close();
