@@ -77,6 +77,16 @@ export function describeBounds({ BOUNDS: B, DEFAULTS: D }, { formatDurationText 
     { fields: ["groupMaxRunning"], bound: `${range(B.groupMaxRunning)} jobs of one group running at once`, default: "0 (no limit)" },
     { fields: ["groupRateLimit"], bound: `${range(B.groupRateLimit)} leases of one group per \`ratePeriod\``, default: "0 (no limit)" },
     { fields: ["acks"], bound: `1..${B.acks} per Acknowledge, 0..${B.acks} per Work message or Claim`, default: "required (Acknowledge)" },
+    {
+      fields: ["window"],
+      bound: `${range(B.activityWindowMs, duration)} in whole minutes, a multiple of \`step\` (GetQueueActivity)`,
+      default: duration(D.activityWindowMs),
+    },
+    {
+      fields: ["step"],
+      bound: `${range(B.activityStepMs, duration)} in whole minutes (GetQueueActivity)`,
+      default: duration(D.activityStepMs),
+    },
     // A setting, not a field: one request, or one message of a stream.
     { fields: [], subject: "request body", bound: "`LEASEQUEUE_MAX_REQUEST_BYTES`", default: `${D.maxRequestBytes} bytes` },
   ];

@@ -70,6 +70,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
     updateMask: "maxRunning,rateLimit,ratePeriod",
   }),
   "leasequeue.v1.LeaseQueueService.ListGroups": () => ({ queue: QUEUE, pageSize: 100 }),
+  "leasequeue.v1.LeaseQueueService.GetQueueActivity": () => ({ queue: QUEUE, window: "3600s", step: "300s" }),
   "grpc.health.v1.Health.Check": () => ({ service: "leasequeue.v1.LeaseQueueService" }),
   "grpc.health.v1.Health.Watch": () => ({ service: "" }),
   "grpc.health.v1.Health.List": () => ({}),

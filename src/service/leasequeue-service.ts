@@ -7,7 +7,7 @@
  *
  * - job-handlers.ts: Submit, SubmitBatch, GetJob, ListJobs, ListJobEvents, Redrive, Cancel
  * - lease-handlers.ts: Claim, StreamClaims, Work (work-handler.ts), Heartbeat, Complete, Fail, Release, Snooze, Acknowledge
- * - queue-handlers.ts: PauseQueue, ResumeQueue, UpdateQueue, RedriveAll, PurgeQueue, GetStats, ListGroups
+ * - queue-handlers.ts: PauseQueue, ResumeQueue, UpdateQueue, RedriveAll, PurgeQueue, GetStats, ListGroups, GetQueueActivity
  * - schedule-handlers.ts: CreateSchedule, ListSchedules, DeleteSchedule
  * - watch-events-handler.ts: WatchEvents
  */

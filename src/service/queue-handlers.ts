@@ -2,13 +2,15 @@
  * The queue RPCs of leasequeue.v1.LeaseQueueService: the controls of
  * docs/api.md "Queue controls" (PauseQueue, ResumeQueue, RedriveAll,
  * PurgeQueue), the limits of "Queue limits" and the group rules of "Groups"
- * (UpdateQueue), GetStats, and ListGroups.
+ * (UpdateQueue), GetStats, ListGroups, and GetQueueActivity ("Queue
+ * activity").
  *
  * Pause, resume and limits are queue-level changes, not job events: they
  * are logged here and announced by the store beside the events of their
  * commit, so held-back claimers wake.
  */
 import { create } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../domain/clock.js";
 import { JOB_STATES, type JobState } from "../domain/job.js";
@@ -16,12 +18,18 @@ import { NO_QUEUE_LIMITS } from "../domain/queue-limits.js";
 import type { Logger } from "../logger.js";
 import { purgeQueue, redriveAll } from "../store/bulk-transitions.js";
 import type { QueueCounts, Store } from "../store/store.js";
-import { GetStatsResponseSchema, ListGroupsResponseSchema, type LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { activityPoints, activityWindow } from "../store/queue-activity.js";
+import {
+  GetQueueActivityResponseSchema,
+  GetStatsResponseSchema,
+  ListGroupsResponseSchema,
+  type LeaseQueueService,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument } from "./errors.js";
 import { decodePageToken, encodePageToken, groupsFilterKey } from "./page-token.js";
 import { requireQueue, visibleQueues } from "./queue-access.js";
 import * as v from "./validate.js";
-import { groupStatsToWire, queueConfigToWire, statsToWire } from "./wire.js";
+import { activityPointToWire, groupStatsToWire, queueConfigToWire, statsToWire } from "./wire.js";
 
 export interface QueueHandlerDeps {
   store: Store;
@@ -32,7 +40,7 @@ export interface QueueHandlerDeps {
 
 type QueueHandlers = Pick<
   ServiceImpl<typeof LeaseQueueService>,
-  "pauseQueue" | "resumeQueue" | "updateQueue" | "redriveAll" | "purgeQueue" | "getStats" | "listGroups"
+  "pauseQueue" | "resumeQueue" | "updateQueue" | "redriveAll" | "purgeQueue" | "getStats" | "listGroups" | "getQueueActivity"
 >;
 
 export function queueHandlers({ store, clock, log }: QueueHandlerDeps): QueueHandlers {
@@ -125,6 +133,20 @@ export function queueHandlers({ store, clock, log }: QueueHandlerDeps): QueueHan
       return create(ListGroupsResponseSchema, {
         groups: page.map(groupStatsToWire),
         nextPageToken: groups.length > limit ? encodePageToken(page.at(-1)!.groupKey, filter, "ListGroups") : "",
+      });
+    },
+
+    // docs/api.md "Queue activity": the window ends with the current minute (the store's clock, the database's on
+    // PostgreSQL); its samples and the counts its gauges are counted back from come from one read.
+    async getQueueActivity(req, ctx) {
+      const queue = v.queueName("queue", req.queue);
+      const { windowMs, stepMs } = v.activitySpan(req);
+      requireQueue(ctx, "queue", queue);
+      const window = activityWindow(clock.now(), windowMs, stepMs);
+      const activity = await store.queueActivity(queue, window.startMinute);
+      return create(GetQueueActivityResponseSchema, {
+        points: activityPoints(activity, window).map(activityPointToWire),
+        step: durationFromMs(stepMs),
       });
     },
   };

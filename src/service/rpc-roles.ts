@@ -45,6 +45,7 @@ export const RPC_ROLES: Readonly<Record<string, Role>> = Object.freeze({
   WatchEvents: "reader",
   ListSchedules: "reader",
   ListGroups: "reader",
+  GetQueueActivity: "reader",
 });
 
 /**

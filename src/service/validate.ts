@@ -143,6 +143,27 @@ export function durationInRange(
   return ms;
 }
 
+/** A present Duration that must be whole minutes (GetQueueActivity's window and step: the samples are per minute). */
+function wholeMinutes(field: string, value: Duration | undefined, ms: number): void {
+  if (value !== undefined && (ms % 60_000 !== 0 || value.nanos !== 0)) throw invalidArgument(field, "must be a whole number of minutes");
+}
+
+/**
+ * GetQueueActivity's span (docs/api.md "Queue activity"): the window and
+ * the step of its points, whole minutes within their bounds, the window a
+ * multiple of the step.
+ */
+export function activitySpan(req: { window?: Duration; step?: Duration }): { windowMs: number; stepMs: number } {
+  const windowMs = durationInRange("window", req.window, BOUNDS.activityWindowMs, DEFAULTS.activityWindowMs)!;
+  wholeMinutes("window", req.window, windowMs);
+  const stepMs = durationInRange("step", req.step, BOUNDS.activityStepMs, DEFAULTS.activityStepMs)!;
+  wholeMinutes("step", req.step, stepMs);
+  if (windowMs % stepMs !== 0) {
+    throw invalidArgument("window", `must be a multiple of step (${formatDurationText(stepMs, "bound")})`);
+  }
+  return { windowMs, stepMs };
+}
+
 /** How deeply a google.protobuf.Value nests (domain/json-depth.ts's nestingDepth). */
 export function valueDepth(value: Value, limit: number): number {
   return nestingDepth(value, valueChildren, limit);

@@ -9,6 +9,7 @@ import type { Job as DomainJob, JobEvent as DomainEvent, EventKind as DomainKind
 import type { StoredSchedule } from "../domain/schedule.js";
 import { traceContextMap } from "../domain/trace-context.js";
 import { hasLimits, type QueueConfig as DomainQueueConfig } from "../domain/queue-limits.js";
+import type { ActivityPoint } from "../store/queue-activity.js";
 import type { ClaimedLease, GroupCounts, QueueCounts } from "../store/store.js";
 import {
   EventKind,
@@ -17,6 +18,7 @@ import {
   JobSchema,
   JobState,
   LeaseSchema,
+  QueueActivityPointSchema,
   QueueConfigSchema,
   QueueStatsSchema,
   ScheduleSchema,
@@ -25,6 +27,7 @@ import {
   type Job,
   type JobEvent,
   type Lease,
+  type QueueActivityPoint,
   type QueueConfig,
   type QueueStats,
   type Schedule,
@@ -198,5 +201,20 @@ export function scheduleToWire(s: StoredSchedule): Schedule {
     paused: s.paused,
     nextRunTime: s.nextRunTime === null ? undefined : timestampFromMs(s.nextRunTime),
     lastRunTime: s.lastRunTime === null ? undefined : timestampFromMs(s.lastRunTime),
+  });
+}
+
+/** One point of GetQueueActivity (docs/api.md "Queue activity"); a percentile without a lease is absent. */
+export function activityPointToWire(p: ActivityPoint): QueueActivityPoint {
+  return create(QueueActivityPointSchema, {
+    startTime: timestampFromMs(p.startTime),
+    completed: BigInt(p.completed),
+    failed: BigInt(p.failed),
+    queued: BigInt(p.queued),
+    retry: BigInt(p.retry),
+    running: BigInt(p.running),
+    leased: BigInt(p.leased),
+    leaseWaitP50: p.leaseWaitP50Ms === null ? undefined : durationFromMs(Math.round(p.leaseWaitP50Ms)),
+    leaseWaitP95: p.leaseWaitP95Ms === null ? undefined : durationFromMs(Math.round(p.leaseWaitP95Ms)),
   });
 }

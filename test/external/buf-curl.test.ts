@@ -45,6 +45,7 @@ const METHODS = [
   "DeleteSchedule",
   "UpdateQueue",
   "ListGroups",
+  "GetQueueActivity",
 ];
 /** gRPC over cleartext HTTP/2; the schema comes from server reflection. */
 const GRPC = ["--protocol", "grpc", "--http2-prior-knowledge"];

@@ -124,7 +124,16 @@ describe("roles", () => {
       "ResumeQueue",
       "UpdateQueue",
     ]);
-    expect(byRole("reader")).toEqual(["GetJob", "GetStats", "ListGroups", "ListJobEvents", "ListJobs", "ListSchedules", "WatchEvents"]);
+    expect(byRole("reader")).toEqual([
+      "GetJob",
+      "GetQueueActivity",
+      "GetStats",
+      "ListGroups",
+      "ListJobEvents",
+      "ListJobs",
+      "ListSchedules",
+      "WatchEvents",
+    ]);
   });
 
   describe.each(LeaseQueueService.methods.map((m) => [m.name, m] as const))("%s", (_name, method) => {

@@ -98,6 +98,13 @@ type LeaseQueueServiceClient interface {
 	// ListGroups lists the groups of a queue that have jobs not yet finished
 	// (queued, running or retry), in group_key order, with their counts.
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
+	// GetQueueActivity returns what one queue did over a recent window (the
+	// last hour unless asked), point by point: jobs completed and attempts
+	// failed, the queued, retry and running counts, and the median and 95th
+	// percentile of the leases' waits. It is read from samples the database
+	// keeps for a day, written with the transitions, so every server sharing
+	// the database answers the same.
+	GetQueueActivity(ctx context.Context, in *GetQueueActivityRequest, opts ...grpc.CallOption) (*GetQueueActivityResponse, error)
 }
 
 type leaseQueueServiceClient struct {
@@ -419,6 +426,15 @@ func (c *leaseQueueServiceClient) ListGroups(ctx context.Context, in *ListGroups
 	return out, nil
 }
 
+func (c *leaseQueueServiceClient) GetQueueActivity(ctx context.Context, in *GetQueueActivityRequest, opts ...grpc.CallOption) (*GetQueueActivityResponse, error) {
+	out := new(GetQueueActivityResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/GetQueueActivity", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LeaseQueueServiceServer is the server API for LeaseQueueService service.
 // All implementations must embed UnimplementedLeaseQueueServiceServer
 // for forward compatibility
@@ -504,6 +520,13 @@ type LeaseQueueServiceServer interface {
 	// ListGroups lists the groups of a queue that have jobs not yet finished
 	// (queued, running or retry), in group_key order, with their counts.
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
+	// GetQueueActivity returns what one queue did over a recent window (the
+	// last hour unless asked), point by point: jobs completed and attempts
+	// failed, the queued, retry and running counts, and the median and 95th
+	// percentile of the leases' waits. It is read from samples the database
+	// keeps for a day, written with the transitions, so every server sharing
+	// the database answers the same.
+	GetQueueActivity(context.Context, *GetQueueActivityRequest) (*GetQueueActivityResponse, error)
 	mustEmbedUnimplementedLeaseQueueServiceServer()
 }
 
@@ -591,6 +614,9 @@ func (UnimplementedLeaseQueueServiceServer) UpdateQueue(context.Context, *Update
 }
 func (UnimplementedLeaseQueueServiceServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListGroups not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) GetQueueActivity(context.Context, *GetQueueActivityRequest) (*GetQueueActivityResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetQueueActivity not implemented")
 }
 func (UnimplementedLeaseQueueServiceServer) mustEmbedUnimplementedLeaseQueueServiceServer() {}
 
@@ -1105,6 +1131,24 @@ func _LeaseQueueService_ListGroups_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LeaseQueueService_GetQueueActivity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetQueueActivityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).GetQueueActivity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/GetQueueActivity",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).GetQueueActivity(ctx, req.(*GetQueueActivityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "leasequeue.v1.LeaseQueueService",
 	HandlerType: (*LeaseQueueServiceServer)(nil),
@@ -1204,6 +1248,10 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListGroups",
 			Handler:    _LeaseQueueService_ListGroups_Handler,
+		},
+		{
+			MethodName: "GetQueueActivity",
+			Handler:    _LeaseQueueService_GetQueueActivity_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

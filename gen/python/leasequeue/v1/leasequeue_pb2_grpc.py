@@ -150,6 +150,11 @@ class LeaseQueueServiceStub(object):
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsRequest.SerializeToString,
                 response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsResponse.FromString,
                 )
+        self.GetQueueActivity = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/GetQueueActivity',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.GetQueueActivityRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.GetQueueActivityResponse.FromString,
+                )
 
 
 class LeaseQueueServiceServicer(object):
@@ -372,6 +377,18 @@ class LeaseQueueServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetQueueActivity(self, request, context):
+        """GetQueueActivity returns what one queue did over a recent window (the
+        last hour unless asked), point by point: jobs completed and attempts
+        failed, the queued, retry and running counts, and the median and 95th
+        percentile of the leases' waits. It is read from samples the database
+        keeps for a day, written with the transitions, so every server sharing
+        the database answers the same.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LeaseQueueServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -509,6 +526,11 @@ def add_LeaseQueueServiceServicer_to_server(servicer, server):
                     servicer.ListGroups,
                     request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsRequest.FromString,
                     response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'GetQueueActivity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQueueActivity,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.GetQueueActivityRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.GetQueueActivityResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -977,5 +999,22 @@ class LeaseQueueService(object):
         return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/ListGroups',
             leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsRequest.SerializeToString,
             leasequeue_dot_v1_dot_leasequeue__pb2.ListGroupsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetQueueActivity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/GetQueueActivity',
+            leasequeue_dot_v1_dot_leasequeue__pb2.GetQueueActivityRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.GetQueueActivityResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
