@@ -14,6 +14,7 @@ import { Groups } from "./views/groups.js";
 import { JobPage } from "./views/job.js";
 import { Jobs } from "./views/jobs.js";
 import { Overview } from "./views/overview.js";
+import { QueueActivityPage } from "./views/queue-activity.js";
 import { Schedules } from "./views/schedules.js";
 import { ForgetToken, TokenPrompt } from "./token-prompt.js";
 
@@ -25,6 +26,8 @@ function title(route: Route): string {
       return "Jobs";
     case "job":
       return `Job ${route.id}`;
+    case "queue":
+      return `Queue ${route.queue}`;
     case "groups":
       return `Groups of ${route.queue}`;
     case "schedules":
@@ -49,7 +52,7 @@ function App() {
           LeaseQueue
         </a>
         <nav aria-label="Sections">
-          <a href="#/" aria-current={route.name === "overview" || route.name === "groups" ? "page" : undefined}>
+          <a href="#/" aria-current={route.name === "overview" || route.name === "queue" || route.name === "groups" ? "page" : undefined}>
             Queues
           </a>
           <a href={jobsHref()} aria-current={route.name === "jobs" || route.name === "job" ? "page" : undefined}>
@@ -70,6 +73,7 @@ function App() {
         {route.name === "overview" && <Overview />}
         {route.name === "jobs" && <Jobs queue={route.queue} group={route.group} state={route.state} page={route.page} />}
         {route.name === "job" && <JobPage key={route.id} id={route.id} />}
+        {route.name === "queue" && <QueueActivityPage key={route.queue} queue={route.queue} />}
         {route.name === "groups" && <Groups key={route.queue} queue={route.queue} />}
         {route.name === "schedules" && <Schedules />}
         {route.name === "unknown" && (

@@ -3,6 +3,7 @@
  *   #/                                   queues overview
  *   #/jobs?queue=billing&group=tenant-a&state=dead&page=<token>   jobs table
  *   #/jobs/<job id>                      one job
+ *   #/queues/<queue>                     a queue's activity (charts of its last hour)
  *   #/queues/<queue>/groups              a queue's groups
  *   #/schedules                          schedules
  */
@@ -12,6 +13,7 @@ export type Route =
   | { name: "overview" }
   | { name: "jobs"; queue: string; group: string; state: string; page: string }
   | { name: "job"; id: string }
+  | { name: "queue"; queue: string }
   | { name: "groups"; queue: string }
   | { name: "schedules" }
   | { name: "unknown"; path: string };
@@ -35,6 +37,8 @@ export function parseHash(hash: string): Route {
   if (job) return { name: "job", id: safeDecode(job[1]) };
   const groups = /^\/queues\/([^/]+)\/groups\/?$/.exec(path);
   if (groups) return { name: "groups", queue: safeDecode(groups[1]) };
+  const queue = /^\/queues\/([^/]+)\/?$/.exec(path);
+  if (queue) return { name: "queue", queue: safeDecode(queue[1]) };
   return { name: "unknown", path };
 }
 
@@ -58,6 +62,10 @@ export function jobsHref(filter: { queue?: string; group?: string; state?: strin
 
 export function jobHref(id: string): string {
   return `#/jobs/${encodeURIComponent(id)}`;
+}
+
+export function queueHref(queue: string): string {
+  return `#/queues/${encodeURIComponent(queue)}`;
 }
 
 export function groupsHref(queue: string): string {

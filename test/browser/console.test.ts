@@ -13,7 +13,9 @@
  * are listed by backlog (live, at most 10 pages read, linked to the jobs
  * view's group filter) and its group rules set with only the changed fields
  * sent; schedules are listed
- * with their next and last runs (live), paused, resumed and deleted; an unreachable server is said
+ * with their next and last runs (live), paused, resumed and deleted; a queue's
+ * activity is charted (its last hour, following completions live, in both
+ * color schemes) and a job's attempts are drawn to scale; an unreachable server is said
  * to be one; `/` carries the security headers; the page logs no console
  * error and no CSP violation. With authentication on: the token prompt,
  * a refused token, sessionStorage only, live updates and actions with a token.
@@ -50,6 +52,16 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const consoleBuilt = () => loadSiteFiles(defaultConsoleDir()) !== undefined;
 
+/** Marks the document; `expectSameDocument` fails if the page was reloaded since. */
+async function markDocument(page: Page): Promise<void> {
+  await page.evaluate(() => {
+    (globalThis as { __leasequeueMark?: boolean }).__leasequeueMark = true;
+  });
+}
+async function expectSameDocument(page: Page): Promise<void> {
+  expect(await page.evaluate(() => (globalThis as { __leasequeueMark?: boolean }).__leasequeueMark)).toBe(true);
+}
+
 describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeout: 60_000 }, () => {
   let browser: Browser;
   let t: TestServer;
@@ -71,16 +83,6 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
 
   async function waitForLive(page: Page): Promise<void> {
     await page.locator('[data-live-mode="live"]').waitFor();
-  }
-
-  /** Marks the document; `expectSameDocument` fails if the page was reloaded since. */
-  async function markDocument(page: Page): Promise<void> {
-    await page.evaluate(() => {
-      (globalThis as { __leasequeueMark?: boolean }).__leasequeueMark = true;
-    });
-  }
-  async function expectSameDocument(page: Page): Promise<void> {
-    expect(await page.evaluate(() => (globalThis as { __leasequeueMark?: boolean }).__leasequeueMark)).toBe(true);
   }
 
   async function submit(body: Record<string, unknown>): Promise<string> {
@@ -737,6 +739,142 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
 });
 
 /**
+ * A queue's activity charts and a job's attempts, against a server on a
+ * manual clock (set to the minute an hour ago, then moved by the test), so
+ * the minutes, the counts and the bands' lengths are exact and no minute
+ * turns over while a chart is watched.
+ */
+describe.skipIf(!available && !IN_CI)("queue activity and attempts in chromium", { timeout: 60_000 }, () => {
+  const MINUTE = 60_000;
+  let browser: Browser;
+  let t: TestServer;
+  let clock: ManualClock;
+
+  beforeAll(async () => {
+    prepareBrowserTest("scripts/build-console.mjs", consoleBuilt);
+    clock = new ManualClock(Math.floor(Date.now() / MINUTE) * MINUTE - 60 * MINUTE);
+    t = await startTestServer({}, { clock });
+    browser = await launchChromium();
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  async function ok(method: string, body: unknown): Promise<any> {
+    const res = await t.call(method, body);
+    expect(res.status, `${method}: ${JSON.stringify(res.body)}`).toBe(200);
+    return res.body;
+  }
+
+  async function claim(queue: string, maxJobs = 1): Promise<Array<{ job: { id: string }; leaseToken: string }>> {
+    return (await ok("Claim", { queue, workerId: "chart-worker", maxJobs, leaseDuration: "7200s" })).leases ?? [];
+  }
+
+  async function complete(lease: { job: { id: string }; leaseToken: string }): Promise<void> {
+    await ok("Complete", { jobId: lease.job.id, leaseToken: lease.leaseToken });
+  }
+
+  /** The chart's total of one series, as the page drew it. */
+  async function drawnTotal(page: Page, chart: string, series: string): Promise<number> {
+    return Number(await page.getByTestId(`chart-${chart}`).getAttribute(`data-total-${series}`));
+  }
+
+  it("draws a queue's last hour, and moves as jobs complete, live", async () => {
+    // Forty minutes of work: jobs submitted each minute, most leased a little later and completed, some failing once.
+    for (let minute = 0; minute < 40; minute++) {
+      await ok("SubmitBatch", { jobs: Array.from({ length: 4 + (minute % 5) }, () => ({ queue: "charts", task: "thumbnail.render" })) });
+      clock.advance(15_000 + (minute % 3) * 10_000);
+      const leases = await claim("charts", 3 + (minute % 4));
+      for (const [i, lease] of leases.entries()) {
+        if (i === 0 && minute % 6 === 0)
+          await ok("Fail", { jobId: lease.job.id, leaseToken: lease.leaseToken, error: "timeout", retryDelay: "0s" });
+        else await complete(lease);
+      }
+      clock.set(Math.floor(clock.now() / MINUTE) * MINUTE + MINUTE);
+    }
+    // Now is 59 min 20 s after the first minute: the hour's window starts with it.
+    clock.advance(19 * MINUTE + 20_000);
+    await claim("charts", 2);
+
+    const { page, errors } = await openWatchedPage(browser, `${t.apiUrl}/#/`);
+    await page.getByRole("link", { name: "Activity of queue charts" }).click();
+    await page.locator("h1", { hasText: "Queue charts" }).waitFor();
+    const throughput = page.getByTestId("chart-throughput");
+    await throughput.waitFor();
+    for (const chart of ["throughput", "depth", "wait"])
+      expect(await page.getByTestId(`chart-${chart}`).getAttribute("data-points")).toBe("60");
+    const completed = await drawnTotal(page, "throughput", "completed");
+    expect(completed).toBeGreaterThan(100);
+    expect(await drawnTotal(page, "throughput", "failed")).toBe(7);
+    expect(await throughput.locator('rect[data-series="completed"]').count()).toBe(40);
+    expect(await page.getByTestId("chart-wait").locator('[data-series="p95"] circle').count()).toBeGreaterThan(0);
+    await page.locator('[data-live-mode="live"]').waitFor();
+    await page.screenshot({ path: `${ARTIFACTS}console-queue-activity.png`, fullPage: true });
+
+    // Jobs complete now: the chart of the current minute grows without a reload.
+    await markDocument(page);
+    const running = await claim("charts", 3);
+    for (const lease of running) await complete(lease);
+    await page.locator(`[data-testid="chart-throughput"][data-total-completed="${completed + running.length}"]`).waitFor();
+    const now = throughput.locator('rect[data-series="completed"]').last();
+    expect(Number(await now.getAttribute("data-value"))).toBe(running.length);
+    await expectSameDocument(page);
+    await page.screenshot({ path: `${ARTIFACTS}console-queue-activity-live.png`, fullPage: true });
+    expect(errors).toEqual([]);
+    await page.context().close();
+
+    // The dark scheme draws the same, in its own colours.
+    const dark = await browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme: "dark" });
+    const darkPage = await dark.newPage();
+    await darkPage.goto(`${t.apiUrl}/#/queues/charts`);
+    await darkPage.getByTestId("chart-throughput").waitFor();
+    const fill = await darkPage
+      .locator('rect[data-series="completed"]')
+      .first()
+      .evaluate((el) => (globalThis as any).getComputedStyle(el).fill as string);
+    expect(fill).toBe("rgb(127, 209, 174)");
+    await darkPage.screenshot({ path: `${ARTIFACTS}console-queue-activity-dark.png`, fullPage: true });
+    await dark.close();
+  });
+
+  it("draws a job's attempts to scale: queued, running, retry, running again, completed", async () => {
+    const id = (await ok("Submit", { queue: "attempts", task: "report.build" })).job.id as string;
+    clock.advance(10_000);
+    const [first] = await claim("attempts");
+    clock.advance(20_000);
+    await ok("Fail", { jobId: id, leaseToken: first.leaseToken, error: "upstream 503", retryDelay: "30s" });
+    clock.advance(30_000);
+    const [second] = await claim("attempts");
+    clock.advance(40_000);
+    await complete(second);
+
+    const { page, errors } = await openWatchedPage(browser, `${t.apiUrl}/#/jobs/${id}`);
+    const timeline = page.getByTestId("attempt-timeline");
+    await timeline.waitFor();
+    const bands = await timeline
+      .locator("rect")
+      .evaluateAll((rects) =>
+        rects.map((r) => [r.getAttribute("data-state"), r.getAttribute("data-attempt"), Number(r.getAttribute("width"))] as const),
+      );
+    // 10 s queued, 20 s running, 30 s in retry, 40 s running: 100 s across the 720 units of the drawing, then the end mark.
+    expect(bands).toEqual([
+      ["queued", null, 72],
+      ["running", "1", 144],
+      ["retry", null, 216],
+      ["running", "2", 288],
+      ["completed", null, 4],
+    ]);
+    expect(await page.locator("#attempts-title").textContent()).toBe("2 attempts over 1 min 40 s");
+    expect(await timeline.textContent()).toContain("attempt 2");
+    await page.screenshot({ path: `${ARTIFACTS}console-job-attempts.png`, fullPage: true });
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+});
+
+/**
  * With LEASEQUEUE_AUTH_FILE set: the console asks for a token when the API
  * says `unauthenticated`, says so when the token is refused, keeps the token
  * in the tab's sessionStorage only (not localStorage, a cookie or the URL),
@@ -931,7 +1069,7 @@ describe.runIf(available && process.env.LEASEQUEUE_DOCS_SCREENSHOT === "1")("doc
       await t.call("Cancel", { jobId: monthly, reason: "superseded by report.quarterly" });
       clock.set(Date.now());
 
-      const page = await browser.newPage({ viewport: { width: 1100, height: 380 }, deviceScaleFactor: 1 });
+      const page = await browser.newPage({ viewport: { width: 1220, height: 380 }, deviceScaleFactor: 1 });
       await page.goto(`${t.apiUrl}/#/`);
       await page.locator('tr[data-queue="reports"]').waitFor();
       await page.locator('[data-live-mode="live"]').waitFor();

@@ -10,7 +10,7 @@ import { client } from "../api.js";
 import { ErrorNotice } from "../components.js";
 import { formatCount, formatRelativeTime, formatTime, isoTime } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
-import { jobsHref } from "../router.js";
+import { jobsHref, queueHref } from "../router.js";
 
 /** ListGroups' largest page. */
 export const GROUPS_PAGE_SIZE = 1000;
@@ -66,6 +66,7 @@ export function Groups({ queue }: { queue: string }) {
       </h1>
       <p class="links">
         <a href={jobsHref({ queue })}>Jobs of {queue}</a>
+        <a href={queueHref(queue)}>Activity of {queue}</a>
         <a href="#/">All queues</a>
       </p>
       {list.error && <ErrorNotice problem={list.error} what="the groups" onRetry={list.reload} />}

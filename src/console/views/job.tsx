@@ -1,6 +1,6 @@
 /**
- * #/jobs/<id> : one job, its progress, its event timeline, and the operator's
- * actions on it. The page refetches on every live event of the job, so a
+ * #/jobs/<id> : one job, its progress, its attempts drawn to scale and its
+ * event timeline, and the operator's actions on it. The page refetches on every live event of the job, so a
  * worker's progress (a PROGRESS event, stored at most once a second per job:
  * docs/api.md "Snooze and progress") shows as it is reported.
  */
@@ -13,6 +13,7 @@ import { ErrorNotice, StateBadge, Time } from "../components.js";
 import { durationMs, formatCompactValue, formatValue, kindLabel, stateLabel } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
 import { jobsHref } from "../router.js";
+import { AttemptTimeline } from "./attempt-timeline.js";
 
 const JOB_REFRESH_MS = 250;
 
@@ -140,6 +141,9 @@ export function JobPage({ id }: { id: string }) {
       {job.result === undefined ? <p class="muted">No result.</p> : <pre class="json">{formatValue(job.result)}</pre>}
       <h2>Last error</h2>
       {job.lastError === "" ? <p class="muted">None.</p> : <pre class="error-text">{job.lastError}</pre>}
+
+      <h2>Attempts</h2>
+      <AttemptTimeline events={events} />
 
       <h2 id="timeline-title">Timeline</h2>
       <div class="table-wrap">

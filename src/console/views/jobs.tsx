@@ -6,7 +6,7 @@ import { client } from "../api.js";
 import { ErrorNotice, NoJobsYet, StateBadge, Time } from "../components.js";
 import { stateFromName, STATES } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
-import { groupsHref, jobHref, jobsHref } from "../router.js";
+import { groupsHref, jobHref, jobsHref, queueHref } from "../router.js";
 import { RedriveAllControl } from "./queue-controls.js";
 
 const PAGE_SIZE = 25;
@@ -103,6 +103,7 @@ export function Jobs({ queue, group, state, page }: { queue: string; group: stri
             Clear filters
           </a>
         )}
+        {queue !== "" && <a href={queueHref(queue)}>Activity of {queue}</a>}
         {queue !== "" && <a href={groupsHref(queue)}>Groups of {queue}</a>}
       </form>
 

@@ -1,7 +1,7 @@
 /**
  * #/ : every queue with its counts per state and its oldest pending job's
- * age and its limits, a link to its groups, and the operator's controls of
- * each queue: pause or resume, limits, purge.
+ * age and its limits, links to its activity charts and its groups, and the
+ * operator's controls of each queue: pause or resume, limits, purge.
  */
 import { useState } from "preact/hooks";
 import { formatDurationText } from "../../domain/duration-text.js";
@@ -10,7 +10,7 @@ import { client } from "../api.js";
 import { ErrorNotice, NoJobsYet } from "../components.js";
 import { durationMs, formatCount, STATES } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
-import { groupsHref, jobsHref } from "../router.js";
+import { groupsHref, jobsHref, queueHref } from "../router.js";
 import { describeLimits, hasLimits, LimitsForm, OutcomeLine, PauseButton, PurgeForm, type Outcome } from "./queue-controls.js";
 
 /** Stats are refetched at most this often while events stream in. */
@@ -118,6 +118,9 @@ function StatsRow({ stats, controls }: { stats: QueueStats; controls?: RowContro
         ) : (
           <>
             <a href={jobsHref({ queue })}>{queue}</a>
+            <a class="row-link" href={queueHref(queue)} aria-label={`Activity of queue ${queue}`}>
+              activity
+            </a>
             <a class="row-link" href={groupsHref(queue)} aria-label={`Groups of queue ${queue}`}>
               groups
             </a>
