@@ -3,11 +3,13 @@ export function newJob(i) {
   return {
     queue: "bench",
     task: "t",
+    groupKey: "",
     payloadJson: JSON.stringify({ i }),
     priority: 0,
     maxAttempts: 3,
     retryBaseDelayMs: 1000,
     schedule: null,
     idempotencyKey: null,
+    traceContext: null,
   };
 }
