@@ -20,6 +20,25 @@ export const ACTIVITY_MINUTE_MS = 60_000;
  */
 export const ACTIVITY_RETENTION_MS = 24 * 60 * ACTIVITY_MINUTE_MS;
 
+/**
+ * What a queue's jobs did in one minute: a stored sample's values, or what
+ * one transaction adds to them (summed over its operations).
+ */
+export interface ActivityCounts {
+  /** The minute's start (epoch ms; minuteOf). */
+  minute: number;
+  /** Jobs completed. */
+  completed: number;
+  /** Attempts that failed (Fail, or an expired lease), retried or dead-lettered. */
+  failed: number;
+  /** Net changes of the queue's QUEUED, RETRY and RUNNING counts. */
+  queued: number;
+  retry: number;
+  running: number;
+  /** Leases granted, by the bucket of their wait (LEASE_WAIT_BUCKETS entries, bounds LEASE_WAIT_BOUNDS_MS). */
+  leaseWaits: number[];
+}
+
 /** The start of the minute `time` falls in. */
 export function minuteOf(time: number): number {
   return time - (((time % ACTIVITY_MINUTE_MS) + ACTIVITY_MINUTE_MS) % ACTIVITY_MINUTE_MS);

@@ -36,6 +36,7 @@
  */
 import type { Clock } from "../domain/clock.js";
 import type { EventDraft, Job, JobEvent, JobState } from "../domain/job.js";
+import type { ActivityCounts } from "../domain/queue-activity.js";
 import type { ClaimHold, QueueConfig, QueueConfigUpdate } from "../domain/queue-limits.js";
 import type { PrunableState, PruneCutoffs } from "../domain/retention.js";
 import type { ScheduleSpec, StoredSchedule } from "../domain/schedule.js";
@@ -219,23 +220,10 @@ export interface ActivityPruneOutcome {
 }
 
 /**
- * One stored sample of a queue's activity (docs/api.md "Queue activity",
- * domain/queue-activity.ts): what its jobs did in one minute.
+ * One stored sample of a queue's activity (docs/api.md "Queue activity"):
+ * what its jobs did in one minute.
  */
-export interface ActivitySample {
-  /** The minute's start (epoch ms). */
-  minute: number;
-  /** Jobs completed in the minute. */
-  completed: number;
-  /** Attempts that failed in the minute (Fail, or an expired lease), retried or dead-lettered. */
-  failed: number;
-  /** Net changes of the queue's QUEUED, RETRY and RUNNING counts during the minute. */
-  queued: number;
-  retry: number;
-  running: number;
-  /** Leases granted in the minute, by the bucket of their wait (domain/queue-activity.ts LEASE_WAIT_BOUNDS_MS). */
-  leaseWaits: number[];
-}
+export type ActivitySample = ActivityCounts;
 
 /** A queue's activity as Store.queueActivity reads it: its samples and its counts now, of one snapshot. */
 export interface QueueActivity {

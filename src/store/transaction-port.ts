@@ -38,6 +38,7 @@
  *   across servers").
  */
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
+import type { ActivityCounts } from "../domain/queue-activity.js";
 import type { GroupLimit, QueueConfig, WindowGrants } from "../domain/queue-limits.js";
 import type { PrunableState } from "../domain/retention.js";
 import type { StoredSchedule } from "../domain/schedule.js";
@@ -54,23 +55,11 @@ export interface CountDelta {
 
 /**
  * What one transaction adds to a queue's activity sample of one minute
- * (docs/api.md "Queue activity", domain/queue-activity.ts), summed over its
- * operations: one row per queue and minute however many jobs it changed.
+ * (docs/api.md "Queue activity"), summed over its operations: one row per
+ * queue and minute however many jobs it changed.
  */
-export interface ActivityDelta {
+export interface ActivityDelta extends ActivityCounts {
   queue: string;
-  /** The minute's start (epoch ms; domain/queue-activity.ts minuteOf). */
-  minute: number;
-  /** Jobs completed. */
-  completed: number;
-  /** Attempts that failed (Fail, or an expired lease), retried or dead-lettered. */
-  failed: number;
-  /** Net changes of the queue's QUEUED, RETRY and RUNNING counts. */
-  queued: number;
-  retry: number;
-  running: number;
-  /** Leases granted, by the bucket of their wait (LEASE_WAIT_BUCKETS entries). */
-  leaseWaits: number[];
 }
 
 /** A schedule's run recorded: its times after the run (Schedule.next_run_time and last_run_time). */
