@@ -1,6 +1,6 @@
 /** #/jobs : recent jobs, newest first, filtered by queue, group and state, one page at a time. */
 import type { TargetedSubmitEvent } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { JobState } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client } from "../api.js";
 import { ErrorNotice, NoJobsYet, StateBadge, Time } from "../components.js";
@@ -47,8 +47,16 @@ export function Jobs({ queue, group, state, page }: { queue: string; group: stri
   const previous = page === "" ? undefined : previousPage.get(page);
 
   // The form edits a draft; the table follows the URL once "Show" is pressed.
+  // A new URL resets it, but mounting does not: the effect runs after the
+  // first paint, and would undo what was typed in between.
   const [draft, setDraft] = useState({ queue, group, state: stateFilter === undefined ? "" : state });
-  useEffect(() => setDraft({ queue, group, state: stateFilter === undefined ? "" : state }), [queue, group, state]);
+  const routeKey = `${queue}\0${group}\0${state}`;
+  const draftFor = useRef(routeKey);
+  useEffect(() => {
+    if (draftFor.current === routeKey) return;
+    draftFor.current = routeKey;
+    setDraft({ queue, group, state: stateFilter === undefined ? "" : state });
+  }, [routeKey]);
   const onFilter = (e: TargetedSubmitEvent<HTMLFormElement>): void => {
     e.preventDefault();
     location.hash = jobsHref({ ...draft, group: draft.group.trim() });
