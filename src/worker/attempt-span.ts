@@ -15,6 +15,10 @@
  * this attempt included), leasequeue.worker.id and, at the end,
  * leasequeue.attempt.outcome (complete, fail, snooze or release). A failed
  * attempt's span has the error status and the error's text.
+ *
+ * Tracing never decides a job's fate: when the tracer (the application's
+ * SDK) throws while a span starts or ends, `onError` hears of it and the
+ * attempt runs, and reports its outcome, without the span.
  */
 import {
   context,
@@ -64,8 +68,29 @@ export interface AttemptSpan {
   end(outcome: Outcome): void;
 }
 
-/** Starts the CONSUMER span of one attempt of `job`. */
-export function startAttemptSpan(job: Job, workerId: string, options: WorkerTracingOptions = {}): AttemptSpan {
+/** No span: what an attempt gets when its span could not start. */
+const WITHOUT_SPAN: AttemptSpan = { within: (work) => work(), end() {} };
+
+/** Starts the CONSUMER span of one attempt of `job`; `onError` hears of a tracer that throws. */
+export function startAttemptSpan(
+  job: Job,
+  workerId: string,
+  options: WorkerTracingOptions = {},
+  onError: (error: Error) => void = () => {},
+): AttemptSpan {
+  try {
+    return startSpan(job, workerId, options, onError);
+  } catch (err) {
+    onError(new Error(`job ${job.id}: the attempt's span did not start: ${errorText(err)}`));
+    return WITHOUT_SPAN;
+  }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function startSpan(job: Job, workerId: string, options: WorkerTracingOptions, onError: (error: Error) => void): AttemptSpan {
   const tracer = options.tracer ?? trace.getTracer(SCOPE);
   const producer = jobSpanContext(job);
   const attributes = {
@@ -91,12 +116,17 @@ export function startAttemptSpan(job: Job, workerId: string, options: WorkerTrac
   return {
     within: (work) => context.with(active, work),
     end(outcome) {
-      span.setAttribute("leasequeue.attempt.outcome", outcome.kind);
-      if (outcome.kind === "fail") {
-        span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.error });
-        if (outcome.permanent) span.setAttribute("leasequeue.attempt.permanent", true);
+      try {
+        span.setAttribute("leasequeue.attempt.outcome", outcome.kind);
+        if (outcome.kind === "fail") {
+          span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.error });
+          if (outcome.permanent) span.setAttribute("leasequeue.attempt.permanent", true);
+        }
+        span.end();
+      } catch (err) {
+        // The outcome is already on its way; only the span is lost.
+        onError(new Error(`job ${job.id}: the attempt's span did not end: ${errorText(err)}`));
       }
-      span.end();
     },
   };
 }

@@ -210,7 +210,9 @@ class LeaseWorker implements Worker {
   }
 
   async #run(lease: HeldLease): Promise<void> {
-    const span = startAttemptSpan(lease.job, this.workerId, this.#settings.tracing);
+    const span = startAttemptSpan(lease.job, this.workerId, this.#settings.tracing, (error) =>
+      this.#onEvent({ type: "error", error, job: lease.job }),
+    );
     let outcome: Outcome = await span.within(() =>
       runAttempt(lease, this.#settings.handler, this.workerId, () => {
         lease.start();

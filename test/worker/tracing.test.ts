@@ -3,7 +3,8 @@
  * `tracer` option and an in-memory exporter: each attempt's CONSUMER span is
  * a child of the job's trace context, or with `link: true` the root of a
  * new trace linked to it; a failed attempt's span is an error; a job
- * without context gets a root span.
+ * without context gets a root span; a tracer that throws costs the span,
+ * not the job.
  */
 import { SpanKind, SpanStatusCode } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
@@ -94,6 +95,45 @@ describe("a worker's attempt spans", () => {
     expect(span.parentSpanContext).toBeUndefined();
     expect(span.links).toEqual([]);
   });
+
+  it("runs and reports the attempt without a span when the tracer throws, and says so", async () => {
+    const broken = {
+      startSpan: () => {
+        throw new Error("exporter queue full");
+      },
+      startActiveSpan: () => {
+        throw new Error("exporter queue full");
+      },
+    } as unknown as WorkerTracingOptions["tracer"];
+    const { job } = (await t.call("Submit", { queue: "traced-broken", task: "t", traceContext })).body;
+    const errors: string[] = [];
+    let ran = 0;
+    const worker = createWorker({
+      url: t.apiUrl,
+      queue: "traced-broken",
+      workerId: "traced-worker",
+      tracing: { tracer: broken },
+      handler: () => {
+        ran++;
+        return { ok: true };
+      },
+      onEvent: (e) => {
+        if (e.type === "error") errors.push(e.error.message);
+      },
+    });
+    try {
+      for (const deadline = Date.now() + 10_000; ;) {
+        const got = (await t.call("GetJob", { jobId: job.id })).body.job;
+        if (got.state === "JOB_STATE_COMPLETED") break;
+        if (Date.now() > deadline) throw new Error(`job is ${JSON.stringify(got)}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      await worker.close();
+    }
+    expect(ran).toBe(1);
+    expect(errors).toEqual([`job ${job.id}: the attempt's span did not start: exporter queue full`]);
+  }, 20_000);
 
   it("refuses a tracing option that is not one", () => {
     const base = { url: t.apiUrl, queue: "q", workerId: "w", handler: () => {} };

@@ -1,16 +1,19 @@
 """OpenTelemetry in the SDK (leasequeue._tracing): attempt spans and the producer's trace context, offline.
 
-These tests run against a stand-in of the OpenTelemetry Python API
+By default these tests run against a stand-in of the OpenTelemetry Python API
 (otel_api_standin/, see its README.md), not the real `opentelemetry-api`
 package: Debian 12 does not package it and PyPI is not reachable from the
-machines the tests run on, so the real package cannot be installed here. The
-stand-in reproduces the part of the API the SDK uses, with its module paths,
-names and signatures; a recording TracerProvider below plays the part of an
-application's SDK. The last class runs the worker and the client with the
-package made unimportable, as on a machine without it.
+machines the tests run on. The stand-in reproduces the part of the API the SDK
+uses, with its module paths, names, signatures and abstract methods; a
+recording TracerProvider below plays the part of an application's SDK. With
+LEASEQUEUE_OTEL_API_PATH naming a directory that holds the real package (e.g.
+`pip install --target DIR opentelemetry-api`), the same tests run against it
+instead. The last class runs the worker and the client with the package made
+unimportable, as on a machine without it.
 """
 
 import asyncio
+import contextlib
 import importlib
 import os
 import random
@@ -22,7 +25,7 @@ import leasequeue
 from fake_server import FakeServer, lease
 from leasequeue import _tracing
 
-STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "otel_api_standin")
+STANDIN = os.environ.get("LEASEQUEUE_OTEL_API_PATH") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "otel_api_standin")
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
@@ -37,7 +40,7 @@ def forget_opentelemetry():
 
 
 def with_opentelemetry(test):
-    """Puts the stand-in first on sys.path and reloads leasequeue._tracing over it; undone at cleanup."""
+    """Puts the stand-in (or LEASEQUEUE_OTEL_API_PATH) first on sys.path and reloads leasequeue._tracing over it; undone at cleanup."""
     forget_opentelemetry()
     sys.path.insert(0, STANDIN)
     importlib.reload(_tracing)
@@ -104,15 +107,26 @@ def recording_provider(trace):
             trace_id = parent.trace_id if parent.is_valid else random.getrandbits(128)
             own = trace.SpanContext(trace_id, random.getrandbits(64) or 1, False, trace.TraceFlags(1),
                                     parent.trace_state if parent.is_valid else None)
+            if self.provider.broken:
+                raise RuntimeError("the exporter's queue is full")
             span = RecordingSpan(name, own, parent if parent.is_valid else None, kind, attributes, links, self.scope)
             with self.provider.lock:
                 self.provider.spans.append(span)
             return span
 
+        @contextlib.contextmanager
+        def start_as_current_span(self, name, context=None, kind=trace.SpanKind.INTERNAL, attributes=None, links=None,
+                                  start_time=None, record_exception=True, set_status_on_exception=True,
+                                  end_on_exit=True):
+            span = self.start_span(name, context, kind, attributes, links, start_time)
+            with trace.use_span(span, end_on_exit=end_on_exit):
+                yield span
+
     class Provider(trace.TracerProvider):
         def __init__(self):
             self.lock = threading.Lock()
             self.spans = []
+            self.broken = False  # set: every span fails to start, as a misbehaving SDK's might
 
         def get_tracer(self, instrumenting_module_name, instrumenting_library_version=None, schema_url=None, attributes=None):
             return Tracer(self, instrumenting_module_name)
@@ -267,6 +281,27 @@ class AttemptSpans(unittest.TestCase):
         run_worker(self, [lease("ok", trace_context={"traceparent": "00-" + "0" * 32 + f"-{PARENT_ID}-01"})], self.register)
         (span,) = self.provider.named("process q")
         self.assertIsNone(span.parent)
+
+    def test_a_tracer_that_raises_costs_the_span_not_the_job(self):
+        self.provider.broken = True
+
+        def register(worker):
+            self.register(worker)
+
+            @worker.task("quiet")  # opens no span of its own (those of "ok" and "async" would raise in the handler)
+            def quiet(job):
+                return {"ok": True}
+
+            @worker.task("quiet-async")
+            async def quiet_async(job):
+                return None
+
+        jobs = [lease("quiet", trace_context={"traceparent": TRACEPARENT}), lease("quiet-async"), lease("boom")]
+        with self.assertLogs("leasequeue.worker", "WARNING") as logs:
+            outcomes = run_worker(self, jobs, register)
+        self.assertEqual([outcomes[j.job.id].WhichOneof("outcome") for j in jobs], ["complete", "complete", "fail"])
+        self.assertEqual(self.provider.named("process q"), [])
+        self.assertTrue(any("the attempt's span did not start" in line for line in logs.output), logs.output)
 
     def test_trace_link_must_be_a_bool(self):
         with self.assertRaisesRegex(ValueError, "^trace_link:"):

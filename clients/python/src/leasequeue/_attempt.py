@@ -43,6 +43,8 @@ class _Pool:
                 return
             try:
                 fn()
+            except Exception:  # noqa: BLE001 - a bug of ours must not take a handler thread (and its slot) away
+                _log.exception("a handler thread's task raised")
             finally:
                 with self._lock:
                     self._busy -= 1

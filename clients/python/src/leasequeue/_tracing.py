@@ -21,11 +21,16 @@ has the error status and the error's text.
 The job's context is W3C Trace Context whatever propagators the application
 set globally, so it is read and written with the API's
 TraceContextTextMapPropagator itself.
+
+Tracing never decides a job's fate: an error raised by the application's
+tracer provider or its spans is logged (leasequeue.worker) and the attempt
+runs, and reports its outcome, without a span.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import TYPE_CHECKING, Any, ContextManager, Dict, Mapping, Optional
 
 try:
@@ -44,11 +49,21 @@ if TYPE_CHECKING:
 #: The instrumentation scope of the SDK's spans (the TypeScript SDK's too).
 SCOPE = "leasequeue-worker"
 
+_log = logging.getLogger("leasequeue.worker")
+
 
 def start_attempt(job: "LeasedJob", worker_id: str, link: bool) -> Any:
     """Starts the CONSUMER span of one attempt of `job`; None without OpenTelemetry."""
     if not ENABLED:
         return None
+    try:
+        return _start_span(job, worker_id, link)
+    except Exception:  # noqa: BLE001 - the application's tracer failing is no reason to drop the attempt
+        _log.warning("job %s: the attempt's span did not start", job.id, exc_info=True, extra={"job_id": job.id})
+        return None
+
+
+def _start_span(job: "LeasedJob", worker_id: str, link: bool) -> Any:
     carrier: Dict[str, str] = dict(job.proto.trace_context)
     parent = _PROPAGATOR.extract(carrier)
     producer = _trace.get_current_span(parent).get_span_context()
@@ -84,12 +99,15 @@ def end_attempt(span: Any, kind: str, error: str, permanent: bool) -> None:
     """Ends the span with how the attempt ended (`kind`: complete, fail or snooze)."""
     if span is None:
         return
-    span.set_attribute("leasequeue.attempt.outcome", kind)
-    if kind == "fail":
-        span.set_status(_trace.Status(_trace.StatusCode.ERROR, error))
-        if permanent:
-            span.set_attribute("leasequeue.attempt.permanent", True)
-    span.end()
+    try:
+        span.set_attribute("leasequeue.attempt.outcome", kind)
+        if kind == "fail":
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR, error))
+            if permanent:
+                span.set_attribute("leasequeue.attempt.permanent", True)
+        span.end()
+    except Exception:  # noqa: BLE001 - the outcome is already queued; only the span is lost
+        _log.warning("the attempt's span did not end", exc_info=True)
 
 
 def current_trace_context() -> Dict[str, str]:

@@ -271,6 +271,21 @@ class Tracer(abc.ABC):
         set_status_on_exception: bool = True,
     ) -> Span: ...
 
+    # Abstract in the real API too: a Tracer that leaves it out cannot be made.
+    @abc.abstractmethod
+    def start_as_current_span(
+        self,
+        name: str,
+        context: typing.Optional[context_api.Context] = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: typing.Optional[typing.Mapping[str, typing.Any]] = None,
+        links: typing.Optional[typing.Sequence[Link]] = None,
+        start_time: typing.Optional[int] = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> typing.Iterator[Span]: ...
+
 
 class NoOpTracer(Tracer):
     """Without an SDK: every span is INVALID_SPAN, as in the real API."""
@@ -287,6 +302,10 @@ class NoOpTracer(Tracer):
         set_status_on_exception: bool = True,
     ) -> Span:
         return INVALID_SPAN
+
+    @contextlib.contextmanager
+    def start_as_current_span(self, name: str, *args: typing.Any, **kwargs: typing.Any) -> typing.Iterator[Span]:
+        yield INVALID_SPAN
 
 
 class TracerProvider(abc.ABC):
