@@ -38,6 +38,21 @@ async function ok(t: TestServer, method: string, body: unknown): Promise<any> {
   return res.body;
 }
 
+/**
+ * someActivity's minute as GetQueueActivity answers it while the fourth job
+ * still waits: three leases after 20 s each, in the histogram's bucket
+ * (10 s, 30 s], so the estimates interpolate inside it.
+ */
+const SOME_ACTIVITY_AT_T0 = {
+  startTime: iso(T0),
+  completed: "2",
+  failed: "1",
+  queued: "1",
+  leased: "3",
+  leaseWaitP50: "20s",
+  leaseWaitP95: "29s",
+};
+
 /** Four jobs at T0; 20 s later three are leased; 10 s after that two complete and one fails for good. */
 async function someActivity(t: TestServer, clock: ManualClock): Promise<void> {
   for (let i = 0; i < 4; i++) await ok(t, "Submit", { queue: "emails", task: "welcome.send" });
@@ -61,16 +76,7 @@ describe("GetQueueActivity", () => {
     expect(Date.parse(body.points[0].startTime)).toBe(T0 - 59 * MINUTE);
     // Proto3 JSON leaves zeros out: the minutes before T0 are bare start times.
     expect(body.points[58]).toEqual({ startTime: iso(T0 - MINUTE) });
-    // Three leases after 20 s each, in the histogram's bucket (10 s, 30 s]: the estimates interpolate inside it.
-    expect(body.points[59]).toEqual({
-      startTime: iso(T0),
-      completed: "2",
-      failed: "1",
-      queued: "1",
-      leased: "3",
-      leaseWaitP50: "20s",
-      leaseWaitP95: "29s",
-    });
+    expect(body.points[59]).toEqual(SOME_ACTIVITY_AT_T0);
   });
 
   it("sums longer steps and follows the window as the minutes pass", async () => {
@@ -85,15 +91,7 @@ describe("GetQueueActivity", () => {
     // Now is 10:07:30: the last step is 10:05-10:10, the one before 10:00-10:05.
     // The gauges at each step's end: one job queued from 10:00 until the claim at 10:07:30, which waited 450 s.
     expect(day.points.slice(-2)).toEqual([
-      {
-        startTime: iso(T0),
-        completed: "2",
-        failed: "1",
-        queued: "1",
-        leased: "3",
-        leaseWaitP50: "20s",
-        leaseWaitP95: "29s",
-      },
+      SOME_ACTIVITY_AT_T0,
       { startTime: iso(T0 + 5 * MINUTE), running: "1", leased: "1", leaseWaitP50: "450s", leaseWaitP95: "585s" },
     ]);
     expect(leases[0].job.state).toBe("JOB_STATE_RUNNING");
