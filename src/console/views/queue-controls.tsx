@@ -7,7 +7,7 @@
  * unless it is the queue name.
  */
 import type { TargetedSubmitEvent } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { QueueConfig } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { formatDurationText } from "../../domain/duration-text.js";
@@ -53,7 +53,10 @@ export function OutcomeLine({ outcome }: { outcome: Outcome | undefined }) {
 function useFormCall(what: string, call: () => Promise<string>, onOutcome: (o: Outcome) => void, onClose: () => void) {
   const [busy, setBusy] = useState(false);
   const inputRef = useRef<HTMLInputElement>(null);
-  useEffect(() => inputRef.current?.focus(), []);
+  // Focused as the form is put in the page, before it paints: an effect runs
+  // later, and would take the focus (and scroll the page) from a field
+  // already being typed in.
+  useLayoutEffect(() => inputRef.current?.focus(), []);
   const onSubmit = async (e: TargetedSubmitEvent<HTMLFormElement>): Promise<void> => {
     e.preventDefault();
     setBusy(true);
