@@ -108,14 +108,7 @@ export function TimeChart({ id, title, starts, stepMs, kind, at = "middle", seri
         <span id={`chart-${id}-title`} class="chart-title">
           {title}
         </span>
-        <span class="legend">
-          {series.map((s) => (
-            <span key={s.key} class="legend-item">
-              <span class={`swatch series-${s.key}`} aria-hidden="true" />
-              {s.label}
-            </span>
-          ))}
-        </span>
+        <Legend items={series.map((s) => ({ key: s.key, swatch: `series-${s.key}`, label: s.label }))} />
       </figcaption>
       <svg
         viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
@@ -228,5 +221,19 @@ function Line({ starts, stepMs, at, series, x, y, format }: Scales & { at: "end"
         );
       })}
     </g>
+  );
+}
+
+/** A figure's legend: a coloured swatch (its class) and a label per item. */
+export function Legend({ items }: { items: ReadonlyArray<{ key: string; swatch: string; label: string }> }) {
+  return (
+    <span class="legend">
+      {items.map((item) => (
+        <span key={item.key} class="legend-item">
+          <span class={`swatch ${item.swatch}`} aria-hidden="true" />
+          {item.label}
+        </span>
+      ))}
+    </span>
   );
 }

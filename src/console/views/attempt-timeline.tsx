@@ -10,6 +10,7 @@ import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { useEffect, useState } from "preact/hooks";
 import { formatDurationText } from "../../domain/duration-text.js";
 import { JobState, type JobEvent } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { Legend } from "../charts.js";
 import { stateLabel, stateName } from "../format.js";
 
 const WIDTH = 720;
@@ -86,18 +87,16 @@ export function AttemptTimeline({ events }: { events: readonly JobEvent[] }) {
         <span id="attempts-title" class="chart-title">
           {attempts === 1 ? "1 attempt" : `${attempts} attempts`} over {span}
         </span>
-        <span class="legend">
-          {[JobState.QUEUED, JobState.RUNNING, JobState.RETRY].map((state) => (
-            <span key={state} class="legend-item">
-              <span class={`swatch seg-${stateName(state)}`} aria-hidden="true" />
-              {stateLabel(state)}
-            </span>
-          ))}
-          <span class="legend-item">
-            <span class="swatch seg-completed" aria-hidden="true" />
-            Done
-          </span>
-        </span>
+        <Legend
+          items={[
+            ...[JobState.QUEUED, JobState.RUNNING, JobState.RETRY].map((state) => ({
+              key: stateName(state),
+              swatch: `seg-${stateName(state)}`,
+              label: stateLabel(state),
+            })),
+            { key: "completed", swatch: "seg-completed", label: "Done" },
+          ]}
+        />
       </figcaption>
       <svg
         viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
