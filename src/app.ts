@@ -34,7 +34,7 @@ import { startSideListener, type SideListener } from "./server/side-listener.js"
 import { WriteReadiness } from "./server/write-readiness.js";
 import { createExternalScalerService } from "./service/external-scaler-handlers.js";
 import { createLeaseQueueService } from "./service/leasequeue-service.js";
-import { databaseLocation, describeLocation, holdDatabase, openStore } from "./store/engine.js";
+import { databaseLocation, describeLocation, holdDatabase, openStore, type DatabaseFileReport } from "./store/engine.js";
 import type { Store } from "./store/store.js";
 import { startTracing, type Tracing } from "./telemetry/tracing.js";
 
@@ -219,6 +219,7 @@ async function openDatabase(config: Config, log: Logger, options: StartOptions):
         if (options.onFatal !== undefined) options.onFatal(error);
         else exitOnFatal();
       },
+      onDatabaseFile: (report) => logDatabaseFile(report, log),
     });
   } catch (err) {
     hold.release();
@@ -237,6 +238,20 @@ async function openDatabase(config: Config, log: Logger, options: StartOptions):
       hold.release();
     },
   };
+}
+
+/** docs/operations.md "The database file removed while serving": what the operator reads in the log. */
+function logDatabaseFile(report: DatabaseFileReport, log: Logger): void {
+  const { kind, ...fields } = report;
+  if (kind === "lost") log.error("the database file is gone: writes are refused and the server is not ready", fields);
+  else if (kind === "saved")
+    log.error("saved what the server holds of the lost database file; stop the server and restore it", {
+      ...fields,
+      restore: `leasequeue restore ${report.savedTo} --db ${report.path}`,
+    });
+  else if (kind === "saveFailed")
+    log.error("could not save what the server holds of the lost database file; keep the server running: it tries again every 10 s", fields);
+  else log.info("the database file is back: writes resume once one succeeds", fields);
 }
 
 /** What the store's commits wake and feed: long-poll waiters, StreamClaims and Work, WatchEvents, KEDA's StreamIsActive. */

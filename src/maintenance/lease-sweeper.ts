@@ -15,12 +15,17 @@ export interface LeaseSweeperOptions {
 
 export function startLeaseSweeper({ store, log, intervalMs = 500 }: LeaseSweeperOptions): { stop(): Promise<void> } {
   let running: Promise<void> | undefined;
+  // Sweeps that failed in a row: an outage (a full disk, a lost database
+  // file) is logged once when it starts and once when it ends, not twice a second.
+  let failed = 0;
   const sweep = async () => {
     try {
       const recovered = await store.recoverExpiredLeases();
+      if (failed > 0) log.info("lease sweeps work again", { failedSweeps: failed });
+      failed = 0;
       if (recovered > 0) log.info("recovered expired leases", { count: recovered });
     } catch (err) {
-      log.warn("lease sweep failed; will retry", { error: err });
+      if (failed++ === 0) log.warn("lease sweep failed; retrying quietly until one works", { error: err });
     }
   };
   const timer = setInterval(() => {

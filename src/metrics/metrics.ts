@@ -255,7 +255,7 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
   // Write health: what readiness follows, counted so an alert can name the cause.
   const writeFailures = new client.Counter({
     name: "leasequeue_store_write_failures_total",
-    help: "Write transactions the database refused, by cause (disk_full, io_error, busy, readonly, other).",
+    help: "Write transactions the database refused, by cause (disk_full, io_error, busy, readonly, file_lost, other).",
     labelNames: ["cause"] as const,
     registers: [registry],
   });

@@ -10,6 +10,9 @@ import { migratePostgres } from "./postgres/migrate.js";
 import { openPgStore } from "./postgres/pg-store.js";
 import { clientConfig } from "./postgres/pool.js";
 import { acquireDatabaseLock } from "./sqlite/database-lock.js";
+import type { DatabaseFileReport } from "./sqlite/lost-file.js";
+
+export type { DatabaseFileReport };
 import { migrateFile } from "./sqlite/migrate.js";
 import { openThreadedSqliteStore } from "./sqlite/threaded-store.js";
 import type { Store } from "./store.js";
@@ -69,6 +72,8 @@ export interface OpenStoreOptions {
   onClockJump?(jumpMs: number): void;
   /** SQLite: the store thread failed (sqlite/threaded-store.ts); without it, the failure ends the process. */
   onThreadFailure?(error: Error): void;
+  /** SQLite: the database file was removed, renamed or replaced, saved, or is back (sqlite/lost-file.ts). */
+  onDatabaseFile?(report: DatabaseFileReport): void;
 }
 
 /**
@@ -84,6 +89,7 @@ export async function openStore(location: DatabaseLocation, clock: Clock, option
       synchronous: location.synchronous,
       ...(options.onClockJump !== undefined ? { onClockJump: (jumpMs: number) => options.onClockJump?.(jumpMs) } : {}),
       ...(options.onThreadFailure !== undefined ? { onThreadFailure: (error: Error) => options.onThreadFailure?.(error) } : {}),
+      onDatabaseFile: (report) => options.onDatabaseFile?.(report),
     });
   return openPgStore({
     url: location.url,

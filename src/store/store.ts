@@ -284,11 +284,13 @@ export type CommitListener = (change: CommittedChange) => void;
  * (no space left), `io_error` (the files cannot be written, e.g. immutable
  * or a failing device), `busy` (another process held the write lock past the
  * busy timeout), `readonly` (the database or its directory is read-only),
- * `other` (anything else that kept a transaction from committing).
+ * `file_lost` (SQLite: the database file was removed, renamed or replaced
+ * while the server ran; sqlite/lost-file.ts), `other` (anything else that
+ * kept a transaction from committing).
  */
-export type WriteFailureCause = "disk_full" | "io_error" | "busy" | "readonly" | "other";
+export type WriteFailureCause = "disk_full" | "io_error" | "busy" | "readonly" | "file_lost" | "other";
 
-export const WRITE_FAILURE_CAUSES: readonly WriteFailureCause[] = ["disk_full", "io_error", "busy", "readonly", "other"];
+export const WRITE_FAILURE_CAUSES: readonly WriteFailureCause[] = ["disk_full", "io_error", "busy", "readonly", "file_lost", "other"];
 
 /**
  * The outcome of one write transaction that either changed the database or

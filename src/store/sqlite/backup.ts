@@ -55,23 +55,34 @@ export interface BackupResult {
 export function backupDatabase(databasePath: string, targetPath: string, options: BackupOptions = {}): BackupResult {
   const target = resolve(targetPath);
   const source = openExistingReadOnly(databasePath, "database");
-  let partial: string | undefined;
   try {
     refuseUnsafeTarget(databasePath, target, options.overwrite === true);
     refuseIfNotLeaseQueue(source, databasePath);
-    const name = temporaryPathBeside(target, "partial");
-    createEmptyFile(name, target);
-    partial = name;
+    return copyDatabase(source, target);
+  } finally {
+    source.close();
+  }
+}
+
+/**
+ * Writes what `source` (an open connection: the backup command's own, or a
+ * server's, see lost-file.ts) reads now to `target` as described above:
+ * through a `.partial-*` name, fsynced, checked, then renamed.
+ */
+export function copyDatabase(source: Database.Database, target: string): BackupResult {
+  const partial = temporaryPathBeside(target, "partial");
+  createEmptyFile(partial, target);
+  let renamed = false;
+  try {
     source.prepare("VACUUM INTO ?").run(partial);
     fsyncFile(partial);
     const facts = verifyCopy(partial, target);
     renameSync(partial, target);
-    partial = undefined;
+    renamed = true;
     fsyncDirectory(dirname(target));
     return { path: target, bytes: fileBytes(target), ...facts };
   } finally {
-    source.close();
-    if (partial !== undefined) rmSync(partial, { force: true });
+    if (!renamed) rmSync(partial, { force: true });
   }
 }
 

@@ -5,7 +5,7 @@
  * durable, and naming the temporary files that become it.
  */
 import { randomBytes } from "node:crypto";
-import { accessSync, closeSync, constants, fsyncSync, openSync, rmSync, statSync } from "node:fs";
+import { accessSync, closeSync, constants, existsSync, fsyncSync, openSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import Database from "better-sqlite3";
 import { DatabaseRefusal } from "../database-refusal.js";
@@ -67,6 +67,22 @@ export function sameFile(a: string, b: string): boolean {
  */
 export function temporaryPathBeside(path: string, purpose: string): string {
   return join(dirname(path), `${basename(path)}.${purpose}-${randomBytes(4).toString("hex")}`);
+}
+
+/**
+ * A name beside `path` that no file has yet, saying what it is and when:
+ * `<path>.<purpose>-<UTC time>` (`-2`, `-3`... when taken), for the files
+ * an operator keeps (a replaced database, a saved copy).
+ */
+export function datedPathBeside(path: string, purpose: string, now: Date): string {
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d+Z$/, "Z");
+  const base = `${path}.${purpose}-${stamp}`;
+  let name = base;
+  for (let n = 2; existsSync(name); n++) name = `${base}-${n}`;
+  return name;
 }
 
 /**

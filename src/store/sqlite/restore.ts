@@ -29,6 +29,7 @@ import type { DatabaseReport } from "../database-check.js";
 import { DatabaseRefusal } from "../database-refusal.js";
 import {
   createEmptyFile,
+  datedPathBeside,
   fileBytes,
   fsyncDirectory,
   fsyncFile,
@@ -117,12 +118,7 @@ function copyVerified(from: string, staged: string, schemaVersion: number): void
  * Returns the new name of the database file, or undefined if there was none.
  */
 function moveAside(path: string, now: Date): string | undefined {
-  const stamp = now
-    .toISOString()
-    .replace(/[-:]/g, "")
-    .replace(/\.\d+Z$/, "Z");
-  let aside = `${path}.replaced-${stamp}`;
-  for (let n = 2; existsSync(aside); n++) aside = `${path}.replaced-${stamp}-${n}`;
+  const aside = datedPathBeside(path, "replaced", now);
   const hadDatabase = existsSync(path);
   for (const suffix of ["", "-wal", "-journal"]) {
     if (existsSync(path + suffix)) renameSync(path + suffix, aside + suffix);

@@ -20,6 +20,10 @@
  * none happened within `writeProbeIntervalMs` it commits one row of
  * `write_probe` (one page, fsynced like any commit) to find out.
  *
+ * The database file's name (lost-file.ts): before each commit is answered,
+ * and on a timer, the store checks that its path still names the file it
+ * opened; once it does not, writes are refused and a copy is saved.
+ *
  * Several stores may open one file; "one server per file" is the server's
  * rule (store/engine.ts holdDatabase). migrate() refuses a database whose
  * schema is newer than this release's last migration (store/schema-version.ts).
@@ -55,6 +59,7 @@ import type {
   WriteOutcome,
 } from "../store.js";
 import { GroupCommit } from "./group-commit.js";
+import { DatabaseFileWatch, refuseNewBesideSavedCopy, type DatabaseFileReport } from "./lost-file.js";
 import { migrate } from "./migrate.js";
 import { OtherWriters } from "./other-writers.js";
 import { toEvent, toSchedule, toStoredJob, type JobRow, type Row } from "./rows.js";
@@ -85,6 +90,14 @@ export interface SqliteStoreOptions extends OperationStoreOptions {
    * schedules move with it.
    */
   onClockJump?(jumpMs: number): void;
+  /**
+   * How often the store looks that its path still names the database file
+   * it opened (lost-file.ts; it also looks before answering each commit).
+   * Default 250 ms.
+   */
+  fileCheckIntervalMs?: number;
+  /** Told when the database file is lost (removed, renamed, replaced), saved, and back (lost-file.ts). */
+  onDatabaseFile?(report: DatabaseFileReport): void;
 }
 
 /** Events per announcement of other writers' commits, so that a long catch-up reaches listeners in bounded pieces. */
@@ -115,9 +128,12 @@ export class SqliteStore extends OperationStore implements Store {
   #transactionOpen = false;
   #heldUntilEnd: Array<() => void> = [];
   readonly #stopClockWatch: (() => void) | undefined;
+  /** Whether the path still names the open file (undefined for ":memory:"). */
+  readonly #fileWatch: DatabaseFileWatch | undefined;
 
   constructor(options: SqliteStoreOptions) {
     super(options);
+    refuseNewBesideSavedCopy(options.path);
     this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5000 });
     try {
       this.db.pragma("journal_mode = WAL");
@@ -167,6 +183,19 @@ export class SqliteStore extends OperationStore implements Store {
     });
     this.#otherWritersTimer = setInterval(() => this.#lookForOtherWriters(), options.otherWritersPollMs ?? 100);
     this.#otherWritersTimer.unref();
+    this.#fileWatch =
+      options.path === ":memory:"
+        ? undefined
+        : new DatabaseFileWatch({
+            path: options.path,
+            db: this.db,
+            intervalMs: options.fileCheckIntervalMs ?? 250,
+            ...(options.monotonicNow !== undefined ? { monotonicNow: options.monotonicNow } : {}),
+            changed: (lost) => {
+              if (lost !== undefined) this.reportWrite({ ok: false, cause: "file_lost", message: lost.message });
+            },
+            report: (report) => options.onDatabaseFile?.(report),
+          });
   }
 
   // ---------------------------------------------------------------- writes
@@ -178,6 +207,8 @@ export class SqliteStore extends OperationStore implements Store {
   /** Queues one write operation for the next transaction (the store thread builds them from the main thread's calls). */
   write<T>(op: WriteOperation<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new QueueError("STORE_UNAVAILABLE", "the store is closed"));
+    const lost = this.#fileWatch?.lost;
+    if (lost !== undefined) return Promise.reject(lost);
     return this.#groupCommit.write(op);
   }
 
@@ -193,6 +224,12 @@ export class SqliteStore extends OperationStore implements Store {
         // Committed, but not known to be on disk: answer as for a failed COMMIT.
         answer(syncError);
         this.reportWrite(writeFailureOf(syncError) ?? otherWriteFailure(syncError));
+        return;
+      }
+      // Committed into a file no path names any more: not kept unless saved, so not acknowledged.
+      const lost = this.#fileWatch?.check();
+      if (lost !== undefined) {
+        answer(lost);
         return;
       }
       answer();
@@ -389,6 +426,7 @@ export class SqliteStore extends OperationStore implements Store {
     this.#closed = true;
     this.#stopClockWatch?.();
     clearInterval(this.#otherWritersTimer);
+    this.#fileWatch?.close();
     this.#groupCommit.flush();
     // Answer every commit only once it is on disk, then stop.
     await this.#walSync.drain();

@@ -69,7 +69,7 @@ function at<T>(op: WriteOperation<T>, now: number): WriteOperation<T> {
 
 let store: SqliteStore;
 try {
-  store = new SqliteStore({ ...(workerData as StoreThreadOptions), clock });
+  store = new SqliteStore({ ...(workerData as StoreThreadOptions), clock, onDatabaseFile: (file) => report({ file }) });
   store.onCommitted((change) => report({ change: packChange(change) }));
   store.onWriteOutcome((outcome) => report({ outcome }));
   send({ kind: "open", durability: store.durability });

@@ -15,6 +15,7 @@ import type { EventDraft, Job, JobEvent } from "../../domain/job.js";
 import type { NewJob } from "../../domain/submission.js";
 import type { ClaimOutcome, CommittedChange, SubmitOutcome, WriteOutcome } from "../store.js";
 import type { WriteName } from "../write-calls.js";
+import type { DatabaseFileReport } from "./lost-file.js";
 
 /** The store's options that cross to the thread (plain data: the clock and callbacks stay on the main thread). */
 export interface StoreThreadOptions {
@@ -24,6 +25,7 @@ export interface StoreThreadOptions {
   maxBatch?: number;
   otherWritersPollMs?: number;
   maxRecoveredPerSweep?: number;
+  fileCheckIntervalMs?: number;
 }
 
 /** The reads a Store offers; the thread answers them from its connection. */
@@ -64,9 +66,14 @@ export type FromThread =
 /**
  * What the thread reports, in the order it happened: an answer
  * ([id, value]), a refusal ([id, undefined, error]), a commit's
- * announcement, a write transaction's outcome.
+ * announcement, a write transaction's outcome, news of the database file.
  */
-export type Out = { a: number; v: unknown } | { a: number; e: EncodedError } | { change: PackedChange } | { outcome: WriteOutcome };
+export type Out =
+  | { a: number; v: unknown }
+  | { a: number; e: EncodedError }
+  | { change: PackedChange }
+  | { outcome: WriteOutcome }
+  | { file: DatabaseFileReport };
 
 export type EncodedError =
   | { k: "queue"; reason: QueueErrorReason; message: string; metadata: Record<string, string> }

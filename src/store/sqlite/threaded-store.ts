@@ -169,6 +169,7 @@ export class ThreadedSqliteStore extends OperationStore implements Store {
             if ("e" in item) waiting.reject(decodeError(item.e));
             else waiting.resolve(unpackAnswer(waiting.name, item.v));
           } else if ("change" in item) this.announce(unpackChange(item.change));
+          else if ("file" in item) this.#options.onDatabaseFile?.(item.file);
           else this.reportWrite(item.outcome);
         }
     }
@@ -275,8 +276,8 @@ export class ThreadedSqliteStore extends OperationStore implements Store {
 }
 
 function threadOptions(options: SqliteStoreOptions): StoreThreadOptions {
-  const { path, synchronous, busyTimeoutMs, maxBatch, otherWritersPollMs, maxRecoveredPerSweep } = options;
-  return { path, synchronous, busyTimeoutMs, maxBatch, otherWritersPollMs, maxRecoveredPerSweep };
+  const { path, synchronous, busyTimeoutMs, maxBatch, otherWritersPollMs, maxRecoveredPerSweep, fileCheckIntervalMs } = options;
+  return { path, synchronous, busyTimeoutMs, maxBatch, otherWritersPollMs, maxRecoveredPerSweep, fileCheckIntervalMs };
 }
 
 function threadFailed(error: Error): QueueError {
