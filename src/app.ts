@@ -41,6 +41,13 @@ import { startTracing, type Tracing } from "./telemetry/tracing.js";
 /** How long shutdown waits for in-flight calls before cutting them off. */
 export const SHUTDOWN_GRACE_MS = 10_000;
 
+/**
+ * How long shutdown waits for the collector to take the last spans: a
+ * tenth of the drain time (docs/operations.md "Logs and signals"), so a
+ * collector that is down or never answers cannot hold a stop.
+ */
+export const SPAN_FLUSH_MS = SHUTDOWN_GRACE_MS / 10;
+
 export interface RunningServer {
   /** e.g. http://127.0.0.1:8080 */
   readonly apiUrl: string;
@@ -134,7 +141,7 @@ export async function startServer(config: Config, options: StartOptions): Promis
     // Nothing was served: stop what runs in the background and give the database back.
     await background.stop();
     await database.close();
-    await tracing?.shutdown();
+    await stopTracing(tracing, log);
     throw err;
   }
 
@@ -170,9 +177,9 @@ export async function startServer(config: Config, options: StartOptions): Promis
 
 async function stopTracing(tracing: Tracing | undefined, log: Logger): Promise<void> {
   try {
-    await tracing?.shutdown();
+    await tracing?.shutdown(SPAN_FLUSH_MS);
   } catch (err) {
-    log.warn("exporting the last spans failed", { error: err });
+    log.warn("exporting the last spans failed; they are dropped", { error: err instanceof Error ? err.message : String(err) });
   }
 }
 

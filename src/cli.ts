@@ -251,7 +251,18 @@ async function serveCommand(config: Config, log: Logger): Promise<number> {
     process.once("SIGINT", stop);
   });
   process.off("SIGHUP", reload);
+  exitOnceStopped();
   return 0;
+}
+
+/**
+ * The server is stopped and its database closed: the process ends now even
+ * if a span exporter still waits for a collector that never answers (its
+ * requests and retry timers would hold the event loop for up to its own
+ * timeout). The short delay lets the last log lines reach a pipe.
+ */
+function exitOnceStopped(): void {
+  setTimeout(() => process.exit(), 100).unref();
 }
 
 /** Runs a maintenance command; a refusal is its message on stderr and exit code 1. */

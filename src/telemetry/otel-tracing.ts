@@ -57,6 +57,19 @@ export async function createTracing(config: TracingConfig, log: Logger): Promise
   return {
     calls: createRpcServerSpans(tracer),
     producers: createProducerSpans(tracer, ids),
-    shutdown: () => provider.shutdown(),
+    shutdown: (timeoutMs) => withinTime(provider.shutdown(), timeoutMs),
   };
+}
+
+/**
+ * `done`, or a rejection once `timeoutMs` passed. The exporter's own
+ * timeout (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s) and retries are for a server
+ * that runs on; at shutdown the spans get only their share of the drain.
+ */
+function withinTime(done: Promise<void>, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the collector did not take the last spans within ${timeoutMs} ms`)), timeoutMs);
+  });
+  return Promise.race([done, late]).finally(() => clearTimeout(timer));
 }

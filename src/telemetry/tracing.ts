@@ -15,8 +15,11 @@ export interface Tracing {
   readonly calls: CallSpans;
   /** The PRODUCER span of each submitted job, for the service and the scheduler. */
   readonly producers: ProducerSpans;
-  /** Exports the spans still buffered, then stops the exporter. */
-  shutdown(): Promise<void>;
+  /**
+   * Exports the spans still buffered, then stops the exporter; rejects when
+   * that takes more than `timeoutMs` (the spans left are dropped).
+   */
+  shutdown(timeoutMs: number): Promise<void>;
 }
 
 export async function startTracing(config: TracingConfig, log: Logger): Promise<Tracing> {

@@ -7,6 +7,7 @@
  * The receiver decodes what both processes export (protobuf, and JSON for
  * the server in the second case).
  */
+import { createServer, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { context, trace } from "@opentelemetry/api";
@@ -179,5 +180,40 @@ describe("tracing across the queue", () => {
     const first = runs.find((s) => s.attributes["messaging.message.id"] === jobs.at(-1).id)!;
     expect(first).toMatchObject({ parentSpanId: "", name: "send scheduled" });
     expect(jobs.at(-1).traceContext).toEqual({ traceparent: `00-${first.traceId}-${first.spanId}-01` });
+  });
+});
+
+describe("tracing at shutdown", () => {
+  /** A server exporting to `endpoint` with a long exporter timeout; its stop must not wait for it. */
+  async function stopWithCollectorAt(endpoint: string) {
+    const server = await sandbox.start(join(sandbox.dir(), "q.db"), [], {
+      env: { OTEL_TRACES_EXPORTER: "otlp", OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_TIMEOUT: "120000" },
+    });
+    // Spans to flush at shutdown: a call's SERVER span and a job's PRODUCER span, buffered for the next batch.
+    await okJson(server.apiUrl, "Submit", { queue: "traced", task: "t" });
+    const exit = await server.stop();
+    expect(exit).toEqual({ code: 0, signal: null });
+    const warned = server.lines.map((l) => JSON.parse(l)).find((l) => l.msg === "exporting the last spans failed; they are dropped");
+    return warned;
+  }
+
+  it("gives a collector that never answers its share of the drain (1 s), then drops the spans and exits", { timeout: 60_000 }, async () => {
+    const silent = createServer((socket) => socket.on("error", () => {}));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const warned = await stopWithCollectorAt(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`);
+      expect(warned).toMatchObject({ level: "warn", error: "the collector did not take the last spans within 1000 ms" });
+    } finally {
+      silent.close();
+    }
+  });
+
+  it("does the same when the collector's port refuses connections", { timeout: 60_000 }, async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const warned = await stopWithCollectorAt(`http://127.0.0.1:${port}`);
+    expect(warned).toMatchObject({ level: "warn", error: "the collector did not take the last spans within 1000 ms" });
   });
 });
