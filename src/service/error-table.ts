@@ -55,7 +55,7 @@ export const ERROR_TABLE: readonly ErrorTableRow[] = [
     detail: "`ErrorInfo` `JOB_NOT_FOUND`",
   },
   {
-    situation: "DeleteSchedule of a name that names no schedule",
+    situation: "DeleteSchedule of a name that names no schedule (to a token limited to queues, also a schedule of a queue not in its list)",
     code: Code.NotFound,
     detail: "`ErrorInfo` `SCHEDULE_NOT_FOUND` (metadata `name`)",
   },
@@ -92,7 +92,8 @@ export const ERROR_TABLE: readonly ErrorTableRow[] = [
     detail: "",
   },
   {
-    situation: "authentication on: the token lacks the RPC's role, or a queue the request names is not in its list",
+    situation:
+      "authentication on: the token lacks the RPC's role, or a queue the request names (or that of the schedule a CreateSchedule would replace) is not in its list",
     code: Code.PermissionDenied,
     detail: "",
   },

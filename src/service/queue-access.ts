@@ -25,15 +25,19 @@
  *   a job of another queue, as it matches none of a job that does not exist;
  * - GetStats: answered over the caller's queues only (`total` too);
  * - schedules (docs/api.md "Schedules"): CreateSchedule checks its template's
- *   queue, and like DeleteSchedule the queue of the schedule it replaces or
- *   deletes (a name that names no schedule is let through); ListSchedules
- *   answers the schedules of the caller's queues only.
+ *   queue, and the queue of the schedule it would replace: one of another
+ *   queue is `permission_denied` without naming that queue (a create of a
+ *   free name succeeds, so the refusal cannot look like it). DeleteSchedule
+ *   answers a schedule of another queue exactly as a name that names no
+ *   schedule (`not_found`, `SCHEDULE_NOT_FOUND`). ListSchedules answers the
+ *   schedules of the caller's queues only.
  *
  * Without authentication, or for a token without a queue list, there is no
  * limit and nothing here costs anything.
  */
 import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
-import { jobNotFound } from "../domain/errors.js";
+import { jobNotFound, scheduleNotFound } from "../domain/errors.js";
+import type { StoredSchedule } from "../domain/schedule.js";
 import type { Store } from "../store/store.js";
 import { toConnectError } from "./errors.js";
 import type { Role } from "./rpc-roles.js";
@@ -120,12 +124,34 @@ export async function refusedJobs(
   return jobs.map((job, i) => (job === undefined || !caller.queues.has(job.queue) ? toConnectError(jobNotFound(jobIds[i])) : undefined));
 }
 
-/** Throws permission_denied if a schedule of this name exists and submits into a queue the caller may not use. */
-export async function requireScheduleQueue(ctx: HandlerContext, store: Store, field: string, name: string): Promise<void> {
+/**
+ * For CreateSchedule: throws permission_denied if a schedule of this name
+ * submits into a queue the caller may not use (replacing it would take it
+ * over). Schedule names are one namespace for every queue, so the refusal
+ * tells that the name is taken, but not by which queue.
+ */
+export async function requireScheduleToReplace(ctx: HandlerContext, store: Store, field: string, name: string): Promise<void> {
   const caller = limited(ctx);
   if (caller === undefined) return;
-  const schedule = (await store.listSchedules()).find((s) => s.name === name);
+  const schedule = await findSchedule(store, name);
   if (schedule !== undefined && !caller.queues.has(schedule.template.queue)) {
-    throw denied(caller, field, `schedule "${name}" submits into queue "${schedule.template.queue}", which is not permitted`);
+    throw denied(caller, field, `schedule "${name}" submits into a queue that is not permitted`);
   }
+}
+
+/**
+ * For DeleteSchedule, for a caller limited to queues: throws what a name that
+ * names no schedule is answered (scheduleNotFound, as the store throws it)
+ * unless the schedule submits into one of the caller's queues.
+ */
+export async function requireScheduleToDelete(ctx: HandlerContext, store: Store, name: string): Promise<void> {
+  const caller = limited(ctx);
+  if (caller === undefined) return;
+  const schedule = await findSchedule(store, name);
+  if (schedule === undefined || !caller.queues.has(schedule.template.queue)) throw scheduleNotFound(name);
+}
+
+/** The schedule of this name, if there is one. */
+async function findSchedule(store: Store, name: string): Promise<StoredSchedule | undefined> {
+  return (await store.listSchedules()).find((s) => s.name === name);
 }

@@ -275,7 +275,7 @@ function codeOf(outcome: Outcome): Code | undefined {
   return outcome.code;
 }
 
-/** What a limited token is told about one job: the error, or its acknowledgement's result, with the job's id written `<id>`. */
+/** What a limited token is told about one job (or schedule): the error, or its acknowledgement's result, with the job's id (or the name) written `<id>`. */
 interface JobAnswer {
   code: Code;
   message: string;
@@ -283,7 +283,7 @@ interface JobAnswer {
   details: Array<{ type: string; bytes: string }>;
 }
 
-/** The bytes of a detail with `id` replaced (the ids compared are all 36 characters, so nothing else moves). */
+/** The bytes of a detail with `id` replaced (the ids and names compared are of one length, so nothing else moves). */
 const withoutId = (bytes: Uint8Array, id: string) => Buffer.from(bytes).toString("latin1").replaceAll(id, "<id>");
 
 /**
@@ -330,14 +330,32 @@ async function jobAnswer(
   };
 }
 
+/** The transports the answers of a limited token are compared over: gRPC, and Connect JSON (HTTP/2, for Work). */
+const ANSWER_TRANSPORTS: Array<[string, (url: string) => Transport]> = [
+  ["gRPC", (url) => createGrpcTransport({ baseUrl: url })],
+  // A JSON client decodes an acknowledgement result's details (google.protobuf.Any) with their types registered.
+  [
+    "Connect JSON over HTTP/2",
+    (url) =>
+      createConnectTransport({
+        baseUrl: url,
+        httpVersion: "2",
+        useBinaryFormat: false,
+        jsonOptions: { registry: createRegistry(ErrorInfoSchema) },
+      }),
+  ],
+];
+
 describe("tokens limited to queues", () => {
   const answeredOverOwnQueues = new Set(["GetStats", "ListSchedules"]);
   /**
-   * The RPCs whose request names a job and no queue: a job of another queue is
-   * answered as a job that does not exist (in the acknowledgement's result for
-   * Acknowledge); the describe below holds the two answers equal.
+   * The RPCs whose request names a job (or a schedule to delete) and no
+   * queue: a job of another queue is answered as a job that does not exist
+   * (in the acknowledgement's result for Acknowledge), a schedule as a name
+   * that names no schedule; the describes below hold the two answers equal.
    */
-  const namingAJobOnly = new Set([
+  const answeredAsMissing = new Set([
+    "DeleteSchedule",
     "Heartbeat",
     "Complete",
     "Fail",
@@ -357,7 +375,7 @@ describe("tokens limited to queues", () => {
         const theirs = aimedAt(method, "theirs", jobs.theirs);
         expect(theirs, `teach aimedAt which queue ${method.name} touches`).toBeDefined();
         const refused = await callOnce(grpc, method, theirs!, headers);
-        expect(codeOf(refused), refused.message).toBe(namingAJobOnly.has(method.name) ? Code.NotFound : Code.PermissionDenied);
+        expect(codeOf(refused), refused.message).toBe(answeredAsMissing.has(method.name) ? Code.NotFound : Code.PermissionDenied);
         const mine = await callOnce(grpc, method, aimedAt(method, "mine", jobs.mine)!, headers);
         expect(codeOf(mine), mine.message).not.toBe(Code.PermissionDenied);
       });
@@ -433,8 +451,9 @@ describe("tokens limited to queues", () => {
       bearer(tokens["operator-mine"]),
     );
     expect(takeover.status).toBe(403);
+    // The name is taken (a create of a free name succeeds), but by which queue is not said.
     expect(takeover.body.message).toBe(
-      'schedule.name: schedule "s-theirs" submits into queue "theirs", which is not permitted; token "operator-mine" may use only the queues also-mine, mine',
+      'schedule.name: schedule "s-theirs" submits into a queue that is not permitted; token "operator-mine" may use only the queues also-mine, mine',
     );
   });
 
@@ -533,22 +552,7 @@ describe("a job of a queue the token may not use is answered as a job that does 
     return create(method.input, Object.fromEntries(names.filter((n) => n in fill).map((n) => [n, fill[n]])) as never);
   }
 
-  const transports: Array<[string, (url: string) => Transport]> = [
-    ["gRPC", (url) => createGrpcTransport({ baseUrl: url })],
-    // A JSON client decodes an acknowledgement result's details (google.protobuf.Any) with their types registered.
-    [
-      "Connect JSON over HTTP/2",
-      (url) =>
-        createConnectTransport({
-          baseUrl: url,
-          httpVersion: "2",
-          useBinaryFormat: false,
-          jsonOptions: { registry: createRegistry(ErrorInfoSchema) },
-        }),
-    ],
-  ];
-
-  describe.each(transports)("over %s", (_transport, transport) => {
+  describe.each(ANSWER_TRANSPORTS)("over %s", (_transport, transport) => {
     it.each(cases.map((m) => [m.name, m] as const))("%s", async (_name, method) => {
       const client = createClient(LeaseQueueService, transport(t.apiUrl));
       const headers = bearer(tokens[limitedName(RPC_ROLES[method.name])]);
@@ -563,5 +567,24 @@ describe("a job of a queue the token may not use is answered as a job that does 
       const forTheirs = await jobAnswer(client, method, about(method, jobs.theirs), headers, jobs.theirs);
       expect(forTheirs).toEqual(forUnknown);
     });
+  });
+});
+
+describe("a schedule of a queue the token may not use", () => {
+  it.each(ANSWER_TRANSPORTS)("is answered to DeleteSchedule as a name that names no schedule, over %s", async (_transport, transport) => {
+    const client = createClient(LeaseQueueService, transport(t.apiUrl));
+    const headers = bearer(tokens["operator-mine"]);
+    const method = LeaseQueueService.method.deleteSchedule;
+    const unknown = "s-nobody"; // as long as "s-theirs"
+    expect(
+      (await grpc.listSchedules({}, { headers: bearer(tokens.admin) })).schedules.find((s) => s.name === "s-theirs")?.template?.queue,
+    ).toBe("theirs");
+    const forUnknown = await jobAnswer(client, method, { name: unknown }, headers, unknown);
+    // docs/api.md "Errors": a name that names no schedule.
+    expect(forUnknown).toMatchObject({ code: Code.NotFound, message: 'schedule "<id>" does not exist' });
+    expect(forUnknown.details.map((d) => d.type)).toEqual(["google.rpc.ErrorInfo"]);
+    expect(forUnknown.details[0].bytes).toContain("SCHEDULE_NOT_FOUND");
+    expect(await jobAnswer(client, method, { name: "s-theirs" }, headers, "s-theirs")).toEqual(forUnknown);
+    expect((await grpc.listSchedules({}, { headers: bearer(tokens.admin) })).schedules.map((s) => s.name)).toContain("s-theirs");
   });
 });
