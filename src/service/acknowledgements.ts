@@ -96,7 +96,8 @@ function applyOne(store: Store, ack: AckSpec): Promise<Job> {
  * rejection. Anything that is not a refusal (a bug) rejects, so that the
  * caller's boundary reports it instead of hiding it in one result.
  * `refused[i]`, when set, refuses acknowledgement i without applying it (a
- * job in a queue the caller may not use: queue-access.ts).
+ * job the caller may not see, answered as a job that does not exist:
+ * queue-access.ts).
  */
 export async function applyAcknowledgements(
   store: Store,
@@ -129,7 +130,6 @@ export async function acknowledgeForCaller(ctx: HandlerContext, store: Store, ac
   const refused = await refusedJobs(
     ctx,
     store,
-    "acks",
     acks.map((a) => a.jobId),
   );
   const outcomes = await applyAcknowledgements(store, acks, refused);

@@ -49,9 +49,13 @@ export const ERROR_TABLE: readonly ErrorTableRow[] = [
     detail: "`google.rpc.BadRequest` with the field (`payload`, `jobs[3].payload`, `result`, `progress`)",
   },
   { situation: "request body over the limit (declared, read, or after decompression)", code: Code.ResourceExhausted, detail: "" },
-  { situation: "unknown job id", code: Code.NotFound, detail: "`ErrorInfo` `JOB_NOT_FOUND`" },
   {
-    situation: "DeleteSchedule of a name that names no schedule",
+    situation: "unknown job id (to a token limited to queues, also a job of a queue not in its list)",
+    code: Code.NotFound,
+    detail: "`ErrorInfo` `JOB_NOT_FOUND`",
+  },
+  {
+    situation: "DeleteSchedule of a name that names no schedule (to a token limited to queues, also a schedule of a queue not in its list)",
     code: Code.NotFound,
     detail: "`ErrorInfo` `SCHEDULE_NOT_FOUND` (metadata `name`)",
   },
@@ -88,7 +92,8 @@ export const ERROR_TABLE: readonly ErrorTableRow[] = [
     detail: "",
   },
   {
-    situation: "authentication on: the token lacks the RPC's role, or the queue (or the job's queue) is not in its list",
+    situation:
+      "authentication on: the token lacks the RPC's role, or a queue the request names (or that of the schedule a CreateSchedule would replace) is not in its list",
     code: Code.PermissionDenied,
     detail: "",
   },

@@ -87,7 +87,7 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
 
     async getJob(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
-      await requireJobQueue(ctx, store, "job_id", jobId);
+      await requireJobQueue(ctx, store, jobId);
       const job = await store.getJob(jobId);
       if (job === undefined) throw jobNotFound(jobId);
       return { job: jobToWire(job) };
@@ -119,7 +119,7 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
 
     async listJobEvents(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
-      await requireJobQueue(ctx, store, "job_id", jobId);
+      await requireJobQueue(ctx, store, jobId);
       const events = await store.listJobEvents(jobId);
       if (events.length === 0 && (await store.getJob(jobId)) === undefined) throw jobNotFound(jobId);
       return { events: events.map(eventToWire) };
@@ -127,14 +127,14 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
 
     async redrive(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
-      await requireJobQueue(ctx, store, "job_id", jobId);
+      await requireJobQueue(ctx, store, jobId);
       return { job: jobToWire(await store.redrive(jobId)) };
     },
 
     async cancel(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const reason = v.text("reason", req.reason);
-      await requireJobQueue(ctx, store, "job_id", jobId);
+      await requireJobQueue(ctx, store, jobId);
       return { job: jobToWire(await store.cancel(jobId, reason)) };
     },
   };

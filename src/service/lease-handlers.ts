@@ -67,7 +67,7 @@ export function leaseHandlers({ store, clock, wakeups, claimStreams, workKeepali
     const jobId = v.jobId("job_id", req.jobId);
     const token = v.leaseToken("lease_token", req.leaseToken);
     const own = fields?.() as T;
-    await requireJobQueue(ctx, store, "job_id", jobId);
+    await requireJobQueue(ctx, store, jobId);
     return { jobId, token, fields: own };
   }
 

@@ -7,27 +7,39 @@
  *
  * - a request that names its queue (Submit, each job of SubmitBatch, Claim,
  *   StreamClaims, Work's start, the queue controls, UpdateQueue,
- *   ListGroups): that queue, after defaults (an empty queue is `default`);
- * - a request that names a job (Heartbeat, Complete, Fail, Release, Redrive,
- *   Cancel, GetJob, ListJobEvents): the job's queue. A job id that names no
- *   job is let through, to be answered `not_found` as without a limit;
- * - Acknowledge and the acknowledgements of a Work stream: each job's queue,
- *   refused one by one (`permission_denied` in that acknowledgement's
- *   status; the others are applied), like any other refused acknowledgement;
+ *   ListGroups): that queue, after defaults (an empty queue is `default`).
+ *   The refusal names only that queue and the token's own;
+ * - a request that names a job (Heartbeat, Complete, Fail, Release, Snooze,
+ *   Redrive, Cancel, GetJob, ListJobEvents): a job of a queue the caller may
+ *   not use is answered exactly as a job id that names no job (`not_found`,
+ *   `JOB_NOT_FOUND`, the same message), so that the answer tells neither the
+ *   job's queue nor that the job exists (SECURITY.md "Authentication"). For
+ *   a limited caller both are answered here, after the same one read and
+ *   before any write, so the two take the same path;
+ * - Acknowledge, the acknowledgements of a Work stream and a Claim's acks:
+ *   each job checked as above, one by one (that acknowledgement's status is
+ *   `not_found` as for a job that does not exist; the others are applied);
  * - ListJobs and WatchEvents: the `queue` filter, which a limited caller must
  *   set (to one of its queues); without it the call is refused rather than
- *   silently narrowed;
+ *   silently narrowed. WatchEvents' `job_id` filter then matches no event of
+ *   a job of another queue, as it matches none of a job that does not exist;
  * - GetStats: answered over the caller's queues only (`total` too);
  * - schedules (docs/api.md "Schedules"): CreateSchedule checks its template's
- *   queue, and like DeleteSchedule the queue of the schedule it replaces or
- *   deletes (a name that names no schedule is let through); ListSchedules
- *   answers the schedules of the caller's queues only.
+ *   queue, and the queue of the schedule it would replace: one of another
+ *   queue is `permission_denied` without naming that queue (a create of a
+ *   free name succeeds, so the refusal cannot look like it). DeleteSchedule
+ *   answers a schedule of another queue exactly as a name that names no
+ *   schedule (`not_found`, `SCHEDULE_NOT_FOUND`). ListSchedules answers the
+ *   schedules of the caller's queues only.
  *
  * Without authentication, or for a token without a queue list, there is no
  * limit and nothing here costs anything.
  */
 import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
+import { jobNotFound, scheduleNotFound } from "../domain/errors.js";
+import type { StoredSchedule } from "../domain/schedule.js";
 import type { Store } from "../store/store.js";
+import { toConnectError } from "./errors.js";
 import type { Role } from "./rpc-roles.js";
 
 /** The authenticated caller of a call: a token of the auth file. */
@@ -76,14 +88,17 @@ export function requireQueueFilter(ctx: HandlerContext, field: string, queue: st
   requireQueue(ctx, field, queue);
 }
 
-/** Throws permission_denied if the job exists in a queue the caller may not use. */
-export async function requireJobQueue(ctx: HandlerContext, store: Store, field: string, jobId: string): Promise<void> {
+/**
+ * For a caller limited to queues: throws what an id that names no job is
+ * answered (jobNotFound, as the store throws it) unless the job exists in one
+ * of the caller's queues. A job it may not use is, to it, a job that does not
+ * exist.
+ */
+export async function requireJobQueue(ctx: HandlerContext, store: Store, jobId: string): Promise<void> {
   const caller = limited(ctx);
   if (caller === undefined) return;
   const job = await store.getJob(jobId);
-  if (job !== undefined && !caller.queues.has(job.queue)) {
-    throw denied(caller, field, `job ${jobId} is in queue "${job.queue}", which is not permitted`);
-  }
+  if (job === undefined || !caller.queues.has(job.queue)) throw jobNotFound(jobId);
 }
 
 /** The entries of the caller's queues (GetStats). */
@@ -93,32 +108,50 @@ export function visibleQueues<T extends { queue: string }>(ctx: HandlerContext, 
 }
 
 /**
- * For a batch of acknowledgements: the refusal of each one whose job is in
- * a queue the caller may not use (undefined where it may), or undefined
+ * For a batch of acknowledgements: the refusal of each one whose job the
+ * caller may not see (undefined where it may), exactly what the store's
+ * jobNotFound becomes on the wire, as requireJobQueue answers; or undefined
  * when the caller has no limit.
  */
 export async function refusedJobs(
   ctx: HandlerContext,
   store: Store,
-  field: string,
   jobIds: readonly string[],
 ): Promise<(ConnectError | undefined)[] | undefined> {
   const caller = limited(ctx);
   if (caller === undefined) return undefined;
   const jobs = await Promise.all(jobIds.map((id) => store.getJob(id)));
-  return jobs.map((job, i) =>
-    job !== undefined && !caller.queues.has(job.queue)
-      ? denied(caller, `${field}[${i}].job_id`, `job ${jobIds[i]} is in queue "${job.queue}", which is not permitted`)
-      : undefined,
-  );
+  return jobs.map((job, i) => (job === undefined || !caller.queues.has(job.queue) ? toConnectError(jobNotFound(jobIds[i])) : undefined));
 }
 
-/** Throws permission_denied if a schedule of this name exists and submits into a queue the caller may not use. */
-export async function requireScheduleQueue(ctx: HandlerContext, store: Store, field: string, name: string): Promise<void> {
+/**
+ * For CreateSchedule: throws permission_denied if a schedule of this name
+ * submits into a queue the caller may not use (replacing it would take it
+ * over). Schedule names are one namespace for every queue, so the refusal
+ * tells that the name is taken, but not by which queue.
+ */
+export async function requireScheduleToReplace(ctx: HandlerContext, store: Store, field: string, name: string): Promise<void> {
   const caller = limited(ctx);
   if (caller === undefined) return;
-  const schedule = (await store.listSchedules()).find((s) => s.name === name);
+  const schedule = await findSchedule(store, name);
   if (schedule !== undefined && !caller.queues.has(schedule.template.queue)) {
-    throw denied(caller, field, `schedule "${name}" submits into queue "${schedule.template.queue}", which is not permitted`);
+    throw denied(caller, field, `schedule "${name}" submits into a queue that is not permitted`);
   }
+}
+
+/**
+ * For DeleteSchedule, for a caller limited to queues: throws what a name that
+ * names no schedule is answered (scheduleNotFound, as the store throws it)
+ * unless the schedule submits into one of the caller's queues.
+ */
+export async function requireScheduleToDelete(ctx: HandlerContext, store: Store, name: string): Promise<void> {
+  const caller = limited(ctx);
+  if (caller === undefined) return;
+  const schedule = await findSchedule(store, name);
+  if (schedule === undefined || !caller.queues.has(schedule.template.queue)) throw scheduleNotFound(name);
+}
+
+/** The schedule of this name, if there is one. */
+async function findSchedule(store: Store, name: string): Promise<StoredSchedule | undefined> {
+  return (await store.listSchedules()).find((s) => s.name === name);
 }

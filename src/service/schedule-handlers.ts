@@ -2,7 +2,9 @@
  * The schedule RPCs of leasequeue.v1.LeaseQueueService (docs/api.md
  * "Schedules"): CreateSchedule, ListSchedules, DeleteSchedule. The
  * template's queue is checked as a Submit's would be; replacing or deleting
- * a schedule also needs the queue of the schedule that is there.
+ * a schedule also needs the queue of the schedule that is there (to a
+ * token limited to queues, DeleteSchedule of another queue's schedule is
+ * that of a name that names no schedule: queue-access.ts).
  */
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../domain/clock.js";
@@ -10,7 +12,7 @@ import type { Scheduler } from "../maintenance/scheduler.js";
 import type { Logger } from "../logger.js";
 import type { Store } from "../store/store.js";
 import type { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { requireQueue, requireScheduleQueue, visibleQueues } from "./queue-access.js";
+import { requireQueue, requireScheduleToDelete, requireScheduleToReplace, visibleQueues } from "./queue-access.js";
 import * as v from "./validate.js";
 import { scheduleToWire } from "./wire.js";
 
@@ -30,7 +32,7 @@ export function scheduleHandlers({ store, clock, scheduler, log }: ScheduleHandl
     async createSchedule(req, ctx) {
       const spec = v.scheduleSpec("schedule.", req.schedule, clock.now());
       requireQueue(ctx, "schedule.template.queue", spec.template.queue);
-      await requireScheduleQueue(ctx, store, "schedule.name", spec.name);
+      await requireScheduleToReplace(ctx, store, "schedule.name", spec.name);
       const stored = await store.createSchedule(spec);
       scheduler?.rearm();
       log?.info("schedule saved", {
@@ -53,7 +55,7 @@ export function scheduleHandlers({ store, clock, scheduler, log }: ScheduleHandl
 
     async deleteSchedule(req, ctx) {
       const name = v.queueName("name", req.name);
-      await requireScheduleQueue(ctx, store, "name", name);
+      await requireScheduleToDelete(ctx, store, name);
       await store.deleteSchedule(name);
       scheduler?.rearm();
       log?.info("schedule deleted", { schedule: name });

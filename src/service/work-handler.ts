@@ -88,7 +88,6 @@ export async function* workStream(
       refusedJobs(
         ctx,
         deps.store,
-        "acks",
         acks.map((a) => a.jobId),
       ),
     );

@@ -7,16 +7,19 @@
  * `permission_denied`; no token, an unknown one or a malformed header is
  * `unauthenticated`. The RPCs are taken from the descriptor, so an RPC added
  * later is covered by itself, and one without a role fails here. Tokens
- * limited to queues are refused, RPC by RPC, what lies outside them. Health,
+ * limited to queues are refused, RPC by RPC, what lies outside them, and
+ * are answered about a job of another queue exactly as about a job that
+ * does not exist, on every RPC that takes a job id. Health,
  * reflection, the console's files and the side port stay open.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create, type DescMethod } from "@bufbuild/protobuf";
+import { create, createRegistry, type DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../gen/ts/grpc/health/v1/health_pb.js";
 import { ServerReflection } from "../../gen/ts/grpc/reflection/v1/reflection_pb.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -272,31 +275,130 @@ function codeOf(outcome: Outcome): Code | undefined {
   return outcome.code;
 }
 
+/** What a limited token is told about one job (or schedule): the error, or its acknowledgement's result, with the job's id (or the name) written `<id>`. */
+interface JobAnswer {
+  code: Code;
+  message: string;
+  /** Each detail's type and its bytes, as the client received them. */
+  details: Array<{ type: string; bytes: string }>;
+}
+
+/** The bytes of a detail with `id` replaced (the ids and names compared are of one length, so nothing else moves). */
+const withoutId = (bytes: Uint8Array, id: string) => Buffer.from(bytes).toString("latin1").replaceAll(id, "<id>");
+
+/**
+ * Calls `method` with `request`, a stream read to its end (Work's requests
+ * half-close after their one message, and it ends once every result is
+ * sent), and answers the error, or the first acknowledgement result's status
+ * when the call succeeded.
+ */
+async function jobAnswer(
+  client: LeaseQueueClient,
+  method: DescMethod,
+  request: object,
+  headers: Record<string, string>,
+  id: string,
+): Promise<JobAnswer> {
+  const fn = (client as unknown as Record<string, (req: unknown, opts: object) => any>)[method.localName];
+  const results: any[] = [];
+  try {
+    if (method.methodKind === "unary") {
+      results.push(...(((await fn.call(client, request, { headers })) as { results?: any[] }).results ?? []));
+    } else {
+      const input = method.methodKind === "bidi_streaming" ? streamOf(request) : request;
+      for await (const message of fn.call(client, input, { headers }) as AsyncIterable<{ results?: any[] }>) {
+        results.push(...(message.results ?? []));
+      }
+    }
+  } catch (err) {
+    const error = ConnectError.from(err);
+    // Details a client received are the type name and the bytes (never a message of its own).
+    const details = error.details.map((d) =>
+      "desc" in d ? { type: d.desc.typeName, bytes: "?" } : { type: d.type, bytes: withoutId(d.value, id) },
+    );
+    return { code: error.code, message: error.rawMessage.replaceAll(id, "<id>"), details };
+  }
+  expect(results, `${method.name} answered neither an error nor a result`).toHaveLength(1);
+  const status = results[0].status;
+  return {
+    code: status.code as Code,
+    message: (status.message as string).replaceAll(id, "<id>"),
+    details: (status.details as Array<{ typeUrl: string; value: Uint8Array }>).map((d) => ({
+      type: d.typeUrl.replace(/^type\.googleapis\.com\//, ""),
+      bytes: withoutId(d.value, id),
+    })),
+  };
+}
+
+/** The transports the answers of a limited token are compared over: gRPC, and Connect JSON (HTTP/2, for Work). */
+const ANSWER_TRANSPORTS: Array<[string, (url: string) => Transport]> = [
+  ["gRPC", (url) => createGrpcTransport({ baseUrl: url })],
+  // A JSON client decodes an acknowledgement result's details (google.protobuf.Any) with their types registered.
+  [
+    "Connect JSON over HTTP/2",
+    (url) =>
+      createConnectTransport({
+        baseUrl: url,
+        httpVersion: "2",
+        useBinaryFormat: false,
+        jsonOptions: { registry: createRegistry(ErrorInfoSchema) },
+      }),
+  ],
+];
+
 describe("tokens limited to queues", () => {
   const answeredOverOwnQueues = new Set(["GetStats", "ListSchedules"]);
+  /**
+   * The RPCs whose request names a job (or a schedule to delete) and no
+   * queue: a job of another queue is answered as a job that does not exist
+   * (in the acknowledgement's result for Acknowledge), a schedule as a name
+   * that names no schedule; the describes below hold the two answers equal.
+   */
+  const answeredAsMissing = new Set([
+    "DeleteSchedule",
+    "Heartbeat",
+    "Complete",
+    "Fail",
+    "Release",
+    "Snooze",
+    "Redrive",
+    "Cancel",
+    "GetJob",
+    "ListJobEvents",
+    "Acknowledge",
+  ]);
   describe.each(LeaseQueueService.methods.filter((m) => !answeredOverOwnQueues.has(m.name)).map((m) => [m.name, m] as const))(
     "%s",
     (_name, method) => {
-      it("refuses another queue, or a job of another queue, and lets its own through", async () => {
+      it("refuses another queue, answers a job of another queue as no job, and lets its own through", async () => {
         const headers = bearer(tokens[limitedName(RPC_ROLES[method.name])]);
         const theirs = aimedAt(method, "theirs", jobs.theirs);
         expect(theirs, `teach aimedAt which queue ${method.name} touches`).toBeDefined();
         const refused = await callOnce(grpc, method, theirs!, headers);
-        expect(codeOf(refused), refused.message).toBe(Code.PermissionDenied);
+        expect(codeOf(refused), refused.message).toBe(answeredAsMissing.has(method.name) ? Code.NotFound : Code.PermissionDenied);
         const mine = await callOnce(grpc, method, aimedAt(method, "mine", jobs.mine)!, headers);
         expect(codeOf(mine), mine.message).not.toBe(Code.PermissionDenied);
       });
     },
   );
 
-  it("says which queue and which queues the token may use", async () => {
+  it("names the queue it was sent and the token's own queues, and never the queue of a job", async () => {
     const res = await t.call("Submit", { queue: "theirs", task: "t" }, bearer(tokens["producer-mine"]));
     expect(res.status).toBe(403);
     expect(res.body.message).toBe('queue: queue "theirs" is not permitted; token "producer-mine" may use only the queues also-mine, mine');
+    const unknown = jobs.theirs.slice(0, -12) + "000000000000";
     const job = await t.call("GetJob", { jobId: jobs.theirs }, bearer(tokens["reader-mine"]));
-    expect(job.body.message).toBe(
-      `job_id: job ${jobs.theirs} is in queue "theirs", which is not permitted; token "reader-mine" may use only the queues also-mine, mine`,
-    );
+    const none = await t.call("GetJob", { jobId: unknown }, bearer(tokens["reader-mine"]));
+    expect(none.status).toBe(404);
+    expect(job.status).toBe(404);
+    expect(JSON.stringify(job.body)).not.toContain("theirs");
+    // The whole body, the ErrorInfo's bytes (base64 in `value`) included, with the id written `<id>`.
+    const withoutIdIn = (body: any, id: string) =>
+      JSON.stringify({
+        ...body,
+        details: body.details.map((d: any) => ({ ...d, value: withoutId(Buffer.from(d.value, "base64"), id) })),
+      }).replaceAll(id, "<id>");
+    expect(withoutIdIn(job.body, jobs.theirs)).toBe(withoutIdIn(none.body, unknown));
   });
 
   it("takes an empty queue as `default`, which is not one of its queues", async () => {
@@ -349,12 +451,13 @@ describe("tokens limited to queues", () => {
       bearer(tokens["operator-mine"]),
     );
     expect(takeover.status).toBe(403);
+    // The name is taken (a create of a free name succeeds), but by which queue is not said.
     expect(takeover.body.message).toBe(
-      'schedule.name: schedule "s-theirs" submits into queue "theirs", which is not permitted; token "operator-mine" may use only the queues also-mine, mine',
+      'schedule.name: schedule "s-theirs" submits into a queue that is not permitted; token "operator-mine" may use only the queues also-mine, mine',
     );
   });
 
-  it("refuses each acknowledgement of another queue's job on its own, and applies the others", async () => {
+  it("answers each acknowledgement of another queue's job as one of no job, on its own, and applies the others", async () => {
     const admin = { headers: bearer(tokens.admin) };
     const ids: Record<string, string> = {};
     const held: Record<string, string> = {};
@@ -365,13 +468,13 @@ describe("tokens limited to queues", () => {
     }
     const ack = (queue: string) => ({ jobId: ids[queue], leaseToken: held[queue], outcome: { case: "complete" as const, value: {} } });
     const res = await grpc.acknowledge({ acks: [ack("theirs"), ack("mine")] }, { headers: bearer(tokens["worker-mine"]) });
-    expect(res.results.map((r) => r.status?.code)).toEqual([Code.PermissionDenied, 0]);
-    expect(res.results[0].status?.message).toMatch(/^acks\[0\]\.job_id: job .* is in queue "theirs"/);
+    expect(res.results.map((r) => r.status?.code)).toEqual([Code.NotFound, 0]);
+    expect(res.results[0].status?.message).toBe(`job ${ids.theirs} does not exist`);
     expect((await grpc.getJob({ jobId: ids.theirs }, admin)).job?.state).toBe(2 /* RUNNING */);
     expect((await grpc.getJob({ jobId: ids.mine }, admin)).job?.state).toBe(4 /* COMPLETED */);
   });
 
-  it("refuses the acknowledgements of another queue's jobs on a Work stream, in order with the others", async () => {
+  it("answers the acknowledgements of another queue's jobs on a Work stream as ones of no job, in order with the others", async () => {
     const admin = { headers: bearer(tokens.admin) };
     const lease = async (queue: string) => {
       const id = (await grpc.submit({ queue, task: "work" }, admin)).job!.id;
@@ -395,10 +498,93 @@ describe("tokens limited to queues", () => {
     abort.abort();
     expect(results).toEqual([
       [a.jobId, 0],
-      [b.jobId, Code.PermissionDenied],
-      [b.jobId, Code.PermissionDenied],
+      [b.jobId, Code.NotFound],
+      [b.jobId, Code.NotFound],
       [c.jobId, 0],
       [a.jobId, 0],
     ]);
+  });
+});
+
+describe("a job of a queue the token may not use is answered as a job that does not exist", () => {
+  /** Every RPC that takes a job id, from the descriptor: a `job_id` field, or acknowledgements. */
+  const takesJobId = LeaseQueueService.methods.filter((m) => m.input.fields.some((f) => f.localName === "jobId" || f.localName === "acks"));
+  /**
+   * WatchEvents takes `job_id` only as a filter, beside the `queue` filter a
+   * limited token must set to one of its own queues: a job of another queue
+   * matches no event of that filter, as a job that does not exist matches
+   * none (test/dispatch/event-feed.test.ts "filters"), and nothing reads the job.
+   */
+  const byFilterOnly = new Set(["WatchEvents"]);
+  const cases = takesJobId.filter((m) => !byFilterOnly.has(m.name));
+
+  it("covers every RPC that takes a job id", () => {
+    expect(takesJobId.map((m) => m.name).sort()).toEqual([
+      "Acknowledge",
+      "Cancel",
+      "Claim",
+      "Complete",
+      "Fail",
+      "GetJob",
+      "Heartbeat",
+      "ListJobEvents",
+      "Redrive",
+      "Release",
+      "Snooze",
+      "WatchEvents",
+      "Work",
+    ]);
+  });
+
+  /** A request of `method` about the job `jobId` (a Claim and a Work stream on "also-mine", one of the token's queues). */
+  function about(method: DescMethod, jobId: string): object {
+    const leaseToken = "x".repeat(43);
+    const ack = { jobId, leaseToken, outcome: { case: "complete", value: {} } };
+    const fill: Record<string, unknown> = {
+      jobId,
+      leaseToken,
+      acks: [ack],
+      queue: "also-mine",
+      workerId: "w",
+      start: { queue: "also-mine", workerId: "w" },
+    };
+    const names = method.input.fields.map((f) => f.localName);
+    return create(method.input, Object.fromEntries(names.filter((n) => n in fill).map((n) => [n, fill[n]])) as never);
+  }
+
+  describe.each(ANSWER_TRANSPORTS)("over %s", (_transport, transport) => {
+    it.each(cases.map((m) => [m.name, m] as const))("%s", async (_name, method) => {
+      const client = createClient(LeaseQueueService, transport(t.apiUrl));
+      const headers = bearer(tokens[limitedName(RPC_ROLES[method.name])]);
+      // A well-formed id of the same length that names no job.
+      const unknown = jobs.theirs.slice(0, -12) + "000000000000";
+      expect((await grpc.getJob({ jobId: jobs.theirs }, { headers: bearer(tokens.admin) })).job?.queue).toBe("theirs");
+      const forUnknown = await jobAnswer(client, method, about(method, unknown), headers, unknown);
+      // The answer for an id that names no job, as docs/api.md "Errors" has it (in an acknowledgement's result too).
+      expect(forUnknown).toMatchObject({ code: Code.NotFound, message: "job <id> does not exist" });
+      expect(forUnknown.details.map((d) => d.type)).toEqual(["google.rpc.ErrorInfo"]);
+      expect(forUnknown.details[0].bytes).toContain("JOB_NOT_FOUND");
+      const forTheirs = await jobAnswer(client, method, about(method, jobs.theirs), headers, jobs.theirs);
+      expect(forTheirs).toEqual(forUnknown);
+    });
+  });
+});
+
+describe("a schedule of a queue the token may not use", () => {
+  it.each(ANSWER_TRANSPORTS)("is answered to DeleteSchedule as a name that names no schedule, over %s", async (_transport, transport) => {
+    const client = createClient(LeaseQueueService, transport(t.apiUrl));
+    const headers = bearer(tokens["operator-mine"]);
+    const method = LeaseQueueService.method.deleteSchedule;
+    const unknown = "s-nobody"; // as long as "s-theirs"
+    expect(
+      (await grpc.listSchedules({}, { headers: bearer(tokens.admin) })).schedules.find((s) => s.name === "s-theirs")?.template?.queue,
+    ).toBe("theirs");
+    const forUnknown = await jobAnswer(client, method, { name: unknown }, headers, unknown);
+    // docs/api.md "Errors": a name that names no schedule.
+    expect(forUnknown).toMatchObject({ code: Code.NotFound, message: 'schedule "<id>" does not exist' });
+    expect(forUnknown.details.map((d) => d.type)).toEqual(["google.rpc.ErrorInfo"]);
+    expect(forUnknown.details[0].bytes).toContain("SCHEDULE_NOT_FOUND");
+    expect(await jobAnswer(client, method, { name: "s-theirs" }, headers, "s-theirs")).toEqual(forUnknown);
+    expect((await grpc.listSchedules({}, { headers: bearer(tokens.admin) })).schedules.map((s) => s.name)).toContain("s-theirs");
   });
 });
