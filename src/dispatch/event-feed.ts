@@ -9,7 +9,9 @@
  *   keepalive timer: no polling.
  * - The seam: a subscriber is registered (and starts buffering live events)
  *   BEFORE the stored events are read. The replay pages through the store
- *   (`pageSize` rows per read, so the event loop is never held long) until
+ *   (`pageSize` rows per read, so the event loop is never held long; other
+ *   callbacks run between two pages, and a page is read only once the
+ *   transport has passed the last one on: docs/api.md "WatchEvents limits") until
  *   a page comes back short; then the buffer is drained, skipping every
  *   sequence already sent. Sequences strictly increase, so "skip <= last
  *   sent" removes exactly the overlap between the replay and the buffer.
@@ -72,7 +74,7 @@ export interface EventFeedOptions {
   maxBatch?: number;
   /** Idle interval between keepalives. Default 15 s. */
   keepaliveMs?: number;
-  /** Stored events read per replay query. Default 500. */
+  /** Stored events read per replay query. Default 100: a page is also what the event loop spends on a replay between two turns for everything else. */
   pageSize?: number;
 }
 
@@ -96,6 +98,12 @@ export type DropReason = "buffer_full" | "output_full";
 export interface WatchOutputProbe {
   /** Bytes of this watch written to the connection that the client has not taken yet, as far as the server can see. */
   pendingOutputBytes(): number;
+  /**
+   * Undefined when the transport takes more now; otherwise resolves once it
+   * has passed what it holds on (the client read it) or the call ended. A
+   * replay reads its next page only then.
+   */
+  whenDrained?(): Promise<void> | undefined;
 }
 
 class Subscriber extends Wakeup {
@@ -216,7 +224,7 @@ export class EventFeed {
     this.#maxSubscribers = options.maxSubscribers ?? 1000;
     this.#maxBatch = options.maxBatch ?? 1000;
     this.#keepaliveMs = options.keepaliveMs ?? KEEPALIVE_INTERVAL_MS;
-    this.#pageSize = options.pageSize ?? 500;
+    this.#pageSize = options.pageSize ?? 100;
     this.#unsubscribe = store.onCommitted(({ events }) => {
       if (events.length === 0) return;
       const commit = ++this.#commits;
@@ -269,6 +277,11 @@ export class EventFeed {
       yield null;
 
       while (sub.replaying) {
+        // A replay reads no faster than its client takes it: the server holds
+        // at most a page of it, whatever the client's pace.
+        const drained = output?.whenDrained?.();
+        if (drained !== undefined) await untilDone(drained, signal);
+        if (signal.aborted || this.#closed) return;
         // From here on every commit is buffered, unless the buffer overflows
         // (lossy); every commit before is visible to this read.
         sub.lossy = false;
@@ -288,6 +301,8 @@ export class EventFeed {
         }
         // Caught up, and the buffer holds every event committed since the read.
         if (page.length < this.#pageSize && !sub.lossy) sub.replaying = false;
+        // Between pages, the calls that arrived meanwhile (the writers') run first.
+        else await nextTurn();
       }
 
       while (!signal.aborted && !this.#closed) {
@@ -402,6 +417,25 @@ export class EventFeed {
     for (const set of this.#byQueue.values()) list.push(...set);
     for (const set of this.#byJob.values()) list.push(...set);
     return list;
+  }
+}
+
+/** Resolves after the I/O callbacks already waiting have run. */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Waits for `promise`, or until `signal` aborts. */
+async function untilDone(promise: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return;
+  let onAbort: (() => void) | undefined;
+  try {
+    await Promise.race([
+      promise,
+      new Promise<void>((resolve) => signal.addEventListener("abort", (onAbort = () => resolve()), { once: true })),
+    ]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
   }
 }
 

@@ -44,6 +44,21 @@ function watchOutputOf(res: NodeResponse, kernel: KernelSendQueues, maxPendingBy
   const kernelQueue = "stream" in res || res.socket === null ? undefined : kernel.probe(res.socket, maxPendingBytes);
   return {
     pendingOutputBytes: () => res.writableLength + (kernelQueue?.queued() ?? 0),
+    whenDrained() {
+      // Node's own buffer of the stream (HTTP/2: what flow control holds back) is over its mark;
+      // on HTTP/1.1 the kernel's queue is whenWritable's, which the handler awaits after each write.
+      const needDrain = "stream" in res ? res.stream.writableNeedDrain : res.writableNeedDrain;
+      if (!needDrain || res.destroyed) return undefined;
+      return new Promise<void>((resolve) => {
+        const done = () => {
+          res.off("drain", done);
+          res.off("close", done);
+          resolve();
+        };
+        res.on("drain", done);
+        res.on("close", done);
+      });
+    },
     write(bytes) {
       if (res.destroyed || res.writableEnded) return;
       // A failed write (the client went away) ends the call through its signal.

@@ -1,7 +1,8 @@
 /**
  * leasequeue.v1.Lease in protobuf binary, written straight from the stored
  * job: the hot path of every lease path (Work, StreamClaims, Claim) for
- * binary clients; and, the same way, the results of SubmitBatch.
+ * binary clients; and, the same way, the results of SubmitBatch and the
+ * events of WatchEvents.
  *
  * protobuf-es encodes by reflection: a Lease is first built as a tree of
  * messages (the job, its timestamps, the payload's Value, Struct and
@@ -17,12 +18,12 @@
  * written to JSON): they are served Lease messages.
  */
 import { WireType } from "@bufbuild/protobuf/wire";
-import type { Job } from "../domain/job.js";
+import type { Job, JobEvent } from "../domain/job.js";
 import { nestedTooDeepText } from "../domain/json-depth.js";
 import type { ClaimedLease } from "../store/store.js";
 import { JobState } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { BOUNDS } from "./validate.js";
-import { STATE_TO_WIRE } from "./wire.js";
+import { KIND_TO_WIRE, STATE_TO_WIRE } from "./wire.js";
 
 /** The JSON fields of a Job, each a google.protobuf.Value. */
 type JsonField = "payload" | "result" | "progress";
@@ -85,6 +86,32 @@ export function encodeSubmitResponse(job: Job, deduplicated: boolean, basic: boo
     w.tag(2, WireType.Varint);
     w.varint(1);
   }
+  return w.finish();
+}
+
+/**
+ * A WatchEventsResponse carrying one event as protobuf binary: the same
+ * bytes as toBinary of the message eventToWire builds, written straight
+ * from the event, for the WatchEvents frames (watch-event-frames.ts).
+ */
+export function encodeEventResponse(e: JobEvent): Uint8Array {
+  const w = new ProtoWriter();
+  const event = w.beginMessage(1);
+  if (e.sequence !== 0) {
+    w.tag(1, WireType.Varint);
+    w.varint(e.sequence);
+  }
+  w.stringField(2, e.jobId);
+  w.stringField(3, e.queue);
+  w.int32Field(4, KIND_TO_WIRE[e.kind]);
+  if (e.fromState !== null) w.int32Field(5, STATE_TO_WIRE[e.fromState]);
+  w.int32Field(6, STATE_TO_WIRE[e.toState]);
+  w.timeField(7, e.eventTime);
+  w.stringField(8, e.workerId ?? "");
+  w.int32Field(9, e.attempt);
+  w.stringField(10, e.message ?? "");
+  w.stringField(11, e.groupKey);
+  w.endMessage(event);
   return w.finish();
 }
 

@@ -28,6 +28,7 @@ import { createContextKey } from "@connectrpc/connect";
 import type { WatchOutputProbe } from "../dispatch/event-feed.js";
 import type { JobEvent as DomainEvent } from "../domain/job.js";
 import { WatchEventsResponseSchema, type WatchEventsResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { encodeEventResponse } from "./lease-encoding.js";
 import { eventToWire } from "./wire.js";
 
 /** The response body of one WatchEvents call, as its transport lets the handler append to it. */
@@ -73,7 +74,7 @@ export function watchWireFormat(contentType: string | null): WatchWireFormat | u
 export const KEEPALIVE_RESPONSE: WatchEventsResponse = create(WatchEventsResponseSchema);
 
 interface Encoded {
-  message: WatchEventsResponse;
+  message?: WatchEventsResponse;
   binary?: Buffer;
   json?: Buffer;
 }
@@ -81,14 +82,15 @@ interface Encoded {
 /**
  * Encodings by event object. The feed routes the same object to every
  * subscriber, so whoever needs an encoding first builds it for all; the
- * entry goes when the event object does.
+ * entry goes when the event object does. Binary frames are written straight
+ * from the event (lease-encoding.ts), without a message object.
  */
 const encodings = new WeakMap<DomainEvent, Encoded>();
 
 function encodedOf(e: DomainEvent): Encoded {
   let entry = encodings.get(e);
   if (entry === undefined) {
-    entry = { message: create(WatchEventsResponseSchema, { event: eventToWire(e) }) };
+    entry = {};
     encodings.set(e, entry);
   }
   return entry;
@@ -96,7 +98,8 @@ function encodedOf(e: DomainEvent): Encoded {
 
 /** The WatchEventsResponse carrying `e`, one object per event for every subscriber. */
 export function watchResponseOf(e: DomainEvent): WatchEventsResponse {
-  return encodedOf(e).message;
+  const entry = encodedOf(e);
+  return (entry.message ??= create(WatchEventsResponseSchema, { event: eventToWire(e) }));
 }
 
 function frame(message: Uint8Array): Buffer {
@@ -109,8 +112,8 @@ function frame(message: Uint8Array): Buffer {
 
 function frameOf(e: DomainEvent, format: WatchWireFormat): Buffer {
   const entry = encodedOf(e);
-  if (format === "binary") return (entry.binary ??= frame(toBinary(WatchEventsResponseSchema, entry.message)));
-  return (entry.json ??= frame(Buffer.from(toJsonString(WatchEventsResponseSchema, entry.message))));
+  if (format === "binary") return (entry.binary ??= frame(encodeEventResponse(e)));
+  return (entry.json ??= frame(Buffer.from(toJsonString(WatchEventsResponseSchema, watchResponseOf(e)))));
 }
 
 const KEEPALIVE_FRAMES: Record<WatchWireFormat, Buffer> = {

@@ -44,7 +44,7 @@ export const STATE_TO_WIRE: Record<DomainState, JobState> = {
 
 export const STATE_FROM_WIRE = new Map<JobState, DomainState>(Object.entries(STATE_TO_WIRE).map(([k, v]) => [v, k as DomainState]));
 
-const KIND_TO_WIRE: Record<DomainKind, EventKind> = {
+export const KIND_TO_WIRE: Record<DomainKind, EventKind> = {
   submitted: EventKind.SUBMITTED,
   claimed: EventKind.CLAIMED,
   heartbeat: EventKind.HEARTBEAT,

@@ -531,6 +531,71 @@ describe("the bytes waiting in a subscriber's connection", () => {
   });
 });
 
+describe("a replay beside everything else the server does", () => {
+  it("reads its next page only once the transport has passed on what it was given", async () => {
+    const { store, feed } = setup({ pageSize: 2 });
+    await submit(store, 6);
+    const reads = vi.spyOn(store, "listEvents");
+    let release: (() => void) | undefined;
+    let asked = 0;
+    const output = {
+      pendingOutputBytes: () => 0,
+      // Holds on to what it got until the test lets it go, as a client that does not read.
+      whenDrained: () => {
+        asked++;
+        return new Promise<void>((resolve) => (release = resolve));
+      },
+    };
+    const abort = new AbortController();
+    const it = feed.watchBatches({ afterSequence: 0 }, abort.signal, { output });
+    cleanups.push(async () => {
+      abort.abort();
+      await it.return();
+    });
+    expect((await it.next()).value).toBeNull();
+    const first = it.next();
+    await vi.waitFor(() => expect(asked).toBe(1));
+    expect(reads).not.toHaveBeenCalled();
+    release!();
+    expect(((await first).value as JobEvent[]).map((e) => e.sequence)).toEqual([1, 2]);
+    const second = it.next();
+    await vi.waitFor(() => expect(asked).toBe(2));
+    expect(reads).toHaveBeenCalledTimes(1);
+    release!();
+    expect(((await second).value as JobEvent[]).map((e) => e.sequence)).toEqual([3, 4]);
+    expect(reads).toHaveBeenCalledTimes(2);
+  });
+
+  it("lets the calls that arrived meanwhile run between two pages", async () => {
+    const { store, feed } = setup({ pageSize: 10 });
+    await submit(store, 100);
+    const log: string[] = [];
+    const read = store.listEvents.bind(store);
+    vi.spyOn(store, "listEvents").mockImplementation((spec) => {
+      log.push("page");
+      return read(spec);
+    });
+    // Another caller's work, queued as I/O callbacks are, one after another.
+    let others = true;
+    const other = () => {
+      log.push("other");
+      if (others) setImmediate(other);
+    };
+    setImmediate(other);
+    const abort = new AbortController();
+    let events = 0;
+    for await (const batch of feed.watchBatches({ afterSequence: 0 }, abort.signal)) {
+      if (batch !== null) events += batch.length;
+      if (events === 100) break;
+    }
+    others = false;
+    const pages = log.filter((l) => l === "page").length;
+    expect(pages).toBeGreaterThanOrEqual(10);
+    // Never two pages in a row: the other work ran between every two.
+    expect(log.join(",")).not.toContain("page,page");
+  });
+});
+
 describe("batches", () => {
   it("hand out everything a subscriber has waiting in one item, at most maxBatch, in order", async () => {
     const { store, feed } = setup({ maxBatch: 4 });

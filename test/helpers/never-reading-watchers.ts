@@ -9,13 +9,20 @@ import net from "node:net";
 
 const WATCH_PATH = "/leasequeue.v1.LeaseQueueService/WatchEvents";
 
-/** A raw gRPC stream over its own HTTP/2 session whose flow-control window is never reopened. */
-export async function openHttp2NonReader(apiUrl: string): Promise<() => void> {
+/**
+ * A raw gRPC stream over its own HTTP/2 session whose flow-control window is
+ * never reopened; `request` is the WatchEventsRequest in binary (default:
+ * empty, a live watch).
+ */
+export async function openHttp2NonReader(apiUrl: string, request: Uint8Array = new Uint8Array()): Promise<() => void> {
   const session = http2.connect(apiUrl);
   session.on("error", () => {});
   const stream = session.request({ ":method": "POST", ":path": WATCH_PATH, "content-type": "application/grpc+proto", te: "trailers" });
   stream.on("error", () => {});
-  stream.end(Buffer.alloc(5)); // one empty WatchEventsRequest
+  const frame = Buffer.alloc(5 + request.length);
+  frame.writeUInt32BE(request.length, 1);
+  frame.set(request, 5);
+  stream.end(frame);
   await new Promise<void>((resolve, reject) => {
     stream.once("response", () => resolve());
     stream.once("error", reject);

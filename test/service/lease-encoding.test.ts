@@ -7,11 +7,11 @@
 import { create, createRegistry, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
 import { anyPack, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
-import type { Job } from "../../src/domain/job.js";
+import { EVENT_KINDS, JOB_STATES, type Job, type JobEvent } from "../../src/domain/job.js";
 import { claimResponse } from "../../src/service/encoded-responses.js";
 import type { WireLease } from "../../src/service/lease-delivery.js";
-import { asField, encodeLease, encodeSubmitResponse, NestingTooDeep } from "../../src/service/lease-encoding.js";
-import { jobToWire, leaseToWire } from "../../src/service/wire.js";
+import { asField, encodeEventResponse, encodeLease, encodeSubmitResponse, NestingTooDeep } from "../../src/service/lease-encoding.js";
+import { eventToWire, jobToWire, leaseToWire } from "../../src/service/wire.js";
 import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import {
   AcknowledgementResultSchema,
@@ -20,6 +20,7 @@ import {
   type ClaimResponse,
   SubmitBatchResponseSchema,
   SubmitResponseSchema,
+  WatchEventsResponseSchema,
   WorkResponseSchema,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 
@@ -241,6 +242,56 @@ describe("claimResponse", () => {
       toJson(ClaimResponseSchema, create(ClaimResponseSchema, { leases: leases.map(leaseToWire), results }), {
         registry: createRegistry(ErrorInfoSchema),
       }),
+    );
+  });
+});
+
+describe("encodeEventResponse", () => {
+  const expected = (e: JobEvent) => toBinary(WatchEventsResponseSchema, create(WatchEventsResponseSchema, { event: eventToWire(e) }));
+
+  function event(overrides: Partial<JobEvent> = {}): JobEvent {
+    return {
+      sequence: 1,
+      jobId: "01a230ac-40d4-7659-bdf9-5453cc692072",
+      queue: "billing",
+      groupKey: "",
+      kind: "submitted",
+      fromState: null,
+      toState: "queued",
+      eventTime: 1_764_590_000_123,
+      workerId: null,
+      attempt: 0,
+      message: null,
+      ...overrides,
+    };
+  }
+
+  it("writes what protobuf-es writes for every kind, state and optional field", () => {
+    const rand = seeded(23);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)];
+    const text = () => pick(["", "w", "worker-01", "é✓😀", "x".repeat(200), "a\u0000b"]);
+    for (let i = 0; i < 2000; i++) {
+      const e = event({
+        sequence: pick([0, 1, 127, 128, 2 ** 31, Number.MAX_SAFE_INTEGER, Math.floor(rand() * 1e12)]),
+        jobId: text(),
+        queue: text(),
+        groupKey: text(),
+        kind: pick(EVENT_KINDS),
+        fromState: pick([null, ...JOB_STATES]),
+        toState: pick(JOB_STATES),
+        eventTime: pick([0, 999, 1000, 1_764_590_000_000, Math.floor(rand() * 4e12)]),
+        workerId: pick([null, "", "worker-01", "é✓"]),
+        attempt: pick([0, 1, 127, 128, 2 ** 31 - 1]),
+        message: pick([null, "", "boom", "x".repeat(300)]),
+      });
+      expect(Buffer.from(encodeEventResponse(e)).equals(Buffer.from(expected(e))), JSON.stringify(e)).toBe(true);
+    }
+  });
+
+  it("reads back as the same event", () => {
+    const e = event({ kind: "failed", fromState: "running", toState: "retry", workerId: "w", attempt: 2, message: "boom" });
+    expect(fromBinary(WatchEventsResponseSchema, encodeEventResponse(e))).toEqual(
+      create(WatchEventsResponseSchema, { event: eventToWire(e) }),
     );
   });
 });

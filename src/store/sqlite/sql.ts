@@ -80,7 +80,10 @@ export const SQL = {
   eventsOfJobAfter: `SELECT * FROM job_events INDEXED BY job_events_by_job
     WHERE job_id = @jobId AND sequence > @after AND (@queue IS NULL OR queue = @queue) ORDER BY sequence LIMIT @limit`,
 
-  eventBounds: `SELECT coalesce(min(sequence), 0) AS oldest, coalesce(max(sequence), 0) AS latest FROM job_events`,
+  // Each bound its own subquery: SQLite answers a lone min() or max() from the
+  // primary key's first or last row, but min() and max() together from a scan of every event.
+  eventBounds: `SELECT coalesce((SELECT min(sequence) FROM job_events), 0) AS oldest,
+    coalesce((SELECT max(sequence) FROM job_events), 0) AS latest`,
 
   /** The highest sequence pruning ever deleted (0: none). */
   prunedThrough: `SELECT pruned_through AS seq FROM event_retention WHERE id = 1`,

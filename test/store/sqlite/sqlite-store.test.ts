@@ -316,6 +316,12 @@ describe("SQLite store specifics", () => {
       expect(plan(SQL.jobByIdempotencyKey.replaceAll("?", "NULL"))).toContain("jobs_idempotency_key");
     });
 
+    it("reads the bounds of the event history from the first and the last event, never a scan", () => {
+      const p = plan(SQL.eventBounds);
+      expect(p).not.toContain("SCAN job_events");
+      expect(p.match(/SEARCH job_events/g)).toHaveLength(2);
+    });
+
     it("replays events by queue and by job through their indexes", () => {
       expect(plan(SQL.eventsOfQueueAfter, { queue: "q", after: 0, limit: 10 })).toContain("job_events_by_queue (queue=? AND sequence>?)");
       expect(plan(SQL.eventsOfJobAfter, { jobId: "j", queue: null, after: 0, limit: 10 })).toContain(
