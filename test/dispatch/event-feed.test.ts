@@ -537,12 +537,14 @@ describe("a replay beside everything else the server does", () => {
     await submit(store, 6);
     const reads = vi.spyOn(store, "listEvents");
     let release: (() => void) | undefined;
-    let asked = 0;
+    // Each time the feed asks whether the transport passed its output on: a promise per ask.
+    const asks: Array<() => void> = [];
+    const asked = [1, 2].map(() => new Promise<void>((resolve) => asks.push(resolve)));
     const output = {
       pendingOutputBytes: () => 0,
       // Holds on to what it got until the test lets it go, as a client that does not read.
       whenDrained: () => {
-        asked++;
+        asks.shift()?.();
         return new Promise<void>((resolve) => (release = resolve));
       },
     };
@@ -554,12 +556,12 @@ describe("a replay beside everything else the server does", () => {
     });
     expect((await it.next()).value).toBeNull();
     const first = it.next();
-    await vi.waitFor(() => expect(asked).toBe(1));
+    await asked[0];
     expect(reads).not.toHaveBeenCalled();
     release!();
     expect(((await first).value as JobEvent[]).map((e) => e.sequence)).toEqual([1, 2]);
     const second = it.next();
-    await vi.waitFor(() => expect(asked).toBe(2));
+    await asked[1];
     expect(reads).toHaveBeenCalledTimes(1);
     release!();
     expect(((await second).value as JobEvent[]).map((e) => e.sequence)).toEqual([3, 4]);
