@@ -14,6 +14,11 @@ import { configDefaults, defineConfig } from "vitest/config";
  */
 export default defineConfig({
   test: {
+    // A test waits on events (docs/development.md "How a test waits"); its
+    // time limit only bounds a hang, far beyond any machine's pace, so a
+    // loaded machine never fails a test that would pass on a quiet one.
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
     // The SQLite store's thread runs from source under test (src/store/sqlite/threaded-store.ts); worker threads inherit this.
     execArgv: ["--import", "./test/helpers/register-typescript.mjs"],
     // Tests live under test/ only; compiled copies (a `tsc` without --noEmit writes them to dist/test) are never run.
