@@ -45,6 +45,7 @@ import {
   prepareBrowserTest,
   REPO_ROOT,
   REPORT_CSP_VIOLATIONS,
+  TEST_TIMEOUT_MS,
   UI_TIMEOUT_MS,
   type WatchedPage as ConsolePage,
 } from "../helpers/browser.js";
@@ -62,7 +63,7 @@ async function expectSameDocument(page: Page): Promise<void> {
   expect(await page.evaluate(() => (globalThis as { __leasequeueMark?: boolean }).__leasequeueMark)).toBe(true);
 }
 
-describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeout: 60_000 }, () => {
+describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeout: TEST_TIMEOUT_MS }, () => {
   let browser: Browser;
   let t: TestServer;
 
@@ -755,7 +756,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
  * the minutes, the counts and the bands' lengths are exact and no minute
  * turns over while a chart is watched.
  */
-describe.skipIf(!available && !IN_CI)("queue activity and attempts in chromium", { timeout: 60_000 }, () => {
+describe.skipIf(!available && !IN_CI)("queue activity and attempts in chromium", { timeout: TEST_TIMEOUT_MS }, () => {
   const MINUTE = 60_000;
   let browser: Browser;
   let t: TestServer;
@@ -839,6 +840,7 @@ describe.skipIf(!available && !IN_CI)("queue activity and attempts in chromium",
     // The dark scheme draws the same, in its own colours.
     const dark = await browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme: "dark" });
     const darkPage = await dark.newPage();
+    darkPage.setDefaultTimeout(UI_TIMEOUT_MS);
     await darkPage.goto(`${t.apiUrl}/#/queues/charts`);
     await darkPage.getByTestId("chart-throughput").waitFor();
     const fill = await darkPage
@@ -892,7 +894,7 @@ describe.skipIf(!available && !IN_CI)("queue activity and attempts in chromium",
  * sends it on every call (the WatchEvents stream too), and works: live
  * updates and actions. A token without a role shows the API's refusal.
  */
-describe.skipIf(!available && !IN_CI)("operations console in chromium, with authentication on", { timeout: 60_000 }, () => {
+describe.skipIf(!available && !IN_CI)("operations console in chromium, with authentication on", { timeout: TEST_TIMEOUT_MS }, () => {
   let browser: Browser;
   let t: TestServer;
   let dir: string;
@@ -1043,7 +1045,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
  * rewrites docs/console.png: the queues overview of a server with jobs in
  * every state, made over the last 40 minutes of a manual clock.
  */
-describe.runIf(available && process.env.LEASEQUEUE_DOCS_SCREENSHOT === "1")("docs screenshot", { timeout: 60_000 }, () => {
+describe.runIf(available && process.env.LEASEQUEUE_DOCS_SCREENSHOT === "1")("docs screenshot", { timeout: TEST_TIMEOUT_MS }, () => {
   it("writes docs/console.png", async () => {
     const minute = 60_000;
     const clock = new ManualClock(Date.now() - 40 * minute);

@@ -26,7 +26,15 @@ import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { defaultDocsDir } from "../../src/server/docs-files.js";
 import { loadSiteFiles, SITE_SECURITY_HEADERS } from "../../src/server/static-site.js";
 import { bearer, writeAuthFile } from "../helpers/auth.js";
-import { ARTIFACTS, chromiumAvailable, IN_CI, launchChromium, openWatchedPage, prepareBrowserTest } from "../helpers/browser.js";
+import {
+  ARTIFACTS,
+  chromiumAvailable,
+  IN_CI,
+  launchChromium,
+  openWatchedPage,
+  prepareBrowserTest,
+  TEST_TIMEOUT_MS,
+} from "../helpers/browser.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const docsBuilt = () => loadSiteFiles(defaultDocsDir()) !== undefined;
@@ -52,7 +60,7 @@ async function responseJson(section: Locator): Promise<any> {
   return JSON.parse((await section.getByTestId("response-body").textContent()) ?? "");
 }
 
-describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium", { timeout: 60_000 }, () => {
+describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium", { timeout: TEST_TIMEOUT_MS }, () => {
   let browser: Browser;
   let t: TestServer;
 
@@ -228,7 +236,7 @@ describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium", { tim
   });
 });
 
-describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium, with authentication on", { timeout: 60_000 }, () => {
+describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium, with authentication on", { timeout: TEST_TIMEOUT_MS }, () => {
   let browser: Browser;
   let t: TestServer;
   let dir: string;
