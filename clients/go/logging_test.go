@@ -30,6 +30,7 @@ time=2026-12-02T04:00:00.123Z level=error msg=odd bad_key=1 !BADKEY=dangling
 type recordingLogger struct {
 	mu      sync.Mutex
 	records []string
+	changed chan struct{} // closed and replaced at each record, for waitFor
 }
 
 func (r *recordingLogger) add(level, msg string, keyvals []any) {
@@ -40,6 +41,37 @@ func (r *recordingLogger) add(level, msg string, keyvals []any) {
 		record += fmt.Sprintf(" %v=%v", keyvals[i], keyvals[i+1])
 	}
 	r.records = append(r.records, record)
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
+}
+
+// waitFor waits for a record containing text, failing the test after testTimeout.
+func (r *recordingLogger) waitFor(t *testing.T, text string) {
+	t.Helper()
+	deadline := time.After(testTimeout)
+	for {
+		r.mu.Lock()
+		for _, record := range r.records {
+			if strings.Contains(record, text) {
+				r.mu.Unlock()
+				return
+			}
+		}
+		if r.changed == nil {
+			r.changed = make(chan struct{})
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			t.Fatalf("waited %s for a record %q in\n%s", testTimeout, text, strings.Join(r.records, "\n"))
+		}
+	}
 }
 
 func (r *recordingLogger) Info(msg string, keyvals ...any)  { r.add("info", msg, keyvals) }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,10 +28,52 @@ const (
 	testTraceparent = "00-" + testTraceID + "-" + testParentID + "-01"
 )
 
-// recordSpans makes a recording TracerProvider the global one for the test.
-func recordSpans(t *testing.T) *tracetest.SpanRecorder {
+// spanRecorder is the SDK's in-memory recorder, and a wait for spans to end:
+// the worker ends an attempt's span after it queued the outcome, so the
+// outcome's arrival does not mean the span has ended.
+type spanRecorder struct {
+	*tracetest.SpanRecorder
+	mu    sync.Mutex
+	ended chan struct{} // closed and replaced as each span ends
+}
+
+func (r *spanRecorder) OnEnd(s sdktrace.ReadOnlySpan) {
+	r.SpanRecorder.OnEnd(s)
+	r.mu.Lock()
+	close(r.ended)
+	r.ended = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// waitEnded waits until n spans named name have ended, failing the test after testTimeout.
+func (r *spanRecorder) waitEnded(t *testing.T, name string, n int) {
 	t.Helper()
-	recorder := tracetest.NewSpanRecorder()
+	deadline := time.After(testTimeout)
+	for {
+		r.mu.Lock()
+		ch := r.ended
+		r.mu.Unlock()
+		count := 0
+		for _, s := range r.Ended() {
+			if s.Name() == name {
+				count++
+			}
+		}
+		if count >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("%d of %d spans %q ended after %s", count, n, name, testTimeout)
+		}
+	}
+}
+
+// recordSpans makes a recording TracerProvider the global one for the test.
+func recordSpans(t *testing.T) *spanRecorder {
+	t.Helper()
+	recorder := &spanRecorder{SpanRecorder: tracetest.NewSpanRecorder(), ended: make(chan struct{})}
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(recorder))
 	previous := otel.GetTracerProvider()
 	otel.SetTracerProvider(provider)
@@ -42,7 +85,7 @@ func recordSpans(t *testing.T) *tracetest.SpanRecorder {
 }
 
 // attemptSpans are the ended spans named "process q", by job id.
-func attemptSpans(t *testing.T, recorder *tracetest.SpanRecorder) map[string]sdktrace.ReadOnlySpan {
+func attemptSpans(t *testing.T, recorder *spanRecorder) map[string]sdktrace.ReadOnlySpan {
 	t.Helper()
 	out := map[string]sdktrace.ReadOnlySpan{}
 	for _, s := range recorder.Ended() {
@@ -69,8 +112,8 @@ func attributesOf(s sdktrace.ReadOnlySpan) map[string]any {
 // seenSpan is what a handler saw: the span in its ctx, and the parent of a span it opened.
 type seenSpan struct{ current, innerParent trace.SpanContext }
 
-// traceWorker runs a worker over leases until each has an outcome.
-func traceWorker(t *testing.T, opts WorkerOptions, leases ...*lqv1.Lease) map[string]seenSpan {
+// traceWorker runs a worker over leases until each has an outcome and its attempt's span has ended.
+func traceWorker(t *testing.T, recorder *spanRecorder, opts WorkerOptions, leases ...*lqv1.Lease) map[string]seenSpan {
 	t.Helper()
 	f := newFake(t, true, leases...)
 	opts.Queue, opts.Concurrency, opts.WorkerID = "q", 4, "unit-t"
@@ -92,6 +135,7 @@ func traceWorker(t *testing.T, opts WorkerOptions, leases ...*lqv1.Lease) map[st
 	stop := runWorker(t, w)
 	f.outcomes(t, len(leases))
 	stop()
+	recorder.waitEnded(t, "process q", len(leases))
 	close(seen)
 	out := map[string]seenSpan{}
 	for s := range seen {
@@ -104,7 +148,7 @@ func TestEachAttemptIsAConsumerSpanChildOfTheJobsContext(t *testing.T) {
 	recorder := recordSpans(t)
 	ok := leaseWithContext("ok", map[string]string{"traceparent": testTraceparent, "tracestate": "shop=checkout"})
 	ok.Job.Attempts = 2
-	seen := traceWorker(t, WorkerOptions{}, ok)
+	seen := traceWorker(t, recorder, WorkerOptions{}, ok)
 	spans := attemptSpans(t, recorder)
 	span := spans[ok.Job.Id]
 	if len(spans) != 1 || span == nil {
@@ -142,7 +186,7 @@ func TestFailuresHaveTheErrorStatusAndASnoozeDoesNot(t *testing.T) {
 	recorder := recordSpans(t)
 	ctx := map[string]string{"traceparent": testTraceparent}
 	boom, never, later, nobody := leaseWithContext("boom", ctx), leaseWithContext("never", ctx), leaseWithContext("later", ctx), leaseWithContext("nobody", ctx)
-	traceWorker(t, WorkerOptions{}, boom, never, later, nobody)
+	traceWorker(t, recorder, WorkerOptions{}, boom, never, later, nobody)
 	spans := attemptSpans(t, recorder)
 	check := func(l *lqv1.Lease, code codes.Code, description, outcome string, permanent bool) {
 		t.Helper()
@@ -174,7 +218,7 @@ func TestTraceLinkStartsANewTraceLinkedToTheJobsContext(t *testing.T) {
 	recorder := recordSpans(t)
 	linked := leaseWithContext("ok", map[string]string{"traceparent": testTraceparent, "tracestate": "shop=checkout"})
 	plain := leaseWithContext("ok", nil)
-	seen := traceWorker(t, WorkerOptions{TraceLink: true}, linked, plain)
+	seen := traceWorker(t, recorder, WorkerOptions{TraceLink: true}, linked, plain)
 	spans := attemptSpans(t, recorder)
 	span := spans[linked.Job.Id]
 	if span == nil || span.Parent().IsValid() || span.SpanContext().TraceID().String() == testTraceID {
@@ -198,7 +242,7 @@ func TestAJobWithoutOrWithABadContextStartsANewTrace(t *testing.T) {
 	recorder := recordSpans(t)
 	none := leaseWithContext("ok", nil)
 	bad := leaseWithContext("ok", map[string]string{"traceparent": "00-00000000000000000000000000000000-" + testParentID + "-01"})
-	traceWorker(t, WorkerOptions{}, none, bad)
+	traceWorker(t, recorder, WorkerOptions{}, none, bad)
 	spans := attemptSpans(t, recorder)
 	for _, l := range []*lqv1.Lease{none, bad} {
 		if s := spans[l.Job.Id]; s == nil || s.Parent().IsValid() || len(s.Links()) != 0 {

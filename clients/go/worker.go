@@ -38,6 +38,11 @@ type Worker struct {
 	opts     WorkerOptions
 	handlers map[string]HandlerFunc
 
+	// progressDelay is the constant progressDelay, kept in a field that the
+	// package's tests set (a test sees the same acknowledgements at any pace
+	// when no heartbeat takes a progress report before its handler returns).
+	progressDelay time.Duration
+
 	mu         sync.Mutex
 	changed    chan struct{} // closed and replaced on every change
 	timerWake  chan struct{} // a heartbeat is due sooner
@@ -60,14 +65,15 @@ type Worker struct {
 // NewWorker makes a worker on a connection from Dial. Options are checked by Run.
 func NewWorker(conn grpc.ClientConnInterface, opts WorkerOptions) *Worker {
 	return &Worker{
-		service:   lqv1.NewLeaseQueueServiceClient(conn),
-		opts:      opts,
-		handlers:  map[string]HandlerFunc{},
-		changed:   make(chan struct{}),
-		timerWake: make(chan struct{}, 1),
-		held:      map[string]*held{},
-		stopCh:    make(chan struct{}),
-		loopDone:  make(chan struct{}),
+		service:       lqv1.NewLeaseQueueServiceClient(conn),
+		opts:          opts,
+		handlers:      map[string]HandlerFunc{},
+		progressDelay: progressDelay,
+		changed:       make(chan struct{}),
+		timerWake:     make(chan struct{}, 1),
+		held:          map[string]*held{},
+		stopCh:        make(chan struct{}),
+		loopDone:      make(chan struct{}),
 	}
 }
 

@@ -144,8 +144,8 @@ func (w *Worker) settle(p *pending, answer *spb.Status) {
 		if code == codes.OK {
 			h.expiresAt = p.queuedAt.Add(w.opts.LeaseDuration)
 			next := w.opts.HeartbeatInterval
-			if h.progress != nil && next > progressDelay {
-				next = progressDelay
+			if h.progress != nil && next > w.progressDelay {
+				next = w.progressDelay
 			}
 			h.nextBeat = now.Add(next)
 			w.mu.Unlock()

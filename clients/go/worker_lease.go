@@ -115,7 +115,7 @@ func (w *Worker) reportProgress(h *held, value *structpb.Value) {
 	w.mu.Lock()
 	if h.state == stateRunning {
 		h.progress = value
-		if soon := time.Now().Add(progressDelay); soon.Before(h.nextBeat) {
+		if soon := time.Now().Add(w.progressDelay); soon.Before(h.nextBeat) {
 			h.nextBeat = soon
 		}
 	}

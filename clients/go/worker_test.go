@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,10 +19,28 @@ import (
 	lqv1 "leasequeue/gen/go/leasequeue/v1"
 )
 
+// testTimeout bounds every wait of the tests: far beyond any machine's pace
+// (what they wait for takes milliseconds), not an expectation of it. The
+// tests wait on what they mean (docs/development.md "How a test waits"): an
+// acknowledgement or a Claim the fake received, a channel a handler closes, a
+// log record; none sleeps, and none measures how long something took.
+const testTimeout = 30 * time.Second
+
+// waitClosed waits for ch to be closed, failing the test naming what after testTimeout.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(testTimeout):
+		t.Fatalf("waited %s for %s", testTimeout, what)
+	}
+}
+
 // fakeServer is an in-process stand-in for the LeaseQueue server: it hands
 // out its leases on Work (or StreamClaims when work is false; or Claim,
 // carrying acknowledgements, when noStreams is set) and records every
-// acknowledgement, answering each OK.
+// acknowledgement, answering each OK. Every change it records closes
+// changed, which waitFor waits on.
 type fakeServer struct {
 	lqv1.UnimplementedLeaseQueueServiceServer
 	leases    []*lqv1.Lease
@@ -29,15 +48,17 @@ type fakeServer struct {
 	noStreams bool
 	claims    []claimSeen
 
-	mu       sync.Mutex
-	changed  chan struct{}
-	acks     []*lqv1.Acknowledgement
-	how      []string
-	messages int
-	starts   []*lqv1.WorkStart
-	submits  []*lqv1.SubmitRequest
-	target   string
-	server   *grpc.Server
+	mu                sync.Mutex
+	changed           chan struct{}
+	acks              []*lqv1.Acknowledgement
+	how               []string
+	messages          int
+	polling           int      // Claims long-polling (wait > 0) now
+	ackedWhilePolling []string // job ids of acknowledgements that arrived while a Claim long-polled
+	starts            []*lqv1.WorkStart
+	submits           []*lqv1.SubmitRequest
+	target            string
+	server            *grpc.Server
 }
 
 func newFake(t *testing.T, work bool, leases ...*lqv1.Lease) *fakeServer {
@@ -61,9 +82,12 @@ func leaseWithContext(task string, traceContext map[string]string) *lqv1.Lease {
 	return l
 }
 
+// leasesMade counts the leases made, for their ids (unique however fast they are made: not from the clock).
+var leasesMade atomic.Int64
+
 func lease(task string, payload any) *lqv1.Lease {
 	v, _ := structpb.NewValue(payload)
-	id := fmt.Sprintf("job-%s-%d", task, time.Now().UnixNano())
+	id := fmt.Sprintf("job-%s-%d", task, leasesMade.Add(1))
 	return &lqv1.Lease{LeaseToken: "token-" + id, Job: &lqv1.Job{Id: id, Queue: "q", Task: task, Payload: v, Attempts: 1, MaxAttempts: 3, Deliveries: 1}}
 }
 
@@ -75,6 +99,12 @@ func (f *fakeServer) Submit(ctx context.Context, req *lqv1.SubmitRequest) (*lqv1
 		TraceContext: req.GetTraceContext()}}, nil
 }
 
+// notify wakes everything waiting for a change (f.mu held).
+func (f *fakeServer) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
 func (f *fakeServer) record(how string, acks []*lqv1.Acknowledgement) []*lqv1.AcknowledgementResult {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -83,36 +113,54 @@ func (f *fakeServer) record(how string, acks []*lqv1.Acknowledgement) []*lqv1.Ac
 	for i, a := range acks {
 		f.acks = append(f.acks, a)
 		f.how = append(f.how, how)
+		if f.polling > 0 {
+			f.ackedWhilePolling = append(f.ackedWhilePolling, a.GetJobId())
+		}
 		results[i] = &lqv1.AcknowledgementResult{JobId: a.GetJobId()}
 	}
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.notify()
 	return results
+}
+
+// waitFor waits until check (called with f.mu held) is true, failing the test naming what after testTimeout.
+func (f *fakeServer) waitFor(t *testing.T, what string, check func() bool) {
+	t.Helper()
+	deadline := time.After(testTimeout)
+	for {
+		f.mu.Lock()
+		done, ch := check(), f.changed
+		f.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			t.Fatalf("waited %s for %s; acknowledgements went by %v", testTimeout, what, f.how)
+		}
+	}
+}
+
+// outcomesLocked are the acknowledgements that are not heartbeats, by job id (f.mu held).
+func (f *fakeServer) outcomesLocked() map[string]*lqv1.Acknowledgement {
+	got := map[string]*lqv1.Acknowledgement{}
+	for _, a := range f.acks {
+		if a.GetHeartbeat() == nil {
+			got[a.GetJobId()] = a
+		}
+	}
+	return got
 }
 
 // outcomes waits for n acknowledgements that are not heartbeats and returns them by job id.
 func (f *fakeServer) outcomes(t *testing.T, n int) map[string]*lqv1.Acknowledgement {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		f.mu.Lock()
-		got := map[string]*lqv1.Acknowledgement{}
-		for _, a := range f.acks {
-			if a.GetHeartbeat() == nil {
-				got[a.GetJobId()] = a
-			}
-		}
-		ch := f.changed
-		f.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("%d of %d outcomes", len(got), n)
-		}
-	}
+	f.waitFor(t, fmt.Sprintf("%d outcomes", n), func() bool { return len(f.outcomesLocked()) >= n })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.outcomesLocked()
 }
 
 func (f *fakeServer) Work(stream lqv1.LeaseQueueService_WorkServer) error {
@@ -177,10 +225,23 @@ func (f *fakeServer) Claim(ctx context.Context, req *lqv1.ClaimRequest) (*lqv1.C
 	wait := req.GetWait().AsDuration()
 	f.mu.Lock()
 	f.claims = append(f.claims, claimSeen{req.GetMaxJobs(), wait, len(req.GetAcks())})
+	f.notify()
 	f.mu.Unlock()
 	var results []*lqv1.AcknowledgementResult
 	if len(req.GetAcks()) > 0 {
 		results = f.record("claim", req.GetAcks())
+	}
+	if wait > 0 {
+		f.mu.Lock()
+		f.polling++
+		f.notify()
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			f.polling--
+			f.notify()
+			f.mu.Unlock()
+		}()
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
@@ -215,8 +276,7 @@ func (f *fakeServer) addLeases(leases ...*lqv1.Lease) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.leases = append(f.leases, leases...)
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.notify()
 }
 
 func (f *fakeServer) claimsSeen() []claimSeen {
@@ -251,7 +311,7 @@ func runWorker(t *testing.T, w *Worker) (stop func()) {
 			if err != nil {
 				t.Fatal(err)
 			}
-		case <-time.After(15 * time.Second):
+		case <-time.After(testTimeout):
 			t.Fatal("Run did not return after the context ended")
 		}
 	}
@@ -262,8 +322,13 @@ func TestEachOutcomeIsAcknowledgedOnTheWorkStream(t *testing.T) {
 	f := newFake(t, true, add, boom, never, later, nobody)
 	var events []string
 	var mu sync.Mutex
-	w := NewWorker(dial(t, f), WorkerOptions{Queue: "q", Concurrency: 8, WorkerID: "unit-1", LeaseDuration: 30 * time.Second,
+	// No heartbeat falls due while the test runs (a third of an hour), and a
+	// progress report waits for the handler's end however slow the machine
+	// (progressDelay would send it after a second): the acks on the wire are
+	// the same at any pace.
+	w := NewWorker(dial(t, f), WorkerOptions{Queue: "q", Concurrency: 8, WorkerID: "unit-1", LeaseDuration: time.Hour,
 		OnEvent: func(e Event) { mu.Lock(); events = append(events, e.Kind); mu.Unlock() }})
+	w.progressDelay = time.Hour
 	w.Handle("add", func(ctx context.Context, job *Job) (any, error) {
 		if err := job.Progress(map[string]any{"half": true}); err != nil {
 			return nil, err
@@ -277,7 +342,7 @@ func TestEachOutcomeIsAcknowledgedOnTheWorkStream(t *testing.T) {
 	got := f.outcomes(t, 5)
 	stop()
 
-	if s := f.starts[0]; s.GetQueue() != "q" || s.GetWorkerId() != "unit-1" || s.GetMaxInFlight() != 8 || s.GetLeaseDuration().AsDuration() != 30*time.Second {
+	if s := f.starts[0]; s.GetQueue() != "q" || s.GetWorkerId() != "unit-1" || s.GetMaxInFlight() != 8 || s.GetLeaseDuration().AsDuration() != time.Hour {
 		t.Errorf("start = %v", s)
 	}
 	if v := got[add.Job.Id].GetComplete().GetResult().GetStructValue().GetFields()["sum"].GetNumberValue(); v != 3 {
@@ -314,6 +379,7 @@ func TestEachOutcomeIsAcknowledgedOnTheWorkStream(t *testing.T) {
 	if strings.Join(addKinds, ",") != "heartbeat,complete" {
 		t.Errorf("acks of add: %v", addKinds)
 	}
+	// add's heartbeat and completion are queued together, so they share a message at any pace.
 	if f.messages >= len(f.acks) {
 		t.Errorf("%d messages for %d acknowledgements: not batched", f.messages, len(f.acks))
 	}
@@ -362,9 +428,15 @@ func TestFallsBackToClaimCarryingTheAcknowledgementsWithoutStreams(t *testing.T)
 			}
 			mu.Unlock()
 		}})
-	for i := 0; i <= 40; i++ {
+	for i := 0; i < 40; i++ {
 		w.Handle(fmt.Sprint("t", i), func(ctx context.Context, job *Job) (any, error) { return job.Payload, nil })
 	}
+	lastStarted, lastMayReturn := make(chan struct{}), make(chan struct{})
+	w.Handle("t40", func(ctx context.Context, job *Job) (any, error) {
+		close(lastStarted)
+		<-lastMayReturn
+		return job.Payload, nil
+	})
 	stop := runWorker(t, w)
 	got := f.outcomes(t, 40)
 	for _, l := range leases {
@@ -398,22 +470,27 @@ func TestFallsBackToClaimCarryingTheAcknowledgementsWithoutStreams(t *testing.T)
 		}
 	}
 
-	// Idle: a long-poll is pending; an outcome due then goes by Acknowledge at once.
-	for waiting := false; !waiting; {
-		for _, c := range f.claimsSeen() {
-			waiting = waiting || c.wait > 0
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	began := time.Now()
+	// Idle: a long-poll is pending; an outcome due then goes by Acknowledge at once
+	// (while the long-poll, claimWait long, still waits at the server).
+	f.waitFor(t, "a Claim long-polling while idle", func() bool { return f.polling > 0 })
 	last := lease("t40", 40.0)
 	f.addLeases(last)
+	waitClosed(t, lastStarted, "the last job's handler to start")
+	// The long-poll that brought the lease has ended: the worker sends the next
+	// one while the handler holds its slot, and only then does the handler return.
+	f.waitFor(t, "the next Claim long-polling", func() bool { return f.polling > 0 })
+	close(lastMayReturn)
 	if v := f.outcomes(t, 41)[last.Job.Id].GetComplete().GetResult().GetNumberValue(); v != 40 {
 		t.Errorf("the last job's result is %v", v)
 	}
-	if d := time.Since(began); d > claimWait/4 {
-		t.Errorf("the last outcome took %s", d)
+	f.mu.Lock()
+	if how := f.how[len(f.how)-1]; how != "acknowledge" {
+		t.Errorf("the last outcome went by %s", how)
 	}
+	if got := f.ackedWhilePolling; len(got) == 0 || got[len(got)-1] != last.Job.Id {
+		t.Errorf("the last outcome did not arrive while the long-poll was pending: %v", got)
+	}
+	f.mu.Unlock()
 	stop()
 	mu.Lock()
 	defer mu.Unlock()
@@ -425,33 +502,38 @@ func TestFallsBackToClaimCarryingTheAcknowledgementsWithoutStreams(t *testing.T)
 func TestAHandlerPastTheDrainTimeoutIsLeftToLeaseExpiry(t *testing.T) {
 	slow, quick := lease("slow", nil), lease("quick", nil)
 	f := newFake(t, true, slow, quick)
-	w := NewWorker(dial(t, f), WorkerOptions{Queue: "q", Concurrency: 2, DrainTimeout: 300 * time.Millisecond})
-	running := make(chan struct{})
+	logs := &recordingLogger{}
+	w := NewWorker(dial(t, f), WorkerOptions{Queue: "q", Concurrency: 2, DrainTimeout: 300 * time.Millisecond, Logger: logs})
+	running, mayReturn := make(chan struct{}), make(chan struct{})
 	cancelled := make(chan bool, 1)
 	w.Handle("slow", func(ctx context.Context, job *Job) (any, error) {
 		close(running)
 		select {
 		case <-ctx.Done():
 			cancelled <- true
-		case <-time.After(10 * time.Second):
+		case <-time.After(testTimeout):
 			cancelled <- false
 		}
+		// Returns only once Run has: Run must not wait for it.
+		<-mayReturn
 		return "too late", nil
 	})
 	w.Handle("quick", func(ctx context.Context, job *Job) (any, error) { return "ok", nil })
 	stop := runWorker(t, w)
 	f.outcomes(t, 1)
-	<-running
-	began := time.Now()
+	waitClosed(t, running, "the slow handler to start")
+	// Run returns while the handler still runs (stop fails the test after testTimeout).
 	stop()
-	if time.Since(began) > 5*time.Second {
-		t.Errorf("drain took %s", time.Since(began))
-	}
+	// The handler sends once its context ends, or after testTimeout.
 	if !<-cancelled {
 		t.Error("the handler's context did not end at the drain timeout")
 	}
-	time.Sleep(100 * time.Millisecond)
-	got := f.outcomes(t, 1)
+	close(mayReturn)
+	// The worker took the late result and dropped it: nothing was sent for the slow job.
+	logs.waitFor(t, "warn finished after the drain timeout: left to lease expiry job_id="+slow.Job.Id)
+	f.mu.Lock()
+	got := f.outcomesLocked()
+	f.mu.Unlock()
 	if _, sent := got[slow.Job.Id]; sent || len(got) != 1 {
 		t.Errorf("outcomes = %v", got)
 	}

@@ -29,8 +29,11 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type ConsoleMessage, type Page } from "playwright-core";
+import { fromJson } from "@bufbuild/protobuf";
+import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { chromium, type Browser, type ConsoleMessage, type Locator, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { formatRelativeTime } from "../../src/console/format.js";
 import { ManualClock } from "../../src/domain/clock.js";
 import { defaultConsoleDir } from "../../src/server/console-files.js";
 import { loadSiteFiles } from "../../src/server/static-site.js";
@@ -45,10 +48,12 @@ import {
   prepareBrowserTest,
   REPO_ROOT,
   REPORT_CSP_VIOLATIONS,
+  TEST_TIMEOUT_MS,
   UI_TIMEOUT_MS,
   type WatchedPage as ConsolePage,
 } from "../helpers/browser.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 const consoleBuilt = () => loadSiteFiles(defaultConsoleDir()) !== undefined;
 
@@ -62,7 +67,51 @@ async function expectSameDocument(page: Page): Promise<void> {
   expect(await page.evaluate(() => (globalThis as { __leasequeueMark?: boolean }).__leasequeueMark)).toBe(true);
 }
 
-describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeout: 60_000 }, () => {
+/** How often the console refetches while live updates are unavailable (POLL_INTERVAL_MS, src/console/live.ts). */
+const POLL_INTERVAL_MS = 5_000;
+/** The longest the console waits before it subscribes again: its backoff's ceiling, 30 s, plus 20% jitter (src/console/live.ts). */
+const RESUBSCRIBE_MAX_MS = 36_000;
+
+/**
+ * Waits until the console is live, moving the page's clock (Playwright's,
+ * installed on its context before the page loaded) past the console's next
+ * subscription attempt each time it is not: the attempt happens when the test
+ * says, not after a wall-clock wait for the backoff.
+ */
+async function untilLive(page: Page): Promise<void> {
+  const live = page.locator('[data-live-mode="live"]');
+  await until(
+    "the console to subscribe again and be live",
+    async () => {
+      if ((await live.count()) > 0) return true;
+      await page.clock.fastForward(RESUBSCRIBE_MAX_MS);
+      return false;
+    },
+    { timeoutMs: UI_TIMEOUT_MS, pollMs: 100 },
+  );
+}
+
+/**
+ * Waits until `field` has the focus: a form focuses its field as it is put in
+ * the page (or, for a confirmation, its button just after), and typing before
+ * that could go to another field.
+ */
+async function focused(page: Page, field: Locator): Promise<void> {
+  await field.and(page.locator(":focus")).waitFor();
+}
+
+/** Waits until the outcome line reads `text`; a timeout also says what it read instead. */
+async function outcomeReads(outcome: Locator, text: string | RegExp): Promise<void> {
+  await outcome
+    .getByText(text)
+    .waitFor()
+    .catch(async (err: unknown) => {
+      const shown = await outcome.textContent({ timeout: 1000 }).catch(() => "(no outcome line)");
+      throw new Error(`${String(err)}\nthe outcome line reads: ${shown}`);
+    });
+}
+
+describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeout: TEST_TIMEOUT_MS }, () => {
   let browser: Browser;
   let t: TestServer;
 
@@ -154,6 +203,8 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await context.route("**/leasequeue.v1.LeaseQueueService/WatchEvents", (route) =>
       route.fulfill({ status: 404, contentType: "application/json", body: '{"code":"unimplemented","message":"not here"}' }),
     );
+    // The page's timers run on a clock the test moves: the polling and the backoff happen when the test says.
+    await context.clock.install();
     const page = await context.newPage();
     page.setDefaultTimeout(UI_TIMEOUT_MS);
     const errors: string[] = [];
@@ -166,13 +217,15 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await markDocument(page);
 
     const id = await submit({ queue: "reports", task: "report.build" });
+    // The next poll refetches the list.
+    await page.clock.fastForward(POLL_INTERVAL_MS);
     await page.locator(`tr[data-job-id="${id}"]`).waitFor();
     await expectSameDocument(page);
     await page.screenshot({ path: `${ARTIFACTS}console-polling.png` });
 
     // WatchEvents is back: the console re-subscribes (with backoff) and is live again.
     await context.unroute("**/leasequeue.v1.LeaseQueueService/WatchEvents");
-    await page.locator('[data-live-mode="live"]').waitFor({ timeout: 45_000 });
+    await untilLive(page);
     expect(await banner.count()).toBe(0);
     expect(errors).toEqual([]);
     await context.close();
@@ -306,6 +359,8 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     expect((await t.call("GetJob", { jobId: id })).body.job.state).toBe("JOB_STATE_QUEUED");
 
     await page.getByRole("button", { name: "Cancel job…" }).click();
+    // The confirmation focuses its button just after it shows: typed before that, the reason could be lost.
+    await focused(page, page.getByRole("button", { name: "Yes, cancel the job" }));
     await page.getByLabel("Reason (optional)").fill("duplicate digest");
     await page.getByRole("button", { name: "Yes, cancel the job" }).click();
     await page.getByTestId("action-outcome").getByText("Cancelled: the job is now Cancelled.").waitFor();
@@ -369,8 +424,12 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     const row = page.locator('tr[data-queue="ctl-limits"]');
     await row.waitFor();
 
-    await page.getByRole("button", { name: "Limits of queue ctl-limits" }).click();
     const form = page.getByTestId("limits-form");
+    const openLimits = async () => {
+      await page.getByRole("button", { name: "Limits of queue ctl-limits" }).click();
+      await focused(page, form.getByLabel("Most jobs running at once"));
+    };
+    await openLimits();
     await form.getByLabel("Most jobs running at once").fill("1");
     await form.getByLabel("Most leases per period").fill("30");
     await form.getByLabel("Period (seconds)").fill("60");
@@ -382,21 +441,10 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     const claimed = await t.call("Claim", { queue: "ctl-limits", workerId: "browser-test-worker", maxJobs: 2 });
     expect(claimed.body.leases).toHaveLength(1);
 
-    await page.getByRole("button", { name: "Limits of queue ctl-limits" }).click();
+    await openLimits();
     await form.getByLabel("Period (seconds)").fill("0.5");
     await form.getByRole("button", { name: "Set limits of ctl-limits" }).click();
-    // A timeout says what the console showed instead (this step once timed out in CI, not reproduced since).
-    await outcome
-      .getByText(/^Limits failed: invalid_argument: config\.rate_period: /)
-      .waitFor()
-      .catch(async (err: unknown) => {
-        const shown = await outcome.textContent({ timeout: 1000 }).catch(() => "(no outcome line)");
-        const period = await form
-          .getByLabel("Period (seconds)")
-          .inputValue({ timeout: 1000 })
-          .catch(() => "(no form)");
-        throw new Error(`${String(err)}\nshown: ${shown}\nperiod input: ${period}`);
-      });
+    await outcomeReads(outcome, /^Limits failed: invalid_argument: config\.rate_period: /);
     // What the wire cannot carry is refused before it is sent, in the same words.
     await form.getByLabel("Most jobs running at once").fill("1.5");
     await form.getByRole("button", { name: "Set limits of ctl-limits" }).click();
@@ -430,12 +478,21 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await claimOne(await submitTo("tenant-b"));
     await submitTo("tenant-b");
     for (let i = 0; i < 3; i++) await submitTo("tenant-a");
-    for (let i = 0; i < 5; i++) await submitTo("tenant-c");
+    const tenantC: string[] = [];
+    for (let i = 0; i < 5; i++) tenantC.push(await submitTo("tenant-c"));
     // Jobs without a group are not listed.
     const ungrouped = await submitTo("");
+    const scheduleTime = async (id: string) =>
+      fromJson(TimestampSchema, (await t.call("GetJob", { jobId: id })).body.job.scheduleTime as string);
+    const oldestC = await scheduleTime(tenantC[0]);
+    const retryAt = await scheduleTime(retrying);
 
     const { page, errors } = await openConsole("#/");
     await waitForLive(page);
+    // The page reads relative times against a clock fixed 42.5 s after tenant-c's oldest job was
+    // submitted: what it shows does not depend on how long the test took to get here.
+    const pageNow = timestampDate(oldestC).getTime() + 42_500;
+    await page.clock.setFixedTime(pageNow);
     await page.getByRole("link", { name: `Groups of queue ${queue}` }).click();
     await page.waitForURL(/#\/queues\/grp-tenants\/groups$/);
     const table = page.getByTestId("groups-table");
@@ -452,12 +509,11 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     expect(await counts("tenant-d")).toEqual(["0", "0", "1"]);
     expect(await counts("tenant-e")).toEqual(["0", "1", "0"]);
     // Oldest pending: the earliest schedule_time of the group's queued and retry jobs, relative to now.
-    expect(await oldest("tenant-c").textContent()).toMatch(/^\d+ s$/);
-    expect(await oldest("tenant-d").textContent()).toMatch(/^in (59 min|1 h 0 min)$/);
-    const retryJob = (await t.call("GetJob", { jobId: retrying })).body.job;
-    expect(await oldest("tenant-d").locator("time").getAttribute("datetime")).toBe(
-      new Date(Date.parse(retryJob.scheduleTime)).toISOString(),
-    );
+    expect(await oldest("tenant-c").textContent()).toBe("42 s");
+    // tenant-d's retry is an hour after its failure, a little less after the page's now.
+    expect(await oldest("tenant-d").textContent()).toMatch(/^in \d+ min$/);
+    expect(await oldest("tenant-d").textContent()).toBe(formatRelativeTime(retryAt, pageNow));
+    expect(await oldest("tenant-d").locator("time").getAttribute("datetime")).toBe(timestampDate(retryAt).toISOString());
     expect(await oldest("tenant-e").textContent()).toBe("—");
     await page.screenshot({ path: `${ARTIFACTS}console-groups.png` });
 
@@ -547,7 +603,10 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     });
     const form = page.getByTestId("limits-form");
     const outcome = page.getByTestId("queue-outcome");
-    const open = () => page.getByRole("button", { name: `Limits of queue ${queue}` }).click();
+    const open = async () => {
+      await page.getByRole("button", { name: `Limits of queue ${queue}` }).click();
+      await focused(page, form.getByLabel("Most jobs running at once"));
+    };
     const setLimits = () => form.getByRole("button", { name: `Set limits of ${queue}` }).click();
 
     await open();
@@ -583,7 +642,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await open();
     await form.getByLabel("Most leases of one group per period").fill("1000001");
     await setLimits();
-    await outcome.getByText(/^Limits failed: invalid_argument: .*group_rate_limit/).waitFor();
+    await outcomeReads(outcome, /^Limits failed: invalid_argument: .*group_rate_limit/);
     await form.getByLabel("Most leases of one group per period").fill("0");
     await form.getByLabel("Most jobs running at once").fill("0");
     await form.getByLabel("Most jobs of one group running at once").fill("0");
@@ -642,6 +701,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await form.waitFor({ state: "detached" });
 
     await page.getByRole("button", { name: "Purge queue ctl-purge" }).click();
+    await focused(page, page.getByLabel("Type the queue name to confirm"));
     await page.getByLabel("Type the queue name to confirm").fill("ctl-purg");
     await form.getByRole("button", { name: "Purge ctl-purge" }).click();
     const outcome = page.getByTestId("queue-outcome");
@@ -755,7 +815,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
  * the minutes, the counts and the bands' lengths are exact and no minute
  * turns over while a chart is watched.
  */
-describe.skipIf(!available && !IN_CI)("queue activity and attempts in chromium", { timeout: 60_000 }, () => {
+describe.skipIf(!available && !IN_CI)("queue activity and attempts in chromium", { timeout: TEST_TIMEOUT_MS }, () => {
   const MINUTE = 60_000;
   let browser: Browser;
   let t: TestServer;
@@ -839,6 +899,7 @@ describe.skipIf(!available && !IN_CI)("queue activity and attempts in chromium",
     // The dark scheme draws the same, in its own colours.
     const dark = await browser.newContext({ viewport: { width: 1280, height: 860 }, colorScheme: "dark" });
     const darkPage = await dark.newPage();
+    darkPage.setDefaultTimeout(UI_TIMEOUT_MS);
     await darkPage.goto(`${t.apiUrl}/#/queues/charts`);
     await darkPage.getByTestId("chart-throughput").waitFor();
     const fill = await darkPage
@@ -892,7 +953,7 @@ describe.skipIf(!available && !IN_CI)("queue activity and attempts in chromium",
  * sends it on every call (the WatchEvents stream too), and works: live
  * updates and actions. A token without a role shows the API's refusal.
  */
-describe.skipIf(!available && !IN_CI)("operations console in chromium, with authentication on", { timeout: 60_000 }, () => {
+describe.skipIf(!available && !IN_CI)("operations console in chromium, with authentication on", { timeout: TEST_TIMEOUT_MS }, () => {
   let browser: Browser;
   let t: TestServer;
   let dir: string;
@@ -924,6 +985,8 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
   /** A fresh tab (its own sessionStorage), its console errors except the 401/403 answers Chromium reports. */
   async function openTab(hash = "#/"): Promise<ConsolePage & { sentTokens: string[] }> {
     const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    // The page's timers run on a clock the test can move (untilLive).
+    await context.clock.install();
     const page = await context.newPage();
     const errors: string[] = [];
     const sentTokens: string[] = [];
@@ -972,7 +1035,8 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
     await giveToken(page, tokens.ops);
     await page.locator('tr[data-queue="secured"] td[data-state="queued"]').getByText("1").waitFor();
     expect(await prompt.count()).toBe(0);
-    await page.locator('[data-live-mode="live"]').waitFor({ timeout: 45_000 });
+    // A token given subscribes again at once, unless an attempt without it was on its way: then after the backoff.
+    await untilLive(page);
     await markTab(page);
 
     // Live: a job submitted now shows up without a reload, over the authenticated stream.
@@ -1043,7 +1107,7 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium, with auth
  * rewrites docs/console.png: the queues overview of a server with jobs in
  * every state, made over the last 40 minutes of a manual clock.
  */
-describe.runIf(available && process.env.LEASEQUEUE_DOCS_SCREENSHOT === "1")("docs screenshot", { timeout: 60_000 }, () => {
+describe.runIf(available && process.env.LEASEQUEUE_DOCS_SCREENSHOT === "1")("docs screenshot", { timeout: TEST_TIMEOUT_MS }, () => {
   it("writes docs/console.png", async () => {
     const minute = 60_000;
     const clock = new ManualClock(Date.now() - 40 * minute);

@@ -26,7 +26,15 @@ import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { defaultDocsDir } from "../../src/server/docs-files.js";
 import { loadSiteFiles, SITE_SECURITY_HEADERS } from "../../src/server/static-site.js";
 import { bearer, writeAuthFile } from "../helpers/auth.js";
-import { ARTIFACTS, chromiumAvailable, IN_CI, launchChromium, openWatchedPage, prepareBrowserTest } from "../helpers/browser.js";
+import {
+  ARTIFACTS,
+  chromiumAvailable,
+  IN_CI,
+  launchChromium,
+  openWatchedPage,
+  prepareBrowserTest,
+  TEST_TIMEOUT_MS,
+} from "../helpers/browser.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const docsBuilt = () => loadSiteFiles(defaultDocsDir()) !== undefined;
@@ -52,7 +60,7 @@ async function responseJson(section: Locator): Promise<any> {
   return JSON.parse((await section.getByTestId("response-body").textContent()) ?? "");
 }
 
-describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium", { timeout: 60_000 }, () => {
+describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium", { timeout: TEST_TIMEOUT_MS }, () => {
   let browser: Browser;
   let t: TestServer;
 
@@ -125,7 +133,8 @@ describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium", { tim
     const { page, errors } = await openWatchedPage(browser, `${t.apiUrl}/docs`);
     await page.getByLabel("Filter RPCs, messages and enums").fill("submit");
     const nav = page.getByRole("navigation", { name: "Contents" });
-    expect(await nav.getByRole("link", { name: "Claim", exact: true }).count()).toBe(0);
+    // The contents are drawn again after the input: Claim is gone then.
+    await nav.getByRole("link", { name: "Claim", exact: true }).waitFor({ state: "detached" });
     await nav.getByRole("link", { name: "Submit", exact: true }).click();
     expect(await page.evaluate(() => (globalThis as any).location.hash)).toBe("#leasequeue.v1.LeaseQueueService.Submit");
     const submit = rpc(page, LeaseQueueService, "Submit");
@@ -205,6 +214,12 @@ describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium", { tim
     await watch.locator("textarea").fill(JSON.stringify({ queue: "docs-stream" }));
     await watch.getByRole("button", { name: "Open stream" }).click();
     await watch.getByTestId("stream-outcome").and(page.locator('[data-open="true"]')).waitFor();
+    // Subscribed once its first message, a keepalive, came (docs/api.md "WatchEvents: following events"):
+    // a job submitted before that is not in a stream without afterSequence.
+    await watch
+      .getByTestId("stream-outcome")
+      .getByText(/ · \d+ keepalives?$/)
+      .waitFor();
     const submitted = await t.call("Submit", { queue: "docs-stream", task: "report.build" });
     expect(submitted.status).toBe(200);
     const first = watch.getByTestId("stream-message").first();
@@ -228,7 +243,7 @@ describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium", { tim
   });
 });
 
-describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium, with authentication on", { timeout: 60_000 }, () => {
+describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium, with authentication on", { timeout: TEST_TIMEOUT_MS }, () => {
   let browser: Browser;
   let t: TestServer;
   let dir: string;
@@ -277,6 +292,7 @@ describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium, with a
     expect(sent).toEqual(["", `Bearer ${token}`]);
 
     await page.getByRole("button", { name: "Forget token" }).click();
+    await page.locator('[data-testid="token-field"][data-token="none"]').waitFor();
     expect(await page.evaluate(() => (globalThis as any).sessionStorage.getItem("leasequeue.token"))).toBeNull();
     expect(errors).toEqual([]);
     await page.context().close();

@@ -16,8 +16,16 @@ export const chromiumAvailable = existsSync(CHROMIUM);
 export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 /** Screenshots (git-ignored). */
 export const ARTIFACTS = fileURLToPath(new URL("../../test-artifacts/", import.meta.url));
-/** Long enough for the console's polling fallback (5 s) plus a slow CI machine. */
-export const UI_TIMEOUT_MS = 15_000;
+/**
+ * The bound on one step a browser test waits for (an element, a call's answer
+ * and its render, a live event): every locator's and page's default timeout.
+ * A bound, not an expectation (docs/development.md "How a test waits"): each
+ * step takes well under a second, and 15 s was once too little on CI's loaded
+ * machine.
+ */
+export const UI_TIMEOUT_MS = 60_000;
+/** A browser test's own timeout: a test takes seconds; this holds for many steps on a machine many times slower. */
+export const TEST_TIMEOUT_MS = 240_000;
 
 /** Reports CSP violations as console errors, which the tests collect. */
 export const REPORT_CSP_VIOLATIONS = `

@@ -5,6 +5,11 @@ protocol: Submit and GetJob for the Client, and leases handed out on Work (or,
 with `work=False`, StreamClaims plus Acknowledge; with `streams=False`, Claim
 carrying acknowledgements plus Acknowledge) for the Worker. Every
 acknowledgement received is recorded with how it arrived, and answered OK.
+
+The tests wait on what the fake records (`wait_for`, `wait_for_outcomes`):
+every change is made under `lock` and wakes its waiters, and a wait fails
+naming what it waited for once TIMEOUT has passed (docs/development.md
+"How a test waits"). Nothing here sleeps for a time.
 """
 
 import threading
@@ -17,6 +22,10 @@ from google.protobuf import struct_pb2
 
 from leasequeue.v1 import leasequeue_pb2 as pb
 from leasequeue.v1 import leasequeue_pb2_grpc as pb_grpc
+
+#: The bound on every wait of the tests, in seconds: far beyond any machine's
+#: pace (what it waits for takes milliseconds), not an expectation of it.
+TIMEOUT = 30.0
 
 
 def lease(task, payload=None, attempts=1, max_attempts=3, deliveries=1, trace_context=None):
@@ -33,8 +42,10 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
         self.work = work and streams
         self.streams = streams
         self.claims = []  # (max_jobs, wait in seconds, number of acks) per Claim
+        self.polling = 0  # Claims long-polling (wait > 0) now
         self.lock = threading.Condition()
         self.acks = []  # (how, Acknowledgement)
+        self.acked_while_polling = []  # job ids of acknowledgements that arrived while a Claim long-polled
         self.messages = []  # (how, number of acks) per WorkRequest or AcknowledgeRequest
         self.starts = []
         self.submits = []
@@ -52,16 +63,22 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
         with self.lock:
             return [(how, a) for how, a in self.acks if a.WhichOneof("outcome") != "heartbeat"]
 
-    def wait_for_outcomes(self, n, timeout=10):
+    def wait_for(self, what, check, timeout=TIMEOUT):
+        """Waits until check() (called with the lock held) is true; fails naming `what` after `timeout` seconds."""
         with self.lock:
-            if not self.lock.wait_for(lambda: len(self.outcomes()) >= n, timeout):
-                raise AssertionError(f"{len(self.outcomes())} of {n} outcomes after {timeout}s: {self.acks}")
+            if not self.lock.wait_for(check, timeout):
+                raise AssertionError(f"waited {timeout}s for {what}; acks: {self.acks}; claims: {self.claims}")
+
+    def wait_for_outcomes(self, n, timeout=TIMEOUT):
+        self.wait_for(f"{n} outcomes", lambda: len(self.outcomes()) >= n, timeout)
         return self.outcomes()
 
     def _record(self, how, acks):
         with self.lock:
             self.messages.append((how, len(acks)))
             self.acks.extend((how, a) for a in acks)
+            if self.polling:
+                self.acked_while_polling.extend(a.job_id for a in acks)
             self.lock.notify_all()
         return [pb.AcknowledgementResult(job_id=a.job_id) for a in acks]
 
@@ -98,8 +115,9 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
         leases, self.leases = self.leases, []
         for one in leases:
             yield pb.StreamClaimsResponse(lease=one)
-        while context.is_active():
-            threading.Event().wait(0.05)
+        ended = threading.Event()
+        if context.add_callback(ended.set):
+            ended.wait()
 
     def Acknowledge(self, request, context):
         return pb.AcknowledgeResponse(results=self._record("acknowledge", list(request.acks)))
@@ -109,12 +127,29 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
         wait = request.wait.ToMilliseconds() / 1000
         with self.lock:
             self.claims.append((request.max_jobs, wait, len(request.acks)))
+            self.lock.notify_all()
         results = self._record("claim", list(request.acks)) if request.acks else []
         deadline = time.monotonic() + wait
+        ended = []
+
+        def cancelled():
+            with self.lock:
+                ended.append(True)
+                self.lock.notify_all()
+
+        context.add_callback(cancelled)
         with self.lock:
-            while not self.leases and context.is_active() and time.monotonic() < deadline:
-                self.lock.wait(min(0.05, max(0.0, deadline - time.monotonic())))
-            leases, self.leases = self.leases[: max(1, request.max_jobs)], self.leases[max(1, request.max_jobs) :]
+            if wait > 0:
+                self.polling += 1
+                self.lock.notify_all()
+            try:
+                while not self.leases and not ended and context.is_active() and time.monotonic() < deadline:
+                    self.lock.wait(max(0.0, deadline - time.monotonic()))
+                leases, self.leases = self.leases[: max(1, request.max_jobs)], self.leases[max(1, request.max_jobs) :]
+            finally:
+                if wait > 0:
+                    self.polling -= 1
+                    self.lock.notify_all()
         return pb.ClaimResponse(leases=leases, results=results)
 
     def add_leases(self, leases):

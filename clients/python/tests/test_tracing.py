@@ -22,7 +22,7 @@ import threading
 import unittest
 
 import leasequeue
-from fake_server import FakeServer, lease
+from fake_server import TIMEOUT, FakeServer, lease
 from leasequeue import _tracing
 
 STANDIN = os.environ.get("LEASEQUEUE_OTEL_API_PATH") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "otel_api_standin")
@@ -62,7 +62,8 @@ def recording_provider(trace):
     """A TracerProvider that keeps every span it makes, as an SDK with an in-memory exporter would."""
 
     class RecordingSpan(trace.Span):
-        def __init__(self, name, context, parent, kind, attributes, links, scope):
+        def __init__(self, provider, name, context, parent, kind, attributes, links, scope):
+            self.provider = provider
             self.name, self.context, self.parent, self.kind, self.scope = name, context, parent, kind, scope
             self.attributes = dict(attributes or {})
             self.links = list(links or ())
@@ -95,7 +96,9 @@ def recording_provider(trace):
             self.exceptions.append(exception)
 
         def end(self, end_time=None):
-            self.ended = True
+            with self.provider.lock:
+                self.ended = True
+                self.provider.lock.notify_all()
 
     class Tracer(trace.Tracer):
         def __init__(self, provider, scope):
@@ -109,7 +112,7 @@ def recording_provider(trace):
                                     parent.trace_state if parent.is_valid else None)
             if self.provider.broken:
                 raise RuntimeError("the exporter's queue is full")
-            span = RecordingSpan(name, own, parent if parent.is_valid else None, kind, attributes, links, self.scope)
+            span = RecordingSpan(self.provider, name, own, parent if parent.is_valid else None, kind, attributes, links, self.scope)
             with self.provider.lock:
                 self.provider.spans.append(span)
             return span
@@ -124,7 +127,7 @@ def recording_provider(trace):
 
     class Provider(trace.TracerProvider):
         def __init__(self):
-            self.lock = threading.Lock()
+            self.lock = threading.Condition()  # notified as a span ends
             self.spans = []
             self.broken = False  # set: every span fails to start, as a misbehaving SDK's might
 
@@ -134,6 +137,17 @@ def recording_provider(trace):
         def named(self, name):
             with self.lock:
                 return [s for s in self.spans if s.name == name]
+
+        def wait_ended(self, name, n):
+            """Waits until `n` spans named `name` have ended (the worker ends an attempt's span
+            after it queued the outcome, so the outcome's arrival does not mean the span ended)."""
+
+            def ended():
+                return sum(1 for s in self.spans if s.name == name and s.ended)
+
+            with self.lock:
+                if not self.lock.wait_for(lambda: ended() >= n, TIMEOUT):
+                    raise AssertionError(f"{ended()} of {n} spans {name!r} ended after {TIMEOUT}s")
 
     return Provider()
 
@@ -148,7 +162,7 @@ def run_worker(test, leases, register, **options):
     thread.start()
     outcomes = {a.job_id: a for _, a in fake.wait_for_outcomes(len(leases))}
     worker.stop()
-    thread.join(10)
+    thread.join(TIMEOUT)
     test.assertFalse(thread.is_alive())
     return outcomes
 
@@ -157,6 +171,12 @@ class AttemptSpans(unittest.TestCase):
     def setUp(self):
         self.trace, self.provider = with_opentelemetry(self)
         self.seen = {}  # task -> (current span inside the handler, a span the handler opened)
+
+    def run_worker(self, leases, register, **options):
+        """run_worker, then the wait for each attempt's span to end."""
+        outcomes = run_worker(self, leases, register, **options)
+        self.provider.wait_ended("process q", len(leases))
+        return outcomes
 
     def register(self, worker):
         trace, seen = self.trace, self.seen
@@ -192,7 +212,7 @@ class AttemptSpans(unittest.TestCase):
     def test_each_attempt_is_a_consumer_span_child_of_the_jobs_context_with_the_handler_inside(self):
         context = {"traceparent": TRACEPARENT, "tracestate": "shop=checkout"}
         ok, async_job, plain = lease("ok", attempts=2, trace_context=context), lease("async", trace_context=context), lease("ok")
-        outcomes = run_worker(self, [ok, async_job], self.register)
+        outcomes = self.run_worker([ok, async_job], self.register)
         self.assertEqual({a.WhichOneof("outcome") for a in outcomes.values()}, {"complete"})
         spans = {s.attributes["messaging.message.id"]: s for s in self.provider.named("process q")}
         self.assertEqual(set(spans), {ok.job.id, async_job.job.id})
@@ -228,7 +248,7 @@ class AttemptSpans(unittest.TestCase):
 
     def test_a_job_without_trace_context_starts_a_new_trace(self):
         job = lease("ok")
-        run_worker(self, [job], self.register)
+        self.run_worker([job], self.register)
         (span,) = self.provider.named("process q")
         self.assertIsNone(span.parent)
         self.assertEqual(span.links, [])
@@ -236,7 +256,7 @@ class AttemptSpans(unittest.TestCase):
 
     def test_failures_have_the_error_status_and_a_snooze_does_not(self):
         boom, never, later = (lease(t, trace_context={"traceparent": TRACEPARENT}) for t in ("boom", "never", "later"))
-        outcomes = run_worker(self, [boom, never, later], self.register)
+        outcomes = self.run_worker([boom, never, later], self.register)
         self.assertEqual(outcomes[later.job.id].WhichOneof("outcome"), "snooze")
         spans = {s.attributes["leasequeue.job.task"]: s for s in self.provider.named("process q")}
         E = self.trace.StatusCode.ERROR
@@ -253,14 +273,14 @@ class AttemptSpans(unittest.TestCase):
 
     def test_a_task_without_handler_is_a_failed_span(self):
         job = lease("nobody", trace_context={"traceparent": TRACEPARENT})
-        run_worker(self, [job], self.register)
+        self.run_worker([job], self.register)
         (span,) = self.provider.named("process q")
         self.assertIs(span.status.status_code, self.trace.StatusCode.ERROR)
         self.assertIn("no handler for task 'nobody'", span.status.description)
 
     def test_trace_link_starts_a_new_trace_linked_to_the_jobs_context(self):
         job = lease("ok", trace_context={"traceparent": TRACEPARENT, "tracestate": "shop=checkout"})
-        run_worker(self, [job], self.register, trace_link=True)
+        self.run_worker([job], self.register, trace_link=True)
         (span,) = self.provider.named("process q")
         self.assertIsNone(span.parent)
         self.assertNotEqual(f"{span.context.trace_id:032x}", TRACE_ID)
@@ -272,13 +292,13 @@ class AttemptSpans(unittest.TestCase):
         self.assertEqual(inner.parent, span.context)
 
     def test_trace_link_without_a_context_is_a_plain_root(self):
-        run_worker(self, [lease("ok")], self.register, trace_link=True)
+        self.run_worker([lease("ok")], self.register, trace_link=True)
         (span,) = self.provider.named("process q")
         self.assertIsNone(span.parent)
         self.assertEqual(span.links, [])
 
     def test_a_malformed_trace_context_is_ignored(self):
-        run_worker(self, [lease("ok", trace_context={"traceparent": "00-" + "0" * 32 + f"-{PARENT_ID}-01"})], self.register)
+        self.run_worker([lease("ok", trace_context={"traceparent": "00-" + "0" * 32 + f"-{PARENT_ID}-01"})], self.register)
         (span,) = self.provider.named("process q")
         self.assertIsNone(span.parent)
 

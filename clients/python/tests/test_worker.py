@@ -1,18 +1,42 @@
-"""The Worker against an in-process fake server (fake_server.py): offline."""
+"""The Worker against an in-process fake server (fake_server.py): offline.
+
+Each test waits on what it means (docs/development.md "How a test waits"): an
+acknowledgement or a Claim the fake received, an Event a handler sets, a log
+record of the worker; every wait is bounded by fake_server.TIMEOUT. None
+sleeps, and none measures how long something took.
+"""
 
 import asyncio
+import logging
 import threading
-import time
 import unittest
+from unittest import mock
 
 import leasequeue
-from fake_server import FakeServer, lease
+import leasequeue._lease
+from fake_server import TIMEOUT, FakeServer, lease
 
 
 def start(worker):
     t = threading.Thread(target=worker.run, daemon=True)
     t.start()
     return t
+
+
+class LogSeen(logging.Handler):
+    """Sets `seen` once the worker logs a record containing `text`."""
+
+    def __init__(self, test, text):
+        super().__init__()
+        self.text = text
+        self.seen = threading.Event()
+        logger = logging.getLogger("leasequeue.worker")
+        logger.addHandler(self)
+        test.addCleanup(logger.removeHandler, self)
+
+    def emit(self, record):
+        if self.text in record.getMessage():
+            self.seen.set()
 
 
 class WorkerOutcomes(unittest.TestCase):
@@ -28,8 +52,15 @@ class WorkerOutcomes(unittest.TestCase):
         self.fake = FakeServer(self.leases)
         self.addCleanup(self.fake.close)
         self.events = []
+        # No heartbeat falls due while the test runs (a third of an hour), and a
+        # progress report waits for the handler's end however slow the machine
+        # (PROGRESS_DELAY would send it after a second): the acks on the wire
+        # are the same at any pace.
+        progress_delay = mock.patch.object(leasequeue._lease, "PROGRESS_DELAY", 3600.0)
+        progress_delay.start()
+        self.addCleanup(progress_delay.stop)
         self.worker = leasequeue.Worker(
-            self.fake.target, queue="q", concurrency=8, worker_id="unit-1", lease_duration=30, on_event=self.events.append
+            self.fake.target, queue="q", concurrency=8, worker_id="unit-1", lease_duration=3600, on_event=self.events.append
         )
         w = self.worker
 
@@ -62,12 +93,12 @@ class WorkerOutcomes(unittest.TestCase):
         t = start(self.worker)
         outcomes = {a.job_id: a for _, a in self.fake.wait_for_outcomes(6)}
         self.worker.stop()
-        t.join(10)
+        t.join(TIMEOUT)
         self.assertFalse(t.is_alive())
         self.assertEqual(self.fake.starts[0].queue, "q")
         self.assertEqual(self.fake.starts[0].worker_id, "unit-1")
         self.assertEqual(self.fake.starts[0].max_in_flight, 8)
-        self.assertEqual(self.fake.starts[0].lease_duration.seconds, 30)
+        self.assertEqual(self.fake.starts[0].lease_duration.seconds, 3600)
         add, boom, never, later, async_job, nobody = (outcomes[one.job.id] for one in self.leases)
         self.assertEqual(add.complete.result.struct_value.fields["sum"].number_value, 3)
         self.assertEqual((boom.fail.error, boom.fail.permanent), ("it broke", False))
@@ -80,9 +111,10 @@ class WorkerOutcomes(unittest.TestCase):
         kinds = [(a.job_id, a.WhichOneof("outcome")) for _, a in self.fake.acks if a.job_id == self.leases[0].job.id]
         self.assertEqual(kinds, [(self.leases[0].job.id, "heartbeat"), (self.leases[0].job.id, "complete")])
         self.assertTrue(all(how == "work" for how, _ in self.fake.acks))
-        # Batched: fewer messages than acknowledgements.
+        # Batched: fewer messages than acknowledgements (add's heartbeat and
+        # completion are queued together, so they share a message at any pace).
         self.assertLess(len(self.fake.messages), len(self.fake.acks))
-        self.assertTrue(self.fake.half_closed.wait(5), "the stream was not half-closed at stop")
+        self.assertTrue(self.fake.half_closed.wait(TIMEOUT), "the stream was not half-closed at stop")
         kinds = [e.kind for e in self.events]
         self.assertIn("connected", kinds)
         self.assertEqual(kinds.count("completed"), 2)
@@ -103,7 +135,8 @@ class WorkerWithoutWork(unittest.TestCase):
         thread = start(worker)
         outcomes = fake.wait_for_outcomes(20)
         worker.stop()
-        thread.join(10)
+        thread.join(TIMEOUT)
+        self.assertFalse(thread.is_alive())
         self.assertEqual(sorted(a.complete.result.number_value for _, a in outcomes), list(range(20)))
         self.assertTrue(all(how == "acknowledge" for how, _ in outcomes))
 
@@ -114,9 +147,13 @@ class WorkerWithoutWork(unittest.TestCase):
         self.addCleanup(fake.close)
         events = []
         worker = leasequeue.Worker(fake.target, queue="q", concurrency=4, on_event=events.append)
+        last_started, last_may_return = threading.Event(), threading.Event()
 
         @worker.task("t")
         def t(job):
+            if job.payload == 40:
+                last_started.set()
+                last_may_return.wait(TIMEOUT)
             return job.payload
 
         thread = start(worker)
@@ -132,16 +169,21 @@ class WorkerWithoutWork(unittest.TestCase):
         self.assertEqual([c for c in claims if c[2] > 0 and c[1] > 0], [])
         self.assertEqual([e.kind for e in events if e.kind == "connected"], ["connected"])
 
-        # Idle: a long-poll is pending; an outcome due then goes by Acknowledge at once.
-        while not any(wait > 0 for _, wait, _ in fake.claims):
-            time.sleep(0.01)
-        started = time.monotonic()
+        # Idle: a long-poll is pending; an outcome due then goes by Acknowledge at once
+        # (while the long-poll, CLAIM_WAIT long, still waits at the server).
+        fake.wait_for("a Claim long-polling while idle", lambda: fake.polling > 0)
         fake.add_leases([lease("t", 40)])
-        last = fake.wait_for_outcomes(41)[-1]
-        self.assertEqual(last[1].complete.result.number_value, 40)
-        self.assertLess(time.monotonic() - started, leasequeue.worker.CLAIM_WAIT / 4)
+        self.assertTrue(last_started.wait(TIMEOUT), "the last job's handler did not start")
+        # The long-poll that brought the lease has ended: the worker sends the next
+        # one while the handler holds its slot, and only then does the handler return.
+        fake.wait_for("the next Claim long-polling", lambda: fake.polling > 0)
+        last_may_return.set()
+        how, last = fake.wait_for_outcomes(41)[-1]
+        self.assertEqual(last.complete.result.number_value, 40)
+        self.assertEqual(how, "acknowledge")
+        self.assertIn(last.job_id, fake.acked_while_polling)
         worker.stop()
-        thread.join(10)
+        thread.join(TIMEOUT)
         self.assertFalse(thread.is_alive())
 
 
@@ -151,14 +193,17 @@ class Drain(unittest.TestCase):
         fake = FakeServer([slow, quick])
         self.addCleanup(fake.close)
         worker = leasequeue.Worker(fake.target, queue="q", concurrency=2, drain_timeout=0.3)
-        released = threading.Event()
+        released, told, may_return = threading.Event(), threading.Event(), threading.Event()
+        dropped = LogSeen(self, "finished after the drain timeout; left to lease expiry")
         lost = []
 
         @worker.task("slow")
         def slow_handler(job):
             released.set()
-            job.lease_lost.wait(10)
-            lost.append(job.lease_lost.is_set())
+            lost.append(job.lease_lost.wait(TIMEOUT))
+            told.set()
+            # Returns only once run() has: run() must not wait for it.
+            may_return.wait(TIMEOUT)
             return "too late"
 
         @worker.task("quick")
@@ -167,13 +212,15 @@ class Drain(unittest.TestCase):
 
         thread = start(worker)
         fake.wait_for_outcomes(1)
-        self.assertTrue(released.wait(5))
-        began = time.monotonic()
+        self.assertTrue(released.wait(TIMEOUT), "the slow handler did not start")
         worker.stop()
-        thread.join(10)
-        self.assertLess(time.monotonic() - began, 5)
-        time.sleep(0.2)
+        thread.join(TIMEOUT)
+        self.assertFalse(thread.is_alive(), "run() waited for a handler past the drain timeout")
+        self.assertTrue(told.wait(TIMEOUT))
         self.assertEqual(lost, [True])
+        may_return.set()
+        # The worker took the late result and dropped it: nothing was sent for the slow job.
+        self.assertTrue(dropped.seen.wait(TIMEOUT), "the late result was not dropped")
         self.assertEqual([a.job_id for _, a in fake.outcomes()], [quick.job.id])
 
 
