@@ -5,7 +5,7 @@
  * docs/api.md "Snooze and progress") shows as it is reported.
  */
 import type { TargetedSubmitEvent } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { formatDurationText } from "../../domain/duration-text.js";
 import { JobState, type Job } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client, describeError } from "../api.js";
@@ -198,7 +198,9 @@ function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
   const canRedrive = job.state === JobState.DEAD;
   const canCancel = job.state === JobState.QUEUED || job.state === JobState.RETRY;
 
-  useEffect(() => {
+  // Focused as the confirmation is put in the page, before it paints: an
+  // effect would run later and take the focus from a reason already being typed.
+  useLayoutEffect(() => {
     if (confirming !== undefined) confirmRef.current?.focus();
   }, [confirming]);
 

@@ -7,7 +7,7 @@
  * and last run move on screen as they happen.
  */
 import type { TargetedSubmitEvent } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { formatDurationText } from "../../domain/duration-text.js";
 import { EventKind, type Schedule } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { client } from "../api.js";
@@ -144,7 +144,8 @@ function PauseScheduleButton({ schedule, onOutcome }: { schedule: Schedule; onOu
 function DeleteForm({ name, onOutcome, onClose }: { name: string; onOutcome: (o: Outcome) => void; onClose: () => void }) {
   const [busy, setBusy] = useState(false);
   const confirmRef = useRef<HTMLButtonElement>(null);
-  useEffect(() => confirmRef.current?.focus(), []);
+  // Focused before the confirmation paints (an effect would run later), as the other forms do.
+  useLayoutEffect(() => confirmRef.current?.focus(), []);
   const onSubmit = async (e: TargetedSubmitEvent<HTMLFormElement>): Promise<void> => {
     e.preventDefault();
     setBusy(true);
