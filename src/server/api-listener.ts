@@ -10,7 +10,8 @@
  *   clients bounded below any RPC;
  * - http2-keepalive.ts: PINGs on every HTTP/2 session;
  * - http2-stream-end.ts: bidi streams reset after their trailers;
- * - connection-drain.ts: connection tracking and bounded shutdown;
+ * - connection-drain.ts: connection tracking and bounded shutdown (an
+ *   HTTP/2 session's GOAWAY once the client has stopped sending on it);
  * - listen.ts: binding and the real address, shared with the side port.
  */
 import * as http2 from "node:http2";
@@ -98,11 +99,12 @@ export async function startApiListener(opts: ApiListenerOptions): Promise<ApiLis
   // eslint-disable-next-line prefer-const -- the drain callback below may read it before it is assigned
   let port: PortServer | undefined;
   const drain = new ConnectionDrain(() => port?.closeIdleHttp1());
-  const serve: NodeRequestHandler = (req, res) => {
-    drain.response(res);
+  const serveNow: NodeRequestHandler = (req, res) => {
     if (res instanceof http2.Http2ServerResponse) resetAfterTrailers(res);
     guarded(req, res);
   };
+  // Now, or once a draining HTTP/2 session's GOAWAY is out (connection-drain.ts).
+  const serve: NodeRequestHandler = (req, res) => drain.request(req, res, serveNow);
   const pingIntervalMs = opts.http2PingIntervalMs ?? DEFAULT_HTTP2_PING_INTERVAL_MS;
   const serverOptions = {
     serve,

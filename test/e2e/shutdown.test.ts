@@ -7,8 +7,14 @@ import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import * as http2 from "node:http2";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";
 import { callJson, okJson, runCli, serversInTempDirs } from "../helpers/process.js";
 
@@ -186,6 +192,77 @@ describe("SIGTERM under load", () => {
     } finally {
       db.close();
     }
+  }, 30_000);
+});
+
+describe("SIGTERM under load, seen by RPC clients over HTTP/2", () => {
+  /**
+   * docs/api.md's error table: a server shutting down answers `unavailable`,
+   * which clients retry elsewhere; a call refused at the HTTP/2 level
+   * (REFUSED_STREAM, a call sent after the server's GOAWAY left) reaches
+   * connect-node as `internal`. Each loop calls Submit back to back on its
+   * client's one HTTP/2 connection until a call fails, so that calls are in
+   * flight, and the next ones about to be sent, whenever the server starts
+   * closing its connections.
+   */
+  it("answers every call or fails it with unavailable, never internal", async () => {
+    const server = await start(join(sandbox.dir(), "jobs.db"));
+    const url = server.apiUrl;
+    const managers = [new Http2SessionManager(url), new Http2SessionManager(url)];
+    const connectClients = {
+      grpc: createClient(LeaseQueueService, createGrpcTransport({ baseUrl: url, sessionManager: managers[0] })),
+      connect: createClient(LeaseQueueService, createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: managers[1] })),
+    };
+    const definition = protoLoader.loadSync("leasequeue/v1/leasequeue.proto", {
+      includeDirs: [fileURLToPath(new URL("../../proto", import.meta.url))],
+    });
+    const pkg = grpc.loadPackageDefinition(definition) as any;
+    const grpcJs: grpc.Client & { submit: (req: object, cb: (err: grpc.ServiceError | null) => void) => void } =
+      new pkg.leasequeue.v1.LeaseQueueService(new URL(url).host, grpc.credentials.createInsecure());
+
+    type Submit = () => Promise<void>;
+    const submits: Record<string, Submit> = {
+      "connect-node gRPC": async () => void (await connectClients.grpc.submit({ queue: "term", task: "t" })),
+      "connect-node Connect": async () => void (await connectClients.connect.submit({ queue: "term", task: "t" })),
+      "grpc-js": () =>
+        new Promise((resolve, reject) => grpcJs.submit({ queue: "term", task: "t" }, (err) => (err ? reject(err) : resolve()))),
+    };
+    const answered = new Map(Object.keys(submits).map((name) => [name, 0]));
+    const failures: { code: Code; call: string }[] = [];
+    let signalled = false;
+    try {
+      await Promise.all(
+        Object.entries(submits).flatMap(([name, submit]) =>
+          Array.from({ length: 8 }, async () => {
+            for (;;) {
+              try {
+                await submit();
+              } catch (err) {
+                // grpc-js's status codes are gRPC's, as are connect's.
+                const code: Code = err instanceof ConnectError ? err.code : Number((err as grpc.ServiceError).code);
+                failures.push({ code, call: `${name}: ${Code[code]}: ${(err as Error).message}` });
+                return;
+              }
+              answered.set(name, answered.get(name)! + 1);
+              // Signalled once every client has its connection open and busy.
+              if (!signalled && [...answered.values()].every((n) => n >= 25)) {
+                signalled = true;
+                server.child.kill("SIGTERM");
+              }
+            }
+          }),
+        ),
+      );
+    } finally {
+      for (const manager of managers) manager.abort();
+      grpcJs.close();
+    }
+    expect(signalled).toBe(true);
+    // Every loop ended on a failure (the server stopped), and each was `unavailable`.
+    expect(failures.length).toBe(3 * 8);
+    expect(failures.filter((f) => f.code !== Code.Unavailable).map((f) => f.call)).toEqual([]);
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(server.stderrLines).toEqual([]);
   }, 30_000);
 });
 

@@ -95,6 +95,21 @@ async function readAll(stream: NodeJS.ReadableStream): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** A Connect JSON Health Check on `session`: its stream, its response headers, and its reply once it ends. */
+function h2HealthCheck(session: http2.ClientHttp2Session, service: string) {
+  const stream = session.request({ ":method": "POST", ":path": CHECK_PATH, "content-type": "application/json" });
+  stream.on("error", () => {});
+  stream.end(JSON.stringify({ service }));
+  const response = once(stream, "response") as Promise<[http2.IncomingHttpHeaders]>;
+  response.catch(() => {});
+  const reply = response.then(async ([headers]) => {
+    const body = (await readAll(stream)).toString();
+    return { status: Number(headers[":status"]), body: body === "" ? undefined : JSON.parse(body) };
+  });
+  reply.catch(() => {}); // a test that does not await it does not care
+  return { stream, response, reply };
+}
+
 const FRAME_SETTINGS = 0x4;
 const FRAME_GOAWAY = 0x7;
 const FLAG_ACK = 0x1;
@@ -455,6 +470,63 @@ describe("close()", () => {
     const closed = listener.close(60_000);
     finish();
     await readAll(res);
+    await closed;
+  });
+
+  it("holds a call that arrives while draining, and serves it after the session's GOAWAY", async () => {
+    const app = createHealthApp();
+    const listener = await listen({ handler: app.handler });
+    const session = http2.connect(listener.address.url);
+    cleanups.push(() => session.destroy());
+    session.on("error", () => {});
+    const events: string[] = [];
+    let lastStreamId = -1;
+    session.on("goaway", (_code: number, last: number) => {
+      events.push("goaway");
+      lastStreamId = last;
+    });
+    const slow = h2HealthCheck(session, "slow");
+    await app.slowStarted;
+    const closed = listener.close(60_000);
+    // Sent after close(): the server holds it until the client can no longer
+    // be refused a call on this connection.
+    const held = h2HealthCheck(session, "held");
+    void held.response.then(
+      () => events.push("held call answered"),
+      () => {},
+    );
+    app.releaseSlow();
+    expect(await slow.reply).toEqual({ status: 200, body: { status: "SERVING" } });
+    expect(await held.reply).toEqual({ status: 200, body: { status: "SERVING" } });
+    // The GOAWAY came first and covers the held call: the client makes its
+    // next call elsewhere, and none of its calls was refused.
+    expect(events).toEqual(["goaway", "held call answered"]);
+    expect(held.stream.id).toBeLessThanOrEqual(lastStreamId);
+    await closed;
+  });
+
+  it("sends the GOAWAY of a session that never goes quiet after at most MAX_QUIET_WAIT_MS, serving every call it held", async () => {
+    const app = createHealthApp();
+    const listener = await listen({ handler: app.handler });
+    const session = http2.connect(listener.address.url);
+    cleanups.push(() => session.destroy());
+    session.on("error", () => {});
+    const goaway = once(session, "goaway") as Promise<[number, number]>;
+    await h2HealthCheck(session, "warm-up").reply;
+    const closed = listener.close(60_000);
+    // A client that starts a call every few milliseconds without waiting for
+    // the answers: the session is never quiet.
+    const calls: ReturnType<typeof h2HealthCheck>[] = [];
+    const starting = setInterval(() => {
+      if (!session.closed && !session.destroyed) calls.push(h2HealthCheck(session, "busy"));
+    }, 10);
+    cleanups.push(() => clearInterval(starting));
+    const [, lastStreamId] = await goaway;
+    clearInterval(starting);
+    const covered = calls.filter((c) => c.stream.id !== undefined && c.stream.id <= lastStreamId);
+    expect(covered.length).toBeGreaterThan(0);
+    for (const call of covered) expect(await call.reply).toEqual({ status: 200, body: { status: "SERVING" } });
+    session.close();
     await closed;
   });
 
