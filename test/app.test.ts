@@ -76,13 +76,19 @@ describe("startServer", () => {
     const logged: Array<{ msg: string; fields?: Record<string, unknown> }> = [];
     const log = { ...silentLogger, error: (msg: string, fields?: Record<string, unknown>) => logged.push({ msg, fields }) };
     const fatal: Error[] = [];
+    let told!: () => void;
+    const firstFatal = new Promise<void>((resolve) => (told = resolve));
     const server = await startServer(resolveConfig({ db, port: "0", "metrics-port": "0" }, {}), {
       log,
-      onFatal: (error) => fatal.push(error),
+      onFatal: (error) => {
+        fatal.push(error);
+        told();
+      },
     });
     cleanups.push(() => server.close());
     await (server.store as ThreadedSqliteStore).thread.terminate();
-    await expect.poll(() => fatal.length).toBe(1);
+    await firstFatal;
+    expect(fatal).toHaveLength(1);
     expect(logged).toContainEqual({ msg: "the store thread failed; the server stops", fields: { error: fatal[0].message } });
     const res = await fetch(`${server.apiUrl}/leasequeue.v1.LeaseQueueService/GetStats`, {
       method: "POST",

@@ -95,11 +95,14 @@ describe("leasequeue backup", () => {
     let writing = true;
     let acknowledgedDuringBackup = 0;
     let backupRunning = false;
+    let reached!: () => void;
+    const twoHundred = new Promise<void>((resolve) => (reached = resolve));
     const writers = Array.from({ length: 4 }, async (_, w) => {
       for (let i = 0; writing; i++) {
         if (w < 3) {
           const { job } = await okJson(s.apiUrl, "Submit", { queue: `q${w}`, task: "t", payload: { w, i, pad: "x".repeat(200) } });
           acknowledged.push(job.id);
+          if (acknowledged.length === 200) reached();
         } else {
           const { leases } = await okJson(s.apiUrl, "Claim", { queue: "q1", workerId: "w3", maxJobs: 5 });
           for (const l of leases ?? []) await okJson(s.apiUrl, "Complete", { jobId: l.job.id, leaseToken: l.leaseToken });
@@ -107,7 +110,8 @@ describe("leasequeue backup", () => {
         if (backupRunning) acknowledgedDuringBackup++;
       }
     });
-    while (acknowledged.length < 200) await new Promise((r) => setTimeout(r, 10));
+    // 200 writes acknowledged, or a writer's failure, whichever comes first.
+    await Promise.race([twoHundred, Promise.all(writers)]);
 
     const before = [...acknowledged];
     const target = join(sandbox.dir(), "backup.db");

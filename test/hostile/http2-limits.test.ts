@@ -4,6 +4,7 @@
  * at most 256 are open at once, memory stays bounded, and other clients are
  * served.
  */
+import { once } from "node:events";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import * as http2 from "node:http2";
 import { tmpdir } from "node:os";
@@ -190,12 +191,17 @@ describe("HTTP/2 request timeout", () => {
       // Keepalive messages ({}) come too; wait for the lease.
       if (Buffer.concat(received).includes('"queue":"long"')) gotLease();
     });
+    const registered = once(stream, "data"); // the first keepalive: the request was read whole
     let closed = false;
     stream.on("close", () => (closed = true));
     stream.on("error", () => {});
+    await registered;
 
-    // Three timeouts long: a timer measuring the request would have fired by now.
-    await new Promise((r) => setTimeout(r, 3 * REQUEST_TIMEOUT_MS));
+    // A request begun after it, on the same connection and under the same timeout, cut at its
+    // deadline: a timer measuring the stream's request would have fired before that one, and
+    // its reset would have come first on the connection.
+    const witness = await trickle(session, "application/grpc").reply;
+    expect(grpcStatus(witness)).toBe(4); // DEADLINE_EXCEEDED
     expect(closed).toBe(false);
 
     // The stream still works: a job submitted now reaches it.

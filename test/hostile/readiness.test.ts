@@ -213,8 +213,12 @@ describe("readiness of a running server", () => {
     const t = await server();
     const side = sideConnection(t);
     const before = probesIn(side);
+    const started = performance.now();
     const statuses = await Promise.all(Array.from({ length: 100 }, async () => (await fetch(`${t.metricsUrl}/health/ready`)).status));
+    const elapsedMs = performance.now() - started;
     expect(new Set(statuses)).toEqual(new Set([200]));
-    expect(probesIn(side) - before).toBeLessThanOrEqual(1);
+    // One probe per interval (1 s on the server's monotonic clock, this process's): one, unless the storm
+    // itself outlasted an interval on a loaded machine, when the next interval may probe once more.
+    expect(probesIn(side) - before).toBeLessThanOrEqual(1 + Math.floor(elapsedMs / 1000));
   });
 });

@@ -8,6 +8,7 @@ import * as http2 from "node:http2";
 import * as net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { processCpuMs } from "../helpers/proc-stats.js";
+import { until } from "../helpers/until.js";
 import { okJson } from "../helpers/process.js";
 import { errorLines, RawH2Connection, rpcCount, SERVICE, spawnHostileServer, type HostileServer } from "./raw-http2.js";
 
@@ -25,6 +26,22 @@ const KINDS = [
   { method: "WatchEvents", contentType: "application/grpc" },
   { method: "WatchEvents", contentType: "application/connect+json" },
 ] as const;
+
+/** Resolves once the server has sent `text` on `socket`; fails if the connection ends first. */
+function answered(socket: net.Socket, text: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let received = "";
+    const onData = (chunk: Buffer) => {
+      received += chunk.toString("latin1");
+      if (!received.includes(text)) return;
+      socket.off("data", onData).off("close", onClose);
+      resolve();
+    };
+    const onClose = () =>
+      reject(new Error(`the connection closed before the server sent ${JSON.stringify(text)}; got ${JSON.stringify(received)}`));
+    socket.on("data", onData).once("close", onClose);
+  });
+}
 
 /** HEADERS without END_STREAM, then RST_STREAM CANCEL: a request the client abandons before sending its body. */
 function headersThenReset(conn: RawH2Connection, method: string, contentType: string): void {
@@ -50,12 +67,11 @@ describe("client resets", () => {
     expect(honest.job.queue).toBe("after-resets");
     const canceled = async () =>
       (await rpcCount(server!.metricsUrl, "Submit", "canceled")) + (await rpcCount(server!.metricsUrl, "WatchEvents", "canceled"));
-    let counted = await canceled();
-    // The last resets may still be closing on the server: poll the metric (bounded).
-    for (let i = 0; i < 50 && counted < RESETS; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      counted = await canceled();
-    }
+    // The last resets may still be closing on the server.
+    const counted = await until(`${RESETS} calls counted as canceled`, async () => {
+      const n = await canceled();
+      return n >= RESETS ? n : false;
+    });
     for (const c of conns) expect(c.goaway).toBeUndefined();
     for (const c of conns) c.close();
     const debugLines = server.lines.filter((l) => l.includes('"level":"debug"') && l.includes("cancel")).length;
@@ -85,21 +101,22 @@ describe("client resets", () => {
         await once(socket, "connect");
         const method = i % 2 === 0 ? "Submit" : "WatchEvents";
         const contentType = i % 2 === 0 ? "application/json" : "application/connect+json";
+        const continued = answered(socket, "HTTP/1.1 100 Continue\r\n");
         socket.write(
-          `POST ${SERVICE}/${method} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${contentType}\r\nContent-Length: 1000\r\n\r\n{`,
+          `POST ${SERVICE}/${method} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${contentType}\r\nContent-Length: 1000\r\n` +
+            `Expect: 100-continue\r\n\r\n{`,
         );
-        // Dropped once the server has begun reading the body.
-        await new Promise((r) => setTimeout(r, 50));
+        // Dropped once the server serves the request and reads its body: its 100 Continue says so.
+        await continued;
         socket.destroy();
       }),
     );
     const counted = async () =>
       (await rpcCount(server!.metricsUrl, "Submit", "canceled")) + (await rpcCount(server!.metricsUrl, "WatchEvents", "canceled"));
-    let canceled = await counted();
-    for (let i = 0; i < 50 && canceled < DROPS; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      canceled = await counted();
-    }
+    const canceled = await until(`${DROPS} calls counted as canceled`, async () => {
+      const n = await counted();
+      return n >= DROPS ? n : false;
+    });
     console.log(
       `${DROPS} HTTP/1.1 connections dropped mid-body: ${canceled} counted as canceled, ${errorLines(server).length} error lines`,
     );

@@ -403,6 +403,13 @@ describe("request body limit", () => {
   });
 });
 
+/**
+ * A grace that outlasts the test's time limit: a close that waited it out
+ * instead of ending idle connections at once fails the test, whatever the
+ * machine's pace (no wall-clock bound to hold a loaded machine to).
+ */
+const CLOSE_GRACE_BEYOND_TEST_MS = 10 * 60_000;
+
 describe("close()", () => {
   it("ends an idle HTTP/2 session with GOAWAY instead of waiting out the grace period", async () => {
     const listener = await listen({ handler: createHealthApp().handler });
@@ -411,15 +418,13 @@ describe("close()", () => {
     session.on("error", () => {});
     await once(session, "remoteSettings");
     const goaway = once(session, "goaway");
-    const started = performance.now();
-    await listener.close(60_000);
+    await listener.close(CLOSE_GRACE_BEYOND_TEST_MS);
     await goaway;
-    expect(performance.now() - started).toBeLessThan(2_000);
   });
 
   it("lets an in-flight HTTP/2 call finish, refusing new connections meanwhile", async () => {
     const { app, listener, call } = await startSlowHttp2Call();
-    const closed = listener.close(60_000);
+    const closed = listener.close(CLOSE_GRACE_BEYOND_TEST_MS);
     const refused = net.connect(listener.address.port, "127.0.0.1");
     const [error] = (await once(refused, "error")) as [NodeJS.ErrnoException];
     expect(error.code).toBe("ECONNREFUSED");
@@ -441,7 +446,7 @@ describe("close()", () => {
     req.end(JSON.stringify({ service: "slow" }));
     const response = once(req, "response") as Promise<[http.IncomingMessage]>;
     await app.slowStarted;
-    const closed = listener.close(60_000);
+    const closed = listener.close(CLOSE_GRACE_BEYOND_TEST_MS);
     app.releaseSlow();
     const [res] = await response;
     expect(res.headers.connection).toBe("close");
@@ -467,7 +472,7 @@ describe("close()", () => {
     const [res] = (await once(req, "response")) as [http.IncomingMessage];
     expect(res.headers.connection).toBe("keep-alive");
     await once(res, "data");
-    const closed = listener.close(60_000);
+    const closed = listener.close(CLOSE_GRACE_BEYOND_TEST_MS);
     finish();
     await readAll(res);
     await closed;
@@ -630,8 +635,6 @@ describe.skipIf(!opensslAvailable() && process.env.CI !== "true")("one TLS port"
     req.end("{}");
     const [res] = (await once(req, "response")) as [http.IncomingMessage];
     await readAll(res);
-    const started = performance.now();
-    await listener.close(60_000);
-    expect(performance.now() - started).toBeLessThan(2_000);
+    await listener.close(CLOSE_GRACE_BEYOND_TEST_MS);
   });
 });

@@ -28,6 +28,7 @@ import type { Metrics } from "../../src/metrics/metrics.js";
 import { servesAsGrpcUnary } from "../../src/server/grpc-unary.js";
 import { boundaryInterceptor } from "../../src/server/routes.js";
 import { createRpcHandler } from "../../src/server/rpc-handler.js";
+import { until } from "../helpers/until.js";
 
 const SUBMIT = "/leasequeue.v1.LeaseQueueService/Submit";
 
@@ -35,11 +36,27 @@ interface Served {
   url: string;
   /** What handlers saw, by the call's `task`. */
   seen: Map<string, unknown>;
+  /** Resolves when a handler of `task` next starts (asked before the call is sent). */
+  entered(task: string): Promise<void>;
   /** (method, code label) of every call the metrics recorded. */
   observed: string[];
   shutdown: AbortController;
   close(): Promise<void>;
 }
+
+/** A promise the test settles: what a handler waits for instead of a time. */
+function gate(): { opened: Promise<void>; open(): void } {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open };
+}
+
+/**
+ * What the "late" and "after" handlers wait for before they first read their
+ * signal: the test opens it once both servers counted the call (its response
+ * closed: the client gone, or the answer sent).
+ */
+let callOver = gate();
 
 function refuses(f: () => unknown): boolean {
   try {
@@ -60,9 +77,10 @@ async function untilAborted(ctx: HandlerContext, seen: Map<string, unknown>, tas
   throw error;
 }
 
-function service(seen: Map<string, unknown>): Partial<ServiceImpl<typeof LeaseQueueService>> {
+function service(seen: Map<string, unknown>, enter: (task: string) => void): Partial<ServiceImpl<typeof LeaseQueueService>> {
   return {
     async submit(req: SubmitRequest, ctx: HandlerContext) {
+      enter(req.task);
       switch (req.task) {
         case "ok":
           ctx.responseHeader.set("x-echo", ctx.requestHeader.get("x-echo") ?? "none");
@@ -108,11 +126,14 @@ function service(seen: Map<string, unknown>): Partial<ServiceImpl<typeof LeaseQu
           return untilAborted(ctx, seen, req.task);
         case "late":
           // The signal is first read after the client has gone.
-          await new Promise((resolve) => setTimeout(resolve, 150));
+          await callOver.opened;
           return untilAborted(ctx, seen, req.task);
-        case "after":
-          setTimeout(() => seen.set(req.task, { aborted: ctx.signal.aborted }), 50);
+        case "after": {
+          // The signal is first read after the call.
+          const task = req.task;
+          void callOver.opened.then(() => seen.set(task, { aborted: ctx.signal.aborted }));
           return {};
+        }
         default:
           return {};
       }
@@ -128,14 +149,18 @@ const spreadingInterceptor: Interceptor = (next) => (req) => {
 
 async function serve(viaConnect: boolean, compressMinBytes?: number): Promise<Served> {
   const seen = new Map<string, unknown>();
+  const entries = new Map<string, Array<() => void>>();
+  const enter = (task: string) => {
+    for (const resolve of entries.get(task)?.splice(0) ?? []) resolve();
+  };
   const observed: string[] = [];
   const metrics: Pick<Metrics, "observeRpc"> = {
     observeRpc: (method, code) => observed.push(`${method} ${code === undefined ? "ok" : Code[code]}`),
   };
   const shutdown = new AbortController();
   const routes = (router: ConnectRouter) => {
-    if (viaConnect) router.service(LeaseQueueService, service(seen), {});
-    else router.service(LeaseQueueService, service(seen));
+    if (viaConnect) router.service(LeaseQueueService, service(seen, enter), {});
+    else router.service(LeaseQueueService, service(seen, enter));
   };
   const rpc = createRpcHandler({
     routes,
@@ -158,6 +183,12 @@ async function serve(viaConnect: boolean, compressMinBytes?: number): Promise<Se
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     seen,
+    entered: (task) =>
+      new Promise<void>((resolve) => {
+        const waiting = entries.get(task) ?? [];
+        waiting.push(resolve);
+        entries.set(task, waiting);
+      }),
     observed,
     shutdown,
     async close() {
@@ -178,13 +209,14 @@ interface Exchange {
 interface Send {
   headers?: Record<string, string>;
   body?: Uint8Array[];
-  /** Reset the stream (CANCEL) this long after the request is sent. */
-  resetAfterMs?: number;
+  /** Reset the stream (CANCEL) once the server's handler of this task has started. */
+  resetOnceEntered?: string;
 }
 
 /** One raw HTTP/2 exchange. */
-async function exchange(url: string, { headers = {}, body = [], resetAfterMs }: Send): Promise<Exchange> {
-  const session = http2.connect(url);
+async function exchange(server: Served, { headers = {}, body = [], resetOnceEntered }: Send): Promise<Exchange> {
+  const entered = resetOnceEntered === undefined ? undefined : server.entered(resetOnceEntered);
+  const session = http2.connect(server.url);
   try {
     const stream = session.request({
       ":method": "POST",
@@ -201,7 +233,7 @@ async function exchange(url: string, { headers = {}, body = [], resetAfterMs }: 
     stream.on("data", (c: Buffer) => chunks.push(c));
     for (const b of body) stream.write(b);
     stream.end();
-    if (resetAfterMs !== undefined) setTimeout(() => stream.close(http2.constants.NGHTTP2_CANCEL), resetAfterMs);
+    void entered?.then(() => stream.close(http2.constants.NGHTTP2_CANCEL));
     await new Promise<void>((resolve) => stream.once("close", resolve));
     const { date: _date, ...kept } = responseHeaders;
     return { status: Number(responseHeaders[":status"] ?? 0), headers: kept, trailers, body: Buffer.concat(chunks) };
@@ -233,10 +265,10 @@ afterAll(async () => {
 /** Sends `send` to both servers; returns both answers after checking they are the same, and the same calls were counted. */
 async function same(send: Send): Promise<Exchange> {
   const before = [fast.observed.length, viaConnect.observed.length];
-  const [a, b] = await Promise.all([exchange(fast.url, send), exchange(viaConnect.url, send)]);
+  const [a, b] = await Promise.all([exchange(fast, send), exchange(viaConnect, send)]);
   expect(a).toEqual(b);
-  // The metrics are recorded when the response closes: give the close a turn.
-  await new Promise((resolve) => setTimeout(resolve, 20));
+  // The metrics are recorded when the response closes, which the client may see first.
+  await until("both servers to count the call", () => fast.observed.length > before[0] && viaConnect.observed.length > before[1]);
   expect(fast.observed.slice(before[0])).toEqual(viaConnect.observed.slice(before[1]));
   expect(fast.observed.length - before[0]).toBe(1);
   return a;
@@ -325,7 +357,7 @@ describe("unary gRPC with binary messages, answered as connect answers", () => {
     const [small, smallConnect] = await Promise.all([serve(false, 1024), serve(true, 1024)]);
     try {
       const send = { headers: { "grpc-accept-encoding": "gzip" }, body: [submit("big")] };
-      const [a, b] = await Promise.all([exchange(small.url, send), exchange(smallConnect.url, send)]);
+      const [a, b] = await Promise.all([exchange(small, send), exchange(smallConnect, send)]);
       expect(a.headers).toEqual(b.headers);
       expect(a.trailers).toEqual(b.trailers);
       expect(a.body[0]).toBe(1);
@@ -344,19 +376,23 @@ describe("unary gRPC with binary messages, answered as connect answers", () => {
   it("aborts a waiting handler when the client cancels, and counts the call as canceled", async () => {
     fast.seen.delete("wait");
     viaConnect.seen.delete("wait");
-    await same({ body: [submit("wait")], resetAfterMs: 50 });
+    await same({ body: [submit("wait")], resetOnceEntered: "wait" });
     expect(fast.seen.get("wait")).toEqual({ code: Code.Canceled, message: "http/2 stream closed with error code CANCEL (0x8)" });
     expect(viaConnect.seen.get("wait")).toEqual(fast.seen.get("wait"));
     expect(fast.observed.at(-1)).toBe("Submit Canceled");
   });
 
   it("gives a handler that first reads its signal after the client left an aborted one, and so after the call", async () => {
-    await same({ body: [submit("late")], resetAfterMs: 30 });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    callOver = gate();
+    await same({ body: [submit("late")], resetOnceEntered: "late" });
+    callOver.open();
+    await until("both late handlers to read their signal", () => fast.seen.has("late") && viaConnect.seen.has("late"));
     expect(fast.seen.get("late")).toEqual({ code: Code.Canceled, message: "http/2 stream closed with error code CANCEL (0x8)" });
     expect(viaConnect.seen.get("late")).toEqual(fast.seen.get("late"));
+    callOver = gate();
     await same({ body: [submit("after")] });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    callOver.open();
+    await until("both handlers to read their signal after the call", () => fast.seen.has("after") && viaConnect.seen.has("after"));
     expect(fast.seen.get("after")).toEqual({ aborted: true });
     expect(viaConnect.seen.get("after")).toEqual({ aborted: true });
   });
@@ -364,8 +400,9 @@ describe("unary gRPC with binary messages, answered as connect answers", () => {
   it("aborts a waiting handler at shutdown with the shutdown's reason", async () => {
     const [a, b] = await Promise.all([serve(false), serve(true)]);
     try {
-      const calls = [a, b].map((s) => exchange(s.url, { body: [submit("wait")] }));
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      const waiting = Promise.all([a.entered("wait"), b.entered("wait")]);
+      const calls = [a, b].map((s) => exchange(s, { body: [submit("wait")] }));
+      await waiting;
       for (const s of [a, b]) s.shutdown.abort(new ConnectError("the server is shutting down", Code.Unavailable));
       const [ra, rb] = await Promise.all(calls);
       expect(ra).toEqual(rb);

@@ -139,8 +139,7 @@ describe("side listener", () => {
   it("closes promptly with idle keep-alive connections open", async () => {
     const listener = await listen();
     await (await fetch(`${listener.address.url}/health/live`)).arrayBuffer(); // leaves a keep-alive connection
-    const started = performance.now();
-    await listener.close(60_000);
-    expect(performance.now() - started).toBeLessThan(2_000);
+    // Its grace outlasts the test's time limit: a close that waited it out would fail the test, whatever the machine's pace.
+    await listener.close(10 * 60_000);
   });
 });

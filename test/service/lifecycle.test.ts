@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import { JobState } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 let t: TestServer;
 beforeAll(async () => {
@@ -35,7 +36,7 @@ async function claimWaiters(): Promise<number> {
 
 /** Waits until the server reports `n` parked long-poll claims (it parks them before any submit is sent). */
 async function untilClaimWaiters(n: number): Promise<void> {
-  while ((await claimWaiters()) !== n) await new Promise((r) => setTimeout(r, 5));
+  await until(`${n} parked long-poll claims`, async () => (await claimWaiters()) === n);
 }
 
 describe("over Connect JSON", () => {
@@ -220,12 +221,12 @@ describe("over Connect JSON", () => {
   });
 
   it("answers a long-poll Claim the moment a job is submitted", async () => {
-    const waiting = t.call("Claim", { queue: "longpoll", workerId: "w", wait: "30s" });
+    const waiting = t.call("Claim", { queue: "longpoll", workerId: "w", wait: "60s" });
     await untilClaimWaiters(1);
     const submitted = await submit({ queue: "longpoll", task: "t" });
     const res = await waiting;
     expect(res.body.leases[0].job.id).toBe(submitted.job.id);
-    // Woken by the commit: the 30 s deadline lies beyond this test's timeout.
+    // Woken by the commit: the 60 s deadline (the longest wait) lies beyond this test's time limit.
     expect(await claimWaiters()).toBe(0);
   });
 

@@ -21,6 +21,7 @@ import { BULK_BATCH_JOBS } from "../../src/store/bulk-transitions.js";
 import { createWorker } from "../../src/worker/index.js";
 import { LeaseQueueService, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 import { workerEventLog } from "../helpers/worker-events.js";
 import { newJob } from "../store/contract/helpers.js";
 import { claimLeases } from "../helpers/store.js";
@@ -61,7 +62,7 @@ async function claimWaiters(t: TestServer): Promise<number> {
 }
 
 async function untilClaimWaiters(t: TestServer, n: number): Promise<void> {
-  while ((await claimWaiters(t)) !== n) await new Promise((r) => setTimeout(r, 5));
+  await until(`${n} parked long-poll claims`, async () => (await claimWaiters(t)) === n);
 }
 
 function grpcClient(t: TestServer): Client<typeof LeaseQueueService> {

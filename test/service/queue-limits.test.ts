@@ -20,6 +20,7 @@ import { silentLogger } from "../../src/logger.js";
 import { BadRequestSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import { LeaseQueueService, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -55,14 +56,10 @@ async function scrape(t: TestServer): Promise<string> {
   return (await fetch(`${t.metricsUrl}/metrics`)).text();
 }
 
-async function until(condition: () => Promise<boolean>): Promise<void> {
-  while (!(await condition())) await new Promise((resolve) => setImmediate(resolve));
-}
-
 /** Resolves once the server counted `n` claims of `queue` held back by `limit` (the claimer is then parked). */
 async function heldBack(t: TestServer, queue: string, limit: string, n = 1): Promise<void> {
   const line = new RegExp(`^leasequeue_queue_limited_claims_total\\{queue="${queue}",limit="${limit}"\\} (\\d+)$`, "m");
-  await until(async () => Number(line.exec(await scrape(t))?.[1] ?? 0) >= n);
+  await until(`${n} claims of ${queue} held back by ${limit}`, async () => Number(line.exec(await scrape(t))?.[1] ?? 0) >= n);
 }
 
 describe("UpdateQueue", () => {

@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { EventKind, LeaseQueueService, type JobEvent } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ManualClock } from "../../src/domain/clock.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 const HOUR = 3_600_000;
 const servers: TestServer[] = [];
@@ -33,7 +34,7 @@ async function metricValue(t: TestServer, series: string): Promise<number> {
 }
 
 async function untilMetric(t: TestServer, series: string, value: number): Promise<void> {
-  while ((await metricValue(t, series)) !== value) await new Promise((r) => setTimeout(r, 5));
+  await until(`${series} at ${value}`, async () => (await metricValue(t, series)) === value);
 }
 
 async function runToCompletion(t: TestServer, queue: string, idempotencyKey?: string) {

@@ -9,6 +9,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Lease, StreamClaimsResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { ManualClock } from "../../src/domain/clock.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const servers: TestServer[] = [];
@@ -109,36 +110,39 @@ describe("StreamClaims", () => {
     s.abort.abort();
   });
 
-  it("shares one queue fairly between streams", async () => {
+  it("shares one queue fairly between streams: the one that just got work goes to the back of the ring", async () => {
     const t = await server();
-    const a = openStream(t, { queue: "fair", workerId: "a", maxInFlight: 1 });
-    const b = openStream(t, { queue: "fair", workerId: "b", maxInFlight: 1 });
-    await Promise.all([a.next(), b.next()]);
-    await submitMany(t, "fair", 10);
-    const counts = { a: 0, b: 0 };
-    let done = 0;
-    let finished!: () => void;
-    const allDone = new Promise<void>((resolve) => (finished = resolve));
-    const work = async (s: ReturnType<typeof openStream>, name: "a" | "b") => {
-      for (;;) {
-        const lease = await s.lease();
-        counts[name]++;
-        await t.client.complete({ jobId: lease.job!.id, leaseToken: lease.leaseToken });
-        if (++done === 10) finished();
-      }
+    const streams = {
+      a: openStream(t, { queue: "fair", workerId: "a", maxInFlight: 10 }),
+      b: openStream(t, { queue: "fair", workerId: "b", maxInFlight: 10 }),
     };
-    const workers = [work(a, "a"), work(b, "b")].map((p) => p.catch(() => undefined));
-    await allDone;
-    a.abort.abort();
-    b.abort.abort();
-    await Promise.all(workers);
-    expect(counts.a + counts.b).toBe(10);
-    expect(counts.a).toBeGreaterThanOrEqual(3);
-    expect(counts.b).toBeGreaterThanOrEqual(3);
+    await Promise.all([streams.a.next(), streams.b.next()]);
+    // One job at a time, each submitted once the last one arrived: every
+    // claim finds both streams with room, and the ring alone decides.
+    type Name = keyof typeof streams;
+    const read = (name: Name): Promise<Name> => streams[name].lease().then(() => name);
+    const next: Record<Name, Promise<Name>> = { a: read("a"), b: read("b") };
+    const order: Name[] = [];
+    for (let i = 0; i < 10; i++) {
+      await t.call("Submit", { queue: "fair", task: `t${i}` });
+      const who = await Promise.race([next.a, next.b]);
+      order.push(who);
+      next[who] = read(who);
+    }
+    const first = order[0];
+    const second = first === "a" ? "b" : "a";
+    expect(order).toEqual(Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? first : second)));
+    expect(await stats(t, "fair")).toEqual({ queued: 0, running: 10, completed: 0 });
+    // The reads still waiting end with the streams.
+    for (const waiting of [next.a, next.b]) waiting.catch(() => undefined);
+    streams.a.abort.abort();
+    streams.b.abort.abort();
   });
 
   it("delivers a killed worker's job exactly once more after its lease expires", async () => {
-    const t = await server({ sweepIntervalMs: 100 });
+    // The lease expires when the test moves the server's clock; the sweep (every 100 ms) then recovers it.
+    const clock = new ManualClock();
+    const t = await server({ clock, sweepIntervalMs: 100 });
     const crashed = openStream(t, { queue: "crash", workerId: "crashed", leaseDuration: { seconds: 1n } });
     await crashed.next();
     const { body } = await t.call("Submit", { queue: "crash", task: "t" });
@@ -146,6 +150,8 @@ describe("StreamClaims", () => {
     crashed.abort.abort(); // the worker dies mid-job
 
     const survivor = openStream(t, { queue: "crash", workerId: "survivor", maxInFlight: 5 });
+    await survivor.next(); // registered: the job is still the crashed worker's
+    clock.advance(1000);
     const again = await survivor.lease();
     expect(again.job).toMatchObject({ id: body.job.id, deliveries: 2, attempts: 2, workerId: "survivor" });
     await t.client.complete({ jobId: again.job!.id, leaseToken: again.leaseToken });

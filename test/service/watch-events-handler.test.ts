@@ -15,6 +15,7 @@ import {
   type WatchEventsResponse,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { deleteEventsThrough, startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 const servers: TestServer[] = [];
 const aborts: AbortController[] = [];
@@ -98,7 +99,7 @@ const DROPPED = /^leasequeue_watch_subscribers_dropped_total\{reason="output_ful
 
 /** The server ends streams asynchronously after a client disconnects: wait until it has. */
 async function untilMetric(t: TestServer, pattern: RegExp, value: number): Promise<void> {
-  while ((await metric(t, pattern)) !== value) await new Promise((r) => setTimeout(r, 5));
+  await until(`${pattern.source} at ${value}`, async () => (await metric(t, pattern)) === value);
 }
 
 async function latestSequence(t: TestServer): Promise<bigint> {

@@ -17,6 +17,7 @@ import {
   type WorkResponse,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 const servers: TestServer[] = [];
 afterEach(async () => {
@@ -86,6 +87,12 @@ async function submit(t: TestServer, queue: string, n: number): Promise<string[]
 async function stats(t: TestServer, queue: string) {
   const q = (await t.call("GetStats", {})).body.queues.find((x: any) => x.queue === queue) ?? {};
   return { queued: Number(q.queued ?? 0), running: Number(q.running ?? 0), completed: Number(q.completed ?? 0) };
+}
+
+/** Open StreamClaims and Work streams, as the server counts them. */
+async function claimStreams(t: TestServer): Promise<number> {
+  const text = await (await fetch(`${t.metricsUrl}/metrics`)).text();
+  return Number(/^leasequeue_claim_streams (\d+)$/m.exec(text)?.[1] ?? NaN);
 }
 
 describe("Work", () => {
@@ -227,21 +234,34 @@ describe("Work", () => {
 
   it("releases leases claimed for a stream that ended before sending them", async () => {
     const { t, grpc } = await server();
+    // The claims the server's pump has issued and not seen answered: once the
+    // stream is gone none can start for it, so none left means none to come.
+    const store = t.server.store;
+    const claimOutcome = store.claimOutcome.bind(store);
+    let claiming = 0;
+    store.claimOutcome = async (spec) => {
+      claiming++;
+      try {
+        return await claimOutcome(spec);
+      } finally {
+        claiming--;
+      }
+    };
     const w = openWork(grpc);
     w.send({ start: { queue: "gone", workerId: "w", maxInFlight: 50 } });
     await w.next();
     w.abort.abort();
     await submit(t, "gone", 10);
     // Whatever the stream's pump claimed before noticing the end goes back.
-    // The pump may claim after the submit is seen as queued, so the two
-    // counts are read together until they settle, then read once more.
-    const counts = async () => {
+    // Settled, for good, once (in this order) the server counts no stream,
+    // no claim is running, and the ten jobs are queued: a claim that ended
+    // before the last look has its release committed before the jobs read
+    // as queued.
+    await until("the stream gone, no claim running and the ten jobs queued", async () => {
+      if ((await claimStreams(t)) !== 0 || claiming !== 0) return false;
       const s = await stats(t, "gone");
-      return { queued: s.queued, running: s.running };
-    };
-    await expect.poll(counts, { timeout: 10_000 }).toEqual({ queued: 10, running: 0 });
-    await new Promise((r) => setTimeout(r, 300));
-    expect(await counts()).toEqual({ queued: 10, running: 0 });
+      return s.queued === 10 && s.running === 0;
+    });
   });
 
   it("dead-letters a lease no client could decode and sends its neighbours", async () => {
