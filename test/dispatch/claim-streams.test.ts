@@ -130,10 +130,24 @@ describe("ClaimStreams", () => {
     const ALL = ["maxRunning", "rateLimit", "ratePeriodMs"] as const;
     const spec = { queue: "billing", workerId: "w", leaseDurationMs: 60_000, maxInFlight: 5 };
 
-    /** Resolves once the queue's pump reported a claim held back by `limit` (its wait is then armed). */
-    async function heldBy(limit: string, claims = 1): Promise<void> {
+    /**
+     * Resolves once the queue's pump reported `claims` claims held back by
+     * `limit`: at the report itself (QueueWakeups.heldBack, which the pump
+     * calls in the same turn as it arms its wait), not by looking again and
+     * again. (Some of these tests fake setTimeout, which a polling wait needs.)
+     */
+    function heldBy(limit: string, claims = 1): Promise<void> {
       const count = () => wakeups.limitedClaims.find((c) => c.limit === limit)?.claims ?? 0;
-      while (count() < claims) await new Promise((resolve) => setImmediate(resolve));
+      if (count() >= claims) return Promise.resolve();
+      const report = wakeups.heldBack.bind(wakeups);
+      return new Promise((resolve) => {
+        wakeups.heldBack = (queue, hold) => {
+          report(queue, hold);
+          if (count() < claims) return;
+          wakeups.heldBack = report;
+          resolve(); // the test goes on after the pump's turn, its wait armed
+        };
+      });
     }
 
     it("sends the next job as soon as a lease of the queue finishes elsewhere (max_running)", async () => {

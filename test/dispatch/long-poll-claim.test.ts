@@ -41,7 +41,7 @@ const asIs = (claimed: ClaimedLease[]) => Promise.resolve(claimed);
 it("answers a parked claim with the job submitted while it waits", async () => {
   const deps = setup();
   const claiming = claimWithin(deps, { ...spec, waitMs: 60_000 }, new AbortController().signal, asIs);
-  while (deps.wakeups.waiting === 0) await new Promise((resolve) => setImmediate(resolve));
+  await parked(deps);
   const [submitted] = await deps.store.submit([newJob()]);
   const leases = await claiming;
   expect(leases.map((l) => l.job.id)).toEqual([submitted.job.id]);
@@ -114,9 +114,25 @@ it("answers with a delayed job when it is due, though the claim before ran the i
   }
 });
 
-/** Resolves once the long-poll is parked (its wait registered, its timer armed). */
-async function parked(deps: LongPollClaimDeps): Promise<void> {
-  while (deps.wakeups.waiting === 0) await new Promise((resolve) => setImmediate(resolve));
+/**
+ * Resolves once the long-poll is parked (its wait registered, its timer
+ * armed): when QueueWakeups.waitForWork registers it, not by looking again
+ * and again. (Some of these tests fake setTimeout, which a polling wait needs.)
+ */
+function parked(deps: LongPollClaimDeps): Promise<void> {
+  const { wakeups } = deps;
+  if (wakeups.waiting > 0) return Promise.resolve();
+  const wait = wakeups.waitForWork.bind(wakeups);
+  return new Promise((resolve) => {
+    wakeups.waitForWork = (...args) => {
+      const waiting = wait(...args);
+      if (wakeups.waiting > 0) {
+        wakeups.waitForWork = wait;
+        resolve();
+      }
+      return waiting;
+    };
+  });
 }
 
 const ALL = ["maxRunning", "rateLimit", "ratePeriodMs"] as const;

@@ -59,15 +59,16 @@ it("does not wake a queue for a commit that makes nothing eligible", async () =>
 });
 
 it("wakes a queue when it is resumed, not when it is paused", async () => {
-  const { store, wakeups } = setup();
+  const { store, wakeups, clock } = setup();
   const woken: string[] = [];
   wakeups.onWork((queue) => woken.push(queue));
   await store.pauseQueue("a");
   expect(woken).toEqual([]);
   const generation = wakeups.generation("a");
-  const waiting = wakeups.waitForWork("a", generation, Date.now() + 60_000, new AbortController().signal);
+  // On the store's clock: the wait's timer is measured against it.
+  const waiting = wakeups.waitForWork("a", generation, clock.now() + 60_000, new AbortController().signal);
   await store.resumeQueue("a");
-  await waiting;
+  expect(await waiting).toBe(true); // woken by the resume, not by its timer
   expect(woken).toEqual(["a"]);
   expect(wakeups.generation("a")).toBe(generation + 1);
 });
@@ -98,12 +99,12 @@ it("wakes a claimer held back by max_running on the queue's next finishing lease
 });
 
 it("does not park a claimer held back by max_running when a lease finished since it read the count", async () => {
-  const { store, wakeups } = setup();
+  const { store, wakeups, clock } = setup();
   await store.submit([newJob({ queue: "a" })]);
   const [lease] = await claimLeases(store, { queue: "a", workerId: "w", leaseDurationMs: 60_000, maxJobs: 1 });
   const finishedSince = wakeups.finishedLeases("a");
   await store.fail(lease.job.id, lease.leaseToken, { error: "boom", permanent: true });
-  await wakeups.waitForWork("a", wakeups.generation("a"), Date.now() + 60_000, new AbortController().signal, {
+  await wakeups.waitForWork("a", wakeups.generation("a"), clock.now() + 60_000, new AbortController().signal, {
     held: { hold: { limit: "max_running" }, finishedSince },
   });
   expect(wakeups.waiting).toBe(0);

@@ -6,29 +6,11 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { HostClock } from "../../src/domain/clock.js";
-import { createLogger } from "../../src/logger.js";
+import { logLines } from "../helpers/log-lines.js";
 import { dropSchema, probePostgres, requirePostgres, skipWithoutPostgres, uniqueSchemaName } from "../helpers/postgres.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const probe = await probePostgres();
-
-/** Log lines as parsed JSON, with a way to wait for one. */
-function capturingLogger() {
-  const lines: any[] = [];
-  const waiters: Array<() => void> = [];
-  const log = createLogger({
-    level: "debug",
-    write: (line) => {
-      lines.push(JSON.parse(line));
-      for (const w of waiters.splice(0)) w();
-    },
-  });
-  const waitFor = async (pred: (line: any) => boolean) => {
-    while (!lines.some(pred)) await new Promise<void>((resolve) => waiters.push(resolve));
-    return lines.find(pred);
-  };
-  return { log, lines, waitFor };
-}
 
 let server: TestServer | undefined;
 let schema: string | undefined;
@@ -41,7 +23,7 @@ afterEach(async () => {
 
 describe("clock logs", () => {
   it("warns with its size when the host's wall clock jumps on SQLite", async () => {
-    const { log, waitFor } = capturingLogger();
+    const { log, waitFor } = logLines();
     let stepMs = 0;
     const host: HostClock = { now: () => Date.now() + stepMs, monotonic: () => performance.now() };
     server = await startTestServer({}, { log, clock: host });
@@ -56,7 +38,7 @@ describe("clock logs", () => {
     "warns when the database's clock cannot be measured on PostgreSQL, and serves on its last offset",
     async () => {
       requirePostgres(probe);
-      const { log, waitFor } = capturingLogger();
+      const { log, waitFor } = logLines();
       const unreadable = {
         now(): number {
           throw new Error("clock_timestamp() failed");

@@ -2,13 +2,14 @@
  * Many workers claiming at once over Connect (docs/api.md "Claim order":
  * "Two claims never receive the same job"), and lease expiry under
  * concurrency: a job whose lease ran out goes back exactly once, recovered by
- * the background sweep.
+ * the background sweep (on a server whose clock the test moves).
  */
 import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeaseQueueService, WorkRequestSchema, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { ManualClock } from "../../src/domain/clock.js";
 import type { JobEvent } from "../../src/domain/job.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -22,16 +23,18 @@ afterAll(async () => {
   await s?.close();
 });
 
-async function ok(method: string, body: unknown): Promise<any> {
-  const reply = await s.call(method, body);
+async function ok(method: string, body: unknown, server = s): Promise<any> {
+  const reply = await server.call(method, body);
   if (reply.status !== 200) throw new Error(`${method} -> HTTP ${reply.status} ${JSON.stringify(reply.body)}`);
   return reply.body;
 }
 
-async function submitJobs(queue: string, n: number): Promise<Set<string>> {
-  const { results } = await ok("SubmitBatch", {
-    jobs: Array.from({ length: n }, (_, i) => ({ queue, task: "concurrency", payload: { i } })),
-  });
+async function submitJobs(queue: string, n: number, server = s): Promise<Set<string>> {
+  const { results } = await ok(
+    "SubmitBatch",
+    { jobs: Array.from({ length: n }, (_, i) => ({ queue, task: "concurrency", payload: { i } })) },
+    server,
+  );
   const ids = new Set<string>(results.map((r: any) => r.job.id));
   expect(ids.size).toBe(n);
   return ids;
@@ -56,18 +59,18 @@ async function runWorkers(opts: {
   complete: boolean;
   stopAfter?: number;
   prefix: string;
+  server?: TestServer;
 }): Promise<Claimed[]> {
   const claimed: Claimed[] = [];
   await Promise.all(
     Array.from({ length: opts.workers }, async (_, w) => {
       const worker = `${opts.prefix}-${w}`;
       for (let round = 0; opts.stopAfter === undefined || claimed.length < opts.stopAfter; round++) {
-        const { leases = [] } = await ok("Claim", {
-          queue: opts.queue,
-          workerId: worker,
-          leaseDuration: opts.leaseDuration,
-          maxJobs: 1 + ((w + round) % 5),
-        });
+        const { leases = [] } = await ok(
+          "Claim",
+          { queue: opts.queue, workerId: worker, leaseDuration: opts.leaseDuration, maxJobs: 1 + ((w + round) % 5) },
+          opts.server,
+        );
         if (leases.length === 0) return;
         for (const lease of leases) {
           expect(lease.job).toMatchObject({ state: "JOB_STATE_RUNNING", workerId: worker });
@@ -76,7 +79,7 @@ async function runWorkers(opts: {
         if (opts.complete) {
           await Promise.all(
             leases.map(async (lease: any) => {
-              const { job } = await ok("Complete", { jobId: lease.job.id, leaseToken: lease.leaseToken, result: { worker } });
+              const { job } = await ok("Complete", { jobId: lease.job.id, leaseToken: lease.leaseToken, result: { worker } }, opts.server);
               expect(job.state).toBe("JOB_STATE_COMPLETED");
             }),
           );
@@ -87,8 +90,8 @@ async function runWorkers(opts: {
   return claimed;
 }
 
-async function jobsOf(queue: string): Promise<any[]> {
-  const { jobs, nextPageToken } = await ok("ListJobs", { queue, pageSize: 500 });
+async function jobsOf(queue: string, server = s): Promise<any[]> {
+  const { jobs, nextPageToken } = await ok("ListJobs", { queue, pageSize: 500 }, server);
   expect(nextPageToken ?? "").toBe("");
   return jobs;
 }
@@ -120,7 +123,7 @@ describe("concurrent claimers", () => {
     const stats = queues.find((q: any) => q.queue === "parallel");
     expect(Number(stats.completed)).toBe(500);
     expect(Number(stats.queued ?? 0) + Number(stats.running ?? 0) + Number(stats.retry ?? 0)).toBe(0);
-  }, 30_000);
+  }, 90_000);
 
   it("lease each of 500 jobs exactly once across 8 Work streams and a unary claimer", async () => {
     const queue = "parallel-work";
@@ -192,12 +195,15 @@ describe("concurrent claimers", () => {
     expect(new Set(claimed.map((c) => c.worker)).size).toBeGreaterThan(1);
     const jobs = await jobsOf(queue);
     for (const job of jobs) expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", deliveries: 1, attempts: 1 });
-  }, 30_000);
+  }, 90_000);
 
   it("give each expired job back exactly once after the sweep recovers it", async () => {
+    // Leases expire when the test moves the server's clock, not after a real second that round 1 must beat.
+    const clock = new ManualClock(Date.now());
+    const t = await startTestServer({}, { clock, sweepIntervalMs: 100 });
     const queue = "expiring";
     const JOBS = 100;
-    const ids = await submitJobs(queue, JOBS);
+    const ids = await submitJobs(queue, JOBS, t);
 
     // Count the sweep's recoveries as they commit: no claim runs on this
     // queue between the first round and the moment all of them are in.
@@ -205,7 +211,7 @@ describe("concurrent claimers", () => {
     const unexpected: JobEvent[] = [];
     let allExpired!: () => void;
     const recovered = new Promise<void>((r) => (allExpired = r));
-    const unsubscribe = s.server.store.onCommitted(({ events }: { events: JobEvent[] }) => {
+    const unsubscribe = t.server.store.onCommitted(({ events }: { events: JobEvent[] }) => {
       for (const e of events) {
         if (e.queue !== queue || e.kind !== "lease_expired") continue;
         if (e.fromState !== "running" || e.toState !== "retry") unexpected.push(e);
@@ -216,36 +222,44 @@ describe("concurrent claimers", () => {
 
     try {
       // Round 1: workers that crash (never complete); 1 s leases.
-      const first = await runWorkers({ queue, workers: 10, leaseDuration: "1s", complete: false, stopAfter: JOBS, prefix: "doomed" });
-      const firstDone = Date.now();
+      const first = await runWorkers({
+        queue,
+        workers: 10,
+        leaseDuration: "1s",
+        complete: false,
+        stopAfter: JOBS,
+        prefix: "doomed",
+        server: t,
+      });
       expect(first.length).toBe(JOBS);
-      // Everything in round 1 happened before the first lease could expire,
-      // so a job seen twice would be a double lease, not a legitimate retry.
+      // Everything in round 1 happened before the first lease could expire (the server's clock has not
+      // moved), so a job seen twice would be a double lease, not a legitimate retry.
       const earliestExpiry = Math.min(...first.map((c) => Date.parse(c.leaseExpireTime)));
-      expect(firstDone, "round 1 took longer than the lease; the test proves nothing").toBeLessThan(earliestExpiry);
+      expect(clock.now(), "round 1 took longer than the lease; the test proves nothing").toBeLessThan(earliestExpiry);
       expectNoDuplicates(first.map((c) => c.id));
       expect(new Set(first.map((c) => c.id))).toEqual(ids);
 
-      await recovered; // the sweep runs every 500 ms; bounded by the test timeout
+      clock.advance(1001);
+      await recovered; // the sweep runs every 100 ms; bounded by the test timeout
       expect(expired).toEqual(ids);
       expect(unexpected).toEqual([]);
-      for (const job of await jobsOf(queue)) {
+      for (const job of await jobsOf(queue, t)) {
         expect(job).toMatchObject({ state: "JOB_STATE_RETRY", deliveries: 1, attempts: 1 });
       }
 
       // A crashed worker's token is now useless.
-      const stale = await s.call("Complete", { jobId: first[0].id, leaseToken: first[0].token });
+      const stale = await t.call("Complete", { jobId: first[0].id, leaseToken: first[0].token });
       expect(stale.body.code).toBe("aborted");
 
       // Round 2: each job comes back exactly once more.
-      const second = await runWorkers({ queue, workers: 10, leaseDuration: "300s", complete: true, prefix: "rescuer" });
+      const second = await runWorkers({ queue, workers: 10, leaseDuration: "300s", complete: true, prefix: "rescuer", server: t });
       expectNoDuplicates(second.map((c) => c.id));
       expect(new Set(second.map((c) => c.id))).toEqual(ids);
 
-      for (const job of await jobsOf(queue)) {
+      for (const job of await jobsOf(queue, t)) {
         expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", deliveries: 2, attempts: 2 });
       }
-      const { events } = await ok("ListJobEvents", { jobId: first[0].id });
+      const { events } = await ok("ListJobEvents", { jobId: first[0].id }, t);
       expect(events.map((e: any) => e.kind)).toEqual([
         "EVENT_KIND_SUBMITTED",
         "EVENT_KIND_CLAIMED",
@@ -255,6 +269,7 @@ describe("concurrent claimers", () => {
       ]);
     } finally {
       unsubscribe();
+      await t.close();
     }
-  }, 30_000);
+  }, 60_000);
 });

@@ -107,7 +107,9 @@ describe.skipIf(skipWithoutPostgres(probe))("three servers on one PostgreSQL sch
     expect(Number((await fleet.db.query(`SELECT count(*) AS n FROM ${table("unsequenced_events")}`)).rows[0].n)).toBe(0);
   }, 120_000);
 
-  it("hands a job submitted through one server to a Work stream open on another within a second", async () => {
+  // How soon (docs/postgresql.md: at once, by LISTEN/NOTIFY) is measured by bench/pg-handoff.mjs: a time bound here
+  // would fail on a slow enough machine and prove nothing a faster one does not.
+  it("hands a job submitted through one server to a Work stream open on another", async () => {
     const queue = "handoff";
     const finished = new AbortController();
     const requests = requestQueue<WorkRequest>(finished.signal);
@@ -118,7 +120,6 @@ describe.skipIf(skipWithoutPostgres(probe))("three servers on one PostgreSQL sch
     expect(first.done).toBe(false);
     expect(first.value.leases).toEqual([]);
 
-    const submittedAt = performance.now();
     const { job } = await fleet.clients[0].submit({ queue, task: "handoff", payload: number(1) });
     let lease: Lease | undefined;
     while (lease === undefined) {
@@ -126,9 +127,7 @@ describe.skipIf(skipWithoutPostgres(probe))("three servers on one PostgreSQL sch
       expect(next.done).toBe(false);
       lease = next.value.leases[0];
     }
-    const elapsedMs = performance.now() - submittedAt;
     expect(lease.job!.id).toBe(job!.id);
-    expect(elapsedMs, "from Submit on server 0 to the lease on server 1's Work stream (ms)").toBeLessThan(1000);
 
     requests.push(create(WorkRequestSchema, { acks: [complete(lease)] }));
     const acked = await responses.next();

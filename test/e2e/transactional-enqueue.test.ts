@@ -10,6 +10,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { dropSchema, probePostgres, skipWithoutPostgres, TEST_DATABASE_URL, uniqueSchemaName } from "../helpers/postgres.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 
 const probe = await probePostgres();
 
@@ -30,7 +31,7 @@ describe.skipIf(skipWithoutPostgres(probe))("transactional enqueue with a runnin
     await dropSchema(schema);
   });
 
-  it("leases the job only once the application's transaction commits, and never after a rollback", async () => {
+  it("leases the job only once the application's transaction commits, and never after a rollback", { timeout: 90_000 }, async () => {
     await app.query("BEGIN");
     await app.query(`INSERT INTO ${schema}.orders (id, total) VALUES ('o-1', 12.5)`);
     const { rows } = await app.query<{ job_id: string }>(
@@ -40,16 +41,23 @@ describe.skipIf(skipWithoutPostgres(probe))("transactional enqueue with a runnin
     const jobId = rows[0].job_id;
     // Not visible while the transaction is open: a short claim finds nothing.
     expect((await t.call("Claim", { queue: "billing", workerId: "w", wait: "300ms" })).body.leases ?? []).toEqual([]);
-    const waiting = t.call("Claim", { queue: "billing", workerId: "w", wait: "20s" });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The longest wait a Claim takes: parked (the server counts it) before the commit, so the commit has to wake it.
+    const waiting = t.call("Claim", { queue: "billing", workerId: "w", wait: "60s" });
+    await until(
+      "the Claim parked",
+      async () => /^leasequeue_claim_waiters 1$/m.test(await (await fetch(`${t.metricsUrl}/metrics`)).text()),
+      {
+        pollMs: 20,
+      },
+    );
     const committedAt = performance.now();
     await app.query("COMMIT");
     const { body } = await waiting;
     const wokenAfterMs = performance.now() - committedAt;
     expect(body.leases).toHaveLength(1);
     expect(body.leases[0].job).toMatchObject({ id: jobId, queue: "billing", task: "invoice.generate", payload: { orderId: "o-1" } });
-    // Woken by the commit's notification, not by the 20 s wait running out (docs/postgresql.md "Transactional enqueue": at once).
-    expect(wokenAfterMs).toBeLessThan(10_000);
+    // Woken by the commit (docs/postgresql.md "Transactional enqueue": at once), not by the 60 s wait running out.
+    expect(wokenAfterMs).toBeLessThan(30_000);
     const events = await t.call("ListJobEvents", { jobId });
     expect(events.body.events.map((e: { kind: string }) => e.kind)).toEqual(["EVENT_KIND_SUBMITTED", "EVENT_KIND_CLAIMED"]);
 

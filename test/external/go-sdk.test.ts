@@ -14,6 +14,7 @@
 import { spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 import {
   goAvailable,
   goBuild,
@@ -84,15 +85,17 @@ describe.skipIf(skip)("the Go SDK", () => {
     worker.stderr.setEncoding("utf8").on("data", (d: string) => (log += d));
     const exited = new Promise<number | null>((resolve) => worker.once("close", resolve));
     try {
-      const finished = async (id: string) => {
-        const deadline = Date.now() + 15_000;
-        for (;;) {
-          const job = (await server.call("GetJob", { jobId: id })).body.job;
-          if (job.state === "JOB_STATE_COMPLETED" || job.state === "JOB_STATE_DEAD") return job;
-          if (Date.now() > deadline) throw new Error(`job ${id} is ${JSON.stringify(job)}\n${log}`);
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      };
+      const finished = (id: string) =>
+        until(
+          `job ${id} completed or dead`,
+          async () => {
+            const job = (await server.call("GetJob", { jobId: id })).body.job;
+            return job.state === "JOB_STATE_COMPLETED" || job.state === "JOB_STATE_DEAD" ? job : undefined;
+          },
+          { pollMs: 50 },
+        ).catch((err: Error) => {
+          throw new Error(`${err.message}\n${log}`, { cause: err });
+        });
       expect(await finished(sum), log).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { sum: 5 } });
       expect(await finished(bad), log).toMatchObject({ state: "JOB_STATE_DEAD", attempts: 1, lastError: "demo.add needs numbers a and b" });
       worker.kill("SIGTERM");

@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, writeAuthFile } from "../helpers/auth.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 import { installPythonSdk, PYTHON_TOOLS, pythonAvailable, removeBuilds } from "./sdk-builds.js";
 import { REPO_ROOT, requireTool, run, skipUnlessAvailable } from "./tools.js";
 
@@ -36,14 +37,15 @@ afterAll(async () => {
   removeBuilds();
 });
 
-async function waitFinished(id: string, headers: Record<string, string> = {}, on = server): Promise<any> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const job = (await on.call("GetJob", { jobId: id }, headers)).body.job;
-    if (["JOB_STATE_COMPLETED", "JOB_STATE_DEAD"].includes(job.state)) return job;
-    if (Date.now() > deadline) throw new Error(`job ${id} is ${JSON.stringify(job)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+function waitFinished(id: string, headers: Record<string, string> = {}, on = server): Promise<any> {
+  return until(
+    `job ${id} completed or dead`,
+    async () => {
+      const job = (await on.call("GetJob", { jobId: id }, headers)).body.job;
+      return ["JOB_STATE_COMPLETED", "JOB_STATE_DEAD"].includes(job.state) ? job : undefined;
+    },
+    { pollMs: 50 },
+  );
 }
 
 describe.skipIf(skip)("the Python SDK", () => {
@@ -103,7 +105,7 @@ describe.skipIf(skip)("the Python SDK", () => {
     } finally {
       worker.kill("SIGKILL");
     }
-  }, 60_000);
+  }, 120_000);
 
   it("sends the token with every call: the producer is refused without one and works with one", async () => {
     const dir = mkdtempSync(join(tmpdir(), "leasequeue-py-auth-"));

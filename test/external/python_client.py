@@ -41,6 +41,11 @@ def seconds(s):
     return duration_pb2.Duration(seconds=s)
 
 
+def after(timestamp, t):
+    """Seconds from `t` (time.time()) to a Timestamp, to the millisecond."""
+    return round(timestamp.ToMilliseconds() / 1000 - t, 3)
+
+
 def state_name(job):
     return pb.JobState.Name(job.state)
 
@@ -107,22 +112,25 @@ def main():
         # Worker: claim both (higher priority first), with a 30 s lease.
         started = time.time()
         claimed = stub.Claim(pb.ClaimRequest(queue=queue, worker_id="py-worker-1", lease_duration=seconds(30), max_jobs=10), timeout=TIMEOUT)
+        answered = time.time()
         leases = list(claimed.leases)
         summary["claim"] = {
             "ids": [lease.job.id for lease in leases],
             "states": [state_name(lease.job) for lease in leases],
             "workerIds": [lease.job.worker_id for lease in leases],
             "tokensPresent": all(len(lease.lease_token) > 0 for lease in leases),
-            "leaseSeconds": round(leases[0].job.lease_expire_time.ToSeconds() - started) if leases else None,
+            # The lease's end, in seconds from the call's answer and from its start (the server's time was between them).
+            "leaseSeconds": [after(leases[0].job.lease_expire_time, answered), after(leases[0].job.lease_expire_time, started)] if leases else None,
         }
         by_id = {lease.job.id: lease for lease in leases}
         a, b = by_id[first.job.id], by_id[second.job.id]
 
         started = time.time()
         beat = stub.Heartbeat(pb.HeartbeatRequest(job_id=a.job.id, lease_token=a.lease_token, lease_duration=seconds(300)), timeout=TIMEOUT)
+        answered = time.time()
         summary["heartbeat"] = {
             "state": state_name(beat.job),
-            "leaseSeconds": round(beat.job.lease_expire_time.ToSeconds() - started),
+            "leaseSeconds": [after(beat.job.lease_expire_time, answered), after(beat.job.lease_expire_time, started)],
         }
 
         # A wrong token is refused; the error details ride in the trailer.
@@ -137,13 +145,15 @@ def main():
             "finished": done.job.HasField("finish_time"),
         }
 
+        started = time.time()
         failed = stub.Fail(pb.FailRequest(job_id=b.job.id, lease_token=b.lease_token, error="image not found"), timeout=TIMEOUT)
+        answered = time.time()
         summary["fail"] = {
             "state": state_name(failed.job),
             "lastError": failed.job.last_error,
             "attempts": failed.job.attempts,
             # Retry after retry_base_delay * 2^(attempts-1) = 30 s.
-            "retryInSeconds": round(failed.job.schedule_time.ToSeconds() - time.time()),
+            "retryInSeconds": [after(failed.job.schedule_time, answered), after(failed.job.schedule_time, started)],
         }
 
         # A field out of bounds (priority is -100..100).

@@ -200,8 +200,9 @@ describe("the scheduler", () => {
     await s.scheduler.stop();
     expect(s.scheduler.armedFor).toBeUndefined();
     s.scheduler.rearm();
-    // A re-arm reads the store (answered within this turn) before it sets the timer: let it.
-    await new Promise((resolve) => setImmediate(resolve));
+    // A re-arm reads the store before it sets the timer: a read issued after it is answered after
+    // that one (the store answers in order), and the re-arm's next step runs before this one's.
+    await store.nextScheduleRunTime();
     expect(s.armed).toEqual([T0 + HOUR]);
     expect(s.scheduler.armedFor).toBeUndefined();
   });

@@ -16,6 +16,7 @@ import { afterEach, beforeEach, expect, it, vi } from "vitest";
 import { createLeaseQueueClient, createWorker, JobState, type LeaseQueueClientOptions, type Worker } from "../../src/worker/index.js";
 import { bearer, writeAuthFile, type TestToken } from "../helpers/auth.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { until } from "../helpers/until.js";
 import { workerEventLog } from "../helpers/worker-events.js";
 
 let t: TestServer | undefined;
@@ -147,7 +148,7 @@ it("without a token says so on the console, keeps trying, and works once the aut
       handler: () => null,
     }),
   );
-  await vi.waitFor(() => expect(lines.length).toBeGreaterThanOrEqual(2), { timeout: 10_000, interval: 20 });
+  await until("the refusal said twice on the console (once per attempt)", () => lines.length >= 2, { timeoutMs: 20_000 });
   expect(lines[0]).toMatch(
     /^leasequeue worker no-token: the server refused the worker on queue billing \(\[unauthenticated\] this server requires "Authorization: Bearer <token>"\); give the worker a token/,
   );

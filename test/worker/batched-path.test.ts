@@ -16,9 +16,11 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createLeaseQueueClient, createWorker, EventKind, JobState, type Worker } from "../../src/worker/index.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { AcknowledgeRequest, ClaimRequest, WorkRequest, WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { CLAIM_WAIT_MS } from "../../src/worker/claim-transport.js";
+import { ManualClock } from "../../src/domain/clock.js";
+import { moveClockWithHeartbeats } from "../helpers/lease-clock.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { gate, workerEventLog, type WorkerEventLog } from "../helpers/worker-events.js";
+import { until } from "../helpers/until.js";
+import { gate, workerEventLog } from "../helpers/worker-events.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -47,8 +49,8 @@ interface Traffic {
   /** The same messages, one list per Work stream opened, in the order the streams were opened. */
   workStreams: Array<Array<Record<string, number>>>;
   acknowledgeCalls: Array<Record<string, number>>;
-  /** Each Claim's acknowledgements by kind, and the wait it asked for (ms). */
-  claimCalls: Array<{ acks: Record<string, number>; waitMs: number }>;
+  /** Each Claim's acknowledgements by kind, the wait it asked for (ms), and how it ended: answered, failed (e.g. aborted), or not yet. */
+  claimCalls: Array<{ acks: Record<string, number>; waitMs: number; ended?: "answered" | "failed" }>;
 }
 
 function kindsOf(acks: Array<{ outcome: { case: string | undefined } }>): Record<string, number> {
@@ -63,7 +65,19 @@ function recordTraffic(): { traffic: Traffic; interceptor: Interceptor } {
     if (req.method.name === "Acknowledge") traffic.acknowledgeCalls.push(kindsOf((req.message as AcknowledgeRequest).acks));
     if (req.method.name === "Claim") {
       const claim = req.message as ClaimRequest;
-      traffic.claimCalls.push({ acks: kindsOf(claim.acks), waitMs: claim.wait === undefined ? 0 : durationMs(claim.wait) });
+      const call: Traffic["claimCalls"][number] = {
+        acks: kindsOf(claim.acks),
+        waitMs: claim.wait === undefined ? 0 : durationMs(claim.wait),
+      };
+      traffic.claimCalls.push(call);
+      try {
+        const res = await next(req);
+        call.ended = "answered";
+        return res;
+      } catch (err) {
+        call.ended = "failed";
+        throw err;
+      }
     }
     if (req.method.name !== "Work" || !req.stream) return next(req);
     const messages = req.message as AsyncIterable<WorkRequest>;
@@ -101,7 +115,7 @@ const JOBS = 200;
 describe("the path the SDK takes", () => {
   it(
     "over gRPC: one Work stream carries every lease and every acknowledgement, in far fewer messages than jobs",
-    { timeout: 20_000 },
+    { timeout: 60_000 },
     async () => {
       const t = await server();
       const { traffic, interceptor } = recordTraffic();
@@ -133,7 +147,7 @@ describe("the path the SDK takes", () => {
     },
   );
 
-  it("over Connect HTTP/1.1: StreamClaims for leases and batched Acknowledge calls for the rest", { timeout: 20_000 }, async () => {
+  it("over Connect HTTP/1.1: StreamClaims for leases and batched Acknowledge calls for the rest", { timeout: 60_000 }, async () => {
     const t = await server();
     const { traffic, interceptor } = recordTraffic();
     const log = workerEventLog();
@@ -160,7 +174,7 @@ describe("the path the SDK takes", () => {
     expect(calls.Acknowledge).toBeLessThan(JOBS / 2);
   });
 
-  it("sends the heartbeats of leases held together in shared messages, and none as a Heartbeat call", { timeout: 20_000 }, async () => {
+  it("sends the heartbeats of leases held together in shared messages, and none as a Heartbeat call", { timeout: 60_000 }, async () => {
     const t = await server();
     const { traffic, interceptor } = recordTraffic();
     const log = workerEventLog();
@@ -171,7 +185,8 @@ describe("the path the SDK takes", () => {
       queue: "beats",
       workerId: "w-beats",
       concurrency: HELD,
-      leaseDuration: 3000,
+      // Thirty heartbeats a lease: their timing does not decide whether the lease lives.
+      leaseDuration: 10_000,
       heartbeatInterval: 100,
       onEvent: log.onEvent,
       handler: async () => {
@@ -222,7 +237,7 @@ describe('the unary path (transport "unary")', () => {
     return { worker, traffic, log };
   }
 
-  it("carries the acknowledgements on the next Claim: no stream, no Complete, fewer calls than jobs", { timeout: 20_000 }, async () => {
+  it("carries the acknowledgements on the next Claim: no stream, no Complete, fewer calls than jobs", { timeout: 60_000 }, async () => {
     const t = await server();
     const { worker, traffic, log } = unaryWorker(t, { queue: "unary-path", concurrency: 16 });
     await log.waitFor("connected");
@@ -244,30 +259,33 @@ describe('the unary path (transport "unary")', () => {
     expect(traffic.claimCalls.filter((c) => Object.keys(c.acks).length > 0 && c.waitMs > 0)).toEqual([]);
   });
 
-  it("does not hold an acknowledgement back while a Claim long-polls: it goes by Acknowledge at once", { timeout: 20_000 }, async () => {
+  it("does not hold an acknowledgement back while a Claim long-polls: it goes by Acknowledge at once", { timeout: 60_000 }, async () => {
     const t = await server();
     const { worker, traffic, log } = unaryWorker(t, { queue: "unary-idle", concurrency: 2 });
     await log.waitFor("connected");
     const [id] = await submit(t, "unary-idle", 1);
     await log.waitFor("lease", 1, (e) => e.job.id === id);
-    const leasedAt = performance.now();
-    // A second slot stays free, so a long-poll (CLAIM_WAIT_MS) is pending when the job completes.
+    // A second slot stays free, so a long-poll (CLAIM_WAIT_MS) is pending when the job completes:
+    // the completion is answered while that Claim still waits, not once it has come back.
     const [done] = await log.waitFor("completed", 1, (e) => e.job.id === id);
-    expect(performance.now() - leasedAt).toBeLessThan(CLAIM_WAIT_MS / 4);
+    const pendingWhenDone = traffic.claimCalls.filter((c) => c.waitMs > 0 && c.ended === undefined);
+    expect(pendingWhenDone).toHaveLength(1);
     expect((await t.client.getJob({ jobId: done.job.id })).job?.state).toBe(JobState.COMPLETED);
     expect(sum(traffic.acknowledgeCalls, "complete")).toBe(1);
-    expect(traffic.claimCalls.some((c) => c.waitMs > 0)).toBe(true);
     await worker.close();
   });
 
-  it("heartbeats leases while every slot is busy, by Acknowledge, and none as a Heartbeat call", { timeout: 20_000 }, async () => {
-    const t = await server();
+  it("heartbeats leases while every slot is busy, by Acknowledge, and none as a Heartbeat call", { timeout: 60_000 }, async () => {
+    // The server's clock moves half a lease with each round of heartbeats it applies (test/helpers/lease-clock.ts).
+    const clock = new ManualClock(Date.now());
+    const t = await server({ clock, sweepIntervalMs: 100 });
     const release = gate();
     const HELD = 4;
+    const LEASE_MS = 6000;
     const { worker, traffic, log } = unaryWorker(t, {
       queue: "unary-beats",
       concurrency: HELD,
-      leaseDuration: 1500,
+      leaseDuration: LEASE_MS,
       heartbeatInterval: 200,
       handler: async () => {
         await release.promise;
@@ -276,7 +294,12 @@ describe('the unary path (transport "unary")', () => {
     });
     await log.waitFor("connected");
     const ids = await submit(t, "unary-beats", HELD + 1);
-    for (const id of ids.slice(0, HELD)) await log.waitFor("heartbeat", 10, (e) => e.job.id === id);
+    const held = (await log.waitFor("lease", HELD)).map((e) => e.job.id);
+    const rounds = moveClockWithHeartbeats(clock, t.server.store, held, LEASE_MS / 2);
+    for (const id of held) await log.waitFor("heartbeat", 10, (e) => e.job.id === id);
+    // Kept alive past a lease and a half on the server's clock, by heartbeats only Acknowledge carried.
+    await rounds.reached(3);
+    rounds.stop();
     release.open();
     await log.waitFor("completed", HELD + 1);
     await worker.close();
@@ -289,26 +312,38 @@ describe('the unary path (transport "unary")', () => {
     for (const id of ids) expect((await t.client.getJob({ jobId: id })).job).toMatchObject({ state: JobState.COMPLETED, deliveries: 1 });
   });
 
-  it("ends a pending long-poll at close() without waiting for it", { timeout: 20_000 }, async () => {
+  it("ends a pending long-poll at close() without waiting for it", { timeout: 60_000 }, async () => {
     const t = await server();
     const { worker, traffic, log } = unaryWorker(t, { queue: "unary-close" });
     await log.waitFor("connected");
-    // Wait until the long-poll is on its way (the first Claim answers at once).
-    while (!traffic.claimCalls.some((c) => c.waitMs > 0)) await new Promise((r) => setImmediate(r));
-    const started = performance.now();
+    // The long-poll is on its way (the first Claim answers at once).
+    const longPoll = await until("a long-poll Claim sent", () => traffic.claimCalls.find((c) => c.waitMs > 0));
     await worker.close();
-    expect(performance.now() - started).toBeLessThan(5000);
+    // Cut off by close(), not answered at the end of its wait (CLAIM_WAIT_MS, with nothing to claim).
+    expect(longPoll.ended).toBe("failed");
     expect(log.all("closed")).toHaveLength(1);
   });
 });
 
+/**
+ * The servers' clock is a manual one that moves half a lease each time every
+ * held lease has had a heartbeat applied (test/helpers/lease-clock.ts), and
+ * they sweep every 100 ms: the handlers are held until it has moved a lease
+ * and a half after the break, so a lease whose heartbeats were not applied
+ * would show as LEASE_EXPIRED. The worker's own deadline is real time; a 6 s
+ * lease leaves the break 5.6 s, which it takes on any machine.
+ */
 describe("held leases through a broken Work stream", () => {
-  const LEASE_MS = 2000;
+  const LEASE_MS = 6000;
   const HEARTBEAT_MS = 400;
+  /** Rounds of half a lease: a lease and a half. */
+  const ROUNDS = 3;
 
-  /** Waits until every job has had `count` heartbeats after the log's `from`-th event. */
-  async function heartbeatsAfter(log: WorkerEventLog, from: number, ids: string[], count: number): Promise<void> {
-    for (const id of ids) await log.waitFor("heartbeat", count, (e) => e.job.id === id && log.events.indexOf(e) >= from);
+  /** Holds on until the server's clock has moved ROUNDS half leases with the heartbeats of `ids` that `store` applies from now on. */
+  async function extendedPastALease(t: TestServer, clock: ManualClock, ids: string[]): Promise<void> {
+    const rounds = moveClockWithHeartbeats(clock, t.server.store, ids, LEASE_MS / 2);
+    await rounds.reached(ROUNDS);
+    rounds.stop();
   }
 
   async function expectCompletedOnce(t: TestServer, ids: string[]): Promise<void> {
@@ -321,8 +356,9 @@ describe("held leases through a broken Work stream", () => {
     }
   }
 
-  it("keeps them alive across a server restart and acknowledges them on the new stream", { timeout: 20_000 }, async () => {
-    const first = await startTestServer({}, { sweepIntervalMs: 100 });
+  it("keeps them alive across a server restart and acknowledges them on the new stream", { timeout: 60_000 }, async () => {
+    const clock = new ManualClock(Date.now());
+    const first = await startTestServer({}, { clock, sweepIntervalMs: 100 });
     cleanups.push(() => rmSync(first.dir, { recursive: true, force: true }));
     const { traffic, interceptor } = recordTraffic();
     const log = workerEventLog();
@@ -351,11 +387,10 @@ describe("held leases through a broken Work stream", () => {
     const acknowledgesBefore = traffic.acknowledgeCalls.length;
     const [disconnected] = await log.waitFor("disconnected");
     expect(disconnected.error.code).toBe(Code.Unavailable);
-    const second = await server({ sweepIntervalMs: 100 }, { port: new URL(first.apiUrl).port, db: first.config.databasePath });
-    const [reconnected] = await log.waitFor("connected", 2).then((c) => c.slice(1));
-    const from = log.events.indexOf(reconnected);
-    // Each lease extended past a full lease duration on the new stream.
-    await heartbeatsAfter(log, from, ids, Math.ceil((LEASE_MS * 1.5) / HEARTBEAT_MS));
+    const second = await server({ clock, sweepIntervalMs: 100 }, { port: new URL(first.apiUrl).port, db: first.config.databasePath });
+    // Each lease extended past a full lease duration by the new server.
+    await extendedPastALease(second, clock, ids);
+    await log.waitFor("connected", 2);
     release.open();
     for (const id of ids) await log.waitFor("completed", 1, (e) => e.job.id === id);
     await worker.close();
@@ -363,16 +398,12 @@ describe("held leases through a broken Work stream", () => {
     expect(log.all("lease-lost")).toEqual([]);
     await expectCompletedOnce(second, ids);
     // Every stream after the first was opened after the restart (attempts the new
-    // server refused carry nothing). Counting by stream, not from the moment the
-    // test saw "connected", includes the round of heartbeats the worker sends as
-    // soon as the new stream opens. While no stream is open the worker sends its
-    // heartbeats by Acknowledge (the next case), which on a loaded machine can
-    // take some of the rounds after the restart: those count too.
+    // server refused carry nothing). While no stream is open the worker sends its
+    // heartbeats by Acknowledge (the next case), which can carry some of the rounds
+    // after the restart: those count too. Each round was a heartbeat of each lease.
     const onNewStream = traffic.workStreams.slice(1).flat();
     const byAcknowledge = traffic.acknowledgeCalls.slice(acknowledgesBefore);
-    expect(sum(onNewStream, "heartbeat") + sum(byAcknowledge, "heartbeat")).toBeGreaterThanOrEqual(
-      3 * Math.ceil((LEASE_MS * 1.5) / HEARTBEAT_MS),
-    );
+    expect(sum(onNewStream, "heartbeat") + sum(byAcknowledge, "heartbeat")).toBeGreaterThanOrEqual(3 * ROUNDS);
     expect(sum(onNewStream, "complete")).toBe(3);
     const calls = await rpcCounts(second);
     expect(calls.Work).toBeGreaterThanOrEqual(1);
@@ -380,8 +411,9 @@ describe("held leases through a broken Work stream", () => {
     expect(calls.Complete).toBeUndefined();
   });
 
-  it("heartbeats and acknowledges them with Acknowledge while no Work stream can be opened", { timeout: 20_000 }, async () => {
-    const t = await server({ sweepIntervalMs: 100 });
+  it("heartbeats and acknowledges them with Acknowledge while no Work stream can be opened", { timeout: 60_000 }, async () => {
+    const clock = new ManualClock(Date.now());
+    const t = await server({ clock, sweepIntervalMs: 100 });
     const { traffic, interceptor } = recordTraffic();
     let refuseWork = false;
     let breakStream: ((err: Error) => void) | undefined;
@@ -429,7 +461,7 @@ describe("held leases through a broken Work stream", () => {
     const before = log.events.length;
     breakStream!(new ConnectError("stream cut (simulated)", Code.Unavailable));
     await log.waitFor("disconnected", 1, (e) => log.events.indexOf(e) >= before);
-    await heartbeatsAfter(log, before, ids, Math.ceil((LEASE_MS * 1.5) / HEARTBEAT_MS));
+    await extendedPastALease(t, clock, ids);
     release.open();
     for (const id of ids) await log.waitFor("completed", 1, (e) => e.job.id === id);
     expect(log.all("connected")).toHaveLength(1); // all of it without a stream
@@ -437,14 +469,14 @@ describe("held leases through a broken Work stream", () => {
 
     expect(log.all("lease-lost")).toEqual([]);
     await expectCompletedOnce(t, ids);
-    expect(sum(traffic.acknowledgeCalls, "heartbeat")).toBeGreaterThanOrEqual(3 * Math.ceil((LEASE_MS * 1.5) / HEARTBEAT_MS));
+    expect(sum(traffic.acknowledgeCalls, "heartbeat")).toBeGreaterThanOrEqual(3 * ROUNDS);
     expect(sum(traffic.acknowledgeCalls, "complete")).toBe(3);
     const calls = await rpcCounts(t);
     expect(calls.Heartbeat).toBeUndefined();
     expect(calls.Complete).toBeUndefined();
   });
 
-  it("reports Completes whose answers were lost after they committed as completed, not as lost leases", { timeout: 20_000 }, async () => {
+  it("reports Completes whose answers were lost after they committed as completed, not as lost leases", { timeout: 60_000 }, async () => {
     const t = await server();
     let answersLost = 0;
     /** The first response carrying results never arrives: the stream breaks after the server committed them. */

@@ -25,7 +25,7 @@ async function server() {
 }
 
 describe("close()", () => {
-  it("waits for running handlers, completes their jobs and takes no new work", async () => {
+  it("waits for running handlers, completes their jobs and takes no new work", { timeout: 30_000 }, async () => {
     const t = await server();
     const log = workerEventLog();
     const release = gate();
@@ -62,7 +62,7 @@ describe("close()", () => {
     expect(log.events.at(-1)).toEqual({ type: "closed" });
   });
 
-  it("fails a stuck handler's job back to RETRY, eligible at once, after the shutdown timeout", async () => {
+  it("fails a stuck handler's job back to RETRY, eligible at once, after the shutdown timeout", { timeout: 30_000 }, async () => {
     const t = await server();
     const log = workerEventLog();
     const abortedWith = gate<unknown>();
@@ -82,6 +82,7 @@ describe("close()", () => {
     const { body } = await t.call("Submit", { queue: "stuck", task: "t", retryBaseDelay: "600s" });
     await log.waitFor("lease");
 
+    // The 200 ms bound and the Fail's round trip, far from the 10 s default bound it would take if the option were ignored.
     const started = performance.now();
     await worker.close();
     expect(performance.now() - started).toBeLessThan(5000);
@@ -99,7 +100,7 @@ describe("close()", () => {
     expect(claimed.leases[0].job).toMatchObject({ attempts: 2, deliveries: 2 });
   });
 
-  it("lets the process exit as soon as it resolves (the package as users import it)", async () => {
+  it("lets the process exit as soon as it resolves (the package as users import it)", { timeout: 60_000 }, async () => {
     assertBuilt();
     const t = await server();
     // A user's script: `leasequeue/worker` resolves through package.json "exports" to dist/.
@@ -110,10 +111,12 @@ describe("close()", () => {
         handler: async () => null,
         onEvent: (e) => { if (e.type === "connected") worker.close().then(() => console.log("closed")); },
       });`;
+    // Killed (exit code null) if it still runs after 30 s: startup on a loaded machine takes far less, and a
+    // leftover timer or connection (the 60 s shutdown bound, a session the server keeps open) holds it longer.
     const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
       cwd: PACKAGE_ROOT,
       stdio: ["ignore", "pipe", "inherit"],
-      timeout: 4000,
+      timeout: 30_000,
     });
     let closedAt = 0;
     child.stdout.on("data", (chunk: Buffer) => {
@@ -123,6 +126,6 @@ describe("close()", () => {
     expect(code).toBe(0);
     expect(closedAt).toBeGreaterThan(0);
     // No timer (not even the 60 s shutdown bound) or connection outlives close().
-    expect(performance.now() - closedAt).toBeLessThan(2000);
+    expect(performance.now() - closedAt).toBeLessThan(5000);
   });
 });

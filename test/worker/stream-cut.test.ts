@@ -8,19 +8,25 @@
  * message cannot be decoded; simulated by an interceptor that throws after
  * the last lease), and the connection under it is cut (a TCP proxy that
  * destroys every socket; heartbeats in flight fail too and are retried).
- * Leases are 2 s and the server sweeps every 100 ms, and the handlers are
- * held until every lease has been extended past a full lease duration after
- * the reconnect, so a single missed heartbeat would show as LEASE_EXPIRED.
+ * The server's clock is a manual one that moves half a lease each time
+ * every held lease has had a heartbeat applied (test/helpers/lease-clock.ts),
+ * its sweeper runs every 100 ms, and the handlers are held until the clock
+ * has moved a lease and a half after the break: a lease whose heartbeats were
+ * not applied would show as LEASE_EXPIRED. The worker's own deadline is real
+ * time; a 6 s lease gives the break and the reconnect 5.5 s, which they take
+ * on any machine.
  */
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { afterEach, expect, it } from "vitest";
+import { ManualClock } from "../../src/domain/clock.js";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createLeaseQueueClient, createWorker, EventKind, JobState, type Worker } from "../../src/worker/index.js";
 import type { WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { moveClockWithHeartbeats } from "../helpers/lease-clock.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { gate, workerEventLog, type WorkerEventLog } from "../helpers/worker-events.js";
 
-const LEASE_MS = 2000;
+const LEASE_MS = 6000;
 const HEARTBEAT_MS = 500;
 const JOBS = 3;
 
@@ -83,10 +89,11 @@ async function cuttableProxy(target: URL) {
   };
 }
 
-async function startServer(): Promise<TestServer> {
-  const t = await startTestServer({}, { sweepIntervalMs: 100 });
+async function startServer(): Promise<{ t: TestServer; clock: ManualClock }> {
+  const clock = new ManualClock(Date.now());
+  const t = await startTestServer({}, { clock, sweepIntervalMs: 100 });
   cleanups.push(() => t.close());
-  return t;
+  return { t, clock };
 }
 
 /** Three jobs, each held by a running handler until `release` opens. */
@@ -122,11 +129,11 @@ async function holdThreeJobs(t: TestServer, queue: string, options: { url?: stri
   return { log, release, ids, worker, peak: () => peak, allReturned: allReturned.promise };
 }
 
-/** Waits until every job has had `count` heartbeats after the log's `from`-th event. */
-async function heartbeatsAfter(log: WorkerEventLog, from: number, ids: string[], count: number): Promise<void> {
-  for (const id of ids) {
-    await log.waitFor("heartbeat", count, (e) => e.job.id === id && log.events.indexOf(e) >= from);
-  }
+/** Holds on until the server's clock has moved a lease and a half (three rounds of half a lease) with the heartbeats it applied from now on. */
+async function extendedPastALease(t: TestServer, clock: ManualClock, ids: string[]): Promise<void> {
+  const rounds = moveClockWithHeartbeats(clock, t.server.store, ids, LEASE_MS / 2);
+  await rounds.reached(3);
+  rounds.stop();
 }
 
 async function expectCompletedOnce(t: TestServer, log: WorkerEventLog, ids: string[]): Promise<void> {
@@ -142,8 +149,8 @@ async function expectCompletedOnce(t: TestServer, log: WorkerEventLog, ids: stri
   }
 }
 
-it("keeps heartbeating and completes its leases when the client side breaks the stream", { timeout: 20_000 }, async () => {
-  const t = await startServer();
+it("keeps heartbeating and completes its leases when the client side breaks the stream", { timeout: 60_000 }, async () => {
+  const { t, clock } = await startServer();
   let breaks = 0;
   let leasesOnThisStream = 0;
   /** Breaks the first stream right after its third lease, the way a message that cannot be decoded does. */
@@ -172,15 +179,15 @@ it("keeps heartbeating and completes its leases when the client side breaks the 
   expect(disconnected.error.code).toBe(Code.Internal);
   await log.waitFor("connected", 2);
   // Each lease extended well past a full lease duration after the break.
-  await heartbeatsAfter(log, log.events.indexOf(disconnected), ids, Math.ceil((LEASE_MS * 1.5) / HEARTBEAT_MS));
+  await extendedPastALease(t, clock, ids);
   release.open();
   await expectCompletedOnce(t, log, ids);
   expect(breaks).toBe(1);
   expect(peak()).toBe(JOBS);
 });
 
-it("keeps heartbeating and completes its leases when the connection under the stream is cut", { timeout: 20_000 }, async () => {
-  const t = await startServer();
+it("keeps heartbeating and completes its leases when the connection under the stream is cut", { timeout: 60_000 }, async () => {
+  const { t, clock } = await startServer();
   const proxy = await cuttableProxy(new URL(t.apiUrl));
   cleanups.push(() => proxy.close());
   const { log, release, ids } = await holdThreeJobs(t, "connection-cut", { url: proxy.url });
@@ -191,13 +198,13 @@ it("keeps heartbeating and completes its leases when the connection under the st
   // connect-node reports a connection reset under an HTTP/2 stream as canceled.
   expect([Code.Unavailable, Code.Canceled]).toContain(disconnected.error.code);
   await log.waitFor("connected", 2);
-  await heartbeatsAfter(log, before, ids, Math.ceil((LEASE_MS * 1.5) / HEARTBEAT_MS));
+  await extendedPastALease(t, clock, ids);
   release.open();
   await expectCompletedOnce(t, log, ids);
 });
 
-it("retries a Complete that was in flight when the connection was cut, and it commits once", { timeout: 20_000 }, async () => {
-  const t = await startServer();
+it("retries a Complete that was in flight when the connection was cut, and it commits once", { timeout: 60_000 }, async () => {
+  const { t } = await startServer();
   const proxy = await cuttableProxy(new URL(t.apiUrl));
   cleanups.push(() => proxy.close());
   const { log, release, ids, allReturned } = await holdThreeJobs(t, "ack-cut", { url: proxy.url });

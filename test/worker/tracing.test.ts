@@ -9,8 +9,9 @@
 import { SpanKind, SpanStatusCode } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { createWorker, PermanentJobError, type WorkerTracingOptions } from "../../src/worker/index.js";
+import { createWorker, JobState, PermanentJobError, type WorkerTracingOptions } from "../../src/worker/index.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { workerEventLog } from "../helpers/worker-events.js";
 
 const PRODUCER = { traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7" };
 const traceContext = { traceparent: `00-${PRODUCER.traceId}-${PRODUCER.spanId}-01`, tracestate: "congo=t61rcWkgMzE" };
@@ -106,7 +107,7 @@ describe("a worker's attempt spans", () => {
       },
     } as unknown as WorkerTracingOptions["tracer"];
     const { job } = (await t.call("Submit", { queue: "traced-broken", task: "t", traceContext })).body;
-    const errors: string[] = [];
+    const log = workerEventLog();
     let ran = 0;
     const worker = createWorker({
       url: t.apiUrl,
@@ -117,23 +118,18 @@ describe("a worker's attempt spans", () => {
         ran++;
         return { ok: true };
       },
-      onEvent: (e) => {
-        if (e.type === "error") errors.push(e.error.message);
-      },
+      onEvent: log.onEvent,
     });
     try {
-      for (const deadline = Date.now() + 10_000; ;) {
-        const got = (await t.call("GetJob", { jobId: job.id })).body.job;
-        if (got.state === "JOB_STATE_COMPLETED") break;
-        if (Date.now() > deadline) throw new Error(`job is ${JSON.stringify(got)}`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      // The Complete, as the server answered it.
+      const [done] = await log.waitFor("completed", 1, (e) => e.job.id === job.id);
+      expect(done.job.state).toBe(JobState.COMPLETED);
     } finally {
       await worker.close();
     }
     expect(ran).toBe(1);
-    expect(errors).toEqual([`job ${job.id}: the attempt's span did not start: exporter queue full`]);
-  }, 20_000);
+    expect(log.all("error").map((e) => e.error.message)).toEqual([`job ${job.id}: the attempt's span did not start: exporter queue full`]);
+  }, 30_000);
 
   it("refuses a tracing option that is not one", () => {
     const base = { url: t.apiUrl, queue: "q", workerId: "w", handler: () => {} };

@@ -45,7 +45,8 @@ describe.each(transports)("over %s", (name, options, workerTransport) => {
       queue,
       workerId: "w-transport",
       concurrency: 2,
-      leaseDuration: 1000,
+      // Heartbeats every 50 ms, and ctx.heartbeat() in each handler; a lease far longer than a slow machine's round trip.
+      leaseDuration: 30_000,
       heartbeatInterval: 50,
       onEvent: log.onEvent,
       async handler(job, ctx) {

@@ -84,12 +84,16 @@ def snooze(job):
     return {"attempts": job.attempts, "deliveries": job.deliveries}
 
 
-@worker.task("progress")
-def progress(job):
+@worker.task("hold")
+def hold(job):
+    # Reports `progress` (if given), then runs until the test creates `file`.
     started(job)
-    job.progress(job.payload["progress"])
-    job.lease_lost.wait(job.payload["seconds"])
-    return {"reported": job.payload["progress"]}
+    progress = job.payload.get("progress")
+    if progress is not None:
+        job.progress(progress)
+    while not os.path.exists(job.payload["file"]) and not job.lease_lost.wait(0.01):
+        pass
+    return {"reported": progress}
 
 
 @worker.task("sleep")

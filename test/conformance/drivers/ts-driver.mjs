@@ -1,12 +1,13 @@
 // Conformance driver for the TypeScript SDK (src/worker, compiled to dist/
 // by `npm run build`), run by test/conformance/. It registers the suite's
 // tasks on a createWorker() configured from the environment, runs it until
-// SIGTERM (then close()), and prints one JSON line per worker event on
+// SIGTERM (then close(), saying "stopping" as it stops taking work, as the
+// other SDKs' workers do), and prints one JSON line per worker event on
 // stdout ({"event": ..., "job": ..., "code": ..., "message": ...}) plus a
 // "run" line each time a handler starts (none of the per-job lines with
 // LEASEQUEUE_DRIVER_QUIET=1).
 import { setTimeout as sleep } from "node:timers/promises";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createLeaseQueueClient, createWorker, PermanentJobError } from "../../../dist/src/worker/index.js";
 
 const env = process.env;
@@ -34,10 +35,12 @@ const tasks = {
     if (job.deliveries === 1) ctx.snooze(ctx.payload.seconds * 1000);
     return { attempts: job.attempts, deliveries: job.deliveries };
   },
-  progress: async (job, ctx) => {
-    ctx.progress(ctx.payload.progress);
-    await wait(ctx.payload.seconds, ctx.signal);
-    return { reported: ctx.payload.progress };
+  // Reports `progress` (if given), then runs until the test creates `file`.
+  hold: async (job, ctx) => {
+    const progress = ctx.payload.progress ?? null;
+    if (progress !== null) ctx.progress(progress);
+    while (!existsSync(ctx.payload.file) && !ctx.signal.aborted) await wait(0.01, ctx.signal);
+    return { reported: progress };
   },
   sleep: async (job, ctx) => {
     await wait(ctx.payload.seconds, ctx.signal);
@@ -79,11 +82,14 @@ const worker = createWorker({
 emit({ event: "ready", sdk: "typescript", pid: process.pid });
 let closing;
 const stop = () => {
-  closing ??= worker.close().then(() => {
+  if (closing !== undefined) return;
+  // close() stops taking work before it returns its promise.
+  closing = worker.close().then(() => {
     emit({ event: "stopped" });
     emit({ event: "exit" });
     process.exit(0);
   });
+  emit({ event: "stopping" });
 };
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);

@@ -22,6 +22,7 @@ import {
   TEST_DATABASE_URL,
   uniqueSchemaName,
 } from "../../helpers/postgres.js";
+import { until } from "../../helpers/until.js";
 
 const probe = await probePostgres();
 const DAY = 86_400_000;
@@ -30,6 +31,8 @@ describe.skipIf(skipWithoutPostgres(probe))("ordered heads held by another trans
   let schema: string;
   let store: PgStore;
   let other: pg.Client;
+  /** Looks at pg_stat_activity from outside any transaction (a transaction sees one snapshot of it). */
+  let watcher: pg.Client;
   const clock = new ManualClock();
 
   beforeEach(async () => {
@@ -47,11 +50,14 @@ describe.skipIf(skipWithoutPostgres(probe))("ordered heads held by another trans
     });
     other = new pg.Client({ connectionString: TEST_DATABASE_URL });
     await other.connect();
+    watcher = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await watcher.connect();
   });
 
   afterEach(async () => {
     await other?.query("ROLLBACK").catch(() => undefined);
     await other?.end();
+    await watcher?.end();
     await store?.close();
     await dropSchema(schema);
   });
@@ -59,12 +65,29 @@ describe.skipIf(skipWithoutPostgres(probe))("ordered heads held by another trans
   const configure = (config: Partial<QueueConfig>) =>
     store.updateQueueConfig("billing", { config: { ...NO_QUEUE_LIMITS, ...config }, fields: Object.keys(config) as QueueConfigField[] });
   const claim = (maxJobs: number) => store.claimOutcome({ queue: "billing", workerId: "w", leaseDurationMs: DAY, maxJobs });
-  /** The claim's outcome, or a failure naming the wait if it does not settle while the lock is held. */
-  const settlesWhileLocked = (outcome: Promise<ClaimOutcome>) =>
-    Promise.race([
-      outcome,
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the claim waited for a job another transaction holds")), 5000)),
-    ]);
+  /**
+   * The claim's outcome while the lock is held; a failure as soon as
+   * PostgreSQL shows a statement on this schema waiting for a lock (the
+   * claim waiting for the held job), whatever the machine's pace.
+   */
+  const settlesWhileLocked = async (outcome: Promise<ClaimOutcome>): Promise<ClaimOutcome> => {
+    let settled = false;
+    const settling = outcome.finally(() => (settled = true));
+    const seen = await until(
+      "the claim to settle, or to wait for a lock",
+      async () => {
+        if (settled) return "settled";
+        const { rows } = await watcher.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'",
+          [schema],
+        );
+        return rows[0].n > 0 ? "waiting" : undefined;
+      },
+      { pollMs: 10 },
+    );
+    if (seen === "waiting") throw new Error("the claim waited for a job another transaction holds");
+    return settling;
+  };
   const lockInOtherTransaction = async (jobId: string) => {
     await other.query("BEGIN");
     await other.query(`SELECT id FROM ${schema}.jobs WHERE id = $1 FOR UPDATE`, [jobId]);

@@ -113,11 +113,29 @@ describe.skipIf(skipWithoutPostgres(probe))("job counts as deltas", () => {
     const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
     const expected = new Map<string, number>([["queued", JOBS]]);
     let done = false;
+    let compactions = 0;
+    let reads = 0;
+    const progress = new Set<() => void>();
+    const progressed = () => {
+      for (const p of [...progress]) p();
+    };
+    /** Resolves once a compaction and a read both finished after this call: the writers wait for them now and then, so they overlap. */
+    const backgroundRan = () =>
+      new Promise<void>((resolve) => {
+        const [c, r] = [compactions, reads];
+        const check = () => {
+          if (compactions === c || reads === r) return;
+          progress.delete(check);
+          resolve();
+        };
+        progress.add(check);
+      });
 
     async function writer(): Promise<void> {
       const client = await db.connect();
       try {
         for (let i = 0; i < 60; i++) {
+          if (i % 20 === 10) await backgroundRan();
           // A transition: one job leaves a state for another (the total stays JOBS).
           const from = states[Math.floor(random() * states.length)];
           const to = states[Math.floor(random() * states.length)];
@@ -146,27 +164,32 @@ describe.skipIf(skipWithoutPostgres(probe))("job counts as deltas", () => {
       while (!done) {
         await compact();
         runs++;
+        compactions++;
+        progressed();
       }
       return runs;
     }
 
     async function reader(): Promise<number> {
-      let reads = 0;
+      let mine = 0;
       while (!done) {
         const c = await counts();
         const total = states.reduce((sum, st) => sum + (c[`moves/${st}`] ?? 0), 0);
         expect(total).toBe(JOBS);
+        mine++;
         reads++;
+        progressed();
       }
-      return reads;
+      return mine;
     }
 
     const background = [compactor(), compactor(), reader()];
     await Promise.all(Array.from({ length: 8 }, writer));
     done = true;
-    const [runsA, runsB, reads] = await Promise.all(background);
+    const [runsA, runsB, readerReads] = await Promise.all(background);
+    // Each writer waited for a compaction and a read three times: they ran while the writers did.
     expect(runsA + runsB).toBeGreaterThan(2);
-    expect(reads).toBeGreaterThan(2);
+    expect(readerReads).toBeGreaterThan(2);
     const final = await counts();
     for (const st of states) expect(final[`moves/${st}`] ?? 0, st).toBe(expected.get(st) ?? 0);
   }, 60_000);

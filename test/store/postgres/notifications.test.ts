@@ -169,8 +169,11 @@ describe.skipIf(skipWithoutPostgres(probe))("the LISTEN connection", () => {
     await listener.close();
     expect(listener.backendPid).toBeUndefined();
     const count = catchUps.items.length;
-    // Five intervals: a timer left running would have called back by now.
-    await new Promise((r) => setTimeout(r, 100));
+    // A witness started after the close, on the same interval: Node runs timers of one duration in the order they
+    // were set, so by its fifth interval catch-up a timer the closed listener left running would have fired five times.
+    const witness = listen({ catchUpIntervalMs: 20 });
+    witness.listener.start();
+    for (let i = 0; i < 5; i++) await witness.catchUps.next((r) => r === "interval");
     expect(catchUps.items.length).toBe(count);
     expect(errors.items).toHaveLength(0);
     expect(listener.listening).toBe(false);

@@ -13,6 +13,7 @@ import type { JobEvent } from "../../../src/domain/job.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
 import { newJob, recordAnnouncements } from "../contract/helpers.js";
 import { claimLeases } from "../../helpers/store.js";
+import { until } from "../../helpers/until.js";
 
 const probe = await probePostgres();
 
@@ -40,20 +41,26 @@ describe.skipIf(skipWithoutPostgres(probe))("PgStore: several instances on one s
 
       // Each instance: producers submitting in batches, claimers completing, all at once.
       const JOBS_PER_STORE = 150;
+      const total = JOBS_PER_STORE * stores.length;
       const leased = new Map<string, number>();
       const work = stores.map(async (store, k) => {
         const submits = Array.from({ length: JOBS_PER_STORE / 30 }, (_, b) =>
           store.submit(Array.from({ length: 30 }, (_, i) => newJob({ queue: "shared", payloadJson: `{"s":${k},"b":${b},"i":${i}}` }))),
         );
+        // Each claimer goes on until every job of all the instances was leased (not until a few empty claims
+        // in a row, which a submit slower than they are would end too early).
         const claimers = Array.from({ length: 4 }, async () => {
-          for (let idle = 0; idle < 20;) {
-            const leases = await claimLeases(store, { queue: "shared", workerId: `w${k}`, leaseDurationMs: 60_000, maxJobs: 7 });
-            if (leases.length === 0) {
-              idle++;
-              await new Promise((resolve) => setTimeout(resolve, 20));
-              continue;
-            }
-            idle = 0;
+          for (;;) {
+            const leases = await until(
+              `a lease through instance ${k}, or every job leased (${leased.size} of ${total} so far)`,
+              async () => {
+                if (leased.size === total) return "all leased";
+                const got = await claimLeases(store, { queue: "shared", workerId: `w${k}`, leaseDurationMs: 60_000, maxJobs: 7 });
+                return got.length > 0 ? got : undefined;
+              },
+              { pollMs: 20 },
+            );
+            if (leases === "all leased") return;
             for (const l of leases) leased.set(l.job.id, (leased.get(l.job.id) ?? 0) + 1);
             await Promise.all(leases.map((l) => store.complete(l.job.id, l.leaseToken, null)));
           }
@@ -62,7 +69,6 @@ describe.skipIf(skipWithoutPostgres(probe))("PgStore: several instances on one s
       });
       await Promise.all(work);
 
-      const total = JOBS_PER_STORE * stores.length;
       expect(leased.size).toBe(total);
       expect([...leased.values()].every((n) => n === 1)).toBe(true);
 

@@ -11,6 +11,7 @@ import { BOUNDS } from "../../../src/domain/request-bounds.js";
 import { submitFingerprint, type NewJob } from "../../../src/domain/submission.js";
 import { traceContextOf } from "../../../src/domain/trace-context.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";
+import { until } from "../../helpers/until.js";
 
 const probe = await probePostgres();
 
@@ -186,7 +187,10 @@ describe.skipIf(skipWithoutPostgres(probe))("<schema>.submit(): transactional en
         await submit({ queue: "notified", task: "t" }, client);
       }, true);
       // A round trip on the listening connection delivers what was sent before it.
-      while (heard.length === 0) await listener.query("SELECT 1");
+      await until("the commit's notification on the listening connection", async () => {
+        await listener.query("SELECT 1");
+        return heard.length > 0;
+      });
       expect(heard.map((p) => JSON.parse(p))).toEqual([{ kind: "submitted", queue: "notified" }]);
     } finally {
       await listener.end();

@@ -114,13 +114,29 @@ func main() {
 		}
 		return map[string]any{"attempts": job.Attempts, "deliveries": job.Deliveries}, nil
 	})
-	w.Handle("progress", func(ctx context.Context, job *leasequeue.Job) (any, error) {
+	// hold reports `progress` (if given), then runs until the test creates `file`.
+	w.Handle("hold", func(ctx context.Context, job *leasequeue.Job) (any, error) {
 		started(job)
-		if err := job.Progress(field(job, "progress")); err != nil {
-			return nil, err
+		progress := field(job, "progress")
+		if progress != nil {
+			if err := job.Progress(progress); err != nil {
+				return nil, err
+			}
 		}
-		sleep(ctx, field(job, "seconds"))
-		return map[string]any{"reported": field(job, "progress")}, nil
+		file := field(job, "file").(string)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if _, err := os.Stat(file); err == nil {
+				break
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return map[string]any{"reported": progress}, nil
+			}
+		}
+		return map[string]any{"reported": progress}, nil
 	})
 	w.Handle("sleep", func(ctx context.Context, job *leasequeue.Job) (any, error) {
 		started(job)
