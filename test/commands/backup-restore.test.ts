@@ -467,5 +467,5 @@ describe("the maintenance commands on the command line", () => {
     }
     expect(readdirSync(dir)).toEqual(["live.db"]);
     expect(hash(live)).toBe(before);
-  }, 20_000);
+  }, 60_000);
 });

@@ -132,14 +132,14 @@ describe.each(SDKS)("the $name SDK", (sdk) => {
     removeBuilds();
   });
 
-  it.skipIf(skip)("completes a job with the handler's return value as its result", { timeout: 30_000 }, async () => {
+  it.skipIf(skip)("completes a job with the handler's return value as its result", { timeout: 60_000 }, async () => {
     const id = await submit(server, { queue, task: "echo", payload: { invoice: "inv_481", lines: [1, 2] } });
     const job = await waitJob(server, id, worker);
     expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", attempts: 1, result: { echo: { invoice: "inv_481", lines: [1, 2] } } });
     expect(await eventKinds(server, id)).toEqual(["EVENT_KIND_SUBMITTED", "EVENT_KIND_CLAIMED", "EVENT_KIND_COMPLETED"]);
   });
 
-  it.skipIf(skip)("retries a handler that raises, then dead-letters the job with the error text", { timeout: 30_000 }, async () => {
+  it.skipIf(skip)("retries a handler that raises, then dead-letters the job with the error text", { timeout: 60_000 }, async () => {
     const id = await submit(server, {
       queue,
       task: "fail",
@@ -158,7 +158,7 @@ describe.each(SDKS)("the $name SDK", (sdk) => {
     ]);
   });
 
-  it.skipIf(skip)("dead-letters at once on a permanent failure, with attempts left", { timeout: 30_000 }, async () => {
+  it.skipIf(skip)("dead-letters at once on a permanent failure, with attempts left", { timeout: 60_000 }, async () => {
     const id = await submit(server, { queue, task: "permanent", payload: { message: "account deleted" }, maxAttempts: 5 });
     const job = await waitJob(server, id, worker);
     expect(job).toMatchObject({ state: "JOB_STATE_DEAD", attempts: 1, maxAttempts: 5, lastError: "account deleted" });
@@ -359,7 +359,7 @@ describe.each(SDKS)("the $name SDK", (sdk) => {
     60_000,
   );
 
-  it.skipIf(skip)("works over TLS with a private CA", { timeout: 30_000 }, async () => {
+  it.skipIf(skip)("works over TLS with a private CA", { timeout: 60_000 }, async () => {
     requireTool(opensslAvailable(), "openssl");
     const dir = mkdtempSync(join(tmpdir(), "leasequeue-conformance-tls-"));
     const { certPath, keyPath } = writeSelfSignedCert(dir);

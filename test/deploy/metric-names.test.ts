@@ -49,7 +49,7 @@ beforeAll(async () => {
   const res = await fetch(`${server.metricsUrl}/metrics`);
   expect(res.status).toBe(200);
   exposition = await res.text();
-}, 30_000);
+}, 60_000);
 
 afterAll(async () => {
   await server?.close();

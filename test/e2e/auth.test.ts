@@ -110,7 +110,7 @@ describe("the auth file of a running server", () => {
       writeFileSync(path(), JSON.stringify({ tokens: [first.entry] }));
       server = await spawnServer(join(dir, "reload.db"), ["--auth-file", path(), "--log-level", "debug"]);
       tokens.first = first.token;
-    }, 30_000);
+    }, 60_000);
     afterAll(async () => {
       await server?.stop();
     });

@@ -153,7 +153,7 @@ describe("SIGKILL while calls are in flight", () => {
 
     expect(await second.stop()).toEqual({ code: 0, signal: null });
     integrityCheck(dbPath);
-  }, 40_000);
+  }, 60_000);
 
   it("keeps acknowledged completes completed and never leases a job to two workers", async () => {
     const dbPath = join(sandbox.dir(), "jobs.db");
@@ -281,7 +281,7 @@ describe("SIGKILL while calls are in flight", () => {
 
     expect(await second.stop()).toEqual({ code: 0, signal: null });
     integrityCheck(dbPath);
-  }, 40_000);
+  }, 60_000);
 
   it("keeps every completion acknowledged on a Work stream, and leases nothing twice", async () => {
     const dbPath = join(sandbox.dir(), "jobs.db");
@@ -372,5 +372,5 @@ describe("SIGKILL while calls are in flight", () => {
     expect(counts.completed).toBe([...after.values()].filter((j) => j.state === "JOB_STATE_COMPLETED").length);
     expect(await second.stop()).toEqual({ code: 0, signal: null });
     integrityCheck(dbPath);
-  }, 40_000);
+  }, 60_000);
 });

@@ -38,14 +38,14 @@ describe.skipIf(skipWithoutPostgres(probe) || !haveFaketime)("three servers whos
       spawnPostgresServer(probe.url, schema, ["--database-pool-size", "4"], skewed("+30s")),
       spawnPostgresServer(probe.url, schema, ["--database-pool-size", "4"], skewed("-30s")),
     ]);
-  }, 30_000);
+  }, 60_000);
 
   afterAll(async () => {
     const servers = [plain, ahead, behind].filter((s) => s !== undefined);
     const exits = await Promise.all(servers.map((s) => s.stop()));
     if (probe.available) await dropSchema(schema, probe.url);
     for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null });
-  }, 30_000);
+  }, 60_000);
 
   async function call(server: SpawnedServer, method: string, body: unknown): Promise<any> {
     const res = await fetch(`${server.apiUrl}/leasequeue.v1.LeaseQueueService/${method}`, {

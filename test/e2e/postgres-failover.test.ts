@@ -59,7 +59,7 @@ describe.skipIf(skipWithoutPostgres(probe))("kill -9 of one of three servers on 
     db = new pg.Pool({ connectionString: probe.url, max: 4 });
     servers = await Promise.all([0, 1, 2].map(() => spawnPostgresServer(probe.url, schema, ["--database-pool-size", "6"])));
     clients = servers.map((s) => grpcClient(s.apiUrl));
-  }, 30_000);
+  }, 60_000);
 
   afterAll(async () => {
     const exits = await Promise.all(servers.map((s) => s.stop()));
@@ -69,7 +69,7 @@ describe.skipIf(skipWithoutPostgres(probe))("kill -9 of one of three servers on 
       if (i === VICTIM) continue;
       expect(exit, `server ${i} exit\n${servers[i].stderrLines.join("\n")}`).toEqual({ code: 0, signal: null });
     }
-  }, 30_000);
+  }, 60_000);
 
   it("loses no acknowledged job, and the killed server's leases expire and are leased and completed by the others", async () => {
     const queue = "failover";
@@ -290,13 +290,13 @@ describe.skipIf(skipWithoutPostgres(probe))("lease sweepers and pruners of three
       [0, 1, 2].map((i) => startServer(config, { log: capture(i), clock, databaseClock: clock, sweepIntervalMs: 5 })),
     );
     clients = servers.map((s) => grpcClient(s.apiUrl));
-  }, 30_000);
+  }, 60_000);
 
   afterAll(async () => {
     for (const s of servers) await s.close();
     await db?.end();
     if (probe.available) await dropSchema(schema, probe.url);
-  }, 30_000);
+  }, 60_000);
 
   it("recover each expired lease once and delete each finished job once while all three sweep and prune", async () => {
     const queue = "maintained";
@@ -360,5 +360,5 @@ describe.skipIf(skipWithoutPostgres(probe))("lease sweepers and pruners of three
     expect(queues.find((q) => q.queue === queue)).toBeUndefined();
 
     expect(logs.flat().filter((l) => l.level === "warn" || l.level === "error")).toEqual([]);
-  }, 30_000);
+  }, 60_000);
 });

@@ -135,7 +135,7 @@ describe.skipIf(skipWithoutPostgres(probe))("three servers on one PostgreSQL sch
     expect(acked.value.results.map((r) => r.status?.code ?? 0)).toEqual([0]);
     finished.abort();
     await responses.return?.().catch(() => {});
-  }, 20_000);
+  }, 60_000);
 
   it("shows a WatchEvents subscriber on one server every event committed through all three, with no gap and no duplicate", async () => {
     const queue = "watched";

@@ -142,7 +142,7 @@ describe("SIGTERM", () => {
     expect(Number(total.queued)).toBe(acknowledged.length);
     expect(Number(total.running ?? 0)).toBe(0); // the interrupted long-poll leased nothing
     expect(await again.stop("SIGINT")).toEqual({ code: 0, signal: null });
-  }, 30_000);
+  }, 60_000);
 });
 
 describe("SIGTERM under load", () => {
@@ -192,7 +192,7 @@ describe("SIGTERM under load", () => {
     } finally {
       db.close();
     }
-  }, 30_000);
+  }, 60_000);
 });
 
 describe("SIGTERM under load, seen by RPC clients over HTTP/2", () => {
@@ -263,7 +263,7 @@ describe("SIGTERM under load, seen by RPC clients over HTTP/2", () => {
     expect(failures.filter((f) => f.code !== Code.Unavailable).map((f) => f.call)).toEqual([]);
     expect(await server.exited).toEqual({ code: 0, signal: null });
     expect(server.stderrLines).toEqual([]);
-  }, 30_000);
+  }, 60_000);
 });
 
 describe("the command line", () => {
@@ -375,5 +375,5 @@ describe("logs", () => {
       expect(metrics).not.toContain(needle);
     }
     expect(server.stderrLines).toEqual([]);
-  }, 30_000);
+  }, 60_000);
 });

@@ -35,7 +35,7 @@ beforeAll(async () => {
   if (skip) return;
   ws = goWorkspace();
   server = await startTestServer();
-}, 30_000);
+}, 60_000);
 
 afterAll(async () => {
   await server?.close();

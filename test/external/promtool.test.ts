@@ -142,7 +142,7 @@ describe("Prometheus metrics on the side port", () => {
     expect(health.status).toBe(404);
     // The same RPC is served on the API port.
     expect((await server.call("GetStats", {})).status).toBe(200);
-  }, 30_000);
+  }, 60_000);
 });
 
 /**

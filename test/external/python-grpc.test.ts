@@ -37,7 +37,7 @@ beforeAll(async () => {
   if (skip) return;
   server = await startTestServer();
   stubs = mkdtempSync(join(tmpdir(), "leasequeue-py-stubs-"));
-}, 30_000);
+}, 60_000);
 
 afterAll(async () => {
   await server?.close();

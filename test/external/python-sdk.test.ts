@@ -132,5 +132,5 @@ describe.skipIf(skip)("the Python SDK", () => {
       await secured.close();
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 30_000);
+  }, 60_000);
 });

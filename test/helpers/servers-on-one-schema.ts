@@ -62,7 +62,7 @@ export function useServersOnOneSchema(
       Array.from({ length: count }, () => spawnPostgresServer(probe.url, schema, options.args ?? ["--database-pool-size", "6"])),
     );
     clients = servers.map((s) => createClient(LeaseQueueService, createGrpcTransport({ baseUrl: s.apiUrl })));
-  }, 30_000);
+  }, 60_000);
 
   afterAll(async () => {
     const exits = await Promise.all(servers.map((s) => s.stop()));
@@ -74,7 +74,7 @@ export function useServersOnOneSchema(
         signal: null,
       });
     }
-  }, 30_000);
+  }, 60_000);
 
   return {
     schema,

@@ -23,7 +23,7 @@ beforeAll(async () => {
     LEASEQUEUE_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
     LEASEQUEUE_KEEPALIVE_TIMEOUT_MS: String(KEEPALIVE_TIMEOUT_MS),
   });
-}, 30_000);
+}, 60_000);
 afterAll(async () => {
   await server?.cleanup();
 });

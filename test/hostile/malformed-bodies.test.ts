@@ -29,7 +29,7 @@ let session: http2.ClientHttp2Session;
 beforeAll(async () => {
   server = await spawnHostileServer();
   session = await connectH2(server.apiUrl);
-}, 30_000);
+}, 60_000);
 afterAll(async () => {
   session?.close();
   await server?.cleanup();

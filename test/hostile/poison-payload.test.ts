@@ -110,7 +110,7 @@ beforeAll(async () => {
     await ok("Complete", { jobId: job.id, leaseToken: leases[0].leaseToken, result: payload });
     readJobs[job.id] = { payload, result: payload };
   }
-}, 30_000);
+}, 60_000);
 
 afterAll(async () => {
   await s?.close();

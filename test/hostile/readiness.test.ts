@@ -207,7 +207,7 @@ describe("readiness of a running server", () => {
     await expect.poll(nextStatus, { timeout: 20_000 }).toBe(ServingStatus.SERVING);
     expect((await fetch(`${t.metricsUrl}/health/ready`)).status).toBe(200);
     expect((await t.call("Submit", { queue: "q", task: "t" })).status).toBe(200);
-  }, 40_000);
+  }, 60_000);
 
   it("answers a storm of readiness scrapes with at most one probe write", async () => {
     const t = await server();

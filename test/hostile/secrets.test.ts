@@ -34,7 +34,7 @@ let server: SpawnedServer;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "leasequeue-secrets-"));
   server = await spawnServer(join(dir, "jobs.db"), ["--log-level", "debug"]);
-}, 30_000);
+}, 60_000);
 
 afterAll(async () => {
   await server?.stop();

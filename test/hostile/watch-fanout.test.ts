@@ -52,7 +52,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
   rmSync(dir, { recursive: true, force: true });
-}, 30_000);
+}, 60_000);
 
 async function metric(name: string): Promise<number> {
   const text = await (await fetch(`${server.metricsUrl}/metrics`)).text();

@@ -1096,7 +1096,7 @@ describe("request body over LEASEQUEUE_MAX_REQUEST_BYTES", () => {
 
 describe("after all the bad input", () => {
   // Reads every job and its timeline (a few hundred calls, some 64 KiB): seconds on a loaded machine.
-  it("the server is healthy and holds exactly the accepted jobs", { timeout: 30_000 }, async () => {
+  it("the server is healthy and holds exactly the accepted jobs", { timeout: 60_000 }, async () => {
     const health = await fetch(`${s.apiUrl}/grpc.health.v1.Health/Check`, {
       method: "POST",
       headers: { "content-type": "application/json" },

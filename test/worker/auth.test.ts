@@ -75,7 +75,7 @@ it.each<[string, Omit<LeaseQueueClientOptions, "url">]>([
   expect(stats.queues.map((q) => [q.queue, q.completed])).toEqual([["billing", 20n]]);
 });
 
-it("takes the token with `url` in createWorker, and refuses it beside `client`", { timeout: 20_000 }, async () => {
+it("takes the token with `url` in createWorker, and refuses it beside `client`", { timeout: 60_000 }, async () => {
   const file = await serverWithJobs([PRODUCER, BILLING_WORKERS], 3);
   const token = file.tokens["billing-workers"];
   const log = workerEventLog();
@@ -87,7 +87,7 @@ it("takes the token with `url` in createWorker, and refuses it beside `client`",
   expect(() => createWorker({ client, token, queue: "billing", workerId: "w", handler: () => null })).toThrow(/`token` goes with `url`/);
 });
 
-it("still works with an interceptor of your own that adds the header", { timeout: 20_000 }, async () => {
+it("still works with an interceptor of your own that adds the header", { timeout: 60_000 }, async () => {
   const file = await serverWithJobs([PRODUCER, BILLING_WORKERS], 5);
   const withToken =
     (token: string): Interceptor =>
@@ -118,7 +118,7 @@ it("refuses a token it could not send, without quoting it", () => {
   expect(() => createLeaseQueueClient({ url: "http://127.0.0.1:1", token: "" })).toThrow(TypeError);
 });
 
-it("reports permission_denied as `refused` when its token may not use the queue, and leases nothing", { timeout: 20_000 }, async () => {
+it("reports permission_denied as `refused` when its token may not use the queue, and leases nothing", { timeout: 60_000 }, async () => {
   const file = await serverWithJobs([PRODUCER, { name: "emails-workers", roles: ["worker"], queues: ["emails"] }], 1);
   const log = workerEventLog();
   const client = createLeaseQueueClient({ url: t!.apiUrl, token: file.tokens["emails-workers"] });
@@ -133,7 +133,7 @@ it("reports permission_denied as `refused` when its token may not use the queue,
   expect(stats.body.queues).toEqual([expect.objectContaining({ queue: "billing", queued: "1" })]);
 });
 
-it("without a token says so on the console, keeps trying, and works once the auth file is reloaded", { timeout: 30_000 }, async () => {
+it("without a token says so on the console, keeps trying, and works once the auth file is reloaded", { timeout: 60_000 }, async () => {
   const file = await serverWithJobs([PRODUCER], 2);
   const lines: string[] = [];
   vi.spyOn(console, "error").mockImplementation((line: string) => void lines.push(line));

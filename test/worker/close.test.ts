@@ -25,7 +25,7 @@ async function server() {
 }
 
 describe("close()", () => {
-  it("waits for running handlers, completes their jobs and takes no new work", { timeout: 30_000 }, async () => {
+  it("waits for running handlers, completes their jobs and takes no new work", { timeout: 60_000 }, async () => {
     const t = await server();
     const log = workerEventLog();
     const release = gate();
@@ -62,7 +62,7 @@ describe("close()", () => {
     expect(log.events.at(-1)).toEqual({ type: "closed" });
   });
 
-  it("fails a stuck handler's job back to RETRY, eligible at once, after the shutdown timeout", { timeout: 30_000 }, async () => {
+  it("fails a stuck handler's job back to RETRY, eligible at once, after the shutdown timeout", { timeout: 60_000 }, async () => {
     const t = await server();
     const log = workerEventLog();
     const abortedWith = gate<unknown>();

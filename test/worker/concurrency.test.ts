@@ -16,7 +16,7 @@ afterEach(async () => {
   await t?.close();
 });
 
-it("never runs more than `concurrency` handlers at once, and runs every job once", { timeout: 20_000 }, async () => {
+it("never runs more than `concurrency` handlers at once, and runs every job once", { timeout: 60_000 }, async () => {
   t = await startTestServer();
   const JOBS = 120;
   const CONCURRENCY = 4;

@@ -88,7 +88,7 @@ function abortWatchingHandler() {
 }
 
 describe("a lost lease", () => {
-  it("aborts the handler when a heartbeat is refused because the job was finished elsewhere", { timeout: 30_000 }, async () => {
+  it("aborts the handler when a heartbeat is refused because the job was finished elsewhere", { timeout: 60_000 }, async () => {
     const t = await server();
     const log = workerEventLog();
     const h = abortWatchingHandler();
@@ -123,7 +123,7 @@ describe("a lost lease", () => {
     expect(valueToJson(job.result)).toBeNull();
   });
 
-  it("aborts the handler with LEASE_EXPIRED when the server says the lease ran out", { timeout: 30_000 }, async () => {
+  it("aborts the handler with LEASE_EXPIRED when the server says the lease ran out", { timeout: 60_000 }, async () => {
     const clock = new ManualClock(Date.now());
     // No background sweep during the test, so the job stays RUNNING with an expired lease.
     const t = await server({ clock, sweepIntervalMs: 3_600_000 });
@@ -144,7 +144,7 @@ describe("a lost lease", () => {
     expect(ctx.signal.aborted).toBe(true);
   });
 
-  it("aborts the handler when no heartbeat gets through before the lease runs out", { timeout: 30_000 }, async () => {
+  it("aborts the handler when no heartbeat gets through before the lease runs out", { timeout: 60_000 }, async () => {
     const t = await server({ sweepIntervalMs: 100 });
     const log = workerEventLog();
     const h = abortWatchingHandler();

@@ -56,7 +56,7 @@ async function restartUnderWorker() {
   return { second, log, release, counters, worker, heldId: held.body.job.id as string };
 }
 
-it("reconnects to a restarted server and finishes the job it held across the restart", { timeout: 20_000 }, async () => {
+it("reconnects to a restarted server and finishes the job it held across the restart", { timeout: 60_000 }, async () => {
   const { second, log, release, counters, worker } = await restartUnderWorker();
   const heldId = (await log.waitFor("lease"))[0].job.id;
 
@@ -75,7 +75,7 @@ it("reconnects to a restarted server and finishes the job it held across the res
   expect(log.all("lease-lost")).toEqual([]);
 });
 
-it("gives back with Release, at close, a lease that was still waiting for a slot", { timeout: 20_000 }, async () => {
+it("gives back with Release, at close, a lease that was still waiting for a slot", { timeout: 60_000 }, async () => {
   const { second, log, release, worker } = await restartUnderWorker();
   const fresh = await second.call("Submit", { queue: "restart", task: "fresh", maxAttempts: 1 });
   await log.waitFor("lease", 2);

@@ -129,7 +129,7 @@ describe("a worker's attempt spans", () => {
     }
     expect(ran).toBe(1);
     expect(log.all("error").map((e) => e.error.message)).toEqual([`job ${job.id}: the attempt's span did not start: exporter queue full`]);
-  }, 30_000);
+  }, 60_000);
 
   it("refuses a tracing option that is not one", () => {
     const base = { url: t.apiUrl, queue: "q", workerId: "w", handler: () => {} };
