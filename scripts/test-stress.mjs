@@ -62,7 +62,14 @@ function runSuite(n) {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      [join(root, "node_modules/vitest/vitest.mjs"), "run", "--reporter=dot", "--reporter=json", `--outputFile.json=${report}`, ...positionals],
+      [
+        join(root, "node_modules/vitest/vitest.mjs"),
+        "run",
+        "--reporter=dot",
+        "--reporter=json",
+        `--outputFile.json=${report}`,
+        ...positionals,
+      ],
       { cwd: root, stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, CI: "true" } },
     );
     child.once("error", reject);
@@ -115,5 +122,6 @@ for (let n = 1; n <= runs; n++) {
   if (r.code !== 0 || r.failures.length > 0) break;
 }
 console.log("\n==> summary");
-for (const r of summaries) console.log(`run ${r.n}: ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped or todo, ${(r.seconds / 60).toFixed(1)} min`);
+for (const r of summaries)
+  console.log(`run ${r.n}: ${r.passed} passed, ${r.failed} failed, ${r.skipped} skipped or todo, ${(r.seconds / 60).toFixed(1)} min`);
 process.exitCode = summaries.every((r) => r.code === 0 && r.failures.length === 0) && summaries.length === runs ? 0 : 1;
