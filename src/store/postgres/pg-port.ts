@@ -9,7 +9,12 @@
  * answers from those rows, kept current as the transaction changes them.
  * Selections for change (claimable, expired, bulk, prunable) lock with
  * SKIP LOCKED: a concurrent transaction (of this server or another) gets
- * other rows instead of waiting.
+ * other rows instead of waiting. A fair queue's group rows, which the job
+ * triggers write (migration 6), are locked ahead of each flush's job
+ * writes in one statement, in (queue, group_key) order (`flush`): left to
+ * the triggers, an INSERT and an UPDATE of one flush, or the join order
+ * of one UPDATE, would lock them in an order of their own, and two
+ * servers finishing jobs of the same groups would deadlock.
  *
  * Events: written without a sequence to `unsequenced_events` and numbered
  * after the commit (event-sequencer.ts), so insertEvents answers them with
@@ -57,6 +62,8 @@ export class PgPort implements TransactionPort {
    */
   #unsentInserts: StoredJob[] = [];
   readonly #unsentUpdates = new Map<string, StoredJob>();
+  /** For each job in #unsentUpdates: its row as the database has it, before the UPDATE (what the triggers compare with). */
+  readonly #unsentFrom = new Map<string, StoredJob | undefined>();
 
   constructor(client: pg.ClientBase, statements: PgStatements) {
     this.#client = client;
@@ -65,8 +72,13 @@ export class PgPort implements TransactionPort {
 
   /** Sends the job rows written so far (see #unsentInserts). The transaction runner calls it after each guarded operation and before the commit. */
   async flush(): Promise<void> {
-    // Both sent at once (the connection pipelines), in this order.
+    // Sent at once (the connection pipelines), in this order: the group
+    // rows the triggers will write, locked in one order; the INSERT; the UPDATE.
     const sent: Array<Promise<unknown>> = [];
+    const groups = this.#groupsWritten();
+    if (groups.length > 0) {
+      sent.push(this.#client.query(prepared(this.#sql.limits.lockGroups, [groups.map((g) => g[0]), groups.map((g) => g[1])])));
+    }
     if (this.#unsentInserts.length > 0) {
       const jobs = this.#unsentInserts;
       this.#unsentInserts = [];
@@ -75,9 +87,26 @@ export class PgPort implements TransactionPort {
     if (this.#unsentUpdates.size > 0) {
       const jobs = [...this.#unsentUpdates.values()];
       this.#unsentUpdates.clear();
+      this.#unsentFrom.clear();
       sent.push(this.#client.query(prepared(this.#sql.jobs.updateJobs, updateJobsParams(jobs))));
     }
     if (sent.length > 0) await Promise.all(sent);
+  }
+
+  /**
+   * The (queue, group_key) pairs whose queue_groups row the unsent writes'
+   * triggers may write (jobs_fair_groups): a job that becomes pending or
+   * moves its schedule_time, and a lease or a pending job that ends.
+   */
+  #groupsWritten(): Array<[string, string]> {
+    const groups = new Map<string, [string, string]>();
+    const add = (job: StoredJob) => groups.set(`${job.queue}\u0000${job.groupKey}`, [job.queue, job.groupKey]);
+    for (const job of this.#unsentInserts) if (isPending(job.state)) add(job);
+    for (const job of this.#unsentUpdates.values()) {
+      const from = this.#unsentFrom.get(job.id);
+      if (from === undefined || writesGroup(from, job)) add(job);
+    }
+    return [...groups.values()];
   }
 
   /** Runs a statement that reads jobs, sent right behind what the transaction wrote (it must see it). */
@@ -105,6 +134,7 @@ export class PgPort implements TransactionPort {
   restore(mark: ReadonlyMap<string, StoredJob | undefined>): void {
     this.#unsentInserts = [];
     this.#unsentUpdates.clear();
+    this.#unsentFrom.clear();
     this.#held.clear();
     for (const [id, job] of mark) this.#held.set(id, job);
   }
@@ -146,11 +176,14 @@ export class PgPort implements TransactionPort {
   updateJobs(jobs: readonly StoredJob[]): void {
     this.wrote = true;
     for (const job of jobs) {
-      this.#held.set(job.id, job);
       // A job created by this transaction and not sent yet is sent as it is now.
       const inserted = this.#unsentInserts.findIndex((j) => j.id === job.id);
       if (inserted >= 0) this.#unsentInserts[inserted] = job;
-      else this.#unsentUpdates.set(job.id, job);
+      else {
+        if (!this.#unsentUpdates.has(job.id)) this.#unsentFrom.set(job.id, this.#held.get(job.id));
+        this.#unsentUpdates.set(job.id, job);
+      }
+      this.#held.set(job.id, job);
     }
   }
 
@@ -400,4 +433,12 @@ export class PgPort implements TransactionPort {
     const first = rows[0].first_sequence;
     return drafts.map((draft, i) => ({ sequence: first === null ? 0 : first + i, ...draft }));
   }
+}
+
+const isPending = (state: JobState): boolean => state === "queued" || state === "retry";
+
+/** Whether the fair-groups trigger writes the job's group row for this change of its row (migration 6, jobs_fair_groups). */
+function writesGroup(from: StoredJob, to: StoredJob): boolean {
+  if (isPending(to.state)) return !isPending(from.state) || to.scheduleTime !== from.scheduleTime;
+  return (from.state === "running" && to.state !== "running") || (isPending(from.state) && to.state === "cancelled");
 }

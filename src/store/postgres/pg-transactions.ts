@@ -25,8 +25,9 @@
  * transaction is such an error; in the replay the other transaction has
  * committed and the submit finds its job. Serialization failures and
  * deadlocks (never expected, but PostgreSQL may report them) retry the
- * whole batch. Nothing is answered or announced before the COMMIT.
+ * whole batch after a short random pause (conflictPauseMs). Nothing is answered or announced before the COMMIT.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
 import type { Clock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
@@ -69,6 +70,15 @@ export interface PgTransactionsOptions {
 
 /** How often a batch that met a serialization failure or a deadlock is retried whole. */
 const CONFLICT_RETRIES = 5;
+
+/**
+ * The pause before the nth retry of a conflicted batch: a random share of
+ * 5 * 2^n ms, so that transactions that conflicted do not meet again in
+ * step (the deadlock's other party is then likely committed).
+ */
+export function conflictPauseMs(n: number, random: () => number = Math.random): number {
+  return Math.floor(random() * 5 * 2 ** n);
+}
 
 /** A connection that failed mid-transaction: it goes back to the pool destroyed. */
 class BrokenConnection extends Error {
@@ -199,7 +209,7 @@ export class PgTransactions {
             new QueueError("STORE_UNAVAILABLE", "the transaction kept conflicting with concurrent ones", { cause: "busy" }),
           );
           return undefined;
-        }
+        } else await delay(conflictPauseMs(conflicts - 1));
       }
     } catch (err) {
       // A fault of the connection or of this runner: nothing of the batch is known to have committed.

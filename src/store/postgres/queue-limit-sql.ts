@@ -63,6 +63,12 @@ export interface QueueLimitStatements {
   listGroups: string;
   /** $1 queue. */
   countPendingGroups: string;
+  /**
+   * $1 queues, $2 group keys (text[], pairwise): the rows of those fair
+   * groups, locked in (queue, group_key) order; nothing while no queue is
+   * fair. Sent ahead of a transaction's job writes (PgPort.flush).
+   */
+  lockGroups: string;
 }
 
 const CONFIG_COLUMNS = `max_running AS "maxRunning", rate_limit AS "rateLimit", rate_period_ms AS "ratePeriodMs",
@@ -186,6 +192,11 @@ export function queueLimitStatements(schema: string): QueueLimitStatements {
         FROM g WHERE g.k IS NOT NULL
       )
       SELECT count(k)::int AS n FROM g`,
+    // ORDER BY with FOR UPDATE locks the rows as they come out of the sort.
+    lockGroups: `SELECT 1 FROM ${s}.queue_groups g
+      WHERE EXISTS (SELECT 1 FROM ${s}.queue_configs WHERE fair)
+        AND (g.queue, g.group_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+      ORDER BY g.queue, g.group_key FOR UPDATE OF g`,
   };
 }
 
