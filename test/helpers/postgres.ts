@@ -18,7 +18,9 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll } from "vitest";
+import type { Clock } from "../../src/domain/clock.js";
 import { migratePostgres } from "../../src/store/postgres/migrate.js";
+import { openPgStore, type PgStore } from "../../src/store/postgres/pg-store.js";
 import { IN_CI } from "../external/tools.js";
 
 export const TEST_DATABASE_URL = process.env.LEASEQUEUE_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -125,4 +127,28 @@ export async function dropSchema(schema: string, url = TEST_DATABASE_URL): Promi
   } finally {
     await client.end();
   }
+}
+
+/**
+ * A PostgreSQL store on the test database for a store-level test: `schema`
+ * (uniqueSchemaName), the test's clock as both the host's and the
+ * database's unless `databaseClock` is given, no statement timeout, a
+ * catch-up every 50 ms. `migrate`: false for a second instance on a schema
+ * another already created.
+ */
+export function openTestPgStore(
+  schema: string,
+  clock: Clock,
+  options: { databaseClock?: Clock; migrate?: boolean; poolSize?: number } = {},
+): Promise<PgStore> {
+  return openPgStore({
+    url: TEST_DATABASE_URL,
+    schema,
+    clock,
+    databaseClock: options.databaseClock ?? clock,
+    poolSize: options.poolSize ?? 6,
+    statementTimeoutMs: 0,
+    migrate: options.migrate ?? true,
+    catchUpIntervalMs: 50,
+  });
 }

@@ -20,10 +20,11 @@ import type { StoredJob } from "../../../src/domain/job.js";
 import { clientConfig } from "../../../src/store/postgres/pool.js";
 import { PgPort } from "../../../src/store/postgres/pg-port.js";
 import { pgStatements } from "../../../src/store/postgres/pg-statements.js";
-import { openPgStore, type PgStore } from "../../../src/store/postgres/pg-store.js";
+import type { PgStore } from "../../../src/store/postgres/pg-store.js";
 import { newJob } from "../contract/helpers.js";
 import {
   dropSchema,
+  openTestPgStore,
   probePostgres,
   requirePostgres,
   skipWithoutPostgres,
@@ -51,16 +52,7 @@ describe.skipIf(skipWithoutPostgres(probe))("group rows of a fair queue written 
   beforeEach(async () => {
     requirePostgres(probe);
     schema = uniqueSchemaName("fair_rows");
-    store = await openPgStore({
-      url: TEST_DATABASE_URL,
-      schema,
-      clock,
-      databaseClock: clock,
-      poolSize: 4,
-      statementTimeoutMs: 0,
-      migrate: true,
-      catchUpIntervalMs: 50,
-    });
+    store = await openTestPgStore(schema, clock, { poolSize: 4 });
   });
 
   afterEach(async () => {

@@ -11,11 +11,12 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../../src/domain/clock.js";
 import { NO_QUEUE_LIMITS, type QueueConfig, type QueueConfigField } from "../../../src/domain/queue-limits.js";
 import { BUSY_HEAD_RETRY_MS } from "../../../src/store/operations/group-claim.js";
-import { openPgStore, type PgStore } from "../../../src/store/postgres/pg-store.js";
+import type { PgStore } from "../../../src/store/postgres/pg-store.js";
 import type { ClaimOutcome } from "../../../src/store/store.js";
 import { newJob } from "../contract/helpers.js";
 import {
   dropSchema,
+  openTestPgStore,
   probePostgres,
   requirePostgres,
   skipWithoutPostgres,
@@ -38,16 +39,7 @@ describe.skipIf(skipWithoutPostgres(probe))("ordered heads held by another trans
   beforeEach(async () => {
     requirePostgres(probe);
     schema = uniqueSchemaName("group_locks");
-    store = await openPgStore({
-      url: TEST_DATABASE_URL,
-      schema,
-      clock,
-      databaseClock: clock,
-      poolSize: 4,
-      statementTimeoutMs: 0,
-      migrate: true,
-      catchUpIntervalMs: 50,
-    });
+    store = await openTestPgStore(schema, clock, { poolSize: 4 });
     other = new pg.Client({ connectionString: TEST_DATABASE_URL });
     await other.connect();
     watcher = new pg.Client({ connectionString: TEST_DATABASE_URL });

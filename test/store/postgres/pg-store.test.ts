@@ -3,13 +3,13 @@
  * unchanged, each test on a fresh schema of its own, with a second store
  * instance on the same schema for the cross-instance cases.
  */
-import { openPgStore, type PgStore } from "../../../src/store/postgres/pg-store.js";
+import type { PgStore } from "../../../src/store/postgres/pg-store.js";
 import {
   dropSchema,
+  openTestPgStore,
   probePostgres,
   requirePostgres,
   skipWithoutPostgres,
-  TEST_DATABASE_URL,
   uniqueSchemaName,
 } from "../../helpers/postgres.js";
 import { describeClockSkewContract, describeStoreContract } from "../contract/index.js";
@@ -24,17 +24,7 @@ if (skipWithoutPostgres(probe)) {
   describeStoreContract("postgres", async (clock) => {
     requirePostgres(probe);
     const schema = uniqueSchemaName("contract");
-    const open = (migrate: boolean) =>
-      openPgStore({
-        url: TEST_DATABASE_URL,
-        schema,
-        clock,
-        databaseClock: clock,
-        poolSize: 6,
-        statementTimeoutMs: 0,
-        migrate,
-        catchUpIntervalMs: 50,
-      });
+    const open = (migrate: boolean) => openTestPgStore(schema, clock, { migrate });
     const stores: PgStore[] = [await open(true)];
     await stores[0].whenListening();
     return {
@@ -55,17 +45,7 @@ if (skipWithoutPostgres(probe)) {
   describeClockSkewContract("postgres", async (databaseClock) => {
     requirePostgres(probe);
     const schema = uniqueSchemaName("clock");
-    const open = (host: Clock, migrate: boolean) =>
-      openPgStore({
-        url: TEST_DATABASE_URL,
-        schema,
-        clock: host,
-        databaseClock,
-        poolSize: 6,
-        statementTimeoutMs: 0,
-        migrate,
-        catchUpIntervalMs: 50,
-      });
+    const open = (host: Clock, migrate: boolean) => openTestPgStore(schema, host, { databaseClock, migrate });
     const stores: PgStore[] = [await open(databaseClock, true)];
     return {
       store: stores[0],
