@@ -88,7 +88,7 @@ import { mib, processCpuMs } from "./lib/proc.mjs";
 import { latencySummary, nowMs, sleep } from "./lib/timing.mjs";
 import { printReport } from "./lib/report.mjs";
 import { verifyExactlyOnce } from "./lib/verify.mjs";
-import { topSelfTime } from "./lib/cpu-profile.mjs";
+import { layerBudget, topSelfTime } from "./lib/cpu-profile.mjs";
 import { startOtlpReceiver } from "./lib/otlp-receiver.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -562,7 +562,7 @@ async function checkBacklogAndResume(client, queue, groups, n, postgres) {
 }
 
 /** One LeaseQueue scenario on a fresh database; `pinning` ({cpus, label}) starts the server under `taskset -c cpus`. */
-async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, engine = "sqlite", pinning, otel } = {}) {
+async function runLeaseQueueScenario(key, { cpuProfDir, traceGc = false, skipLatency = false, engine = "sqlite", pinning, otel } = {}) {
   const scenario = SCENARIOS[key];
   const { driver, unusedBatchedRpcs, submitBatchView } = selectDriver(scenario.kind, pb.LeaseQueueService, pb, scenario.driver);
   const db = join(
@@ -582,6 +582,7 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
     db,
     postgres,
     cpuProfDir,
+    traceGc,
     cpus: pinning?.cpus,
     env: {
       LEASEQUEUE_SQLITE_SYNCHRONOUS: args.synchronous,
@@ -590,6 +591,10 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
   });
   // What the kernel allows the server, read back (taskset execs node, so the pid is the server's).
   const serverCpusAllowed = /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync(`/proc/${server.pid}/status`, "utf8"))?.[1];
+  // The server meter's readings: CPU and (traceGc) bytes allocated over the last phase it measured.
+  let cpuAtStart = 0;
+  let allocatedAtStart = 0;
+  let allocatedInPhase = 0;
   log(`  server listening at ${server.url}${pinning ? ` (taskset -c ${pinning.cpus}: Cpus_allowed_list ${serverCpusAllowed})` : ""}`);
   let watchers;
   try {
@@ -644,10 +649,16 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       },
       n: SIZES.jobs,
       timeoutMs: SIZES.scenarioTimeoutMs,
-      serverMeter: (() => {
-        let c0 = 0;
-        return { start: () => (c0 = server.cpuMs()), stop: () => server.cpuMs() - c0 };
-      })(),
+      serverMeter: {
+        start: () => {
+          cpuAtStart = server.cpuMs();
+          allocatedAtStart = server.allocatedBytes();
+        },
+        stop: () => {
+          allocatedInPhase = server.allocatedBytes() - allocatedAtStart;
+          return server.cpuMs() - cpuAtStart;
+        },
+      },
       // The PostgreSQL rows: the server's pool connections are the run's backends.
       dbMeterFor: () => (postgres === undefined ? inServerProcessMeter() : postgresCpuMeter(postgres.url, () => [server.pid])),
       storeDone:
@@ -708,6 +719,8 @@ async function runLeaseQueueScenario(key, { cpuProfDir, skipLatency = false, eng
       batchedRpcsNotUsed: unusedBatchedRpcs.length > 0 ? unusedBatchedRpcs : undefined,
       latencyOn: latency === null ? undefined : driver.latencyLabel,
       ...tp,
+      // Over the last phase measured: the claim phase when submitted first, else the whole throughput phase.
+      allocatedBytesPerJob: traceGc ? allocatedInPhase / SIZES.jobs : undefined,
       latency,
       peakRssMiB: mib(final.peakRssBytes),
       watchers:
@@ -889,7 +902,7 @@ if (args["cpu-prof"]) {
   log(`profiled extra run of (${profiled}) on ${engine} (not in the table)`);
   const profDir = join(runDir, "profile");
   mkdirSync(profDir);
-  const row = await runLeaseQueueScenario(profiled, { cpuProfDir: profDir, skipLatency: true, engine });
+  const row = await runLeaseQueueScenario(profiled, { cpuProfDir: profDir, traceGc: true, skipLatency: true, engine });
   // One profile per thread: CPU.<date>.<time>.<pid>.<thread id>.<n>.cpuprofile; thread 0 is the
   // server's main thread, the others its workers (on SQLite, the store thread).
   const profiles = readdirSync(profDir)
@@ -905,6 +918,8 @@ if (args["cpu-prof"]) {
     return { file: kept, ...topSelfTime(JSON.parse(readFileSync(join(profDir, file), "utf8")), 25, profiledWindow) };
   };
   const main = profiles.find((p) => p.thread === 0);
+  const threads = profiles.map((p) => ({ ...p, summary: summaryOf(p.f, p.thread === 0 ? "server" : `server-thread-${p.thread}`) }));
+  const profiledCpuMsPerJob = row.claimPhase?.serverCpuMsPerJob ?? row.serverCpuMsPerJob;
   report.cpuProfile = {
     scenario: `${SCENARIOS[profiled].name} on ${engine}, server started with --cpu-prof; samples of the ${row.claimPhase === undefined ? "throughput phase only (first submit to last completion)" : "claim phase only (the queue resumed to the last completion)"}`,
     e2eJobsPerSec: row.e2eJobsPerSec,
@@ -913,8 +928,21 @@ if (args["cpu-prof"]) {
     clientCpuMsPerJob: row.clientCpuMsPerJob,
     dbCpuMsPerJob: row.dbCpuMsPerJob,
     totalCpuMsPerJob: row.totalCpuMsPerJob,
-    ...(main === undefined ? { top: [] } : summaryOf(main.f, "server")),
-    workers: profiles.filter((p) => p.thread !== 0).map((p) => ({ thread: p.thread, ...summaryOf(p.f, `server-thread-${p.thread}`) })),
+    ...(main === undefined ? { top: [] } : threads.find((t) => t.thread === 0).summary),
+    workers: threads.filter((t) => t.thread !== 0).map((t) => ({ thread: t.thread, ...t.summary })),
+    // The server's CPU per job by layer, every thread's samples together (bench/lib/cpu-profile.mjs).
+    budget: {
+      serverCpuMsPerJob: profiledCpuMsPerJob,
+      allocatedBytesPerJob: row.allocatedBytesPerJob,
+      layers:
+        profiledCpuMsPerJob === null
+          ? []
+          : layerBudget(
+              threads.map((t) => t.summary),
+              SIZES.jobs,
+              profiledCpuMsPerJob,
+            ),
+    },
   };
 }
 

@@ -51,20 +51,90 @@ export function topSelfTime(profile, n, window) {
     e.share = Number(e.share.toFixed(4));
   }
   const areas = new Map();
+  const layers = new Map(LAYERS.map((l) => [l, 0]));
   for (const e of byFunction.values()) {
     if (e.fn === "(idle)") continue;
     const area = areaOf(e);
     areas.set(area, (areas.get(area) ?? 0) + e.selfMs);
+    const layer = layerOf(e);
+    layers.set(layer, layers.get(layer) + e.selfMs);
   }
   const byArea = [...areas]
     .map(([area, ms]) => ({ area, selfMs: Number(ms.toFixed(1)), share: busyMs > 0 ? Number((ms / busyMs).toFixed(4)) : 0 }))
     .sort((a, b) => b.selfMs - a.selfMs);
+  const byLayer = [...layers].map(([layer, ms]) => ({ layer, selfMs: Number(ms.toFixed(1)) }));
   return {
     totalMs: Number((total / 1000).toFixed(1)),
     idleShare: total > 0 ? Number((idleMs / (total / 1000)).toFixed(4)) : 0,
+    busyMs: Number(busyMs.toFixed(1)),
     top: entries,
     byArea,
+    byLayer,
   };
+}
+
+/**
+ * The layers of the server's CPU budget per job (docs/performance.md "Where
+ * the CPU goes"), in the order a job passes through them.
+ */
+export const LAYERS = [
+  "transport and framing",
+  "message codecs",
+  "validation and mapping",
+  "dispatch",
+  "store",
+  "garbage collector",
+  "other JavaScript (app, metrics, logs, domain)",
+  "(program): native code outside any JavaScript function (on a worker thread also its waits for messages)",
+];
+
+/** The files whose functions encode or decode messages by hand (the rest of src/service/ validates and maps). */
+const CODEC_FILES = [
+  "dist/src/service/lease-encoding.js",
+  "dist/src/service/encoded-responses.js",
+  "dist/src/service/watch-event-frames.js",
+];
+
+/** The layer a function's self time is charged to: by the file it is in. */
+export function layerOf({ fn, where }) {
+  if (fn === "(garbage collector)") return LAYERS[5];
+  if (fn === "(program)" || fn === "(root)") return LAYERS[7];
+  if (where.startsWith("node:") || where.startsWith("node_modules/@connectrpc/") || where.startsWith("dist/src/server/")) return LAYERS[0];
+  if (where.startsWith("node_modules/@bufbuild/") || where.startsWith("dist/gen/") || CODEC_FILES.some((f) => where.startsWith(f)))
+    return LAYERS[1];
+  if (where.startsWith("dist/src/service/")) return LAYERS[2];
+  if (where.startsWith("dist/src/dispatch/")) return LAYERS[3];
+  if (
+    where.startsWith("dist/src/store/") ||
+    where.startsWith("node_modules/better-sqlite3/") ||
+    where.startsWith("node_modules/pg/") ||
+    where.startsWith("node_modules/pg-protocol/")
+  )
+    return LAYERS[4];
+  return LAYERS[6];
+}
+
+/**
+ * The server's CPU per job by layer, over every thread's profile (`summaries`:
+ * topSelfTime's answers for the same window): each layer's sampled self time
+ * / jobs, and what the JavaScript threads' samples do not cover (the
+ * process's CPU from /proc minus their busy time: V8's helper threads,
+ * libuv's pool, the kernel's work for the process's system calls; 0 when
+ * the samples add up to more, which a worker thread's "(program)" samples,
+ * taken while it waits, can make them).
+ */
+export function layerBudget(summaries, jobs, serverCpuMsPerJob) {
+  const perJob = (ms) => Number((ms / jobs).toFixed(4));
+  const rows = LAYERS.map((layer) => ({
+    layer,
+    msPerJob: perJob(summaries.reduce((sum, s) => sum + (s.byLayer.find((l) => l.layer === layer)?.selfMs ?? 0), 0)),
+  }));
+  const sampled = rows.reduce((sum, r) => sum + r.msPerJob, 0);
+  rows.push({
+    layer: "outside the JavaScript threads' samples (GC helpers, libuv pool, kernel)",
+    msPerJob: Number(Math.max(0, serverCpuMsPerJob - sampled).toFixed(4)),
+  });
+  return rows;
 }
 
 /**

@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { spawnTracked } from "./children.mjs";
 import { processCpuMs, processMemory } from "./proc.mjs";
 
-const BIN = fileURLToPath(new URL("../../bin/leasequeue.js", import.meta.url));
+const BIN = process.env.LEASEQUEUE_BENCH_SERVER || fileURLToPath(new URL("../../bin/leasequeue.js", import.meta.url));
 
 /** Why `taskset` cannot pin the server here, or null when it can (util-linux; present on Debian). */
 export function tasksetUnavailable() {
@@ -26,22 +26,37 @@ export function tasksetUnavailable() {
  * env (extra environment, e.g. LEASEQUEUE_SQLITE_SYNCHRONOUS), cpuProfDir
  * (write a V8 CPU profile there on exit), cpus (a `taskset -c` CPU list such
  * as "0" or "0,1": the server runs on those cores only; taskset execs node,
- * so the pid is the server's), startTimeoutMs.
+ * so the pid is the server's), traceGc (node --trace-gc-nvp: every thread's
+ * collections print the bytes allocated since the one before, summed by
+ * `allocatedBytes()`), startTimeoutMs.
+ *
+ * LEASEQUEUE_BENCH_SERVER=<path to bin/leasequeue.js> runs another build (an
+ * older commit's checkout, built) under the same bench: how a bisect compares
+ * commits with one driver.
  */
-export async function startLeaseQueueServer({ db, postgres, env = {}, cpuProfDir, cpus, startTimeoutMs = 30_000 }) {
-  const nodeArgs = cpuProfDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`];
+export async function startLeaseQueueServer({ db, postgres, env = {}, cpuProfDir, traceGc = false, cpus, startTimeoutMs = 30_000 }) {
+  const nodeArgs = [
+    ...(cpuProfDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`]),
+    ...(traceGc ? ["--trace-gc-nvp"] : []),
+  ];
   const database = postgres === undefined ? ["--db", db] : ["--database-url", postgres.url, "--database-schema", postgres.schema];
   const command = [process.execPath, ...nodeArgs, BIN, "serve", ...database, "--port", "0", "--metrics-port", "0"];
   if (cpus !== undefined) command.unshift("taskset", "-c", cpus);
   const { proc, exited, stderrTail } = spawnTracked(command[0], command.slice(1), { env: { ...process.env, ...env } }, "leasequeue server");
   const lines = createInterface({ input: proc.stdout });
   const logTail = [];
+  let allocated = 0;
   const listening = new Promise((resolve, reject) => {
     const timer = setTimeout(
       () => reject(new Error(`server did not log "api listening" within ${startTimeoutMs} ms\n${logTail.join("\n")}\n${stderrTail()}`)),
       startTimeoutMs,
     );
     lines.on("line", (line) => {
+      if (traceGc && / ms: pause=/.test(line)) {
+        const bytes = /\ballocated=(\d+)/.exec(line);
+        if (bytes !== null) allocated += Number(bytes[1]);
+        return;
+      }
       logTail.push(line);
       if (logTail.length > 50) logTail.shift();
       let entry;
@@ -70,6 +85,8 @@ export async function startLeaseQueueServer({ db, postgres, env = {}, cpuProfDir
     cpuMs: () => processCpuMs(pid) ?? last.cpuMs,
     /** Highest RSS since start (VmHWM), bytes. */
     peakRssBytes: () => processMemory(pid)?.peakRssBytes ?? last.peakRssBytes,
+    /** Bytes allocated so far, by every thread, as of the last collection (traceGc only; 0 otherwise). */
+    allocatedBytes: () => allocated,
     /** Log lines at warn level or above seen so far (a healthy run has none). */
     warnings: () => logTail.filter((l) => /"level":"(warn|error)"/.test(l)),
     /** SIGTERM (graceful: a CPU profile is written), SIGKILL after `graceMs`. Returns the final figures. */

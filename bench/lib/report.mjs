@@ -245,6 +245,14 @@ export function printReport(report) {
     printTop(report.cpuProfile.top);
     console.log("  by area:");
     for (const a of report.cpuProfile.byArea ?? []) console.log(`  ${(a.share * 100).toFixed(1).padStart(5)}%  ${a.area}`);
+    const budget = report.cpuProfile.budget;
+    if (budget !== undefined) {
+      const kib = budget.allocatedBytesPerJob === undefined ? "-" : (budget.allocatedBytesPerJob / 1024).toFixed(1);
+      console.log(
+        `\n  CPU budget per job, by layer (every thread; profiled run, so above the table's figure): ${f3(budget.serverCpuMsPerJob)} ms/job, ${kib} KiB allocated per job`,
+      );
+      for (const l of budget.layers) console.log(`  ${l.msPerJob.toFixed(4).padStart(8)} ms  ${l.layer}`);
+    }
     for (const w of report.cpuProfile.workers ?? []) {
       console.log(
         `\n  worker thread ${w.thread} (on SQLite, the store thread): idle ${((w.idleShare ?? 0) * 100).toFixed(0)}% of ${w.totalMs} ms; top self time:`,

@@ -3,7 +3,7 @@
 // of driver from the service descriptor. (The bench itself is `npm run bench`.)
 import { describe, expect, it } from "vitest";
 import * as pb from "../../dist/gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { topSelfTime } from "../../bench/lib/cpu-profile.mjs";
+import { LAYERS, layerBudget, layerOf, topSelfTime } from "../../bench/lib/cpu-profile.mjs";
 import { groupKeyOf, selectDriver } from "../../bench/lib/leasequeue-drivers.mjs";
 import { processCpuMs, processMemory } from "../../bench/lib/proc.mjs";
 import { compareGroupsToBatched } from "../../bench/lib/report.mjs";
@@ -93,6 +93,35 @@ describe("topSelfTime", () => {
     expect(totalMs).toBe(3);
     expect(idleShare).toBeCloseTo(1 / 3, 3);
     expect(top).toEqual([{ fn: "commit", where: "dist/src/store/sqlite/sqlite-store.js:10", selfMs: 2, share: 1 }]);
+  });
+});
+
+describe("the CPU budget by layer", () => {
+  it("charges each function to the layer of its file", () => {
+    const at = (where, fn = "f") => layerOf({ fn, where });
+    expect(at("node:internal/http2/core:1")).toBe("transport and framing");
+    expect(at("node_modules/@connectrpc/connect-node/dist/esm/x.js:3")).toBe("transport and framing");
+    expect(at("dist/src/server/grpc-unary.js:10")).toBe("transport and framing");
+    expect(at("node_modules/@bufbuild/protobuf/dist/esm/wire/binary-encoding.js:1")).toBe("message codecs");
+    expect(at("dist/gen/ts/leasequeue/v1/leasequeue_pb.js:1")).toBe("message codecs");
+    expect(at("dist/src/service/lease-encoding.js:40")).toBe("message codecs");
+    expect(at("dist/src/service/validate.js:40")).toBe("validation and mapping");
+    expect(at("dist/src/dispatch/claim-streams.js:40")).toBe("dispatch");
+    expect(at("dist/src/store/sqlite/sqlite-port.js:40")).toBe("store");
+    expect(at("node_modules/pg-protocol/dist/parser.js:1")).toBe("store");
+    expect(at("", "(garbage collector)")).toBe("garbage collector");
+    expect(at("dist/src/domain/state-machine.js:1")).toBe(LAYERS[6]);
+    expect(at("", "(program)")).toBe(LAYERS[7]);
+  });
+  it("sums every thread's samples per job and names what the samples do not cover", () => {
+    const thread = (entries) => ({ byLayer: LAYERS.map((layer) => ({ layer, selfMs: entries[layer] ?? 0 })) });
+    const main = thread({ "transport and framing": 30, "message codecs": 20, "garbage collector": 10 });
+    const store = thread({ store: 40, "garbage collector": 5 });
+    const budget = layerBudget([main, store], 1000, 0.15);
+    expect(budget.find((l) => l.layer === "transport and framing").msPerJob).toBe(0.03);
+    expect(budget.find((l) => l.layer === "garbage collector").msPerJob).toBe(0.015);
+    expect(budget.find((l) => l.layer === "store").msPerJob).toBe(0.04);
+    expect(budget.at(-1)).toEqual({ layer: expect.stringMatching(/^outside the JavaScript threads/), msPerJob: 0.045 });
   });
 });
 
