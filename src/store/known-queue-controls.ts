@@ -53,15 +53,25 @@ export class KnownQueueControls {
     return changes;
   }
 
-  /** Takes changes already announced (this store's own, or notified) into account, so they are not reported again. */
-  note(changes: readonly QueueControlChange[]): void {
+  /**
+   * Takes changes already announced (this store's own, or notified) into
+   * account, so they are not reported again. Answers those that changed
+   * what was known: a notified change that a catch-up already saw and
+   * announced changes nothing.
+   */
+  note(changes: readonly QueueControlChange[]): QueueControlChange[] {
+    const fresh: QueueControlChange[] = [];
     for (const c of changes) {
+      const pausedBefore = this.#paused.has(c.queue);
+      if (pausedBefore !== c.paused || (c.config !== undefined && !sameConfig(this.#configs.get(c.queue) ?? NO_QUEUE_LIMITS, c.config)))
+        fresh.push(c);
       if (c.paused) this.#paused.add(c.queue);
       else this.#paused.delete(c.queue);
       if (c.config === undefined) continue;
       if (sameConfig(c.config, NO_QUEUE_LIMITS)) this.#configs.delete(c.queue);
       else this.#configs.set(c.queue, c.config);
     }
+    return fresh;
   }
 
   #take(snapshot: QueueControlSnapshot): void {

@@ -40,4 +40,17 @@ describe("KnownQueueControls", () => {
       },
     ]);
   });
+
+  it("answers the noted changes that are news: a notification of what a catch-up already announced is none", () => {
+    const known = new KnownQueueControls({ paused: ["billing"], configs: [] });
+    // Another server resumed "billing"; the catch-up read it before its notification arrived.
+    expect(known.changesTo({ paused: [], configs: [] })).toEqual([{ queue: "billing", paused: false }]);
+    expect(known.note([{ queue: "billing", paused: false }])).toEqual([]);
+    // A change of limits is news once, paused or not.
+    expect(known.note([{ queue: "billing", paused: false, config: limits }])).toEqual([
+      { queue: "billing", paused: false, config: limits },
+    ]);
+    expect(known.note([{ queue: "billing", paused: false, config: limits }])).toEqual([]);
+    expect(known.note([{ queue: "billing", paused: true }])).toEqual([{ queue: "billing", paused: true }]);
+  });
 });

@@ -165,7 +165,7 @@ export class PgStore extends OperationStore implements Store {
   readonly #controls: KnownQueueControls;
   /** Queues whose controls this store is committing now, with how many changes in flight. */
   readonly #controlsInFlight = new Map<string, number>();
-  /** Counts this store's queue-control commits, and the count at each queue's latest, so a catch-up knows what changed while it read. */
+  /** Counts the queue-control changes this store committed or was notified of, and the count at each queue's latest, so a catch-up knows what changed while it read. */
   #controlCommits = 0;
   readonly #controlCommitOf = new Map<string, number>();
   #catchingUp = false;
@@ -338,8 +338,11 @@ export class PgStore extends OperationStore implements Store {
         this.announce({ events: [], unrecorded: [], queueControls: [], schedulesChanged: true, external: true });
     } else if (n.origin !== this.origin) {
       const control: QueueControlChange = { queue: n.queue, paused: n.paused, ...(n.config !== undefined ? { config: n.config } : {}) };
-      this.#controls.note([control]);
-      this.announce({ events: [], unrecorded: [], queueControls: [control], external: true });
+      // A catch-up reading now may have read the queue before this change: it leaves the queue as noted here.
+      this.#controlCommitOf.set(n.queue, ++this.#controlCommits);
+      // A catch-up that read the queue after this change already announced it.
+      const fresh = this.#controls.note([control]);
+      if (fresh.length > 0) this.announce({ events: [], unrecorded: [], queueControls: fresh, external: true });
     }
   }
 
