@@ -25,7 +25,8 @@
  * transaction is such an error; in the replay the other transaction has
  * committed and the submit finds its job. Serialization failures and
  * deadlocks (never expected, but PostgreSQL may report them) retry the
- * whole batch after a short random pause (conflictPauseMs). Nothing is answered or announced before the COMMIT.
+ * whole batch after a short random pause (conflictPauseMs). Nothing is
+ * answered or announced before the COMMIT.
  */
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
@@ -76,8 +77,8 @@ const CONFLICT_RETRIES = 5;
  * 5 * 2^n ms, so that transactions that conflicted do not meet again in
  * step (the deadlock's other party is then likely committed).
  */
-export function conflictPauseMs(n: number, random: () => number = Math.random): number {
-  return Math.floor(random() * 5 * 2 ** n);
+function conflictPauseMs(n: number): number {
+  return Math.floor(Math.random() * 5 * 2 ** n);
 }
 
 /** A connection that failed mid-transaction: it goes back to the pool destroyed. */
