@@ -74,6 +74,11 @@ export class WriteQueue {
     });
   }
 
+  /** Puts writes taken earlier back at the head of the queue, in their order (a transaction that could not begin yet). */
+  putBack(writes: PendingWrite[]): void {
+    this.#pending = writes.concat(this.#pending);
+  }
+
   /** Takes the first `n` queued writes. */
   take(n: number): PendingWrite[] {
     return this.#pending.splice(0, n);

@@ -18,6 +18,14 @@
  * transaction back (disk full, I/O error), nothing of the batch can commit
  * and every call is refused.
  *
+ * Another connection's write lock (a `leasequeue prune`, a sqlite3 shell
+ * inside a transaction) is waited for without holding the event loop:
+ * SQLite's own busy wait is kept to a slice (the connection's busy
+ * timeout, BUSY_SLICE_MS), and a BEGIN that still finds the lock taken puts
+ * its batch back and tries again on a timer, with everything queued
+ * meanwhile, until `busyTimeoutMs` has passed since the first try; then
+ * the batch is refused as busy.
+ *
  * The operations are steps (store/steps.ts) and the SQLite port answers
  * at once, so a whole transaction runs synchronously, from BEGIN to COMMIT,
  * without giving the event loop away (settledNow insists): no timer, I/O
@@ -40,6 +48,8 @@ export interface GroupCommitOptions {
   clock: Clock;
   /** Most operations sharing one transaction. */
   maxBatch: number;
+  /** How long a batch waits for another connection's write lock before it is refused as busy. */
+  busyTimeoutMs: number;
   /** Right after each BEGIN, under the write lock: the highest sequence issued so far (events are numbered from the next). */
   began(): number;
   /** Right after each transaction ended (COMMIT or ROLLBACK), before its callers are told. */
@@ -62,8 +72,15 @@ export interface GroupCommitOptions {
   held?(): boolean;
 }
 
+/** The longest SQLite waits for a lock inside one call (the connection's busy timeout): the event loop's longest stall on a lock. */
+export const BUSY_SLICE_MS = 10;
+/** The longest pause between two tries for a write lock another connection holds. */
+const BUSY_RETRY_MAX_MS = 100;
+
 export class GroupCommit {
   readonly #opts: GroupCommitOptions;
+  /** While another connection holds the write lock: when the first try failed (performance.now()) and the retry's timer. */
+  #busy: { since: number; retryMs: number; timer: NodeJS.Timeout | undefined } | undefined;
   readonly #savepoint: Database.Statement;
   readonly #release: Database.Statement;
   readonly #rollbackTo: Database.Statement;
@@ -76,7 +93,7 @@ export class GroupCommit {
     this.#rollbackTo = options.db.prepare("ROLLBACK TO op");
     this.#queue = new WriteQueue(
       () => this.flush(),
-      () => options.held?.() === true,
+      () => this.#busy !== undefined || options.held?.() === true,
     );
   }
 
@@ -87,23 +104,46 @@ export class GroupCommit {
 
   /** The hold ended (the fsync returned): what was queued meanwhile commits on the next turn. */
   resume(): void {
-    this.#queue.schedule();
+    if (this.#busy === undefined) this.#queue.schedule();
   }
 
   /** Commits everything queued now, in transactions of at most maxBatch operations. */
   flush(): void {
-    while (this.#queue.length > 0) this.#commitBatch(this.#queue.take(this.#opts.maxBatch));
+    while (this.#queue.length > 0 && this.#busy?.timer === undefined) this.#commitBatch(this.#queue.take(this.#opts.maxBatch));
+    // Waited past busyTimeoutMs: every batch of this flush was refused (or began); the next write waits afresh.
+    if (this.#busy !== undefined && this.#busy.timer === undefined) this.#busy = undefined;
+  }
+
+  /** The store closes: what is queued commits now, or is refused as busy if another connection still holds the write lock. */
+  flushNow(): void {
+    if (this.#busy?.timer !== undefined) clearTimeout(this.#busy.timer);
+    this.#busy = { since: -Infinity, retryMs: BUSY_SLICE_MS, timer: undefined };
+    this.flush();
   }
 
   #commitBatch(batch: PendingWrite[]): void {
     try {
-      if (this.#runBatch(batch, false) === "replay") this.#runBatch(batch, true);
+      const ran = this.#runBatch(batch, false);
+      if (ran === "busy") this.#waitForLock(batch);
+      else if (ran === "replay") this.#runBatch(batch, true);
     } catch (err) {
       // A fault of the group commit itself: nothing of the batch is known to have committed.
       if (this.#opts.db.inTransaction) this.#opts.db.exec("ROLLBACK");
       this.#opts.ended();
       this.#refuseAll(batch, err, otherWriteFailure(err));
     }
+  }
+
+  /** BEGIN found another connection's write lock: the batch goes back to the head of the queue and is tried again later. */
+  #waitForLock(batch: PendingWrite[]): void {
+    this.#queue.putBack(batch);
+    const busy = (this.#busy ??= { since: performance.now(), retryMs: BUSY_SLICE_MS, timer: undefined });
+    const retryMs = busy.retryMs;
+    busy.retryMs = Math.min(BUSY_RETRY_MAX_MS, retryMs * 2);
+    busy.timer = setTimeout(() => {
+      busy.timer = undefined;
+      this.flush();
+    }, retryMs);
   }
 
   #refuseAll(batch: PendingWrite[], error: unknown, outcome: WriteOutcome): void {
@@ -119,10 +159,18 @@ export class GroupCommit {
     return undefined;
   }
 
-  #runBatch(batch: PendingWrite[], guarded: boolean): "replay" | undefined {
+  #runBatch(batch: PendingWrite[], guarded: boolean): "replay" | "busy" | undefined {
     const { db, port, clock } = this.#opts;
     try {
       db.exec("BEGIN IMMEDIATE");
+    } catch (err) {
+      if (isBusy(err) && !guarded && (this.#busy === undefined || performance.now() - this.#busy.since < this.#opts.busyTimeoutMs)) {
+        return "busy";
+      }
+      return this.#abort(batch, storeError(err), writeFailureOf(err) ?? otherWriteFailure(err));
+    }
+    this.#busy = undefined;
+    try {
       port.nextSequence = this.#opts.began() + 1;
     } catch (err) {
       return this.#abort(batch, storeError(err), writeFailureOf(err) ?? otherWriteFailure(err));
@@ -174,4 +222,9 @@ export class GroupCommit {
     this.#opts.committed(persisted, answer, failure ?? (end.wrote || persisted.events.length > 0 ? { ok: true } : undefined));
     return undefined;
   }
+}
+
+function isBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
 }

@@ -58,7 +58,7 @@ import type {
   Store,
   WriteOutcome,
 } from "../store.js";
-import { GroupCommit } from "./group-commit.js";
+import { BUSY_SLICE_MS, GroupCommit } from "./group-commit.js";
 import { DatabaseFileWatch, refuseNewBesideSavedCopy, type DatabaseFileReport } from "./lost-file.js";
 import { migrate } from "./migrate.js";
 import { OtherWriters } from "./other-writers.js";
@@ -118,6 +118,8 @@ export class SqliteStore extends OperationStore implements Store {
    * loss may take the latest commits, a killed process does not).
    */
   readonly durability: "wal-fsync" | "none";
+  /** How long a write waits for another connection's write lock before it is refused as busy. */
+  readonly busyTimeoutMs: number;
   readonly #walSync: WalSync;
   readonly #groupCommit: GroupCommit;
   readonly #otherWriters: OtherWriters;
@@ -134,7 +136,9 @@ export class SqliteStore extends OperationStore implements Store {
   constructor(options: SqliteStoreOptions) {
     super(options);
     refuseNewBesideSavedCopy(options.path);
-    this.db = new Database(options.path, { timeout: options.busyTimeoutMs ?? 5000 });
+    const busyTimeoutMs = (this.busyTimeoutMs = options.busyTimeoutMs ?? 5000);
+    // SQLite's own busy wait holds the event loop: a slice only; group commit waits out the rest (group-commit.ts).
+    this.db = new Database(options.path, { timeout: Math.min(BUSY_SLICE_MS, busyTimeoutMs) });
     try {
       this.db.pragma("journal_mode = WAL");
       // "full" is kept by fsyncing the WAL after each COMMIT off the event loop (wal-sync.ts).
@@ -169,6 +173,7 @@ export class SqliteStore extends OperationStore implements Store {
       port: new SqlitePort(this.db, this.#stmts),
       clock: this.clock,
       maxBatch: options.maxBatch ?? 256,
+      busyTimeoutMs,
       began: () => {
         this.#transactionOpen = true;
         return this.#catchUpWithOtherWriters();
@@ -204,7 +209,7 @@ export class SqliteStore extends OperationStore implements Store {
     return this.write(operationOf(name, args));
   }
 
-  /** Queues one write operation for the next transaction (the store thread builds them from the main thread's calls). */
+  /** Queues one write operation for the next transaction. */
   write<T>(op: WriteOperation<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new QueueError("STORE_UNAVAILABLE", "the store is closed"));
     const lost = this.#fileWatch?.lost;
@@ -427,7 +432,7 @@ export class SqliteStore extends OperationStore implements Store {
     this.#stopClockWatch?.();
     clearInterval(this.#otherWritersTimer);
     this.#fileWatch?.close();
-    this.#groupCommit.flush();
+    this.#groupCommit.flushNow();
     // Answer every commit only once it is on disk, then stop.
     await this.#walSync.drain();
     this.clearCommitListeners();

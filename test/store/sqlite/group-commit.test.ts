@@ -1,7 +1,8 @@
 /**
  * The SQLite group commit's hold: while the WAL's fsync runs, writes wait
- * and then go in one transaction; and the WAL sync telling when it is idle.
- * Driven directly (no server, no timing): the hold is a flag here.
+ * and then go in one transaction; its wait for another connection's write
+ * lock, which keeps the event loop turning; and the WAL sync telling when
+ * it is idle. Driven directly (no server): the hold is a flag here.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,7 +11,7 @@ import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../../src/domain/clock.js";
 import { submitJobs } from "../../../src/store/operations/submit.js";
-import { GroupCommit } from "../../../src/store/sqlite/group-commit.js";
+import { BUSY_SLICE_MS, GroupCommit } from "../../../src/store/sqlite/group-commit.js";
 import { migrate } from "../../../src/store/sqlite/migrate.js";
 import { prepareStatements } from "../../../src/store/sqlite/sql.js";
 import { SqlitePort } from "../../../src/store/sqlite/sqlite-port.js";
@@ -21,12 +22,14 @@ const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe("GroupCommit hold", () => {
   const dbs: Database.Database[] = [];
+  const dirs: string[] = [];
   afterEach(() => {
     for (const db of dbs.splice(0)) db.close();
+    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
   });
 
-  function groupCommit() {
-    const db = new Database(":memory:");
+  function groupCommit(path = ":memory:", busyTimeoutMs = 5000) {
+    const db = new Database(path, { timeout: BUSY_SLICE_MS });
     dbs.push(db);
     migrate(db);
     const stmts = prepareStatements(db);
@@ -37,6 +40,7 @@ describe("GroupCommit hold", () => {
       port: new SqlitePort(db, stmts),
       clock: new ManualClock(),
       maxBatch: 256,
+      busyTimeoutMs,
       began: () => (stmts.lastSequence.get() as { seq: number }).seq,
       ended: () => {},
       committed: (changes, answer) => {
@@ -49,6 +53,51 @@ describe("GroupCommit hold", () => {
     const jobs = () => (db.prepare("SELECT count(*) AS n FROM jobs").get() as { n: number }).n;
     return { gc, transactions, jobs, hold: (on: boolean) => (holding = on) };
   }
+
+  /** A database file, and a second connection to it (as `leasequeue prune` or a sqlite3 shell would hold one). */
+  function fileWithSecondConnection() {
+    const dir = mkdtempSync(join(tmpdir(), "leasequeue-busy-"));
+    dirs.push(dir);
+    const path = join(dir, "jobs.db");
+    const first = new Database(path);
+    first.pragma("journal_mode = WAL");
+    first.close();
+    const other = new Database(path, { timeout: 0 });
+    dbs.push(other);
+    return { path, other };
+  }
+
+  it("waits for another connection's write lock on timers, the event loop turning meanwhile, then commits with what queued", async () => {
+    const { path, other } = fileWithSecondConnection();
+    const { gc, transactions } = groupCommit(path);
+    other.exec("BEGIN IMMEDIATE");
+    const first = gc.write(submitJobs([newJob()]));
+    // Many turns of this thread pass while the write waits: the lock is not waited for inside one call.
+    for (let i = 0; i < 20; i++) await turn();
+    const second = gc.write(submitJobs([newJob()]));
+    for (let i = 0; i < 20; i++) await turn();
+    expect(transactions).toEqual([]);
+    // The holder, on this same thread, can end its transaction only because the loop turns.
+    other.exec("ROLLBACK");
+    await Promise.all([first, second]);
+    expect(transactions).toEqual([2]);
+  });
+
+  it("refuses as busy, with everything that queued behind it, a write whose lock is held past busyTimeoutMs; the next write waits afresh", async () => {
+    const { path, other } = fileWithSecondConnection();
+    const { gc, transactions } = groupCommit(path, 50);
+    other.exec("BEGIN IMMEDIATE");
+    const first = gc.write(submitJobs([newJob()]));
+    await turn();
+    const second = gc.write(submitJobs([newJob()]));
+    await expect(first).rejects.toMatchObject({ reason: "STORE_UNAVAILABLE", message: /SQLITE_BUSY/ });
+    await expect(second).rejects.toMatchObject({ reason: "STORE_UNAVAILABLE" });
+    const third = gc.write(submitJobs([newJob()]));
+    await turn();
+    other.exec("ROLLBACK");
+    await third;
+    expect(transactions).toEqual([1]);
+  });
 
   it("commits each turn's writes at once when not held", async () => {
     const { gc, transactions } = groupCommit();

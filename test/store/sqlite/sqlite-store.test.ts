@@ -5,6 +5,7 @@ import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { ManualClock } from "../../../src/domain/clock.js";
 import { JOB_STATES } from "../../../src/domain/job.js";
+import { BUSY_SLICE_MS } from "../../../src/store/sqlite/group-commit.js";
 import { MIGRATIONS } from "../../../src/store/sqlite/migrations.js";
 import { listJobsSql, SQL } from "../../../src/store/sqlite/sql.js";
 import { migrate } from "../../../src/store/sqlite/migrate.js";
@@ -51,13 +52,14 @@ describe("SQLite store specifics", () => {
     return store;
   }
 
-  it("runs in WAL mode, fsyncing the WAL itself before answering, with a 5 s busy timeout by default", () => {
+  it("runs in WAL mode, fsyncing the WAL itself before answering, waiting 5 s by default for another writer's lock (SQLite's own wait a slice of it)", () => {
     const store = open();
     expect(store.db.pragma("journal_mode", { simple: true })).toBe("wal");
     // NORMAL: COMMIT does not fsync on the event loop; the store fsyncs the WAL off it.
     expect(store.db.pragma("synchronous", { simple: true })).toBe(1);
     expect(store.durability).toBe("wal-fsync");
-    expect(store.db.pragma("busy_timeout", { simple: true })).toBe(5000);
+    expect(store.db.pragma("busy_timeout", { simple: true })).toBe(BUSY_SLICE_MS);
+    expect(store.busyTimeoutMs).toBe(5000);
   });
 
   it("rolls back alone an operation that fails after writing, replaying its batch with savepoints", async () => {
