@@ -19,20 +19,15 @@ export default defineConfig({
     // loaded machine never fails a test that would pass on a quiet one.
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // The SQLite store's thread runs from source under test (src/store/sqlite/threaded-store.ts); worker threads inherit this.
-    execArgv: ["--import", "./test/helpers/register-typescript.mjs"],
     // Tests live under test/ only; compiled copies (a `tsc` without --noEmit writes them to dist/test) are never run.
     exclude: [...configDefaults.exclude, "dist/**"],
     coverage: {
       provider: "v8",
       include: ["src/**/*.ts"],
-      // The console and the API reference page run in the browser (bundled by esbuild), not in vitest's process;
-      // the SQLite store thread's entry runs only in a worker thread, which V8 coverage of the test process does not see
-      // (the store it runs is covered in-thread by the store contract, test/store/sqlite/sqlite-store.test.ts).
-      exclude: ["src/console/**", "src/docs/**", "src/store/sqlite/store-thread.ts"],
+      // The console and the API reference page run in the browser (bundled by esbuild), not in vitest's process.
+      exclude: ["src/console/**", "src/docs/**"],
       reporter: ["text-summary", "json-summary"],
       reportsDirectory: "test-artifacts/coverage",
-      // The test servers' SQLite store runs in its thread, unseen by coverage; its lines count where the store contract runs it in-thread.
       thresholds: { lines: 84, branches: 77 },
     },
     projects: [

@@ -25,5 +25,5 @@ function profileTables(title, summary) {
 
 if (report.cpuProfile !== undefined) {
   profileTables(`Top self time, ${report.cpuProfile.scenario}: the server's main thread`, report.cpuProfile);
-  for (const w of report.cpuProfile.workers ?? []) profileTables(`Worker thread ${w.thread} (on SQLite, the store thread)`, w);
+  for (const w of report.cpuProfile.workers ?? []) profileTables(`Worker thread ${w.thread}`, w);
 }

@@ -904,7 +904,7 @@ if (args["cpu-prof"]) {
   mkdirSync(profDir);
   const row = await runLeaseQueueScenario(profiled, { cpuProfDir: profDir, traceGc: true, skipLatency: true, engine });
   // One profile per thread: CPU.<date>.<time>.<pid>.<thread id>.<n>.cpuprofile; thread 0 is the
-  // server's main thread, the others its workers (on SQLite, the store thread).
+  // server's main thread, any other a worker thread of the server's.
   const profiles = readdirSync(profDir)
     .filter((f) => f.endsWith(".cpuprofile"))
     .map((f) => ({ f, thread: Number(f.split(".")[4]) }))

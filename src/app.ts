@@ -82,18 +82,6 @@ export interface StartOptions {
   pruneIntervalMs?: number;
   /** How long to wait for another process's hold on the database before refusing to start; default 5 s (store/engine.ts). */
   databaseHoldWaitMs?: number;
-  /**
-   * The server cannot go on (its SQLite store thread failed): default, the
-   * process exits with code 70 at once, never living on half alive.
-   */
-  onFatal?(error: Error): void;
-}
-
-/** EX_SOFTWARE: the server stopped on an internal failure. */
-const FATAL_EXIT_CODE = 70;
-
-function exitOnFatal(): void {
-  process.exit(FATAL_EXIT_CODE);
 }
 
 export { databaseLocation } from "./store/engine.js";
@@ -221,11 +209,6 @@ async function openDatabase(config: Config, log: Logger, options: StartOptions):
       onClockUnmeasured: (reason, offsetMs) =>
         log.warn("database clock not measured; keeping the last offset", { reason, offsetSeconds: offsetMs / 1000 }),
       onClockJump: (jumpMs) => log.warn("host clock jumped", { jumpSeconds: jumpMs / 1000 }),
-      onThreadFailure: (error) => {
-        log.error("the store thread failed; the server stops", { error: error.message });
-        if (options.onFatal !== undefined) options.onFatal(error);
-        else exitOnFatal();
-      },
       onDatabaseFile: (report) => logDatabaseFile(report, log),
     });
   } catch (err) {

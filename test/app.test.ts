@@ -6,14 +6,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { recordSqlOnThisThread } from "./helpers/sql-on-this-thread.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../src/app.js";
 import { resolveConfig } from "../src/config.js";
 import { silentLogger } from "../src/logger.js";
-import { systemClock } from "../src/domain/clock.js";
-import { openSqliteStore } from "../src/store/sqlite/sqlite-store.js";
-import type { ThreadedSqliteStore } from "../src/store/sqlite/threaded-store.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -69,60 +65,5 @@ describe("startServer", () => {
     await expect(fetch(`${metricsUrl}/health/live`)).rejects.toThrow();
     const next = await startServer(resolveConfig({ db, port: "0", "metrics-port": "0" }, {}), { log: silentLogger, databaseHoldWaitMs: 0 });
     await next.close();
-  });
-
-  it("stops when its store thread fails: the error is logged and onFatal told (by default the process exits 70)", async () => {
-    const db = join(databaseDir(), "jobs.db");
-    const logged: Array<{ msg: string; fields?: Record<string, unknown> }> = [];
-    const log = { ...silentLogger, error: (msg: string, fields?: Record<string, unknown>) => logged.push({ msg, fields }) };
-    const fatal: Error[] = [];
-    let told!: () => void;
-    const firstFatal = new Promise<void>((resolve) => (told = resolve));
-    const server = await startServer(resolveConfig({ db, port: "0", "metrics-port": "0" }, {}), {
-      log,
-      onFatal: (error) => {
-        fatal.push(error);
-        told();
-      },
-    });
-    cleanups.push(() => server.close());
-    await (server.store as ThreadedSqliteStore).thread.terminate();
-    await firstFatal;
-    expect(fatal).toHaveLength(1);
-    expect(logged).toContainEqual({ msg: "the store thread failed; the server stops", fields: { error: fatal[0].message } });
-    const res = await fetch(`${server.apiUrl}/leasequeue.v1.LeaseQueueService/GetStats`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: "{}",
-    });
-    expect((await res.json()) as { code: string }).toMatchObject({ code: "unavailable" });
-  });
-
-  it("runs no SQL on its main thread on SQLite while it serves: a job's life, stats, metrics and readiness all go through the store thread", async () => {
-    const db = join(databaseDir(), "jobs.db");
-    const server = await startServer(resolveConfig({ db, port: "0", "metrics-port": "0" }, {}), { log: silentLogger });
-    cleanups.push(() => server.close());
-    // From here on (the one-server lock on <db>.lock was taken at start, on its own file), nothing.
-    const { used, restore } = recordSqlOnThisThread();
-    cleanups.push(restore);
-    const call = async (method: string, body: unknown) =>
-      (await fetch(`${server.apiUrl}/leasequeue.v1.LeaseQueueService/${method}`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(body),
-      }).then((r) => r.json())) as any;
-    const { job } = await call("Submit", { queue: "q", task: "t", payload: { n: 1 } });
-    const { leases } = await call("Claim", { queue: "q", workerId: "w" });
-    await call("Complete", { jobId: job.id, leaseToken: leases[0].leaseToken, result: { ok: true } });
-    expect((await call("GetJob", { jobId: job.id })).job.state).toBe("JOB_STATE_COMPLETED");
-    await call("ListJobs", { queue: "q" });
-    await call("GetStats", {});
-    expect((await fetch(`${server.metricsUrl}/metrics`)).status).toBe(200);
-    expect((await fetch(`${server.metricsUrl}/health/ready`)).status).toBe(200);
-    expect(used).toEqual([]);
-    // The spies see SQL run in this thread: a store opened here is caught.
-    const inThread = openSqliteStore({ path: ":memory:", clock: systemClock });
-    await inThread.close();
-    expect(used).toContain("prepare");
   });
 });

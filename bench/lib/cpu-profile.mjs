@@ -145,7 +145,7 @@ export function layerBudget(summaries, jobs, serverCpuMsPerJob) {
 function areaOf({ fn, where }) {
   if (fn === "(garbage collector)") return "garbage collector";
   if (fn === "(program)" || fn === "(root)") return "V8/native outside JavaScript";
-  if (where.startsWith("dist/src/store/")) return "server: store (on SQLite's store thread: the SQL statements run from here)";
+  if (where.startsWith("dist/src/store/")) return "server: store (the SQL statements run from here)";
   if (where.startsWith("dist/src/dispatch/")) return "server: dispatch (claim streams, wake-ups, event feed)";
   if (where.startsWith("dist/src/service/")) return "server: service (validation, wire mapping)";
   if (where.startsWith("dist/src/") || where.startsWith("dist/gen/")) return "server: other (app, server, metrics, domain, generated code)";

@@ -255,7 +255,7 @@ export function printReport(report) {
     }
     for (const w of report.cpuProfile.workers ?? []) {
       console.log(
-        `\n  worker thread ${w.thread} (on SQLite, the store thread): idle ${((w.idleShare ?? 0) * 100).toFixed(0)}% of ${w.totalMs} ms; top self time:`,
+        `\n  worker thread ${w.thread}: idle ${((w.idleShare ?? 0) * 100).toFixed(0)}% of ${w.totalMs} ms; top self time:`,
       );
       printTop(w.top);
     }

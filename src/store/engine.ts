@@ -14,7 +14,7 @@ import type { DatabaseFileReport } from "./sqlite/lost-file.js";
 
 export type { DatabaseFileReport };
 import { migrateFile } from "./sqlite/migrate.js";
-import { openThreadedSqliteStore } from "./sqlite/threaded-store.js";
+import { openSqliteStore } from "./sqlite/sqlite-store.js";
 import type { Store } from "./store.js";
 
 /** Which database, and how to use it. */
@@ -70,8 +70,6 @@ export interface OpenStoreOptions {
   onClockUnmeasured?(reason: string, offsetMs: number): void;
   /** SQLite: the host's wall clock jumped against its monotonic clock by more than a second. */
   onClockJump?(jumpMs: number): void;
-  /** SQLite: the store thread failed (sqlite/threaded-store.ts); without it, the failure ends the process. */
-  onThreadFailure?(error: Error): void;
   /** SQLite: the database file was removed, renamed or replaced, saved, or is back (sqlite/lost-file.ts). */
   onDatabaseFile?(report: DatabaseFileReport): void;
 }
@@ -83,12 +81,11 @@ export interface OpenStoreOptions {
  */
 export async function openStore(location: DatabaseLocation, clock: Clock, options: OpenStoreOptions = {}): Promise<Store> {
   if (location.engine === "sqlite")
-    return openThreadedSqliteStore({
+    return openSqliteStore({
       path: location.path,
       clock,
       synchronous: location.synchronous,
       ...(options.onClockJump !== undefined ? { onClockJump: (jumpMs: number) => options.onClockJump?.(jumpMs) } : {}),
-      ...(options.onThreadFailure !== undefined ? { onThreadFailure: (error: Error) => options.onThreadFailure?.(error) } : {}),
       onDatabaseFile: (report) => options.onDatabaseFile?.(report),
     });
   return openPgStore({

@@ -1,10 +1,8 @@
 /**
  * Every write a Store offers, by name, as data: the name and the arguments
  * of one call, and how that call becomes an engine-neutral write operation
- * (store/operations/). A store that runs its transactions in the same
- * thread builds the operation at once; the SQLite store sends the call to
- * its store thread (sqlite/threaded-store.ts), which builds it there, since
- * an operation is a function and cannot cross.
+ * (store/operations/): the one table OperationStore's writes go through
+ * on both engines.
  */
 import type { QueueConfigUpdate } from "../domain/queue-limits.js";
 import type { ScheduleSpec } from "../domain/schedule.js";
@@ -59,7 +57,7 @@ export type WriteName = keyof typeof WRITE_OPERATIONS;
 export type WriteArgs<N extends WriteName> = Parameters<(typeof WRITE_OPERATIONS)[N]>;
 export type WriteResult<N extends WriteName> = ReturnType<(typeof WRITE_OPERATIONS)[N]> extends WriteOperation<infer T> ? T : never;
 
-/** The operation a call names; an unknown name is a fault of the caller (a store thread refuses it). */
+/** The operation a call names; an unknown name is a fault of the caller. */
 export function operationOf<N extends WriteName>(name: N, args: WriteArgs<N>): WriteOperation<WriteResult<N>> {
   const make = WRITE_OPERATIONS[name] as ((...a: unknown[]) => WriteOperation<WriteResult<N>>) | undefined;
   if (typeof make !== "function" || !Object.hasOwn(WRITE_OPERATIONS, name)) throw new TypeError(`no write operation named ${String(name)}`);

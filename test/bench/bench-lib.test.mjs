@@ -69,7 +69,7 @@ describe("topSelfTime", () => {
     };
     const { top, idleShare, totalMs, byArea } = topSelfTime(profile, 2);
     expect(byArea.map((a) => a.area)).toEqual([
-      "server: store (on SQLite's store thread: the SQL statements run from here)",
+      "server: store (the SQL statements run from here)",
       "protobuf-es (encode/decode)",
     ]);
     expect(totalMs).toBe(6);

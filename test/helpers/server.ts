@@ -87,7 +87,7 @@ export async function deleteEventsThrough(t: TestServer, sequence: number): Prom
   const store = t.server.store;
   if (store instanceof PgStore) await store.pool.query(`DELETE FROM ${store.schema}.job_events WHERE sequence <= $1`, [sequence]);
   else {
-    // The server's connection is on its store thread: delete through a second one, as `leasequeue prune` would.
+    // Through a second connection, as `leasequeue prune` would: the server's store announces it as another writer's commit.
     const db = new Database(t.config.databasePath);
     try {
       db.prepare("DELETE FROM job_events WHERE sequence <= ?").run(sequence);

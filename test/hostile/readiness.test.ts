@@ -5,8 +5,8 @@
  * once per interval), and everything recovers by itself once a write
  * succeeds. Failures are injected for real in SQLite: `max_page_count` makes
  * the database full, a second connection's write lock makes it busy, and
- * `query_only` makes it refuse writes as read-only. A running server's
- * connection is on its store thread, so there a second connection's write
+ * `query_only` makes it refuse writes as read-only. A running server is
+ * reached only through its ports, so there a second connection's write
  * lock is what makes its writes fail.
  */
 import { mkdtempSync, rmSync } from "node:fs";

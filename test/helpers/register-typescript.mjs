@@ -1,4 +1,0 @@
-// See typescript-hooks.mjs.
-import { register } from "node:module";
-
-register("./typescript-hooks.mjs", import.meta.url);
