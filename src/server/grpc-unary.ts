@@ -40,6 +40,7 @@ import {
   parseTimeout,
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
+import { HAND_DECODERS } from "../service/submit-decoding.js";
 import { requestParseError } from "./call-record.js";
 import { COMPRESSED_FLAG, envelope, readSingleMessage } from "./grpc-envelope.js";
 import { headerValue, nodeHeadersOf, replaceHeaders, RequestHeaders } from "./node-headers.js";
@@ -107,6 +108,12 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
   const input = serialization.getI(true);
   const output = serialization.getO(true);
   const inputTypeName = method.input.typeName;
+  // A hand decoder for the hot requests (service/submit-decoding.ts) answers what it is sure of; protobuf-es the rest.
+  const handDecode = HAND_DECODERS.get(inputTypeName);
+  const parse =
+    handDecode === undefined
+      ? (bytes: Uint8Array) => input.parse(bytes)
+      : (bytes: Uint8Array) => (handDecode(bytes) as Message | undefined) ?? input.parse(bytes);
 
   // The interceptor chain, composed once: the call travels in the request.
   const innermost = async (req: UnaryRequest): Promise<UnaryResponse> => {
@@ -145,7 +152,7 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
     if (compression.error) return fail(compression.error);
     if (timeout.error) return fail(timeout.error);
 
-    readSingleMessage(call.req, opts.readMaxBytes, (bytes) => input.parse(bytes))
+    readSingleMessage(call.req, opts.readMaxBytes, parse)
       .then(async (message) => {
         const request = new CallRequest(state, method, message, call.contextValues);
         const response = await chain(request);

@@ -16,6 +16,7 @@ import type { NewJob } from "../domain/submission.js";
 import { traceContextOf, type TraceContext } from "../domain/trace-context.js";
 import { JobView, type JobState, type QueueConfig, type Schedule, type SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
+import { payloadJsonOf } from "./submit-decoding.js";
 import { STATE_FROM_WIRE } from "./wire.js";
 
 /** docs/api.md "Bounds" and "Defaults and identity": one table, shared with the state machine and the worker SDK. */
@@ -198,10 +199,20 @@ export function jsonText(field: string, value: Value | undefined, maxBytes: numb
   } catch (err) {
     throw invalidArgument(field, `is not a JSON value (${(err as Error).message})`);
   }
-  const textValue = JSON.stringify(json);
-  const bytes = Buffer.byteLength(textValue, "utf8");
+  return withinBytes(field, JSON.stringify(json), maxBytes);
+}
+
+/** JSON text within `maxBytes` (over it: PAYLOAD_TOO_LARGE naming the field). */
+function withinBytes(field: string, text: string, maxBytes: number): string {
+  const bytes = Buffer.byteLength(text, "utf8");
   if (bytes > maxBytes) throw payloadTooLarge(field, bytes, maxBytes);
-  return textValue;
+  return text;
+}
+
+/** A submitted payload as JSON text: read as such by the hand decoder (submit-decoding.ts), or from its Value. */
+function submittedPayloadJson(field: string, req: SubmitRequest): string {
+  const decoded = payloadJsonOf(req);
+  return decoded === undefined ? jsonText(field, req.payload) : withinBytes(field, decoded, BOUNDS.jsonBytes);
 }
 
 /** An optional Value (a result): absent is null, not the JSON text "null". */
@@ -274,7 +285,7 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
     queue: queueName(f("queue"), req.queue, DEFAULTS.queue),
     task: queueName(f("task"), req.task),
     groupKey: groupKey(f("group_key"), req.groupKey),
-    payloadJson: jsonText(f("payload"), req.payload),
+    payloadJson: submittedPayloadJson(f("payload"), req),
     priority: intInRange(f("priority"), req.priority, BOUNDS.priority),
     maxAttempts: intInRange(f("max_attempts"), req.maxAttempts, BOUNDS.maxAttempts, DEFAULTS.maxAttempts),
     retryBaseDelayMs: durationInRange(f("retry_base_delay"), req.retryBaseDelay, BOUNDS.retryBaseDelayMs, DEFAULTS.retryBaseDelayMs)!,
