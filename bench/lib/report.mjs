@@ -254,9 +254,7 @@ export function printReport(report) {
       for (const l of budget.layers) console.log(`  ${l.msPerJob.toFixed(4).padStart(8)} ms  ${l.layer}`);
     }
     for (const w of report.cpuProfile.workers ?? []) {
-      console.log(
-        `\n  worker thread ${w.thread}: idle ${((w.idleShare ?? 0) * 100).toFixed(0)}% of ${w.totalMs} ms; top self time:`,
-      );
+      console.log(`\n  worker thread ${w.thread}: idle ${((w.idleShare ?? 0) * 100).toFixed(0)}% of ${w.totalMs} ms; top self time:`);
       printTop(w.top);
     }
   }

@@ -68,10 +68,7 @@ describe("topSelfTime", () => {
       timeDeltas: [1000, 1000, 1000, 1000, 1000, 1000],
     };
     const { top, idleShare, totalMs, byArea } = topSelfTime(profile, 2);
-    expect(byArea.map((a) => a.area)).toEqual([
-      "server: store (the SQL statements run from here)",
-      "protobuf-es (encode/decode)",
-    ]);
+    expect(byArea.map((a) => a.area)).toEqual(["server: store (the SQL statements run from here)", "protobuf-es (encode/decode)"]);
     expect(totalMs).toBe(6);
     expect(idleShare).toBeCloseTo(1 / 3, 3);
     expect(top[0]).toEqual({ fn: "commit", where: "dist/src/store/sqlite/sqlite-store.js:10", selfMs: 3, share: 0.75 });
