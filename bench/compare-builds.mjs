@@ -14,6 +14,8 @@
  *        [--jobs=20000] [--engine=sqlite|postgres]
  *
  * `--a=.` is this checkout as it is (built with `npm run build` first).
+ * The builds stay for the next comparison; `node bench/compare-builds.mjs
+ * --clean` removes them and their worktrees.
  * Needs git, and a revision whose server takes `serve --db --port 0
  * --metrics-port 0` (every one since the first release).
  */
@@ -35,8 +37,22 @@ const { values: args } = parseArgs({
     scenario: { type: "string", default: "b" },
     jobs: { type: "string", default: "20000" },
     engine: { type: "string", default: "sqlite" },
+    clean: { type: "boolean", default: false },
   },
 });
+const git = (...a) => execFileSync("git", a, { cwd: ROOT, encoding: "utf8" }).trim();
+
+if (args.clean) {
+  for (const line of git("worktree", "list", "--porcelain").split("\n")) {
+    const dir = line.startsWith("worktree ") ? line.slice("worktree ".length) : undefined;
+    if (dir !== undefined && dir.startsWith(BUILDS + "/")) {
+      git("worktree", "remove", "--force", dir);
+      console.log(`removed ${dir}`);
+    }
+  }
+  rmSync(BUILDS, { recursive: true, force: true });
+  process.exit(0);
+}
 if (args.a === undefined || args.b === undefined) {
   console.error("usage: node bench/compare-builds.mjs --a=REV --b=REV [--pairs=3] [--scenario=b] [--jobs=20000] [--engine=sqlite]");
   process.exit(2);
@@ -44,8 +60,6 @@ if (args.a === undefined || args.b === undefined) {
 const pairs = Number(args.pairs);
 if (!Number.isInteger(pairs) || pairs < 1) throw new Error(`--pairs: a whole number of at least 1, not "${args.pairs}"`);
 if (!["sqlite", "postgres"].includes(args.engine)) throw new Error(`--engine: "sqlite" or "postgres", not "${args.engine}"`);
-
-const git = (...a) => execFileSync("git", a, { cwd: ROOT, encoding: "utf8" }).trim();
 
 /** The server entry point of a revision, built in its worktree (once), or of this checkout for ".". */
 function serverOf(rev) {
