@@ -24,7 +24,7 @@
  */
 import { renameSync, rmSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import type Database from "better-sqlite3";
+import Database from "better-sqlite3";
 import { JOB_STATES, type JobState } from "../../domain/job.js";
 import { DatabaseRefusal } from "../database-refusal.js";
 import {
@@ -75,6 +75,39 @@ export function copyDatabase(source: Database.Database, target: string): BackupR
   let renamed = false;
   try {
     source.prepare("VACUUM INTO ?").run(partial);
+    fsyncFile(partial);
+    const facts = verifyCopy(partial, target);
+    renameSync(partial, target);
+    renamed = true;
+    fsyncDirectory(dirname(target));
+    return { path: target, bytes: fileBytes(target), ...facts };
+  } finally {
+    if (!renamed) rmSync(partial, { force: true });
+  }
+}
+
+/**
+ * The same copy, written with SQLite's online backup (db.backup()): a
+ * bounded number of pages per step, the event loop free between steps. For
+ * a server saving what its connection still reads of a lost file
+ * (lost-file.ts), whose event loop must keep answering meanwhile: nothing
+ * writes the source then (the server refuses its own writes, and no other
+ * process can open a file no path names), so the backup never restarts.
+ * The copy is then switched to rollback-journal mode, as VACUUM INTO would
+ * have written it, and checked and renamed the same way.
+ */
+export async function copyDatabaseInSteps(source: Database.Database, target: string): Promise<BackupResult> {
+  const partial = temporaryPathBeside(target, "partial");
+  createEmptyFile(partial, target);
+  let renamed = false;
+  try {
+    await source.backup(partial);
+    const copy = new Database(partial, { fileMustExist: true });
+    try {
+      copy.pragma("journal_mode = DELETE");
+    } finally {
+      copy.close();
+    }
     fsyncFile(partial);
     const facts = verifyCopy(partial, target);
     renameSync(partial, target);

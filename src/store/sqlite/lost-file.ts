@@ -9,8 +9,8 @@
  * before it answers each commit and on a timer. Once it does not, writes are
  * refused `unavailable` (the cause `file_lost`), and what the connection
  * still reads, every acknowledged job, is saved beside the database as
- * `<db>.saved-<UTC time>` with the backup command's copy (backup.ts), ready
- * for `leasequeue restore`. If the name comes back to the same file (a
+ * `<db>.saved-<UTC time>` (backup.ts copyDatabaseInSteps: in steps, the
+ * event loop free between them), ready for `leasequeue restore`. If the name comes back to the same file (a
  * rename undone), writes resume.
  *
  * A server that starts where the database is missing but such a saved copy
@@ -21,7 +21,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import type Database from "better-sqlite3";
 import { QueueError } from "../../domain/errors.js";
 import { DatabaseRefusal } from "../database-refusal.js";
-import { copyDatabase } from "./backup.js";
+import { copyDatabaseInSteps } from "./backup.js";
 import { datedPathBeside } from "./database-file.js";
 
 /** Saved copies are named `<db>.saved-<UTC time>`. */
@@ -64,6 +64,8 @@ export class DatabaseFileWatch {
   #lost: QueueError | undefined;
   /** The copy not made yet (its first try failed), and when to try again (monotonic ms). */
   #unsaved: { target: string; retryAt: number } | undefined;
+  /** The copy being saved now. */
+  #saving: Promise<void> | undefined;
 
   /** Call right after the connection opened the file: the file the path names now is the one it has open. */
   constructor(options: DatabaseFileWatchOptions) {
@@ -97,8 +99,10 @@ export class DatabaseFileWatch {
     return this.#lost;
   }
 
-  close(): void {
+  /** Stops looking; settles once a copy being saved is written or has failed (the connection must stay open until then). */
+  async close(): Promise<void> {
     clearInterval(this.#timer);
+    await this.#saving;
   }
 
   /** Why the path no longer names the open file, or undefined while it does (or when that cannot be told). */
@@ -129,17 +133,26 @@ export class DatabaseFileWatch {
     setImmediate(() => this.#save(savingTo));
   }
 
-  /** Saves the copy; a failed try is reported once and tried again every SAVE_RETRY_MS by the timer's looks. */
+  /**
+   * Saves the copy, in steps that leave the event loop free between them (the
+   * server keeps answering reads and health checks meanwhile); a failed try
+   * is reported once and tried again every SAVE_RETRY_MS by the timer's looks.
+   */
   #save(target: string): void {
+    if (this.#saving !== undefined) return;
     const retry = this.#unsaved !== undefined;
-    try {
-      const copy = copyDatabase(this.#opts.db, target);
-      this.#unsaved = undefined;
-      this.#opts.report({ kind: "saved", path: this.#path, savedTo: copy.path, jobs: copy.totalJobs, bytes: copy.bytes });
-    } catch (err) {
-      this.#unsaved = { target, retryAt: this.#opts.monotonicNow() + SAVE_RETRY_MS };
-      if (!retry) this.#opts.report({ kind: "saveFailed", path: this.#path, savingTo: target, error: (err as Error).message });
-    }
+    this.#unsaved = undefined;
+    this.#saving = copyDatabaseInSteps(this.#opts.db, target)
+      .then((copy) => {
+        this.#opts.report({ kind: "saved", path: this.#path, savedTo: copy.path, jobs: copy.totalJobs, bytes: copy.bytes });
+      })
+      .catch((err: unknown) => {
+        this.#unsaved = { target, retryAt: this.#opts.monotonicNow() + SAVE_RETRY_MS };
+        if (!retry) this.#opts.report({ kind: "saveFailed", path: this.#path, savingTo: target, error: (err as Error).message });
+      })
+      .finally(() => {
+        this.#saving = undefined;
+      });
   }
 }
 

@@ -431,7 +431,7 @@ export class SqliteStore extends OperationStore implements Store {
     this.#closed = true;
     this.#stopClockWatch?.();
     clearInterval(this.#otherWritersTimer);
-    this.#fileWatch?.close();
+    await this.#fileWatch?.close();
     this.#groupCommit.flushNow();
     // Answer every commit only once it is on disk, then stop.
     await this.#walSync.drain();

@@ -123,6 +123,34 @@ describe("the SQLite store's database file lost under it", () => {
     expect((await store.getJob(kept.job.id))?.id).toBe(kept.job.id);
   });
 
+  it("saves the copy in steps, the event loop turning between them, and the copy holds every job", async () => {
+    const { store, path, reported } = open();
+    // About 2 MiB of jobs: many more pages than one backup step copies.
+    for (let i = 0; i < 20; i++)
+      await store.submit(Array.from({ length: 100 }, () => newJob({ payloadJson: JSON.stringify({ pad: "x".repeat(900) }) })));
+    rmSync(path);
+    await expect(store.submit([newJob()])).rejects.toThrow("file_lost");
+    await reported("lost");
+    let turns = 0;
+    let saving = true;
+    const saved = reported("saved").finally(() => (saving = false));
+    while (saving) {
+      await new Promise((resolve) => setImmediate(resolve));
+      turns++;
+    }
+    expect(turns).toBeGreaterThan(3);
+    const copy = await saved;
+    // The 2,000 acknowledged, and the one committed after the rm but refused (as in the first case).
+    expect(copy.jobs).toBe(2001);
+    const db = new Database(copy.savedTo, { readonly: true });
+    try {
+      expect(db.pragma("journal_mode", { simple: true })).toBe("delete");
+      expect((db.prepare("SELECT count(*) AS n FROM jobs").get() as { n: number }).n).toBe(2001);
+    } finally {
+      db.close();
+    }
+  });
+
   it("refuses to open an empty database beside a saved copy of a lost one", () => {
     const dir = mkdtempSync(join(tmpdir(), "leasequeue-lost-"));
     dirs.push(dir);
