@@ -224,7 +224,8 @@ export class GroupCommit {
   }
 }
 
+/** Another connection holds the lock (SQLITE_BUSY, SQLITE_LOCKED): write-failures.ts tells it as any write failure. */
 function isBusy(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
-  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
+  const failure = writeFailureOf(err);
+  return failure !== undefined && !failure.ok && failure.cause === "busy";
 }
