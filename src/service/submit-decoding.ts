@@ -107,13 +107,10 @@ function readSubmitRequest(r: BinaryReader, end: number): SubmitRequest {
       case 2:
         req.task = readString(r, end);
         break;
-      case 3: {
+      case 3:
         if (payload !== undefined) throw DOUBT;
-        const to = nested(r, end);
-        payload = JSON.stringify(readValue(r, to, 0));
-        done(r, to);
+        payload = JSON.stringify(readValue(r, nested(r, end), 0));
         break;
-      }
       case 6:
         if (req.retryBaseDelay !== undefined) throw DOUBT;
         req.retryBaseDelay = readSecondsNanos(r, end, "google.protobuf.Duration") as Duration;

@@ -70,19 +70,13 @@ export function backupDatabase(databasePath: string, targetPath: string, options
  * through a `.partial-*` name, fsynced, checked, then renamed.
  */
 export function copyDatabase(source: Database.Database, target: string): BackupResult {
-  const partial = temporaryPathBeside(target, "partial");
-  createEmptyFile(partial, target);
-  let renamed = false;
+  const partial = partialCopyOf(target);
   try {
     source.prepare("VACUUM INTO ?").run(partial);
-    fsyncFile(partial);
-    const facts = verifyCopy(partial, target);
-    renameSync(partial, target);
-    renamed = true;
-    fsyncDirectory(dirname(target));
-    return { path: target, bytes: fileBytes(target), ...facts };
+    return publishCopy(partial, target);
   } finally {
-    if (!renamed) rmSync(partial, { force: true });
+    // Gone once renamed; whatever an interrupted copy left otherwise.
+    rmSync(partial, { force: true });
   }
 }
 
@@ -97,9 +91,7 @@ export function copyDatabase(source: Database.Database, target: string): BackupR
  * have written it, and checked and renamed the same way.
  */
 export async function copyDatabaseInSteps(source: Database.Database, target: string): Promise<BackupResult> {
-  const partial = temporaryPathBeside(target, "partial");
-  createEmptyFile(partial, target);
-  let renamed = false;
+  const partial = partialCopyOf(target);
   try {
     await source.backup(partial);
     const copy = new Database(partial, { fileMustExist: true });
@@ -108,15 +100,26 @@ export async function copyDatabaseInSteps(source: Database.Database, target: str
     } finally {
       copy.close();
     }
-    fsyncFile(partial);
-    const facts = verifyCopy(partial, target);
-    renameSync(partial, target);
-    renamed = true;
-    fsyncDirectory(dirname(target));
-    return { path: target, bytes: fileBytes(target), ...facts };
+    return publishCopy(partial, target);
   } finally {
-    if (!renamed) rmSync(partial, { force: true });
+    rmSync(partial, { force: true });
   }
+}
+
+/** The temporary file a copy for `target` is written to, created empty beside it (a directory that takes no new file is refused by name). */
+function partialCopyOf(target: string): string {
+  const partial = temporaryPathBeside(target, "partial");
+  createEmptyFile(partial, target);
+  return partial;
+}
+
+/** A written copy fsynced, checked, then renamed onto `target` (its directory fsynced): a complete file under the target name, or none. */
+function publishCopy(partial: string, target: string): BackupResult {
+  fsyncFile(partial);
+  const facts = verifyCopy(partial, target);
+  renameSync(partial, target);
+  fsyncDirectory(dirname(target));
+  return { path: target, bytes: fileBytes(target), ...facts };
 }
 
 function refuseUnsafeTarget(databasePath: string, target: string, overwrite: boolean): void {
