@@ -38,6 +38,7 @@ const { values: args } = parseArgs({
     jobs: { type: "string", default: "20000" },
     engine: { type: "string", default: "sqlite" },
     clean: { type: "boolean", default: false },
+    payload: { type: "string", default: "small" },
   },
 });
 const git = (...a) => execFileSync("git", a, { cwd: ROOT, encoding: "utf8" }).trim();
@@ -54,7 +55,9 @@ if (args.clean) {
   process.exit(0);
 }
 if (args.a === undefined || args.b === undefined) {
-  console.error("usage: node bench/compare-builds.mjs --a=REV --b=REV [--pairs=3] [--scenario=b] [--jobs=20000] [--engine=sqlite]");
+  console.error(
+    "usage: node bench/compare-builds.mjs --a=REV --b=REV [--pairs=3] [--scenario=b] [--jobs=20000] [--engine=sqlite] [--payload=small|order]",
+  );
   process.exit(2);
 }
 const pairs = Number(args.pairs);
@@ -90,6 +93,7 @@ function run(server) {
       `--scenarios=${args.scenario}`,
       `--jobs=${args.jobs}`,
       `--engines=${args.engine}`,
+      `--payload=${args.payload}`,
       "--no-taskset",
       `--out=${out}`,
     ],

@@ -33,6 +33,8 @@
  *            --cpu-prof-scenario=a|a2|b|d|e (the scenario that run profiles, default b; (e): its claim phase)
  *            --synchronous=normal (server and SQLite ceiling without an fsync per commit)
  *            --out=FILE (default bench/results/<timestamp>.json)
+ *            --payload=order (LeaseQueue rows only: each job's payload is {"i": n} beside an order of
+ *            about 700 bytes of JSON, leasequeue-drivers.mjs ORDER, instead of {"i": n} alone)
  *            --no-sdks (skip the worker SDKs' throughput, bench/sdks.mjs, run last in a full run)
  *            --taskset / --no-taskset (default on in a full run, off with --quick): after the SQLite rows,
  *            (b) again with the server under `taskset -c 0` and `taskset -c 0,1`, clients unpinned
@@ -115,6 +117,7 @@ const { values: args } = parseArgs({
     "no-taskset": { type: "boolean", default: false },
     "taskset-scenarios": { type: "string", default: "b" },
     otel: { type: "boolean", default: false },
+    payload: { type: "string", default: "small" },
   },
 });
 
@@ -214,6 +217,9 @@ const wantedPeers =
         .split(",")
         .map((s) => s.trim())
         .filter(Boolean);
+if (!["small", "order"].includes(args.payload)) throw new Error(`--payload: "small" or "order", not "${args.payload}"`);
+if (args.payload !== "small" && wantedPeers.length > 0)
+  throw new Error('--payload=order: the peers\' drivers send {"i": n} only; add --no-peers');
 for (const p of wantedPeers) if (PEERS[p] === undefined) throw new Error(`--peers: unknown peer "${p}" (${Object.keys(PEERS).join(", ")})`);
 /** The pinned server's cores, one then two: what a second core buys the server (the clients stay unpinned). */
 const PINNINGS = [
@@ -646,6 +652,7 @@ async function runLeaseQueueScenario(key, { cpuProfDir, traceGc = false, skipLat
         batchSize: LAYOUT.batchSize,
         queue: "bench",
         groups: scenario.groups ?? 0,
+        payload: args.payload,
       },
       n: SIZES.jobs,
       timeoutMs: SIZES.scenarioTimeoutMs,
@@ -807,6 +814,7 @@ const report = {
   mode: args.quick ? "quick" : "full",
   machine: machine(),
   sizes: SIZES,
+  payload: args.payload,
   layout: LAYOUT,
   transport:
     "gRPC over HTTP/2 (h2c), @connectrpc/connect-node createGrpcTransport, binary protobuf, one connection per producer and per worker process",

@@ -5,7 +5,7 @@
  * HTTP/2 connection per producer and per worker process). Its role comes
  * in the config (argv[2], JSON):
  *
- *   producer  {url, kind, driver?, producers: [[from, to], ...], batchSize, queue, groups?}
+ *   producer  {url, kind, driver?, producers: [[from, to], ...], batchSize, queue, groups?, payload?}
  *             (groups > 0: job i gets group_key `g<i mod groups>`, leasequeue-drivers.mjs groupKeyOf)
  *   worker    {url, kind, driver?, slots, maxInFlight, queue, workerId}
  *   latency   {url, kind, driver?, samples, warmup, queue}
@@ -58,6 +58,7 @@ const roles = {
           batchSize: config.batchSize,
           schemas: pb,
           groups: config.groups ?? 0,
+          payload: config.payload ?? "small",
         }),
       ),
     );

@@ -42,8 +42,17 @@ export function groupKeyOf(i, groups) {
   return groups > 0 ? `g${i % groups}` : "";
 }
 
-function submitRequest(queue, i, groups = 0) {
-  return { queue, task: "bench", payload: fromJson(ValueSchema, { i }), groupKey: groupKeyOf(i, groups) };
+/** The rest of a job's payload with --payload=order: an order of about 700 bytes of JSON, as a shop's job might carry. */
+export const ORDER = {
+  customer: { id: 48213, email: "someone@example.com", name: "Some One", roles: ["buyer", "newsletter"] },
+  items: Array.from({ length: 8 }, (_, k) => ({ sku: `SKU-${1000 + k}`, qty: k + 1, price: 19.99 + k, tags: ["gift", "fragile"] })),
+  note: "Please leave the parcel with the neighbour at number 12 if nobody answers.",
+  flags: { express: true, gift: false },
+};
+
+function submitRequest(queue, i, groups = 0, payload = "small") {
+  const value = payload === "order" ? { i, ...ORDER } : { i };
+  return { queue, task: "bench", payload: fromJson(ValueSchema, value), groupKey: groupKeyOf(i, groups) };
 }
 
 function aborted(err, signal) {
@@ -51,24 +60,24 @@ function aborted(err, signal) {
 }
 
 /** One Submit per job, awaited in turn: a producer that has one job at a time. */
-async function submitEach({ client, queue, from, to, groups = 0 }) {
+async function submitEach({ client, queue, from, to, groups = 0, payload = "small" }) {
   let first = null;
   for (let i = from; i < to; i++) {
     const t = nowMs();
     first ??= t;
-    await client.submit(submitRequest(queue, i, groups));
+    await client.submit(submitRequest(queue, i, groups, payload));
   }
   return { first, last: nowMs(), submitted: to - from, calls: to - from };
 }
 
 /** SubmitBatch of `batchSize` jobs per call, awaited in turn; asks for JOB_VIEW_BASIC when the request has `view`. */
-async function submitBatches({ client, queue, from, to, batchSize, schemas, groups = 0 }) {
+async function submitBatches({ client, queue, from, to, batchSize, schemas, groups = 0, payload = "small" }) {
   const basicView = schemas.SubmitBatchRequestSchema.field.view !== undefined ? { view: 2 /* JOB_VIEW_BASIC */ } : {};
   let first = null;
   let calls = 0;
   for (let i = from; i < to; i += batchSize) {
     const jobs = [];
-    for (let j = i; j < Math.min(to, i + batchSize); j++) jobs.push(submitRequest(queue, j, groups));
+    for (let j = i; j < Math.min(to, i + batchSize); j++) jobs.push(submitRequest(queue, j, groups, payload));
     const t = nowMs();
     first ??= t;
     const res = await client.submitBatch({ jobs, ...basicView });

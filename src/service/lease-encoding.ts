@@ -9,7 +9,7 @@
  * ListValue nodes) and then walked field by field, a large share of the
  * server's CPU on the batched path (docs/performance.md). This writer emits
  * the same bytes (the tests compare it with toBinary over many jobs) from the
- * job's fields and its payload's JSON in one pass into one buffer.
+ * job's fields and its payload's JSON text in one pass into one buffer.
  *
  * The handler hands the encoded lease to connect as an unknown field of the
  * response message (`$unknown`): protobuf-es writes unknown fields verbatim,
@@ -23,6 +23,8 @@ import { nestedTooDeepText } from "../domain/json-depth.js";
 import type { ClaimedLease } from "../store/store.js";
 import { JobState } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { BOUNDS } from "./validate.js";
+import { writeJsonText } from "./json-text-value.js";
+import { ProtoWriter, varintSize } from "./proto-writer.js";
 import { KIND_TO_WIRE, STATE_TO_WIRE } from "./wire.js";
 
 /** The JSON fields of a Job, each a google.protobuf.Value. */
@@ -151,10 +153,12 @@ function writeStringMapEntry(w: ProtoWriter, fieldNo: number, key: string, value
   w.endMessage(mark);
 }
 
+/** Stored JSON as Value field `fieldNo`: scanned from its text (json-text-value.ts), or parsed where the scanner is not sure. */
 function writeJsonValue(w: ProtoWriter, fieldNo: number, json: string, field: JsonField): void {
-  const value: unknown = JSON.parse(json);
   const mark = w.beginMessage(fieldNo);
-  writeValueBody(w, value, 0, field);
+  if (!writeJsonText(w, json, BOUNDS.jsonDepth, () => new NestingTooDeep(field))) {
+    writeValueBody(w, JSON.parse(json), 0, field);
+  }
   w.endMessage(mark);
 }
 
@@ -198,143 +202,5 @@ function writeValueBody(w: ProtoWriter, value: unknown, depth: number, field: Js
       w.endMessage(entry);
     }
     w.endMessage(struct);
-  }
-}
-
-function varintSize(v: number): number {
-  let n = 1;
-  while (v > 0x7f) {
-    v = Math.floor(v / 128);
-    n++;
-  }
-  return n;
-}
-
-/**
- * A protobuf writer over one growing buffer. A nested message reserves one
- * byte for its length and moves its body when the length needs more.
- */
-class ProtoWriter {
-  #buf = Buffer.allocUnsafe(512);
-  #pos = 0;
-
-  finish(): Uint8Array {
-    return this.#buf.subarray(0, this.#pos);
-  }
-
-  tag(fieldNo: number, wireType: WireType): void {
-    this.varint((fieldNo << 3) | wireType);
-  }
-
-  /** A non-negative integer below 2^53 as a varint. */
-  varint(v: number): void {
-    this.#ensure(10);
-    const buf = this.#buf;
-    let pos = this.#pos;
-    while (v > 0x7f) {
-      buf[pos++] = (v % 128) | 0x80;
-      v = Math.floor(v / 128);
-    }
-    buf[pos++] = v;
-    this.#pos = pos;
-  }
-
-  /** int32 and enum: a negative value takes ten bytes (two's complement, sign-extended to 64 bits). */
-  int32Field(fieldNo: number, v: number): void {
-    if (v === 0) return;
-    this.tag(fieldNo, WireType.Varint);
-    if (v >= 0) {
-      this.varint(v);
-      return;
-    }
-    this.#ensure(10);
-    let lo = v >>> 0;
-    for (let i = 0; i < 4; i++) {
-      this.#buf[this.#pos++] = (lo & 0x7f) | 0x80;
-      lo >>>= 7;
-    }
-    // Bits 28..31 of the low word, then the high word of all ones.
-    this.#buf[this.#pos++] = (lo & 0x0f) | 0x70 | 0x80;
-    for (let i = 0; i < 4; i++) this.#buf[this.#pos++] = 0xff;
-    this.#buf[this.#pos++] = 0x01;
-  }
-
-  double(v: number): void {
-    this.#ensure(8);
-    this.#buf.writeDoubleLE(v, this.#pos);
-    this.#pos += 8;
-  }
-
-  string(s: string): void {
-    const bytes = Buffer.byteLength(s, "utf8");
-    this.varint(bytes);
-    this.#ensure(bytes);
-    this.#buf.write(s, this.#pos, bytes, "utf8");
-    this.#pos += bytes;
-  }
-
-  /** A proto3 string field: left out when empty. */
-  stringField(fieldNo: number, s: string): void {
-    if (s === "") return;
-    this.tag(fieldNo, WireType.LengthDelimited);
-    this.string(s);
-  }
-
-  /**
-   * A google.protobuf.Timestamp (epoch ms) or Duration (ms) field: both are
-   * `int64 seconds = 1; int32 nanos = 2;`, each left out at zero; the message
-   * itself is always written.
-   */
-  timeField(fieldNo: number, ms: number): void {
-    const seconds = Math.floor(ms / 1000);
-    const nanos = (ms - seconds * 1000) * 1_000_000;
-    const mark = this.beginMessage(fieldNo);
-    if (seconds !== 0) {
-      this.tag(1, WireType.Varint);
-      if (seconds > 0) this.varint(seconds);
-      else throw new RangeError("negative times are not written by this encoder");
-    }
-    if (nanos !== 0) {
-      this.tag(2, WireType.Varint);
-      this.varint(nanos);
-    }
-    this.endMessage(mark);
-  }
-
-  /** Starts message field `fieldNo`; returns the mark to pass to endMessage. */
-  beginMessage(fieldNo: number): number {
-    this.tag(fieldNo, WireType.LengthDelimited);
-    this.#ensure(1);
-    const mark = this.#pos;
-    this.#pos += 1;
-    return mark;
-  }
-
-  endMessage(mark: number): void {
-    const len = this.#pos - mark - 1;
-    if (len < 0x80) {
-      this.#buf[mark] = len;
-      return;
-    }
-    const size = varintSize(len);
-    this.#ensure(size - 1);
-    this.#buf.copyWithin(mark + size, mark + 1, this.#pos);
-    this.#pos += size - 1;
-    let v = len;
-    let at = mark;
-    while (v > 0x7f) {
-      this.#buf[at++] = (v % 128) | 0x80;
-      v = Math.floor(v / 128);
-    }
-    this.#buf[at] = v;
-  }
-
-  #ensure(n: number): void {
-    if (this.#pos + n <= this.#buf.length) return;
-    let size = this.#buf.length * 2;
-    while (size < this.#pos + n) size *= 2;
-    const grown = Buffer.allocUnsafe(size);
-    this.#buf.copy(grown, 0, 0, this.#pos);
-    this.#buf = grown;
   }
 }
