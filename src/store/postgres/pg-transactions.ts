@@ -189,19 +189,29 @@ export class PgTransactions {
     const onError = (err: Error) => (lost ??= err);
     client.on("error", onError);
     let broken: unknown;
+    // BEGIN goes out with the transaction's first statements (the
+    // connection pipelines): its answer is awaited before anything is
+    // written (#attempt), so the first reads save a round trip and no write
+    // can run outside the transaction.
+    const begun = client.query("BEGIN").then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     try {
-      try {
-        await client.query("BEGIN");
-      } catch (err) {
-        broken = err;
-        if (isConnectionError(err) && mayRetryStale) return "stale";
-        this.#refuseAll(batch, err);
-        return undefined;
-      }
       let guarded = false;
       let conflicts = 0;
       for (let began = true; ; began = false) {
-        const result = await this.#attempt(client, batch, guarded, began);
+        let result: "replay" | "retry" | "done";
+        try {
+          result = await this.#attempt(client, batch, guarded, began ? begun : undefined);
+        } catch (err) {
+          const failedBegin = began ? await begun : undefined;
+          if (failedBegin === undefined) throw err;
+          broken = failedBegin;
+          if (isConnectionError(failedBegin) && mayRetryStale) return "stale";
+          this.#refuseAll(batch, failedBegin);
+          return undefined;
+        }
         if (result === "done") return undefined;
         if (result === "replay") guarded = true;
         else if (++conflicts > CONFLICT_RETRIES) {
@@ -243,10 +253,23 @@ export class PgTransactions {
     await this.#control(client, "ROLLBACK");
   }
 
-  /** One try of the batch in a transaction; `began`: the caller already sent its BEGIN. */
-  async #attempt(client: pg.PoolClient, batch: Pending[], guarded: boolean, began: boolean): Promise<"replay" | "retry" | "done"> {
+  /**
+   * One try of the batch in a transaction. `begun`: the answer to the BEGIN
+   * the caller already sent (an error, or undefined once it succeeded),
+   * awaited before the transaction's writes; without it, this try sends its own.
+   */
+  async #attempt(
+    client: pg.PoolClient,
+    batch: Pending[],
+    guarded: boolean,
+    begun: Promise<unknown> | undefined,
+  ): Promise<"replay" | "retry" | "done"> {
     const { statements, clock } = this.#opts;
-    if (!began) await this.#control(client, "BEGIN");
+    if (begun === undefined) await this.#control(client, "BEGIN");
+    const writable = async () => {
+      const failed = await begun;
+      if (failed !== undefined) throw new BrokenConnection(failed);
+    };
     const port = new PgPort(client, statements);
     try {
       await port.lockJobs(batch.flatMap((p) => p.op.jobIds ?? []));
@@ -297,6 +320,10 @@ export class PgTransactions {
     // A failure of any of them aborts the transaction, and PostgreSQL then
     // answers the COMMIT with a ROLLBACK (no error), so the answers are
     // checked, not only the COMMIT.
+    // Every statement so far was a read, or followed an answer that came
+    // after BEGIN's (answers arrive in order): only this batch of writes can
+    // still be ahead of it, as in a submit of new jobs.
+    await writable();
     const { deltas, activity, events } = changes.toWrite();
     const sent: Array<Promise<unknown>> = [port.flush()];
     if (deltas.length > 0) sent.push(port.addCountDeltas(deltas));
