@@ -73,3 +73,13 @@ export function allAtOnce(steps: ReadonlyArray<Awaitable<void>>): Awaitable<void
   if (pending.length === 0) return;
   return Promise.all(pending).then(() => undefined);
 }
+
+/**
+ * The values of steps started at once, in their order: a plain array when
+ * every one answered at once, else a promise of it (PostgreSQL sends their
+ * statements together, in this order).
+ */
+export function valuesAtOnce<T extends unknown[]>(...steps: { [K in keyof T]: Awaitable<T[K]> }): Awaitable<T> {
+  if (!steps.some((step) => isPromiseLike(step))) return steps as unknown as T;
+  return Promise.all(steps);
+}

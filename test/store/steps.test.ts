@@ -3,7 +3,7 @@
  * chained at once when it is plain, through its promise otherwise.
  */
 import { describe, expect, it } from "vitest";
-import { allAtOnce, andThen, isPromiseLike, settledNow } from "../../src/store/steps.js";
+import { allAtOnce, andThen, isPromiseLike, settledNow, valuesAtOnce } from "../../src/store/steps.js";
 
 describe("steps (store/steps.ts)", () => {
   it("chain at once over plain values and through promises otherwise", async () => {
@@ -24,6 +24,19 @@ describe("steps (store/steps.ts)", () => {
     await all;
     expect(order).toEqual(["fast", "slow"]);
     await expect(allAtOnce([Promise.reject(new Error("refused")), slow])).rejects.toThrow("refused");
+  });
+
+  it("give the values of steps started together, in their order: at once when none waits", async () => {
+    const now = valuesAtOnce(1, "two", null);
+    expect(isPromiseLike(now)).toBe(false);
+    expect(now).toEqual([1, "two", null]);
+    let released: (v: string) => void = () => undefined;
+    const held = new Promise<string>((resolve) => (released = resolve));
+    const later = valuesAtOnce(held, 2, Promise.resolve(true));
+    expect(isPromiseLike(later)).toBe(true);
+    released("one");
+    expect(await later).toEqual(["one", 2, true]);
+    await expect(valuesAtOnce(1, Promise.reject(new Error("refused")))).rejects.toThrow("refused");
   });
 
   it("refuse a result that waited where none may", () => {

@@ -32,12 +32,12 @@ import {
   type WindowGrants,
 } from "../../domain/queue-limits.js";
 import * as machine from "../../domain/state-machine.js";
-import { andThen } from "../steps.js";
+import { andThen, valuesAtOnce } from "../steps.js";
 import type { ClaimedLease, ClaimOutcome, ClaimRequestSpec } from "../store.js";
 import type { Awaitable } from "../transaction-port.js";
 import { claimingFrom, type OperationScope, type WriteOperation } from "./scope.js";
 import { selectWithGroups, servedGroups, type GroupSelection } from "./group-claim.js";
-import { applyTransitions, recoverExpired, type DecidedTransition } from "./transitions.js";
+import { applyTransitions, expireLeases, type DecidedTransition } from "./transitions.js";
 
 export interface ClaimLimits {
   /** Most expired leases of the queue recovered by one claim. */
@@ -47,13 +47,20 @@ export interface ClaimLimits {
 const NO_GRANTS: WindowGrants = Object.freeze({ leases: 0, oldest: null });
 
 export function claimJobs(spec: ClaimRequestSpec, limits: ClaimLimits): WriteOperation<ClaimOutcome> {
-  // The queue's config first: on PostgreSQL that locks its row when the queue
-  // has limits, before the claim writes anything (recovered leases included),
-  // so claims of the queue take turns holding nothing else.
+  // Three reads at once (on PostgreSQL one round trip, run in this order):
+  // the queue's config first, which on PostgreSQL locks its row when the
+  // queue has limits, before the claim locks or writes anything (expired
+  // leases included), so claims of the queue take turns holding nothing
+  // else; then the expired leases to recover, and whether it is paused.
   return claimingFrom(spec.queue, (scope) =>
-    andThen(scope.port.queueConfig(spec.queue), (stored) =>
-      andThen(recoverExpired(scope, limits.maxRecovered, spec.queue), () =>
-        andThen(scope.port.isQueuePaused(spec.queue), (paused) => {
+    andThen(
+      valuesAtOnce(
+        scope.port.queueConfig(spec.queue),
+        scope.port.selectExpiredLeases(scope.now, limits.maxRecovered, spec.queue),
+        scope.port.isQueuePaused(spec.queue),
+      ),
+      ([stored, expired, paused]) =>
+        andThen(expireLeases(scope, expired), () => {
           if (paused) return { leases: [], heldBack: null, nextScheduleTime: null };
           const config = stored !== undefined && hasLimits(stored) ? stored : undefined;
           const claimed =
@@ -64,7 +71,6 @@ export function claimJobs(spec: ClaimRequestSpec, limits: ClaimLimits): WriteOpe
               : claimWithinLimits(scope, spec, config);
           return andThen(claimed, (c) => withNextScheduleTime(scope, spec, c, config));
         }),
-      ),
     ),
   );
 }

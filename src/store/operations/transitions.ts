@@ -61,11 +61,14 @@ export const cancelJob = (jobId: string, reason: string) => transitionJob(jobId,
 
 /** Moves RUNNING jobs whose lease expired (of one queue, when given) to RETRY or DEAD; answers how many. */
 export function recoverExpired(scope: OperationScope, limit: number, queue?: string): Awaitable<number> {
-  return andThen(scope.port.selectExpiredLeases(scope.now, limit, queue), (expired) => {
-    if (expired.length === 0) return 0;
-    const decided = expired.map((job) => ({ fromState: job.state, transition: machine.expireLease(job, scope.now) }));
-    return andThen(applyTransitions(scope, decided), () => expired.length);
-  });
+  return andThen(scope.port.selectExpiredLeases(scope.now, limit, queue), (expired) => expireLeases(scope, expired));
+}
+
+/** Ends the leases of `expired` (as selectExpiredLeases found them); how many. */
+export function expireLeases(scope: OperationScope, expired: readonly StoredJob[]): Awaitable<number> {
+  if (expired.length === 0) return 0;
+  const decided = expired.map((job) => ({ fromState: job.state, transition: machine.expireLease(job, scope.now) }));
+  return andThen(applyTransitions(scope, decided), () => expired.length);
 }
 
 /** The lease sweep: recovers up to `limit` expired leases of every queue. */

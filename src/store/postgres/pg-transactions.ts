@@ -190,9 +190,9 @@ export class PgTransactions {
     client.on("error", onError);
     let broken: unknown;
     // BEGIN goes out with the transaction's first statements (the
-    // connection pipelines): its answer is awaited before anything is
-    // written (#attempt), so the first reads save a round trip and no write
-    // can run outside the transaction.
+    // connection pipelines), not a round trip ahead of them: a submit of new
+    // jobs is then one round trip, BEGIN to COMMIT. If BEGIN fails, none of
+    // what follows it can commit alone (#attempt checks, after the COMMIT).
     const begun = client.query("BEGIN").then(
       () => undefined,
       (err: unknown) => err,
@@ -255,8 +255,8 @@ export class PgTransactions {
 
   /**
    * One try of the batch in a transaction. `begun`: the answer to the BEGIN
-   * the caller already sent (an error, or undefined once it succeeded),
-   * awaited before the transaction's writes; without it, this try sends its own.
+   * the caller already sent (an error, or undefined once it succeeded);
+   * without it, this try sends its own.
    */
   async #attempt(
     client: pg.PoolClient,
@@ -266,7 +266,7 @@ export class PgTransactions {
   ): Promise<"replay" | "retry" | "done"> {
     const { statements, clock } = this.#opts;
     if (begun === undefined) await this.#control(client, "BEGIN");
-    const writable = async () => {
+    const begunWell = async () => {
       const failed = await begun;
       if (failed !== undefined) throw new BrokenConnection(failed);
     };
@@ -320,10 +320,6 @@ export class PgTransactions {
     // A failure of any of them aborts the transaction, and PostgreSQL then
     // answers the COMMIT with a ROLLBACK (no error), so the answers are
     // checked, not only the COMMIT.
-    // Every statement so far was a read, or followed an answer that came
-    // after BEGIN's (answers arrive in order): only this batch of writes can
-    // still be ahead of it, as in a submit of new jobs.
-    await writable();
     const { deltas, activity, events } = changes.toWrite();
     const sent: Array<Promise<unknown>> = [port.flush()];
     if (deltas.length > 0) sent.push(port.addCountDeltas(deltas));
@@ -352,6 +348,10 @@ export class PgTransactions {
         (err: unknown) => err as Error,
       ),
     ]);
+    // A BEGIN sent with the batch that failed: the connection was lost
+    // (nothing after it ran) or sat in an aborted transaction (everything
+    // after it failed, and the COMMIT was a ROLLBACK). Nothing committed.
+    await begunWell();
     const failed = ends.find((e): e is PromiseRejectedResult => e.status === "rejected")?.reason as unknown;
     if (committed instanceof Error || failed !== undefined || committed.command !== "COMMIT") withdraw();
     if (committed instanceof Error) {
