@@ -6,22 +6,38 @@
 // Includes the Submit's commit (synchronous=FULL, so an fsync) and the
 // claim's commit. Prints figures; asserts nothing.
 //
-//   npm run build --silent && node bench/submit-to-lease.mjs [jobs] [grpc|connect]
-//   (LEASEQUEUE_SQLITE_SYNCHRONOUS=normal measures without the fsync)
+//   npm run build --silent && node bench/submit-to-lease.mjs [jobs] [grpc|connect] [--build=DIR]
+//   (LEASEQUEUE_SQLITE_SYNCHRONOUS=normal measures without the fsync;
+//   LEASEQUEUE_DATABASE_URL=postgres://... runs on PostgreSQL, in a fresh
+//   schema dropped after; --build=DIR runs another build's dist/, e.g. a
+//   bench/compare-builds.mjs worktree, so two builds can be run in turn)
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startServer } from "../dist/src/app.js";
-import { resolveConfig } from "../dist/src/config.js";
-import { silentLogger } from "../dist/src/logger.js";
-import { createLeaseQueueClient } from "../dist/src/worker/index.js";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import pg from "pg";
 
-const jobs = Number(process.argv[2] ?? 500);
-const transport = process.argv[3] ?? "grpc";
+const positional = process.argv.slice(2).filter((a) => !a.startsWith("--"));
+const build = process.argv.find((a) => a.startsWith("--build="))?.slice("--build=".length) ?? fileURLToPath(new URL("..", import.meta.url));
+const dist = (path) => import(pathToFileURL(join(build, "dist", path)).href);
+const { startServer } = await dist("src/app.js");
+const { resolveConfig } = await dist("src/config.js");
+const { silentLogger } = await dist("src/logger.js");
+const { createLeaseQueueClient } = await dist("src/worker/index.js");
+
+const jobs = Number(positional[0] ?? 500);
+const transport = positional[1] ?? "grpc";
 const queue = "latency";
 
 const dir = mkdtempSync(join(tmpdir(), "lq-bench-latency-"));
-const config = resolveConfig({ db: join(dir, "bench.db"), port: "0", "metrics-port": "0" }, process.env);
+const databaseUrl = process.env.LEASEQUEUE_DATABASE_URL;
+const schema = `bench_latency_${process.pid}`;
+const config = resolveConfig(
+  databaseUrl === undefined
+    ? { db: join(dir, "bench.db"), port: "0", "metrics-port": "0" }
+    : { "database-schema": schema, port: "0", "metrics-port": "0" },
+  process.env,
+);
 const server = await startServer(config, { log: silentLogger });
 const client = createLeaseQueueClient({ url: server.apiUrl, transport });
 
@@ -60,6 +76,12 @@ abort.abort();
 await stream.return?.();
 await server.close();
 rmSync(dir, { recursive: true, force: true });
+if (databaseUrl !== undefined) {
+  const admin = new pg.Client({ connectionString: databaseUrl });
+  await admin.connect();
+  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  await admin.end();
+}
 
 function summary(label, xs) {
   const s = [...xs].sort((a, b) => a - b);
@@ -67,6 +89,8 @@ function summary(label, xs) {
   const f = (x) => x.toFixed(2).padStart(7);
   console.log(`${label.padEnd(30)} p50 ${f(at(50))}  p90 ${f(at(90))}  p99 ${f(at(99))}  max ${f(s.at(-1))}  ms`);
 }
-console.log(`${jobs} jobs, one at a time, ${transport} transport, idle stream, synchronous=${config.sqliteSynchronous}`);
+console.log(
+  `${jobs} jobs, one at a time, ${transport} transport, idle stream, ${databaseUrl === undefined ? `SQLite, synchronous=${config.sqliteSynchronous}` : "PostgreSQL"}`,
+);
 summary("submit response", submitMs);
 summary("submit -> lease on the stream", leaseMs);
