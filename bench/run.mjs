@@ -20,7 +20,7 @@
  *   npm run bench                 full run with peers (several minutes)
  *   npm run bench -- --quick      smaller sizes, no (c), no peers unless named with --peers (< 1 min)
  *   npm run bench -- --no-peers   LeaseQueue and ceilings only
- *   options: --scenarios=a,a2,b,c,d,e  --peers=graphile-worker,pg-boss,bullmq
+ *   options: --scenarios=a,a2,b,c,d,e  --peers=graphile-worker,pg-boss,bullmq,rabbitmq
  *            ((a2) is (a) with each job's Complete carried by the next Claim: two calls per job;
  *            a scenario named twice runs twice, e.g. --scenarios=b,e,e,b: both orders, so drift cancels)
  *            --jobs=N (every throughput phase: N jobs instead of 5,000, quick 1,000; time limits grow with it)
@@ -85,7 +85,7 @@ import { startLeaseQueueServer, tasksetUnavailable } from "./lib/leasequeue-serv
 import { selectDriver } from "./lib/leasequeue-drivers.mjs";
 import { PEERS, POSTGRES_URL, postgresAvailable } from "./lib/peers.mjs";
 import { analyzePgSchema, dropPgSchema, seedPgHistory } from "./lib/pg-history.mjs";
-import { inServerProcessMeter, postgresCpuMeter, redisCpuMeter } from "./lib/db-cpu.mjs";
+import { daemonCpuMeter, inServerProcessMeter, postgresCpuMeter } from "./lib/db-cpu.mjs";
 import { mib, processCpuMs } from "./lib/proc.mjs";
 import { latencySummary, nowMs, sleep } from "./lib/timing.mjs";
 import { printReport } from "./lib/report.mjs";
@@ -772,7 +772,8 @@ async function runPeer(name) {
         n: SIZES.jobs,
         timeoutMs: SIZES.peerTimeoutMs,
         // No server process: the library runs in the clients, the rest is the database's CPU.
-        dbMeterFor: (clientPids) => (peer.daemon === "postgres" ? postgresCpuMeter(POSTGRES_URL, () => clientPids) : redisCpuMeter()),
+        dbMeterFor: (clientPids) =>
+          peer.daemon === "postgres" ? postgresCpuMeter(POSTGRES_URL, () => clientPids) : daemonCpuMeter(peer.daemon),
         storeDone: () => peer.finished(SIZES.jobs, setup),
       });
       if (kind === "batched") {
@@ -804,6 +805,10 @@ const PEER_API = {
   "graphile-worker": { unary: "addJob; run(concurrency 4)/process", batched: "addJobs(100); localQueue 64 + batched completes" },
   "pg-boss": { unary: "send; 4 x work(batchSize 1, poll 0.5 s)/process", batched: "insert(100); work(batchSize 64, poll 0.5 s)/process" },
   bullmq: { unary: "add; Worker(concurrency 4)/process", batched: "addBulk(100); Worker(concurrency 64)/process" },
+  rabbitmq: {
+    unary: "publish, confirmed; quorum queue; consume(prefetch 4), ack/process",
+    batched: "100 publishes, confirmed together; quorum queue; consume(prefetch 64), ack/process",
+  },
 };
 
 // ------------------------------------------------------------------- main

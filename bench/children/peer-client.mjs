@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * A bench client process for a peer (graphile-worker, pg-boss, BullMQ),
+ * A bench client process for a peer (graphile-worker, pg-boss, BullMQ, RabbitMQ),
  * with the same roles and message protocol as leasequeue-client.mjs:
  *
  *   producer {system, setup, kind, producers: [[from, to], ...], batchSize}
@@ -9,9 +9,10 @@
  *
  * "unary": one add per job, `slots` concurrent handlers per worker process.
  * "batched": the library's bulk enqueue (graphile-worker addJobs, pg-boss
- * insert, BullMQ addBulk) in batches of `batchSize`, and workers that take
- * `prefetch` jobs at a time where the library can (graphile-worker
- * localQueue + batched completions, pg-boss batchSize, BullMQ concurrency).
+ * insert, BullMQ addBulk, RabbitMQ publishes awaited together) in batches
+ * of `batchSize`, and workers that take `prefetch` jobs at a time where the
+ * library can (graphile-worker localQueue + batched completions, pg-boss
+ * batchSize, BullMQ concurrency, RabbitMQ's prefetch).
  * A job counts as done here when its handler returns; the parent then
  * waits until the library's store shows every job finished.
  */
@@ -121,6 +122,47 @@ const adapters = {
       await queue.waitUntilReady();
       return { add: (i) => queue.add("latency", { i }), close: () => queue.close() };
     },
+  },
+};
+
+/** RabbitMQ: a confirm channel per producer; a publish counts once the broker confirmed it (a quorum queue: fsynced). */
+async function amqpProducer(queue) {
+  const { connect } = await import("amqplib");
+  const connection = await connect(setup.url);
+  const channel = await connection.createConfirmChannel();
+  const body = (i) => Buffer.from(JSON.stringify({ i }));
+  const publish = (i) =>
+    new Promise((resolve, reject) =>
+      channel.sendToQueue(queue, body(i), { persistent: true }, (err) =>
+        err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve(),
+      ),
+    );
+  return {
+    add: publish,
+    addMany: (is) => Promise.all(is.map(publish)),
+    close: () => connection.close(),
+  };
+}
+
+adapters.rabbitmq = {
+  producer: () => amqpProducer(setup.queues.bench),
+  latencyProducer: () => amqpProducer(setup.queues.latency),
+  async worker({ slots, prefetch, onJob, queue = "bench" }) {
+    const { connect } = await import("amqplib");
+    const connection = await connect(setup.url);
+    const channel = await connection.createChannel();
+    await channel.prefetch(prefetch > 1 ? prefetch : slots);
+    await channel.consume(
+      setup.queues[queue],
+      (msg) => {
+        if (msg === null) return; // the queue was deleted
+        onJob(JSON.parse(msg.content.toString()).i);
+        channel.ack(msg);
+      },
+      { noAck: false },
+    );
+    // Closing the channel first: the broker has every ack before the close is answered.
+    return { close: () => channel.close().then(() => connection.close()) };
   },
 };
 

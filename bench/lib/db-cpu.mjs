@@ -12,8 +12,8 @@
  *   backends of other connections (another program on the same server) are
  *   reported apart and left out. The background processes also serve any
  *   other user, which the bench cannot split off.
- * - Redis: the redis-server process(es), all of its threads; another
- *   client of the same Redis would be counted too.
+ * - Redis and RabbitMQ: the redis-server or beam.smp process(es), all of
+ *   their threads; another client of the same broker would be counted too.
  *
  * Each meter has start() and stop(); stop() returns a promise of {ms, ...detail}.
  */
@@ -32,11 +32,11 @@ export function inServerProcessMeter() {
   };
 }
 
-/** redis-server: every process of that name (the local Redis has one), all threads. */
-export function redisCpuMeter() {
-  const meter = commandCpuMeter("redis-server");
+/** A broker's processes by command name (redis-server, RabbitMQ's beam.smp): every process of that name, all threads. */
+export function daemonCpuMeter(command) {
+  const meter = commandCpuMeter(command);
   return {
-    database: "every redis-server process",
+    database: `every ${command} process`,
     start() {
       meter.start();
     },

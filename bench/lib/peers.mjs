@@ -1,19 +1,24 @@
 /**
  * The peers measured in the same run, on the same workload: graphile-worker
- * and pg-boss on the local PostgreSQL, BullMQ on the local Redis. Each
+ * and pg-boss on the local PostgreSQL, BullMQ on the local Redis, RabbitMQ
+ * (amqplib) on the local broker. Each
  * adapter has the parent's side here (availability, setup, the store's own
  * count of finished jobs, teardown, which daemon to meter) and the client
  * side in bench/children/peer-client.mjs (enqueue, work, latency).
  *
  * Durability is made comparable: PostgreSQL must run with fsync=on and
  * synchronous_commit=on (checked and recorded); Redis gets appendonly yes +
- * appendfsync always for the run and its previous values back afterwards.
+ * appendfsync always for the run and its previous values back afterwards;
+ * RabbitMQ gets quorum queues (a publish is confirmed once its Raft log is
+ * fsynced), persistent messages, publisher confirms and manual acks.
  */
+import { readFileSync } from "node:fs";
 import pg from "pg";
 import { Redis } from "ioredis";
 
 export const POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test";
 export const REDIS = { host: "127.0.0.1", port: 6379 };
+export const AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";
 
 async function withPg(fn) {
   const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3000 });
@@ -165,7 +170,71 @@ export const PEERS = {
       }
     },
   },
+  rabbitmq: {
+    // amqplib's exports leave out its package.json.
+    version: () =>
+      Promise.resolve(JSON.parse(readFileSync(new URL("../../node_modules/amqplib/package.json", import.meta.url), "utf8")).version),
+    daemon: "beam.smp",
+    async available() {
+      try {
+        const { connect } = await import("amqplib");
+        const connection = await connect(AMQP_URL, { timeout: 3000 });
+        const version = connection.connection.serverProperties.version;
+        await connection.close();
+        return {
+          ok: true,
+          durability: {
+            server: `RabbitMQ ${version}`,
+            queue: "quorum (a publish is confirmed once fsynced)",
+            messages: "persistent, publisher confirms, manual acks",
+          },
+        };
+      } catch (err) {
+        return { ok: false, why: `RabbitMQ at 127.0.0.1:5672 unreachable: ${err.message}` };
+      }
+    },
+    async setup() {
+      const queues = { bench: `bench-${process.pid}`, latency: `latency-${process.pid}` };
+      await withAmqp(async (channel) => {
+        for (const q of Object.values(queues)) {
+          await channel.deleteQueue(q);
+          await channel.assertQueue(q, QUORUM);
+        }
+      });
+      return { url: AMQP_URL, queues, queueOptions: QUORUM };
+    },
+    /**
+     * RabbitMQ does not answer acks: done = the bench queue holds no ready
+     * message. teardown() checks, after the workers closed their channels
+     * (which puts unacked messages back), that no message is left at all.
+     */
+    async finished(expected, setup) {
+      const left = await withAmqp(async (channel) => (await channel.checkQueue(setup.queues.bench)).messageCount);
+      return { done: expected - left, left };
+    },
+    async teardown(setup) {
+      await withAmqp(async (channel) => {
+        const left = (await channel.checkQueue(setup.queues.bench)).messageCount;
+        for (const q of Object.values(setup.queues)) await channel.deleteQueue(q);
+        if (left !== 0)
+          throw new Error(`RabbitMQ: ${left} messages back in ${setup.queues.bench} after the workers closed: acks were lost`);
+      });
+    },
+  },
 };
+
+/** RabbitMQ queues of the bench: durable quorum queues. */
+const QUORUM = { durable: true, arguments: { "x-queue-type": "quorum" } };
+
+async function withAmqp(fn) {
+  const { connect } = await import("amqplib");
+  const connection = await connect(AMQP_URL);
+  try {
+    return await fn(await connection.createChannel());
+  } finally {
+    await connection.close();
+  }
+}
 
 /** graphile-worker logs every job at info level; keep only errors. */
 export function quietGraphileLogger(Logger) {

@@ -149,7 +149,7 @@ export function printReport(report) {
     `${report.sizes.jobs} jobs ${report.payload === "order" ? '{"i": n, ...an order of about 700 bytes}' : '{"i": n}'}; 8 producers (2 processes), 16 worker slots (4 processes); ${report.transport}`,
   );
   console.log(
-    "CPU per job over the throughput phase: srv = the LeaseQueue server (none for the peers: they are libraries in the clients), client = the 6 client processes, db = the database's processes (every postgres process, or redis-server; SQLite is in the server), total = their sum\n",
+    "CPU per job over the throughput phase: srv = the LeaseQueue server (none for the peers: they are libraries in the clients), client = the 6 client processes, db = the database's processes (every postgres process, redis-server or RabbitMQ's beam.smp; SQLite is in the server), total = their sum\n",
   );
   console.log(
     table(
