@@ -28,10 +28,12 @@
  * traceparent/tracestate headers (docs/api.md "Trace context"), unless
  * `traceContext: false`.
  */
-import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import type { GenService } from "@bufbuild/protobuf/codegenv2";
+import { EmptySchema, type Empty } from "@bufbuild/protobuf/wkt";
+import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type * as http2 from "node:http2";
-import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { LeaseQueueService, type WorkRequest, type WorkRequestSchema } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { bearerTokenInterceptor } from "./bearer-token.js";
 import { traceContextInterceptor } from "./trace-propagation.js";
 
@@ -71,8 +73,25 @@ export interface LeaseQueueClientOptions {
   nodeOptions?: http2.SecureClientSessionOptions;
 }
 
-/** Clients made by createLeaseQueueClient over HTTP/2. */
-const BIDI_CAPABLE = new WeakSet<object>();
+/**
+ * The Work call with its responses handed over undecoded (an Empty holding
+ * every field as an unknown field), for lease-decoding.ts to read: the
+ * same call on the wire, the decoding done by hand.
+ */
+export type RawWorkCall = (requests: AsyncIterable<WorkRequest>, options: { signal: AbortSignal }) => AsyncIterable<Empty>;
+
+const RAW_WORK = { ...LeaseQueueService.method.work, output: EmptySchema };
+const RAW_WORK_SERVICE = { ...LeaseQueueService, methods: [RAW_WORK], method: { work: RAW_WORK } } as unknown as GenService<{
+  work: { methodKind: "bidi_streaming"; input: typeof WorkRequestSchema; output: typeof EmptySchema };
+}>;
+
+/** Clients made by createLeaseQueueClient over HTTP/2, with their raw Work call when their messages are binary. */
+const BIDI_CAPABLE = new WeakMap<object, RawWorkCall | undefined>();
+
+/** The raw Work call of a client that createLeaseQueueClient made over HTTP/2 with binary messages and no interceptors of the caller's. */
+export function rawWorkCallOf(client: LeaseQueueClient): RawWorkCall | undefined {
+  return BIDI_CAPABLE.get(client);
+}
 
 /**
  * Whether `client` can open the Work stream: true for a client that
@@ -91,6 +110,9 @@ export function createLeaseQueueClient(options: LeaseQueueClientOptions): LeaseQ
     ...(options.traceContext !== false ? [traceContextInterceptor()] : []),
     ...(options.interceptors ?? []),
   ];
+  // The Work stream's responses are read by hand only where no interceptor
+  // of the caller's could look at them (it would see them undecoded).
+  const rawReadable = (options.interceptors ?? []).length === 0;
   const pingIntervalMs = options.pingIntervalMs ?? 30_000;
   const http2Options = {
     ...(pingIntervalMs > 0 ? { pingIntervalMs } : {}),
@@ -100,18 +122,19 @@ export function createLeaseQueueClient(options: LeaseQueueClientOptions): LeaseQ
     case "grpc":
       if (options.useBinaryFormat === false)
         throw new TypeError('createLeaseQueueClient: gRPC is binary only; use transport "connect" for JSON');
-      return bidiCapable(createClient(LeaseQueueService, createGrpcTransport({ baseUrl: url, interceptors, ...http2Options })));
+      return bidiCapable(createGrpcTransport({ baseUrl: url, interceptors, ...http2Options }), rawReadable);
     case "connect": {
       const common = { baseUrl: url, interceptors, useBinaryFormat: options.useBinaryFormat ?? true };
       if (httpVersion === "1.1") return createClient(LeaseQueueService, createConnectTransport({ ...common, httpVersion: "1.1" }));
-      return bidiCapable(createClient(LeaseQueueService, createConnectTransport({ ...common, httpVersion: "2", ...http2Options })));
+      return bidiCapable(createConnectTransport({ ...common, httpVersion: "2", ...http2Options }), rawReadable && common.useBinaryFormat);
     }
     default:
       throw new TypeError(`createLeaseQueueClient: unknown transport ${JSON.stringify(transport)}; use "grpc" or "connect"`);
   }
 }
 
-function bidiCapable(client: LeaseQueueClient): LeaseQueueClient {
-  BIDI_CAPABLE.add(client);
+function bidiCapable(transport: Transport, rawReadable: boolean): LeaseQueueClient {
+  const client = createClient(LeaseQueueService, transport);
+  BIDI_CAPABLE.set(client, rawReadable ? (createClient(RAW_WORK_SERVICE, transport).work as RawWorkCall) : undefined);
   return client;
 }

@@ -8,8 +8,10 @@
 import { create } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { WorkStartSchema } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { WorkStartSchema, type WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ACK_ANSWER_TIMEOUT_MS, type AckBatcher } from "./ack-batcher.js";
+import { rawWorkCallOf, type LeaseQueueClient } from "./client.js";
+import { readWorkResponse } from "./lease-decoding.js";
 import type { LeaseTransport, LeaseTransportOptions } from "./lease-transport.js";
 import { WorkStreamSide } from "./work-stream-side.js";
 
@@ -53,7 +55,7 @@ export class WorkStreamTransport implements LeaseTransport {
     let error: ConnectError | undefined;
     try {
       let first = true;
-      for await (const message of this.#opts.client.work(side.requests(), { signal: side.signal })) {
+      for await (const message of workResponses(this.#opts.client, side)) {
         if (first) {
           first = false;
           if (!closing.aborted) this.#opts.acks.useStream(side);
@@ -80,4 +82,18 @@ export class WorkStreamTransport implements LeaseTransport {
   abandon(cause: ConnectError): void {
     this.#side?.fail(cause);
   }
+}
+
+/**
+ * The Work stream's responses: read by hand (lease-decoding.ts) from a
+ * client that createLeaseQueueClient made with binary messages, decoded by
+ * protobuf-es otherwise.
+ */
+async function* workResponses(client: LeaseQueueClient, side: WorkStreamSide): AsyncGenerator<WorkResponse> {
+  const raw = rawWorkCallOf(client);
+  if (raw === undefined) {
+    yield* client.work(side.requests(), { signal: side.signal });
+    return;
+  }
+  for await (const message of raw(side.requests(), { signal: side.signal })) yield readWorkResponse(message);
 }

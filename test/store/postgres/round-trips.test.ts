@@ -43,7 +43,7 @@ describe.skipIf(skipWithoutPostgres(probe))("round trips per transaction (Postgr
   const clock = new ManualClock();
 
   beforeAll(() => {
-    pg.Client.prototype.query = function counted(this: object, config: unknown, ...rest: unknown[]) {
+    pg.Client.prototype.query = function counted(this: object, config: unknown, ...rest: unknown[]): unknown {
       const text = typeof config === "string" ? config : (config as { text?: unknown } | undefined)?.text;
       const answer = original.call(this, config, ...rest);
       if (typeof text !== "string" || !(answer instanceof Promise)) return answer;
@@ -63,10 +63,10 @@ describe.skipIf(skipWithoutPostgres(probe))("round trips per transaction (Postgr
       const settled = () => c.awaiting--;
       answer.then(settled, settled);
       return answer;
-    };
+    } as typeof pg.Client.prototype.query;
   });
   afterAll(() => {
-    pg.Client.prototype.query = original;
+    pg.Client.prototype.query = original as typeof pg.Client.prototype.query;
   });
 
   beforeEach(async () => {
