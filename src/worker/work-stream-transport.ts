@@ -95,5 +95,14 @@ async function* workResponses(client: LeaseQueueClient, side: WorkStreamSide): A
     yield* client.work(side.requests(), { signal: side.signal });
     return;
   }
-  for await (const message of raw(side.requests(), { signal: side.signal })) yield readWorkResponse(message);
+  for await (const message of raw(side.requests(), { signal: side.signal })) {
+    let response: WorkResponse;
+    try {
+      response = readWorkResponse(message);
+    } catch (err) {
+      // As connect reports a response it cannot decode.
+      throw new ConnectError(`parse binary: ${err instanceof Error ? err.message : String(err)}`, Code.Internal);
+    }
+    yield response;
+  }
 }
