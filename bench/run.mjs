@@ -98,28 +98,51 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
 const CHILD = (name) => join(HERE, "children", name);
 
-const { values: args } = parseArgs({
-  options: {
-    quick: { type: "boolean", default: false },
-    peers: { type: "string" },
-    "no-peers": { type: "boolean", default: false },
-    scenarios: { type: "string" },
-    "cpu-prof": { type: "boolean", default: false },
-    "cpu-prof-scenario": { type: "string", default: "b" },
-    jobs: { type: "string" },
-    groups: { type: "string", default: "10000" },
-    "submit-first": { type: "boolean", default: false },
-    synchronous: { type: "string", default: "full" },
-    engines: { type: "string" },
-    out: { type: "string" },
-    "no-sdks": { type: "boolean", default: false },
-    taskset: { type: "boolean", default: false },
-    "no-taskset": { type: "boolean", default: false },
-    "taskset-scenarios": { type: "string", default: "b" },
-    otel: { type: "boolean", default: false },
-    payload: { type: "string", default: "small" },
-  },
-});
+/** This file's opening comment from its usage lines on: what --help prints, and what a wrong option is answered with. */
+function usage() {
+  const text = readFileSync(fileURLToPath(import.meta.url), "utf8");
+  const from = text.indexOf(" *   npm run bench ");
+  const to = text.indexOf("*/", from);
+  return text
+    .slice(from, to)
+    .replace(/^ \* ?/gm, "")
+    .trimEnd();
+}
+
+const { values: args } = (() => {
+  try {
+    return parseArgs({
+      options: {
+        quick: { type: "boolean", default: false },
+        peers: { type: "string" },
+        "no-peers": { type: "boolean", default: false },
+        scenarios: { type: "string" },
+        "cpu-prof": { type: "boolean", default: false },
+        "cpu-prof-scenario": { type: "string", default: "b" },
+        jobs: { type: "string" },
+        groups: { type: "string", default: "10000" },
+        "submit-first": { type: "boolean", default: false },
+        synchronous: { type: "string", default: "full" },
+        engines: { type: "string" },
+        out: { type: "string" },
+        "no-sdks": { type: "boolean", default: false },
+        taskset: { type: "boolean", default: false },
+        "no-taskset": { type: "boolean", default: false },
+        "taskset-scenarios": { type: "string", default: "b" },
+        otel: { type: "boolean", default: false },
+        payload: { type: "string", default: "small" },
+        help: { type: "boolean", default: false },
+      },
+    });
+  } catch (err) {
+    console.error(`bench/run.mjs: ${err.message}\n\n${usage()}`);
+    process.exit(2);
+  }
+})();
+if (args.help) {
+  console.log(usage());
+  process.exit(0);
+}
 
 /** A positive integer option, or its default. */
 function countOption(name, fallback) {
