@@ -67,7 +67,12 @@ export interface LeaseQueueClientOptions {
    * registered OpenTelemetry SDK there is no span, and nothing is sent.
    */
   traceContext?: boolean;
-  /** Applied to every call (after the one that adds `token`, if given). */
+  /**
+   * Applied to every call (after the one that adds `token`, if given). They
+   * see every message decoded, so a client with interceptors has the Work
+   * stream's leases decoded by protobuf-es rather than read by hand, at some
+   * CPU per job (docs/performance.md "Worker SDKs").
+   */
   interceptors?: Interceptor[];
   /** Passed to Node's `http2.connect()` (HTTP/2), e.g. `{ ca }` for a private CA. */
   nodeOptions?: http2.SecureClientSessionOptions;
