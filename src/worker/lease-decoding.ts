@@ -1,20 +1,22 @@
 /**
  * leasequeue.v1.Lease read by hand from its protobuf bytes, for the
  * worker's Work stream: the same message objects protobuf-es's fromBinary
- * makes, without its reflection (the largest share of a worker's CPU per
- * job: docs/performance.md "Worker SDKs"). The worker's Work stream asks
- * for its responses undecoded (work-stream-transport.ts) and reads each
- * lease here.
+ * makes, read with its BinaryReader but without its reflection (the
+ * largest share of a worker's CPU per job: docs/performance.md "Worker
+ * SDKs"). The worker's Work stream asks for its responses undecoded
+ * (work-stream-transport.ts) and reads each lease here.
  *
  * Whatever this reader is not sure of (a field it does not know, a field
- * sent twice, a wire type it does not expect, bytes that end early, a map
- * key of `__proto__`, a value nested deeper than any server sends) makes
- * it give up, and the caller decodes the bytes with protobuf-es, so every
- * lease reads as fromBinary reads it (test/worker/lease-decoding.test.ts).
+ * or a value's kind sent twice, a wire type it does not expect,
+ * bytes that do not parse, a Struct key of `__proto__`, a value nested
+ * deeper than any server sends) makes it give up, and the response is
+ * decoded by protobuf-es, so every lease reads as fromBinary reads it
+ * (test/worker/lease-decoding.test.ts). The server's hand decoder of
+ * SubmitRequest (src/service/submit-decoding.ts) reads the same way.
  */
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { EmptySchema, type Duration, type Empty, type ListValue, type Struct, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
-import { WireType } from "@bufbuild/protobuf/wire";
 import {
   AcknowledgementResultSchema,
   WorkResponseSchema,
@@ -26,11 +28,37 @@ import {
 /** Deeper than the 32 JSON levels a server sends (docs/api.md "Bounds"), left to protobuf-es and its own limit. */
 const MAX_VALUE_DEPTH = 40;
 
-/** Fatal, as protobuf-es reads strings: bytes that are not UTF-8 are left to it and its error. */
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+/** Thrown for anything the reader leaves to protobuf-es. */
+const DOUBT = new Error("left to protobuf-es");
 
-class NotSure extends Error {}
-const NOT_SURE = new NotSure("left to protobuf-es");
+/** Job's fields by number, by how they are read. */
+const JOB_STRINGS = new Map<number, "id" | "queue" | "task" | "workerId" | "lastError" | "groupKey">([
+  [1, "id"],
+  [2, "queue"],
+  [3, "task"],
+  [14, "workerId"],
+  [17, "lastError"],
+  [20, "groupKey"],
+]);
+const JOB_INT32S = new Map<number, "priority" | "state" | "attempts" | "maxAttempts" | "deliveries">([
+  [5, "priority"],
+  [6, "state"],
+  [7, "attempts"],
+  [8, "maxAttempts"],
+  [16, "deliveries"],
+]);
+const JOB_VALUES = new Map<number, "payload" | "result" | "progress">([
+  [4, "payload"],
+  [18, "result"],
+  [19, "progress"],
+]);
+const JOB_TIMESTAMPS = new Map<number, "scheduleTime" | "createTime" | "updateTime" | "finishTime" | "leaseExpireTime">([
+  [10, "scheduleTime"],
+  [11, "createTime"],
+  [12, "updateTime"],
+  [13, "finishTime"],
+  [15, "leaseExpireTime"],
+]);
 
 /**
  * A WorkResponse from the response the Work call handed over undecoded (an
@@ -41,351 +69,204 @@ const NOT_SURE = new NotSure("left to protobuf-es");
 export function readWorkResponse(raw: Empty): WorkResponse {
   const response = { $typeName: "leasequeue.v1.WorkResponse", leases: [], results: [] } as unknown as WorkResponse;
   for (const field of raw.$unknown ?? []) {
-    if (field.wireType !== WireType.LengthDelimited) return fromBinary(WorkResponseSchema, toBinary(EmptySchema, raw));
-    const start = bodyStart(field.data);
-    if (field.no === 1) {
-      const lease = readLease(field.data, start);
-      if (lease === undefined) return fromBinary(WorkResponseSchema, toBinary(EmptySchema, raw));
-      response.leases.push(lease);
-    } else if (field.no === 2) {
-      response.results.push(fromBinary(AcknowledgementResultSchema, field.data.subarray(start)));
-    } else {
-      return fromBinary(WorkResponseSchema, toBinary(EmptySchema, raw));
+    if (field.wireType !== WireType.LengthDelimited || (field.no !== 1 && field.no !== 2)) return decodedByProtobufEs(raw);
+    // An unknown length-delimited field keeps its length prefix.
+    const body = new BinaryReader(field.data).bytes();
+    if (field.no === 2) {
+      response.results.push(fromBinary(AcknowledgementResultSchema, body));
+      continue;
     }
+    const lease = readLease(body);
+    if (lease === undefined) return decodedByProtobufEs(raw);
+    response.leases.push(lease);
   }
   return response;
 }
 
-/** Where the body of a length-delimited unknown field starts (after its length prefix, which protobuf-es keeps). */
-function bodyStart(data: Uint8Array): number {
-  let i = 0;
-  while (i < data.length && data[i] >= 0x80) i++;
-  return i + 1;
+function decodedByProtobufEs(raw: Empty): WorkResponse {
+  return fromBinary(WorkResponseSchema, toBinary(EmptySchema, raw));
 }
 
-/** The Lease in `bytes[start, end)`, or undefined when the reader leaves it to protobuf-es. */
-export function readLease(bytes: Uint8Array, start = 0, end = bytes.length): Lease | undefined {
+/** The Lease in `bytes`, or undefined: let protobuf-es read it. */
+export function readLease(bytes: Uint8Array): Lease | undefined {
   try {
-    return new Reader(bytes, start, end).lease();
-  } catch (err) {
-    if (err instanceof NotSure) return undefined;
-    throw err;
-  }
-}
-
-class Reader {
-  #pos: number;
-
-  constructor(
-    private readonly buf: Uint8Array,
-    start: number,
-    private end: number,
-  ) {
-    this.#pos = start;
-  }
-
-  lease(): Lease {
+    const r = new BinaryReader(bytes);
     const lease = { $typeName: "leasequeue.v1.Lease", leaseToken: "" } as Lease;
     let seen = 0;
-    while (this.#pos < this.end) {
-      const [no, wireType] = this.#tag();
-      if (wireType !== 2 || (seen & (1 << no)) !== 0) throw NOT_SURE;
-      seen |= 1 << no;
-      if (no === 1) lease.job = this.#nested(() => this.#job());
-      else if (no === 2) lease.leaseToken = this.#string();
-      else throw NOT_SURE;
+    while (r.pos < r.len) {
+      const [no, type] = r.tag();
+      seen = firstTime(seen, no);
+      if (type !== WireType.LengthDelimited) throw DOUBT;
+      if (no === 2) lease.leaseToken = readString(r, r.len);
+      else if (no === 1) lease.job = readJob(r, nested(r, r.len));
+      else throw DOUBT;
     }
     return lease;
+  } catch {
+    return undefined;
   }
+}
 
-  #job(): Job {
-    const job = {
-      $typeName: "leasequeue.v1.Job",
-      id: "",
-      queue: "",
-      task: "",
-      priority: 0,
-      state: 0,
-      attempts: 0,
-      maxAttempts: 0,
-      workerId: "",
-      deliveries: 0,
-      lastError: "",
-      groupKey: "",
-      traceContext: {},
-    } as unknown as Job;
-    let seen = 0;
-    while (this.#pos < this.end) {
-      const [no, wireType] = this.#tag();
-      if (no === 21) {
-        if (wireType !== 2) throw NOT_SURE;
-        this.#nested(() => this.#mapEntry(job.traceContext));
-        continue;
-      }
-      if (no < 1 || no > 20 || (seen & (1 << no)) !== 0) throw NOT_SURE;
-      seen |= 1 << no;
-      switch (no) {
-        case 5:
-        case 6:
-        case 7:
-        case 8:
-        case 16: {
-          if (wireType !== 0) throw NOT_SURE;
-          const v = this.#int32();
-          if (no === 5) job.priority = v;
-          else if (no === 6) job.state = v;
-          else if (no === 7) job.attempts = v;
-          else if (no === 8) job.maxAttempts = v;
-          else job.deliveries = v;
-          break;
-        }
-        default:
-          if (wireType !== 2) throw NOT_SURE;
-          this.#jobField(job, no);
-      }
+function readJob(r: BinaryReader, end: number): Job {
+  const job = {
+    $typeName: "leasequeue.v1.Job",
+    id: "",
+    queue: "",
+    task: "",
+    priority: 0,
+    state: 0,
+    attempts: 0,
+    maxAttempts: 0,
+    workerId: "",
+    deliveries: 0,
+    lastError: "",
+    groupKey: "",
+    traceContext: {},
+  } as unknown as Job;
+  let seen = 0;
+  while (r.pos < end) {
+    const [no, type] = r.tag();
+    if (no !== 21) seen = firstTime(seen, no);
+    const int32 = JOB_INT32S.get(no);
+    if (int32 !== undefined) {
+      if (type !== WireType.Varint) throw DOUBT;
+      job[int32] = r.int32();
+      continue;
     }
-    return job;
+    if (type !== WireType.LengthDelimited) throw DOUBT;
+    const string = JOB_STRINGS.get(no);
+    const value = JOB_VALUES.get(no);
+    const timestamp = JOB_TIMESTAMPS.get(no);
+    if (string !== undefined) job[string] = readString(r, end);
+    else if (value !== undefined) job[value] = readValue(r, nested(r, end), 0);
+    else if (timestamp !== undefined) {
+      job[timestamp] = readSecondsNanos(r, end, "google.protobuf.Timestamp") as Timestamp;
+    } else if (no === 9) {
+      job.retryBaseDelay = readSecondsNanos(r, end, "google.protobuf.Duration") as Duration;
+    } else if (no === 21) readStringMapEntry(r, nested(r, end), job.traceContext);
+    else throw DOUBT;
   }
+  done(r, end);
+  return job;
+}
 
-  /** A length-delimited field of Job. */
-  #jobField(job: Job, no: number): void {
-    switch (no) {
-      case 1:
-        job.id = this.#string();
-        return;
-      case 2:
-        job.queue = this.#string();
-        return;
-      case 3:
-        job.task = this.#string();
-        return;
-      case 14:
-        job.workerId = this.#string();
-        return;
-      case 17:
-        job.lastError = this.#string();
-        return;
-      case 20:
-        job.groupKey = this.#string();
-        return;
-      case 4:
-        job.payload = this.#nested(() => this.#value(0));
-        return;
-      case 18:
-        job.result = this.#nested(() => this.#value(0));
-        return;
-      case 19:
-        job.progress = this.#nested(() => this.#value(0));
-        return;
-      case 9:
-        job.retryBaseDelay = this.#nested(() => this.#time("google.protobuf.Duration")) as unknown as Duration;
-        return;
-      case 10:
-        job.scheduleTime = this.#nested(() => this.#time("google.protobuf.Timestamp"));
-        return;
-      case 11:
-        job.createTime = this.#nested(() => this.#time("google.protobuf.Timestamp"));
-        return;
-      case 12:
-        job.updateTime = this.#nested(() => this.#time("google.protobuf.Timestamp"));
-        return;
-      case 13:
-        job.finishTime = this.#nested(() => this.#time("google.protobuf.Timestamp"));
-        return;
-      case 15:
-        job.leaseExpireTime = this.#nested(() => this.#time("google.protobuf.Timestamp"));
-        return;
-      default:
-        throw NOT_SURE;
-    }
+/** `seen` (a bit per field number) with `no` added; a field sent twice is left to protobuf-es (it keeps the last, or merges a message). */
+function firstTime(seen: number, no: number): number {
+  const bit = 1 << no;
+  if (no > 30 || (seen & bit) !== 0) throw DOUBT;
+  return seen | bit;
+}
+
+/** The end of the length-delimited field at the reader, within `end`. */
+function nested(r: BinaryReader, end: number): number {
+  const to = r.uint32() + r.pos;
+  if (to > end) throw DOUBT;
+  return to;
+}
+
+function done(r: BinaryReader, end: number): void {
+  if (r.pos !== end) throw DOUBT;
+}
+
+/** A proto3 string within `end` (invalid UTF-8 throws, as protobuf-es refuses it). */
+function readString(r: BinaryReader, end: number): string {
+  const text = r.string(true);
+  if (r.pos > end) throw DOUBT;
+  return text;
+}
+
+/** A Duration or Timestamp: int64 seconds (1), int32 nanos (2). */
+function readSecondsNanos(r: BinaryReader, end: number, typeName: string): { $typeName: string; seconds: bigint; nanos: number } {
+  const to = nested(r, end);
+  const value = { $typeName: typeName, seconds: 0n, nanos: 0 };
+  let seen = 0;
+  while (r.pos < to) {
+    const [no, type] = r.tag();
+    seen = firstTime(seen, no);
+    if (type !== WireType.Varint) throw DOUBT;
+    if (no === 1) value.seconds = BigInt(r.int64());
+    else if (no === 2) value.nanos = r.int32();
+    else throw DOUBT;
   }
+  done(r, to);
+  return value;
+}
 
-  /** A map<string, string> entry into `map`; a later entry of a key replaces an earlier one, as in protobuf-es. */
-  #mapEntry(map: Record<string, string>): void {
+/** One entry of a map<string, string>: key (1) and value (2), each absent as "". */
+function readStringMapEntry(r: BinaryReader, end: number, into: Record<string, string>): void {
+  let key = "";
+  let value = "";
+  let seen = 0;
+  while (r.pos < end) {
+    const [no, type] = r.tag();
+    seen = firstTime(seen, no);
+    if (type !== WireType.LengthDelimited) throw DOUBT;
+    if (no === 1) key = readString(r, end);
+    else if (no === 2) value = readString(r, end);
+    else throw DOUBT;
+  }
+  done(r, end);
+  if (key === "__proto__") throw DOUBT;
+  into[key] = value;
+}
+
+const emptyValue = (): Value => ({ $typeName: "google.protobuf.Value", kind: { case: undefined } });
+
+/** A google.protobuf.Value at JSON nesting level `depth`; one kind at most. */
+function readValue(r: BinaryReader, end: number, depth: number): Value {
+  if (depth > MAX_VALUE_DEPTH) throw DOUBT;
+  const value = emptyValue();
+  while (r.pos < end) {
+    const [no, type] = r.tag();
+    if (value.kind.case !== undefined) throw DOUBT;
+    if (no === 1 && type === WireType.Varint) value.kind = { case: "nullValue", value: r.int32() };
+    else if (no === 2 && type === WireType.Bit64) value.kind = { case: "numberValue", value: r.double() };
+    else if (no === 3 && type === WireType.LengthDelimited) value.kind = { case: "stringValue", value: readString(r, end) };
+    else if (no === 4 && type === WireType.Varint) value.kind = { case: "boolValue", value: r.bool() };
+    else if (no === 5 && type === WireType.LengthDelimited)
+      value.kind = { case: "structValue", value: readStruct(r, nested(r, end), depth + 1) };
+    else if (no === 6 && type === WireType.LengthDelimited)
+      value.kind = { case: "listValue", value: readList(r, nested(r, end), depth + 1) };
+    else throw DOUBT;
+  }
+  done(r, end);
+  return value;
+}
+
+/** A Struct: its entries (1), a later entry of a key replacing an earlier one, as in protobuf-es. */
+function readStruct(r: BinaryReader, end: number, depth: number): Struct {
+  const fields: Record<string, Value> = {};
+  while (r.pos < end) {
+    const [no, type] = r.tag();
+    if (no !== 1 || type !== WireType.LengthDelimited) throw DOUBT;
+    const to = nested(r, end);
     let key = "";
-    let value = "";
+    let value: Value | undefined;
     let seen = 0;
-    while (this.#pos < this.end) {
-      const [no, wireType] = this.#tag();
-      if (wireType !== 2 || (no !== 1 && no !== 2) || (seen & (1 << no)) !== 0) throw NOT_SURE;
-      seen |= 1 << no;
-      if (no === 1) key = this.#string();
-      else value = this.#string();
+    while (r.pos < to) {
+      const [entryNo, entryType] = r.tag();
+      seen = firstTime(seen, entryNo);
+      if (entryType !== WireType.LengthDelimited) throw DOUBT;
+      if (entryNo === 1) key = readString(r, to);
+      else if (entryNo === 2) value = readValue(r, nested(r, to), depth);
+      else throw DOUBT;
     }
-    if (key === "__proto__") throw NOT_SURE;
-    map[key] = value;
+    done(r, to);
+    if (key === "__proto__") throw DOUBT;
+    fields[key] = value ?? emptyValue();
   }
+  done(r, end);
+  return { $typeName: "google.protobuf.Struct", fields };
+}
 
-  /** A google.protobuf.Timestamp or Duration: `int64 seconds = 1; int32 nanos = 2;`. */
-  #time(typeName: "google.protobuf.Timestamp" | "google.protobuf.Duration"): Timestamp {
-    const time = { $typeName: typeName, seconds: 0n, nanos: 0 } as Timestamp;
-    let seen = 0;
-    while (this.#pos < this.end) {
-      const [no, wireType] = this.#tag();
-      if (wireType !== 0 || (no !== 1 && no !== 2) || (seen & (1 << no)) !== 0) throw NOT_SURE;
-      seen |= 1 << no;
-      if (no === 1) time.seconds = this.#int64();
-      else time.nanos = this.#int32();
-    }
-    return time;
+/** A ListValue: its values (1). */
+function readList(r: BinaryReader, end: number, depth: number): ListValue {
+  const values: Value[] = [];
+  while (r.pos < end) {
+    const [no, type] = r.tag();
+    if (no !== 1 || type !== WireType.LengthDelimited) throw DOUBT;
+    values.push(readValue(r, nested(r, end), depth));
   }
-
-  /** A google.protobuf.Value at JSON nesting level `depth`; one kind at most. */
-  #value(depth: number): Value {
-    if (depth > MAX_VALUE_DEPTH) throw NOT_SURE;
-    const value = { $typeName: "google.protobuf.Value", kind: { case: undefined } } as Value;
-    if (this.#pos === this.end) return value;
-    const [no, wireType] = this.#tag();
-    switch (no) {
-      case 1:
-        if (wireType !== 0) throw NOT_SURE;
-        value.kind = { case: "nullValue", value: this.#int32() };
-        break;
-      case 2:
-        if (wireType !== 1) throw NOT_SURE;
-        value.kind = { case: "numberValue", value: this.#double() };
-        break;
-      case 3:
-        if (wireType !== 2) throw NOT_SURE;
-        value.kind = { case: "stringValue", value: this.#string() };
-        break;
-      case 4:
-        if (wireType !== 0) throw NOT_SURE;
-        value.kind = { case: "boolValue", value: this.#varint() !== 0 };
-        break;
-      case 5:
-        if (wireType !== 2) throw NOT_SURE;
-        value.kind = { case: "structValue", value: this.#nested(() => this.#struct(depth + 1)) };
-        break;
-      case 6:
-        if (wireType !== 2) throw NOT_SURE;
-        value.kind = { case: "listValue", value: this.#nested(() => this.#list(depth + 1)) };
-        break;
-      default:
-        throw NOT_SURE;
-    }
-    if (this.#pos !== this.end) throw NOT_SURE; // a second kind, or another field
-    return value;
-  }
-
-  #struct(depth: number): Struct {
-    const fields: Record<string, Value> = {};
-    while (this.#pos < this.end) {
-      const [no, wireType] = this.#tag();
-      if (no !== 1 || wireType !== 2) throw NOT_SURE;
-      this.#nested(() => {
-        let key = "";
-        let value: Value | undefined;
-        let seen = 0;
-        while (this.#pos < this.end) {
-          const [n, w] = this.#tag();
-          if (w !== 2 || (n !== 1 && n !== 2) || (seen & (1 << n)) !== 0) throw NOT_SURE;
-          seen |= 1 << n;
-          if (n === 1) key = this.#string();
-          else value = this.#nested(() => this.#value(depth));
-        }
-        if (key === "__proto__") throw NOT_SURE;
-        fields[key] = value ?? { $typeName: "google.protobuf.Value", kind: { case: undefined } };
-      });
-    }
-    return { $typeName: "google.protobuf.Struct", fields };
-  }
-
-  #list(depth: number): ListValue {
-    const values: Value[] = [];
-    while (this.#pos < this.end) {
-      const [no, wireType] = this.#tag();
-      if (no !== 1 || wireType !== 2) throw NOT_SURE;
-      values.push(this.#nested(() => this.#value(depth)));
-    }
-    return { $typeName: "google.protobuf.ListValue", values };
-  }
-
-  /** Reads a length prefix, then `read` within that many bytes, which it must read exactly. */
-  #nested<T>(read: () => T): T {
-    const len = this.#varint();
-    const end = this.#pos + len;
-    if (end > this.end) throw NOT_SURE;
-    const outer = this.end;
-    this.end = end;
-    const result = read();
-    if (this.#pos !== end) throw NOT_SURE;
-    this.end = outer;
-    return result;
-  }
-
-  #tag(): [number, number] {
-    const tag = this.#varint();
-    return [tag >>> 3, tag & 7];
-  }
-
-  /** A varint below 2^32 (tags, lengths, booleans); anything longer is left to protobuf-es. */
-  #varint(): number {
-    const buf = this.buf;
-    let result = 0;
-    for (let shift = 0; shift < 32; shift += 7) {
-      if (this.#pos >= this.end) throw NOT_SURE;
-      const b = buf[this.#pos++];
-      result += (b & 0x7f) * 2 ** shift;
-      if (b < 0x80) return result;
-    }
-    throw NOT_SURE;
-  }
-
-  /** int32 and enum: the low 32 bits of a varint of up to 10 bytes, signed. */
-  #int32(): number {
-    const [lo] = this.#varint64();
-    return lo | 0;
-  }
-
-  #int64(): bigint {
-    const [lo, hi] = this.#varint64();
-    return hi === 0 ? BigInt(lo) : BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo));
-  }
-
-  /** A varint of up to 10 bytes as its low and high 32 bits, unsigned. */
-  #varint64(): [number, number] {
-    const buf = this.buf;
-    let lo = 0;
-    let hi = 0;
-    for (let i = 0; i < 10; i++) {
-      if (this.#pos >= this.end) throw NOT_SURE;
-      const b = buf[this.#pos++];
-      const bits = b & 0x7f;
-      const shift = i * 7;
-      if (shift < 28) lo |= bits << shift;
-      else if (shift === 28) {
-        lo |= (bits & 0x0f) << 28;
-        hi |= bits >>> 4;
-      } else hi |= bits << (shift - 32);
-      if (b < 0x80) return [lo >>> 0, hi >>> 0];
-    }
-    throw NOT_SURE;
-  }
-
-  #double(): number {
-    if (this.#pos + 8 > this.end) throw NOT_SURE;
-    const view = new DataView(this.buf.buffer, this.buf.byteOffset + this.#pos, 8);
-    this.#pos += 8;
-    return view.getFloat64(0, true);
-  }
-
-  #string(): string {
-    const len = this.#varint();
-    const start = this.#pos;
-    const end = start + len;
-    if (end > this.end) throw NOT_SURE;
-    this.#pos = end;
-    const buf = this.buf;
-    if (len <= 32) {
-      let ascii = true;
-      for (let i = start; i < end; i++) if (buf[i] >= 0x80) ascii = false;
-      if (ascii) return String.fromCharCode.apply(null, buf.subarray(start, end) as unknown as number[]);
-    }
-    try {
-      return utf8.decode(buf.subarray(start, end));
-    } catch {
-      throw NOT_SURE;
-    }
-  }
+  done(r, end);
+  return { $typeName: "google.protobuf.ListValue", values };
 }
