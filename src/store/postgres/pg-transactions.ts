@@ -266,10 +266,6 @@ export class PgTransactions {
   ): Promise<"replay" | "retry" | "done"> {
     const { statements, clock } = this.#opts;
     if (begun === undefined) await this.#control(client, "BEGIN");
-    const begunWell = async () => {
-      const failed = await begun;
-      if (failed !== undefined) throw new BrokenConnection(failed);
-    };
     const port = new PgPort(client, statements);
     try {
       await port.lockJobs(batch.flatMap((p) => p.op.jobIds ?? []));
@@ -348,11 +344,10 @@ export class PgTransactions {
         (err: unknown) => err as Error,
       ),
     ]);
-    // A BEGIN sent with the batch that failed: the connection was lost
-    // (nothing after it ran) or sat in an aborted transaction (everything
-    // after it failed, and the COMMIT was a ROLLBACK). Nothing committed.
-    await begunWell();
-    const failed = ends.find((e): e is PromiseRejectedResult => e.status === "rejected")?.reason as unknown;
+    // A failed BEGIN (sent with the first statements) is the batch's failure:
+    // the connection was lost (nothing after it ran) or sat in an aborted
+    // transaction (everything after it failed, and the COMMIT was a ROLLBACK).
+    const failed = (await begun) ?? (ends.find((e): e is PromiseRejectedResult => e.status === "rejected")?.reason as unknown);
     if (committed instanceof Error || failed !== undefined || committed.command !== "COMMIT") withdraw();
     if (committed instanceof Error) {
       // Whether a COMMIT whose answer was lost took effect is unknown: refuse, as for a failed one.

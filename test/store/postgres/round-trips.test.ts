@@ -6,6 +6,9 @@
  * claim three (BEGIN with its three reads, the claimable jobs, the end); an
  * acknowledgement two (BEGIN with the batch's jobs locked, the end).
  *
+ * A BEGIN that fails (the pooled connection sat in an aborted
+ * transaction) is the batch's failure, and the batch is run again.
+ *
  * A round trip is a burst of statements sent on one connection while none
  * of its earlier ones awaits an answer, counted from BEGIN to COMMIT by
  * wrapping node-postgres' Client.prototype.query (as bench/pg-writes.mjs).
@@ -105,5 +108,19 @@ describe.skipIf(skipWithoutPostgres(probe))("round trips per transaction (Postgr
     const complete = await tripsOf(() => store.complete(leases[0].job.id, leases[0].leaseToken, '"done"'));
     expect(complete).toHaveLength(2);
     expect((await store.getJob(leases[0].job.id))?.state).toBe("completed");
+  });
+
+  it("answers a batch whose BEGIN, sent with it, failed: the connection sat in an aborted transaction", async () => {
+    // A pooled connection left inside a failed transaction: its next BEGIN
+    // and every statement after it fail, and the COMMIT is a ROLLBACK.
+    const spoiled = await store.pool.connect();
+    await spoiled.query("BEGIN");
+    await expect(spoiled.query("SELECT 1/0")).rejects.toThrow(/division by zero/);
+    spoiled.release();
+
+    const [{ job }] = await store.submit([newJob({ task: "after.a.spoiled.connection" })]);
+    expect((await store.getJob(job.id))?.task).toBe("after.a.spoiled.connection");
+    const [again] = await store.submit([newJob()]);
+    expect((await store.getJob(again.job.id))?.state).toBe("queued");
   });
 });
