@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import pg from "pg";
+import { dropPgSchema } from "./lib/pg-history.mjs";
 
 const positional = process.argv.slice(2).filter((a) => !a.startsWith("--"));
 const build = process.argv.find((a) => a.startsWith("--build="))?.slice("--build=".length) ?? fileURLToPath(new URL("..", import.meta.url));
@@ -76,12 +76,7 @@ abort.abort();
 await stream.return?.();
 await server.close();
 rmSync(dir, { recursive: true, force: true });
-if (databaseUrl !== undefined) {
-  const admin = new pg.Client({ connectionString: databaseUrl });
-  await admin.connect();
-  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  await admin.end();
-}
+if (databaseUrl !== undefined) await dropPgSchema(databaseUrl, schema);
 
 function summary(label, xs) {
   const s = [...xs].sort((a, b) => a - b);

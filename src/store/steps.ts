@@ -68,10 +68,7 @@ export function forEachInTurn<T>(items: readonly T[], step: (item: T) => Awaitab
  * depend on each other (PostgreSQL sends their statements together).
  */
 export function allAtOnce(steps: ReadonlyArray<Awaitable<void>>): Awaitable<void> {
-  const pending: Array<PromiseLike<void>> = [];
-  for (const step of steps) if (isPromiseLike(step)) pending.push(step);
-  if (pending.length === 0) return;
-  return Promise.all(pending).then(() => undefined);
+  return andThen(valuesAtOnce(...steps), () => undefined);
 }
 
 /**
