@@ -28,7 +28,7 @@ import { Authenticator } from "./server/authenticator.js";
 import type { CallSpans } from "./server/call-spans.js";
 import { createWatchOutputs } from "./server/node-watch-output.js";
 import { acceptedCompressions } from "./server/request-compression.js";
-import { boundaryInterceptor, routes, type RoutesOptions } from "./server/routes.js";
+import { binaryRoutes, boundaryInterceptor, routes, type RoutesOptions } from "./server/routes.js";
 import { createRpcHandler, strictUtf8Decoder, type RpcHandler } from "./server/rpc-handler.js";
 import { startSideListener, type SideListener } from "./server/side-listener.js";
 import { WriteReadiness } from "./server/write-readiness.js";
@@ -378,6 +378,7 @@ export function createApiHandler(
       watchOutputs.addTo(values, req, res, method);
     },
     routes: routes({ service, scaler, health, reflection: config.reflection }),
+    binaryRoutes: binaryRoutes({ service }),
     interceptors: [boundaryInterceptor(log, metrics)],
     log,
     metrics,

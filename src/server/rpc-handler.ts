@@ -52,6 +52,13 @@ import { refuseRequest } from "./protocol-refusal.js";
 export interface RpcHandlerOptions extends ConnectRouterOptions {
   /** Registers the services. */
   routes: (router: ConnectRouter) => void;
+  /**
+   * Registers methods that serve a path of `routes` instead, for requests
+   * with binary messages only (gRPC, gRPC-web and Connect with protobuf
+   * binary): their input type has no fields, and the implementation reads
+   * the fields by hand (routes.ts).
+   */
+  binaryRoutes?: (router: ConnectRouter) => void;
   /** Serves every path that is not an RPC (default: 404). */
   fallback?: NodeRequestHandler;
   log: Logger;
@@ -147,6 +154,23 @@ function refuseBeforeHandler(
   return refusal.code;
 }
 
+/** Content types whose messages are protobuf binary. */
+const BINARY_CONTENT_TYPES = new Set([
+  "application/grpc",
+  "application/grpc+proto",
+  "application/grpc-web",
+  "application/grpc-web+proto",
+  "application/connect+proto",
+  "application/proto",
+]);
+
+/** Whether a request's content type says its messages are protobuf binary. */
+function binaryMessages(contentType: string | undefined): boolean {
+  if (contentType === undefined) return false;
+  const semicolon = contentType.indexOf(";");
+  return BINARY_CONTENT_TYPES.has((semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase());
+}
+
 /**
  * Registers the routes on connect's router, and returns the unary methods
  * of the services registered without options of their own (by request
@@ -187,6 +211,12 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
   }
   const paths = new Map<string, UniversalHandler>();
   for (const uHandler of router.handlers) paths.set(uHandler.requestPath, uHandler);
+  const binaryPaths = new Map<string, UniversalHandler>();
+  if (opts.binaryRoutes !== undefined) {
+    const binaryRouter = createConnectRouter(opts);
+    opts.binaryRoutes(binaryRouter);
+    for (const uHandler of binaryRouter.handlers) binaryPaths.set(uHandler.requestPath, uHandler);
+  }
   const fallback: NodeRequestHandler =
     opts.fallback ??
     ((_req, res) => {
@@ -196,7 +226,8 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
 
   const handler: NodeRequestHandler = (req, res) => {
     const path = req.url?.split("?", 2)[0] ?? "";
-    const uHandler = paths.get(path);
+    const uHandler =
+      (binaryPaths.size > 0 && binaryMessages(req.headers["content-type"]) ? binaryPaths.get(path) : undefined) ?? paths.get(path);
     if (uHandler === undefined) {
       fallback(req, res);
       return;

@@ -215,17 +215,23 @@ function submittedPayloadJson(field: string, req: SubmitRequest): string {
   return decoded === undefined ? jsonText(field, req.payload) : withinBytes(field, decoded, BOUNDS.jsonBytes);
 }
 
-/** An optional Value (a result): absent is null, not the JSON text "null". */
-export function optionalJsonText(field: string, value: Value | undefined): string | null {
+/**
+ * An optional Value (a result): absent is null, not the JSON text "null".
+ * `decoded` is its JSON text when a hand decoder read it (ack-decoding.ts).
+ */
+export function optionalJsonText(field: string, value: Value | undefined, decoded?: string): string | null {
+  if (decoded !== undefined) return withinBytes(field, decoded, BOUNDS.jsonBytes);
   return value === undefined ? null : jsonText(field, value);
 }
 
 /**
  * A heartbeat's progress (docs/api.md "Snooze and progress"): absent keeps
  * the progress reported before; present is any JSON value of at most 4 KiB as
- * compact JSON (over it: PAYLOAD_TOO_LARGE naming the field) and 32 levels.
+ * compact JSON (over it: PAYLOAD_TOO_LARGE naming the field) and 32 levels;
+ * `decoded` as for optionalJsonText.
  */
-export function progressJsonText(field: string, value: Value | undefined): string | undefined {
+export function progressJsonText(field: string, value: Value | undefined, decoded?: string): string | undefined {
+  if (decoded !== undefined) return withinBytes(field, decoded, BOUNDS.progressJsonBytes);
   return value === undefined ? undefined : jsonText(field, value, BOUNDS.progressJsonBytes);
 }
 

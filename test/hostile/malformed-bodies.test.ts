@@ -71,6 +71,22 @@ describe("undecodable protobuf binary", () => {
     }
   });
 
+  it("is grpc-status 3 over gRPC for a Work stream, whether the bytes are not protobuf or not a WorkRequest", async () => {
+    // GARBAGE fails before any field is read; acks (field 2) sent as a varint is protobuf that no WorkRequest is.
+    for (const body of [GARBAGE, Buffer.from([0x10, 0x01])]) {
+      const reply = await rawRequest(
+        session,
+        { ":path": `${SERVICE}/Work`, "content-type": "application/grpc", te: "trailers" },
+        envelope(body),
+      );
+      expect(reply.status).toBe(200);
+      expect(grpcStatus(reply)).toBe(3);
+      expect(decodeURIComponent(String(reply.trailers["grpc-message"]))).toContain(
+        "request message is not a valid binary leasequeue.v1.WorkRequest",
+      );
+    }
+  });
+
   it("is grpc-status 3 over gRPC-Web, in its trailer frame", async () => {
     const reply = await rawRequest(
       session,
@@ -92,9 +108,10 @@ describe("undecodable protobuf binary", () => {
   });
 
   it("is counted in the RPC metrics and never logged as a server failure", async () => {
-    // The tests above sent three undecodable Submits (Connect, gRPC, gRPC-Web) and two WatchEvents.
+    // The tests above sent three undecodable Submits (Connect, gRPC, gRPC-Web), two WatchEvents and two Work streams.
     expect(await rpcCount(server.metricsUrl, "Submit", "invalid_argument")).toBeGreaterThanOrEqual(3);
     expect(await rpcCount(server.metricsUrl, "WatchEvents", "invalid_argument")).toBeGreaterThanOrEqual(2);
+    expect(await rpcCount(server.metricsUrl, "Work", "invalid_argument")).toBeGreaterThanOrEqual(2);
     expect(await rpcCount(server.metricsUrl, "Submit", "internal")).toBe(0);
     expect(errorLines(server)).toEqual([]);
   });
