@@ -16,6 +16,7 @@ import { ClaimStreams } from "./dispatch/claim-streams.js";
 import { EventFeed } from "./dispatch/event-feed.js";
 import { startLeaseSweeper } from "./maintenance/lease-sweeper.js";
 import { startPruner } from "./maintenance/pruner.js";
+import { JobWaiters } from "./dispatch/job-waiters.js";
 import { QueueWakeups } from "./dispatch/queue-wakeups.js";
 import { startScheduler } from "./maintenance/scheduler.js";
 import type { Logger } from "./logger.js";
@@ -151,6 +152,7 @@ export async function startServer(config: Config, options: StartOptions): Promis
         feeds.events.close();
         feeds.wakeups.close();
         feeds.backlogWatches.close();
+        feeds.jobWaiters.close();
         metrics.close();
         await listeners.side.close();
         await database.close();
@@ -244,12 +246,13 @@ function logDatabaseFile(report: DatabaseFileReport, log: Logger): void {
   else log.info("the database file is back: writes resume once one succeeds", fields);
 }
 
-/** What the store's commits wake and feed: long-poll waiters, StreamClaims and Work, WatchEvents, KEDA's StreamIsActive. */
+/** What the store's commits wake and feed: long-poll waiters, StreamClaims and Work, WatchEvents, KEDA's StreamIsActive, WaitJob. */
 interface Feeds {
   wakeups: QueueWakeups;
   claimStreams: ClaimStreams;
   events: EventFeed;
   backlogWatches: BacklogWatches;
+  jobWaiters: JobWaiters;
 }
 
 function createFeeds(config: Config, store: Store, clock: Clock, log: Logger, options: StartOptions): Feeds {
@@ -261,12 +264,13 @@ function createFeeds(config: Config, store: Store, clock: Clock, log: Logger, op
     maxSubscribers: config.maxWatchers,
     maxPendingBytes: config.watchMaxPendingBytes,
   });
-  return { wakeups, claimStreams, events, backlogWatches: new BacklogWatches(store, clock) };
+  return { wakeups, claimStreams, events, backlogWatches: new BacklogWatches(store, clock), jobWaiters: new JobWaiters(store) };
 }
 
-function createServerMetrics(store: Store, clock: Clock, { wakeups, claimStreams, events }: Feeds): Metrics {
+function createServerMetrics(store: Store, clock: Clock, { wakeups, claimStreams, events, jobWaiters }: Feeds): Metrics {
   return createMetrics(store, clock, {
     claimWaiters: () => wakeups.waiting,
+    jobWaiters: () => jobWaiters.waiting,
     claimStreams: () => claimStreams.streams,
     watchEvents: () => events.stats,
     limitedClaims: () => wakeups.limitedClaims,

@@ -84,3 +84,35 @@ func (c *Client) GetJob(ctx context.Context, id string) (*lqv1.Job, error) {
 	}
 	return res.GetJob(), nil
 }
+
+// maxWaitJob is WaitJob's longest timeout (docs/api.md "Workflows").
+const maxWaitJob = 15 * time.Minute
+
+// WaitJob waits for the job to end (COMPLETED, DEAD or CANCELLED) for at
+// most timeout (0..15m; 0 answers at once) and returns it with whether it
+// has ended: at the timeout, the job as it is then and false. The server
+// wakes the call when the job ends, through whichever server it ends;
+// nothing polls. codes.NotFound for an unknown id.
+func (c *Client) WaitJob(ctx context.Context, id string, timeout time.Duration) (*lqv1.Job, bool, error) {
+	if timeout < 0 || timeout > maxWaitJob {
+		return nil, false, fmt.Errorf("timeout: must be within 0..15m, got %s", timeout)
+	}
+	res, err := c.Service.WaitJob(ctx, &lqv1.WaitJobRequest{JobId: id, Timeout: durationpb.New(timeout)})
+	if err != nil {
+		return nil, false, err
+	}
+	return res.GetJob(), res.GetFinished(), nil
+}
+
+// SubmitAndWait is Submit, then WaitJob for the new job: its end, or the
+// job as it is at waitTimeout and false.
+func (c *Client) SubmitAndWait(ctx context.Context, queue, task string, payload any, opts *SubmitOptions, waitTimeout time.Duration) (*lqv1.Job, bool, error) {
+	if waitTimeout < 0 || waitTimeout > maxWaitJob {
+		return nil, false, fmt.Errorf("waitTimeout: must be within 0..15m, got %s", waitTimeout)
+	}
+	job, err := c.Submit(ctx, queue, task, payload, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	return c.WaitJob(ctx, job.GetId(), waitTimeout)
+}

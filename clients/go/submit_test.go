@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // SubmitOptions.TraceContext goes as given, in every build; a nil one takes
@@ -33,5 +34,23 @@ func TestSubmitSendsTheTraceContextItIsGiven(t *testing.T) {
 		if got := f.submits[i].GetTraceContext(); len(got) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got, want)) {
 			t.Errorf("submit %d: trace_context %v, want %v", i, got, want)
 		}
+	}
+}
+
+// WaitJob and SubmitAndWait refuse a timeout the server would refuse, before sending anything.
+func TestWaitJobRefusesATimeoutPast15Minutes(t *testing.T) {
+	f := newFake(t, true)
+	client := NewClient(dial(t, f))
+	ctx := context.Background()
+	if _, _, err := client.WaitJob(ctx, "01a2333f-b290-70e5-84f8-95d52c11d916", 16*time.Minute); err == nil || !strings.HasPrefix(err.Error(), "timeout:") {
+		t.Fatalf("16m: %v", err)
+	}
+	if _, _, err := client.SubmitAndWait(ctx, "q", "t", nil, nil, -time.Second); err == nil || !strings.HasPrefix(err.Error(), "waitTimeout:") {
+		t.Fatalf("-1s: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.submits) != 0 {
+		t.Fatalf("%d submits", len(f.submits))
 	}
 }

@@ -44,6 +44,7 @@ export const EXAMPLES: Readonly<Record<string, Example>> = {
   "leasequeue.v1.LeaseQueueService.Redrive": (ids) => job(ids),
   "leasequeue.v1.LeaseQueueService.Cancel": (ids) => ({ ...job(ids), reason: "sent by mistake" }),
   "leasequeue.v1.LeaseQueueService.GetJob": (ids) => job(ids),
+  "leasequeue.v1.LeaseQueueService.WaitJob": (ids) => ({ ...job(ids), timeout: "10s" }),
   "leasequeue.v1.LeaseQueueService.ListJobs": () => ({ queue: QUEUE, states: ["JOB_STATE_QUEUED", "JOB_STATE_RUNNING"], pageSize: 20 }),
   "leasequeue.v1.LeaseQueueService.ListJobEvents": (ids) => job(ids),
   "leasequeue.v1.LeaseQueueService.GetStats": () => ({}),

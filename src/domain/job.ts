@@ -4,6 +4,11 @@ import type { TraceContext } from "./trace-context.js";
 export const JOB_STATES = ["queued", "running", "retry", "completed", "dead", "cancelled"] as const;
 export type JobState = (typeof JOB_STATES)[number];
 
+/** Whether a job in this state has ended (COMPLETED, DEAD or CANCELLED): what WaitJob waits for. A DEAD job may still be redriven. */
+export function hasEnded(state: JobState): boolean {
+  return state === "completed" || state === "dead" || state === "cancelled";
+}
+
 export const EVENT_KINDS = [
   "submitted",
   "claimed",

@@ -52,6 +52,8 @@ export const BOUNDS = {
   leaseDurationMs: [SECOND, 12 * HOUR],
   maxJobs: [1, 100],
   waitMs: [0, 60 * SECOND],
+  /** WaitJob's timeout (docs/api.md "Workflows"): at most 15 minutes. */
+  waitJobTimeoutMs: [0, 15 * MINUTE],
   maxInFlight: [1, 1000],
   /** Characters (code points) of a task, an error, a message. */
   textChars: 4096,
@@ -99,6 +101,8 @@ export const DEFAULTS = {
   leaseDurationMs: 60 * SECOND,
   maxJobs: 1,
   waitMs: 0,
+  /** WaitJob without a timeout: 30 seconds. */
+  waitJobTimeoutMs: 30 * SECOND,
   maxInFlight: 1,
   /** Snooze without a delay: eligible again at once. */
   snoozeDelayMs: 0,

@@ -36,6 +36,8 @@ export interface MetricsSources {
   claimWaiters?: () => number;
   /** Open StreamClaims streams. */
   claimStreams?: () => number;
+  /** WaitJob calls currently waiting for their job to end. */
+  jobWaiters?: () => number;
   /** The WatchEvents feed: current subscribers, events sent and subscribers dropped (by reason) so far. */
   watchEvents?: () => { subscribers: number; eventsSent: number; dropped: Record<string, number> };
   /** Claims that a queue limit or group rule held back so far (`limit`: max_running, rate_limit, group_max_running, group_rate_limit or ordered), by queue. */
@@ -162,6 +164,7 @@ export function createMetrics(store: Store, clock: Clock, sources: MetricsSource
   };
   gaugeOf("leasequeue_claim_waiters", "Long-poll Claim calls currently waiting for work.", sources.claimWaiters);
   gaugeOf("leasequeue_claim_streams", "Open StreamClaims streams.", sources.claimStreams);
+  gaugeOf("leasequeue_job_waiters", "WaitJob calls currently waiting for their job to end.", sources.jobWaiters);
 
   if (sources.watchEvents !== undefined) {
     const watch = sources.watchEvents;

@@ -43,6 +43,19 @@ export function invalidArgument(field: string, description: string): ConnectErro
   ]);
 }
 
+/**
+ * A field this server does not act on yet: `unimplemented` naming it, so a
+ * request that relies on it is refused rather than served without it.
+ */
+export function notSupportedYet(field: string, what: string): ConnectError {
+  return new ConnectError(`${field}: ${what} is not supported by this server yet`, Code.Unimplemented, undefined, [
+    {
+      desc: BadRequestSchema,
+      value: create(BadRequestSchema, { fieldViolations: [{ field, description: `${what} is not supported by this server yet` }] }),
+    },
+  ]);
+}
+
 export function payloadTooLarge(field: string, bytes: number, limit: number): ConnectError {
   const description = `is ${bytes} bytes of JSON; the limit is ${limit} bytes`;
   return new ConnectError(`${field}: ${description}`, Code.InvalidArgument, undefined, [

@@ -12,7 +12,7 @@ import type { NewJob } from "../domain/submission.js";
 import type { Store, SubmitOutcome } from "../store/store.js";
 import type { LeaseQueueService, SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { encodedSubmitBatch } from "./encoded-responses.js";
-import { invalidArgument } from "./errors.js";
+import { invalidArgument, notSupportedYet } from "./errors.js";
 import { wireFormatOf } from "./lease-delivery.js";
 import { decodePageToken, encodePageToken, listFilterKey } from "./page-token.js";
 import { requireJobQueue, requireQueue, requireQueueFilter } from "./queue-access.js";
@@ -99,6 +99,8 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
       const limit = v.intInRange("page_size", req.pageSize, v.BOUNDS.pageSize, v.DEFAULTS.pageSize);
       const basic = v.basicView("view", req.view);
       const groupKey = v.groupKey("group_key", req.groupKey);
+      if (req.dependenciesOf !== "") throw notSupportedYet("dependencies_of", "job dependencies");
+      if (req.dependentsOf !== "") throw notSupportedYet("dependents_of", "job dependencies");
       requireQueueFilter(ctx, "queue", queue);
       const filter = listFilterKey(queue, states, groupKey);
       const beforeId = req.pageToken === "" ? undefined : decodePageToken(req.pageToken, filter);
@@ -134,6 +136,7 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
     async cancel(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const reason = v.text("reason", req.reason);
+      if (req.includeRunning) throw notSupportedYet("include_running", "cancelling a running job");
       await requireJobQueue(ctx, store, jobId);
       return { job: jobToWire(await store.cancel(jobId, reason)) };
     },

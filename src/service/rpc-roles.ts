@@ -39,6 +39,7 @@ export const RPC_ROLES: Readonly<Record<string, Role>> = Object.freeze({
   UpdateQueue: "operator",
 
   GetJob: "reader",
+  WaitJob: "reader",
   ListJobs: "reader",
   ListJobEvents: "reader",
   GetStats: "reader",

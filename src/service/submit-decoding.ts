@@ -74,7 +74,11 @@ function readSubmitRequest(r: BinaryReader, end: number): SubmitRequest {
     idempotencyKey: "",
     groupKey: "",
     traceContext: Object.create(null) as Record<string, string>,
-  } as SubmitRequest;
+    dependsOn: [],
+    onDependencyFailure: 0,
+    ref: "",
+    dependsOnRefs: [],
+  } as unknown as SubmitRequest;
   let payload: string | undefined;
   while (r.pos < end) {
     const [no, type] = r.tag();

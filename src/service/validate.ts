@@ -14,8 +14,15 @@ import { NO_QUEUE_LIMITS, QUEUE_CONFIG_FIELDS, type QueueConfigField, type Queue
 import { canonicalTimeZone, cronProblem, type Recurrence, type ScheduleSpec } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
 import { traceContextOf, type TraceContext } from "../domain/trace-context.js";
-import { JobView, type JobState, type QueueConfig, type Schedule, type SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
+import {
+  DependencyFailurePolicy,
+  JobView,
+  type JobState,
+  type QueueConfig,
+  type Schedule,
+  type SubmitRequest,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { invalidArgument, notSupportedYet, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
 import { payloadJsonOf } from "./submit-decoding.js";
 import { STATE_FROM_WIRE } from "./wire.js";
 
@@ -277,6 +284,11 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
     const delayMs = durationInRange(f("delay"), req.schedule.value, [0, BOUNDS.scheduleAheadMs])!;
     schedule = { delayMs };
   }
+  if (req.dependsOn.length > 0) throw notSupportedYet(f("depends_on"), "job dependencies");
+  if (req.dependsOnRefs.length > 0) throw notSupportedYet(f("depends_on_refs"), "job dependencies");
+  if (req.ref !== "") throw notSupportedYet(f("ref"), "job dependencies");
+  if (req.onDependencyFailure !== DependencyFailurePolicy.UNSPECIFIED)
+    throw notSupportedYet(f("on_dependency_failure"), "job dependencies");
   let key: string | null = req.idempotencyKey === "" ? null : req.idempotencyKey;
   if (headerKey !== undefined) {
     if (key !== null && key !== headerKey) {

@@ -3,7 +3,7 @@
  * and `leasequeue/worker`:
  *
  * - createLeaseQueueClient(): a typed client for producers and operators
- *   (gRPC or Connect).
+ *   (gRPC or Connect); submitAndWait() submits a job and waits for its end.
  * - createWorker(): a worker over the Work stream (StreamClaims plus
  *   Acknowledge on HTTP/1.1) with batched acknowledgements, heartbeats, retries,
  *   reconnects and a bounded close().
@@ -12,6 +12,7 @@
  */
 export { createLeaseQueueClient, type LeaseQueueClient, type LeaseQueueClientOptions, type LeaseQueueTransport } from "./client.js";
 export { createWorker, type Worker } from "./worker.js";
+export { submitAndWait, type SubmitAndWaitOptions, type WaitedJob } from "./submit-and-wait.js";
 export type { JobContext, JobHandler } from "./job-attempt.js";
 export type { WorkerTracingOptions } from "./attempt-span.js";
 export { currentTraceContext } from "./trace-propagation.js";

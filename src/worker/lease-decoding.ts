@@ -67,10 +67,16 @@ const JOB_TIMESTAMPS = new Map<number, "scheduleTime" | "createTime" | "updateTi
  * protobuf-es when anything in it is left to protobuf-es.
  */
 export function readWorkResponse(raw: Empty): WorkResponse {
-  const response = { $typeName: "leasequeue.v1.WorkResponse", leases: [], results: [] } as unknown as WorkResponse;
+  const response = { $typeName: "leasequeue.v1.WorkResponse", leases: [], results: [], cancelledJobIds: [] } as unknown as WorkResponse;
   for (const field of raw.$unknown ?? []) {
-    if (field.wireType !== WireType.LengthDelimited || (field.no !== 1 && field.no !== 2)) return decodedByProtobufEs(raw);
+    if (field.wireType !== WireType.LengthDelimited || field.no < 1 || field.no > 3) return decodedByProtobufEs(raw);
     // An unknown length-delimited field keeps its length prefix.
+    if (field.no === 3) {
+      const id = readCancelledJobId(field.data);
+      if (id === undefined) return decodedByProtobufEs(raw);
+      response.cancelledJobIds.push(id);
+      continue;
+    }
     const body = new BinaryReader(field.data).bytes();
     if (field.no === 2) {
       response.results.push(fromBinary(AcknowledgementResultSchema, body));
@@ -83,6 +89,17 @@ export function readWorkResponse(raw: Empty): WorkResponse {
   return response;
 }
 
+/** A cancelled job's id (a string field with its length prefix), or undefined: let protobuf-es read it. */
+function readCancelledJobId(data: Uint8Array): string | undefined {
+  try {
+    const r = new BinaryReader(data);
+    const id = readString(r, r.len);
+    return r.pos === r.len ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function decodedByProtobufEs(raw: Empty): WorkResponse {
   return fromBinary(WorkResponseSchema, toBinary(EmptySchema, raw));
 }
@@ -91,7 +108,7 @@ function decodedByProtobufEs(raw: Empty): WorkResponse {
 export function readLease(bytes: Uint8Array): Lease | undefined {
   try {
     const r = new BinaryReader(bytes);
-    const lease = { $typeName: "leasequeue.v1.Lease", leaseToken: "" } as Lease;
+    const lease = { $typeName: "leasequeue.v1.Lease", leaseToken: "", dependencies: [], dependenciesTruncated: false } as unknown as Lease;
     let seen = 0;
     while (r.pos < r.len) {
       const [no, type] = r.tag();
@@ -122,6 +139,7 @@ function readJob(r: BinaryReader, end: number): Job {
     lastError: "",
     groupKey: "",
     traceContext: {},
+    dependsOn: [],
   } as unknown as Job;
   let seen = 0;
   while (r.pos < end) {

@@ -137,6 +137,21 @@ describe.skipIf(skipWithoutPostgres(probe))("three servers on one PostgreSQL sch
     await responses.return?.().catch(() => {});
   }, 60_000);
 
+  it("answers a WaitJob waiting on one server when the job completes through another", async () => {
+    const queue = "wait-across";
+    const { job } = await fleet.clients[0].submit({ queue, task: "t" });
+    const waiting = fleet.clients[2].waitJob({ jobId: job!.id, timeout: { seconds: 600n } });
+    // Wait until server 2 reports the waiter (a state it reports, not a time).
+    const waiters = async () =>
+      Number(/^leasequeue_job_waiters (\d+)$/m.exec(await (await fetch(`${fleet.servers[2].metricsUrl}/metrics`)).text())?.[1] ?? NaN);
+    while ((await waiters()) !== 1) await new Promise((resolve) => setImmediate(resolve));
+    const { leases } = await fleet.clients[1].claim({ queue, workerId: "w" });
+    await fleet.clients[1].complete({ jobId: job!.id, leaseToken: leases[0].leaseToken, result: number(7) });
+    const answer = await waiting;
+    expect(answer.finished).toBe(true);
+    expect(answer.job?.result?.kind).toEqual({ case: "numberValue", value: 7 });
+  }, 60_000);
+
   it("shows a WatchEvents subscriber on one server every event committed through all three, with no gap and no duplicate", async () => {
     const queue = "watched";
     const from = await latestSequence();

@@ -70,13 +70,18 @@ describe.skipIf(skip)("the Go SDK", () => {
     320_000,
   );
 
-  it("runs the example worker: a result, a permanent failure, and a drain on SIGTERM", async () => {
+  it("runs the example worker and producer: a result, a permanent failure, a producer waiting for its job's end, and a drain on SIGTERM", async () => {
     requireTool(goAvailable, GO_TOOLS);
     const bin = await goBuild(ws, "leasequeue/examples/go-worker", "go-worker");
     const queue = "go-example";
     const submit = async (payload: unknown) => (await server.call("Submit", { queue, task: "demo.add", payload })).body.job.id as string;
     const sum = await submit({ a: 2, b: 3 });
     const bad = await submit({ a: "x" });
+    // SubmitAndWait (examples/go-producer), started before the worker: answered by the job's end.
+    const producer = await goBuild(ws, "leasequeue/examples/go-producer", "go-producer");
+    const waited = run(producer, ["demo.add", '{"a": 40, "b": 2}'], {
+      env: { ...process.env, LEASEQUEUE_URL: server.apiUrl, LEASEQUEUE_QUEUE: queue },
+    });
     const worker = spawn(bin, [], {
       env: { ...process.env, LEASEQUEUE_URL: server.apiUrl, LEASEQUEUE_QUEUE: queue },
       stdio: ["ignore", "ignore", "pipe"],
@@ -96,6 +101,9 @@ describe.skipIf(skip)("the Go SDK", () => {
         ).catch((err: Error) => {
           throw new Error(`${err.message}\n${log}`, { cause: err });
         });
+      const answer = await waited;
+      expect(answer.code, answer.stderr).toBe(0);
+      expect(JSON.parse(answer.stdout)).toMatchObject({ state: "JOB_STATE_COMPLETED", finished: true, result: { sum: 42 } });
       expect(await finished(sum), log).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { sum: 5 } });
       expect(await finished(bad), log).toMatchObject({ state: "JOB_STATE_DEAD", attempts: 1, lastError: "demo.add needs numbers a and b" });
       worker.kill("SIGTERM");

@@ -70,7 +70,7 @@ describe.skipIf(skip)("the Python SDK", () => {
     expect(typed.stdout.trim()).toBe("True");
   }, 150_000);
 
-  it("runs the example worker and producer: results, a permanent failure, and a drain on SIGTERM", async () => {
+  it("runs the example worker and producer: results, a permanent failure, a producer waiting for its job's end, and a drain on SIGTERM", async () => {
     const env = { ...process.env, ...ENV, LEASEQUEUE_URL: server.apiUrl, LEASEQUEUE_QUEUE: "py-example" };
     const produce = async (task: string, payload: unknown) => {
       const out = await run(python, [join(REPO_ROOT, "examples/python-worker/producer.py"), task, JSON.stringify(payload)], {
@@ -83,6 +83,11 @@ describe.skipIf(skip)("the Python SDK", () => {
     const sum = await produce("demo.add", { a: 2, b: 3 });
     const bad = await produce("demo.add", { a: "x" });
     const slow = await produce("demo.sleep", { seconds: 1 });
+    // submit_and_wait: started before any worker runs, answered by the job's end.
+    const waited = run(python, [join(REPO_ROOT, "examples/python-worker/producer.py"), "demo.add", '{"a": 40, "b": 2}', "--wait"], {
+      env,
+      cwd: tmpdir(),
+    });
     const worker = spawn(python, [join(REPO_ROOT, "examples/python-worker/worker.py")], {
       env,
       cwd: tmpdir(),
@@ -92,6 +97,9 @@ describe.skipIf(skip)("the Python SDK", () => {
     worker.stderr.setEncoding("utf8").on("data", (d: string) => (log += d));
     const exited = new Promise<number | null>((resolve) => worker.once("close", resolve));
     try {
+      const answer = await waited;
+      expect(answer.code, answer.stderr).toBe(0);
+      expect(JSON.parse(answer.stdout)).toMatchObject({ state: "COMPLETED", finished: true, result: { sum: 42 } });
       expect(await waitFinished(sum), log).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { sum: 5 } });
       expect(await waitFinished(bad), log).toMatchObject({
         state: "JOB_STATE_DEAD",

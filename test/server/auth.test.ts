@@ -135,6 +135,7 @@ describe("roles", () => {
       "ListJobEvents",
       "ListJobs",
       "ListSchedules",
+      "WaitJob",
       "WatchEvents",
     ]);
   });
@@ -262,6 +263,8 @@ function aimedAt(method: DescMethod, queue: string, jobId: string): object | und
     // The schedules seeded in beforeAll are "s-mine" and "s-theirs", each submitting into its queue.
     schedule: { name: `s-${queue}`, recurrence: { case: "cron", value: "@daily" }, template: { queue, task: "t" } },
     name: `s-${queue}`,
+    // WaitJob answers at once.
+    timeout: { seconds: 0n },
   };
   const names = method.input.fields.map((f) => f.localName);
   if (!names.some((n) => ["queue", "jobId", "jobs", "acks", "start", "schedule", "name"].includes(n))) return undefined;
@@ -366,6 +369,7 @@ describe("tokens limited to queues", () => {
     "GetJob",
     "ListJobEvents",
     "Acknowledge",
+    "WaitJob",
   ]);
   describe.each(LeaseQueueService.methods.filter((m) => !answeredOverOwnQueues.has(m.name)).map((m) => [m.name, m] as const))(
     "%s",
@@ -531,6 +535,7 @@ describe("a job of a queue the token may not use is answered as a job that does 
       "Redrive",
       "Release",
       "Snooze",
+      "WaitJob",
       "WatchEvents",
       "Work",
     ]);
@@ -547,6 +552,7 @@ describe("a job of a queue the token may not use is answered as a job that does 
       queue: "also-mine",
       workerId: "w",
       start: { queue: "also-mine", workerId: "w" },
+      timeout: { seconds: 0n },
     };
     const names = method.input.fields.map((f) => f.localName);
     return create(method.input, Object.fromEntries(names.filter((n) => n in fill).map((n) => [n, fill[n]])) as never);

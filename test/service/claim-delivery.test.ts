@@ -4,6 +4,7 @@
  * commits. A lease the server claimed but can no longer send is released
  * (RELEASED event, attempt refunded), never left RUNNING for nobody.
  */
+import { JobWaiters } from "../../src/dispatch/job-waiters.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -45,7 +46,8 @@ afterEach(async () => {
 });
 
 function service(overrides: { store?: Store; claimStreams?: ClaimStreams } = {}): ServiceImpl<typeof LeaseQueueService> {
-  return createLeaseQueueService({ store, clock, wakeups, claimStreams, events, log: silentLogger, ...overrides });
+  const jobWaiters = new JobWaiters(overrides.store ?? store);
+  return createLeaseQueueService({ store, clock, wakeups, claimStreams, events, jobWaiters, log: silentLogger, ...overrides });
 }
 
 function context(method: "claim" | "streamClaims") {

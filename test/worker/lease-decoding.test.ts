@@ -114,7 +114,7 @@ describe("readLease and readWorkResponse", () => {
     }
   });
 
-  it("read whole responses: leases and acknowledgement results in order", () => {
+  it("read whole responses: leases, acknowledgement results and cancelled jobs in order", () => {
     const rand = seeded(22);
     for (let i = 0; i < 300; i++) {
       const response = create(WorkResponseSchema, {
@@ -123,6 +123,7 @@ describe("readLease and readWorkResponse", () => {
           jobId: `job-${k}`,
           status: rand() < 0.5 ? undefined : { code: 9, message: "lease not held" },
         })),
+        cancelledJobIds: Array.from({ length: Math.floor(rand() * 3) }, (_, k) => `0190b3c4-0000-7000-8000-00000000000${k}`),
       });
       const bytes = toBinary(WorkResponseSchema, response);
       expect(mine(bytes)).toStrictEqual(reference(bytes));

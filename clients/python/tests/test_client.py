@@ -45,6 +45,12 @@ class ClientCalls(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "^group_key:"):
                 self.client.submit("q", "t", None, group_key="tenant-1")
 
+    def test_wait_job_refuses_a_timeout_past_15_minutes_before_sending(self):
+        with self.assertRaisesRegex(ValueError, "^timeout:"):
+            self.client.wait_job("01a2333f-b290-70e5-84f8-95d52c11d916", timeout=15 * 60 + 1)
+        with self.assertRaisesRegex(ValueError, "^timeout:"):
+            self.client.wait_job("01a2333f-b290-70e5-84f8-95d52c11d916", timeout=-1)
+
     def test_get_job(self):
         job = self.client.get_job("01a2333f-b290-70e5-84f8-95d52c11d916")
         self.assertEqual((job.state, job.result, job.attempts), (leasequeue.JobState.COMPLETED, 7, 1))

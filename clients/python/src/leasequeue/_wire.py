@@ -34,6 +34,8 @@ MAX_ACKS = 1000
 MAX_JOBS = 100
 #: Snooze and submit delays: up to 30 days.
 MAX_DELAY_SECONDS = 30 * 24 * 3600
+#: WaitJob's timeout: at most 15 minutes.
+MAX_WAIT_JOB_SECONDS = 15 * 60
 #: Lease durations: 1 s .. 12 h.
 LEASE_SECONDS = (1.0, 12 * 3600.0)
 #: max_in_flight of a Work stream, and so a worker's concurrency.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from leasequeue import _channel, _tracing, _wire
 from leasequeue._wire import pb, pb_grpc
@@ -30,6 +30,7 @@ class JobState(enum.IntEnum):
     COMPLETED = 4
     DEAD = 5
     CANCELLED = 6
+    WAITING = 7
 
 
 def _time(message: Any, field: str) -> Optional[datetime.datetime]:
@@ -154,6 +155,34 @@ class Client:
     def get_job(self, id: str) -> Job:
         """The job as stored now; grpc.RpcError NOT_FOUND for an unknown id."""
         return Job.from_proto(self._stub.GetJob(pb.GetJobRequest(job_id=id), timeout=self._timeout).job)
+
+    def wait_job(self, id: str, timeout: Union[float, datetime.timedelta] = 30.0) -> Tuple[Job, bool]:
+        """Waits for the job to end (COMPLETED, DEAD or CANCELLED), at most `timeout` seconds (or a timedelta; up to 15 minutes).
+
+        Returns the job and whether it has ended: at the timeout, the job as
+        it is then and False. The server wakes the call when the job ends,
+        through whichever server it ends (docs/api.md "Workflows"); nothing
+        polls. grpc.RpcError NOT_FOUND for an unknown id.
+        """
+        seconds = _wire.seconds_of(timeout, "timeout", 0, _wire.MAX_WAIT_JOB_SECONDS)
+        request = pb.WaitJobRequest(job_id=id)
+        request.timeout.CopyFrom(_wire.duration(seconds))
+        # The call's own deadline leaves the server time to answer at its timeout.
+        reply = self._stub.WaitJob(request, timeout=seconds + self._timeout)
+        return Job.from_proto(reply.job), reply.finished
+
+    def submit_and_wait(
+        self,
+        queue: str,
+        task: str,
+        payload: Any = None,
+        *,
+        wait_timeout: Union[float, datetime.timedelta] = 30.0,
+        **options: Any,
+    ) -> Tuple[Job, bool]:
+        """submit() (with the same keyword options), then wait_job() for the new job: its end, or the job at `wait_timeout`."""
+        job = self.submit(queue, task, payload, **options)
+        return self.wait_job(job.id, wait_timeout)
 
     def close(self) -> None:
         self._channel.close()

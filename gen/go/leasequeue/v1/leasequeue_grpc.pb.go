@@ -45,10 +45,15 @@ type LeaseQueueServiceClient interface {
 	Snooze(ctx context.Context, in *SnoozeRequest, opts ...grpc.CallOption) (*SnoozeResponse, error)
 	// Redrive moves a dead job back to queued with a fresh attempt budget.
 	Redrive(ctx context.Context, in *RedriveRequest, opts ...grpc.CallOption) (*RedriveResponse, error)
-	// Cancel moves a queued or retrying job to cancelled.
+	// Cancel moves a queued, retrying or waiting job to cancelled; with
+	// include_running, a running one too (its lease revoked, its worker told).
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	// GetJob reads one job.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
+	// WaitJob answers once a job is COMPLETED, DEAD or CANCELLED (at once if
+	// it already is), or at its timeout with the job as it is then; on
+	// whichever server the job finishes, with no polling while it waits.
+	WaitJob(ctx context.Context, in *WaitJobRequest, opts ...grpc.CallOption) (*WaitJobResponse, error)
 	// ListJobs lists recent jobs, newest first, filtered and paginated.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
 	// ListJobEvents returns one job's transition timeline, oldest first.
@@ -240,6 +245,15 @@ func (c *leaseQueueServiceClient) Cancel(ctx context.Context, in *CancelRequest,
 func (c *leaseQueueServiceClient) GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error) {
 	out := new(GetJobResponse)
 	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/GetJob", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *leaseQueueServiceClient) WaitJob(ctx context.Context, in *WaitJobRequest, opts ...grpc.CallOption) (*WaitJobResponse, error) {
+	out := new(WaitJobResponse)
+	err := c.cc.Invoke(ctx, "/leasequeue.v1.LeaseQueueService/WaitJob", in, out, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -467,10 +481,15 @@ type LeaseQueueServiceServer interface {
 	Snooze(context.Context, *SnoozeRequest) (*SnoozeResponse, error)
 	// Redrive moves a dead job back to queued with a fresh attempt budget.
 	Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error)
-	// Cancel moves a queued or retrying job to cancelled.
+	// Cancel moves a queued, retrying or waiting job to cancelled; with
+	// include_running, a running one too (its lease revoked, its worker told).
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	// GetJob reads one job.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
+	// WaitJob answers once a job is COMPLETED, DEAD or CANCELLED (at once if
+	// it already is), or at its timeout with the job as it is then; on
+	// whichever server the job finishes, with no polling while it waits.
+	WaitJob(context.Context, *WaitJobRequest) (*WaitJobResponse, error)
 	// ListJobs lists recent jobs, newest first, filtered and paginated.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
 	// ListJobEvents returns one job's transition timeline, oldest first.
@@ -569,6 +588,9 @@ func (UnimplementedLeaseQueueServiceServer) Cancel(context.Context, *CancelReque
 }
 func (UnimplementedLeaseQueueServiceServer) GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetJob not implemented")
+}
+func (UnimplementedLeaseQueueServiceServer) WaitJob(context.Context, *WaitJobRequest) (*WaitJobResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WaitJob not implemented")
 }
 func (UnimplementedLeaseQueueServiceServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListJobs not implemented")
@@ -846,6 +868,24 @@ func _LeaseQueueService_GetJob_Handler(srv interface{}, ctx context.Context, dec
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LeaseQueueServiceServer).GetJob(ctx, req.(*GetJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LeaseQueueService_WaitJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LeaseQueueServiceServer).WaitJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/leasequeue.v1.LeaseQueueService/WaitJob",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LeaseQueueServiceServer).WaitJob(ctx, req.(*WaitJobRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1196,6 +1236,10 @@ var _LeaseQueueService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetJob",
 			Handler:    _LeaseQueueService_GetJob_Handler,
+		},
+		{
+			MethodName: "WaitJob",
+			Handler:    _LeaseQueueService_WaitJob_Handler,
 		},
 		{
 			MethodName: "ListJobs",

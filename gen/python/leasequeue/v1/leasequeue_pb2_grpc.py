@@ -75,6 +75,11 @@ class LeaseQueueServiceStub(object):
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.GetJobRequest.SerializeToString,
                 response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.GetJobResponse.FromString,
                 )
+        self.WaitJob = channel.unary_unary(
+                '/leasequeue.v1.LeaseQueueService/WaitJob',
+                request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.WaitJobRequest.SerializeToString,
+                response_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.WaitJobResponse.FromString,
+                )
         self.ListJobs = channel.unary_unary(
                 '/leasequeue.v1.LeaseQueueService/ListJobs',
                 request_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.ListJobsRequest.SerializeToString,
@@ -240,7 +245,8 @@ class LeaseQueueServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Cancel(self, request, context):
-        """Cancel moves a queued or retrying job to cancelled.
+        """Cancel moves a queued, retrying or waiting job to cancelled; with
+        include_running, a running one too (its lease revoked, its worker told).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -248,6 +254,15 @@ class LeaseQueueServiceServicer(object):
 
     def GetJob(self, request, context):
         """GetJob reads one job.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WaitJob(self, request, context):
+        """WaitJob answers once a job is COMPLETED, DEAD or CANCELLED (at once if
+        it already is), or at its timeout with the job as it is then; on
+        whichever server the job finishes, with no polling while it waits.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -451,6 +466,11 @@ def add_LeaseQueueServiceServicer_to_server(servicer, server):
                     servicer.GetJob,
                     request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.GetJobRequest.FromString,
                     response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.GetJobResponse.SerializeToString,
+            ),
+            'WaitJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitJob,
+                    request_deserializer=leasequeue_dot_v1_dot_leasequeue__pb2.WaitJobRequest.FromString,
+                    response_serializer=leasequeue_dot_v1_dot_leasequeue__pb2.WaitJobResponse.SerializeToString,
             ),
             'ListJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobs,
@@ -744,6 +764,23 @@ class LeaseQueueService(object):
         return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/GetJob',
             leasequeue_dot_v1_dot_leasequeue__pb2.GetJobRequest.SerializeToString,
             leasequeue_dot_v1_dot_leasequeue__pb2.GetJobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WaitJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/leasequeue.v1.LeaseQueueService/WaitJob',
+            leasequeue_dot_v1_dot_leasequeue__pb2.WaitJobRequest.SerializeToString,
+            leasequeue_dot_v1_dot_leasequeue__pb2.WaitJobResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
