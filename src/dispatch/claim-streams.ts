@@ -72,10 +72,15 @@ const LEASE_FINISHED: ReadonlySet<EventKind> = new Set([
   "snoozed",
 ]);
 
+/** A message of a stream from {@link ClaimStreams.open}: a lease, a job of the stream cancelled while running, or `null` for a keepalive. */
+export type ClaimStreamMessage = ClaimedLease | { cancelledJobId: string } | null;
+
 /** A stream registered with {@link ClaimStreams.register}. */
 export interface ClaimStreamHandle {
   /** Every lease claimed for the stream and not taken yet; taking one counts as sending it. */
   takeReady(): ClaimedLease[];
+  /** The jobs whose leases this stream sent and that were cancelled while running since the last call (docs/api.md "Cancelling a running job"). */
+  takeCancelled(): string[];
   /** Resolves true when leases became ready or wake() was called; false after `ms` or on abort. */
   wait(ms: number, signal: AbortSignal): Promise<boolean>;
   /** Wakes the waiter. */
@@ -89,6 +94,8 @@ class Subscriber extends Wakeup {
   readonly inFlight = new Set<string>();
   /** Claimed for this stream, not yet sent. */
   readonly ready: ClaimedLease[] = [];
+  /** Sent leases whose jobs were cancelled while running, for the worker to be told. */
+  readonly cancelled: string[] = [];
   closed = false;
 
   constructor(readonly spec: ClaimStreamSpec) {
@@ -129,6 +136,7 @@ export class ClaimStreams {
           if (owner === undefined) continue;
           this.#owners.delete(e.jobId);
           owner.inFlight.delete(e.jobId);
+          if (e.kind === "cancelled" && e.fromState === "running") this.#leaseCancelled(owner, e.jobId);
           this.#pump(owner.spec.queue);
         }
       }),
@@ -147,7 +155,7 @@ export class ClaimStreams {
    * for a keepalive. The first message is a keepalive, so the transport sends
    * the response headers as soon as the stream is registered.
    */
-  open(spec: ClaimStreamSpec, signal: AbortSignal): AsyncIterable<ClaimedLease | null> {
+  open(spec: ClaimStreamSpec, signal: AbortSignal): AsyncIterable<ClaimStreamMessage> {
     const { sub, close } = this.#register(spec, signal);
     return this.#messages(sub, signal, close);
   }
@@ -162,6 +170,7 @@ export class ClaimStreams {
     const { sub, close } = this.#register(spec, signal);
     return {
       takeReady: () => sub.ready.splice(0),
+      takeCancelled: () => sub.cancelled.splice(0),
       wait: (ms, waitSignal) => sub.wait(ms, waitSignal),
       wake: () => sub.wake(),
       close: () => {
@@ -193,10 +202,15 @@ export class ClaimStreams {
     }
   }
 
-  async *#messages(sub: Subscriber, signal: AbortSignal, close: () => void): AsyncGenerator<ClaimedLease | null> {
+  async *#messages(sub: Subscriber, signal: AbortSignal, close: () => void): AsyncGenerator<ClaimStreamMessage> {
     try {
       yield null;
       while (!signal.aborted && !sub.closed) {
+        const cancelledJobId = sub.cancelled.shift();
+        if (cancelledJobId !== undefined) {
+          yield { cancelledJobId };
+          continue;
+        }
         const lease = sub.ready.shift();
         if (lease !== undefined) {
           yield lease;
@@ -309,6 +323,21 @@ export class ClaimStreams {
         this.#schedule(queue, state, nextScheduleTime);
       }
     } while (state.again);
+  }
+
+  /**
+   * A job this stream holds was cancelled while running: a lease not sent
+   * yet is dropped (the job is over, there is nothing to release); a sent
+   * one is reported to the stream, which tells its worker.
+   */
+  #leaseCancelled(sub: Subscriber, jobId: string): void {
+    const unsent = sub.ready.findIndex((l) => l.job.id === jobId);
+    if (unsent !== -1) {
+      sub.ready.splice(unsent, 1);
+      return;
+    }
+    sub.cancelled.push(jobId);
+    sub.wake();
   }
 
   /** A lease of the queue finished (of any stream, worker or server): a pump held back by max_running claims again. */

@@ -127,6 +127,12 @@ export function claim(
  */
 export function assertLeaseHeld(job: StoredJob, token: string, now: number): void {
   const matches = leaseTokenMatches(token, job.leaseTokenHash);
+  if (matches && job.state === "cancelled") {
+    throw new QueueError("LEASE_REJECTED", `job ${job.id} was cancelled while running; its lease is revoked`, {
+      jobId: job.id,
+      state: job.state,
+    });
+  }
   if (!matches) {
     throw new QueueError(
       "LEASE_REJECTED",
@@ -329,10 +335,23 @@ export function redrive(job: StoredJob, now: number): Transition {
   return { job: next, events: [event(next, "dead", "redriven", now)] };
 }
 
-/** QUEUED or RETRY -> CANCELLED. */
-export function cancel(job: StoredJob, now: number, reason: string): Transition {
+/**
+ * QUEUED or RETRY -> CANCELLED; with `includeRunning`, RUNNING -> CANCELLED
+ * too (docs/api.md "Cancelling a running job"): the lease is revoked at
+ * once, its token hash kept so that the worker holding it is told the job
+ * was cancelled (assertLeaseHeld) rather than that its lease expired.
+ */
+export function cancel(job: StoredJob, now: number, reason: string, includeRunning = false): Transition {
+  if (job.state === "running" && includeRunning) {
+    const next: StoredJob = { ...finished(job, "cancelled", now), leaseTokenHash: job.leaseTokenHash };
+    return { job: next, events: [event(next, "running", "cancelled", now, reason || null, job.workerId)] };
+  }
   if (job.state !== "queued" && job.state !== "retry") {
-    throw new QueueError("NOT_CANCELLABLE", `job ${job.id} is ${job.state}; only queued or retrying jobs can be cancelled`, {
+    const what =
+      job.state === "running"
+        ? "a running job is cancelled only with include_running"
+        : "only queued, retrying or (with include_running) running jobs can be cancelled";
+    throw new QueueError("NOT_CANCELLABLE", `job ${job.id} is ${job.state}; ${what}`, {
       jobId: job.id,
       state: job.state,
     });

@@ -136,9 +136,8 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
     async cancel(req, ctx) {
       const jobId = v.jobId("job_id", req.jobId);
       const reason = v.text("reason", req.reason);
-      if (req.includeRunning) throw notSupportedYet("include_running", "cancelling a running job");
       await requireJobQueue(ctx, store, jobId);
-      return { job: jobToWire(await store.cancel(jobId, reason)) };
+      return { job: jobToWire(await store.cancel(jobId, reason, req.includeRunning)) };
     },
   };
 }

@@ -93,6 +93,11 @@ export function leaseHandlers({ store, clock, wakeups, claimStreams, workKeepali
           yield {};
           continue;
         }
+        if ("cancelledJobId" in claimed) {
+          // A job of this stream cancelled while running: the worker stops its handler.
+          yield { cancelledJobId: claimed.cancelledJobId };
+          continue;
+        }
         // One lease a worker cannot decode must not break the stream for its
         // neighbours: it is dead-lettered and never sent (its finished event
         // frees its place in max_in_flight).

@@ -15,7 +15,9 @@
  *   message's store calls are issued as soon as it is read, so a slow commit
  *   does not stop the stream from reading. Results go out in arrival order.
  * - Every response carries whatever is ready: leases that fit the stream's
- *   room and results. The first response is empty (a keepalive), so the
+ *   room, results, and the jobs of leases it sent that were cancelled while
+ *   running (`cancelled_job_ids`: the worker stops their handlers and sends
+ *   no outcome). The first response is empty (a keepalive), so the
  *   client gets the headers at once; an idle stream sends another every
  *   keepalive interval.
  * - The client half-closing its side ends the stream once every result is
@@ -154,8 +156,9 @@ export async function* workStream(
         break;
       }
       const ready = results.splice(0);
-      if (leases.length > 0 || ready.length > 0) {
-        for (const message of responses(leases, ready)) yield message;
+      const cancelled = stream.takeCancelled();
+      if (leases.length > 0 || ready.length > 0 || cancelled.length > 0) {
+        for (const message of responses(leases, ready, cancelled)) yield message;
         continue;
       }
       if (inputDone) return;
@@ -170,10 +173,10 @@ export async function* workStream(
   }
 }
 
-/** Leases and results as one response, or several when the leases are large. */
-function responses(leases: WireLease[], results: AcknowledgementResult[]): WorkResponse[] {
+/** Leases, results and cancelled jobs as one response, or several when the leases are large. */
+function responses(leases: WireLease[], results: AcknowledgementResult[], cancelledJobIds: string[]): WorkResponse[] {
   const out: WorkResponse[] = [];
-  let current = create(WorkResponseSchema, { results });
+  let current = create(WorkResponseSchema, { results, cancelledJobIds });
   let batch: WireLease[] = [];
   let bytes = 0;
   const close = () => {

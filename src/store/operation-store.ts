@@ -109,8 +109,8 @@ export abstract class OperationStore {
     return this.runWrite("redrive", [jobId]);
   }
 
-  cancel(jobId: string, reason: string): Promise<Job> {
-    return this.runWrite("cancel", [jobId, reason]);
+  cancel(jobId: string, reason: string, includeRunning = false): Promise<Job> {
+    return this.runWrite("cancel", [jobId, reason, includeRunning]);
   }
 
   recoverExpiredLeases(): Promise<number> {

@@ -338,7 +338,11 @@ export interface Store {
    */
   snooze(jobId: string, leaseToken: string, delayMs: number): Promise<Job>;
   redrive(jobId: string): Promise<Job>;
-  cancel(jobId: string, reason: string): Promise<Job>;
+  /**
+   * QUEUED or RETRY -> CANCELLED; with `includeRunning`, a RUNNING job too,
+   * its lease revoked (a later call with its token is LEASE_REJECTED).
+   */
+  cancel(jobId: string, reason: string, includeRunning?: boolean): Promise<Job>;
   /** Recovers every expired lease; returns how many jobs moved. */
   recoverExpiredLeases(): Promise<number>;
   /**

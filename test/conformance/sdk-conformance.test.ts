@@ -202,6 +202,29 @@ describe.each(SDKS)("the $name SDK", (sdk) => {
     },
   );
 
+  it.skipIf(skip)(
+    "stops a handler whose job is cancelled while it runs, sends no outcome for it, and goes on",
+    { timeout: 60_000 },
+    async () => {
+      // A "hold" handler whose file never comes: only the cancellation ends it.
+      const id = await submit(server, { queue, task: "hold", payload: { file: join(gates, `${sdk.name}-never`) } });
+      await worker!.waitFor("run", 1, (e) => e.job === id);
+      const cancelled = await server.call("Cancel", { jobId: id, reason: "no longer needed", includeRunning: true });
+      expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+      expect(cancelled.body.job.state).toBe("JOB_STATE_CANCELLED");
+      await worker!.waitFor("cancelled", 1, (e) => e.job === id);
+      // The worker goes on: a job submitted now is completed.
+      const next = await submit(server, { queue, task: "echo", payload: "after the cancel" });
+      expect(await waitJob(server, next, worker)).toMatchObject({ state: "JOB_STATE_COMPLETED" });
+      // No outcome was sent for the cancelled job (one would have been refused: lease-lost), and it stays cancelled.
+      const outcomes = new Set(["completed", "failed", "released", "snoozed", "lease-lost", "error"]);
+      expect(worker!.events.filter((e) => e.job === id && outcomes.has(e.event))).toEqual([]);
+      // (A heartbeat may have been stored while the handler ran, on a slow machine.)
+      const kinds = (await eventKinds(server, id)).filter((k) => k !== "EVENT_KIND_HEARTBEAT");
+      expect(kinds).toEqual(["EVENT_KIND_SUBMITTED", "EVENT_KIND_CLAIMED", "EVENT_KIND_CANCELLED"]);
+    },
+  );
+
   it.skipIf(skip)("shows the handler's progress in GetJob while the job runs", { timeout: 60_000 }, async () => {
     const progress = { step: "render", percent: 50 };
     // The handler reports it, then runs until the test has seen it.

@@ -57,7 +57,8 @@ export const snoozeJob = (jobId: string, leaseToken: string, delayMs: number) =>
 
 export const redriveJob = (jobId: string) => transitionJob(jobId, (job, now) => machine.redrive(job, now));
 
-export const cancelJob = (jobId: string, reason: string) => transitionJob(jobId, (job, now) => machine.cancel(job, now, reason));
+export const cancelJob = (jobId: string, reason: string, includeRunning = false) =>
+  transitionJob(jobId, (job, now) => machine.cancel(job, now, reason, includeRunning));
 
 /** Moves RUNNING jobs whose lease expired (of one queue, when given) to RETRY or DEAD; answers how many. */
 export function recoverExpired(scope: OperationScope, limit: number, queue?: string): Awaitable<number> {

@@ -44,6 +44,28 @@ export function describeRedriveAndCancel(): void {
       expect((await refusal(store.cancel(lease.job.id, "x"))).reason).toBe("NOT_CANCELLABLE");
     });
 
+    it("cancels a running job with includeRunning, revoking its lease: its token is LEASE_REJECTED on every path", async () => {
+      await submitOne();
+      const lease = await claimOne();
+      const cancelled = await store.cancel(lease.job.id, "stop it", true);
+      expect(cancelled).toMatchObject({ state: "cancelled", finishTime: clock.now(), workerId: null, leaseExpireTime: null });
+      const events = await store.listJobEvents(lease.job.id);
+      expect(events.at(-1)).toMatchObject({ kind: "cancelled", fromState: "running", toState: "cancelled", message: "stop it" });
+      expect(events.at(-1)?.workerId).toBe(lease.job.workerId);
+      for (const late of [
+        store.complete(lease.job.id, lease.leaseToken, "1"),
+        store.fail(lease.job.id, lease.leaseToken, { error: "late", permanent: false }),
+        store.heartbeat(lease.job.id, lease.leaseToken),
+        store.release(lease.job.id, lease.leaseToken),
+      ]) {
+        const refused = await refusal(late);
+        expect(refused.reason).toBe("LEASE_REJECTED");
+        expect(refused.message).toContain("was cancelled while running");
+      }
+      expect((await store.getJob(lease.job.id))?.state).toBe("cancelled");
+      expect((await refusal(store.cancel(lease.job.id, "again", true))).reason).toBe("NOT_CANCELLABLE");
+    });
+
     it("refuses unknown ids with JOB_NOT_FOUND", async () => {
       const id = "01890000-0000-7000-8000-000000000000";
       expect((await refusal(store.redrive(id))).reason).toBe("JOB_NOT_FOUND");
