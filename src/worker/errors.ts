@@ -90,6 +90,19 @@ export class LeaseLostError extends Error {
 }
 
 /**
+ * The reason of a handler's `signal` when the job was cancelled while it ran
+ * (CancelRequest.include_running; docs/api.md "Cancelling a running job"):
+ * the job is CANCELLED on the server and its lease revoked. Stop; the SDK
+ * sends no outcome for it, and whatever the handler returns is discarded.
+ */
+export class JobCancelledError extends Error {
+  override name = "JobCancelledError";
+  constructor(readonly jobId: string) {
+    super(`job ${jobId} was cancelled while it ran`);
+  }
+}
+
+/**
  * The reason of a handler's `signal` when `close()` gave up waiting for it.
  * The SDK has failed the job with `retry_delay` 0, so it is eligible again
  * at once.

@@ -5,6 +5,7 @@
  *     waiting ──start()──> running ──finish()──> finishing ──settle()──> acknowledged | released | dropped
  *        │                    │                      │
  *        └────────────────────┴──────────────────────┴──markLost()──> lost
+ *        └────────────────────┴──────────────────────┴──markCancelled()──> cancelled
  *
  * - waiting: arrived, its handler has not started (no free slot yet).
  * - running: its handler runs.
@@ -17,6 +18,9 @@
  *   server.
  * - lost: the server refused the lease, or the local deadline passed. The
  *   handler's signal fires; nothing is acknowledged.
+ * - cancelled: the server said the job was cancelled while held (Work's
+ *   `cancelled_job_ids`, StreamClaims' `cancelled_job_id`). The handler's
+ *   signal fires with a JobCancelledError; nothing is acknowledged.
  *
  * Heartbeats run on a timer in every live state (a Complete may need sending
  * again for a while) and travel as AckHeartbeat acknowledgements in the
@@ -38,12 +42,12 @@ import { durationFromMs, timestampDate, timestampFromDate, type Value } from "@b
 import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import type { Job, Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import type { AckBatcher } from "./ack-batcher.js";
-import { LeaseLostError, type LeaseLostReason } from "./errors.js";
+import { JobCancelledError, LeaseLostError, type LeaseLostReason } from "./errors.js";
 
-export type LeaseState = "waiting" | "running" | "finishing" | "acknowledged" | "released" | "dropped" | "lost";
+export type LeaseState = "waiting" | "running" | "finishing" | "acknowledged" | "released" | "dropped" | "lost" | "cancelled";
 
 /** The states the worker is done with. */
-const TERMINAL: ReadonlySet<LeaseState> = new Set(["acknowledged", "released", "dropped", "lost"]);
+const TERMINAL: ReadonlySet<LeaseState> = new Set(["acknowledged", "released", "dropped", "lost", "cancelled"]);
 
 export interface HeldLeaseOptions {
   acks: AckBatcher;
@@ -176,6 +180,20 @@ export class HeldLease {
   /** Aborts the handler's signal without giving up the lease (close() still has to Fail the job). */
   abortHandler(reason: Error): void {
     this.#controller.abort(reason);
+  }
+
+  /**
+   * The server cancelled the job while this lease held it: stop, abort the
+   * handler with a JobCancelledError, acknowledge nothing. Answers false
+   * when the worker was already done with the lease.
+   */
+  markCancelled(): boolean {
+    if (TERMINAL.has(this.#state)) return false;
+    this.#state = "cancelled";
+    this.#stopTimers();
+    this.#controller.abort(new JobCancelledError(this.job.id));
+    this.#opts.onDone();
+    return true;
   }
 
   /** The lease is gone (a server refusal, or the local deadline): stop, and abort the handler. */

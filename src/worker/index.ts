@@ -19,6 +19,7 @@ export { currentTraceContext } from "./trace-propagation.js";
 export type { WorkerEvent } from "./worker-events.js";
 export type { WorkerOptions } from "./worker-options.js";
 export {
+  JobCancelledError,
   LeaseLostError,
   PermanentJobError,
   RetryJobError,

@@ -26,6 +26,8 @@ export interface LeaseTransportOptions {
   closing: AbortSignal;
   /** Takes each lease that arrives. */
   accept(lease: Lease): void;
+  /** A job whose lease the stream sent was cancelled while running (docs/api.md "Cancelling a running job"). */
+  cancelled(jobId: string): void;
 }
 
 export interface LeaseTransport {

@@ -33,6 +33,7 @@ export class StreamClaimsTransport implements LeaseTransport {
           connected();
         }
         if (message.lease !== undefined) this.#opts.accept(message.lease);
+        else if (message.cancelledJobId !== "") this.#opts.cancelled(message.cancelledJobId);
       }
       return new ConnectError("the server ended the stream", Code.Unavailable);
     } catch (e) {

@@ -63,6 +63,7 @@ export class WorkStreamTransport implements LeaseTransport {
         }
         side.takeResults(message.results);
         for (const lease of message.leases) this.#opts.accept(lease);
+        for (const jobId of message.cancelledJobIds) this.#opts.cancelled(jobId);
       }
       if (!closing.aborted) error = new ConnectError("the server ended the stream", Code.Unavailable);
     } catch (e) {

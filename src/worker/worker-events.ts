@@ -45,6 +45,8 @@ export type WorkerEvent =
   | { type: "released"; job: Job }
   /** Snooze succeeded (SnoozeJob, or `ctx.snooze()`); `job` is QUEUED again, eligible after `delayMs`, attempt refunded. */
   | { type: "snoozed"; job: Job; delayMs: number }
+  /** The job was cancelled while the worker held it; the handler's signal has been aborted with a JobCancelledError, and no outcome is sent. */
+  | { type: "cancelled"; job: Job }
   /** The lease was lost; the handler's signal has been aborted with `error`. */
   | { type: "lease-lost"; job: Job; error: LeaseLostError }
   /** Something went wrong that the worker worked around (a failed heartbeat, an acknowledgement that could not be sent). */

@@ -144,6 +144,7 @@ class LeaseWorker implements Worker {
       maxInFlight: settings.concurrency,
       closing: this.#closing.signal,
       accept: (lease: Lease) => this.#accept(lease),
+      cancelled: (jobId: string) => this.#cancelled(jobId),
     };
     this.#transport =
       settings.path === "work"
@@ -189,6 +190,16 @@ class LeaseWorker implements Worker {
     this.#onEvent({ type: "lease", job });
     this.#waiting.push(held);
     this.#startWaiting();
+  }
+
+  /** The server cancelled a job this worker holds: its handler is aborted and nothing is acknowledged for it. */
+  #cancelled(jobId: string): void {
+    for (const held of this.#leases) {
+      if (held.job.id !== jobId) continue;
+      if (held.markCancelled()) this.#onEvent({ type: "cancelled", job: held.job });
+      this.#startWaiting();
+      return;
+    }
   }
 
   /** Starts waiting leases while slots are free; none once close() began (they are released). */

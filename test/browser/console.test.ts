@@ -370,6 +370,24 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     await page.context().close();
   });
 
+  it("cancels a running job, telling the operator its worker will be stopped", async () => {
+    const id = await submit({ queue: "render", task: "page.render" });
+    const claimed = await t.call("Claim", { queue: "render", workerId: "render-1" });
+    expect(claimed.body.leases[0].job.id).toBe(id);
+    const { page, errors } = await openConsole(`#/jobs/${id}`);
+    await page.getByTestId("job-state").getByText("Running").waitFor();
+    await page.getByRole("button", { name: "Cancel job…" }).click();
+    await page.getByTestId("confirm").getByText("Its worker is told to stop at once").waitFor();
+    await focused(page, page.getByRole("button", { name: "Yes, cancel the job" }));
+    await page.getByRole("button", { name: "Yes, cancel the job" }).click();
+    await page.getByTestId("action-outcome").getByText("Cancelled: the job is now Cancelled.").waitFor();
+    expect((await t.call("GetJob", { jobId: id })).body.job.state).toBe("JOB_STATE_CANCELLED");
+    const late = await t.call("Complete", { jobId: id, leaseToken: claimed.body.leases[0].leaseToken });
+    expect(late.body.message).toContain("was cancelled while running");
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
   /** The console errors Chromium logs for API refusals a test provoked on purpose (status `status`). */
   function withoutRefusals(errors: string[], status: number): string[] {
     return errors.filter((e) => !e.includes(`the server responded with a status of ${status}`));

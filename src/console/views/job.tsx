@@ -188,7 +188,7 @@ export function JobPage({ id }: { id: string }) {
 
 type Action = "redrive" | "cancel";
 
-/** Redrive (dead jobs) and Cancel (queued or retry jobs), each behind a confirmation step. */
+/** Redrive (dead jobs) and Cancel (queued, retry or running jobs: a running one is stopped), each behind a confirmation step. */
 function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
   const [confirming, setConfirming] = useState<Action | undefined>();
   const [busy, setBusy] = useState(false);
@@ -196,7 +196,8 @@ function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
   const [reason, setReason] = useState("");
   const confirmRef = useRef<HTMLButtonElement>(null);
   const canRedrive = job.state === JobState.DEAD;
-  const canCancel = job.state === JobState.QUEUED || job.state === JobState.RETRY;
+  const running = job.state === JobState.RUNNING;
+  const canCancel = job.state === JobState.QUEUED || job.state === JobState.RETRY || running;
 
   // Focused as the confirmation is put in the page, before it paints: an
   // effect would run later and take the focus from a reason already being typed.
@@ -213,7 +214,9 @@ function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
     setBusy(true);
     try {
       const res =
-        action === "redrive" ? await client.redrive({ jobId: job.id }) : await client.cancel({ jobId: job.id, reason: reason.trim() });
+        action === "redrive"
+          ? await client.redrive({ jobId: job.id })
+          : await client.cancel({ jobId: job.id, reason: reason.trim(), includeRunning: running });
       const state = res.job ? stateLabel(res.job.state) : "changed";
       setOutcome({ ok: true, text: `${action === "redrive" ? "Redriven" : "Cancelled"}: the job is now ${state}.` });
       setReason("");
@@ -249,7 +252,7 @@ function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
           )}
           {!canRedrive && !canCancel && (
             <p class="muted">
-              None: only dead jobs can be redriven, and only queued or retry jobs cancelled. This job is{" "}
+              None: only dead jobs can be redriven, and only queued, retry or running jobs cancelled. This job is{" "}
               {stateLabel(job.state).toLowerCase()}.
             </p>
           )}
@@ -259,7 +262,9 @@ function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
           <p id="confirm-text">
             {confirming === "redrive"
               ? "Redrive this job? It goes back to Queued with its attempts reset to 0, and workers can claim it at once."
-              : "Cancel this job? It will never run; this cannot be undone."}
+              : running
+                ? "Cancel this running job? Its worker is told to stop at once and sends no result; this cannot be undone."
+                : "Cancel this job? It will never run; this cannot be undone."}
           </p>
           {confirming === "cancel" && (
             <div class="field">
