@@ -4,7 +4,11 @@ It implements just enough of leasequeue.v1 to watch the SDK's side of the
 protocol: Submit and GetJob for the Client, and leases handed out on Work (or,
 with `work=False`, StreamClaims plus Acknowledge; with `streams=False`, Claim
 carrying acknowledgements plus Acknowledge) for the Worker. Every
-acknowledgement received is recorded with how it arrived, and answered OK.
+acknowledgement received is recorded with how it arrived, and answered OK
+(ABORTED for a job `cancel` cancelled, as the server refuses its token).
+`add_leases` and `cancel` push to the open streams as the server does: more
+leases, and a running job's cancellation (Work's cancelled_job_ids, a
+StreamClaims message with cancelled_job_id).
 
 The tests wait on what the fake records (`wait_for`, `wait_for_outcomes`):
 every change is made under `lock` and wakes its waiters, and a wait fails
@@ -12,6 +16,7 @@ naming what it waited for once TIMEOUT has passed (docs/development.md
 "How a test waits"). Nothing here sleeps for a time.
 """
 
+import queue
 import threading
 import time
 import uuid
@@ -50,6 +55,8 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
         self.starts = []
         self.submits = []
         self.half_closed = threading.Event()
+        self.cancelled = set()  # job ids cancel() cancelled: their acknowledgements are refused
+        self.streams_open = []  # a queue.Queue of messages to push per open Work or StreamClaims stream
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         pb_grpc.add_LeaseQueueServiceServicer_to_server(self, self.server)
         port = self.server.add_insecure_port("127.0.0.1:0")
@@ -80,7 +87,37 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
             if self.polling:
                 self.acked_while_polling.extend(a.job_id for a in acks)
             self.lock.notify_all()
-        return [pb.AcknowledgementResult(job_id=a.job_id) for a in acks]
+            refused = set(self.cancelled)
+        return [self._result(a.job_id, a.job_id in refused) for a in acks]
+
+    @staticmethod
+    def _result(job_id, cancelled):
+        result = pb.AcknowledgementResult(job_id=job_id)
+        if cancelled:
+            result.status.code = grpc.StatusCode.ABORTED.value[0]
+            result.status.message = f"job {job_id} was cancelled while running"
+        return result
+
+    def _open_stream(self):
+        """A queue of what to push on a stream now opening (`add_leases`, `cancel`); None ends it."""
+        pushed = queue.Queue()
+        with self.lock:
+            self.streams_open.append(pushed)
+            self.lock.notify_all()
+        return pushed
+
+    def _close_stream(self, pushed):
+        with self.lock:
+            self.streams_open.remove(pushed)
+            self.lock.notify_all()
+
+    def cancel(self, job_id):
+        """Cancels a running job: its acknowledgements are refused from now on, and every open stream is told."""
+        with self.lock:
+            self.cancelled.add(job_id)
+            for pushed in self.streams_open:
+                pushed.put(("cancelled", job_id))
+            self.lock.notify_all()
 
     # -- RPCs ---------------------------------------------------------------
 
@@ -100,24 +137,64 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "no Work here")
         first = next(request_iterator)
         self.starts.append(first.start)
-        yield pb.WorkResponse()
-        leases, self.leases = self.leases, []
-        if leases:
-            yield pb.WorkResponse(leases=leases)
-        for message in request_iterator:
-            yield pb.WorkResponse(results=self._record("work", list(message.acks)))
+        pushed = self._open_stream()  # before the first leases go out: a push for them is never missed
+
+        def read():
+            # The requests are read beside the responses, so that a push goes out while the worker sends nothing.
+            try:
+                for message in request_iterator:
+                    pushed.put(("results", self._record("work", list(message.acks))))
+                pushed.put(("half-closed", None))
+            except grpc.RpcError:
+                pushed.put(None)
+
+        try:
+            yield pb.WorkResponse()
+            leases, self.leases = self.leases, []
+            if leases:
+                yield pb.WorkResponse(leases=leases)
+            threading.Thread(target=read, daemon=True).start()
+            context.add_callback(lambda: pushed.put(None))
+            while True:
+                item = pushed.get()
+                if item is None:
+                    return
+                kind, value = item
+                if kind == "half-closed":
+                    break
+                if kind == "results":
+                    yield pb.WorkResponse(results=value)
+                elif kind == "leases":
+                    yield pb.WorkResponse(leases=value)
+                else:
+                    yield pb.WorkResponse(cancelled_job_ids=[value])
+        finally:
+            self._close_stream(pushed)
         self.half_closed.set()
 
     def StreamClaims(self, request, context):
         if not self.streams:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "no StreamClaims here")
-        yield pb.StreamClaimsResponse()
-        leases, self.leases = self.leases, []
-        for one in leases:
-            yield pb.StreamClaimsResponse(lease=one)
-        ended = threading.Event()
-        if context.add_callback(ended.set):
-            ended.wait()
+        pushed = self._open_stream()
+        try:
+            yield pb.StreamClaimsResponse()
+            leases, self.leases = self.leases, []
+            for one in leases:
+                yield pb.StreamClaimsResponse(lease=one)
+            if not context.add_callback(lambda: pushed.put(None)):
+                return
+            while True:
+                item = pushed.get()
+                if item is None:
+                    return
+                kind, value = item
+                if kind == "leases":
+                    for one in value:
+                        yield pb.StreamClaimsResponse(lease=one)
+                else:
+                    yield pb.StreamClaimsResponse(cancelled_job_id=value)
+        finally:
+            self._close_stream(pushed)
 
     def Acknowledge(self, request, context):
         return pb.AcknowledgeResponse(results=self._record("acknowledge", list(request.acks)))
@@ -153,7 +230,14 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
         return pb.ClaimResponse(leases=leases, results=results)
 
     def add_leases(self, leases):
-        """More work for Claim: wakes a pending long-poll."""
+        """More work: pushed on the open streams' first, else for Claim (waking a pending long-poll)."""
         with self.lock:
-            self.leases.extend(leases)
+            if self.streams_open:
+                self.streams_open[0].put(("leases", list(leases)))
+            else:
+                self.leases.extend(leases)
             self.lock.notify_all()
+
+    def wait_for_stream(self):
+        """Waits until a Work or StreamClaims stream is open (one that `add_leases` and `cancel` reach)."""
+        self.wait_for("an open stream", lambda: bool(self.streams_open))

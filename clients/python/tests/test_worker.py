@@ -224,6 +224,91 @@ class Drain(unittest.TestCase):
         self.assertEqual([a.job_id for _, a in fake.outcomes()], [quick.job.id])
 
 
+class Cancellation(unittest.TestCase):
+    """A job cancelled while its handler runs (Cancel with include_running): the stream says so, nothing is sent for it."""
+
+    def worker(self, fake, events):
+        # One slot: the job after the cancelled one runs only once the cancelled handler has returned.
+        return leasequeue.Worker(fake.target, queue="q", concurrency=1, lease_duration=3600, on_event=events.append)
+
+    def test_a_job_cancelled_on_the_work_stream_sets_job_cancelled_and_sends_no_outcome(self):
+        held, after, last = lease("hold"), lease("quick", 1), lease("quick", 2)
+        fake = FakeServer([held])
+        self.addCleanup(fake.close)
+        events = []
+        worker = self.worker(fake, events)
+        started, told = threading.Event(), []
+
+        @worker.task("hold")
+        def hold(job):
+            started.set()
+            told.append(job.cancelled.wait(TIMEOUT))
+            told.append(job.lease_lost.is_set())
+            return "too late"  # dropped: the job was cancelled
+
+        @worker.task("quick")
+        def quick(job):
+            return job.payload
+
+        thread = start(worker)
+        self.assertTrue(started.wait(TIMEOUT), "the handler did not start")
+        fake.wait_for_stream()
+        fake.cancel("a job this worker does not hold")  # ignored
+        fake.cancel(held.job.id)
+        fake.add_leases([after])
+        fake.wait_for("the next job's outcome", lambda: any(a.job_id == after.job.id for _, a in fake.acks))
+        # A cancellation for a job the worker has finished with is ignored too.
+        fake.cancel(after.job.id)
+        fake.add_leases([last])
+        fake.wait_for("the last job's outcome", lambda: any(a.job_id == last.job.id for _, a in fake.acks))
+        worker.stop()
+        thread.join(TIMEOUT)
+        self.assertFalse(thread.is_alive())
+        self.assertEqual(told, [True, False])
+        # Nothing at all went out for the cancelled job (no outcome, no heartbeat); the others completed.
+        self.assertEqual([a.job_id for _, a in fake.acks if a.job_id == held.job.id], [])
+        self.assertEqual([(a.job_id, a.WhichOneof("outcome")) for _, a in fake.outcomes()], [(after.job.id, "complete"), (last.job.id, "complete")])
+        cancelled = [e for e in events if e.kind == "cancelled"]
+        self.assertEqual([(e.job_id, e.task) for e in cancelled], [(held.job.id, "hold")])
+        self.assertEqual([e for e in events if e.kind in ("lease_lost", "error", "abandoned")], [])
+
+    def test_an_async_handler_is_cancelled_on_stream_claims_and_its_slot_freed(self):
+        held, after = lease("wait"), lease("quick", 1)
+        fake = FakeServer([held], work=False)
+        self.addCleanup(fake.close)
+        events = []
+        worker = self.worker(fake, events)
+        started, seen = threading.Event(), []
+
+        @worker.task("wait")
+        async def wait(job):
+            started.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                seen.append(job.cancelled.is_set())
+                raise
+            return "never"
+
+        @worker.task("quick")
+        def quick(job):
+            return job.payload
+
+        thread = start(worker)
+        self.assertTrue(started.wait(TIMEOUT), "the handler did not start")
+        fake.wait_for_stream()
+        fake.cancel(held.job.id)
+        fake.add_leases([after])
+        outcomes = fake.wait_for_outcomes(1)
+        worker.stop()
+        thread.join(TIMEOUT)
+        self.assertFalse(thread.is_alive())
+        self.assertEqual(seen, [True])
+        self.assertEqual([(how, a.job_id) for how, a in outcomes], [("acknowledge", after.job.id)])
+        self.assertEqual([a.job_id for _, a in fake.acks if a.job_id == held.job.id], [])
+        self.assertEqual([e.job_id for e in events if e.kind == "cancelled"], [held.job.id])
+
+
 class Options(unittest.TestCase):
     def test_bad_options_are_refused_naming_the_field(self):
         cases = [

@@ -86,12 +86,13 @@ def snooze(job):
 
 @worker.task("hold")
 def hold(job):
-    # Reports `progress` (if given), then runs until the test creates `file`.
+    # Reports `progress` (if given), then runs until the test creates `file`
+    # (or the lease is lost, or the job is cancelled while it runs).
     started(job)
     progress = job.payload.get("progress")
     if progress is not None:
         job.progress(progress)
-    while not os.path.exists(job.payload["file"]) and not job.lease_lost.wait(0.01):
+    while not os.path.exists(job.payload["file"]) and not job.cancelled.is_set() and not job.lease_lost.wait(0.01):
         pass
     return {"reported": progress}
 

@@ -49,6 +49,13 @@ class _Acks:
         self._outbox.append(_Pending("heartbeat", h, pb.Acknowledgement(job_id=h.job.id, lease_token=h.token, heartbeat=beat), progress))
         self._outbox_changed.notify_all()
 
+    def _drop_queued(self, h: _Held) -> None:
+        """Takes the acknowledgements of `h` that have not gone out yet off the outbox (lock held)."""
+        kept = [p for p in self._outbox if p.held is not h]
+        if len(kept) != len(self._outbox):
+            self._outbox.clear()
+            self._outbox.extend(kept)
+
     def _take_batch(self) -> List[_Pending]:
         """Up to 1000 queued acknowledgements (lock held)."""
         n = min(len(self._outbox), _wire.MAX_ACKS)

@@ -15,6 +15,10 @@ from leasequeue._wire import pb
 from leasequeue.errors import Permanent, Snooze
 
 
+#: What _returned gets for a handler not started because its job was cancelled first (nothing is sent for it).
+_NOT_STARTED = ("fail", "cancelled before the handler started", False)
+
+
 class _Pool:
     """Up to `size` daemon threads running plain handlers (daemon: a handler left running at exit does not hold the process)."""
 
@@ -75,6 +79,9 @@ class _Attempts:
                 self._pool.submit(lambda h=h, fn=fn: self._run_sync(h, fn))
 
     def _run_sync(self, h: _Held, fn: Optional[Handler]) -> None:
+        if h.job.cancelled.is_set():
+            self._returned(h, _NOT_STARTED)
+            return
         h.span = _tracing.start_attempt(h.job, self.worker_id, self._trace_link)
         if fn is None:
             self._returned(h, ("fail", f"no handler for task {h.job.task!r} on worker {self.worker_id}", False))
@@ -87,6 +94,11 @@ class _Attempts:
         self._returned(h, outcome)
 
     async def _run_async(self, h: _Held, fn: Handler) -> None:
+        # On the worker's loop, as _cancel_task is: a cancellation either finds the task here or the event set below.
+        h.task = asyncio.current_task()
+        if h.job.cancelled.is_set():
+            self._returned(h, _NOT_STARTED)
+            return
         h.span = _tracing.start_attempt(h.job, self.worker_id, self._trace_link)
         try:
             with _tracing.within(h.span):
@@ -94,6 +106,25 @@ class _Attempts:
         except BaseException as exc:  # noqa: BLE001 - every handler error is the job's outcome
             outcome = self._failure_of(exc)
         self._returned(h, outcome)
+
+    def _cancel_handler(self, h: _Held) -> None:
+        """The job of `h` was cancelled while its handler ran: cancel an async handler's task (lock held).
+
+        A plain handler cannot be interrupted: it sees `job.cancelled`.
+        """
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            loop.call_soon_threadsafe(self._cancel_task, h)
+        except RuntimeError:  # the loop is closed: no handler runs on it any more
+            pass
+
+    @staticmethod
+    def _cancel_task(h: _Held) -> None:
+        task = h.task
+        if task is not None and not task.done():
+            task.cancel()
 
     @staticmethod
     def _failure_of(exc: BaseException) -> "tuple[str, Any, bool]":
@@ -133,6 +164,8 @@ class _Attempts:
                 if h.progress is not None and not h.beat_in_flight:
                     self._queue_heartbeat(h)  # the last progress, applied before the outcome
                 self._queue_outcome(h, kind, ack, note)
+            elif h.state == "cancelled":
+                _log.info("job %s: cancelled; its handler returned, nothing is sent for it", h.job.id, extra={"job_id": h.job.id})
             elif h.state == "lost":
                 _log.warning("job %s: lease lost; its outcome is not reported", h.job.id, extra={"job_id": h.job.id})
             else:

@@ -1,5 +1,5 @@
 """The path of a server without Work, and of acknowledgements while no Work stream takes them:
-leases from StreamClaims, acknowledgements by Acknowledge."""
+leases (and cancellations of running jobs) from StreamClaims, acknowledgements by Acknowledge."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ class _Claims:
                     connected()
                 if message.HasField("lease"):
                     self._accept(message.lease)
+                elif message.cancelled_job_id:
+                    self._job_cancelled(message.cancelled_job_id)
         except grpc.RpcError as err:
             if not (self._stopping and err.code() == grpc.StatusCode.CANCELLED):
                 raise

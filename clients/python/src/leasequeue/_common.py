@@ -36,9 +36,10 @@ class WorkerEvent:
 
     `kind` is one of connected, disconnected, refused (the server refused the
     worker's token: `code` says how), lease, completed, failed, snoozed,
-    released, lease_lost, abandoned (left to lease expiry at the drain
-    timeout), error, stopping, stopped. `retry_in` is the reconnect delay of
-    disconnected and refused.
+    released, lease_lost, cancelled (the server cancelled the job while the
+    worker held it: `job.cancelled` is set and no outcome is sent), abandoned
+    (left to lease expiry at the drain timeout), error, stopping, stopped.
+    `retry_in` is the reconnect delay of disconnected and refused.
     """
 
     kind: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import threading
 import time
@@ -26,9 +27,13 @@ class LeasedJob:
     `payload` is the job's JSON as Python values (whole numbers as int).
     `lease_lost` is set when the worker no longer owns the job (the lease was
     lost, or the drain timeout passed): stop, another worker may run it, and
-    whatever the handler returns is dropped. `trace_context` is the job's W3C
-    Trace Context (traceparent, tracestate; docs/api.md "Trace context"), {}
-    when it has none. `proto` is the leasequeue.v1.Job.
+    whatever the handler returns is dropped. `cancelled` is set when the
+    server says the job was cancelled while the worker held it (Cancel with
+    include_running; an `async def` handler's task is cancelled too): stop,
+    nothing is sent for the job whatever the handler returns or raises.
+    `trace_context` is the job's W3C Trace Context (traceparent, tracestate;
+    docs/api.md "Trace context"), {} when it has none. `proto` is the
+    leasequeue.v1.Job.
     """
 
     def __init__(self, held: "_Held", lease: Any) -> None:
@@ -46,6 +51,7 @@ class LeasedJob:
         self.lease_token: str = lease.lease_token
         self.trace_context: Dict[str, str] = dict(job.trace_context)
         self.lease_lost = threading.Event()
+        self.cancelled = threading.Event()
 
     def progress(self, value: Any) -> None:
         """Stores `value` (JSON, at most 4 KiB) as the job's progress, sent with the next heartbeat.
@@ -83,6 +89,7 @@ class _Held:
         self.progress: Any = None  # a Value not yet carried by a heartbeat the server took
         self.span: Any = None  # the attempt's OpenTelemetry span (_tracing.py), once it starts
         self.snoozed: Optional[Snooze] = None
+        self.task: Optional[asyncio.Task[Any]] = None  # an async handler's task, set on the worker's loop once it starts
 
 
 class _Leases:
@@ -112,7 +119,7 @@ class _Leases:
 
     def _lose(self, h: _Held, reason: str, detail: str) -> None:
         """The lease is gone: tell the handler, send nothing more for it (lock held)."""
-        if h.state in ("lost", "done", "abandoned"):
+        if h.state in ("lost", "done", "abandoned", "cancelled"):
             return
         h.state = "lost"
         self._held.pop(h.token, None)
@@ -120,6 +127,30 @@ class _Leases:
         self._idle_changed.notify_all()
         _log.warning("job %s: lease lost (%s): %s", h.job.id, reason, detail, extra={"job_id": h.job.id})
         self._emit(WorkerEvent("lease_lost", job_id=h.job.id, task=h.job.task, message=detail, code=reason))
+
+    def _job_cancelled(self, job_id: str) -> None:
+        """The server cancelled job `job_id` while this worker held its lease: tell the handler, send nothing more for it.
+
+        Work's cancelled_job_ids and StreamClaims' cancelled_job_id say so. The handler sees job.cancelled (an
+        async handler's task is cancelled), the lease's heartbeats stop, and what it had queued is dropped.
+        Ignored for a job the worker no longer holds (its outcome answered, its lease lost or abandoned).
+        """
+        with self._lock:
+            h = next((one for one in self._held.values() if one.job.id == job_id), None)
+            if h is None or h.state not in ("waiting", "running", "finishing"):
+                return
+            running = h.state == "running"
+            h.state = "cancelled"
+            self._held.pop(h.token, None)
+            self._drop_queued(h)  # heartbeats, or an outcome, not sent yet
+            h.job.cancelled.set()
+            if running:
+                self._cancel_handler(h)
+            # Its slot frees once the handler returns (_returned); a lease that had not started frees room now.
+            self._idle_changed.notify_all()
+            self._outbox_changed.notify_all()
+        _log.info("job %s: cancelled while running; nothing is sent for it", job_id, extra={"job_id": job_id})
+        self._emit(WorkerEvent("cancelled", job_id=job_id, task=h.job.task))
 
     def _done(self, h: _Held) -> None:
         with self._lock:

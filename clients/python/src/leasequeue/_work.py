@@ -1,4 +1,4 @@
-"""The Work stream: leases down, acknowledgements up, on one bidirectional stream."""
+"""The Work stream: leases (and cancellations of running jobs) down, acknowledgements up, on one bidirectional stream."""
 
 from __future__ import annotations
 
@@ -114,6 +114,8 @@ class _Work:
                     side.take_results(message.results)
                 for lease in message.leases:
                     self._accept(lease)
+                for job_id in message.cancelled_job_ids:
+                    self._job_cancelled(job_id)
         except grpc.RpcError as err:
             why = f"the Work stream broke: {err.code().name} {err.details()}"
             raise

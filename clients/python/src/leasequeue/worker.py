@@ -24,6 +24,7 @@ Each lease is in one state at a time:
     waiting --start--> running --handler returns--> finishing --answered--> done
        |                  |                            |
        +------------------+-----lease refused----------+--> lost (nothing is sent for it)
+       +------------------+-----job cancelled----------+--> cancelled (nothing is sent for it)
                           +-----drain timeout------------> abandoned (left to lease expiry)
 
 A lease waits only while `concurrency` handlers already run (handlers of an
@@ -32,6 +33,13 @@ live state; a progress report brings the next one forward to a second away.
 The local deadline (a lease duration from arrival, or from the last heartbeat
 the server took) errs early: past it the handler is told (`job.lease_lost`)
 before another worker can get the job.
+
+A job cancelled while the worker holds it (Cancel with include_running) is
+announced on the stream (Work's `cancelled_job_ids`, a StreamClaims message
+with `cancelled_job_id`): its handler is told (`job.cancelled`; an `async def`
+handler's task is cancelled), its heartbeats stop, and no outcome is sent for
+it; its slot frees when the handler returns. On the unary path nothing is
+announced: the next heartbeat or outcome is refused, and the lease is lost.
 
 An outcome whose answer never came (the stream broke, the call failed) is sent
 again while its lease may still hold. A second send of an outcome that the
@@ -194,7 +202,9 @@ class Worker(_Connect, _Work, _Claims, _Unary, _Leases, _Attempts, _Acks, _Timer
         with backoff while attempts remain); Permanent dead-letters at once;
         job.snooze() / Snooze queues it again with the attempt refunded. A job
         whose task has no handler here fails (retried, in case another worker
-        of the queue has one).
+        of the queue has one). A job cancelled while it runs sets
+        job.cancelled (and cancels an async handler's task); nothing is sent
+        for it, whatever the handler then returns or raises.
         """
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(f"task: {name!r} must match {_NAME.pattern}")
