@@ -36,7 +36,7 @@ func callHandler(ctx context.Context, fn HandlerFunc, h *held) (result any, err 
 }
 
 // returned queues the outcome of a handler, unless the lease is no longer
-// ours, and says what it was: complete, fail (with the error's text, and
+// ours or the job was cancelled, frees its slot, and says what it was: complete, fail (with the error's text, and
 // whether permanent) or snooze.
 func (w *Worker) returned(h *held, result any, err error) (kind, errText string, permanent bool) {
 	ack := &lqv1.Acknowledgement{JobId: h.job.ID, LeaseToken: h.token}
@@ -89,6 +89,8 @@ func (w *Worker) returned(h *held, result any, err error) (kind, errText string,
 		w.queueOutcome(h, kind, ack, note)
 	case stateLost:
 		w.logWarn("lease lost: the outcome is not reported", "job_id", h.job.ID, "task", h.job.Task)
+	case stateCancelled:
+		w.logInfo("cancelled: the handler returned, nothing is sent for it", "job_id", h.job.ID, "task", h.job.Task)
 	default:
 		w.logWarn("finished after the drain timeout: left to lease expiry", "job_id", h.job.ID, "task", h.job.Task)
 	}

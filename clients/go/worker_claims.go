@@ -16,8 +16,8 @@ import (
 	lqv1 "leasequeue/gen/go/leasequeue/v1"
 )
 
-// claimsOnce runs one StreamClaims stream (a server without Work): leases
-// down; acknowledgements go by Acknowledge.
+// claimsOnce runs one StreamClaims stream (a server without Work): leases,
+// and cancellations of running jobs, down; acknowledgements go by Acknowledge.
 func (w *Worker) claimsOnce(connected func()) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -55,6 +55,8 @@ func (w *Worker) claimsOnce(connected func()) error {
 		}
 		if lease := msg.GetLease(); lease != nil {
 			w.accept(lease)
+		} else if id := msg.GetCancelledJobId(); id != "" {
+			w.jobCancelled(id)
 		}
 	}
 }

@@ -46,7 +46,7 @@ func (w *Worker) drain() {
 	for token, h := range w.held {
 		if h.state == stateRunning || h.state == stateWaiting {
 			h.state = stateAbandoned
-			h.cancel()
+			h.cancel(nil)
 			delete(w.held, token)
 			leftovers = append(leftovers, h)
 			w.emitLocked(Event{Kind: "abandoned", JobID: h.job.ID, Task: h.job.Task, Message: "drain timeout"})

@@ -49,6 +49,7 @@ type leaseState int
 //	waiting --start--> running --handler returns--> finishing --answered--> done
 //	   |                  |                            |
 //	   +------------------+-----lease refused----------+--> lost (nothing is sent for it)
+//	   +------------------+-----job cancelled----------+--> cancelled (nothing is sent for it)
 //	                      +-----drain timeout------------> abandoned (left to lease expiry)
 const (
 	stateWaiting leaseState = iota
@@ -57,6 +58,7 @@ const (
 	stateDone
 	stateLost
 	stateAbandoned
+	stateCancelled
 )
 
 type held struct {
@@ -64,7 +66,7 @@ type held struct {
 	token        string
 	job          *Job
 	ctx          context.Context
-	cancel       context.CancelFunc
+	cancel       func(cause error) // ends ctx; context.Cause(ctx) is cause (Go 1.20 on), or context.Canceled for nil
 	state        leaseState
 	expiresAt    time.Time // the local deadline: errs early
 	nextBeat     time.Time
@@ -74,7 +76,7 @@ type held struct {
 
 func (w *Worker) accept(lease *lqv1.Lease) {
 	j := lease.GetJob()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := withCancelCause(context.Background())
 	now := time.Now()
 	h := &held{worker: w, token: lease.GetLeaseToken(), ctx: ctx, cancel: cancel, state: stateWaiting,
 		expiresAt: now.Add(w.opts.LeaseDuration), nextBeat: now.Add(w.opts.HeartbeatInterval)}
@@ -125,12 +127,12 @@ func (w *Worker) reportProgress(h *held, value *structpb.Value) {
 
 // lose: the lease is gone; tell the handler, send nothing more for it (w.mu held).
 func (w *Worker) lose(h *held, reason, detail string) {
-	if h.state == stateLost || h.state == stateDone || h.state == stateAbandoned {
+	if h.state == stateLost || h.state == stateDone || h.state == stateAbandoned || h.state == stateCancelled {
 		return
 	}
 	h.state = stateLost
 	delete(w.held, h.token)
-	h.cancel()
+	h.cancel(nil)
 	w.notify()
 	w.logWarn("lease lost", "job_id", h.job.ID, "task", h.job.Task, "reason", reason, "detail", detail)
 	w.emitLocked(Event{Kind: "lease-lost", JobID: h.job.ID, Task: h.job.Task, Message: detail, Code: reason})
@@ -142,7 +144,7 @@ func (w *Worker) done(h *held) {
 		h.state = stateDone
 	}
 	delete(w.held, h.token)
-	h.cancel()
+	h.cancel(nil)
 	w.notify()
 	w.mu.Unlock()
 }

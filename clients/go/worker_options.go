@@ -19,8 +19,10 @@ var (
 // Event is what the worker reports to WorkerOptions.OnEvent, for metrics,
 // tests and logs of your own. Kind is one of connected, disconnected,
 // refused (the server refused the worker's token: Code says how), lease,
-// completed, failed, snoozed, released, lease-lost, abandoned (left to lease
-// expiry at the drain timeout), stopping, stopped.
+// completed, failed, snoozed, released, lease-lost, cancelled (the job was
+// cancelled while the worker held it: its handler's ctx ended with
+// ErrJobCancelled, and no outcome is sent), abandoned (left to lease expiry at
+// the drain timeout), stopping, stopped.
 type Event struct {
 	Kind    string
 	JobID   string
@@ -36,7 +38,9 @@ type Event struct {
 // dead-letters the job at once; one from Snooze queues it again with the
 // attempt refunded. ctx ends when the worker no longer owns the job (the
 // lease was lost, or the drain timeout passed): stop, another worker may run
-// it, and whatever the handler returns is dropped.
+// it, and whatever the handler returns is dropped. It ends too when the job
+// is cancelled while it runs (Cancel with include_running; context.Cause is
+// ErrJobCancelled from Go 1.20 on): stop, nothing is sent for the job.
 type HandlerFunc func(ctx context.Context, job *Job) (any, error)
 
 // WorkerOptions configure NewWorker. Zero values take the defaults written on each field.

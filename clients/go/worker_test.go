@@ -39,8 +39,9 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 // fakeServer is an in-process stand-in for the LeaseQueue server: it hands
 // out its leases on Work (or StreamClaims when work is false; or Claim,
 // carrying acknowledgements, when noStreams is set) and records every
-// acknowledgement, answering each OK. Every change it records closes
-// changed, which waitFor waits on.
+// acknowledgement, answering each OK. The streams push the job ids given to
+// cancelRunning as cancellations of running jobs. Every change it records
+// closes changed, which waitFor waits on.
 type fakeServer struct {
 	lqv1.UnimplementedLeaseQueueServiceServer
 	leases    []*lqv1.Lease
@@ -57,6 +58,7 @@ type fakeServer struct {
 	ackedWhilePolling []string // job ids of acknowledgements that arrived while a Claim long-polled
 	starts            []*lqv1.WorkStart
 	submits           []*lqv1.SubmitRequest
+	cancels           []string // job ids the open stream is to say were cancelled while running
 	target            string
 	server            *grpc.Server
 }
@@ -176,19 +178,62 @@ func (f *fakeServer) Work(stream lqv1.LeaseQueueService_WorkServer) error {
 	leases := f.leases
 	f.leases = nil
 	f.mu.Unlock()
-	if err := stream.Send(&lqv1.WorkResponse{}); err != nil {
+	// Results and cancellations go from two goroutines: one Send at a time.
+	var sending sync.Mutex
+	send := func(m *lqv1.WorkResponse) error {
+		sending.Lock()
+		defer sending.Unlock()
+		return stream.Send(m)
+	}
+	if err := send(&lqv1.WorkResponse{}); err != nil {
 		return err
 	}
-	if err := stream.Send(&lqv1.WorkResponse{Leases: leases}); err != nil {
+	if err := send(&lqv1.WorkResponse{Leases: leases}); err != nil {
 		return err
 	}
+	ctx, stopPushing := context.WithCancel(stream.Context())
+	pushed := make(chan struct{})
+	go func() {
+		defer close(pushed)
+		f.pushCancels(ctx, func(ids []string) error { return send(&lqv1.WorkResponse{CancelledJobIds: ids}) })
+	}()
+	defer func() { stopPushing(); <-pushed }()
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
 			return nil // half-closed
 		}
-		if err := stream.Send(&lqv1.WorkResponse{Results: f.record("work", msg.GetAcks())}); err != nil {
+		if err := send(&lqv1.WorkResponse{Results: f.record("work", msg.GetAcks())}); err != nil {
 			return err
+		}
+	}
+}
+
+// cancelRunning has the open stream say that the jobs ids were cancelled while running.
+func (f *fakeServer) cancelRunning(ids ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancels = append(f.cancels, ids...)
+	f.notify()
+}
+
+// pushCancels sends what cancelRunning was given, as it comes, until ctx ends or a send fails.
+func (f *fakeServer) pushCancels(ctx context.Context, send func(ids []string) error) {
+	for {
+		f.mu.Lock()
+		ids, ch := f.cancels, f.changed
+		f.cancels = nil
+		f.mu.Unlock()
+		if len(ids) > 0 {
+			if send(ids) != nil {
+				return
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -209,7 +254,15 @@ func (f *fakeServer) StreamClaims(req *lqv1.StreamClaimsRequest, stream lqv1.Lea
 			return err
 		}
 	}
-	<-stream.Context().Done()
+	// A message each, with no lease.
+	f.pushCancels(stream.Context(), func(ids []string) error {
+		for _, id := range ids {
+			if err := stream.Send(&lqv1.StreamClaimsResponse{CancelledJobId: id}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package leasequeue
 
-// The Work stream: leases down, acknowledgements up, on one stream.
+// The Work stream: leases (and cancellations of running jobs) down,
+// acknowledgements up, on one stream.
 
 import (
 	"context"
@@ -62,12 +63,19 @@ func (w *Worker) workOnce(connected func()) error {
 			w.mu.Unlock()
 			connected()
 		}
+		// Leases first: a lease cancelled before this message went is in it
+		// with its cancellation. Cancellations before results: an
+		// acknowledgement of a job cancelled meanwhile is refused, and that
+		// refusal is no lost lease.
+		for _, lease := range msg.GetLeases() {
+			w.accept(lease)
+		}
+		for _, id := range msg.GetCancelledJobIds() {
+			w.jobCancelled(id)
+		}
 		if err := w.takeResults(side, msg.GetResults()); err != nil {
 			result, why = err, err.Error()
 			break
-		}
-		for _, lease := range msg.GetLeases() {
-			w.accept(lease)
 		}
 	}
 	cancel()

@@ -114,7 +114,10 @@ func main() {
 		}
 		return map[string]any{"attempts": job.Attempts, "deliveries": job.Deliveries}, nil
 	})
-	// hold reports `progress` (if given), then runs until the test creates `file`.
+	// hold reports `progress` (if given), then runs until the test creates
+	// `file`, or until its ctx ends (the lease was lost, the drain timeout
+	// passed, or the job was cancelled while it ran: the worker sends nothing
+	// for it then, whatever it returns).
 	w.Handle("hold", func(ctx context.Context, job *leasequeue.Job) (any, error) {
 		started(job)
 		progress := field(job, "progress")
