@@ -122,7 +122,7 @@ describe.skipIf(!chromiumAvailable && !IN_CI)("API reference in chromium", { tim
     });
     for (const message of messages) expect(onPage[message.typeName], message.typeName).toEqual(message.fields.map((f) => f.jsonName));
     const jobState = page.locator('[data-enum="leasequeue.v1.JobState"] tr[data-enum-value]');
-    expect(await jobState.count()).toBe(7);
+    expect(await jobState.count()).toBe(8);
     expect(await page.locator('#bounds tr[data-bound="priority"]').textContent()).toContain("-100..100");
     expect(await page.locator('#errors tr[data-error-reasons~="LEASE_EXPIRED"]').textContent()).toContain("aborted");
     expect(errors).toEqual([]);

@@ -30,6 +30,7 @@ const METHODS = [
   "Redrive",
   "Cancel",
   "GetJob",
+  "WaitJob",
   "ListJobs",
   "ListJobEvents",
   "GetStats",
