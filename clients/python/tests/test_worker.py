@@ -284,7 +284,7 @@ class Cancellation(unittest.TestCase):
         async def wait(job):
             started.set()
             try:
-                await asyncio.sleep(3600)
+                await asyncio.Event().wait()  # never set: only the cancellation ends it
             except asyncio.CancelledError:
                 seen.append(job.cancelled.is_set())
                 raise
