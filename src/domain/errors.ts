@@ -10,6 +10,8 @@ export type QueueErrorReason =
   | "NOT_CANCELLABLE"
   | "NOT_DEAD"
   | "IDEMPOTENCY_MISMATCH"
+  /** Submit: a job's dependencies name one job twice once refs and idempotency keys are resolved (docs/api.md "Workflows"). */
+  | "DEPENDENCY_REPEATED"
   /** DeleteSchedule: no schedule of that name. */
   | "SCHEDULE_NOT_FOUND"
   | "STORE_UNAVAILABLE"
@@ -36,3 +38,7 @@ export class QueueError extends Error {
 export const jobNotFound = (jobId: string) => new QueueError("JOB_NOT_FOUND", `job ${jobId} does not exist`, { jobId });
 
 export const scheduleNotFound = (name: string) => new QueueError("SCHEDULE_NOT_FOUND", `schedule "${name}" does not exist`, { name });
+
+/** Submit: a dependency that does not exist, named by its field (`depends_on[i]`, or `jobs[n].depends_on[i]` in a batch). */
+export const dependencyNotFound = (field: string, jobId: string) =>
+  new QueueError("JOB_NOT_FOUND", `${field}: job ${jobId} does not exist`, { jobId, field });

@@ -1,7 +1,8 @@
 /** The domain model of a job, independent of protobuf and of SQL. Times are epoch milliseconds. */
 import type { TraceContext } from "./trace-context.js";
 
-export const JOB_STATES = ["queued", "running", "retry", "completed", "dead", "cancelled"] as const;
+/** "waiting": a job whose dependencies have not all finished (docs/api.md "Workflows"); appended, as on the wire. */
+export const JOB_STATES = ["queued", "running", "retry", "completed", "dead", "cancelled", "waiting"] as const;
 export type JobState = (typeof JOB_STATES)[number];
 
 /** Whether a job in this state has ended (COMPLETED, DEAD or CANCELLED): what WaitJob waits for. A DEAD job may still be redriven. */
@@ -26,6 +27,8 @@ export const EVENT_KINDS = [
   "progress",
   /** A schedule submitted the job (docs/api.md "Schedules"); its SUBMITTED event follows. */
   "scheduled",
+  /** WAITING -> QUEUED: the job's last dependency finished (docs/api.md "Workflows"). */
+  "dependencies_met",
 ] as const;
 export type EventKind = (typeof EVENT_KINDS)[number];
 
@@ -57,6 +60,21 @@ export interface Job {
   progressJson: string | null;
   /** The W3C Trace Context the job carries (docs/api.md "Trace context"), fixed at submit; null when none. */
   traceContext: TraceContext | null;
+  /** The jobs this one depends on (docs/api.md "Workflows"), as submitted, refs resolved to ids; empty when none. */
+  dependsOn: readonly string[];
+  /** Its dependencies by their current states; null when it has none. */
+  dependencyCounts: DependencyCounts | null;
+}
+
+/** What a job waits for does to it when it ends DEAD or CANCELLED (docs/api.md "Workflows"). */
+export const DEPENDENCY_POLICIES = ["wait", "cancel", "ignore"] as const;
+export type DependencyPolicy = (typeof DEPENDENCY_POLICIES)[number];
+
+/** A job's dependencies counted by their current states: completed (COMPLETED), failed (DEAD or CANCELLED); the rest pending. */
+export interface DependencyCounts {
+  total: number;
+  completed: number;
+  failed: number;
 }
 
 /** A job with the private fields the store keeps beside it. */
@@ -81,6 +99,10 @@ export interface StoredJob extends Job {
    * state-machine.ts).
    */
   progressEventTime: number | null;
+  /** What a dependency that ends DEAD or CANCELLED does to this job; null when it has no dependencies. */
+  dependencyPolicy: DependencyPolicy | null;
+  /** Whether some job depends on this one (set when the first such job is submitted, never cleared). */
+  hasDependents: boolean;
 }
 
 export interface JobEvent {
@@ -110,6 +132,8 @@ export function publicJob(job: StoredJob): Job {
     requestHash: _r,
     heartbeatEventTime: _b,
     progressEventTime: _p,
+    dependencyPolicy: _dp,
+    hasDependents: _hd,
     ...rest
   } = job;
   return rest;

@@ -61,6 +61,10 @@ export const BOUNDS = {
   /** ListGroups' page_size (docs/api.md "Groups"): a group is one small row, so pages may be longer than ListJobs'. */
   groupPageSize: [1, 1000],
   batchJobs: 500,
+  /** Distinct jobs a job depends on, depends_on and depends_on_refs together (docs/api.md "Workflows"). */
+  dependencies: 1000,
+  /** A job's `ref` and each of its `depends_on_refs` (docs/api.md "Workflows"): an idempotency key's characters. */
+  ref: /^[\x21-\x7e]{1,128}$/,
   /** Acknowledgements in one Acknowledge request, Work message or Claim (docs/api.md "The batched path: Acknowledge and Work", "Claim with acks"). */
   acks: 1000,
   /** retry_delay on Fail (docs/api.md "Bounds"): up to 30 days, as far ahead as a submit may schedule a job. */

@@ -44,7 +44,7 @@ export type Recurrence = { cron: string } | { intervalMs: number };
  * counts from the run time) and without a trace context (each run starts a
  * new trace, docs/api.md "Trace context").
  */
-export type ScheduleTemplate = Omit<NewJob, "schedule" | "idempotencyKey" | "traceContext"> & {
+export type ScheduleTemplate = Omit<NewJob, "schedule" | "idempotencyKey" | "traceContext" | "dependencies"> & {
   /** The job becomes eligible this long after the run time; null: at the run time. */
   delayMs: number | null;
 };

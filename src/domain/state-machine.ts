@@ -336,7 +336,17 @@ export function redrive(job: StoredJob, now: number): Transition {
 }
 
 /**
- * QUEUED or RETRY -> CANCELLED; with `includeRunning`, RUNNING -> CANCELLED
+ * WAITING -> QUEUED (docs/api.md "Workflows"): the job's dependencies are
+ * met; it is eligible by its own schedule_time.
+ */
+export function dependenciesMet(job: StoredJob, now: number): Transition {
+  if (job.state !== "waiting") throw new Error(`invariant: job ${job.id} is ${job.state}, not waiting`);
+  const next: StoredJob = { ...job, state: "queued", updateTime: now };
+  return { job: next, events: [event(next, "waiting", "dependencies_met", now)] };
+}
+
+/**
+ * QUEUED, WAITING or RETRY -> CANCELLED; with `includeRunning`, RUNNING -> CANCELLED
  * too (docs/api.md "Cancelling a running job"): the lease is revoked at
  * once, its token hash kept so that the worker holding it is told the job
  * was cancelled (assertLeaseHeld) rather than that its lease expired.
@@ -346,11 +356,11 @@ export function cancel(job: StoredJob, now: number, reason: string, includeRunni
     const next: StoredJob = { ...finished(job, "cancelled", now), leaseTokenHash: job.leaseTokenHash };
     return { job: next, events: [event(next, "running", "cancelled", now, reason || null, job.workerId)] };
   }
-  if (job.state !== "queued" && job.state !== "retry") {
+  if (job.state !== "queued" && job.state !== "retry" && job.state !== "waiting") {
     const what =
       job.state === "running"
         ? "a running job is cancelled only with include_running"
-        : "only queued, retrying or (with include_running) running jobs can be cancelled";
+        : "only queued, waiting, retrying or (with include_running) running jobs can be cancelled";
     throw new QueueError("NOT_CANCELLABLE", `job ${job.id} is ${job.state}; ${what}`, {
       jobId: job.id,
       state: job.state,

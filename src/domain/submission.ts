@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { QueueError } from "./errors.js";
 import { newJobId } from "./ids.js";
-import type { StoredJob } from "./job.js";
+import type { DependencyPolicy, StoredJob } from "./job.js";
 import type { TraceContext } from "./trace-context.js";
 
 /** A submit request after validation and defaults (docs/api.md "Defaults and identity"). */
@@ -25,6 +25,21 @@ export interface NewJob {
    * request carries another trace and still names the same job.
    */
   traceContext: TraceContext | null;
+  /** The jobs it waits for (docs/api.md "Workflows"); absent when none. */
+  dependencies?: NewJobDependencies;
+}
+
+/** What a submission names as its dependencies, as validated. */
+export interface NewJobDependencies {
+  /** `depends_on`: ids of stored jobs. */
+  ids: readonly string[];
+  /** `depends_on_refs` as given (compared for an idempotency key). */
+  refs: readonly string[];
+  /** The refs resolved: indexes into the same SubmitBatch, in `refs` order. */
+  refIndexes: readonly number[];
+  policy: DependencyPolicy;
+  /** Where the job is in its request ("" for Submit, "jobs[2]." in a SubmitBatch), for the fields a refusal names. */
+  path: string;
 }
 
 export function scheduleTimeOf(job: NewJob, now: number): number {
@@ -51,6 +66,8 @@ export function submitFingerprint(job: NewJob): string {
   ];
   // Appended only when set, so that the fingerprints stored before groups existed still match their requests.
   if (job.groupKey !== "") identity.push(["group", job.groupKey]);
+  const deps = job.dependencies;
+  if (deps !== undefined) identity.push(["depends", deps.ids, deps.refs, deps.policy]);
   return createHash("sha256").update(JSON.stringify(identity)).digest("base64url");
 }
 
@@ -95,6 +112,10 @@ export function newStoredJob(spec: NewJob, now: number): StoredJob {
     requestHash: spec.idempotencyKey === null ? null : submitFingerprint(spec),
     heartbeatEventTime: null,
     progressEventTime: null,
+    dependsOn: [],
+    dependencyCounts: null,
+    dependencyPolicy: null,
+    hasDependents: false,
   };
 }
 

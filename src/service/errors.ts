@@ -18,6 +18,7 @@ const CODE_OF: Record<QueueErrorReason, Code> = {
   NOT_CANCELLABLE: Code.FailedPrecondition,
   NOT_DEAD: Code.FailedPrecondition,
   IDEMPOTENCY_MISMATCH: Code.AlreadyExists,
+  DEPENDENCY_REPEATED: Code.InvalidArgument,
   SCHEDULE_NOT_FOUND: Code.NotFound,
   STORE_UNAVAILABLE: Code.Unavailable,
   REPLAY_TOO_OLD: Code.OutOfRange,
@@ -39,19 +40,6 @@ export function invalidArgument(field: string, description: string): ConnectErro
     {
       desc: BadRequestSchema,
       value: create(BadRequestSchema, { fieldViolations: [{ field, description }] }),
-    },
-  ]);
-}
-
-/**
- * A field this server does not act on yet: `unimplemented` naming it, so a
- * request that relies on it is refused rather than served without it.
- */
-export function notSupportedYet(field: string, what: string): ConnectError {
-  return new ConnectError(`${field}: ${what} is not supported by this server yet`, Code.Unimplemented, undefined, [
-    {
-      desc: BadRequestSchema,
-      value: create(BadRequestSchema, { fieldViolations: [{ field, description: `${what} is not supported by this server yet` }] }),
     },
   ]);
 }

@@ -12,10 +12,10 @@ import type { NewJob } from "../domain/submission.js";
 import type { Store, SubmitOutcome } from "../store/store.js";
 import type { LeaseQueueService, SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { encodedSubmitBatch } from "./encoded-responses.js";
-import { invalidArgument, notSupportedYet } from "./errors.js";
+import { invalidArgument } from "./errors.js";
 import { wireFormatOf } from "./lease-delivery.js";
 import { decodePageToken, encodePageToken, listFilterKey } from "./page-token.js";
-import { requireJobQueue, requireQueue, requireQueueFilter } from "./queue-access.js";
+import { requireDependencyQueues, requireJobQueue, requireQueue, requireQueueFilter } from "./queue-access.js";
 import { traceSubmission } from "./submit-tracing.js";
 import * as v from "./validate.js";
 import { eventToWire, jobToWire } from "./wire.js";
@@ -60,7 +60,9 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
   return {
     async submit(req, ctx) {
       const spec = v.newJob(req, clock.now(), "", headerKey(ctx));
+      v.resolveRefs([req], [spec], false);
       requireQueue(ctx, "queue", spec.queue);
+      await requireDependencyQueues(ctx, store, [spec]);
       const [outcome] = await submitTraced([spec], ctx);
       return submitOutcome(outcome);
     },
@@ -76,7 +78,9 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
       const basic = v.basicView("view", req.view);
       const now = clock.now();
       const specs = req.jobs.map((job: SubmitRequest, i: number) => v.newJob(job, now, `jobs[${i}].`));
+      v.resolveRefs(req.jobs, specs, true);
       specs.forEach((spec, i) => requireQueue(ctx, `jobs[${i}].queue`, spec.queue));
+      await requireDependencyQueues(ctx, store, specs);
       const outcomes = await submitTraced(specs, ctx);
       if (wireFormatOf(ctx.requestHeader.get("content-type")) === "binary") {
         const encoded = encodedSubmitBatch(outcomes, basic);
@@ -99,10 +103,12 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
       const limit = v.intInRange("page_size", req.pageSize, v.BOUNDS.pageSize, v.DEFAULTS.pageSize);
       const basic = v.basicView("view", req.view);
       const groupKey = v.groupKey("group_key", req.groupKey);
-      if (req.dependenciesOf !== "") throw notSupportedYet("dependencies_of", "job dependencies");
-      if (req.dependentsOf !== "") throw notSupportedYet("dependents_of", "job dependencies");
+      const related = {
+        dependenciesOf: req.dependenciesOf === "" ? undefined : v.jobId("dependencies_of", req.dependenciesOf),
+        dependentsOf: req.dependentsOf === "" ? undefined : v.jobId("dependents_of", req.dependentsOf),
+      };
       requireQueueFilter(ctx, "queue", queue);
-      const filter = listFilterKey(queue, states, groupKey);
+      const filter = listFilterKey(queue, states, groupKey, related);
       const beforeId = req.pageToken === "" ? undefined : decodePageToken(req.pageToken, filter);
       const jobs = await store.listJobs({
         queue,
@@ -110,6 +116,7 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
         groupKey: groupKey === "" ? undefined : groupKey,
         limit: limit + 1,
         beforeId,
+        ...related,
       });
       const page = jobs.slice(0, limit);
       const more = jobs.length > limit;

@@ -55,6 +55,19 @@ export function encodeLease(lease: ClaimedLease): Uint8Array {
   writeJob(w, lease.job);
   w.endMessage(job);
   w.stringField(2, lease.leaseToken);
+  const deps = lease.dependencies ?? [];
+  for (const d of deps) {
+    const mark = w.beginMessage(3);
+    w.stringField(1, d.jobId);
+    w.int32Field(2, STATE_TO_WIRE[d.state]);
+    if (d.resultJson !== null) writeJsonValue(w, 3, d.resultJson, "result");
+    w.stringField(4, d.lastError ?? "");
+    w.endMessage(mark);
+  }
+  if (lease.job.dependsOn.length > deps.length) {
+    w.tag(4, WireType.Varint);
+    w.varint(1);
+  }
   return w.finish();
 }
 
@@ -143,6 +156,16 @@ function writeJob(w: ProtoWriter, job: Job, basic = false): void {
   if (job.traceContext !== null) {
     writeStringMapEntry(w, 21, "traceparent", job.traceContext.traceparent);
     if (job.traceContext.tracestate !== "") writeStringMapEntry(w, 21, "tracestate", job.traceContext.tracestate);
+  }
+  for (const id of job.dependsOn) w.stringField(22, id);
+  const counts = job.dependencyCounts;
+  if (counts !== null) {
+    const mark = w.beginMessage(23);
+    w.int32Field(1, counts.total);
+    w.int32Field(2, counts.completed);
+    w.int32Field(3, counts.failed);
+    w.int32Field(4, counts.total - counts.completed - counts.failed);
+    w.endMessage(mark);
   }
 }
 

@@ -22,9 +22,17 @@ const FILTER_OF: Record<PagedRpc, string> = {
  * canonical order, and the group_key when one is set (left out when not, so
  * that a token issued before groups existed still reads as the same filter).
  */
-export function listFilterKey(queue: string | undefined, states: readonly JobState[], groupKey = ""): string {
+export function listFilterKey(
+  queue: string | undefined,
+  states: readonly JobState[],
+  groupKey = "",
+  related: { dependenciesOf?: string; dependentsOf?: string } = {},
+): string {
   const filter: unknown[] = [queue ?? "", [...states].sort()];
   if (groupKey !== "") filter.push(groupKey);
+  // Appended only when set, so that tokens issued before these filters existed still match.
+  if (related.dependenciesOf !== undefined) filter.push(["dependencies_of", related.dependenciesOf]);
+  if (related.dependentsOf !== undefined) filter.push(["dependents_of", related.dependentsOf]);
   return JSON.stringify(filter);
 }
 

@@ -38,6 +38,7 @@
 import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { jobNotFound, scheduleNotFound } from "../domain/errors.js";
 import type { StoredSchedule } from "../domain/schedule.js";
+import type { NewJob } from "../domain/submission.js";
 import type { Store } from "../store/store.js";
 import { toConnectError } from "./errors.js";
 import type { Role } from "./rpc-roles.js";
@@ -99,6 +100,27 @@ export async function requireJobQueue(ctx: HandlerContext, store: Store, jobId: 
   if (caller === undefined) return;
   const job = await store.getJob(jobId);
   if (job === undefined || !caller.queues.has(job.queue)) throw jobNotFound(jobId);
+}
+
+/**
+ * For Submit and SubmitBatch (docs/api.md "Workflows"): throws
+ * permission_denied, naming the field, for a dependency in a queue the
+ * caller may not use (without naming that queue). A dependency that does not
+ * exist is left to the store, which answers it `not_found`.
+ */
+export async function requireDependencyQueues(ctx: HandlerContext, store: Store, specs: readonly NewJob[]): Promise<void> {
+  const caller = limited(ctx);
+  if (caller === undefined) return;
+  for (const spec of specs) {
+    const deps = spec.dependencies;
+    if (deps === undefined) continue;
+    const jobs = await Promise.all(deps.ids.map((id) => store.getJob(id)));
+    jobs.forEach((job, i) => {
+      if (job !== undefined && !caller.queues.has(job.queue)) {
+        throw denied(caller, `${deps.path}depends_on[${i}]`, `job ${deps.ids[i]} is in a queue that is not permitted`);
+      }
+    });
+  }
 }
 
 /** The entries of the caller's queues (GetStats). */

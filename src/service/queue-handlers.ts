@@ -105,7 +105,7 @@ export function queueHandlers({ store, clock, log }: QueueHandlerDeps): QueueHan
     async getStats(_req, ctx) {
       const now = clock.now();
       const queues = visibleQueues(ctx, await store.queueCounts());
-      const total = { queued: 0, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0 };
+      const total = { queued: 0, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0, waiting: 0 };
       let oldest: number | null = null;
       const perQueue = queues.map((q) => {
         for (const s of Object.keys(total) as JobState[]) total[s] += q.counts[s];

@@ -12,7 +12,8 @@ import { nestedTooDeepText, nestingDepth } from "../domain/json-depth.js";
 import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import { NO_QUEUE_LIMITS, QUEUE_CONFIG_FIELDS, type QueueConfigField, type QueueConfigUpdate } from "../domain/queue-limits.js";
 import { canonicalTimeZone, cronProblem, type Recurrence, type ScheduleSpec } from "../domain/schedule.js";
-import type { NewJob } from "../domain/submission.js";
+import type { DependencyPolicy } from "../domain/job.js";
+import type { NewJob, NewJobDependencies } from "../domain/submission.js";
 import { traceContextOf, type TraceContext } from "../domain/trace-context.js";
 import {
   DependencyFailurePolicy,
@@ -22,7 +23,7 @@ import {
   type Schedule,
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { invalidArgument, notSupportedYet, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
+import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
 import { payloadJsonOf } from "./submit-decoding.js";
 import { STATE_FROM_WIRE } from "./wire.js";
 
@@ -284,11 +285,7 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
     const delayMs = durationInRange(f("delay"), req.schedule.value, [0, BOUNDS.scheduleAheadMs])!;
     schedule = { delayMs };
   }
-  if (req.dependsOn.length > 0) throw notSupportedYet(f("depends_on"), "job dependencies");
-  if (req.dependsOnRefs.length > 0) throw notSupportedYet(f("depends_on_refs"), "job dependencies");
-  if (req.ref !== "") throw notSupportedYet(f("ref"), "job dependencies");
-  if (req.onDependencyFailure !== DependencyFailurePolicy.UNSPECIFIED)
-    throw notSupportedYet(f("on_dependency_failure"), "job dependencies");
+  const dependencies = jobDependencies(req, path);
   let key: string | null = req.idempotencyKey === "" ? null : req.idempotencyKey;
   if (headerKey !== undefined) {
     if (key !== null && key !== headerKey) {
@@ -310,7 +307,107 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
     schedule,
     idempotencyKey: key,
     traceContext: traceContext(f("trace_context"), req.traceContext),
+    ...(dependencies === undefined ? {} : { dependencies }),
   };
+}
+
+const POLICY_FROM_WIRE = new Map<DependencyFailurePolicy, DependencyPolicy>([
+  [DependencyFailurePolicy.UNSPECIFIED, "wait"],
+  [DependencyFailurePolicy.WAIT, "wait"],
+  [DependencyFailurePolicy.CANCEL, "cancel"],
+  [DependencyFailurePolicy.IGNORE, "ignore"],
+]);
+
+/**
+ * A submission's dependencies (docs/api.md "Workflows"): `depends_on` ids
+ * and `depends_on_refs` names, each named once, at most BOUNDS.dependencies
+ * together; the refs are resolved to batch indexes by resolveRefs. Undefined
+ * when it has none.
+ */
+function jobDependencies(req: SubmitRequest, path: string): NewJobDependencies | undefined {
+  const f = (name: string) => `${path}${name}`;
+  const policy = POLICY_FROM_WIRE.get(req.onDependencyFailure);
+  if (policy === undefined)
+    throw invalidArgument(f("on_dependency_failure"), `${req.onDependencyFailure} is not a DependencyFailurePolicy`);
+  if (req.ref !== "" && !BOUNDS.ref.test(req.ref)) throw invalidArgument(f("ref"), "must be 1-128 visible ASCII characters (0x21-0x7e)");
+  if (req.dependsOn.length === 0 && req.dependsOnRefs.length === 0) return undefined;
+  if (req.dependsOn.length + req.dependsOnRefs.length > BOUNDS.dependencies) {
+    const field = req.dependsOn.length > BOUNDS.dependencies ? "depends_on" : "depends_on_refs";
+    throw invalidArgument(
+      f(field),
+      `names ${req.dependsOn.length + req.dependsOnRefs.length} jobs with depends_on and depends_on_refs together; the limit is ${BOUNDS.dependencies}`,
+    );
+  }
+  const ids = req.dependsOn.map((id, i) => jobId(f(`depends_on[${i}]`), id));
+  ids.forEach((id, i) => {
+    if (ids.indexOf(id) !== i) throw invalidArgument(f(`depends_on[${i}]`), `names job ${id} a second time`);
+  });
+  req.dependsOnRefs.forEach((ref, i) => {
+    if (!BOUNDS.ref.test(ref)) throw invalidArgument(f(`depends_on_refs[${i}]`), "must be 1-128 visible ASCII characters (0x21-0x7e)");
+    if (req.dependsOnRefs.indexOf(ref) !== i) throw invalidArgument(f(`depends_on_refs[${i}]`), `names ref "${ref}" a second time`);
+  });
+  return { ids, refs: [...req.dependsOnRefs], refIndexes: [], policy, path };
+}
+
+/**
+ * SubmitBatch (docs/api.md "Workflows"): each job's `depends_on_refs`
+ * resolved to the indexes of the jobs of the batch whose `ref` they name,
+ * before or after it. A ref used twice names `jobs[i].ref`; a ref that no
+ * job has, or refs that form a cycle, name `jobs[i].depends_on_refs`.
+ * Submit has no batch: its `depends_on_refs` must be empty.
+ */
+export function resolveRefs(reqs: readonly SubmitRequest[], specs: NewJob[], batch: boolean): void {
+  const byRef = new Map<string, number>();
+  reqs.forEach((req, i) => {
+    if (req.ref === "") return;
+    const other = byRef.get(req.ref);
+    if (other !== undefined)
+      throw invalidArgument(`jobs[${i}].ref`, `"${req.ref}" is the ref of jobs[${other}] too; refs are unique within a batch`);
+    byRef.set(req.ref, i);
+  });
+  specs.forEach((spec, i) => {
+    const deps = spec.dependencies;
+    if (deps === undefined || deps.refs.length === 0) return;
+    if (!batch) throw invalidArgument("depends_on_refs", "names jobs of the same SubmitBatch; use depends_on with job ids in a Submit");
+    const refIndexes = deps.refs.map((ref) => {
+      const k = byRef.get(ref);
+      if (k === undefined) throw invalidArgument(`jobs[${i}].depends_on_refs`, `"${ref}" is the ref of no job of this batch`);
+      return k;
+    });
+    spec.dependencies = { ...deps, refIndexes };
+  });
+  const cycle = refCycle(specs);
+  if (cycle !== undefined) {
+    const names = cycle.map((k) => `"${reqs[k].ref}"`).join(" -> ");
+    throw invalidArgument(`jobs[${cycle[0]}].depends_on_refs`, `forms a cycle: ${names}`);
+  }
+}
+
+/** The first cycle among the batch's refs, as job indexes from a job back to itself; undefined when there is none. */
+function refCycle(specs: readonly NewJob[]): number[] | undefined {
+  const state = new Uint8Array(specs.length); // 0 unseen, 1 on the current path, 2 done
+  const path: number[] = [];
+  const visit = (i: number): number[] | undefined => {
+    state[i] = 1;
+    path.push(i);
+    for (const k of specs[i].dependencies?.refIndexes ?? []) {
+      if (state[k] === 1) return [...path.slice(path.indexOf(k)), k];
+      if (state[k] === 0) {
+        const found = visit(k);
+        if (found !== undefined) return found;
+      }
+    }
+    path.pop();
+    state[i] = 2;
+    return undefined;
+  };
+  for (let i = 0; i < specs.length; i++) {
+    if (state[i] === 0) {
+      const found = visit(i);
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
 }
 
 /** A Claim request as a long-poll claim (ClaimRequest `wait`), validated in field order. */
@@ -406,6 +503,10 @@ export function scheduleSpec(path: string, schedule: Schedule | undefined, now: 
   }
   if (Object.keys(template.traceContext).length > 0) {
     throw invalidArgument(f("template.trace_context"), "must be empty: each run starts a new trace");
+  }
+  if (template.dependsOn.length > 0 || template.dependsOnRefs.length > 0) {
+    const field = template.dependsOn.length > 0 ? "template.depends_on" : "template.depends_on_refs";
+    throw invalidArgument(f(field), "must be empty: a schedule's runs do not wait for other jobs");
   }
   const job = newJob(template, now, f("template."));
   return {

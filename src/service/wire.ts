@@ -5,13 +5,21 @@
  */
 import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs, timestampFromMs, ValueSchema } from "@bufbuild/protobuf/wkt";
-import type { Job as DomainJob, JobEvent as DomainEvent, EventKind as DomainKind, JobState as DomainState } from "../domain/job.js";
+import type {
+  DependencyCounts,
+  Job as DomainJob,
+  JobEvent as DomainEvent,
+  EventKind as DomainKind,
+  JobState as DomainState,
+} from "../domain/job.js";
 import type { StoredSchedule } from "../domain/schedule.js";
 import { traceContextMap } from "../domain/trace-context.js";
 import { hasLimits, type QueueConfig as DomainQueueConfig } from "../domain/queue-limits.js";
 import type { ActivityPoint } from "../store/queue-activity.js";
 import type { ClaimedLease, GroupCounts, QueueCounts } from "../store/store.js";
 import {
+  DependencyCountsSchema,
+  DependencyResultSchema,
   EventKind,
   GroupStatsSchema,
   JobEventSchema,
@@ -40,6 +48,7 @@ export const STATE_TO_WIRE: Record<DomainState, JobState> = {
   completed: JobState.COMPLETED,
   dead: JobState.DEAD,
   cancelled: JobState.CANCELLED,
+  waiting: JobState.WAITING,
 };
 
 export const STATE_FROM_WIRE = new Map<JobState, DomainState>(Object.entries(STATE_TO_WIRE).map(([k, v]) => [v, k as DomainState]));
@@ -58,6 +67,7 @@ export const KIND_TO_WIRE: Record<DomainKind, EventKind> = {
   snoozed: EventKind.SNOOZED,
   progress: EventKind.PROGRESS,
   scheduled: EventKind.SCHEDULED,
+  dependencies_met: EventKind.DEPENDENCIES_MET,
 };
 
 function jsonValue(text: string | null) {
@@ -103,11 +113,37 @@ function jobEnvelope(job: DomainJob) {
     groupKey: job.groupKey,
     // Small (two W3C headers) and what ties the job to its trace: kept in JOB_VIEW_BASIC.
     traceContext: traceContextMap(job.traceContext),
+    // Kept in JOB_VIEW_BASIC: what a WAITING job waits on (docs/api.md "Workflows").
+    dependsOn: [...job.dependsOn],
+    dependencyCounts: job.dependencyCounts === null ? undefined : dependencyCountsToWire(job.dependencyCounts),
   };
 }
 
+/** Job.dependency_counts: pending is what is neither COMPLETED nor failed. */
+export function dependencyCountsToWire(c: DependencyCounts) {
+  return create(DependencyCountsSchema, {
+    total: c.total,
+    completed: c.completed,
+    failed: c.failed,
+    pending: c.total - c.completed - c.failed,
+  });
+}
+
 export function leaseToWire(lease: ClaimedLease): Lease {
-  return create(LeaseSchema, { job: jobToWire(lease.job), leaseToken: lease.leaseToken });
+  const deps = lease.dependencies ?? [];
+  return create(LeaseSchema, {
+    job: jobToWire(lease.job),
+    leaseToken: lease.leaseToken,
+    dependencies: deps.map((d) =>
+      create(DependencyResultSchema, {
+        jobId: d.jobId,
+        state: STATE_TO_WIRE[d.state],
+        result: jsonValue(d.resultJson),
+        lastError: d.lastError ?? "",
+      }),
+    ),
+    dependenciesTruncated: lease.job.dependsOn.length > deps.length,
+  });
 }
 
 export function eventToWire(e: DomainEvent): JobEvent {
@@ -161,6 +197,7 @@ export function statsToWire(
     completed: BigInt(counts.completed),
     dead: BigInt(counts.dead),
     cancelled: BigInt(counts.cancelled),
+    waiting: BigInt(counts.waiting),
     oldestPendingAge: durationFromMs(oldestPendingAgeMs),
     paused,
     config: config === undefined ? undefined : queueConfigToWire(config),

@@ -9,7 +9,7 @@
  * binds a Buffer, PostgreSQL hex text that SQL decodes): each engine passes
  * its own `bindHash`.
  */
-import type { JobState, StoredJob } from "../domain/job.js";
+import type { DependencyPolicy, JobState, StoredJob } from "../domain/job.js";
 
 /** A job row as its column values, in JOB_COLUMN_NAMES order. */
 export type JobRow = unknown[];
@@ -46,6 +46,15 @@ const COLUMNS = [
   ["group_key", (j) => j.groupKey],
   ["traceparent", (j) => j.traceContext?.traceparent ?? null],
   ["tracestate", (j) => (j.traceContext === null || j.traceContext.tracestate === "" ? null : j.traceContext.tracestate)],
+  // Dependencies (docs/api.md "Workflows"): depends_on as JSON text (NULL: none) and the policy, fixed at
+  // submit; the counts, changed by the dependencies' transitions (TransactionPort.countDependencyChange);
+  // has_dependents, set when a job that depends on this one is submitted (TransactionPort.insertDependencies).
+  ["depends_on", (j) => (j.dependsOn.length === 0 ? null : JSON.stringify(j.dependsOn))],
+  ["dependency_policy", (j) => j.dependencyPolicy],
+  ["deps_total", (j) => j.dependencyCounts?.total ?? 0],
+  ["deps_completed", (j) => j.dependencyCounts?.completed ?? 0],
+  ["deps_failed", (j) => j.dependencyCounts?.failed ?? 0],
+  ["has_dependents", (j) => (j.hasDependents ? 1 : 0)],
 ] as const satisfies ReadonlyArray<readonly [string, Getter]>;
 
 export type JobColumn = (typeof COLUMNS)[number][0];
@@ -90,6 +99,8 @@ export function jobColumnArrays(jobs: readonly StoredJob[], columns: readonly Jo
   });
 }
 
+const NO_DEPENDENCIES: readonly string[] = Object.freeze([]);
+
 /** A row read in JOB_COLUMN_NAMES order as a StoredJob (either engine: a blob comes back as a Buffer, a Uint8Array). */
 export function toStoredJob(r: JobRow): StoredJob {
   return {
@@ -120,5 +131,9 @@ export function toStoredJob(r: JobRow): StoredJob {
     progressEventTime: r[24] as number | null,
     groupKey: r[25] as string,
     traceContext: r[26] === null ? null : { traceparent: r[26] as string, tracestate: (r[27] as string | null) ?? "" },
+    dependsOn: r[28] === null ? NO_DEPENDENCIES : (JSON.parse(r[28] as string) as string[]),
+    dependencyPolicy: r[29] as DependencyPolicy | null,
+    dependencyCounts: r[29] === null ? null : { total: r[30] as number, completed: r[31] as number, failed: r[32] as number },
+    hasDependents: r[33] === 1,
   };
 }

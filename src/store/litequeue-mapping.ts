@@ -136,6 +136,10 @@ export function mapLitequeueRow(row: LitequeueRow, target: ImportTarget): Mapped
     progressEventTime: null,
     groupKey: "",
     traceContext: null,
+    dependsOn: [],
+    dependencyCounts: null,
+    dependencyPolicy: null,
+    hasDependents: false,
   };
   const event: EventDraft = {
     jobId: id,

@@ -41,6 +41,7 @@ import type { ClaimHold, QueueConfig, QueueConfigUpdate } from "../domain/queue-
 import type { PrunableState, PruneCutoffs } from "../domain/retention.js";
 import type { ScheduleSpec, StoredSchedule } from "../domain/schedule.js";
 import type { NewJob } from "../domain/submission.js";
+import type { DependencyResult } from "../domain/dependencies.js";
 
 export interface SubmitOutcome {
   job: Job;
@@ -58,6 +59,12 @@ export interface ClaimRequestSpec {
 export interface ClaimedLease {
   job: Job;
   leaseToken: string;
+  /**
+   * The job's direct dependencies with their states and results, the first
+   * LEASE_DEPENDENCIES_LIMIT in depends_on order (Lease.dependencies);
+   * absent when it has none.
+   */
+  dependencies?: DependencyResult[];
 }
 
 /** A claim's leases, and what a claimer that got fewer than it asked for waits for: a queue limit, or the next job to become eligible. */
@@ -87,6 +94,10 @@ export interface ListJobsSpec {
   limit: number;
   /** Keyset cursor: only jobs with an id smaller than this (older). */
   beforeId?: string;
+  /** Only the jobs this job depends on (docs/api.md "Workflows"). */
+  dependenciesOf?: string;
+  /** Only the jobs that depend on this job, whatever their state. */
+  dependentsOf?: string;
 }
 
 /** ListGroups: a page of a queue's groups with unfinished jobs, in group_key order. */

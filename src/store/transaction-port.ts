@@ -37,6 +37,7 @@
  *   the events in commit order there (docs/postgresql.md "Event order
  *   across servers").
  */
+import type { DependencyResult, DependentCounts } from "../domain/dependencies.js";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
 import type { ActivityCounts } from "../domain/queue-activity.js";
 import type { GroupLimit, QueueConfig, WindowGrants } from "../domain/queue-limits.js";
@@ -107,6 +108,13 @@ export interface DueGroup {
   version: number;
 }
 
+/** One edge of the dependency graph: `jobId` depends on `dependsOnId`, `position` its place in the job's depends_on. */
+export interface DependencyEdge {
+  jobId: string;
+  dependsOnId: string;
+  position: number;
+}
+
 export interface TransactionPort {
   /** The jobs with these ids, in the same order; undefined where none exists. */
   findJobs(ids: readonly string[]): Awaitable<Array<StoredJob | undefined>>;
@@ -116,6 +124,24 @@ export interface TransactionPort {
   insertJobs(jobs: readonly StoredJob[]): Awaitable<void>;
   /** Writes the mutable columns of jobs after their transitions (by id). */
   updateJobs(jobs: readonly StoredJob[]): Awaitable<void>;
+
+  // Dependencies (docs/api.md "Workflows"; store/operations/dependencies.ts).
+  /**
+   * Records the edges of jobs inserted in this transaction and marks every
+   * job they depend on as having dependents (has_dependents). The
+   * dependencies were read with findJobs (PostgreSQL: locked), so a
+   * transition of one of them either committed before (its state was read)
+   * or sees these edges.
+   */
+  insertDependencies(edges: readonly DependencyEdge[]): Awaitable<void>;
+  /**
+   * Adds `change` to the counts of every job that depends on `dependencyId`
+   * and answers them as the change left them (PostgreSQL: locked, in id
+   * order): O(1) per edge, whatever the number of dependents.
+   */
+  countDependencyChange(dependencyId: string, change: { completed: number; failed: number }): Awaitable<DependentCounts[]>;
+  /** Each job's first `limit` direct dependencies in depends_on order, with their states and results (Lease.dependencies). */
+  dependencyResults(jobIds: readonly string[], limit: number): Awaitable<DependencyResult[][]>;
 
   /**
    * Up to `limit` eligible jobs of a queue (QUEUED or RETRY with

@@ -45,6 +45,10 @@ function jobIn(state: JobState, patch: Partial<StoredJob> = {}): StoredJob {
     requestHash: null,
     heartbeatEventTime: null,
     progressEventTime: null,
+    dependsOn: [],
+    dependencyCounts: null,
+    dependencyPolicy: null,
+    hasDependents: false,
   };
   const byState: Record<JobState, Partial<StoredJob>> = {
     queued: {},
@@ -60,6 +64,11 @@ function jobIn(state: JobState, patch: Partial<StoredJob> = {}): StoredJob {
     completed: { attempts: 1, deliveries: 1, finishTime: NOW - MINUTE, resultJson: '"ok"' },
     dead: { attempts: 3, deliveries: 3, finishTime: NOW - MINUTE, lastError: "boom" },
     cancelled: { finishTime: NOW - MINUTE },
+    waiting: {
+      dependsOn: ["019ad5a2-7b3c-7def-8123-000000000001"],
+      dependencyCounts: { total: 1, completed: 0, failed: 0 },
+      dependencyPolicy: "wait",
+    },
   };
   return Object.freeze({ ...base, ...byState[state], ...patch });
 }
@@ -78,6 +87,7 @@ const ACTIONS = {
   "expire lease": (job) => machine.expireLease(job, NOW),
   redrive: (job) => machine.redrive(job, NOW),
   cancel: (job) => machine.cancel(job, NOW, "no longer needed"),
+  "dependencies met": (job) => machine.dependenciesMet(job, NOW),
 } satisfies Record<string, Action>;
 
 type ActionName = keyof typeof ACTIONS;
@@ -101,6 +111,7 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
     "expire lease": "invariant",
     redrive: "NOT_DEAD",
     cancel: "cancelled cancelled",
+    "dependencies met": "invariant",
   },
   running: {
     claim: "invariant",
@@ -114,6 +125,7 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
     "expire lease": "invariant",
     redrive: "NOT_DEAD",
     cancel: "NOT_CANCELLABLE",
+    "dependencies met": "invariant",
   },
   retry: {
     claim: "running claimed",
@@ -127,6 +139,7 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
     "expire lease": "invariant",
     redrive: "NOT_DEAD",
     cancel: "cancelled cancelled",
+    "dependencies met": "invariant",
   },
   completed: {
     claim: "invariant",
@@ -140,6 +153,7 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
     "expire lease": "invariant",
     redrive: "NOT_DEAD",
     cancel: "NOT_CANCELLABLE",
+    "dependencies met": "invariant",
   },
   dead: {
     claim: "invariant",
@@ -153,6 +167,7 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
     "expire lease": "invariant",
     redrive: "queued redriven",
     cancel: "NOT_CANCELLABLE",
+    "dependencies met": "invariant",
   },
   cancelled: {
     claim: "invariant",
@@ -166,6 +181,21 @@ const TABLE: Record<JobState, Record<ActionName, string>> = {
     "expire lease": "invariant",
     redrive: "NOT_DEAD",
     cancel: "NOT_CANCELLABLE",
+    "dependencies met": "invariant",
+  },
+  waiting: {
+    claim: "invariant",
+    heartbeat: "LEASE_REJECTED",
+    "heartbeat with progress": "LEASE_REJECTED",
+    complete: "LEASE_REJECTED",
+    fail: "LEASE_REJECTED",
+    "fail permanent": "LEASE_REJECTED",
+    release: "LEASE_REJECTED",
+    snooze: "LEASE_REJECTED",
+    "expire lease": "invariant",
+    redrive: "NOT_DEAD",
+    cancel: "cancelled cancelled",
+    "dependencies met": "queued dependencies_met",
   },
 };
 

@@ -137,7 +137,7 @@ describe("SIGKILL while calls are in flight", () => {
     expect(unacknowledged.length).toBeLessThanOrEqual(attempted.size - acked.size);
     for (const j of unacknowledged) expect(attempted.has(j.payload.key)).toBe(true);
     const counts = await totals(second.apiUrl);
-    expect(counts).toEqual({ queued: stored.length, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0 });
+    expect(counts).toEqual({ queued: stored.length, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0, waiting: 0 });
     const { queues } = await okJson(second.apiUrl, "GetStats", {});
     expect(queues.map((q: any) => [q.queue, Number(q.queued)])).toEqual([["crash", stored.length]]);
 

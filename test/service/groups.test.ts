@@ -131,6 +131,8 @@ function storedJob(id: string, groupKey: string): Job {
     resultJson: null,
     progressJson: null,
     traceContext: null,
+    dependsOn: [],
+    dependencyCounts: null,
   };
 }
 
@@ -260,7 +262,7 @@ describe("leasequeue_queue_groups", () => {
   it("counts the pending groups of each queue that has group rules, and of no other", async () => {
     const counts = (queue: string, config: Partial<QueueConfig>): QueueCounts => ({
       queue,
-      counts: { queued: 1, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0 },
+      counts: { queued: 1, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0, waiting: 0 },
       oldestPendingSince: T0,
       paused: false,
       config: { ...NO_QUEUE_LIMITS, ...config },

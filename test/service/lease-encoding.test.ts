@@ -47,6 +47,8 @@ function job(overrides: Partial<Job> = {}): Job {
     resultJson: null,
     progressJson: null,
     traceContext: null,
+    dependsOn: [],
+    dependencyCounts: null,
     ...overrides,
   };
 }

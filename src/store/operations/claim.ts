@@ -37,6 +37,7 @@ import type { ClaimedLease, ClaimOutcome, ClaimRequestSpec } from "../store.js";
 import type { Awaitable } from "../transaction-port.js";
 import { claimingFrom, type OperationScope, type WriteOperation } from "./scope.js";
 import { selectWithGroups, servedGroups, type GroupSelection } from "./group-claim.js";
+import { LEASE_DEPENDENCIES_LIMIT } from "../../domain/dependencies.js";
 import { applyTransitions, expireLeases, type DecidedTransition } from "./transitions.js";
 
 export interface ClaimLimits {
@@ -175,5 +176,21 @@ function lease(scope: OperationScope, spec: ClaimRequestSpec, jobs: readonly Sto
     decided.push({ fromState: job.state, transition });
     leases.push({ job: publicJob(transition.job), leaseToken: token });
   }
-  return andThen(applyTransitions(scope, decided), () => leases);
+  return andThen(applyTransitions(scope, decided), () => withDependencyResults(scope, leases));
+}
+
+/** Leases of jobs with dependencies get their results (Lease.dependencies): one read for the claim's. */
+function withDependencyResults(scope: OperationScope, leases: ClaimedLease[]): Awaitable<ClaimedLease[]> {
+  const waited = leases.filter((l) => l.job.dependsOn.length > 0);
+  if (waited.length === 0) return leases;
+  return andThen(
+    scope.port.dependencyResults(
+      waited.map((l) => l.job.id),
+      LEASE_DEPENDENCIES_LIMIT,
+    ),
+    (results) => {
+      waited.forEach((l, i) => (l.dependencies = results[i]));
+      return leases;
+    },
+  );
 }

@@ -5,21 +5,22 @@
  * batches of a bulk transition (store/bulk-transitions.ts).
  */
 import { jobNotFound } from "../../domain/errors.js";
-import { publicJob, type Job, type JobState, type StoredJob } from "../../domain/job.js";
+import { publicJob, type Job, type StoredJob } from "../../domain/job.js";
 import * as machine from "../../domain/state-machine.js";
 import { bulkTransitionOf } from "../bulk-transitions.js";
 import { andThen } from "../steps.js";
 import type { BulkBatchOutcome, BulkBatchSpec } from "../store.js";
 import type { Awaitable } from "../transaction-port.js";
+import { dependentTransitions, type DecidedTransition } from "./dependencies.js";
 import { loadingJobs, type OperationScope, type WriteOperation } from "./scope.js";
 
-/** A decided transition and the state the job was in before it. */
-export interface DecidedTransition {
-  fromState: JobState;
-  transition: machine.Transition;
-}
+export type { DecidedTransition };
 
-/** Records decided transitions' events and counts and persists them (one port call for all). */
+/**
+ * Records decided transitions' events and counts and persists them (one
+ * port call for all), then those they cause in the jobs that depend on them
+ * (store/operations/dependencies.ts), in the same transaction.
+ */
 export function applyTransitions(scope: OperationScope, decided: readonly DecidedTransition[]): Awaitable<void> {
   if (decided.length === 0) return;
   const jobs: StoredJob[] = [];
@@ -27,7 +28,7 @@ export function applyTransitions(scope: OperationScope, decided: readonly Decide
     scope.changes.transitioned(d.fromState, d.transition);
     jobs.push(d.transition.job);
   }
-  return scope.port.updateJobs(jobs);
+  return andThen(scope.port.updateJobs(jobs), () => andThen(dependentTransitions(scope, decided), (next) => applyTransitions(scope, next)));
 }
 
 /** Loads one job, lets the state machine decide, persists the outcome. Unknown ids are JOB_NOT_FOUND. */

@@ -48,6 +48,12 @@ const COLUMN_TYPES: Record<JobColumn, string> = {
   group_key: "text",
   traceparent: "text",
   tracestate: "text",
+  depends_on: "text",
+  dependency_policy: "text",
+  deps_total: "integer",
+  deps_completed: "integer",
+  deps_failed: "integer",
+  has_dependents: "integer",
 };
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
@@ -86,6 +92,12 @@ export interface JobStatements {
   jobsInStateBetween: string;
   /** $1 state, $2 finished before, $3 limit: id, queue, state. */
   prunable: string;
+  /** $1 job ids, $2 positions, $3 dependency ids: the edges, and has_dependents on the dependencies. */
+  insertDependencies: string;
+  /** $1 dependency id, $2 completed, $3 failed: the dependents' counts changed; their id, state, policy and counts after. */
+  countDependencyChange: string;
+  /** $1 job ids, $2 limit per job: ord (1-based index in $1), then DependencyResult columns, in depends_on order. */
+  dependencyResults: string;
   /** $1 ids: deletes their events (numbered and not yet numbered) and the jobs; answers the events and the highest sequence. */
   deleteJobs: string;
   /** $1 job id. */
@@ -133,14 +145,38 @@ export function jobStatements(schema: string): JobStatements {
       ORDER BY lease_expire_time LIMIT $3 FOR UPDATE SKIP LOCKED`,
     jobsInStateBetween: `${select} WHERE queue = $1 AND state = $2 AND id > $3::uuid AND id <= $4::uuid
       ORDER BY id LIMIT $5 FOR UPDATE SKIP LOCKED`,
-    prunable: `SELECT id, queue, state FROM ${s}.jobs WHERE state IN ('completed','cancelled','dead') AND state = $1 AND finish_time < $2
-      ORDER BY finish_time LIMIT $3 FOR UPDATE SKIP LOCKED`,
+    // A job some job still needs (docs/api.md "Workflows": one that depends on it and is not COMPLETED or
+    // CANCELLED) is kept.
+    prunable: `SELECT id, queue, state FROM ${s}.jobs j WHERE state IN ('completed','cancelled','dead') AND state = $1 AND finish_time < $2
+      AND NOT (has_dependents = 1 AND EXISTS (SELECT 1 FROM ${s}.job_dependencies d JOIN ${s}.jobs w ON w.id = d.job_id
+        WHERE d.depends_on_id = j.id AND w.state NOT IN ('completed','cancelled')))
+      ORDER BY finish_time LIMIT $3 FOR UPDATE OF j SKIP LOCKED`,
+    insertDependencies: `WITH edges AS (
+        INSERT INTO ${s}.job_dependencies (job_id, position, depends_on_id)
+        SELECT * FROM unnest($1::uuid[], $2::integer[], $3::uuid[]) RETURNING depends_on_id
+      )
+      UPDATE ${s}.jobs SET has_dependents = 1 WHERE id IN (SELECT depends_on_id FROM edges) AND has_dependents = 0`,
+    // The dependents locked in id order first, so two transactions counting for overlapping ones never deadlock.
+    countDependencyChange: `WITH locked AS (
+        SELECT j.id FROM ${s}.jobs j JOIN ${s}.job_dependencies d ON d.job_id = j.id
+        WHERE d.depends_on_id = $1 ORDER BY j.id FOR UPDATE OF j
+      )
+      UPDATE ${s}.jobs j SET deps_completed = deps_completed + $2, deps_failed = deps_failed + $3 FROM locked WHERE j.id = locked.id
+      RETURNING j.id::text AS id, j.state, j.dependency_policy AS policy, j.deps_total AS total,
+        j.deps_completed AS completed, j.deps_failed AS failed`,
+    dependencyResults: `SELECT k.ord, d.depends_on_id::text AS "jobId", j.state, j.result AS "resultJson", j.last_error AS "lastError"
+      FROM unnest($1::uuid[]) WITH ORDINALITY AS k(id, ord)
+      CROSS JOIN LATERAL (SELECT depends_on_id, position FROM ${s}.job_dependencies WHERE job_id = k.id ORDER BY position LIMIT $2) d
+      JOIN ${s}.jobs j ON j.id = d.depends_on_id
+      ORDER BY k.ord, d.position`,
     deleteJobs: `WITH numbered AS (
         DELETE FROM ${s}.job_events WHERE job_id = ANY($1::uuid[]) RETURNING sequence
       ), unnumbered AS (
         DELETE FROM ${s}.unsequenced_events WHERE job_id = ANY($1::uuid[]) RETURNING 1
       ), jobs AS (
         DELETE FROM ${s}.jobs WHERE id = ANY($1::uuid[]) RETURNING 1
+      ), edges AS (
+        DELETE FROM ${s}.job_dependencies WHERE job_id = ANY($1::uuid[])
       ), retention AS (
         UPDATE ${s}.event_retention SET pruned_through = greatest(pruned_through, (SELECT max(sequence) FROM numbered))
         WHERE id = 1 AND EXISTS (SELECT 1 FROM numbered) RETURNING 1
@@ -172,7 +208,15 @@ export function jobStatements(schema: string): JobStatements {
  */
 export function listJobsQuery(
   schema: string,
-  spec: { queue?: string; groupKey?: string; states?: readonly JobState[]; beforeId?: string; limit: number },
+  spec: {
+    queue?: string;
+    groupKey?: string;
+    states?: readonly JobState[];
+    beforeId?: string;
+    limit: number;
+    dependenciesOf?: string;
+    dependentsOf?: string;
+  },
 ): { text: string; values: unknown[] } {
   const values: unknown[] = [];
   const bind = (value: unknown) => {
@@ -183,6 +227,12 @@ export function listJobsQuery(
   if (spec.queue !== undefined) where.push(`queue = ${bind(spec.queue)}`);
   // A group's jobs by state read jobs_group_state (queue, group_key, state, id); its partial-index term is repeated.
   if (spec.groupKey !== undefined) where.push(`group_key = ${bind(spec.groupKey)}`, "group_key <> ''");
+  // A job's dependencies or dependents (docs/api.md "Workflows"): its edges, through the primary key or job_dependencies_dependents.
+  const edges = `${quoteIdentifier(schema)}.job_dependencies`;
+  if (spec.dependenciesOf !== undefined)
+    where.push(`id IN (SELECT depends_on_id FROM ${edges} WHERE job_id = ${bind(spec.dependenciesOf)}::uuid)`);
+  if (spec.dependentsOf !== undefined)
+    where.push(`id IN (SELECT job_id FROM ${edges} WHERE depends_on_id = ${bind(spec.dependentsOf)}::uuid)`);
   if (spec.beforeId !== undefined) {
     // A cursor that is no UUID cannot be below any id in text order either way; compare as text then.
     where.push(isUuid(spec.beforeId) ? `id < ${bind(spec.beforeId)}::uuid` : `id::text < ${bind(spec.beforeId)}`);

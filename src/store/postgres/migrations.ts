@@ -418,4 +418,35 @@ CREATE INDEX queue_activity_by_minute ON queue_activity (minute, queue);
 CREATE TABLE queue_activity_deltas (LIKE queue_activity INCLUDING DEFAULTS);
 `,
   },
+  {
+    version: 9,
+    name: "dependencies",
+    sql: `
+-- Dependencies (docs/api.md "Workflows"), as SQLite's migration 13: the
+-- state 'waiting' (a job whose dependencies have not all finished); on each
+-- job depends_on as JSON text and its policy (fixed at submit), its
+-- dependencies counted by their current states, and whether some job
+-- depends on it (store/job-columns.ts). Columns with constant defaults
+-- cost no rewrite of the table.
+ALTER TABLE jobs DROP CONSTRAINT jobs_state_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_state_check
+  CHECK (state IN ('queued','running','retry','completed','dead','cancelled','waiting'));
+ALTER TABLE jobs ADD COLUMN depends_on text;
+ALTER TABLE jobs ADD COLUMN dependency_policy text CHECK (dependency_policy IN ('wait','cancel','ignore'));
+ALTER TABLE jobs ADD COLUMN deps_total integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN deps_completed integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN deps_failed integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN has_dependents integer NOT NULL DEFAULT 0;
+-- One row per edge, a job's in its depends_on order; the jobs depending on
+-- one are found through job_dependencies_dependents, so a completion counts
+-- for each of its dependents at O(1) per edge.
+CREATE TABLE job_dependencies (
+  job_id         uuid NOT NULL,
+  position       integer NOT NULL,
+  depends_on_id  uuid NOT NULL,
+  PRIMARY KEY (job_id, position)
+);
+CREATE INDEX job_dependencies_dependents ON job_dependencies (depends_on_id, job_id);
+`,
+  },
 ];

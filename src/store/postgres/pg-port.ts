@@ -22,13 +22,16 @@
  * and announces (pg-store.ts).
  */
 import type pg from "pg";
+import type { DependencyResult, DependentCounts } from "../../domain/dependencies.js";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
+import { dependentCounts, type DependentRow } from "../dependency-rows.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
 import type {
   ActivityDelta,
   CountDelta,
+  DependencyEdge,
   DueGroup,
   GroupRead,
   GroupState,
@@ -185,6 +188,39 @@ export class PgPort implements TransactionPort {
       }
       this.#held.set(job.id, job);
     }
+  }
+
+  async insertDependencies(edges: readonly DependencyEdge[]): Promise<void> {
+    this.wrote = true;
+    const values = [edges.map((e) => e.jobId), edges.map((e) => e.position), edges.map((e) => e.dependsOnId)];
+    await this.#afterFlush(() => this.#client.query(prepared(this.#sql.jobs.insertDependencies, values)));
+    // The rows this transaction holds are kept as the database has them.
+    for (const { dependsOnId } of edges) {
+      const held = this.#held.get(dependsOnId);
+      if (held !== undefined && !held.hasDependents) this.#held.set(dependsOnId, { ...held, hasDependents: true });
+    }
+  }
+
+  async countDependencyChange(dependencyId: string, change: { completed: number; failed: number }): Promise<DependentCounts[]> {
+    this.wrote = true;
+    const { rows } = await this.#afterFlush(() =>
+      this.#client.query<DependentRow>(prepared(this.#sql.jobs.countDependencyChange, [dependencyId, change.completed, change.failed])),
+    );
+    const dependents = rows.map(dependentCounts);
+    for (const d of dependents) {
+      const held = this.#held.get(d.id);
+      if (held !== undefined) this.#held.set(d.id, { ...held, dependencyCounts: d.counts });
+    }
+    return dependents;
+  }
+
+  async dependencyResults(jobIds: readonly string[], limit: number): Promise<DependencyResult[][]> {
+    const { rows } = await this.#afterFlush(() =>
+      this.#client.query<DependencyResult & { ord: string }>(prepared(this.#sql.jobs.dependencyResults, [jobIds, limit])),
+    );
+    const results: DependencyResult[][] = jobIds.map(() => []);
+    for (const { ord, ...result } of rows) results[Number(ord) - 1].push(result);
+    return results;
   }
 
   selectClaimable(queue: string, now: number, limit: number): Promise<StoredJob[]> {

@@ -8,6 +8,14 @@
 export interface Migration {
   version: number;
   name: string;
+  /**
+   * A change ALTER TABLE cannot make (a CHECK constraint): the table is
+   * created anew as `create` names it (`<table>_rebuilt`), every column of
+   * the old one copied over, the old one dropped and the new one renamed,
+   * and the old table's indexes and triggers created again as they were
+   * (migrate.ts). Runs before `sql`, in the same transaction.
+   */
+  rebuild?: { table: string; create: string };
   sql: string;
 }
 
@@ -354,6 +362,65 @@ CREATE TABLE queue_activity (
   PRIMARY KEY (queue, minute)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX queue_activity_by_minute ON queue_activity (minute);
+`,
+  },
+  {
+    version: 13,
+    name: "dependencies",
+    // The state CHECK gains 'waiting' (a job whose dependencies have not all finished), and the jobs
+    // get their dependency columns (store/job-columns.ts).
+    rebuild: {
+      table: "jobs",
+      create: `
+CREATE TABLE jobs_rebuilt (
+  id                   TEXT PRIMARY KEY,
+  queue                TEXT NOT NULL,
+  task                 TEXT NOT NULL,
+  payload              TEXT NOT NULL,
+  priority             INTEGER NOT NULL,
+  state                TEXT NOT NULL CHECK (state IN ('queued','running','retry','completed','dead','cancelled','waiting')),
+  attempts             INTEGER NOT NULL,
+  max_attempts         INTEGER NOT NULL,
+  retry_base_delay_ms  INTEGER NOT NULL,
+  schedule_time        INTEGER NOT NULL,
+  create_time          INTEGER NOT NULL,
+  update_time          INTEGER NOT NULL,
+  finish_time          INTEGER,
+  worker_id            TEXT,
+  lease_expire_time    INTEGER,
+  lease_duration_ms    INTEGER,
+  lease_token_hash     BLOB,
+  deliveries           INTEGER NOT NULL,
+  last_error           TEXT,
+  result               TEXT,
+  idempotency_key      TEXT,
+  request_hash         TEXT,
+  heartbeat_event_time INTEGER,
+  progress             TEXT,
+  progress_event_time  INTEGER,
+  group_key            TEXT NOT NULL DEFAULT '',
+  traceparent          TEXT,
+  tracestate           TEXT,
+  depends_on           TEXT,
+  dependency_policy    TEXT CHECK (dependency_policy IN ('wait','cancel','ignore')),
+  deps_total           INTEGER NOT NULL DEFAULT 0,
+  deps_completed       INTEGER NOT NULL DEFAULT 0,
+  deps_failed          INTEGER NOT NULL DEFAULT 0,
+  has_dependents       INTEGER NOT NULL DEFAULT 0
+) STRICT`,
+    },
+    sql: `
+-- Dependencies (docs/api.md "Workflows"): one row per edge, a job's in its
+-- depends_on order; the jobs depending on one are found through
+-- job_dependencies_dependents, so a completion counts for each of its
+-- dependents at O(1) per edge (the counts live on the dependent's row).
+CREATE TABLE job_dependencies (
+  job_id         TEXT NOT NULL,
+  position       INTEGER NOT NULL,
+  depends_on_id  TEXT NOT NULL,
+  PRIMARY KEY (job_id, position)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX job_dependencies_dependents ON job_dependencies (depends_on_id, job_id);
 `,
   },
 ];

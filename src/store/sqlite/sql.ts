@@ -25,6 +25,14 @@ export const JOB_ROW_STATEMENTS = [
   "activitySince",
 ] as const;
 
+/**
+ * A job that some job still needs (docs/api.md "Workflows"): one that
+ * depends on it and is not COMPLETED or CANCELLED (a DEAD one may be
+ * redriven and read its dependencies' results again). Retention keeps it.
+ */
+const AWAITED = `EXISTS (SELECT 1 FROM job_dependencies d JOIN jobs w ON w.id = d.job_id
+  WHERE d.depends_on_id = jobs.id AND w.state NOT IN ('completed','cancelled'))`;
+
 export const SQL = {
   insertJob: `INSERT INTO jobs (${JOB_COLUMNS}) VALUES (${JOB_COLUMN_NAMES.map(() => "?").join(", ")})`,
 
@@ -32,6 +40,18 @@ export const SQL = {
   updateJob: `UPDATE jobs SET ${UPDATED_JOB_COLUMN_NAMES.map((c) => `${c} = ?`).join(", ")} WHERE id = ?`,
 
   jobById: `SELECT ${JOB_COLUMNS} FROM jobs WHERE id = ?`,
+
+  /** Dependencies (docs/api.md "Workflows"): an edge of a new job, and the mark on the job it depends on. */
+  insertDependency: `INSERT INTO job_dependencies (job_id, position, depends_on_id) VALUES (?, ?, ?)`,
+  markHasDependents: `UPDATE jobs SET has_dependents = 1 WHERE id = ? AND has_dependents = 0`,
+  /** A dependency's change counted for every job that depends on it, through job_dependencies_dependents. */
+  countDependencyChange: `UPDATE jobs SET deps_completed = deps_completed + @completed, deps_failed = deps_failed + @failed
+    WHERE id IN (SELECT job_id FROM job_dependencies WHERE depends_on_id = @id)
+    RETURNING id, state, dependency_policy AS policy, deps_total AS total, deps_completed AS completed, deps_failed AS failed`,
+  /** Lease.dependencies: a job's first dependencies in depends_on order, with their outcomes. */
+  dependencyResults: `SELECT d.depends_on_id AS jobId, j.state, j.result AS resultJson, j.last_error AS lastError
+    FROM job_dependencies d JOIN jobs j ON j.id = d.depends_on_id
+    WHERE d.job_id = ? ORDER BY d.position LIMIT ?`,
 
   jobByIdempotencyKey: `SELECT ${JOB_COLUMNS} FROM jobs WHERE queue = ? AND idempotency_key = ?`,
 
@@ -94,7 +114,10 @@ export const SQL = {
    * jobs_finished (the literal IN lets the planner use the partial index).
    */
   prunableJobs: `SELECT id, queue, state FROM jobs INDEXED BY jobs_finished
-    WHERE state IN ('completed','cancelled','dead') AND state = ? AND finish_time < ? ORDER BY finish_time LIMIT ?`,
+    WHERE state IN ('completed','cancelled','dead') AND state = ? AND finish_time < ? AND NOT (has_dependents = 1 AND ${AWAITED})
+    ORDER BY finish_time LIMIT ?`,
+  /** A pruned job's own dependency edges (the edges to it stay: its dependents keep naming it). */
+  deleteDependenciesOfJob: `DELETE FROM job_dependencies WHERE job_id = ?`,
   /** A pruned job's events, through job_events_by_job; answers the deleted sequences. */
   deleteEventsOfJob: `DELETE FROM job_events WHERE job_id = ? RETURNING sequence`,
   deleteJob: `DELETE FROM jobs WHERE id = ?`,
@@ -289,9 +312,19 @@ export function insertEventsSql(rows: number): string {
  * its own (docs/performance.md "Writes per job on SQLite"). `states` counts the
  * distinct states bound as @state0, @state1, ...
  */
-export function listJobsSql(filter: { queue: boolean; group?: boolean; states: number; before: boolean }): string {
+export function listJobsSql(filter: {
+  queue: boolean;
+  group?: boolean;
+  states: number;
+  before: boolean;
+  dependenciesOf?: boolean;
+  dependentsOf?: boolean;
+}): string {
   const where: string[] = [];
   if (filter.queue) where.push("queue = @queue");
+  // A job's dependencies or dependents (docs/api.md "Workflows"): its edges, through the primary key or job_dependencies_dependents.
+  if (filter.dependenciesOf) where.push("id IN (SELECT depends_on_id FROM job_dependencies WHERE job_id = @dependenciesOf)");
+  if (filter.dependentsOf) where.push("id IN (SELECT job_id FROM job_dependencies WHERE depends_on_id = @dependentsOf)");
   // A group's jobs by state read jobs_group_state (queue, group_key, state, id); its partial-index term is repeated.
   if (filter.group) where.push("group_key = @group", "group_key <> ''");
   if (filter.before) where.push("id < @before");

@@ -12,7 +12,9 @@
  * is known, and events are written with many rows per INSERT.
  */
 import type Database from "better-sqlite3";
+import type { DependencyResult, DependentCounts } from "../../domain/dependencies.js";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
+import { dependentCounts, type DependentRow } from "../dependency-rows.js";
 import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
@@ -20,6 +22,7 @@ import { activityValues } from "../activity-columns.js";
 import type {
   ActivityDelta,
   CountDelta,
+  DependencyEdge,
   DueGroup,
   GroupRead,
   GroupState,
@@ -68,6 +71,24 @@ export class SqlitePort implements TransactionPort {
     for (const j of jobs) {
       this.#stmts.updateJob.run(updatedJobRow(j));
     }
+  }
+
+  insertDependencies(edges: readonly DependencyEdge[]): void {
+    this.wrote = true;
+    for (const e of edges) {
+      this.#stmts.insertDependency.run(e.jobId, e.position, e.dependsOnId);
+      this.#stmts.markHasDependents.run(e.dependsOnId);
+    }
+  }
+
+  countDependencyChange(dependencyId: string, change: { completed: number; failed: number }): DependentCounts[] {
+    this.wrote = true;
+    const rows = this.#stmts.countDependencyChange.all({ id: dependencyId, ...change }) as DependentRow[];
+    return rows.map(dependentCounts);
+  }
+
+  dependencyResults(jobIds: readonly string[], limit: number): DependencyResult[][] {
+    return jobIds.map((id) => this.#stmts.dependencyResults.all(id, limit) as DependencyResult[]);
   }
 
   selectClaimable(queue: string, now: number, limit: number): StoredJob[] {
@@ -274,6 +295,7 @@ export class SqlitePort implements TransactionPort {
         if (sequence > prunedThrough) prunedThrough = sequence;
       }
       this.#stmts.deleteJob.run(id);
+      this.#stmts.deleteDependenciesOfJob.run(id);
     }
     if (prunedThrough > 0) this.#stmts.advancePrunedThrough.run(prunedThrough);
     return { events };

@@ -321,6 +321,8 @@ export class SqliteStore extends OperationStore implements Store {
       group: spec.groupKey !== undefined,
       states: states.length,
       before: spec.beforeId !== undefined,
+      dependenciesOf: spec.dependenciesOf !== undefined,
+      dependentsOf: spec.dependentsOf !== undefined,
     };
     const key = JSON.stringify(shape);
     let stmt = this.#listCache.get(key);
@@ -332,6 +334,8 @@ export class SqliteStore extends OperationStore implements Store {
     if (spec.queue !== undefined) params.queue = spec.queue;
     if (spec.beforeId !== undefined) params.before = spec.beforeId;
     if (spec.groupKey !== undefined) params.group = spec.groupKey;
+    if (spec.dependenciesOf !== undefined) params.dependenciesOf = spec.dependenciesOf;
+    if (spec.dependentsOf !== undefined) params.dependentsOf = spec.dependentsOf;
     states.forEach((s, i) => (params[`state${i}`] = s));
     return (stmt.all(params) as JobRow[]).map((r) => publicJob(toStoredJob(r)));
   }

@@ -38,6 +38,7 @@ import { describeSeveralInstances } from "./instances.js";
 import { describeGroups } from "./groups.js";
 import { describeQueueActivity } from "./queue-activity.js";
 import { describeTraceContext } from "./trace-context.js";
+import { describeDependencies } from "./dependencies.js";
 import { store, useContractStore, type StoreFactory } from "./helpers.js";
 
 export { describeClockSkewContract, type SkewedStoreFactory, type SkewedStoreHarness } from "./clock.js";
@@ -69,6 +70,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     describeGroups();
     describeQueueActivity();
     describeTraceContext();
+    describeDependencies();
 
     it("reports itself writable", async () => {
       await expect(store.checkWritable()).resolves.toBeUndefined();

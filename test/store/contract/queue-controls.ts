@@ -88,7 +88,7 @@ export function describeQueueControls(): void {
       ]);
       expect(counts[0]).toEqual({
         queue: "alpha",
-        counts: { queued: 0, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0 },
+        counts: { queued: 0, running: 0, retry: 0, completed: 0, dead: 0, cancelled: 0, waiting: 0 },
         oldestPendingSince: null,
         paused: true,
         config: { maxRunning: 0, rateLimit: 0, ratePeriodMs: SECOND, ...NO_GROUP_RULES },

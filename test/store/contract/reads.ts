@@ -80,7 +80,7 @@ export function describeReads(): void {
       clock.advance(SECOND);
       const counts = await store.queueCounts();
       const billing = counts.find((c) => c.queue === "billing")!;
-      expect(billing.counts).toEqual({ queued: 1, running: 0, retry: 0, completed: 1, dead: 0, cancelled: 0 });
+      expect(billing.counts).toEqual({ queued: 1, running: 0, retry: 0, completed: 1, dead: 0, cancelled: 0, waiting: 0 });
       expect(billing.oldestPendingSince).toBe(t0 + SECOND);
       const emails = counts.find((c) => c.queue === "emails")!;
       expect(emails.counts.queued).toBe(1);

@@ -67,6 +67,7 @@ describe.skipIf(skipWithoutPostgres(probe))("PostgreSQL migrations", () => {
       "event_sequence",
       "job_count_deltas",
       "job_counts",
+      "job_dependencies",
       "job_events",
       "jobs",
       "paused_queues",

@@ -184,6 +184,10 @@ describe("SQLite store specifics", () => {
        ALTER TABLE jobs DROP COLUMN group_key; ALTER TABLE job_events DROP COLUMN group_key;`);
     db.exec(`DROP TABLE queue_activity;`);
     db.exec(`ALTER TABLE jobs DROP COLUMN traceparent; ALTER TABLE jobs DROP COLUMN tracestate;`);
+    db.exec(`DROP TABLE job_dependencies;`);
+    for (const c of ["depends_on", "dependency_policy", "deps_total", "deps_completed", "deps_failed", "has_dependents"]) {
+      db.exec(`ALTER TABLE jobs DROP COLUMN ${c}`);
+    }
     db.pragma("user_version = 3");
     db.close();
 
