@@ -45,9 +45,14 @@ export function redriveAll(
   return transitionAll(store, { ...spec, states: ["dead"], action: { kind: "redrive" } }, options);
 }
 
-/** QUEUED/RETRY -> CANCELLED (reason "purged") for every pending job of the queue. */
+/**
+ * WAITING/QUEUED/RETRY -> CANCELLED (reason "purged") for every pending job
+ * of the queue; the WAITING ones first, so that they are purged rather than
+ * cancelled by a purged dependency (their dependents follow by policy).
+ */
 export function purgeQueue(store: Store, queue: string, options: BulkOptions = {}): Promise<number> {
-  return transitionAll(store, { queue, limit: 0, states: ["queued", "retry"], action: { kind: "cancel", reason: PURGE_REASON } }, options);
+  const states: Array<BulkBatchSpec["state"]> = ["waiting", "queued", "retry"];
+  return transitionAll(store, { queue, limit: 0, states, action: { kind: "cancel", reason: PURGE_REASON } }, options);
 }
 
 /** What a bulk action does to one job: the state machine's own Redrive or Cancel. */

@@ -81,8 +81,9 @@ type LeaseQueueServiceClient interface {
 	// most limit) back to queued with a fresh attempt budget, in bounded
 	// batches.
 	RedriveAll(ctx context.Context, in *RedriveAllRequest, opts ...grpc.CallOption) (*RedriveAllResponse, error)
-	// PurgeQueue cancels every queued and retrying job of a queue with the
-	// reason "purged", in bounded batches. confirm must equal the queue name.
+	// PurgeQueue cancels every queued, waiting and retrying job of a queue
+	// with the reason "purged", in bounded batches. confirm must equal the
+	// queue name.
 	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
 	// CreateSchedule submits a job on a cron expression or a fixed interval.
 	// A schedule of the same name is replaced (its last_run_time kept, its
@@ -517,8 +518,9 @@ type LeaseQueueServiceServer interface {
 	// most limit) back to queued with a fresh attempt budget, in bounded
 	// batches.
 	RedriveAll(context.Context, *RedriveAllRequest) (*RedriveAllResponse, error)
-	// PurgeQueue cancels every queued and retrying job of a queue with the
-	// reason "purged", in bounded batches. confirm must equal the queue name.
+	// PurgeQueue cancels every queued, waiting and retrying job of a queue
+	// with the reason "purged", in bounded batches. confirm must equal the
+	// queue name.
 	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
 	// CreateSchedule submits a job on a cron expression or a fixed interval.
 	// A schedule of the same name is replaced (its last_run_time kept, its

@@ -341,8 +341,9 @@ class LeaseQueueServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def PurgeQueue(self, request, context):
-        """PurgeQueue cancels every queued and retrying job of a queue with the
-        reason "purged", in bounded batches. confirm must equal the queue name.
+        """PurgeQueue cancels every queued, waiting and retrying job of a queue
+        with the reason "purged", in bounded batches. confirm must equal the
+        queue name.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -3019,8 +3019,9 @@ export const LeaseQueueService: GenService<{
     output: typeof RedriveAllResponseSchema;
   },
   /**
-   * PurgeQueue cancels every queued and retrying job of a queue with the
-   * reason "purged", in bounded batches. confirm must equal the queue name.
+   * PurgeQueue cancels every queued, waiting and retrying job of a queue
+   * with the reason "purged", in bounded batches. confirm must equal the
+   * queue name.
    *
    * @generated from rpc leasequeue.v1.LeaseQueueService.PurgeQueue
    */
