@@ -203,15 +203,23 @@ export class PgPort implements TransactionPort {
 
   async countDependencyChange(dependencyId: string, change: { completed: number; failed: number }): Promise<DependentCounts[]> {
     this.wrote = true;
-    const { rows } = await this.#afterFlush(() =>
-      this.#client.query<DependentRow>(prepared(this.#sql.jobs.countDependencyChange, [dependencyId, change.completed, change.failed])),
-    );
+    const count = () =>
+      this.#client.query<DependentRow>(prepared(this.#sql.jobs.countDependencyChange, [dependencyId, change.completed, change.failed]));
+    // The statement writes only the counts and acts on the WAITING dependents it returns: the unsent
+    // writes matter to it only when they insert jobs (and their edges went already) or move a job
+    // from WAITING. Otherwise they stay unsent, so that a batch of Completes is still one UPDATE.
+    const { rows } = this.#unsentInserts.length > 0 || this.#unsentLeavesWaiting() ? await this.#afterFlush(count) : await count();
     const dependents = rows.map(dependentCounts);
     for (const d of dependents) {
       const held = this.#held.get(d.id);
       if (held !== undefined) this.#held.set(d.id, { ...held, dependencyCounts: d.counts });
     }
     return dependents;
+  }
+
+  #unsentLeavesWaiting(): boolean {
+    for (const from of this.#unsentFrom.values()) if (from?.state === "waiting") return true;
+    return false;
   }
 
   async dependencyResults(jobIds: readonly string[], limit: number): Promise<DependencyResult[][]> {
