@@ -242,3 +242,131 @@ export function describeDependencies(): void {
     });
   });
 }
+
+/** A small seeded PRNG (mulberry32), so that a failing graph can be run again. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type ModelState = "queued" | "running" | "completed" | "dead" | "cancelled" | "waiting";
+interface ModelJob {
+  id: string;
+  queue: string;
+  state: ModelState;
+  deps: string[];
+  policy: DependencyPolicy;
+  dependents: string[];
+}
+
+/**
+ * The rules of docs/api.md "Dependencies", written again from the docs
+ * alone: what each job's state and counts must be after each step.
+ */
+class Model {
+  readonly jobs = new Map<string, ModelJob>();
+
+  counts(job: ModelJob) {
+    const states = job.deps.map((d) => this.jobs.get(d)!.state);
+    return {
+      total: job.deps.length,
+      completed: states.filter((s) => s === "completed").length,
+      failed: states.filter((s) => s === "dead" || s === "cancelled").length,
+    };
+  }
+
+  /** Whether a dependency now in `state` cancels a waiting job of `policy`. */
+  static cancels(policy: DependencyPolicy, state: ModelState): boolean {
+    return policy === "cancel" ? state === "dead" || state === "cancelled" : policy === "wait" && state === "cancelled";
+  }
+
+  met(job: ModelJob): boolean {
+    const c = this.counts(job);
+    return job.policy === "ignore" ? c.completed + c.failed === c.total : c.completed === c.total;
+  }
+
+  submit(id: string, queue: string, deps: string[], policy: DependencyPolicy): void {
+    const job: ModelJob = { id, queue, state: "waiting", deps, policy, dependents: [] };
+    this.jobs.set(id, job);
+    for (const d of deps) this.jobs.get(d)!.dependents.push(id);
+    if (deps.some((d) => Model.cancels(policy, this.jobs.get(d)!.state))) this.set(id, "cancelled");
+    else if (this.met(job)) job.state = "queued";
+  }
+
+  /** A job's change, and what it does to the jobs waiting on it. */
+  set(id: string, state: ModelState): void {
+    const job = this.jobs.get(id)!;
+    job.state = state;
+    for (const dId of job.dependents) {
+      const dependent = this.jobs.get(dId)!;
+      if (dependent.state !== "waiting") continue;
+      if (Model.cancels(dependent.policy, state)) this.set(dId, "cancelled");
+      else if (this.met(dependent)) dependent.state = "queued";
+    }
+  }
+}
+
+export function describeDependencyModel(): void {
+  describe("dependencies against a model", () => {
+    it.each([1, 2, 3, 4])(
+      "agrees with the rules over a random graph of submissions, completions, failures, redrives and cancellations (seed %i)",
+      async (seed) => {
+        const next = random(seed);
+        const pick = <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)];
+        const model = new Model();
+        const policies: DependencyPolicy[] = ["wait", "cancel", "ignore"];
+        let n = 0;
+        for (let step = 0; step < 60; step++) {
+          const all = [...model.jobs.values()];
+          const inState = (...states: ModelState[]) => all.filter((j) => states.includes(j.state));
+          const roll = next();
+          if (roll < 0.35 || all.length < 3) {
+            // A submission: up to 3 dependencies among the jobs so far, sometimes a second job of the batch naming the first by ref.
+            const ids = [
+              ...new Set(Array.from({ length: Math.floor(next() * 4) }, () => pick(all)?.id).filter((x) => x !== undefined)),
+            ] as string[];
+            const policy = pick(policies);
+            const withRef = next() < 0.3;
+            const queues = [`m${n++}`, `m${n++}`];
+            const specs = [
+              newJob({ queue: queues[0], maxAttempts: 1, ...(ids.length > 0 ? { dependencies: deps(ids, policy) } : {}) }),
+              ...(withRef ? [newJob({ queue: queues[1], maxAttempts: 1, dependencies: deps([], policy, [0]) })] : []),
+            ];
+            const outcomes = await store.submit(specs);
+            model.submit(outcomes[0].job.id, queues[0], ids, policy);
+            if (withRef) model.submit(outcomes[1].job.id, queues[1], [outcomes[0].job.id], policy);
+          } else if (roll < 0.6 && inState("queued").length > 0) {
+            const job = pick(inState("queued"));
+            const [lease] = await claimLeases(store, { queue: job.queue, workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 });
+            await store.complete(job.id, lease.leaseToken, `"${job.id}"`);
+            model.set(job.id, "completed");
+          } else if (roll < 0.75 && inState("queued").length > 0) {
+            const job = pick(inState("queued"));
+            await kill(job.id, job.queue);
+            model.set(job.id, "dead");
+          } else if (roll < 0.85 && inState("dead").length > 0) {
+            const job = pick(inState("dead"));
+            await store.redrive(job.id);
+            model.set(job.id, "queued");
+          } else if (inState("queued", "waiting").length > 0) {
+            const job = pick(inState("queued", "waiting"));
+            await store.cancel(job.id, "model");
+            model.set(job.id, "cancelled");
+          }
+          const stored = await store.listJobs({ limit: 500 });
+          const actual = Object.fromEntries(stored.map((j) => [j.id, { state: j.state, counts: j.dependencyCounts }]));
+          const expected = Object.fromEntries(
+            [...model.jobs.values()].map((j) => [j.id, { state: j.state, counts: j.deps.length === 0 ? null : model.counts(j) }]),
+          );
+          expect(actual, `seed ${seed}, step ${step}`).toEqual(expected);
+        }
+      },
+    );
+  });
+}

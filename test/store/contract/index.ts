@@ -38,7 +38,7 @@ import { describeSeveralInstances } from "./instances.js";
 import { describeGroups } from "./groups.js";
 import { describeQueueActivity } from "./queue-activity.js";
 import { describeTraceContext } from "./trace-context.js";
-import { describeDependencies } from "./dependencies.js";
+import { describeDependencies, describeDependencyModel } from "./dependencies.js";
 import { store, useContractStore, type StoreFactory } from "./helpers.js";
 
 export { describeClockSkewContract, type SkewedStoreFactory, type SkewedStoreHarness } from "./clock.js";
@@ -71,6 +71,7 @@ export function describeStoreContract(name: string, factory: StoreFactory): void
     describeQueueActivity();
     describeTraceContext();
     describeDependencies();
+    describeDependencyModel();
 
     it("reports itself writable", async () => {
       await expect(store.checkWritable()).resolves.toBeUndefined();
