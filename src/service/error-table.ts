@@ -50,9 +50,9 @@ export const ERROR_TABLE: readonly ErrorTableRow[] = [
   },
   { situation: "request body over the limit (declared, read, or after decompression)", code: Code.ResourceExhausted, detail: "" },
   {
-    situation: "unknown job id (to a token limited to queues, also a job of a queue not in its list)",
+    situation: "unknown job id (to a token limited to queues, also a job of a queue not in its list), or a dependency that does not exist",
     code: Code.NotFound,
-    detail: "`ErrorInfo` `JOB_NOT_FOUND`",
+    detail: "`ErrorInfo` `JOB_NOT_FOUND` (for a dependency, metadata `field`: `depends_on[i]`)",
   },
   {
     situation: "DeleteSchedule of a name that names no schedule (to a token limited to queues, also a schedule of a queue not in its list)",
@@ -61,7 +61,11 @@ export const ERROR_TABLE: readonly ErrorTableRow[] = [
   },
   { situation: "wrong token, or job not running", code: Code.Aborted, detail: "`ErrorInfo` `LEASE_REJECTED`" },
   { situation: "right token, lease expired", code: Code.Aborted, detail: "`ErrorInfo` `LEASE_EXPIRED`" },
-  { situation: "cancel of a job not QUEUED/RETRY", code: Code.FailedPrecondition, detail: "`ErrorInfo` `NOT_CANCELLABLE`" },
+  {
+    situation: "cancel of a job not QUEUED/WAITING/RETRY (nor RUNNING with `include_running`)",
+    code: Code.FailedPrecondition,
+    detail: "`ErrorInfo` `NOT_CANCELLABLE`",
+  },
   { situation: "redrive of a job not DEAD", code: Code.FailedPrecondition, detail: "`ErrorInfo` `NOT_DEAD`" },
   {
     situation: "PurgeQueue whose `confirm` is not the queue name",
@@ -69,6 +73,11 @@ export const ERROR_TABLE: readonly ErrorTableRow[] = [
     detail: "`ErrorInfo` `PURGE_NOT_CONFIRMED` (metadata `field`, `queue`)",
   },
   { situation: "same idempotency key, different request", code: Code.AlreadyExists, detail: "`ErrorInfo` `IDEMPOTENCY_MISMATCH`" },
+  {
+    situation: "a job's dependencies name one job twice once refs and idempotency keys are resolved",
+    code: Code.InvalidArgument,
+    detail: "`ErrorInfo` `DEPENDENCY_REPEATED`",
+  },
   { situation: "database busy past 5 s, disk full, server shutting down", code: Code.Unavailable, detail: "" },
   {
     situation: "WatchEvents resume before the oldest kept event, or from a sequence never issued",
