@@ -155,6 +155,64 @@ describe("SIGKILL while calls are in flight", () => {
     integrityCheck(dbPath);
   }, 60_000);
 
+  it("keeps a dependency's completion and its dependents' release together: no dependent waits on a completed job after the restart", async () => {
+    const dbPath = join(sandbox.dir(), "jobs.db");
+    const first = await start(dbPath);
+    const PAIRS = 300;
+    const KILL_AFTER_COMPLETES = 100;
+    // Each pair: a job in "deps" and a job in "after" that depends on it (refs in one batch).
+    const batches = await Promise.all(
+      Array.from({ length: PAIRS / 100 }, (_, b) =>
+        okJson(first.apiUrl, "SubmitBatch", {
+          jobs: Array.from({ length: 100 }, (_, i) => [
+            { queue: "deps", task: "crash.dep", payload: { i: b * 100 + i }, ref: `d${i}` },
+            { queue: "after", task: "crash.after", payload: { i: b * 100 + i }, dependsOnRefs: [`d${i}`] },
+          ]).flat(),
+        }),
+      ),
+    );
+    const dependentOf = new Map<string, string>();
+    for (const { results } of batches)
+      for (let i = 0; i < results.length; i += 2) dependentOf.set(results[i].job.id, results[i + 1].job.id);
+
+    const completed = new Set<string>();
+    let killed = false;
+    const ended = await loops(LOOPS, async (loop) => {
+      const { leases } = (await okJson(first.apiUrl, "Claim", { queue: "deps", workerId: `w${loop}`, maxJobs: 5 })) as { leases?: any[] };
+      if (leases === undefined) return !killed;
+      await Promise.all(
+        leases.map(async (l) => {
+          await okJson(first.apiUrl, "Complete", { jobId: l.job.id, leaseToken: l.leaseToken });
+          completed.add(l.job.id);
+          if (!killed && completed.size >= KILL_AFTER_COMPLETES) {
+            killed = true;
+            first.child.kill("SIGKILL");
+          }
+        }),
+      );
+      return true;
+    });
+    expect(killed, "the server was killed mid-load").toBe(true);
+    expect((await first.exited).signal).toBe("SIGKILL");
+    endedOnConnectionErrors(ended);
+
+    const second = await start(dbPath);
+    const jobs = new Map((await listAllJobs(second.apiUrl)).map((j) => [j.id, j]));
+    for (const [dep, dependent] of dependentOf) {
+      const depState = jobs.get(dep).state;
+      const dependentState = jobs.get(dependent).state;
+      // Both changed in one transaction, or neither did.
+      expect([dep, depState, dependentState]).toEqual([
+        dep,
+        depState,
+        depState === "JOB_STATE_COMPLETED" ? "JOB_STATE_QUEUED" : "JOB_STATE_WAITING",
+      ]);
+      if (completed.has(dep)) expect(depState).toBe("JOB_STATE_COMPLETED");
+    }
+    expect(await second.stop()).toEqual({ code: 0, signal: null });
+    integrityCheck(dbPath);
+  }, 60_000);
+
   it("keeps acknowledged completes completed and never leases a job to two workers", async () => {
     const dbPath = join(sandbox.dir(), "jobs.db");
     const first = await start(dbPath);
