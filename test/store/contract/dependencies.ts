@@ -193,6 +193,16 @@ export function describeDependencies(): void {
       expect(lease.dependencies!.map((d) => d.jobId)).toEqual(fanOut.slice(0, 100).map((o) => o.job.id));
     });
 
+    it("lets a running job's handler submit a job that depends on it: a workflow that grows", async () => {
+      await submitOne({ queue: "grow" });
+      const lease = await claimOne("grow");
+      const child = await submitOne({ queue: "grow-next", dependencies: deps([lease.job.id]) });
+      expect(child.state).toBe("waiting");
+      await store.complete(lease.job.id, lease.leaseToken, '"parent done"');
+      const [next] = await claimLeases(store, { queue: "grow-next", workerId: "w", leaseDurationMs: MINUTE, maxJobs: 1 });
+      expect(next.dependencies).toEqual([{ jobId: lease.job.id, state: "completed", resultJson: '"parent done"', lastError: null }]);
+    });
+
     it("lists a job's dependencies and its dependents", async () => {
       const a = await submitOne({ queue: "a" });
       const b = await submitOne({ queue: "a" });
