@@ -82,10 +82,11 @@ function readSubmitRequest(r: BinaryReader, end: number): SubmitRequest {
   let payload: string | undefined;
   while (r.pos < end) {
     const [no, type] = r.tag();
-    if (no === 4 || no === 5) {
+    if (no === 4 || no === 5 || no === 13) {
       if (type !== WireType.Varint) throw DOUBT;
       if (no === 4) req.priority = r.int32();
-      else req.maxAttempts = r.int32();
+      else if (no === 5) req.maxAttempts = r.int32();
+      else req.onDependencyFailure = r.int32();
       continue;
     }
     if (type !== WireType.LengthDelimited) throw DOUBT;
@@ -120,6 +121,15 @@ function readSubmitRequest(r: BinaryReader, end: number): SubmitRequest {
         break;
       case 11:
         readStringMapEntry(r, nested(r, end), req.traceContext);
+        break;
+      case 12:
+        req.dependsOn.push(readString(r, end));
+        break;
+      case 14:
+        req.ref = readString(r, end);
+        break;
+      case 15:
+        req.dependsOnRefs.push(readString(r, end));
         break;
       default:
         throw DOUBT;
