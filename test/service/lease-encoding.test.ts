@@ -122,6 +122,28 @@ describe("encodeLease", () => {
     expect(Buffer.from(encodeLease(lease)).toString("hex")).toBe(Buffer.from(toBinary(LeaseSchema, leaseToWire(lease))).toString("hex"));
   });
 
+  it("writes a job's dependencies, their counts and the lease's dependency results as protobuf-es does, truncated or not", () => {
+    const dependsOn = [
+      "01a230ac-40d4-7659-bdf9-000000000001",
+      "01a230ac-40d4-7659-bdf9-000000000002",
+      "01a230ac-40d4-7659-bdf9-000000000003",
+    ];
+    const dependencies = [
+      { jobId: dependsOn[0], state: "completed" as const, resultJson: '{"url":"s3://x/1.pdf","n":[1,2.5,null]}', lastError: null },
+      { jobId: dependsOn[1], state: "dead" as const, resultJson: null, lastError: "boom" },
+    ];
+    for (const counts of [
+      { total: 3, completed: 1, failed: 1 },
+      { total: 3, completed: 0, failed: 0 },
+    ]) {
+      for (const deps of [dependencies, dependencies.slice(0, 0), [...dependencies, { ...dependencies[0], jobId: dependsOn[2] }]]) {
+        const lease = { job: job({ dependsOn, dependencyCounts: counts }), leaseToken: "t", dependencies: deps };
+        expect(Buffer.from(encodeLease(lease)).equals(Buffer.from(toBinary(LeaseSchema, leaseToWire(lease))))).toBe(true);
+        expect(fromBinary(LeaseSchema, encodeLease(lease)).dependenciesTruncated).toBe(deps.length < 3);
+      }
+    }
+  });
+
   it("writes the same bytes as protobuf-es for 500 random JSON payloads and results", () => {
     const rand = seeded(7);
     for (let i = 0; i < 500; i++) {
