@@ -6,6 +6,7 @@ import { EventKind, JobState } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js
 
 /** The states an operator filters by, in lifecycle order, with their URL names. */
 export const STATES: readonly { state: JobState; name: string; label: string }[] = [
+  { state: JobState.WAITING, name: "waiting", label: "Waiting" },
   { state: JobState.QUEUED, name: "queued", label: "Queued" },
   { state: JobState.RUNNING, name: "running", label: "Running" },
   { state: JobState.RETRY, name: "retry", label: "Retry" },

@@ -71,7 +71,16 @@ function App() {
       <TokenPrompt />
       <main id="main" tabIndex={-1}>
         {route.name === "overview" && <Overview />}
-        {route.name === "jobs" && <Jobs queue={route.queue} group={route.group} state={route.state} page={route.page} />}
+        {route.name === "jobs" && (
+          <Jobs
+            queue={route.queue}
+            group={route.group}
+            state={route.state}
+            dependenciesOf={route.dependenciesOf}
+            dependentsOf={route.dependentsOf}
+            page={route.page}
+          />
+        )}
         {route.name === "job" && <JobPage key={route.id} id={route.id} />}
         {route.name === "queue" && <QueueActivityPage key={route.queue} queue={route.queue} />}
         {route.name === "groups" && <Groups key={route.queue} queue={route.queue} />}

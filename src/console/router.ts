@@ -2,6 +2,7 @@
  * Hash routing, so the server serves one page and no routes:
  *   #/                                   queues overview
  *   #/jobs?queue=billing&group=tenant-a&state=dead&page=<token>   jobs table
+ *   #/jobs?dependenciesOf=<job id>  (or dependentsOf)   a job's dependencies (dependents)
  *   #/jobs/<job id>                      one job
  *   #/queues/<queue>                     a queue's activity (charts of its last hour)
  *   #/queues/<queue>/groups              a queue's groups
@@ -11,12 +12,24 @@ import { useEffect, useState } from "preact/hooks";
 
 export type Route =
   | { name: "overview" }
-  | { name: "jobs"; queue: string; group: string; state: string; page: string }
+  | ({ name: "jobs" } & JobsFilter)
   | { name: "job"; id: string }
   | { name: "queue"; queue: string }
   | { name: "groups"; queue: string }
   | { name: "schedules" }
   | { name: "unknown"; path: string };
+
+/** The jobs view's filters; "" is none. */
+export interface JobsFilter {
+  queue: string;
+  group: string;
+  state: string;
+  /** Only the jobs this job depends on (ListJobs' dependencies_of). */
+  dependenciesOf: string;
+  /** Only the jobs that depend on this job. */
+  dependentsOf: string;
+  page: string;
+}
 
 export function parseHash(hash: string): Route {
   const raw = hash.replace(/^#/, "") || "/";
@@ -29,6 +42,8 @@ export function parseHash(hash: string): Route {
       queue: params.get("queue") ?? "",
       group: params.get("group") ?? "",
       state: params.get("state") ?? "",
+      dependenciesOf: params.get("dependenciesOf") ?? "",
+      dependentsOf: params.get("dependentsOf") ?? "",
       page: params.get("page") ?? "",
     };
   }
@@ -50,11 +65,13 @@ function safeDecode(s: string): string {
   }
 }
 
-export function jobsHref(filter: { queue?: string; group?: string; state?: string; page?: string } = {}): string {
+export function jobsHref(filter: Partial<JobsFilter> = {}): string {
   const params = new URLSearchParams();
   if (filter.queue) params.set("queue", filter.queue);
   if (filter.group) params.set("group", filter.group);
   if (filter.state) params.set("state", filter.state);
+  if (filter.dependenciesOf) params.set("dependenciesOf", filter.dependenciesOf);
+  if (filter.dependentsOf) params.set("dependentsOf", filter.dependentsOf);
   if (filter.page) params.set("page", filter.page);
   const query = params.toString();
   return query === "" ? "#/jobs" : `#/jobs?${query}`;

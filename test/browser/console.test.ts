@@ -7,7 +7,10 @@
  * visible polling fallback); the job page shows the timeline and follows it,
  * and a running job's progress as it is reported;
  * a dead job is redriven with the button (after a confirmation step) and
- * becomes queued; a queued job is cancelled; a queue is paused and resumed,
+ * becomes queued; a queued job is cancelled; a job's dependency graph shows
+ * its dependencies and dependents by state, follows them live and leads to
+ * their pages, a waiting job is cancelled, and more than 20 dependents lead
+ * to the jobs view; a queue is paused and resumed,
  * its dead jobs redriven all at once, and it is purged only when its name
  * is typed, each showing the API's error when refused; a queue's groups
  * are listed by backlog (live, at most 10 pages read, linked to the jobs
@@ -384,6 +387,101 @@ describe.skipIf(!available && !IN_CI)("operations console in chromium", { timeou
     expect((await t.call("GetJob", { jobId: id })).body.job.state).toBe("JOB_STATE_CANCELLED");
     const late = await t.call("Complete", { jobId: id, leaseToken: claimed.body.leases[0].leaseToken });
     expect(late.body.message).toContain("was cancelled while running");
+    expect(errors).toEqual([]);
+    await page.context().close();
+  });
+
+  it("draws a job's dependencies and dependents, live, each node leading to its job; a waiting job is cancelled", async () => {
+    // A completes; then C waits for A and B, and D for C.
+    const a = await submit({ queue: "flow", task: "extract.orders" });
+    const claimedA = await t.call("Claim", { queue: "flow", workerId: "flow-1" });
+    expect(claimedA.body.leases[0].job.id).toBe(a);
+    await t.call("Complete", { jobId: a, leaseToken: claimedA.body.leases[0].leaseToken });
+    const b = await submit({ queue: "flow-load", task: "extract.customers" });
+    const c = await submit({ queue: "flow", task: "merge.report", dependsOn: [a, b] });
+    const d = await submit({ queue: "flow", task: "publish.report", dependsOn: [c] });
+    expect((await t.call("GetJob", { jobId: c })).body.job.state).toBe("JOB_STATE_WAITING");
+
+    // The queues page counts them as waiting, and lists them by that state.
+    const { page, errors } = await openConsole("#/");
+    const waiting = page.locator('tr[data-queue="flow"] td[data-state="waiting"]');
+    await waiting.getByText("2").waitFor();
+    await waiting.getByRole("link").click();
+    await page.waitForURL(/#\/jobs\?queue=flow&state=waiting$/);
+    await page.locator(`tr[data-job-id="${d}"]`).getByText("Waiting").waitFor();
+    expect(await page.locator("tr[data-job-id]").count()).toBe(2);
+    await page.locator(`tr[data-job-id="${c}"] a`).click();
+    await page.locator("h1", { hasText: c }).waitFor();
+    await waitForLive(page);
+    const graph = page.getByTestId("dependency-graph");
+    const node = (id: string, side: string, state: string) =>
+      graph.locator(`[data-job-id="${id}"][data-side="${side}"][data-state="${state}"]`);
+    await node(a, "dependency", "completed").waitFor();
+    await node(b, "dependency", "queued").waitFor();
+    await node(d, "dependent", "waiting").waitFor();
+    await node(c, "center", "waiting").waitFor();
+    expect(await graph.locator("a.node").count()).toBe(3);
+    expect(await node(b, "dependency", "queued").getAttribute("href")).toBe(`#/jobs/${b}`);
+    expect(await node(a, "dependency", "completed").textContent()).toContain("extract.orders");
+    expect(await page.getByTestId("dependency-counts").textContent()).toBe(
+      "2 dependencies: 1 completed, 0 failed (dead or cancelled), 1 pending.",
+    );
+    expect(await page.getByTestId("waiting-on").textContent()).toBe("Waiting for 1 of 2 dependencies to complete.");
+    await page.getByTestId("job-state").getByText("Waiting").waitFor();
+    await page.getByTestId("dependencies").screenshot({ path: `${ARTIFACTS}console-dependency-graph.png` });
+
+    // A waiting job can be cancelled; the confirmation says what happens to the job waiting for it. Kept here.
+    await page.getByRole("button", { name: "Cancel job…" }).click();
+    await page.getByTestId("confirm").getByText("The jobs waiting for it are cancelled too").waitFor();
+    await page.getByRole("button", { name: "No, keep it" }).click();
+
+    // B completes: its node and C follow live, and C is released.
+    await markDocument(page);
+    const claimedB = await t.call("Claim", { queue: "flow-load", workerId: "flow-2" });
+    expect(claimedB.body.leases[0].job.id).toBe(b);
+    await t.call("Complete", { jobId: b, leaseToken: claimedB.body.leases[0].leaseToken });
+    await node(b, "dependency", "completed").waitFor();
+    await page.getByTestId("job-state").getByText("Queued").waitFor();
+    await page
+      .getByTestId("dependency-counts")
+      .getByText("2 dependencies: 2 completed, 0 failed (dead or cancelled), 0 pending.")
+      .waitFor();
+    expect(await page.getByTestId("waiting-on").count()).toBe(0);
+    await page.getByTestId("timeline").locator('tr[data-kind="dependencies-met"]').waitFor();
+    await expectSameDocument(page);
+
+    // D's node leads to D's page, where C is its dependency; D is still waiting, and cancelled there.
+    await node(d, "dependent", "waiting").click();
+    await page.locator("h1", { hasText: d }).waitFor();
+    expect(page.url()).toContain(`#/jobs/${d}`);
+    await node(c, "dependency", "queued").waitFor();
+    await node(d, "center", "waiting").waitFor();
+    expect(await page.getByTestId("dependencies").textContent()).toContain("No job depends on it.");
+    await page.getByRole("button", { name: "Cancel job…" }).click();
+    await focused(page, page.getByRole("button", { name: "Yes, cancel the job" }));
+    await page.getByRole("button", { name: "Yes, cancel the job" }).click();
+    await page.getByTestId("action-outcome").getByText("Cancelled: the job is now Cancelled.").waitFor();
+    await node(d, "center", "cancelled").waitFor();
+    expect((await t.call("GetJob", { jobId: d })).body.job.state).toBe("JOB_STATE_CANCELLED");
+    await expectSameDocument(page);
+
+    // Past 20 dependents the graph links to the rest in the jobs view.
+    const fan = await t.call("SubmitBatch", {
+      jobs: Array.from({ length: 22 }, (_, i) => ({ queue: "flow-fan", task: "notify", payload: { n: i }, dependsOn: [a] })),
+    });
+    expect(fan.status, JSON.stringify(fan.body)).toBe(200);
+    await node(c, "dependency", "queued").click();
+    await page.locator("h1", { hasText: c }).waitFor();
+    await node(a, "dependency", "completed").click();
+    await page.locator("h1", { hasText: a }).waitFor();
+    await graph.locator('[data-side="dependent"]').nth(19).waitFor();
+    expect(await graph.locator('[data-side="dependent"]').count()).toBe(20);
+    await page.getByTestId("dependencies").screenshot({ path: `${ARTIFACTS}console-dependency-graph-more.png` });
+    await page.getByTestId("more-dependents").click();
+    await page.waitForURL(new RegExp(`#/jobs\\?dependentsOf=${a}$`));
+    await page.getByTestId("related-filter").getByText(`Only the jobs that depend on job ${a}.`).waitFor();
+    await page.locator(`tr[data-job-id="${c}"]`).waitFor();
+    expect(await page.locator("tr[data-job-id]").count()).toBe(23);
     expect(errors).toEqual([]);
     await page.context().close();
   });

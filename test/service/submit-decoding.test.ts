@@ -16,6 +16,7 @@ import { damaged, nanos, nestedList, pick, randomValue, seconds, seeded, STRINGS
 import { decodeSubmitBatchRequest, decodeSubmitRequest, payloadJsonOf } from "../../src/service/submit-decoding.js";
 import { jsonText } from "../../src/service/validate.js";
 import {
+  type DependencyFailurePolicy,
   type SubmitBatchRequest,
   SubmitBatchRequestSchema,
   type SubmitRequest,
@@ -44,7 +45,7 @@ function randomSubmit(rand: Rand, odd: boolean): MessageInitShape<typeof SubmitR
   }
   const ids = ["01a242d1-4710-7662-b4c2-a72339aedb36", "x", "", "é"];
   if (rand() < 0.3) req.dependsOn = Array.from({ length: Math.floor(rand() * 4) }, () => pick(rand, ids));
-  if (rand() < 0.2) req.onDependencyFailure = pick(rand, [0, 1, 2, 3, 9, -1]);
+  if (rand() < 0.2) req.onDependencyFailure = pick(rand, [0, 1, 2, 3, 9, -1]) as DependencyFailurePolicy;
   if (rand() < 0.2) req.ref = pick(rand, ["p1", "", " spaced "]);
   if (rand() < 0.2) req.dependsOnRefs = Array.from({ length: Math.floor(rand() * 3) }, () => pick(rand, ["p1", "p2", ""]));
   return req;

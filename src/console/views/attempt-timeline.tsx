@@ -1,6 +1,6 @@
 /**
  * A job's life drawn to scale from its events (ListJobEvents): one band per
- * stretch of time in one state (queued, running, retry, and where it
+ * stretch of time in one state (waiting, queued, running, retry, and where it
  * finished: completed, dead or cancelled), each running stretch named by
  * its attempt. Plain SVG, coloured by app.css (`seg-*`), like the charts.
  * Events that keep the state (heartbeats, progress) do not split a band. An
@@ -79,6 +79,7 @@ export function AttemptTimeline({ events }: { events: readonly JobEvent[] }) {
   const end = Math.max(start + 1, stretches[stretches.length - 1].to);
   const x = (t: number) => ((t - start) / (end - start)) * WIDTH;
   const attempts = stretches.filter((s) => s.state === JobState.RUNNING).length;
+  const waited = stretches.some((s) => s.state === JobState.WAITING);
   const span = formatDurationText(end - start, "glance");
 
   return (
@@ -89,7 +90,7 @@ export function AttemptTimeline({ events }: { events: readonly JobEvent[] }) {
         </span>
         <Legend
           items={[
-            ...[JobState.QUEUED, JobState.RUNNING, JobState.RETRY].map((state) => ({
+            ...[...(waited ? [JobState.WAITING] : []), JobState.QUEUED, JobState.RUNNING, JobState.RETRY].map((state) => ({
               key: stateName(state),
               swatch: `seg-${stateName(state)}`,
               label: stateLabel(state),

@@ -1,8 +1,10 @@
 /**
- * #/jobs/<id> : one job, its progress, its attempts drawn to scale and its
- * event timeline, and the operator's actions on it. The page refetches on every live event of the job, so a
- * worker's progress (a PROGRESS event, stored at most once a second per job:
- * docs/api.md "Snooze and progress") shows as it is reported.
+ * #/jobs/<id> : one job, its progress, its dependencies and dependents, its
+ * attempts drawn to scale and its event timeline, and the operator's actions
+ * on it. The page refetches on every live event of the job or of a job its
+ * graph draws, so a worker's progress (a PROGRESS event, stored at most once
+ * a second per job: docs/api.md "Snooze and progress") shows as it is
+ * reported, and a dependency's end as it happens.
  */
 import type { TargetedSubmitEvent } from "preact";
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
@@ -14,6 +16,7 @@ import { durationMs, formatCompactValue, formatValue, kindLabel, stateLabel } fr
 import { useLive, useResource, useThrottled } from "../hooks.js";
 import { jobsHref } from "../router.js";
 import { AttemptTimeline } from "./attempt-timeline.js";
+import { DependencySection, isDrawn, loadRelated } from "./dependency-graph.js";
 
 const JOB_REFRESH_MS = 250;
 
@@ -25,9 +28,14 @@ export function JobPage({ id }: { id: string }) {
     },
     [id],
   );
-  const refresh = useThrottled(res.reload, JOB_REFRESH_MS);
+  const related = useResource((signal) => loadRelated(id, signal), [id]);
+  const reload = (): void => {
+    res.reload();
+    related.reload();
+  };
+  const refresh = useThrottled(reload, JOB_REFRESH_MS);
   useLive((signal) => {
-    if (signal.kind === "resync" || signal.event.jobId === id) refresh();
+    if (signal.kind === "resync" || signal.event.jobId === id || isDrawn(related.data, signal.event.jobId)) refresh();
   });
 
   const heading = (
@@ -131,7 +139,14 @@ export function JobPage({ id }: { id: string }) {
         </dd>
       </dl>
 
-      <Actions key={job.id} job={job} onChanged={res.reload} />
+      <Actions
+        key={job.id}
+        job={job}
+        waitedOn={related.data?.dependents.jobs.some((j) => j.state === JobState.WAITING) ?? false}
+        onChanged={reload}
+      />
+
+      <DependencySection job={job} related={related.data} error={related.error} onRetry={related.reload} />
 
       <h2>Payload</h2>
       <pre class="json" data-testid="job-payload">
@@ -188,8 +203,12 @@ export function JobPage({ id }: { id: string }) {
 
 type Action = "redrive" | "cancel";
 
-/** Redrive (dead jobs) and Cancel (queued, retry or running jobs: a running one is stopped), each behind a confirmation step. */
-function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
+/**
+ * Redrive (dead jobs) and Cancel (queued, waiting, retry or running jobs: a
+ * running one is stopped), each behind a confirmation step. `waitedOn`: a
+ * WAITING job depends on this one.
+ */
+function Actions({ job, waitedOn, onChanged }: { job: Job; waitedOn: boolean; onChanged: () => void }) {
   const [confirming, setConfirming] = useState<Action | undefined>();
   const [busy, setBusy] = useState(false);
   const [outcome, setOutcome] = useState<{ ok: boolean; text: string } | undefined>();
@@ -197,7 +216,7 @@ function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
   const confirmRef = useRef<HTMLButtonElement>(null);
   const canRedrive = job.state === JobState.DEAD;
   const running = job.state === JobState.RUNNING;
-  const canCancel = job.state === JobState.QUEUED || job.state === JobState.RETRY || running;
+  const canCancel = job.state === JobState.QUEUED || job.state === JobState.WAITING || job.state === JobState.RETRY || running;
 
   // Focused as the confirmation is put in the page, before it paints: an
   // effect would run later and take the focus from a reason already being typed.
@@ -252,7 +271,7 @@ function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
           )}
           {!canRedrive && !canCancel && (
             <p class="muted">
-              None: only dead jobs can be redriven, and only queued, retry or running jobs cancelled. This job is{" "}
+              None: only dead jobs can be redriven, and only queued, waiting, retry or running jobs cancelled. This job is{" "}
               {stateLabel(job.state).toLowerCase()}.
             </p>
           )}
@@ -265,6 +284,9 @@ function Actions({ job, onChanged }: { job: Job; onChanged: () => void }) {
               : running
                 ? "Cancel this running job? Its worker is told to stop at once and sends no result; this cannot be undone."
                 : "Cancel this job? It will never run; this cannot be undone."}
+            {confirming === "cancel" &&
+              waitedOn &&
+              " The jobs waiting for it are cancelled too, except those submitted to ignore failed dependencies."}
           </p>
           {confirming === "cancel" && (
             <div class="field">

@@ -1,4 +1,7 @@
-/** #/jobs : recent jobs, newest first, filtered by queue, group and state, one page at a time. */
+/**
+ * #/jobs : recent jobs, newest first, filtered by queue, group and state, and
+ * to one job's dependencies or dependents, one page at a time.
+ */
 import type { TargetedSubmitEvent } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { JobState } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -6,7 +9,7 @@ import { client } from "../api.js";
 import { ErrorNotice, NoJobsYet, StateBadge, Time } from "../components.js";
 import { stateFromName, STATES } from "../format.js";
 import { useLive, useResource, useThrottled } from "../hooks.js";
-import { groupsHref, jobHref, jobsHref, queueHref } from "../router.js";
+import { groupsHref, jobHref, jobsHref, queueHref, type JobsFilter } from "../router.js";
 import { RedriveAllControl } from "./queue-controls.js";
 
 const PAGE_SIZE = 25;
@@ -19,15 +22,23 @@ const JOBS_REFRESH_MS = 500;
  */
 const previousPage = new Map<string, string>();
 
-export function Jobs({ queue, group, state, page }: { queue: string; group: string; state: string; page: string }) {
+export function Jobs({ queue, group, state, dependenciesOf, dependentsOf, page }: JobsFilter) {
   const stateFilter = stateFromName(state);
   const jobs = useResource(
     (signal) =>
       client.listJobs(
-        { queue, groupKey: group, states: stateFilter === undefined ? [] : [stateFilter], pageSize: PAGE_SIZE, pageToken: page },
+        {
+          queue,
+          groupKey: group,
+          states: stateFilter === undefined ? [] : [stateFilter],
+          dependenciesOf,
+          dependentsOf,
+          pageSize: PAGE_SIZE,
+          pageToken: page,
+        },
         { signal },
       ),
-    [queue, group, state, page],
+    [queue, group, state, dependenciesOf, dependentsOf, page],
   );
   const queues = useResource((signal) => client.getStats({}, { signal }), []);
   const refresh = useThrottled(jobs.reload, JOBS_REFRESH_MS);
@@ -42,7 +53,9 @@ export function Jobs({ queue, group, state, page }: { queue: string; group: stri
     if (touchesPage) refresh();
   });
 
-  const filtered = queue !== "" || group !== "" || stateFilter !== undefined;
+  const related = { dependenciesOf, dependentsOf };
+  const isRelated = dependenciesOf !== "" || dependentsOf !== "";
+  const filtered = queue !== "" || group !== "" || stateFilter !== undefined || isRelated;
   const data = jobs.data;
   const previous = page === "" ? undefined : previousPage.get(page);
 
@@ -59,7 +72,7 @@ export function Jobs({ queue, group, state, page }: { queue: string; group: stri
   }, [routeKey]);
   const onFilter = (e: TargetedSubmitEvent<HTMLFormElement>): void => {
     e.preventDefault();
-    location.hash = jobsHref({ ...draft, group: draft.group.trim() });
+    location.hash = jobsHref({ ...draft, group: draft.group.trim(), ...related });
   };
 
   const queueNames = new Set(queues.data?.queues.map((q) => q.queue) ?? []);
@@ -68,6 +81,29 @@ export function Jobs({ queue, group, state, page }: { queue: string; group: stri
   return (
     <section aria-labelledby="jobs-title">
       <h1 id="jobs-title">Jobs</h1>
+      {isRelated && (
+        <p class="links" data-testid="related-filter">
+          {dependenciesOf !== "" && (
+            <span>
+              Only the jobs that job{" "}
+              <a class="mono" href={jobHref(dependenciesOf)}>
+                {dependenciesOf}
+              </a>{" "}
+              depends on.
+            </span>
+          )}
+          {dependentsOf !== "" && (
+            <span>
+              Only the jobs that depend on job{" "}
+              <a class="mono" href={jobHref(dependentsOf)}>
+                {dependentsOf}
+              </a>
+              .
+            </span>
+          )}
+          <a href={jobsHref({ queue, group, state })}>Show all jobs</a>
+        </p>
+      )}
       <form class="filters" onSubmit={onFilter} aria-label="Filter jobs">
         <div class="field">
           <label for="filter-queue">Queue</label>
@@ -115,8 +151,8 @@ export function Jobs({ queue, group, state, page }: { queue: string; group: stri
         {queue !== "" && <a href={groupsHref(queue)}>Groups of {queue}</a>}
       </form>
 
-      {/* RedriveAll takes the whole queue: not offered under a group filter, whose table shows only some of its dead jobs. */}
-      {queue !== "" && group === "" && stateFilter === JobState.DEAD && page === "" && (
+      {/* RedriveAll takes the whole queue: not offered under a group or job filter, whose table shows only some of its dead jobs. */}
+      {queue !== "" && group === "" && !isRelated && stateFilter === JobState.DEAD && page === "" && (
         <RedriveAllControl key={queue} queue={queue} onChanged={jobs.reload} />
       )}
       {jobs.error && <ErrorNotice problem={jobs.error} what="jobs" onRetry={jobs.reload} />}
@@ -126,7 +162,9 @@ export function Jobs({ queue, group, state, page }: { queue: string; group: stri
         filtered || page !== "" ? (
           <p class="empty" data-testid="no-matching-jobs">
             No {stateFilter === undefined ? "" : `${state} `}jobs{queue === "" ? "" : ` in queue ${queue}`}
-            {group === "" ? "" : ` of group ${group}`}. <a href={jobsHref()}>Show all jobs</a>
+            {group === "" ? "" : ` of group ${group}`}
+            {dependenciesOf === "" ? "" : ` that job ${dependenciesOf} depends on`}
+            {dependentsOf === "" ? "" : ` that depend on job ${dependentsOf}`}. <a href={jobsHref()}>Show all jobs</a>
           </p>
         ) : (
           <NoJobsYet />
@@ -189,11 +227,13 @@ export function Jobs({ queue, group, state, page }: { queue: string; group: stri
 
       {data !== undefined && (page !== "" || data.nextPageToken !== "") && (
         <nav class="pager" aria-label="Pages">
-          {page !== "" && <a href={jobsHref({ queue, group, state })}>First page</a>}
-          {previous !== undefined && previous !== "" && <a href={jobsHref({ queue, group, state, page: previous })}>Previous page</a>}
+          {page !== "" && <a href={jobsHref({ queue, group, state, ...related })}>First page</a>}
+          {previous !== undefined && previous !== "" && (
+            <a href={jobsHref({ queue, group, state, ...related, page: previous })}>Previous page</a>
+          )}
           {data.nextPageToken !== "" && (
             <a
-              href={jobsHref({ queue, group, state, page: data.nextPageToken })}
+              href={jobsHref({ queue, group, state, ...related, page: data.nextPageToken })}
               onClick={() => previousPage.set(data.nextPageToken, page)}
             >
               Next page

@@ -16,7 +16,8 @@ import { describeLimits, hasLimits, LimitsForm, OutcomeLine, PauseButton, PurgeF
 /** Stats are refetched at most this often while events stream in. */
 const STATS_REFRESH_MS = 1_000;
 
-const COUNT_FIELDS = ["queued", "running", "retry", "completed", "dead", "cancelled"] as const;
+/** QueueStats' count of each of STATES, by its name. */
+type CountField = "waiting" | "queued" | "running" | "retry" | "completed" | "dead" | "cancelled";
 
 export function Overview() {
   const stats = useResource((signal) => client.getStats({}, { signal }), []);
@@ -55,8 +56,8 @@ export function Overview() {
         <div class="table-wrap">
           <table class="stats" data-testid="queue-stats">
             <caption>
-              Jobs per queue and state. Oldest pending: how long the longest-waiting eligible job (queued or retry) has waited to be
-              claimed.
+              Jobs per queue and state; waiting jobs wait for their dependencies to complete. Oldest pending: how long the longest-waiting
+              eligible job (queued or retry) has waited to be claimed.
             </caption>
             <thead>
               <tr>
@@ -141,11 +142,11 @@ function StatsRow({ stats, controls }: { stats: QueueStats; controls?: RowContro
           </>
         )}
       </th>
-      {COUNT_FIELDS.map((field, i) => {
-        const n = stats[field];
+      {STATES.map(({ name }) => {
+        const n = stats[name as CountField];
         return (
-          <td class="num" key={field} data-state={STATES[i].name}>
-            {n === 0n ? <span class="muted">0</span> : <a href={jobsHref({ queue, state: STATES[i].name })}>{formatCount(n)}</a>}
+          <td class="num" key={name} data-state={name}>
+            {n === 0n ? <span class="muted">0</span> : <a href={jobsHref({ queue, state: name })}>{formatCount(n)}</a>}
           </td>
         );
       })}

@@ -108,8 +108,8 @@ export function PurgeForm({ queue, onOutcome, onClose }: { queue: string; onOutc
   return (
     <form class="confirm" onSubmit={(e) => void onSubmit(e)} aria-labelledby="purge-text" data-testid="purge-form">
       <p id="purge-text">
-        Purge queue <strong>{queue}</strong>? Every queued and retry job is cancelled with the reason "purged"; running, dead and finished
-        jobs stay. This cannot be undone.
+        Purge queue <strong>{queue}</strong>? Every queued, waiting and retry job is cancelled with the reason "purged"; running, dead and
+        finished jobs stay. This cannot be undone.
       </p>
       <div class="field">
         <label for="purge-confirm">Type the queue name to confirm</label>
