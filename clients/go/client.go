@@ -37,6 +37,13 @@ type SubmitOptions struct {
 	// otel, the context of the span in Submit's ctx (none without one);
 	// without the tag, none. An empty map sends none.
 	TraceContext map[string]string
+	// DependsOn are job ids the job waits for: it is WAITING until each has
+	// completed (docs/api.md "Dependencies").
+	DependsOn []string
+	// OnDependencyFailure is what a dependency ending DEAD or CANCELLED does
+	// to the job; zero: DEPENDENCY_FAILURE_POLICY_WAIT. A graph of jobs
+	// named by ref goes in one Service.SubmitBatch.
+	OnDependencyFailure lqv1.DependencyFailurePolicy
 }
 
 // Submit creates a job (or returns the original for a repeated idempotency
@@ -59,6 +66,10 @@ func (c *Client) Submit(ctx context.Context, queue, task string, payload any, op
 	}
 	if opts != nil {
 		req.IdempotencyKey, req.Priority, req.MaxAttempts = opts.IdempotencyKey, opts.Priority, opts.MaxAttempts
+		req.DependsOn, req.OnDependencyFailure = opts.DependsOn, opts.OnDependencyFailure
+		if _, known := lqv1.DependencyFailurePolicy_name[int32(opts.OnDependencyFailure)]; !known {
+			return nil, fmt.Errorf("OnDependencyFailure: unknown policy %d", opts.OnDependencyFailure)
+		}
 		if opts.MaxAttempts < 0 || opts.MaxAttempts > 100 {
 			return nil, fmt.Errorf("MaxAttempts: must be within 1..100 (0: the default), got %d", opts.MaxAttempts)
 		}

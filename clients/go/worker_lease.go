@@ -24,10 +24,50 @@ type Job struct {
 	LeaseToken  string    // e.g. as a fencing token downstream; never log it
 	Proto       *lqv1.Job // everything else the server sent
 	held        *held
+
+	dependencies []Dependency
+	truncated    bool
 }
 
 // Decode unmarshals the payload into dst, as encoding/json would the same JSON.
 func (j *Job) Decode(dst any) error { return decodeValue(j.Proto.GetPayload(), dst) }
+
+// Dependency is one direct dependency's outcome when the job was leased
+// (docs/api.md "Dependencies").
+type Dependency struct {
+	JobID string
+	// State is COMPLETED (DEAD or CANCELLED too for a job submitted with
+	// DEPENDENCY_FAILURE_POLICY_IGNORE).
+	State     lqv1.JobState
+	Result    any    // its result as encoding/json decodes it into an any; nil when none
+	LastError string // "" when none
+	result    *structpb.Value
+}
+
+// Decode unmarshals the dependency's result into dst, as encoding/json
+// would the same JSON (null when it has none), as (*Job).Decode does the payload.
+func (d Dependency) Decode(dst any) error { return decodeValue(d.result, dst) }
+
+// Dependencies are the outcomes of the jobs this one depends on, the first
+// 100 in Proto.DependsOn order; none for a job without dependencies. Each
+// call returns a new slice.
+func (j *Job) Dependencies() []Dependency { return append([]Dependency(nil), j.dependencies...) }
+
+// DependenciesTruncated is true when the job has more dependencies than the
+// 100 of Dependencies.
+func (j *Job) DependenciesTruncated() bool { return j.truncated }
+
+func dependenciesOf(lease *lqv1.Lease) []Dependency {
+	results := lease.GetDependencies()
+	if len(results) == 0 {
+		return nil
+	}
+	deps := make([]Dependency, len(results))
+	for i, d := range results {
+		deps[i] = Dependency{JobID: d.GetJobId(), State: d.GetState(), Result: valueOf(d.GetResult()), LastError: d.GetLastError(), result: d.GetResult()}
+	}
+	return deps
+}
 
 // Progress stores v (JSON, at most 4 KiB) as the job's progress, sent with
 // the next heartbeat within a second; reports made in between replace each
@@ -82,7 +122,7 @@ func (w *Worker) accept(lease *lqv1.Lease) {
 		expiresAt: now.Add(w.opts.LeaseDuration), nextBeat: now.Add(w.opts.HeartbeatInterval)}
 	h.job = &Job{ID: j.GetId(), Queue: j.GetQueue(), Task: j.GetTask(), Payload: valueOf(j.GetPayload()),
 		Attempts: j.GetAttempts(), MaxAttempts: j.GetMaxAttempts(), Deliveries: j.GetDeliveries(), Priority: j.GetPriority(),
-		LeaseToken: lease.GetLeaseToken(), Proto: j, held: h}
+		LeaseToken: lease.GetLeaseToken(), Proto: j, held: h, dependencies: dependenciesOf(lease), truncated: lease.GetDependenciesTruncated()}
 	w.mu.Lock()
 	w.emitLocked(Event{Kind: "lease", JobID: h.job.ID, Task: h.job.Task})
 	w.held[h.token] = h

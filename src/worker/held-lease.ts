@@ -40,7 +40,7 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { durationFromMs, timestampDate, timestampFromDate, type Value } from "@bufbuild/protobuf/wkt";
 import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
-import type { Job, Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import type { DependencyResult, Job, Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import type { AckBatcher } from "./ack-batcher.js";
 import { JobCancelledError, LeaseLostError, type LeaseLostReason } from "./errors.js";
 
@@ -77,6 +77,9 @@ export function leaseLostReason(err: ConnectError): LeaseLostReason | undefined 
 export class HeldLease {
   readonly job: Job;
   readonly token: string;
+  /** The job's direct dependencies' outcomes (the first 100), and whether there are more. */
+  readonly dependencies: readonly DependencyResult[];
+  readonly dependenciesTruncated: boolean;
   readonly #opts: HeldLeaseOptions;
   readonly #controller = new AbortController();
   #state: LeaseState = "waiting";
@@ -97,6 +100,8 @@ export class HeldLease {
     if (lease.job === undefined) throw new TypeError("lease without a job");
     this.job = lease.job;
     this.token = lease.leaseToken;
+    this.dependencies = lease.dependencies;
+    this.dependenciesTruncated = lease.dependenciesTruncated;
     this.#opts = options;
     this.#expiresAt = performance.now() + options.leaseDurationMs;
     this.#leaseExpireTime =

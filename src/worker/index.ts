@@ -14,6 +14,7 @@ export { createLeaseQueueClient, type LeaseQueueClient, type LeaseQueueClientOpt
 export { createWorker, type Worker } from "./worker.js";
 export { submitAndWait, type SubmitAndWaitOptions, type WaitedJob } from "./submit-and-wait.js";
 export type { JobContext, JobHandler } from "./job-attempt.js";
+export type { Dependency } from "./job-dependencies.js";
 export type { WorkerTracingOptions } from "./attempt-span.js";
 export { currentTraceContext } from "./trace-propagation.js";
 export type { WorkerEvent } from "./worker-events.js";
@@ -30,4 +31,14 @@ export {
 } from "./errors.js";
 export type { BackoffOptions } from "./backoff.js";
 export { jsonToValue, valueToJson } from "./json-values.js";
-export { EventKind, JobState, LeaseQueueService, type Job, type JobEvent, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+export {
+  DependencyFailurePolicy,
+  EventKind,
+  JobState,
+  LeaseQueueService,
+  type DependencyCounts,
+  type DependencyResult,
+  type Job,
+  type JobEvent,
+  type Lease,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";

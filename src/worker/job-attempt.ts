@@ -8,6 +8,7 @@ import type { Job } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { failureOf, type Outcome } from "./attempt-outcome.js";
 import { SnoozeJob } from "./errors.js";
 import type { HeldLease } from "./held-lease.js";
+import { dependenciesOf, dependencyResult, type Dependency } from "./job-dependencies.js";
 import { jsonToValue, valueToJson } from "./json-values.js";
 import { asJsonResult, checkedProgress } from "./result-checks.js";
 
@@ -22,6 +23,21 @@ export interface JobContext {
   readonly signal: AbortSignal;
   /** The job's payload as plain JSON (`null` when none was submitted). */
   readonly payload: JsonValue;
+  /**
+   * The outcomes of the jobs this one depends on (docs/api.md
+   * "Dependencies"), the first 100 in `job.dependsOn` order; empty for a job
+   * without dependencies.
+   */
+  readonly dependencies: readonly Dependency[];
+  /** True when the job has more than the 100 dependencies in `dependencies`. */
+  readonly dependenciesTruncated: boolean;
+  /**
+   * The result of the dependency `jobId` as plain JSON (`null` when it has
+   * none), typed `T` unchecked, as a cast of `payload` would be: e.g.
+   * `ctx.dependencyResult<{ url: string }>(id).url`. Throws a RangeError
+   * when `jobId` is not among `dependencies`.
+   */
+  dependencyResult<T = JsonValue>(jobId: string): T;
   /** The lease token, e.g. as a fencing token for a downstream store. Never log it. */
   readonly leaseToken: string;
   /** When the lease runs out unless extended, as the server last reported it. */
@@ -75,9 +91,13 @@ export type JobHandler = (job: Job, ctx: JobContext) => Promise<JsonValue | void
 export async function runAttempt(lease: HeldLease, handler: JobHandler, workerId: string, starting: () => void): Promise<Outcome> {
   /** Set by ctx.snooze(): decides the outcome however the handler ends. */
   let snoozed: SnoozeJob | undefined;
+  const dependencies = dependenciesOf(lease.dependencies);
   const ctx: JobContext = {
     signal: lease.signal,
     payload: valueToJson(lease.job.payload),
+    dependencies,
+    dependenciesTruncated: lease.dependenciesTruncated,
+    dependencyResult: <T = JsonValue>(jobId: string) => dependencyResult(dependencies, lease.dependenciesTruncated, jobId) as T,
     leaseToken: lease.token,
     get leaseExpireTime() {
       return lease.leaseExpireTime;

@@ -20,6 +20,8 @@ import { EmptySchema, type Duration, type Empty, type ListValue, type Struct, ty
 import {
   AcknowledgementResultSchema,
   WorkResponseSchema,
+  type DependencyCounts,
+  type DependencyResult,
   type Job,
   type Lease,
   type WorkResponse,
@@ -112,10 +114,16 @@ export function readLease(bytes: Uint8Array): Lease | undefined {
     let seen = 0;
     while (r.pos < r.len) {
       const [no, type] = r.tag();
-      seen = firstTime(seen, no);
+      if (no !== 3) seen = firstTime(seen, no);
+      if (no === 4) {
+        if (type !== WireType.Varint) throw DOUBT;
+        lease.dependenciesTruncated = r.bool();
+        continue;
+      }
       if (type !== WireType.LengthDelimited) throw DOUBT;
       if (no === 2) lease.leaseToken = readString(r, r.len);
       else if (no === 1) lease.job = readJob(r, nested(r, r.len));
+      else if (no === 3) lease.dependencies.push(readDependency(r, nested(r, r.len)));
       else throw DOUBT;
     }
     return lease;
@@ -144,7 +152,7 @@ function readJob(r: BinaryReader, end: number): Job {
   let seen = 0;
   while (r.pos < end) {
     const [no, type] = r.tag();
-    if (no !== 21) seen = firstTime(seen, no);
+    if (no !== 21 && no !== 22) seen = firstTime(seen, no);
     const int32 = JOB_INT32S.get(no);
     if (int32 !== undefined) {
       if (type !== WireType.Varint) throw DOUBT;
@@ -162,10 +170,51 @@ function readJob(r: BinaryReader, end: number): Job {
     } else if (no === 9) {
       job.retryBaseDelay = readSecondsNanos(r, end, "google.protobuf.Duration") as Duration;
     } else if (no === 21) readStringMapEntry(r, nested(r, end), job.traceContext);
+    else if (no === 22) job.dependsOn.push(readString(r, end));
+    else if (no === 23) job.dependencyCounts = readDependencyCounts(r, nested(r, end));
     else throw DOUBT;
   }
   done(r, end);
   return job;
+}
+
+/** A DependencyResult: job_id (1), state (2), result (3), last_error (4). */
+function readDependency(r: BinaryReader, end: number): DependencyResult {
+  const dependency = { $typeName: "leasequeue.v1.DependencyResult", jobId: "", state: 0, lastError: "" } as unknown as DependencyResult;
+  let seen = 0;
+  while (r.pos < end) {
+    const [no, type] = r.tag();
+    seen = firstTime(seen, no);
+    if (no === 2) {
+      if (type !== WireType.Varint) throw DOUBT;
+      dependency.state = r.int32();
+      continue;
+    }
+    if (type !== WireType.LengthDelimited) throw DOUBT;
+    if (no === 1) dependency.jobId = readString(r, end);
+    else if (no === 3) dependency.result = readValue(r, nested(r, end), 0);
+    else if (no === 4) dependency.lastError = readString(r, end);
+    else throw DOUBT;
+  }
+  done(r, end);
+  return dependency;
+}
+
+const COUNTS = ["total", "completed", "failed", "pending"] as const;
+
+/** A DependencyCounts: four int32s, total (1) to pending (4). */
+function readDependencyCounts(r: BinaryReader, end: number): DependencyCounts {
+  const counts = { $typeName: "leasequeue.v1.DependencyCounts", total: 0, completed: 0, failed: 0, pending: 0 } as DependencyCounts;
+  let seen = 0;
+  while (r.pos < end) {
+    const [no, type] = r.tag();
+    seen = firstTime(seen, no);
+    const name = COUNTS[no - 1];
+    if (name === undefined || type !== WireType.Varint) throw DOUBT;
+    counts[name] = r.int32();
+  }
+  done(r, end);
+  return counts;
 }
 
 /** `seen` (a bit per field number) with `no` added; a field sent twice is left to protobuf-es (it keeps the last, or merges a message). */

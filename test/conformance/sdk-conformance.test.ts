@@ -238,6 +238,48 @@ describe.each(SDKS)("the $name SDK", (sdk) => {
   });
 
   it.skipIf(skip)(
+    "gives a handler its dependencies' ids, states, results and errors, decoded as typed values; the first 100 with a truncation flag",
+    { timeout: 60_000 },
+    async () => {
+      // A job that completes, one that fails for good, and a "deps" job that waits for both and runs anyway.
+      const graph = await server.call("SubmitBatch", {
+        jobs: [
+          { queue, task: "echo", payload: { n: 1 }, ref: "a" },
+          { queue, task: "permanent", payload: { message: "account deleted" }, ref: "b" },
+          { queue, task: "deps", dependsOnRefs: ["a", "b"], onDependencyFailure: "DEPENDENCY_FAILURE_POLICY_IGNORE" },
+        ],
+      });
+      expect(graph.status, JSON.stringify(graph.body)).toBe(200);
+      const [a, b, merge] = (graph.body.results as Array<{ job: { id: string } }>).map((r) => r.job.id);
+      expect(await waitJob(server, merge, worker)).toMatchObject({
+        state: "JOB_STATE_COMPLETED",
+        result: {
+          truncated: false,
+          dependencies: [
+            { id: a, state: "COMPLETED", result: { echo: { n: 1 } }, lastError: "" },
+            { id: b, state: "DEAD", result: null, lastError: "account deleted" },
+          ],
+          decoded: [1],
+        },
+      });
+
+      // 101 dependencies: the lease carries the first 100, in dependsOn order, and says there are more.
+      const refs = Array.from({ length: 101 }, (_, i) => `d${i}`);
+      const many = await server.call("SubmitBatch", {
+        jobs: [...refs.map((ref) => ({ queue, task: "noop", ref })), { queue, task: "deps", dependsOnRefs: refs }],
+        view: "JOB_VIEW_BASIC",
+      });
+      expect(many.status, JSON.stringify(many.body)).toBe(200);
+      const ids = (many.body.results as Array<{ job: { id: string } }>).map((r) => r.job.id);
+      const job = await waitJob(server, ids[101], worker);
+      expect(job.state).toBe("JOB_STATE_COMPLETED");
+      expect(job.result.truncated).toBe(true);
+      expect(job.result.dependencies).toEqual(ids.slice(0, 100).map((id) => ({ id, state: "COMPLETED", result: null, lastError: "" })));
+      expect(job.result.decoded).toEqual([]);
+    },
+  );
+
+  it.skipIf(skip)(
     "drains on SIGTERM: a handler held through twice its lease by the server's clock finishes and is completed, nothing new is taken",
     { timeout: 90_000 },
     async () => {

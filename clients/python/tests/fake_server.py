@@ -1,7 +1,7 @@
 """An in-process stand-in for the LeaseQueue server, for offline unit tests.
 
 It implements just enough of leasequeue.v1 to watch the SDK's side of the
-protocol: Submit and GetJob for the Client, and leases handed out on Work (or,
+protocol: Submit, SubmitBatch (refs resolved to ids) and GetJob for the Client, and leases handed out on Work (or,
 with `work=False`, StreamClaims plus Acknowledge; with `streams=False`, Claim
 carrying acknowledgements plus Acknowledge) for the Worker. Every
 acknowledgement received is recorded with how it arrived, and answered OK
@@ -54,6 +54,7 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
         self.messages = []  # (how, number of acks) per WorkRequest or AcknowledgeRequest
         self.starts = []
         self.submits = []
+        self.batches = []
         self.half_closed = threading.Event()
         self.cancelled = set()  # job ids cancel() cancelled: their acknowledgements are refused
         self.streams_open = []  # a queue.Queue of messages to push per open Work or StreamClaims stream
@@ -123,9 +124,21 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
 
     def Submit(self, request, context):
         self.submits.append(request)
-        job = pb.Job(id=str(uuid.uuid4()), queue=request.queue, task=request.task, state=pb.JOB_STATE_QUEUED)
+        return pb.SubmitResponse(job=self._job(request, str(uuid.uuid4()), {}))
+
+    def SubmitBatch(self, request, context):
+        self.batches.append(request)
+        ids = {one.ref or str(i): str(uuid.uuid4()) for i, one in enumerate(request.jobs)}
+        jobs = [self._job(one, ids[one.ref or str(i)], ids) for i, one in enumerate(request.jobs)]
+        return pb.SubmitBatchResponse(results=[pb.SubmitResponse(job=job) for job in jobs])
+
+    @staticmethod
+    def _job(request, id, ids):
+        depends_on = list(request.depends_on) + [ids[ref] for ref in request.depends_on_refs]
+        state = pb.JOB_STATE_WAITING if depends_on else pb.JOB_STATE_QUEUED
+        job = pb.Job(id=id, queue=request.queue, task=request.task, state=state, depends_on=depends_on)
         job.payload.CopyFrom(request.payload)
-        return pb.SubmitResponse(job=job)
+        return job
 
     def GetJob(self, request, context):
         job = pb.Job(id=request.job_id, queue="q", task="t", state=pb.JOB_STATE_COMPLETED, attempts=1)

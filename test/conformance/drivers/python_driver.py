@@ -113,6 +113,17 @@ def noop(job):
     return None
 
 
+@worker.task("deps")
+def deps(job):
+    # Reports the dependencies it sees, and the echo.n of each result an "echo" dependency returned.
+    started(job)
+    return {
+        "truncated": job.dependencies_truncated,
+        "dependencies": [{"id": d.job_id, "state": d.state.name, "result": d.result, "lastError": d.last_error} for d in job.dependencies],
+        "decoded": [job.dependency_result(d.job_id)["echo"]["n"] for d in job.dependencies if d.result is not None],
+    }
+
+
 emit(event="ready", sdk="python", pid=os.getpid(), time=time.time())
 worker.run()
 emit(event="exit")

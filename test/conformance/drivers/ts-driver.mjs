@@ -8,7 +8,7 @@
 // LEASEQUEUE_DRIVER_QUIET=1).
 import { setTimeout as sleep } from "node:timers/promises";
 import { existsSync, readFileSync } from "node:fs";
-import { createLeaseQueueClient, createWorker, PermanentJobError } from "../../../dist/src/worker/index.js";
+import { createLeaseQueueClient, createWorker, JobState, PermanentJobError } from "../../../dist/src/worker/index.js";
 
 const env = process.env;
 // LEASEQUEUE_DRIVER_QUIET=1 (bench/sdks.mjs): no line per job, only the worker's own events.
@@ -47,6 +47,12 @@ const tasks = {
     return { slept: ctx.payload.seconds };
   },
   noop: () => null,
+  // Reports the dependencies it sees, and the `echo.n` of each result an "echo" dependency returned.
+  deps: (job, ctx) => ({
+    truncated: ctx.dependenciesTruncated,
+    dependencies: ctx.dependencies.map((d) => ({ id: d.jobId, state: JobState[d.state], result: d.result, lastError: d.lastError })),
+    decoded: ctx.dependencies.filter((d) => d.result !== null).map((d) => ctx.dependencyResult(d.jobId).echo.n),
+  }),
 };
 
 const ca = env.LEASEQUEUE_CA_FILE ? readFileSync(env.LEASEQUEUE_CA_FILE) : undefined;

@@ -13,9 +13,20 @@
 See README.md beside the package for the producer, tokens, TLS and draining.
 """
 
-from leasequeue.client import Client, Job, JobState
+from leasequeue.client import Client, DependencyFailurePolicy, Job, JobState
 from leasequeue.errors import Permanent, Snooze
-from leasequeue.worker import LeasedJob, Worker, WorkerEvent
+from leasequeue.worker import Dependency, LeasedJob, Worker, WorkerEvent
 
-__all__ = ["Client", "Job", "JobState", "LeasedJob", "Permanent", "Snooze", "Worker", "WorkerEvent"]
+__all__ = [
+    "Client",
+    "Dependency",
+    "DependencyFailurePolicy",
+    "Job",
+    "JobState",
+    "LeasedJob",
+    "Permanent",
+    "Snooze",
+    "Worker",
+    "WorkerEvent",
+]
 __version__ = "0.1.0"

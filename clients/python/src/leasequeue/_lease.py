@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, NoReturn, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, NoReturn, Optional, TypeVar, Union
 
 from leasequeue import _wire
 from leasequeue._common import PROGRESS_DELAY, WorkerEvent, _log
 from leasequeue._wire import pb
+from leasequeue.client import JobState
 from leasequeue.errors import Snooze
 
 if TYPE_CHECKING:
@@ -19,6 +21,27 @@ if TYPE_CHECKING:
 
 Handler = Callable[["LeasedJob"], Union[Any, Awaitable[Any]]]
 H = TypeVar("H", bound=Handler)
+
+
+@dataclasses.dataclass(frozen=True)
+class Dependency:
+    """One direct dependency's outcome when the job was leased (docs/api.md "Dependencies").
+
+    `state` is COMPLETED (DEAD or CANCELLED too for a job submitted with
+    on_dependency_failure IGNORE); `result` its JSON as Python values, as
+    `job.payload` is (whole numbers as int; None when it has none);
+    `last_error` its last error ("" when none).
+    """
+
+    job_id: str
+    state: JobState
+    result: Any
+    last_error: str
+
+    @classmethod
+    def from_proto(cls, dependency: Any) -> "Dependency":
+        result = _wire.from_value(dependency.result) if dependency.HasField("result") else None
+        return cls(dependency.job_id, JobState.of(dependency.state), result, dependency.last_error)
 
 
 class LeasedJob:
@@ -32,8 +55,10 @@ class LeasedJob:
     include_running; an `async def` handler's task is cancelled too): stop,
     nothing is sent for the job whatever the handler returns or raises.
     `trace_context` is the job's W3C Trace Context (traceparent, tracestate;
-    docs/api.md "Trace context"), {} when it has none. `proto` is the
-    leasequeue.v1.Job.
+    docs/api.md "Trace context"), {} when it has none. `dependencies` are the
+    outcomes of the jobs it depends on, the first 100 in `depends_on` order
+    (`dependencies_truncated` is True when there are more); `[]` for a job
+    without dependencies. `proto` is the leasequeue.v1.Job.
     """
 
     def __init__(self, held: "_Held", lease: Any) -> None:
@@ -50,8 +75,22 @@ class LeasedJob:
         self.priority: int = job.priority
         self.lease_token: str = lease.lease_token
         self.trace_context: Dict[str, str] = dict(job.trace_context)
+        self.dependencies: List[Dependency] = [Dependency.from_proto(one) for one in lease.dependencies]
+        self.dependencies_truncated: bool = lease.dependencies_truncated
         self.lease_lost = threading.Event()
         self.cancelled = threading.Event()
+
+    def dependency_result(self, job_id: str) -> Any:
+        """The result of the dependency `job_id` as Python values, as `payload` is (None when it has none).
+
+        KeyError when `job_id` is not among `dependencies`.
+        """
+        for one in self.dependencies:
+            if one.job_id == job_id:
+                return one.result
+        if self.dependencies_truncated:
+            raise KeyError(f"job {job_id} is not among the first {len(self.dependencies)} dependencies the lease carries")
+        raise KeyError(f"job {job_id} is not a dependency of this job")
 
     def progress(self, value: Any) -> None:
         """Stores `value` (JSON, at most 4 KiB) as the job's progress, sent with the next heartbeat.

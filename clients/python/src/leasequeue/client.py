@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from leasequeue import _channel, _tracing, _wire
 from leasequeue._wire import pb, pb_grpc
@@ -31,6 +31,25 @@ class JobState(enum.IntEnum):
     DEAD = 5
     CANCELLED = 6
     WAITING = 7
+
+    @classmethod
+    def of(cls, value: int) -> "JobState":
+        """The member of a wire value; UNSPECIFIED for one this release does not know."""
+        return cls(value) if value in cls._value2member_map_ else cls.UNSPECIFIED
+
+
+class DependencyFailurePolicy(enum.IntEnum):
+    """leasequeue.v1.DependencyFailurePolicy, without its prefix: what a dependency ending DEAD or CANCELLED does to a job.
+
+    WAIT (the default): stay WAITING while it is DEAD (a redrive lets the flow
+    go on), be cancelled when it is CANCELLED. CANCEL: be cancelled. IGNORE:
+    count it as finished and run, seeing it in `job.dependencies`.
+    """
+
+    UNSPECIFIED = 0
+    WAIT = 1
+    CANCEL = 2
+    IGNORE = 3
 
 
 def _time(message: Any, field: str) -> Optional[datetime.datetime]:
@@ -61,6 +80,7 @@ class Job:
     finish_time: Optional[datetime.datetime]
     lease_expire_time: Optional[datetime.datetime]
     trace_context: Dict[str, str] = dataclasses.field(default_factory=dict)
+    depends_on: Tuple[str, ...] = ()
 
     @classmethod
     def from_proto(cls, job: Any) -> "Job":
@@ -71,7 +91,7 @@ class Job:
             id=job.id,
             queue=job.queue,
             task=job.task,
-            state=JobState(job.state) if job.state in JobState._value2member_map_ else JobState.UNSPECIFIED,
+            state=JobState.of(job.state),
             payload=value("payload"),
             priority=job.priority,
             attempts=job.attempts,
@@ -86,7 +106,67 @@ class Job:
             finish_time=_time(job, "finish_time"),
             lease_expire_time=_time(job, "lease_expire_time"),
             trace_context=dict(job.trace_context),
+            depends_on=tuple(job.depends_on),
         )
+
+
+def _ids(value: Optional[Sequence[str]], field: str) -> List[str]:
+    """Job ids or refs as a list; TypeError naming `field` for a lone string or a non-string."""
+    if value is None:
+        return []
+    if isinstance(value, str) or not all(isinstance(one, str) for one in value):
+        raise TypeError(f"{field}: must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def _policy(value: Union[DependencyFailurePolicy, str, None]) -> DependencyFailurePolicy:
+    if value is None:
+        return DependencyFailurePolicy.UNSPECIFIED
+    if isinstance(value, str) and value.upper() in ("WAIT", "CANCEL", "IGNORE"):
+        return DependencyFailurePolicy[value.upper()]
+    if isinstance(value, int) and not isinstance(value, bool) and value in DependencyFailurePolicy._value2member_map_:
+        return DependencyFailurePolicy(value)
+    raise ValueError(f"on_dependency_failure: must be a DependencyFailurePolicy or one of 'wait', 'cancel', 'ignore', got {value!r}")
+
+
+def _submit_request(
+    queue: str,
+    task: str,
+    payload: Any = None,
+    *,
+    idempotency_key: Optional[str] = None,
+    priority: int = 0,
+    max_attempts: Optional[int] = None,
+    delay: Union[float, datetime.timedelta, None] = None,
+    group_key: Optional[str] = None,
+    trace_context: Optional[Mapping[str, str]] = None,
+    depends_on: Optional[Sequence[str]] = None,
+    on_dependency_failure: Union[DependencyFailurePolicy, str, None] = None,
+    ref: Optional[str] = None,
+    depends_on_refs: Optional[Sequence[str]] = None,
+) -> Any:
+    """A SubmitRequest of submit()'s and submit_batch()'s arguments, checked as the server checks them."""
+    request = pb.SubmitRequest(queue=queue, task=task, priority=priority)
+    request.payload.CopyFrom(_wire.checked_json(payload, "payload", _wire.MAX_JSON_BYTES))
+    if max_attempts is not None:
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 100:
+            raise ValueError(f"max_attempts: must be an integer within 1..100, got {max_attempts!r}")
+        request.max_attempts = max_attempts
+    if delay is not None:
+        request.delay.CopyFrom(_wire.duration(_wire.seconds_of(delay, "delay", 0, _wire.MAX_DELAY_SECONDS)))
+    if idempotency_key is not None:
+        request.idempotency_key = idempotency_key
+    if group_key is not None:
+        if "group_key" not in pb.SubmitRequest.DESCRIPTOR.fields_by_name:
+            raise ValueError("group_key: this build of leasequeue has no SubmitRequest.group_key (the server's API predates job groups)")
+        request.group_key = group_key
+    request.trace_context.update(_tracing.checked_trace_context(trace_context))
+    request.depends_on.extend(_ids(depends_on, "depends_on"))
+    request.on_dependency_failure = _policy(on_dependency_failure)
+    if ref is not None:
+        request.ref = ref
+    request.depends_on_refs.extend(_ids(depends_on_refs, "depends_on_refs"))
+    return request
 
 
 class Client:
@@ -122,6 +202,8 @@ class Client:
         delay: Union[float, datetime.timedelta, None] = None,
         group_key: Optional[str] = None,
         trace_context: Optional[Mapping[str, str]] = None,
+        depends_on: Optional[Sequence[str]] = None,
+        on_dependency_failure: Union[DependencyFailurePolicy, str, None] = None,
     ) -> Job:
         """Creates a job (or returns the original for a repeated idempotency key) and returns it.
 
@@ -134,23 +216,52 @@ class Client:
         context") defaults to the current OpenTelemetry span's context when
         the `opentelemetry` package is importable (none without it, or
         without a current span); a mapping is sent as given, `{}` for none.
+        `depends_on` (job ids) makes the job WAITING until each has
+        completed; `on_dependency_failure` (a DependencyFailurePolicy, or
+        "wait", "cancel", "ignore") says what one ending DEAD or CANCELLED
+        does to it (docs/api.md "Dependencies").
         """
-        request = pb.SubmitRequest(queue=queue, task=task, priority=priority)
-        request.payload.CopyFrom(_wire.checked_json(payload, "payload", _wire.MAX_JSON_BYTES))
-        if max_attempts is not None:
-            if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 100:
-                raise ValueError(f"max_attempts: must be an integer within 1..100, got {max_attempts!r}")
-            request.max_attempts = max_attempts
-        if delay is not None:
-            request.delay.CopyFrom(_wire.duration(_wire.seconds_of(delay, "delay", 0, _wire.MAX_DELAY_SECONDS)))
-        if idempotency_key is not None:
-            request.idempotency_key = idempotency_key
-        if group_key is not None:
-            if "group_key" not in pb.SubmitRequest.DESCRIPTOR.fields_by_name:
-                raise ValueError("group_key: this build of leasequeue has no SubmitRequest.group_key (the server's API predates job groups)")
-            request.group_key = group_key
-        request.trace_context.update(_tracing.checked_trace_context(trace_context))
+        request = _submit_request(
+            queue,
+            task,
+            payload,
+            idempotency_key=idempotency_key,
+            priority=priority,
+            max_attempts=max_attempts,
+            delay=delay,
+            group_key=group_key,
+            trace_context=trace_context,
+            depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
+        )
         return Job.from_proto(self._stub.Submit(request, timeout=self._timeout).job)
+
+    def submit_batch(self, jobs: Sequence[Mapping[str, Any]]) -> List[Job]:
+        """Creates 1..500 jobs at once, all or none (SubmitBatch), and returns them in order.
+
+        Each entry is a mapping of submit()'s arguments (`queue`, `task`,
+        `payload` and its keyword options), plus `ref`, the job's name within
+        the batch, and `depends_on_refs`, the refs of jobs of the batch it
+        depends on (before or after it): a whole graph in one call. The
+        returned jobs show the refs resolved to ids in `depends_on`. An
+        argument the server would refuse raises ValueError or TypeError
+        naming it as `jobs[i].<argument>` before anything is sent.
+        """
+        if isinstance(jobs, Mapping) or not 1 <= len(jobs) <= 500:
+            raise ValueError("jobs: must be a list of 1..500 mappings of submit()'s arguments")
+        request = pb.SubmitBatchRequest()
+        for i, job in enumerate(jobs):
+            if not isinstance(job, Mapping):
+                raise TypeError(f"jobs[{i}]: must be a mapping of submit()'s arguments, got {type(job).__name__}")
+            try:
+                request.jobs.append(_submit_request(**job))
+            except (TypeError, ValueError) as err:
+                text = str(err)
+                # A missing or unknown argument: Python names the function, not the field.
+                named = text.startswith("_submit_request() ")
+                raise type(err)(f"jobs[{i}]: {text[len('_submit_request() '):]}" if named else f"jobs[{i}].{text}") from None
+        reply = self._stub.SubmitBatch(request, timeout=self._timeout)
+        return [Job.from_proto(one.job) for one in reply.results]
 
     def get_job(self, id: str) -> Job:
         """The job as stored now; grpc.RpcError NOT_FOUND for an unknown id."""

@@ -75,7 +75,7 @@ from leasequeue._common import (  # noqa: F401 - the timings are part of this mo
 )
 from leasequeue._connect import _Connect
 from leasequeue._drain import _Drain
-from leasequeue._lease import H, Handler, LeasedJob, _Held, _Leases  # noqa: F401 - LeasedJob is one of this module's names
+from leasequeue._lease import Dependency, H, Handler, LeasedJob, _Held, _Leases  # noqa: F401 - LeasedJob and Dependency are this module's names
 from leasequeue._timers import _Timers
 from leasequeue._unary import _Unary
 from leasequeue._wire import pb, pb_grpc

@@ -150,6 +150,26 @@ func main() {
 		started(job)
 		return nil, nil
 	})
+	// deps reports the dependencies it sees, and the echo.n of each result
+	// an "echo" dependency returned, decoded into a struct.
+	w.Handle("deps", func(ctx context.Context, job *leasequeue.Job) (any, error) {
+		started(job)
+		deps, decoded := []map[string]any{}, []int{}
+		for _, d := range job.Dependencies() {
+			state := strings.TrimPrefix(d.State.String(), "JOB_STATE_")
+			deps = append(deps, map[string]any{"id": d.JobID, "state": state, "result": d.Result, "lastError": d.LastError})
+			if d.Result != nil {
+				var echoed struct {
+					Echo struct{ N int } `json:"echo"`
+				}
+				if err := d.Decode(&echoed); err != nil {
+					return nil, err
+				}
+				decoded = append(decoded, echoed.Echo.N)
+			}
+		}
+		return map[string]any{"truncated": job.DependenciesTruncated(), "dependencies": deps, "decoded": decoded}, nil
+	})
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
