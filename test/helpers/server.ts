@@ -5,6 +5,7 @@
  * LEASEQUEUE_TEST_ENGINE=postgres (a fresh schema on the test database,
  * dropped at close): vitest.config.ts runs the service tests both ways.
  */
+import { expect } from "vitest";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,6 +31,8 @@ export interface TestServer {
   client: Client<typeof LeaseQueueService>;
   /** POST a Connect JSON call the way curl does; returns the status and parsed body. */
   call(method: string, body: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
+  /** `call` that expects 200 (the test fails with the answer otherwise) and returns the body. */
+  ok(method: string, body: unknown): Promise<any>;
   close(): Promise<void>;
 }
 
@@ -57,6 +60,15 @@ export async function startTestServer(flags: Record<string, string> = {}, option
     throw err;
   }
   const transport = createConnectTransport({ baseUrl: server.apiUrl, httpVersion: "1.1", useBinaryFormat: false });
+  const call: TestServer["call"] = async (method, body, headers = {}) => {
+    const res = await fetch(`${server.apiUrl}/leasequeue.v1.LeaseQueueService/${method}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: typeof body === "string" ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text === "" ? undefined : JSON.parse(text) };
+  };
   return {
     server,
     config,
@@ -65,14 +77,11 @@ export async function startTestServer(flags: Record<string, string> = {}, option
     dir,
     databaseFlags,
     client: createClient(LeaseQueueService, transport),
-    async call(method, body, headers = {}) {
-      const res = await fetch(`${server.apiUrl}/leasequeue.v1.LeaseQueueService/${method}`, {
-        method: "POST",
-        headers: { "content-type": "application/json", ...headers },
-        body: typeof body === "string" ? body : JSON.stringify(body),
-      });
-      const text = await res.text();
-      return { status: res.status, body: text === "" ? undefined : JSON.parse(text) };
+    call,
+    async ok(method, body) {
+      const res = await call(method, body);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body;
     },
     async close() {
       await server.close();
