@@ -48,6 +48,7 @@ async function totals(apiUrl: string): Promise<Record<string, number>> {
     completed: n(total.completed),
     dead: n(total.dead),
     cancelled: n(total.cancelled),
+    waiting: n(total.waiting),
   };
 }
 
