@@ -304,6 +304,7 @@ describe("SIGKILL while calls are in flight", () => {
       completed: byState("JOB_STATE_COMPLETED"),
       dead: 0,
       cancelled: 0,
+      waiting: 0,
     });
     expect(sum(counts)).toBe(JOBS);
 
