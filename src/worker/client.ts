@@ -28,17 +28,48 @@
  * traceparent/tracestate headers (docs/api.md "Trace context"), unless
  * `traceContext: false`.
  */
+import { fromJson, isMessage, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import type { GenService } from "@bufbuild/protobuf/codegenv2";
-import { EmptySchema, type Empty } from "@bufbuild/protobuf/wkt";
-import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { EmptySchema, ValueSchema, type Empty, type Value } from "@bufbuild/protobuf/wkt";
+import { createClient, type CallOptions, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type * as http2 from "node:http2";
-import { LeaseQueueService, type WorkRequest, type WorkRequestSchema } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import {
+  LeaseQueueService,
+  type SubmitBatchRequestSchema,
+  type SubmitBatchResponse,
+  type SubmitRequestSchema,
+  type SubmitResponse,
+  type WorkRequest,
+  type WorkRequestSchema,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { bearerTokenInterceptor } from "./bearer-token.js";
 import { traceContextInterceptor } from "./trace-propagation.js";
 
 /** The generated service client: every RPC of docs/api.md "RPCs", typed. */
 export type LeaseQueueClient = Client<typeof LeaseQueueService>;
+
+/** A submit request whose payload may be plain JSON (or a google.protobuf.Value, as the generated client takes it). */
+export type JsonSubmitRequest = Omit<MessageInitShape<typeof SubmitRequestSchema>, "payload" | "$typeName"> & {
+  payload?: JsonValue | Value;
+};
+type SubmitInit = MessageInitShape<typeof SubmitRequestSchema>;
+
+/**
+ * What createLeaseQueueClient makes: the generated client, whose Submit and
+ * SubmitBatch also take payloads as plain JSON, as a handler returns its
+ * result (`client.submit({ queue, task, payload: { invoiceId: 42 } })`); a
+ * Value message, or its init shape `{ kind: { case, value } }`, is sent as
+ * it is. It is a LeaseQueueClient wherever one is asked for; read a job's
+ * payload or result as plain JSON with valueToJson(job.result).
+ */
+export type JsonLeaseQueueClient = LeaseQueueClient & {
+  submit(request: JsonSubmitRequest, options?: CallOptions): Promise<SubmitResponse>;
+  submitBatch(
+    request: Omit<MessageInitShape<typeof SubmitBatchRequestSchema>, "jobs" | "$typeName"> & { jobs?: JsonSubmitRequest[] },
+    options?: CallOptions,
+  ): Promise<SubmitBatchResponse>;
+};
 
 export type LeaseQueueTransport = "grpc" | "connect";
 
@@ -107,8 +138,59 @@ export function canStreamBothWays(client: LeaseQueueClient): boolean {
   return BIDI_CAPABLE.has(client);
 }
 
-/** Creates a typed client. Calls reject with `ConnectError`; see docs/api.md "Errors" for codes and reasons. */
-export function createLeaseQueueClient(options: LeaseQueueClientOptions): LeaseQueueClient {
+/**
+ * Creates a typed client (JsonLeaseQueueClient). Calls reject with
+ * `ConnectError`; see docs/api.md "Errors" for codes and reasons.
+ */
+export function createLeaseQueueClient(options: LeaseQueueClientOptions): JsonLeaseQueueClient {
+  return withJsonPayloads(generatedClient(options));
+}
+
+const VALUE_KINDS = new Set([undefined, "nullValue", "numberValue", "stringValue", "boolValue", "structValue", "listValue"]);
+
+/**
+ * Whether `payload` is a google.protobuf.Value: a message, or the init shape
+ * the generated client takes (`{ kind: { case: "numberValue", value: 1 } }`),
+ * which is passed on as it is. Anything else is plain JSON.
+ */
+function isValue(payload: JsonValue | Value): payload is Value {
+  if (isMessage(payload, ValueSchema)) return true;
+  if (payload === null || typeof payload !== "object" || Array.isArray(payload)) return false;
+  const keys = Object.keys(payload);
+  const kind = (payload as { kind?: unknown }).kind;
+  return (
+    keys.length === 1 &&
+    keys[0] === "kind" &&
+    kind !== null &&
+    typeof kind === "object" &&
+    VALUE_KINDS.has((kind as { case?: string }).case)
+  );
+}
+
+/** A payload as the generated client takes it: a Value as it is, plain JSON converted. */
+function payloadValue(payload: JsonValue | Value | undefined): Value | undefined {
+  if (payload === undefined || isValue(payload)) return payload;
+  return fromJson(ValueSchema, payload);
+}
+
+/** A submit request as the generated client takes it (its payload a Value). */
+export function submitRequestInit(r: JsonSubmitRequest): SubmitInit {
+  return { ...r, payload: payloadValue(r.payload) };
+}
+
+function withJsonPayloads(client: LeaseQueueClient): JsonLeaseQueueClient {
+  const submitRequest = submitRequestInit;
+  const wrapped = {
+    ...client,
+    submit: (request: JsonSubmitRequest, options?: CallOptions) => client.submit(submitRequest(request), options),
+    submitBatch: (request: { jobs?: JsonSubmitRequest[] }, options?: CallOptions) =>
+      client.submitBatch({ ...request, jobs: request.jobs?.map(submitRequest) }, options),
+  } as JsonLeaseQueueClient;
+  if (BIDI_CAPABLE.has(client)) BIDI_CAPABLE.set(wrapped, BIDI_CAPABLE.get(client));
+  return wrapped;
+}
+
+function generatedClient(options: LeaseQueueClientOptions): LeaseQueueClient {
   const { url, transport = "grpc", httpVersion = "2", nodeOptions } = options;
   const interceptors = [
     ...(options.token !== undefined ? [bearerTokenInterceptor(options.token)] : []),

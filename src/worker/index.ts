@@ -10,7 +10,14 @@
  *
  * Guide: docs/writing-a-worker.md. Wire contract: proto/leasequeue/v1.
  */
-export { createLeaseQueueClient, type LeaseQueueClient, type LeaseQueueClientOptions, type LeaseQueueTransport } from "./client.js";
+export {
+  createLeaseQueueClient,
+  type JsonLeaseQueueClient,
+  type JsonSubmitRequest,
+  type LeaseQueueClient,
+  type LeaseQueueClientOptions,
+  type LeaseQueueTransport,
+} from "./client.js";
 export { createWorker, type Worker } from "./worker.js";
 export { submitAndWait, type SubmitAndWaitOptions, type WaitedJob } from "./submit-and-wait.js";
 export type { JobContext, JobHandler } from "./job-attempt.js";

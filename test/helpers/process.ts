@@ -58,8 +58,13 @@ export interface SpawnedServer {
 
 /** Children still running, killed when the test process exits. */
 const live = new Set<ChildProcess>();
+/** Those of them that lead a process group of their own (npx and the server it starts). */
+const groups = new WeakSet<ChildProcess>();
 process.once("exit", () => {
-  for (const child of live) child.kill("SIGKILL");
+  for (const child of live) {
+    if (groups.has(child)) process.kill(-child.pid!, "SIGKILL");
+    else child.kill("SIGKILL");
+  }
 });
 
 function parseJson(line: string): any {
@@ -94,15 +99,32 @@ export function spawnPostgresServer(
   return spawnLeasequeue(args, options);
 }
 
-/** Spawns `node bin/leasequeue.js ...args` in the package root and resolves once both listener lines are logged. */
-function spawnLeasequeue(args: string[], options: { env?: NodeJS.ProcessEnv }): Promise<SpawnedServer> {
-  assertBuilt();
-  const child = spawn(process.execPath, [CLI_PATH, ...args], {
-    cwd: PACKAGE_ROOT,
+/**
+ * Spawns `npx --no-install leasequeue serve --db dbPath --port 0 --metrics-port 0`
+ * in `dir`, where the package is installed (npm install of its tarball), as a
+ * user would start it; resolves once both listener lines are logged.
+ */
+export function spawnInstalledServer(dir: string, dbPath: string): Promise<SpawnedServer> {
+  const args = ["--no-install", "leasequeue", "serve", "--db", dbPath, "--port", "0", "--metrics-port", "0"];
+  return spawnLeasequeue(args, { command: { file: "npx", cwd: dir } });
+}
+
+/** Spawns `node bin/leasequeue.js ...args` in the package root (or `command`) and resolves once both listener lines are logged. */
+function spawnLeasequeue(
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; command?: { file: string; cwd: string } },
+): Promise<SpawnedServer> {
+  if (options.command === undefined) assertBuilt();
+  const { file, cwd } = options.command ?? { file: process.execPath, cwd: PACKAGE_ROOT };
+  const child = spawn(file, options.command === undefined ? [CLI_PATH, ...args] : args, {
+    cwd,
     env: { ...process.env, ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
+    // npx runs the server as a child of its own: signal the whole group.
+    detached: options.command !== undefined,
   });
   live.add(child);
+  if (options.command !== undefined) groups.add(child);
 
   const lines: string[] = [];
   const stderrLines: string[] = [];
@@ -173,7 +195,10 @@ function spawnLeasequeue(args: string[], options: { env?: NodeJS.ProcessEnv }): 
           waitForLine,
           exited,
           stop(signal = "SIGTERM") {
-            if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+            if (child.exitCode === null && child.signalCode === null) {
+              if (options.command !== undefined) process.kill(-child.pid!, signal);
+              else child.kill(signal);
+            }
             return exited;
           },
         });
