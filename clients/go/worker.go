@@ -60,9 +60,14 @@ type Worker struct {
 	started    bool
 	stopCh     chan struct{}
 	loopDone   chan struct{}
+	refusedCh  chan struct{} // closed once failure is set
+	failure    *RefusedError // the refusal the worker stopped on, if any
+	noConn     bool          // NewWorker was given a nil connection
 }
 
-// NewWorker makes a worker on a connection from Dial. Options are checked by Run.
+// NewWorker makes a worker on a connection from Dial. Run checks the options
+// (and conn) before it connects, and returns an error naming the one it
+// cannot use: a required one missing (Queue), one out of range.
 func NewWorker(conn grpc.ClientConnInterface, opts WorkerOptions) *Worker {
 	return &Worker{
 		service:       lqv1.NewLeaseQueueServiceClient(conn),
@@ -74,6 +79,8 @@ func NewWorker(conn grpc.ClientConnInterface, opts WorkerOptions) *Worker {
 		held:          map[string]*held{},
 		stopCh:        make(chan struct{}),
 		loopDone:      make(chan struct{}),
+		refusedCh:     make(chan struct{}),
+		noConn:        conn == nil,
 	}
 }
 
@@ -87,7 +94,12 @@ func (w *Worker) Handle(task string, fn HandlerFunc) {
 
 // Run works until ctx ends, then stops taking work, waits up to DrainTimeout
 // for running handlers and their acknowledgements, and returns nil. It
-// returns an error at once for invalid options. A Worker runs once.
+// returns an error naming the option at once, before connecting, for invalid
+// options (and when no handler is registered). When the server refuses the
+// worker in a way no retry can cure (InvalidArgument, Unauthenticated,
+// PermissionDenied, Unimplemented), it stops and drains the same way and
+// returns a *RefusedError; any other failure is retried with backoff. A
+// Worker runs once.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	started := w.started
@@ -99,11 +111,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.checkOptions(); err != nil {
 		return err
 	}
+	if w.noConn {
+		return errors.New("conn: NewWorker was given a nil connection; give one from Dial")
+	}
 	w.logInfo("worker starting", "concurrency", w.opts.Concurrency, "lease", w.opts.LeaseDuration)
 	go w.connectLoop()
 	go w.sendUnary()
 	go w.tick()
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-w.refusedCh:
+	}
 	w.stop()
 	w.drain()
 	w.mu.Lock()
@@ -113,6 +131,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.pokeTimer()
 	w.logInfo("stopped")
 	w.emit(Event{Kind: "stopped"})
+	w.mu.Lock()
+	failure := w.failure
+	w.mu.Unlock()
+	if failure != nil {
+		return failure
+	}
 	return nil
 }
 

@@ -17,19 +17,20 @@ var (
 )
 
 // Event is what the worker reports to WorkerOptions.OnEvent, for metrics,
-// tests and logs of your own. Kind is one of connected, disconnected,
-// refused (the server refused the worker's token: Code says how), lease,
+// tests and logs of your own. Kind is one of connected, disconnected, lease,
 // completed, failed, snoozed, released, lease-lost, cancelled (the job was
 // cancelled while the worker held it: its handler's ctx ended with
 // ErrJobCancelled, and no outcome is sent), abandoned (left to lease expiry at
-// the drain timeout), stopping, stopped.
+// the drain timeout), error (the server refused the worker in a way no retry
+// can cure, Code and Message say how: the worker stops, and Run returns a
+// *RefusedError), stopping, stopped.
 type Event struct {
 	Kind    string
 	JobID   string
 	Task    string
 	Message string
 	Code    string
-	RetryIn time.Duration // of disconnected and refused: the reconnect delay
+	RetryIn time.Duration // of disconnected: the reconnect delay
 }
 
 // HandlerFunc runs one job. Its result (anything encoding/json marshals, at
@@ -45,7 +46,7 @@ type HandlerFunc func(ctx context.Context, job *Job) (any, error)
 
 // WorkerOptions configure NewWorker. Zero values take the defaults written on each field.
 type WorkerOptions struct {
-	Queue             string        // required
+	Queue             string        // required: the queue to work
 	Concurrency       int           // handlers at once (1..1000), the stream's max_in_flight; default 1
 	WorkerID          string        // names the worker in leases and events; default go-<host>-<pid>
 	LeaseDuration     time.Duration // 1s..12h; default 60s
@@ -54,7 +55,7 @@ type WorkerOptions struct {
 	// those still running then are left to lease expiry, never acknowledged.
 	// Default 30s; negative: no wait.
 	DrainTimeout     time.Duration
-	ReconnectBackoff Backoff       // default 250ms doubling to 30s, jittered
+	ReconnectBackoff Backoff       // default 250ms doubling to 30s, jittered; Initial no longer than Max
 	AckBatchWindow   time.Duration // how long an acknowledgement waits for others to share its message; default 1ms, negative: none
 	Logger           Logger        // where records go (see Logger); default LogfmtLogger(os.Stderr)
 	LogJobs          bool          // also log each job's outcome; default: only connections, stops and problems
@@ -65,8 +66,12 @@ type WorkerOptions struct {
 	TraceLink bool
 }
 
+// checkOptions fills in the defaults, and names the first option it cannot use.
 func (w *Worker) checkOptions() error {
 	o := &w.opts
+	if o.Queue == "" {
+		return errors.New("Queue: is required")
+	}
 	if !namePattern.MatchString(o.Queue) {
 		return fmt.Errorf("Queue: %q must match %s", o.Queue, namePattern)
 	}
@@ -103,6 +108,9 @@ func (w *Worker) checkOptions() error {
 	}
 	if o.DrainTimeout < 0 {
 		o.DrainTimeout = 0
+	}
+	if b := o.ReconnectBackoff; b.Initial < 0 || b.Max < 0 || (b.Initial > 0 && b.Max > 0 && b.Initial > b.Max) {
+		return fmt.Errorf("ReconnectBackoff: give Initial <= Max, both > 0 (or 0 for the defaults), got %s and %s", b.Initial, b.Max)
 	}
 	if o.AckBatchWindow == 0 {
 		o.AckBatchWindow = time.Millisecond

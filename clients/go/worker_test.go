@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,6 +63,11 @@ type fakeServer struct {
 	cancels           []string // job ids the open stream is to say were cancelled while running
 	target            string
 	server            *grpc.Server
+	// refuse, when set, ends Work, StreamClaims and Claim with it at once, as
+	// the server refuses a worker (a token without the queue, say); refusals
+	// records the RPCs refused, in order.
+	refuse   *status.Status
+	refusals []string
 }
 
 func newFake(t *testing.T, work bool, leases ...*lqv1.Lease) *fakeServer {
@@ -165,7 +172,22 @@ func (f *fakeServer) outcomes(t *testing.T, n int) map[string]*lqv1.Acknowledgem
 	return f.outcomesLocked()
 }
 
+// refused answers an RPC with f.refuse, if set, and records it.
+func (f *fakeServer) refused(rpc string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refuse == nil {
+		return nil
+	}
+	f.refusals = append(f.refusals, rpc)
+	f.notify()
+	return f.refuse.Err()
+}
+
 func (f *fakeServer) Work(stream lqv1.LeaseQueueService_WorkServer) error {
+	if err := f.refused("Work"); err != nil {
+		return err
+	}
 	if !f.work || f.noStreams {
 		return status.Error(codes.Unimplemented, "no Work here")
 	}
@@ -239,6 +261,9 @@ func (f *fakeServer) pushCancels(ctx context.Context, send func(ids []string) er
 }
 
 func (f *fakeServer) StreamClaims(req *lqv1.StreamClaimsRequest, stream lqv1.LeaseQueueService_StreamClaimsServer) error {
+	if err := f.refused("StreamClaims"); err != nil {
+		return err
+	}
 	if f.noStreams {
 		return status.Error(codes.Unimplemented, "no StreamClaims here")
 	}
@@ -275,6 +300,9 @@ type claimSeen struct {
 
 // Claim applies the acks (recorded as "claim"), then leases up to max_jobs, long-polling up to wait.
 func (f *fakeServer) Claim(ctx context.Context, req *lqv1.ClaimRequest) (*lqv1.ClaimResponse, error) {
+	if err := f.refused("Claim"); err != nil {
+		return nil, err
+	}
 	wait := req.GetWait().AsDuration()
 	f.mu.Lock()
 	f.claims = append(f.claims, claimSeen{req.GetMaxJobs(), wait, len(req.GetAcks())})
@@ -593,21 +621,160 @@ func TestAHandlerPastTheDrainTimeoutIsLeftToLeaseExpiry(t *testing.T) {
 }
 
 func TestRunRefusesBadOptionsNamingTheField(t *testing.T) {
-	cases := map[string]WorkerOptions{
-		"Queue":         {Queue: "bad queue"},
-		"Concurrency":   {Queue: "q", Concurrency: 1001},
-		"LeaseDuration": {Queue: "q", LeaseDuration: time.Millisecond},
-		"WorkerID":      {Queue: "q", WorkerID: "a b"},
+	cases := []struct {
+		field string
+		opts  WorkerOptions
+	}{
+		{"Queue", WorkerOptions{}},
+		{"Queue", WorkerOptions{Queue: "bad queue"}},
+		{"Concurrency", WorkerOptions{Queue: "q", Concurrency: 1001}},
+		{"Concurrency", WorkerOptions{Queue: "q", Concurrency: -1}},
+		{"LeaseDuration", WorkerOptions{Queue: "q", LeaseDuration: time.Millisecond}},
+		{"HeartbeatInterval", WorkerOptions{Queue: "q", LeaseDuration: 3 * time.Second, HeartbeatInterval: 3 * time.Second}},
+		{"WorkerID", WorkerOptions{Queue: "q", WorkerID: "a b"}},
+		{"ReconnectBackoff", WorkerOptions{Queue: "q", ReconnectBackoff: Backoff{Initial: -time.Second}}},
+		{"ReconnectBackoff", WorkerOptions{Queue: "q", ReconnectBackoff: Backoff{Initial: time.Minute, Max: time.Second}}},
 	}
-	for field, opts := range cases {
-		w := NewWorker(nil, opts)
+	for _, c := range cases {
+		w := NewWorker(nil, c.opts)
 		w.Handle("t", func(ctx context.Context, job *Job) (any, error) { return nil, nil })
-		if err := w.Run(context.Background()); err == nil || !strings.HasPrefix(err.Error(), field+":") {
-			t.Errorf("%s: %v", field, err)
+		if err := w.Run(context.Background()); err == nil || !strings.HasPrefix(err.Error(), c.field+":") {
+			t.Errorf("%s %+v: %v", c.field, c.opts, err)
 		}
 	}
 	if err := NewWorker(nil, WorkerOptions{Queue: "q"}).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "register a handler") {
 		t.Errorf("no handler: %v", err)
+	}
+	w := NewWorker(nil, WorkerOptions{Queue: "q"})
+	w.Handle("t", func(ctx context.Context, job *Job) (any, error) { return nil, nil })
+	if err := w.Run(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "conn:") {
+		t.Errorf("nil conn: %v", err)
+	}
+}
+
+func TestTheWorkerIDDefaultsToGoHostPid(t *testing.T) {
+	w := NewWorker(nil, WorkerOptions{Queue: "q"})
+	w.Handle("t", func(ctx context.Context, job *Job) (any, error) { return nil, nil })
+	_ = w.Run(context.Background()) // fills in the defaults, then refuses the nil conn
+	host, _ := os.Hostname()
+	want := fmt.Sprintf("go-%s-%d", host, os.Getpid())
+	if len(want) > 128 {
+		want = want[:128]
+	}
+	if w.opts.WorkerID != want {
+		t.Errorf("WorkerID = %q, want %q", w.opts.WorkerID, want)
+	}
+}
+
+// runRefused runs a worker against a fake that refuses every stream and Claim with code; Run's error and the events.
+func runRefused(t *testing.T, code codes.Code, message string) (*fakeServer, error, []Event) {
+	t.Helper()
+	f := newFake(t, true, lease("t", 1.0))
+	f.refuse = status.New(code, message)
+	var mu sync.Mutex
+	var events []Event
+	w := NewWorker(dial(t, f), WorkerOptions{Queue: "q", Logger: LogfmtLogger(io.Discard), ReconnectBackoff: Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		OnEvent: func(e Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, e)
+		}})
+	w.Handle("t", func(ctx context.Context, job *Job) (any, error) { return job.Payload, nil })
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		mu.Lock()
+		defer mu.Unlock()
+		return f, err, append([]Event(nil), events...)
+	case <-time.After(testTimeout):
+		t.Fatalf("Run did not return on %s", code)
+		return nil, nil, nil
+	}
+}
+
+func kinds(events []Event) []string {
+	var out []string
+	for _, e := range events {
+		out = append(out, e.Kind)
+	}
+	return out
+}
+
+func TestRunReturnsARefusalNoRetryCanCure(t *testing.T) {
+	for _, code := range []codes.Code{codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument} {
+		f, err, events := runRefused(t, code, "start.queue: not for you")
+		var refused *RefusedError
+		if !errors.As(err, &refused) || refused.Code != code || refused.Message != "start.queue: not for you" {
+			t.Fatalf("%s: Run returned %v", code, err)
+		}
+		if status.Code(err) != code || status.Convert(err).Message() != "start.queue: not for you" {
+			t.Errorf("%s: status of %v", code, err)
+		}
+		if want := fmt.Sprintf("leasequeue: the server refused the worker: %s: start.queue: not for you", code); err.Error() != want {
+			t.Errorf("%s: %q", code, err.Error())
+		}
+		if got := fmt.Sprint(f.refusals); got != "[Work]" {
+			t.Errorf("%s: refused %s", code, got)
+		}
+		if got := fmt.Sprint(kinds(events)); got != "[error stopping stopped]" {
+			t.Errorf("%s: events %s", code, got)
+		}
+		if events[0].Code != code.String() || events[0].Message != "start.queue: not for you" {
+			t.Errorf("%s: error event %+v", code, events[0])
+		}
+	}
+}
+
+func TestUnimplementedFallsBackPathByPathThenStops(t *testing.T) {
+	f, err, events := runRefused(t, codes.Unimplemented, "unknown service")
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Run returned %v", err)
+	}
+	if got := fmt.Sprint(f.refusals); got != "[Work StreamClaims Claim]" {
+		t.Errorf("refused %s", got)
+	}
+	if got := fmt.Sprint(kinds(events)); got != "[error stopping stopped]" {
+		t.Errorf("events %s", got)
+	}
+}
+
+func TestAPassingFailureIsRetriedUntilTheContextEnds(t *testing.T) {
+	for _, refuse := range []*status.Status{
+		status.New(codes.Unavailable, "restarting"),
+		status.New(codes.Internal, "store failed"),
+		// About one acknowledgement, not the worker: sent again, it is refused on its own.
+		status.New(codes.InvalidArgument, "acks[0].lease_token: is required"),
+	} {
+		f := newFake(t, true)
+		f.refuse = refuse
+		var mu sync.Mutex
+		var events []Event
+		w := NewWorker(dial(t, f), WorkerOptions{Queue: "q", Logger: LogfmtLogger(io.Discard), ReconnectBackoff: Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+			OnEvent: func(e Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				events = append(events, e)
+			}})
+		w.Handle("t", func(ctx context.Context, job *Job) (any, error) { return nil, nil })
+		stop := runWorker(t, w) // fails the test unless Run returns nil
+		f.waitFor(t, "three refused Work streams", func() bool { return len(f.refusals) >= 3 })
+		stop()
+		mu.Lock()
+		got := kinds(events)
+		mu.Unlock()
+		disconnected := 0
+		for _, k := range got {
+			if k == "error" {
+				t.Errorf("%s: an error event for a passing failure: %v", refuse.Code(), got)
+			}
+			if k == "disconnected" {
+				disconnected++
+			}
+		}
+		if disconnected < 2 || got[len(got)-1] != "stopped" {
+			t.Errorf("%s: events %v", refuse.Code(), got)
+		}
 	}
 }
 

@@ -5,13 +5,14 @@
  * (stream-claims-transport.ts), or, with no stream at all, a loop of
  * Claims carrying acknowledgements (claim-transport.ts).
  * keepConnected keeps one open until close(), reconnecting with jittered
- * backoff.
+ * backoff, or until the server refuses it in a way no retry can cure
+ * (refusal.ts).
  */
 import type { ConnectError } from "@connectrpc/connect";
 import type { Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { backoffDelay, pause, type BackoffOptions } from "./backoff.js";
 import type { LeaseQueueClient } from "./client.js";
-import { isAuthRefusal } from "./refusal.js";
+import { isFinalRefusal } from "./refusal.js";
 import type { ReportEvent } from "./worker-events.js";
 
 /** What a transport needs to open a stream and hand its leases on. */
@@ -45,13 +46,16 @@ export interface LeaseTransport {
 
 /**
  * Keeps one stream of `transport` open until `closing` aborts, reconnecting
- * with jittered backoff; reports `connected`, and `refused` or
- * `disconnected` with the wait before the next try.
+ * with jittered backoff; reports `connected`, and `disconnected` with the
+ * wait before the next try. Returns the refusal it stopped on
+ * (isFinalRefusal: `invalid_argument`, `unauthenticated`,
+ * `permission_denied`, `unimplemented`), or undefined when `closing`
+ * ended it.
  */
 export async function keepConnected(
   transport: LeaseTransport,
   { closing, backoff, onEvent }: { closing: AbortSignal; backoff: BackoffOptions; onEvent: ReportEvent },
-): Promise<void> {
+): Promise<ConnectError | undefined> {
   let failures = 0;
   while (!closing.aborted) {
     const error = await transport.once(() => {
@@ -59,8 +63,10 @@ export async function keepConnected(
       onEvent({ type: "connected" });
     });
     if (closing.aborted || error === undefined) break;
+    if (isFinalRefusal(error)) return error;
     const retryInMs = backoffDelay(failures++, backoff);
-    onEvent({ type: isAuthRefusal(error) ? "refused" : "disconnected", error, retryInMs });
+    onEvent({ type: "disconnected", error, retryInMs });
     await pause(retryInMs, closing);
   }
+  return undefined;
 }

@@ -1,9 +1,9 @@
 /**
  * What the worker reports (WorkerEvent), and where it goes: to the
  * `onEvent` observer, or, without one, the events a person must see
- * (`error`, `refused`, `disconnected`) to the console.
+ * (`error`, `disconnected`) to the console.
  */
-import type { ConnectError } from "@connectrpc/connect";
+import { ConnectError } from "@connectrpc/connect";
 import type { Job } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import type { LeaseLostError } from "./errors.js";
 import { refusalAdvice } from "./refusal.js";
@@ -14,17 +14,6 @@ export type WorkerEvent =
   | { type: "connected" }
   /** The stream broke; the worker reconnects after `retryInMs`. */
   | { type: "disconnected"; error: ConnectError; retryInMs: number }
-  /**
-   * The server refused the stream because of the worker's credentials:
-   * `error.code` is `unauthenticated` (no token, or one the auth file does
-   * not have) or `permission_denied` (the token lacks the `worker` role or
-   * the queue), `error.rawMessage` says which. Nothing is leased until the
-   * token or the server's auth file changes; the worker tries again after
-   * `retryInMs` (backoff up to `reconnectBackoff.maxMs`), so a file
-   * reloaded with SIGHUP takes effect without a restart. Call close() to
-   * give up instead.
-   */
-  | { type: "refused"; error: ConnectError; retryInMs: number }
   /** A lease arrived. */
   | { type: "lease"; job: Job }
   /** A heartbeat extended a lease; `job.leaseExpireTime` is the new expiry. */
@@ -49,8 +38,16 @@ export type WorkerEvent =
   | { type: "cancelled"; job: Job }
   /** The lease was lost; the handler's signal has been aborted with `error`. */
   | { type: "lease-lost"; job: Job; error: LeaseLostError }
-  /** Something went wrong that the worker worked around (a failed heartbeat, an acknowledgement that could not be sent). */
-  | { type: "error"; error: Error; job?: Job }
+  /**
+   * Something went wrong. Without `fatal`, the worker worked around it (a
+   * failed heartbeat, an acknowledgement that could not be sent). With
+   * `fatal: true`, `error` is the server's refusal of the stream that no
+   * retry can cure (a ConnectError: `error.code` `invalid_argument`,
+   * `unauthenticated`, `permission_denied` or `unimplemented`,
+   * `error.rawMessage` says why): the worker stops as close() stops it,
+   * then reports `closed`, and `worker.closed` rejects with `error`.
+   */
+  | { type: "error"; error: Error; job?: Job; fatal?: boolean }
   /** close() finished. */
   | { type: "closed" };
 
@@ -64,15 +61,16 @@ export type ReportEvent = (event: WorkerEvent) => void;
 export function eventReporter(onEvent: ((event: WorkerEvent) => void) | undefined, workerId: string, queue: string): ReportEvent {
   return (event) => {
     if (onEvent === undefined) {
-      if (event.type === "error") console.error(`leasequeue worker ${workerId}: ${event.error.message}`);
+      if (event.type === "error") {
+        console.error(
+          event.fatal === true && event.error instanceof ConnectError
+            ? `leasequeue worker ${workerId}: the server refused the worker on queue ${queue} (${event.error.message}); ` +
+                `${refusalAdvice(event.error, queue)}; the worker stopped`
+            : `leasequeue worker ${workerId}: ${event.error.message}`,
+        );
+      }
       if (event.type === "disconnected") {
         console.warn(`leasequeue worker ${workerId}: stream broke (${event.error.message}); reconnecting in ${event.retryInMs} ms`);
-      }
-      if (event.type === "refused") {
-        console.error(
-          `leasequeue worker ${workerId}: the server refused the worker on queue ${queue} (${event.error.message}); ` +
-            `${refusalAdvice(event.error, queue)}; trying again in ${event.retryInMs} ms`,
-        );
       }
       return;
     }

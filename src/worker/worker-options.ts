@@ -3,6 +3,7 @@
  * that refuse at once what the server would refuse later (its bounds are
  * domain/request-bounds.ts's).
  */
+import { hostname } from "node:os";
 import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import type { BackoffOptions } from "./backoff.js";
 import { canStreamBothWays, createLeaseQueueClient, type LeaseQueueClient, type LeaseQueueTransport } from "./client.js";
@@ -31,8 +32,12 @@ export interface WorkerOptions {
   token?: string;
   /** The queue to work. */
   queue: string;
-  /** Names this worker in leases and events: 1-128 of `[A-Za-z0-9._:@/-]`, e.g. `${hostname}:${pid}`. */
-  workerId: string;
+  /**
+   * Names this worker in leases and events: 1-128 of `[A-Za-z0-9._:@/-]`;
+   * default `ts-<host>-<pid>` (defaultWorkerId(), cut to 128), as the
+   * Python and Go workers make theirs.
+   */
+  workerId?: string;
   /** Handlers running at once, and the stream's `max_in_flight`: 1..1000; default 1. */
   concurrency?: number;
   /** Lease duration in milliseconds, 1 000..43 200 000 (1 s..12 h); default 60 000. */
@@ -65,7 +70,7 @@ export interface WorkerOptions {
    * `link: true` a new trace linked to it.
    */
   tracing?: WorkerTracingOptions;
-  /** Observability hook; exceptions it throws are ignored. Without it, `error`, `refused` and `disconnected` events go to the console. */
+  /** Observability hook; exceptions it throws are ignored. Without it, `error` and `disconnected` events go to the console. */
   onEvent?: (event: WorkerEvent) => void;
 }
 
@@ -87,36 +92,82 @@ export interface WorkerSettings {
   onEvent: ReportEvent;
 }
 
-/** Checks `o` (TypeError or RangeError naming the option) and fills in the defaults; creates the client for a `url`. */
+/** The longest wait a Node.js timer takes (2^31 - 1 ms, about 24.8 days); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * A worker's id unless `workerId` says otherwise, as the Python and Go
+ * SDKs make theirs (py-, go-): `ts-<host>-<pid>`, cut to the server's bound
+ * of 128 characters.
+ */
+export function defaultWorkerId(): string {
+  return `ts-${hostname()}-${process.pid}`.slice(0, 128);
+}
+
+/**
+ * Checks `o` and fills in the defaults; creates the client for a `url`.
+ * A missing required option, or one of the wrong type, is a TypeError and
+ * one out of range a RangeError, each naming the option, thrown before
+ * anything connects.
+ */
 export function workerSettings(o: WorkerOptions): WorkerSettings {
+  if (typeof o !== "object" || o === null)
+    throw new TypeError(`createWorker: give the options, an object ({ url, queue, handler, ... }), got ${kind(o)}`);
   if ((o.url === undefined) === (o.client === undefined)) throw new TypeError("createWorker: give exactly one of `url` and `client`");
-  if (o.client !== undefined && o.token !== undefined)
-    throw new TypeError("createWorker: `token` goes with `url`; with `client`, give it to createLeaseQueueClient()");
-  if (!BOUNDS.name.test(o.queue)) throw new TypeError(`createWorker: queue ${JSON.stringify(o.queue)} must match ${BOUNDS.name.source}`);
-  if (!BOUNDS.workerId.test(o.workerId)) throw new TypeError(`createWorker: workerId must be 1-128 chars of [A-Za-z0-9._:@/-]`);
-  if (typeof o.handler !== "function") throw new TypeError("createWorker: handler must be a function");
+  if (o.url !== undefined) checkUrl(o.url);
+  if (o.client !== undefined && (typeof o.client !== "object" || o.client === null || typeof o.client.acknowledge !== "function")) {
+    throw new TypeError(`createWorker: client must be a client from createLeaseQueueClient(), got ${kind(o.client)}`);
+  }
+  if (o.transport !== undefined && o.transport !== "grpc" && o.transport !== "connect" && o.transport !== "unary") {
+    throw new TypeError(`createWorker: transport must be "grpc", "connect" or "unary", got ${describe(o.transport)}`);
+  }
+  if (o.token !== undefined) {
+    if (o.client !== undefined)
+      throw new TypeError("createWorker: `token` goes with `url`; with `client`, give it to createLeaseQueueClient()");
+    if (typeof o.token !== "string") throw new TypeError(`createWorker: token must be a string, got ${kind(o.token)}`);
+  }
+  const queue = requiredString(o.queue, "queue");
+  if (!BOUNDS.name.test(queue)) throw new RangeError(`createWorker: queue ${JSON.stringify(queue)} must match ${BOUNDS.name.source}`);
+  const workerId = o.workerId === undefined ? defaultWorkerId() : requiredString(o.workerId, "workerId");
+  if (!BOUNDS.workerId.test(workerId)) {
+    throw new RangeError(
+      o.workerId === undefined
+        ? `createWorker: workerId: the default ${JSON.stringify(workerId)} (from the host name) is not 1-128 chars of [A-Za-z0-9._:@/-]; give workerId`
+        : "createWorker: workerId must be 1-128 chars of [A-Za-z0-9._:@/-]",
+    );
+  }
+  if (typeof o.handler !== "function") {
+    throw new TypeError(`createWorker: handler ${o.handler === undefined ? "is required" : `must be a function, got ${kind(o.handler)}`}`);
+  }
   const [minInFlight, maxInFlight] = BOUNDS.maxInFlight;
-  const concurrency = o.concurrency ?? DEFAULTS.maxInFlight;
+  const concurrency = optionalNumber(o.concurrency, "concurrency") ?? DEFAULTS.maxInFlight;
   if (!Number.isInteger(concurrency) || concurrency < minInFlight || concurrency > maxInFlight) {
     throw new RangeError(`createWorker: concurrency must be an integer in ${minInFlight}..${maxInFlight}`);
   }
   const [minLease, maxLease] = BOUNDS.leaseDurationMs;
-  const leaseDurationMs = o.leaseDuration ?? DEFAULTS.leaseDurationMs;
+  const leaseDurationMs = optionalNumber(o.leaseDuration, "leaseDuration") ?? DEFAULTS.leaseDurationMs;
   if (!Number.isInteger(leaseDurationMs) || leaseDurationMs < minLease || leaseDurationMs > maxLease) {
     throw new RangeError(`createWorker: leaseDuration is in milliseconds and must be an integer in ${minLease}..${maxLease} (1 s..12 h)`);
   }
-  const heartbeatIntervalMs = o.heartbeatInterval ?? Math.floor(leaseDurationMs / 3);
+  const heartbeatIntervalMs = optionalNumber(o.heartbeatInterval, "heartbeatInterval") ?? Math.floor(leaseDurationMs / 3);
   if (!(heartbeatIntervalMs > 0 && heartbeatIntervalMs < leaseDurationMs))
     throw new RangeError("createWorker: heartbeatInterval must be > 0 and shorter than leaseDuration");
-  const shutdownTimeoutMs = o.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
-  if (!(shutdownTimeoutMs >= 0)) throw new RangeError("createWorker: shutdownTimeout must be >= 0");
-  const ackBatchWindowMs = o.ackBatchWindow ?? 1;
-  if (!(Number.isFinite(ackBatchWindowMs) && ackBatchWindowMs >= 0 && ackBatchWindowMs <= 1000)) {
+  const shutdownTimeoutMs = optionalNumber(o.shutdownTimeout, "shutdownTimeout") ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
+  if (!(shutdownTimeoutMs >= 0 && shutdownTimeoutMs <= MAX_TIMER_MS)) {
+    throw new RangeError(`createWorker: shutdownTimeout is in milliseconds and must be in 0..${MAX_TIMER_MS}`);
+  }
+  const reconnectBackoff = backoffOptions(o.reconnectBackoff);
+  const ackBatchWindowMs = optionalNumber(o.ackBatchWindow, "ackBatchWindow") ?? 1;
+  if (!(ackBatchWindowMs >= 0 && ackBatchWindowMs <= 1000)) {
     throw new RangeError("createWorker: ackBatchWindow is in milliseconds and must be in 0..1000");
   }
   if (o.workStream !== undefined && typeof o.workStream !== "boolean") throw new TypeError("createWorker: workStream must be a boolean");
   const unary = o.transport === "unary";
   if (unary && o.workStream === true) throw new TypeError('createWorker: transport "unary" takes no Work stream; leave workStream out');
+  if (o.onEvent !== undefined && typeof o.onEvent !== "function") {
+    throw new TypeError(`createWorker: onEvent must be a function, got ${kind(o.onEvent)}`);
+  }
+  const tracing = tracingOptions(o.tracing);
   const client =
     o.client ??
     (o.transport === "unary"
@@ -124,19 +175,71 @@ export function workerSettings(o: WorkerOptions): WorkerSettings {
       : createLeaseQueueClient({ url: o.url!, transport: o.transport, token: o.token }));
   return {
     client,
-    queue: o.queue,
-    workerId: o.workerId,
+    queue,
+    workerId,
     concurrency,
     leaseDurationMs,
     heartbeatIntervalMs,
     shutdownTimeoutMs,
-    reconnectBackoff: o.reconnectBackoff ?? {},
+    reconnectBackoff,
     ackBatchWindowMs,
     path: unary ? "unary" : (o.workStream ?? canStreamBothWays(client)) ? "work" : "stream-claims",
     handler: o.handler,
-    tracing: tracingOptions(o.tracing),
-    onEvent: eventReporter(o.onEvent, o.workerId, o.queue),
+    tracing,
+    onEvent: eventReporter(o.onEvent, workerId, queue),
   };
+}
+
+/** What a value is, for an error message: its type, or null; never its text (a token, say). */
+function kind(value: unknown): string {
+  return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+}
+
+/** A value short enough to quote in an error message (for options that are never secret). */
+function describe(value: unknown): string {
+  return typeof value === "string" ? JSON.stringify(value) : kind(value);
+}
+
+function requiredString(value: unknown, name: string): string {
+  if (value === undefined) throw new TypeError(`createWorker: ${name} is required`);
+  if (typeof value !== "string") throw new TypeError(`createWorker: ${name} must be a string, got ${kind(value)}`);
+  return value;
+}
+
+/** A number option: undefined when not given; a TypeError naming it for anything but a number (NaN included). */
+function optionalNumber(value: unknown, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "number" || Number.isNaN(value)) throw new TypeError(`createWorker: ${name} must be a number, got ${kind(value)}`);
+  return value;
+}
+
+function checkUrl(url: unknown): void {
+  if (typeof url !== "string") throw new TypeError(`createWorker: url must be a string, got ${kind(url)}`);
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed === undefined || (parsed.protocol !== "http:" && parsed.protocol !== "https:")) {
+    throw new TypeError(`createWorker: url must be an http:// or https:// URL such as "http://127.0.0.1:8080", got ${JSON.stringify(url)}`);
+  }
+}
+
+function backoffOptions(b: BackoffOptions | undefined): BackoffOptions {
+  if (b === undefined) return {};
+  if (typeof b !== "object" || b === null)
+    throw new TypeError(`createWorker: reconnectBackoff must be an object ({ initialMs?, maxMs? }), got ${kind(b)}`);
+  for (const name of ["initialMs", "maxMs"] as const) {
+    const ms = optionalNumber(b[name], `reconnectBackoff.${name}`);
+    if (ms !== undefined && !(ms > 0 && ms <= MAX_TIMER_MS)) {
+      throw new RangeError(`createWorker: reconnectBackoff.${name} is in milliseconds and must be in 1..${MAX_TIMER_MS}`);
+    }
+  }
+  if (b.initialMs !== undefined && b.maxMs !== undefined && b.initialMs > b.maxMs) {
+    throw new RangeError("createWorker: reconnectBackoff.initialMs must not exceed reconnectBackoff.maxMs");
+  }
+  return { initialMs: b.initialMs, maxMs: b.maxMs };
 }
 
 function tracingOptions(t: WorkerTracingOptions | undefined): WorkerTracingOptions {

@@ -74,9 +74,22 @@ export interface Worker {
    * another worker picks them up at once. Leases that arrived but had not
    * started are given back at once with Release (attempt refunded, eligible
    * again). Resolves when done (at most about `shutdownTimeout` + 5 s);
-   * calling it again returns the same promise.
+   * calling it again returns the same promise. It never rejects: after
+   * the worker stopped on a refusal, it resolves once that stop is done.
    */
   close(): Promise<void>;
+  /**
+   * Settles once the worker has stopped, after its `closed` event: resolves
+   * when close() stopped it; rejects with the server's ConnectError when
+   * the server refused the worker in a way no retry can cure
+   * (`invalid_argument`, `unauthenticated`, `permission_denied`,
+   * `unimplemented`: a bad token, a queue the token may not use, a request
+   * the server does not accept), reported first as a `fatal` `error`
+   * event. Other failures (`unavailable`, a dropped connection, ...) never
+   * settle it: the worker reconnects. A rejection nobody awaits is not an
+   * unhandled rejection.
+   */
+  readonly closed: Promise<void>;
 }
 
 /** After shutdownTimeout, how long close() gives the last Complete/Fail. */
@@ -84,7 +97,10 @@ const FINAL_ACK_GRACE_MS = 5000;
 
 /**
  * Starts a worker on `queue`: it connects at once and keeps working until
- * close(). See WorkerOptions for defaults.
+ * close(), or until the server refuses it for good (`worker.closed`). See
+ * WorkerOptions for defaults. Throws a TypeError or RangeError naming the
+ * option for options it cannot use (a required one missing, one of the
+ * wrong type or out of range), before anything connects.
  */
 export function createWorker(options: WorkerOptions): Worker {
   return new LeaseWorker(options);
@@ -112,8 +128,12 @@ class LeaseWorker implements Worker {
   readonly #handlers = new Set<HeldLease>();
   /** Each returns true once satisfied. */
   #idleWaiters: Array<() => boolean> = [];
-  readonly #loop: Promise<void>;
+  readonly #loop: Promise<ConnectError | undefined>;
   #closed: Promise<void> | undefined;
+  /** The refusal the worker stopped on, if it did. */
+  #refusal: ConnectError | undefined;
+  readonly closed: Promise<void>;
+  #settleClosed!: (refusal: ConnectError | undefined) => void;
 
   constructor(options: WorkerOptions) {
     const settings = workerSettings(options);
@@ -152,10 +172,21 @@ class LeaseWorker implements Worker {
         : settings.path === "unary"
           ? new ClaimTransport({ ...transportOptions, acks: this.#acks, room: () => this.#room() })
           : new StreamClaimsTransport(transportOptions);
+    this.closed = new Promise<void>((resolve, reject) => {
+      this.#settleClosed = (refusal) => (refusal === undefined ? resolve() : reject(refusal));
+    });
+    // Handled: a worker nobody awaits still stops quietly (its `error` event says why).
+    this.closed.catch(() => undefined);
     this.#loop = keepConnected(this.#transport, {
       closing: this.#closing.signal,
       backoff: settings.reconnectBackoff,
       onEvent: this.#onEvent,
+    });
+    void this.#loop.then((refusal) => {
+      if (refusal === undefined) return;
+      this.#refusal = refusal;
+      this.#onEvent({ type: "error", error: refusal, fatal: true });
+      void this.close();
     });
   }
 
@@ -276,6 +307,7 @@ class LeaseWorker implements Worker {
     }
     for (const lease of [...this.#leases]) lease.settle("dropped");
     this.#onEvent({ type: "closed" });
+    this.#settleClosed(this.#refusal);
   }
 
   /** Resolves when no handler runs, no lease waits and no acknowledgement is on its way. */

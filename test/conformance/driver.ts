@@ -13,13 +13,18 @@ export interface DriverCommand {
   env?: Record<string, string>;
 }
 
-/** One line a driver printed: a worker event (connected, completed, refused, ...), or "run" when a handler starts. */
+/**
+ * One line a driver printed: a worker event (connected, completed, error, ...), "run" when a handler
+ * starts, "ready" (with its `pid`) once the worker is made, or "ended" when the worker stopped by itself
+ * on a refusal no retry can cure (its `code` and `message`; the driver then exits 1).
+ */
 export interface DriverEvent {
   event: string;
   job?: string;
   code?: string;
   message?: string;
   attempt?: number;
+  pid?: number;
 }
 
 export interface DriverSettings {
@@ -28,6 +33,7 @@ export interface DriverSettings {
   concurrency?: number;
   leaseSeconds?: number;
   drainSeconds?: number;
+  /** A bearer token; none when undefined. */
   token?: string;
   /** A PEM file of CA certificates for an https:// url. */
   caFile?: string;

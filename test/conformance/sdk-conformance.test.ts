@@ -11,7 +11,7 @@
  * instead of skipping it (external/tools.ts).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/domain/clock.js";
@@ -23,7 +23,7 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { until } from "../helpers/until.js";
 import { removeBuilds } from "../external/sdk-builds.js";
 import { requireTool, skipUnlessAvailable } from "../external/tools.js";
-import { Driver, killDrivers, type DriverCommand } from "./driver.js";
+import { Driver, killDrivers, type DriverCommand, type DriverSettings } from "./driver.js";
 import { SDKS } from "./sdks.js";
 
 const TERMINAL = new Set(["JOB_STATE_COMPLETED", "JOB_STATE_DEAD", "JOB_STATE_CANCELLED"]);
@@ -389,33 +389,36 @@ describe.each(SDKS)("the $name SDK", (sdk) => {
   );
 
   it.skipIf(skip)(
-    "reports a refused token and retries it, working once the auth file allows it",
+    "stops with the server's refusal when it cannot succeed on retry: a token limited to another queue, no token",
     async () => {
       const dir = mkdtempSync(join(tmpdir(), "leasequeue-conformance-auth-"));
       const file = writeAuthFile(dir, [
         { name: "producer", roles: ["producer", "reader"] },
-        { name: "late-worker", roles: ["reader"] },
+        { name: "emails-workers", roles: ["worker", "reader"], queues: ["emails"] },
       ]);
       const secured = await startTestServer({ "auth-file": file.path });
       const authQueue = `${queue}-auth`;
       try {
         const id = await submit(secured, { queue: authQueue, task: "echo", payload: "hello" }, bearer(file.tokens.producer));
-        const token = file.tokens["late-worker"];
-        const driver = new Driver(command, { url: secured.apiUrl, queue: authQueue, token }, `${sdk.name}-auth`);
-        // Refused (no worker role), and tried again with backoff.
-        const refusals = await driver.waitFor("refused", 2);
-        expect(refusals[0].code).toBe("permission_denied");
-        expect(driver.all("run")).toEqual([]);
-        expect(driver.log + JSON.stringify(driver.events)).not.toContain(token);
-
-        const doc = JSON.parse(readFileSync(file.path, "utf8")) as { tokens: Array<{ name: string; roles: string[] }> };
-        for (const entry of doc.tokens) if (entry.name === "late-worker") entry.roles = ["worker", "reader"];
-        writeFileSync(file.path, JSON.stringify(doc));
-        expect(secured.server.reloadAuth()).toBe(true);
-
-        const job = await waitJob(secured, id, driver, undefined, 20_000, bearer(file.tokens.producer));
-        expect(job).toMatchObject({ state: "JOB_STATE_COMPLETED", result: { echo: "hello" } });
-        expect(await driver.stop()).toBe(0);
+        const token = file.tokens["emails-workers"];
+        const refusals: Array<[DriverSettings["token"], string, RegExp]> = [
+          [token, "permission_denied", new RegExp(`^start\\.queue: queue "${authQueue}" is not permitted; token "emails-workers"`)],
+          [undefined, "unauthenticated", /^this server requires "Authorization: Bearer <token>"/],
+        ];
+        for (const [given, code, message] of refusals) {
+          const driver = new Driver(command, { url: secured.apiUrl, queue: authQueue, token: given }, `${sdk.name}-refused`);
+          // The worker ends with the server's error (code and message), and the driver exits.
+          const [ended] = await driver.waitFor("ended");
+          expect(ended, driver.log).toMatchObject({ code, message: expect.stringMatching(message) });
+          expect(await driver.exited, driver.log).toBe(1);
+          // Said once as an error, and not retried: no reconnect, nothing leased.
+          expect(driver.all("error"), driver.log).toEqual([expect.objectContaining({ code, message: ended.message })]);
+          expect(driver.all("disconnected")).toEqual([]);
+          expect(driver.all("connected")).toEqual([]);
+          expect(driver.all("run")).toEqual([]);
+          expect(driver.log + JSON.stringify(driver.events)).not.toContain(token);
+        }
+        expect((await getJob(secured, id, bearer(file.tokens.producer))).state).toBe("JOB_STATE_QUEUED");
       } finally {
         await secured.close();
         rmSync(dir, { recursive: true, force: true });
@@ -423,6 +426,19 @@ describe.each(SDKS)("the $name SDK", (sdk) => {
     },
     60_000,
   );
+
+  it.skipIf(skip)("names itself <sdk>-<host>-<pid> without a worker id (ts-, py-, go-)", { timeout: 60_000 }, async () => {
+    const idQueue = `${queue}-default-id`;
+    const driver = new Driver(command, { url: server.apiUrl, queue: idQueue }, "");
+    const [ready] = await driver.waitFor("ready");
+    const id = await submit(server, { queue: idQueue, task: "echo", payload: "who" });
+    expect(await waitJob(server, id, driver)).toMatchObject({ state: "JOB_STATE_COMPLETED" });
+    const prefix = { typescript: "ts", python: "py", go: "go" }[sdk.name];
+    const events = (await server.call("ListJobEvents", { jobId: id })).body.events as Array<{ kind: string; workerId?: string }>;
+    const claimed = events.find((e) => e.kind === "EVENT_KIND_CLAIMED");
+    expect(claimed?.workerId).toBe(`${prefix}-${hostname()}-${ready.pid}`.slice(0, 128));
+    expect(await driver.stop()).toBe(0);
+  });
 
   it.skipIf(skip)("works over TLS with a private CA", { timeout: 60_000 }, async () => {
     requireTool(opensslAvailable(), "openssl");

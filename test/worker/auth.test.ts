@@ -3,20 +3,20 @@
  * "Authentication" shows it: the `token` option (or an interceptor of your
  * own) sends the bearer token on every call, so a worker limited to its
  * queue works jobs over the Work stream (gRPC, Connect HTTP/2) and over
- * StreamClaims plus Acknowledge (Connect HTTP/1.1). Without an accepted token the worker leases nothing
- * and says why in a `refused` event (and on the console without
- * `onEvent`), keeps trying, and gets through once the auth file is fixed
- * and reloaded, without a restart.
+ * StreamClaims plus Acknowledge (Connect HTTP/1.1). Without an accepted token the worker leases nothing,
+ * says why in a `fatal` `error` event (and on the console without
+ * `onEvent`) and stops: a retry cannot help until someone changes the token
+ * or the auth file, so `worker.closed` rejects with the refusal instead of
+ * the worker reconnecting forever.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Code, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { afterEach, beforeEach, expect, it, vi } from "vitest";
 import { createLeaseQueueClient, createWorker, JobState, type LeaseQueueClientOptions, type Worker } from "../../src/worker/index.js";
 import { bearer, writeAuthFile, type TestToken } from "../helpers/auth.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
-import { until } from "../helpers/until.js";
 import { workerEventLog } from "../helpers/worker-events.js";
 
 let t: TestServer | undefined;
@@ -69,7 +69,6 @@ it.each<[string, Omit<LeaseQueueClientOptions, "url">]>([
   const completed = await log.waitFor("completed", 20);
   expect(completed.every((e) => e.job.state === JobState.COMPLETED)).toBe(true);
   expect(log.all("error")).toEqual([]);
-  expect(log.all("refused")).toEqual([]);
   // Unary calls carry it too (the worker role may read with "reader").
   const stats = await client.getStats({});
   expect(stats.queues.map((q) => [q.queue, q.completed])).toEqual([["billing", 20n]]);
@@ -100,7 +99,7 @@ it("still works with an interceptor of your own that adds the header", { timeout
   const client = createLeaseQueueClient({ url: t!.apiUrl, interceptors: [withToken(file.tokens["billing-workers"])] });
   workers.push(createWorker({ client, queue: "billing", workerId: "billing-2", onEvent: log.onEvent, handler: () => null }));
   await log.waitFor("completed", 5);
-  expect(log.all("refused")).toEqual([]);
+  expect(log.all("error")).toEqual([]);
 });
 
 it("refuses a token it could not send, without quoting it", () => {
@@ -118,66 +117,74 @@ it("refuses a token it could not send, without quoting it", () => {
   expect(() => createLeaseQueueClient({ url: "http://127.0.0.1:1", token: "" })).toThrow(TypeError);
 });
 
-it("reports permission_denied as `refused` when its token may not use the queue, and leases nothing", { timeout: 60_000 }, async () => {
-  const file = await serverWithJobs([PRODUCER, { name: "emails-workers", roles: ["worker"], queues: ["emails"] }], 1);
-  const log = workerEventLog();
-  const client = createLeaseQueueClient({ url: t!.apiUrl, token: file.tokens["emails-workers"] });
-  workers.push(createWorker({ client, queue: "billing", workerId: "intruder", onEvent: log.onEvent, handler: () => null }));
-  const [refused] = await log.waitFor("refused", 2);
-  expect(refused.error.code).toBe(Code.PermissionDenied);
-  expect(refused.error.rawMessage).toMatch(/^start\.queue: queue "billing" is not permitted; token "emails-workers"/);
-  expect(refused.retryInMs).toBeGreaterThan(0);
-  expect(log.all("disconnected")).toEqual([]);
-  expect(log.all("lease")).toEqual([]);
-  const stats = await t!.call("GetStats", {}, bearer(file.tokens.producer));
-  expect(stats.body.queues).toEqual([expect.objectContaining({ queue: "billing", queued: "1" })]);
-});
+it.each<[string, Omit<LeaseQueueClientOptions, "url" | "token">]>([
+  ["gRPC (Work)", { transport: "grpc" }],
+  ["Connect over HTTP/1.1 (StreamClaims)", { transport: "connect", httpVersion: "1.1" }],
+])(
+  "stops on permission_denied when its token may not use the queue, over %s: a fatal error, then closed, and leases nothing",
+  { timeout: 60_000 },
+  async (_name, protocol) => {
+    const file = await serverWithJobs([PRODUCER, { name: "emails-workers", roles: ["worker"], queues: ["emails"] }], 1);
+    const log = workerEventLog();
+    const client = createLeaseQueueClient({ url: t!.apiUrl, ...protocol, token: file.tokens["emails-workers"] });
+    const worker = createWorker({ client, queue: "billing", workerId: "intruder", onEvent: log.onEvent, handler: () => null });
+    workers.push(worker);
+    const refusal = await worker.closed.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(refusal).toBeInstanceOf(ConnectError);
+    expect((refusal as ConnectError).code).toBe(Code.PermissionDenied);
+    expect((refusal as ConnectError).rawMessage).toMatch(/^(start\.)?queue: queue "billing" is not permitted; token "emails-workers"/);
+    // Said once, then closed; no reconnect, no lease.
+    expect(log.events.map((e) => e.type)).toEqual(["error", "closed"]);
+    expect(log.all("error")).toEqual([{ type: "error", error: refusal, fatal: true }]);
+    const stats = await t!.call("GetStats", {}, bearer(file.tokens.producer));
+    expect(stats.body.queues).toEqual([expect.objectContaining({ queue: "billing", queued: "1" })]);
+    await worker.close(); // resolves: the stop is done
+  },
+);
 
-it("without a token says so on the console, keeps trying, and works once the auth file is reloaded", { timeout: 60_000 }, async () => {
-  const file = await serverWithJobs([PRODUCER], 2);
+it("without a token says so once on the console and stops, its `closed` rejecting with unauthenticated", { timeout: 60_000 }, async () => {
+  await serverWithJobs([PRODUCER], 1);
   const lines: string[] = [];
   vi.spyOn(console, "error").mockImplementation((line: string) => void lines.push(line));
   vi.spyOn(console, "warn").mockImplementation((line: string) => void lines.push(line));
   // No onEvent: the console is where a refusal must show.
-  workers.push(
-    createWorker({
-      url: t!.apiUrl,
-      queue: "billing",
-      workerId: "no-token",
-      reconnectBackoff: { initialMs: 50, maxMs: 200 },
-      handler: () => null,
-    }),
-  );
-  await until("the refusal said twice on the console (once per attempt)", () => lines.length >= 2, { timeoutMs: 20_000 });
+  const worker = createWorker({ url: t!.apiUrl, queue: "billing", workerId: "no-token", handler: () => null });
+  workers.push(worker);
+  await expect(worker.closed).rejects.toMatchObject({ code: Code.Unauthenticated });
+  expect(lines).toHaveLength(1);
   expect(lines[0]).toMatch(
-    /^leasequeue worker no-token: the server refused the worker on queue billing \(\[unauthenticated\] this server requires "Authorization: Bearer <token>"\); give the worker a token/,
+    /^leasequeue worker no-token: the server refused the worker on queue billing \(\[unauthenticated\] this server requires "Authorization: Bearer <token>"\); give the worker a token .*; the worker stopped$/,
   );
-  expect(
-    lines.every((l) => /the server refused the worker/.test(l)),
-    lines.join("\n"),
-  ).toBe(true);
   expect(console.warn).not.toHaveBeenCalled(); // not a passing "stream broke"
+});
 
-  // A worker token whose entry is fixed later: refused until the reload, then it works.
+it("stops on a token revoked while it works: the stream that replaces a broken one is refused", { timeout: 60_000 }, async () => {
+  const file = await serverWithJobs([PRODUCER, BILLING_WORKERS], 1);
   const log = workerEventLog();
-  const token = file.tokens.producer; // in the file, but without the worker role
-  workers.push(
-    createWorker({
-      url: t!.apiUrl,
-      token,
-      queue: "billing",
-      workerId: "fixed-later",
-      onEvent: log.onEvent,
-      reconnectBackoff: { initialMs: 50, maxMs: 200 },
-      handler: () => "ok",
-    }),
-  );
-  const [refused] = await log.waitFor("refused");
-  expect(refused.error.code).toBe(Code.PermissionDenied);
-  rewriteWithRoles(file.path, "producer", ["producer", "reader", "worker"]);
-  expect(t!.server.reloadAuth()).toBe(true);
-  await log.waitFor("completed", 2);
-  expect(log.all("connected").length).toBeGreaterThanOrEqual(1);
+  const worker = createWorker({
+    url: t!.apiUrl,
+    token: file.tokens["billing-workers"],
+    queue: "billing",
+    workerId: "revoked",
+    reconnectBackoff: { initialMs: 50, maxMs: 200 },
+    onEvent: log.onEvent,
+    handler: () => "ok",
+  });
+  workers.push(worker);
+  await log.waitFor("completed");
+  // The open stream keeps the token it started with: a restart breaks it, and the server comes back with the worker role revoked.
+  rewriteWithRoles(file.path, "billing-workers", ["reader"]);
+  const port = new URL(t!.apiUrl).port;
+  await t!.close();
+  t = undefined;
+  await log.waitFor("disconnected");
+  t = await startTestServer({ "auth-file": file.path, port });
+  await expect(worker.closed).rejects.toMatchObject({ code: Code.PermissionDenied });
+  expect(log.events.at(-1)).toEqual({ type: "closed" });
+  expect(log.all("error").filter((e) => e.fatal)).toHaveLength(1);
 });
 
 /** Gives the entry `name` of the auth file at `path` new roles, keeping its hash. */

@@ -8,7 +8,9 @@ acknowledgement received is recorded with how it arrived, and answered OK
 (ABORTED for a job `cancel` cancelled, as the server refuses its token).
 `add_leases` and `cancel` push to the open streams as the server does: more
 leases, and a running job's cancellation (Work's cancelled_job_ids, a
-StreamClaims message with cancelled_job_id).
+StreamClaims message with cancelled_job_id). With `refuse=(code, details)`,
+Work, StreamClaims and Claim end with that status at once, as the server
+refuses a worker (a token without the queue, say); `refusals` records each.
 
 The tests wait on what the fake records (`wait_for`, `wait_for_outcomes`):
 every change is made under `lock` and wakes its waiters, and a wait fails
@@ -42,8 +44,10 @@ def lease(task, payload=None, attempts=1, max_attempts=3, deliveries=1, trace_co
 
 
 class FakeServer(pb_grpc.LeaseQueueServiceServicer):
-    def __init__(self, leases=(), work=True, streams=True):
+    def __init__(self, leases=(), work=True, streams=True, refuse=None):
         self.leases = list(leases)
+        self.refuse = refuse
+        self.refusals = []  # the RPCs refused with `refuse`, in order
         self.work = work and streams
         self.streams = streams
         self.claims = []  # (max_jobs, wait in seconds, number of acks) per Claim
@@ -120,6 +124,14 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
                 pushed.put(("cancelled", job_id))
             self.lock.notify_all()
 
+    def _refuse(self, rpc, context):
+        if self.refuse is None:
+            return
+        with self.lock:
+            self.refusals.append(rpc)
+            self.lock.notify_all()
+        context.abort(*self.refuse)
+
     # -- RPCs ---------------------------------------------------------------
 
     def Submit(self, request, context):
@@ -146,6 +158,7 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
         return pb.GetJobResponse(job=job)
 
     def Work(self, request_iterator, context):
+        self._refuse("Work", context)
         if not self.work:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "no Work here")
         first = next(request_iterator)
@@ -186,6 +199,7 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
         self.half_closed.set()
 
     def StreamClaims(self, request, context):
+        self._refuse("StreamClaims", context)
         if not self.streams:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "no StreamClaims here")
         pushed = self._open_stream()
@@ -214,6 +228,7 @@ class FakeServer(pb_grpc.LeaseQueueServiceServicer):
 
     def Claim(self, request, context):
         """Applies the acks (recorded as "claim"), then leases up to max_jobs, long-polling up to `wait`."""
+        self._refuse("Claim", context)
         wait = request.wait.ToMilliseconds() / 1000
         with self.lock:
             self.claims.append((request.max_jobs, wait, len(request.acks)))

@@ -324,7 +324,7 @@ class AttemptSpans(unittest.TestCase):
         self.assertTrue(any("the attempt's span did not start" in line for line in logs.output), logs.output)
 
     def test_trace_link_must_be_a_bool(self):
-        with self.assertRaisesRegex(ValueError, "^trace_link:"):
+        with self.assertRaisesRegex(TypeError, "^trace_link:"):
             leasequeue.Worker("http://127.0.0.1:1", queue="q", trace_link="yes")
 
 

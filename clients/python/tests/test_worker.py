@@ -8,9 +8,13 @@ sleeps, and none measures how long something took.
 
 import asyncio
 import logging
+import os
+import socket
 import threading
 import unittest
 from unittest import mock
+
+import grpc
 
 import leasequeue
 import leasequeue._lease
@@ -309,6 +313,64 @@ class Cancellation(unittest.TestCase):
         self.assertEqual([e.job_id for e in events if e.kind == "cancelled"], [held.job.id])
 
 
+class Refusals(unittest.TestCase):
+    """A refusal no retry can cure stops the worker: run() drains and raises Refused; others are retried."""
+
+    def run_refused(self, code, details):
+        fake = FakeServer([lease("t", 1)], refuse=(code, details))
+        self.addCleanup(fake.close)
+        events = []
+        worker = leasequeue.Worker(fake.target, queue="q", reconnect_backoff=(0.01, 0.05), on_event=events.append)
+        worker.task("t")(lambda job: job.payload)
+        with self.assertRaises(leasequeue.Refused) as caught:
+            worker.run()
+        return fake, events, caught.exception
+
+    def test_each_final_code_stops_the_worker_at_the_first_refusal(self):
+        for code in (
+            grpc.StatusCode.PERMISSION_DENIED,
+            grpc.StatusCode.UNAUTHENTICATED,
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ):
+            with self.subTest(code=code.name):
+                fake, events, refused = self.run_refused(code, "start.queue: not for you")
+                self.assertEqual((refused.code, refused.details), (code, "start.queue: not for you"))
+                self.assertEqual(str(refused), f"the server refused the worker: {code.name}: start.queue: not for you")
+                self.assertEqual(fake.refusals, ["Work"])
+                self.assertEqual([e.kind for e in events], ["error", "stopping", "stopped"])
+                self.assertEqual((events[0].code, events[0].message), (code.name, "start.queue: not for you"))
+
+    def test_unimplemented_falls_back_path_by_path_then_stops(self):
+        fake, events, refused = self.run_refused(grpc.StatusCode.UNIMPLEMENTED, "unknown service")
+        self.assertEqual(refused.code, grpc.StatusCode.UNIMPLEMENTED)
+        self.assertEqual(fake.refusals, ["Work", "StreamClaims", "Claim"])
+        self.assertEqual([e.kind for e in events], ["error", "stopping", "stopped"])
+
+    def test_a_passing_failure_is_retried_with_backoff_until_stop(self):
+        for code, details in (
+            (grpc.StatusCode.UNAVAILABLE, "restarting"),
+            (grpc.StatusCode.INTERNAL, "store failed"),
+            # About one acknowledgement, not the worker: sent again, it is refused on its own.
+            (grpc.StatusCode.INVALID_ARGUMENT, "acks[0].lease_token: is required"),
+        ):
+            with self.subTest(code=code.name):
+                fake = FakeServer(refuse=(code, details))
+                self.addCleanup(fake.close)
+                events = []
+                worker = leasequeue.Worker(fake.target, queue="q", reconnect_backoff=(0.01, 0.05), on_event=events.append)
+                worker.task("t")(lambda job: None)
+                thread = start(worker)
+                fake.wait_for("three refused Work streams", lambda: len(fake.refusals) >= 3)
+                worker.stop()
+                thread.join(TIMEOUT)
+                self.assertFalse(thread.is_alive())
+                self.assertEqual(set(fake.refusals), {"Work"})
+                kinds = [e.kind for e in events]
+                self.assertNotIn("error", kinds)
+                self.assertGreaterEqual(kinds.count("disconnected"), 2)
+                self.assertEqual(kinds[-1], "stopped")
+
+
 class Options(unittest.TestCase):
     def test_bad_options_are_refused_naming_the_field(self):
         cases = [
@@ -318,11 +380,52 @@ class Options(unittest.TestCase):
             (dict(queue="q", worker_id="a b"), "worker_id"),
             (dict(queue="q", token="Bearer x"), "token"),
             (dict(queue="q", drain_timeout=-1), "drain_timeout"),
+            (dict(queue="q", reconnect_backoff=(2, 1)), "reconnect_backoff"),
+            (dict(queue="q", ack_batch_window=5), "ack_batch_window"),
+            (dict(queue="q", root_certificates=b"PEM"), "root_certificates"),
         ]
         for kwargs, field in cases:
             with self.subTest(field=field):
                 with self.assertRaisesRegex(ValueError, f"^{field}:"):
                     leasequeue.Worker("http://127.0.0.1:1", **kwargs)
+
+    def test_values_of_the_wrong_type_are_refused_naming_the_field(self):
+        cases = [
+            ("target", 8080, dict(queue="q")),
+            ("queue", 7, {}),
+            ("concurrency", "4", dict(queue="q")),
+            ("concurrency", True, dict(queue="q")),
+            ("token", 12345, dict(queue="q")),
+            ("lease_duration", "60", dict(queue="q")),
+            ("worker_id", 42, dict(queue="q")),
+            ("heartbeat_interval", "5", dict(queue="q")),
+            ("drain_timeout", None, dict(queue="q")),
+            ("root_certificates", "PEM text", dict(queue="q")),
+            ("reconnect_backoff", 0.25, dict(queue="q")),
+            ("reconnect_backoff", ("0.25", 30), dict(queue="q")),
+            ("ack_batch_window", "0.002", dict(queue="q")),
+            ("on_event", "print", dict(queue="q")),
+            ("handle_signals", "yes", dict(queue="q")),
+            ("trace_link", 1, dict(queue="q")),
+        ]
+        for field, value, others in cases:
+            with self.subTest(field=field, value=value):
+                args = dict(others)
+                target = "http://127.0.0.1:1"
+                if field == "target":
+                    target = value
+                else:
+                    args[field] = value
+                with self.assertRaisesRegex(TypeError, f"^{field}:"):
+                    leasequeue.Worker(target, **args)
+
+    def test_a_missing_queue_is_refused_by_name(self):
+        with self.assertRaisesRegex(TypeError, "'queue'"):
+            leasequeue.Worker("http://127.0.0.1:1")  # type: ignore[call-arg]
+
+    def test_the_worker_id_defaults_to_py_host_pid(self):
+        worker = leasequeue.Worker("http://127.0.0.1:1", queue="q")
+        self.assertEqual(worker.worker_id, f"py-{socket.gethostname()}-{os.getpid()}"[:128])
 
     def test_a_token_is_never_quoted(self):
         secret = "lq_secret token"

@@ -4,7 +4,10 @@ Registers the suite's tasks on a leasequeue.Worker configured from the
 environment, runs it until SIGTERM, and prints one JSON line per worker event
 on stdout ({"event": ..., "job": ..., "code": ..., "message": ...}) plus a
 "run" line each time a handler starts (none of the per-job lines with
-LEASEQUEUE_DRIVER_QUIET=1). Logs go to stderr.
+LEASEQUEUE_DRIVER_QUIET=1). When run() raises leasequeue.Refused (a refusal no
+retry can cure) it prints an "ended" line with the code and message and exits
+1. Without LEASEQUEUE_WORKER_ID the worker takes its default id. Logs go to
+stderr.
 """
 
 import json
@@ -48,7 +51,7 @@ worker = leasequeue.Worker(
     token=env.get("LEASEQUEUE_TOKEN") or None,
     lease_duration=float(env.get("LEASEQUEUE_LEASE_SECONDS", "10")),
     drain_timeout=float(env.get("LEASEQUEUE_DRAIN_SECONDS", "10")),
-    worker_id=env.get("LEASEQUEUE_WORKER_ID"),
+    worker_id=env.get("LEASEQUEUE_WORKER_ID") or None,
     reconnect_backoff=(0.1, 1.0),
     on_event=on_event,
 )
@@ -125,5 +128,9 @@ def deps(job):
 
 
 emit(event="ready", sdk="python", pid=os.getpid(), time=time.time())
-worker.run()
+try:
+    worker.run()
+except leasequeue.Refused as refused:
+    emit(event="ended", code=refused.code.name.lower(), message=refused.details)
+    sys.exit(1)
 emit(event="exit")

@@ -5,7 +5,10 @@
 // other SDKs' workers do), and prints one JSON line per worker event on
 // stdout ({"event": ..., "job": ..., "code": ..., "message": ...}) plus a
 // "run" line each time a handler starts (none of the per-job lines with
-// LEASEQUEUE_DRIVER_QUIET=1).
+// LEASEQUEUE_DRIVER_QUIET=1). When the worker stops by itself (a refusal no
+// retry can cure: `worker.closed` rejects) it prints an "ended" line with
+// the error's code and message and exits 1. Without LEASEQUEUE_WORKER_ID the
+// worker takes its default id.
 import { setTimeout as sleep } from "node:timers/promises";
 import { existsSync, readFileSync } from "node:fs";
 import { createLeaseQueueClient, createWorker, JobState, PermanentJobError } from "../../../dist/src/worker/index.js";
@@ -17,7 +20,18 @@ const emit = (fields) => {
   if (quiet && fields.job) return;
   process.stdout.write(JSON.stringify(fields) + "\n");
 };
-const CODES = { 1: "canceled", 4: "deadline_exceeded", 7: "permission_denied", 14: "unavailable", 16: "unauthenticated" };
+const CODES = {
+  1: "canceled",
+  3: "invalid_argument",
+  4: "deadline_exceeded",
+  7: "permission_denied",
+  12: "unimplemented",
+  14: "unavailable",
+  16: "unauthenticated",
+};
+const codeOf = (error) => (error?.code !== undefined ? (CODES[error.code] ?? String(error.code)) : "");
+// A ConnectError's message without its "[code] " prefix, as the other SDKs report the server's message.
+const messageOf = (error) => error?.rawMessage ?? error?.message ?? "";
 
 function wait(seconds, signal) {
   return sleep(seconds * 1000, undefined, { signal }).catch(() => undefined);
@@ -63,7 +77,7 @@ const worker = createWorker({
     nodeOptions: ca ? { ca } : undefined,
   }),
   queue: env.LEASEQUEUE_QUEUE,
-  workerId: env.LEASEQUEUE_WORKER_ID || `ts-${process.pid}`,
+  workerId: env.LEASEQUEUE_WORKER_ID || undefined,
   concurrency: Number(env.LEASEQUEUE_CONCURRENCY || 1),
   leaseDuration: Number(env.LEASEQUEUE_LEASE_SECONDS || 10) * 1000,
   shutdownTimeout: Number(env.LEASEQUEUE_DRAIN_SECONDS || 10) * 1000,
@@ -76,16 +90,15 @@ const worker = createWorker({
   },
   onEvent: (e) => {
     const error = e.error;
-    emit({
-      event: e.type,
-      job: e.job?.id ?? "",
-      code: error?.code !== undefined ? (CODES[error.code] ?? String(error.code)) : "",
-      message: error?.message ?? "",
-    });
+    emit({ event: e.type, job: e.job?.id ?? "", code: codeOf(error), message: messageOf(error) });
   },
 });
 
 emit({ event: "ready", sdk: "typescript", pid: process.pid });
+worker.closed.catch((error) => {
+  emit({ event: "ended", code: codeOf(error), message: messageOf(error) });
+  process.exit(1);
+});
 let closing;
 const stop = () => {
   if (closing !== undefined) return;

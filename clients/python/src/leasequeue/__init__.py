@@ -14,7 +14,7 @@ See README.md beside the package for the producer, tokens, TLS and draining.
 """
 
 from leasequeue.client import Client, DependencyFailurePolicy, Job, JobState
-from leasequeue.errors import Permanent, Snooze
+from leasequeue.errors import Permanent, Refused, Snooze
 from leasequeue.worker import Dependency, LeasedJob, Worker, WorkerEvent
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "JobState",
     "LeasedJob",
     "Permanent",
+    "Refused",
     "Snooze",
     "Worker",
     "WorkerEvent",

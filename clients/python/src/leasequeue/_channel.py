@@ -34,8 +34,10 @@ CHANNEL_OPTIONS: Sequence[Tuple[str, Any]] = (
 
 
 def parse_target(target: str) -> Tuple[str, bool]:
-    """(host:port, tls) of a target; ValueError naming `target` otherwise."""
-    if not isinstance(target, str) or target == "":
+    """(host:port, tls) of a target; TypeError or ValueError naming `target` otherwise."""
+    if not isinstance(target, str):
+        raise TypeError(f"target: must be a string (http://host:port, https://host:port or host:port), got {type(target).__name__}")
+    if target == "":
         raise ValueError("target: give http://host:port, https://host:port or host:port")
     if "://" not in target:
         return target, False

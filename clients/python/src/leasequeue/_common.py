@@ -24,7 +24,13 @@ RESEND_PAUSE = 0.5
 CLAIM_WAIT = 20.0
 
 _LEASE_GONE = (grpc.StatusCode.ABORTED, grpc.StatusCode.NOT_FOUND)
-_REFUSED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+#: Refusals no retry can cure: the worker stops on these (run() raises Refused) instead of reconnecting.
+_FINAL = (
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.UNIMPLEMENTED,
+)
 _OUTCOMES = ("complete", "fail", "snooze", "release")
 
 
@@ -34,12 +40,13 @@ _OUTCOMES = ("complete", "fail", "snooze", "release")
 class WorkerEvent:
     """What the worker reports to `on_event`: for metrics, tests and logs of your own.
 
-    `kind` is one of connected, disconnected, refused (the server refused the
-    worker's token: `code` says how), lease, completed, failed, snoozed,
+    `kind` is one of connected, disconnected, lease, completed, failed, snoozed,
     released, lease_lost, cancelled (the server cancelled the job while the
     worker held it: `job.cancelled` is set and no outcome is sent), abandoned
-    (left to lease expiry at the drain timeout), error, stopping, stopped.
-    `retry_in` is the reconnect delay of disconnected and refused.
+    (left to lease expiry at the drain timeout), error (the server refused the
+    worker in a way no retry can cure, `code` and `message` say how: the
+    worker stops, and run() raises Refused), stopping, stopped.
+    `retry_in` is the reconnect delay of disconnected.
     """
 
     kind: str

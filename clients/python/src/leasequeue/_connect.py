@@ -1,5 +1,5 @@
 """Connecting and reconnecting: the Work stream, or StreamClaims on a server without it, or Claims where
-neither stream is served, with backoff between attempts."""
+neither stream is served, with backoff between attempts; stopping instead on a refusal no retry can cure."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Optional
 import grpc
 
 from leasequeue._backoff import backoff_delay
-from leasequeue._common import _REFUSED, WorkerEvent, _log
+from leasequeue._common import _FINAL, WorkerEvent, _log
 from leasequeue._work import _ProtocolError
+from leasequeue.errors import Refused
 
 
 class _Connect:
@@ -27,6 +28,7 @@ class _Connect:
 
         while not self._stopping:
             code: Optional[grpc.StatusCode] = None
+            err_details = ""
             try:
                 if path == "work":
                     self._work_once(connected)
@@ -37,7 +39,8 @@ class _Connect:
                 why = "the server ended the stream"
             except grpc.RpcError as err:
                 code = err.code()
-                why = f"{code.name} {err.details()}"
+                err_details = err.details() or ""
+                why = f"{code.name} {err_details}"
                 if path != "unary" and code == grpc.StatusCode.UNIMPLEMENTED:
                     path = "stream_claims" if path == "work" else "unary"
                     _log.info("the server has no %s stream: using %s", "Work" if path == "stream_claims" else "StreamClaims", names[path])
@@ -46,17 +49,25 @@ class _Connect:
                 why = str(err)
             if self._stopping:
                 break
+            # An INVALID_ARGUMENT naming an acknowledgement (acks[i]...) is about that one, not the worker.
+            if code in _FINAL and not (code == grpc.StatusCode.INVALID_ARGUMENT and err_details.startswith("acks[")):
+                self._refused(code, err_details)  # type: ignore[arg-type]
+                break
             delay = backoff_delay(failures[0], *self._backoff)
             failures[0] += 1
-            if code in _REFUSED:
-                advice = (
-                    "give the worker a token that is in the server's LEASEQUEUE_AUTH_FILE"
-                    if code == grpc.StatusCode.UNAUTHENTICATED
-                    else f"the token's entry needs the role worker and, if it lists queues, {self.queue}"
-                )
-                _log.error("the server refused the worker: %s; %s; trying again in %.2fs", why, advice, delay)
-                self._emit(WorkerEvent("refused", message=why, code=code.name, retry_in=delay))  # type: ignore[union-attr]
-            else:
-                _log.warning("stream broke: %s; reconnecting in %.2fs", why, delay)
-                self._emit(WorkerEvent("disconnected", message=why, code=code.name if code else "", retry_in=delay))
+            _log.warning("stream broke: %s; reconnecting in %.2fs", why, delay)
+            self._emit(WorkerEvent("disconnected", message=why, code=code.name if code else "", retry_in=delay))
             self._stop_event.wait(delay)
+
+    def _refused(self, code: grpc.StatusCode, details: str) -> None:
+        """Stops the worker on a refusal no retry can cure: run() drains, then raises Refused."""
+        advice = {
+            grpc.StatusCode.UNAUTHENTICATED: "give the worker a token that is in the server's LEASEQUEUE_AUTH_FILE",
+            grpc.StatusCode.PERMISSION_DENIED: f"the token's entry needs the role worker and, if it lists queues, {self.queue}",
+            grpc.StatusCode.UNIMPLEMENTED: "the server serves none of the worker's paths: check the target",
+        }.get(code, "the server does not accept the worker's request: check its options")
+        _log.error("the server refused the worker: %s %s; %s; stopping", code.name, details, advice)
+        with self._lock:
+            self._failure = Refused(code, details)
+        self._emit(WorkerEvent("error", message=details, code=code.name))
+        self.stop()

@@ -6,6 +6,8 @@ import datetime
 import math
 from typing import Union
 
+import grpc
+
 _MAX_DELAY = 30 * 24 * 3600.0
 
 
@@ -34,3 +36,21 @@ class Snooze(Exception):
             raise ValueError(f"snooze: seconds must be within 0..{_MAX_DELAY:g} (30 days), got {seconds:g}")
         super().__init__(f"snoozed for {seconds:g} s")
         self.seconds = float(seconds)
+
+
+class Refused(Exception):
+    """Raised by Worker.run() when the server refused the worker in a way no retry can cure.
+
+    `code` (a grpc.StatusCode) is INVALID_ARGUMENT (a request the server does
+    not accept), UNAUTHENTICATED (no token, or one the server's auth file does
+    not have), PERMISSION_DENIED (the token lacks the worker role or the
+    queue) or UNIMPLEMENTED (the server serves none of the worker's paths);
+    `details` is the server's message. The worker stopped (and drained) before
+    run() raised it. Other failures (UNAVAILABLE, a dropped connection, ...)
+    never end run(): the worker reconnects with backoff.
+    """
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"the server refused the worker: {code.name}: {details}")
+        self.code = code
+        self.details = details

@@ -80,6 +80,7 @@ from leasequeue._timers import _Timers
 from leasequeue._unary import _Unary
 from leasequeue._wire import pb, pb_grpc
 from leasequeue._work import _Work, _WorkStream
+from leasequeue.errors import Refused
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 _WORKER_ID = re.compile(r"[A-Za-z0-9._:@/-]{1,128}")
@@ -110,6 +111,9 @@ class Worker(_Connect, _Work, _Claims, _Unary, _Leases, _Attempts, _Acks, _Timer
     trace_link         with OpenTelemetry importable, start each attempt's CONSUMER span as the root
                        of a new trace linked to the job's trace context instead of as its child
                        (docs/writing-a-worker.md "Tracing"; _tracing.py)
+
+    Every option is checked here, before anything connects: TypeError naming it for a
+    value of the wrong type, ValueError for one out of range.
     """
 
     def __init__(
@@ -130,39 +134,58 @@ class Worker(_Connect, _Work, _Claims, _Unary, _Leases, _Attempts, _Acks, _Timer
         handle_signals: bool = True,
         trace_link: bool = False,
     ) -> None:
-        if not isinstance(queue, str) or not _NAME.fullmatch(queue):
+        # Each check names its option: TypeError for a value of the wrong type, ValueError for one out of range.
+        self._host, self._tls = _channel.parse_target(target)
+        if not isinstance(queue, str):
+            raise TypeError(f"queue: must be a string, got {type(queue).__name__}")
+        if not _NAME.fullmatch(queue):
             raise ValueError(f"queue: {queue!r} must match {_NAME.pattern}")
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or not 1 <= concurrency <= _wire.CONCURRENCY[1]:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+            raise TypeError(f"concurrency: must be an integer, got {type(concurrency).__name__}")
+        if not 1 <= concurrency <= _wire.CONCURRENCY[1]:
             raise ValueError(f"concurrency: must be an integer within 1..{_wire.CONCURRENCY[1]}, got {concurrency!r}")
+        token = _channel.check_token(token)
         lease = _wire.seconds_of(lease_duration, "lease_duration", *_wire.LEASE_SECONDS)
         interval = lease / 3 if heartbeat_interval is None else _wire.seconds_of(heartbeat_interval, "heartbeat_interval", 0.01, lease)
         if interval >= lease:
             raise ValueError("heartbeat_interval: must be shorter than lease_duration")
         if worker_id is None:
             worker_id = f"py-{socket.gethostname()}-{os.getpid()}"[:128]
-        if not isinstance(worker_id, str) or not _WORKER_ID.fullmatch(worker_id):
+        if not isinstance(worker_id, str):
+            raise TypeError(f"worker_id: must be a string, got {type(worker_id).__name__}")
+        if not _WORKER_ID.fullmatch(worker_id):
             raise ValueError("worker_id: must be 1-128 characters of [A-Za-z0-9._:@/-]")
         drain = _wire.seconds_of(drain_timeout, "drain_timeout", 0, 7 * 24 * 3600)
-        first, largest = reconnect_backoff
+        if root_certificates is not None:
+            if not isinstance(root_certificates, bytes):
+                raise TypeError(f"root_certificates: must be PEM bytes, got {type(root_certificates).__name__}")
+            if not self._tls:
+                raise ValueError("root_certificates: only with an https:// target")
+        if not isinstance(reconnect_backoff, (tuple, list)) or len(reconnect_backoff) != 2:
+            raise TypeError(f"reconnect_backoff: give (first, largest) seconds, got {type(reconnect_backoff).__name__}")
+        first = _wire.seconds_of(reconnect_backoff[0], "reconnect_backoff", 0, 24 * 3600)
+        largest = _wire.seconds_of(reconnect_backoff[1], "reconnect_backoff", 0, 24 * 3600)
         if not 0 < first <= largest:
             raise ValueError("reconnect_backoff: give (first, largest) seconds with 0 < first <= largest")
-        if not 0 <= ack_batch_window <= 1:
-            raise ValueError("ack_batch_window: must be within 0..1 seconds")
+        window = _wire.seconds_of(ack_batch_window, "ack_batch_window", 0, 1)
+        if on_event is not None and not callable(on_event):
+            raise TypeError(f"on_event: must be callable, got {type(on_event).__name__}")
+        if not isinstance(handle_signals, bool):
+            raise TypeError(f"handle_signals: must be True or False, got {type(handle_signals).__name__}")
         if not isinstance(trace_link, bool):
-            raise ValueError(f"trace_link: must be True or False, got {trace_link!r}")
+            raise TypeError(f"trace_link: must be True or False, got {type(trace_link).__name__}")
 
         self.target = target
         self.queue = queue
         self.concurrency = concurrency
         self.worker_id = worker_id
-        self._host, self._tls = _channel.parse_target(target)
-        self._token = _channel.check_token(token)
+        self._token = token
         self._root_certificates = root_certificates
         self._lease_seconds = lease
         self._heartbeat_interval = interval
         self._drain_timeout = drain
-        self._backoff = (float(first), float(largest))
-        self._ack_batch_window = float(ack_batch_window)
+        self._backoff = (first, largest)
+        self._ack_batch_window = window
         self._on_event = on_event
         self._handle_signals = handle_signals
         self._trace_link = trace_link
@@ -183,6 +206,7 @@ class Worker(_Connect, _Work, _Claims, _Unary, _Leases, _Attempts, _Acks, _Timer
         # way), "prompt" (one that answers at once) or "waiting" (a long-poll).
         self._claim_state: Optional[str] = None
         self._stopping = False
+        self._failure: Optional[Refused] = None  # the refusal the worker stopped on, raised by run()
         self._force = False
         self._closed = False
         self._stop_event = threading.Event()
@@ -222,7 +246,12 @@ class Worker(_Connect, _Work, _Claims, _Unary, _Leases, _Attempts, _Acks, _Timer
     # -- running -----------------------------------------------------------
 
     def run(self) -> None:
-        """Works until stop(), SIGTERM or SIGINT; then drains (see drain_timeout) and returns."""
+        """Works until stop(), SIGTERM or SIGINT; then drains (see drain_timeout) and returns.
+
+        Raises Refused, after the same drain, when the server refused the worker in a
+        way no retry can cure (INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED,
+        UNIMPLEMENTED); any other failure is retried with backoff.
+        """
         if self._started:
             raise RuntimeError("run: a Worker runs once")
         if not self._handlers:
@@ -276,6 +305,10 @@ class Worker(_Connect, _Work, _Claims, _Unary, _Leases, _Attempts, _Acks, _Timer
             self._restore_signals(previous)
             _log.info("stopped")
             self._emit(WorkerEvent("stopped"))
+        with self._lock:
+            failure = self._failure
+        if failure is not None:
+            raise failure
 
     def stop(self) -> None:
         """Stops taking work; run() then drains and returns. Safe from any thread; a second call skips the drain."""

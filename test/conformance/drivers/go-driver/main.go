@@ -3,8 +3,10 @@
 // leasequeue.Worker configured from the environment, runs it until SIGTERM,
 // and prints one JSON line per worker event on stdout ({"event": ..., "job":
 // ..., "code": ..., "message": ...}) plus a "run" line each time a handler
-// starts (none of the per-job lines with LEASEQUEUE_DRIVER_QUIET=1). Logs
-// go to stderr.
+// starts (none of the per-job lines with LEASEQUEUE_DRIVER_QUIET=1). When
+// Run returns a *leasequeue.RefusedError (a refusal no retry can cure) it
+// prints an "ended" line with the code and message and exits 1. Without
+// LEASEQUEUE_WORKER_ID the worker takes its default id. Logs go to stderr.
 package main
 
 import (
@@ -175,6 +177,11 @@ func main() {
 	defer stop()
 	emit(map[string]any{"event": "ready", "sdk": "go", "pid": os.Getpid()})
 	if err := w.Run(ctx); err != nil {
+		var refused *leasequeue.RefusedError
+		if errors.As(err, &refused) {
+			emit(map[string]any{"event": "ended", "code": strings.ToLower(codeName(refused.Code.String())), "message": refused.Message})
+			os.Exit(1)
+		}
 		log.Fatal(err)
 	}
 	emit(map[string]any{"event": "exit"})
