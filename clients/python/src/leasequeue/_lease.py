@@ -7,17 +7,13 @@ import dataclasses
 import datetime
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, NoReturn, Optional, TypeVar, Union
+from typing import Any, Awaitable, Callable, Dict, List, NoReturn, Optional, TypeVar, Union
 
 from leasequeue import _wire
 from leasequeue._common import PROGRESS_DELAY, WorkerEvent, _log
+from leasequeue._jobs import JobState
 from leasequeue._wire import pb
-from leasequeue.client import JobState
 from leasequeue.errors import Snooze
-
-if TYPE_CHECKING:
-    from leasequeue.worker import Worker
-
 
 Handler = Callable[["LeasedJob"], Union[Any, Awaitable[Any]]]
 H = TypeVar("H", bound=Handler)
@@ -99,7 +95,7 @@ class LeasedJob:
         between replace each other. The last one before the handler ends is sent
         ahead of its outcome. ValueError for a value the server would refuse.
         """
-        self._held.worker._report_progress(self._held, _wire.checked_json(value, "progress", _wire.MAX_PROGRESS_BYTES))
+        self._held.report_progress(self._held, _wire.checked_json(value, "progress", _wire.MAX_PROGRESS_BYTES))
 
     def snooze(self, seconds: Union[float, datetime.timedelta]) -> NoReturn:
         """Ends the attempt here: the job is queued again after `seconds` (up to 30 days), the attempt refunded.
@@ -115,15 +111,20 @@ class LeasedJob:
 
 
 class _Held:
-    """One lease, from arrival until the worker is done with it (the states of leasequeue.worker's docstring)."""
+    """One lease, from arrival until the worker is done with it (the states of leasequeue.worker's docstring).
 
-    def __init__(self, worker: "Worker", lease: Any, now: float) -> None:
-        self.worker = worker
+    `report_progress(held, value)` takes the job's progress reports (_Leases._report_progress).
+    """
+
+    def __init__(
+        self, lease: Any, now: float, lease_seconds: float, heartbeat_interval: float, report_progress: Callable[["_Held", Any], None]
+    ) -> None:
+        self.report_progress = report_progress
         self.token: str = lease.lease_token
         self.job = LeasedJob(self, lease)
         self.state = "waiting"
-        self.expires_at = now + worker._lease_seconds
-        self.next_beat = now + worker._heartbeat_interval
+        self.expires_at = now + lease_seconds
+        self.next_beat = now + heartbeat_interval
         self.beat_in_flight = False
         self.progress: Any = None  # a Value not yet carried by a heartbeat the server took
         self.span: Any = None  # the attempt's OpenTelemetry span (_tracing.py), once it starts
@@ -135,7 +136,7 @@ class _Leases:
     """The part of Worker that takes leases in and lets them go (see leasequeue.worker for the states)."""
 
     def _accept(self, lease: Any) -> None:
-        h = _Held(self, lease, time.monotonic())
+        h = _Held(lease, time.monotonic(), self._lease_seconds, self._heartbeat_interval, self._report_progress)
         _log.debug("lease job %s task=%s attempt=%d", h.job.id, h.job.task, h.job.attempts, extra={"job_id": h.job.id})
         self._emit(WorkerEvent("lease", job_id=h.job.id, task=h.job.task))
         with self._lock:

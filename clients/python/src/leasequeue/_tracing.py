@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any, ContextManager, Dict, Mapping, Optional
+from typing import Any, ContextManager, Dict, Mapping, Optional
+
+from leasequeue._ports import SpanJob
 
 try:
     from opentelemetry import trace as _trace
@@ -43,16 +45,13 @@ else:
     ENABLED = True
     _PROPAGATOR = _Propagator()
 
-if TYPE_CHECKING:
-    from leasequeue._lease import LeasedJob
-
 #: The instrumentation scope of the SDK's spans (the TypeScript SDK's too).
 SCOPE = "leasequeue-worker"
 
 _log = logging.getLogger("leasequeue.worker")
 
 
-def start_attempt(job: "LeasedJob", worker_id: str, link: bool) -> Any:
+def start_attempt(job: SpanJob, worker_id: str, link: bool) -> Any:
     """Starts the CONSUMER span of one attempt of `job`; None without OpenTelemetry."""
     if not ENABLED:
         return None
@@ -63,7 +62,7 @@ def start_attempt(job: "LeasedJob", worker_id: str, link: bool) -> Any:
         return None
 
 
-def _start_span(job: "LeasedJob", worker_id: str, link: bool) -> Any:
+def _start_span(job: SpanJob, worker_id: str, link: bool) -> Any:
     carrier: Dict[str, str] = dict(job.proto.trace_context)
     parent = _PROPAGATOR.extract(carrier)
     producer = _trace.get_current_span(parent).get_span_context()

@@ -4,30 +4,28 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import TYPE_CHECKING, Any, Callable, Deque
+from typing import Any, Callable, Deque
 
 import grpc
 
 from leasequeue import _wire
 from leasequeue._acks import _Pending
+from leasequeue._ports import WorkStreamHost
 from leasequeue._wire import pb
-
-if TYPE_CHECKING:
-    from leasequeue.worker import Worker
 
 
 class _WorkStream:
     """The worker's side of one Work stream: the request messages, and what waits for results, in order."""
 
-    def __init__(self, worker: "Worker") -> None:
-        self.worker = worker
+    def __init__(self, host: WorkStreamHost) -> None:
+        self.host = host
         self.awaiting: Deque[_Pending] = collections.deque()
         self.ended = False
         self.cancelled = False  # by the watchdog
         self.call: Any = None
 
     def requests(self) -> Any:
-        w = self.worker
+        w = self.host
         yield pb.WorkRequest(
             start=pb.WorkStart(
                 queue=w.queue,
@@ -64,7 +62,7 @@ class _WorkStream:
             yield pb.WorkRequest(acks=[p.ack for p in batch])
 
     def take_results(self, results: Any) -> None:
-        w = self.worker
+        w = self.host
         for result in results:
             with w._lock:
                 p = self.awaiting.popleft() if self.awaiting else None
@@ -75,7 +73,7 @@ class _WorkStream:
 
     def fail(self, why: str) -> None:
         """The stream is over: every unanswered acknowledgement may or may not have been applied."""
-        w = self.worker
+        w = self.host
         with w._lock:
             self.ended = True
             if w._stream is self:
