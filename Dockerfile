@@ -2,7 +2,13 @@
 # LeaseQueue: one process, SQLite on a volume, two ports.
 #   docker build -t leasequeue .
 #   docker run --read-only -v leasequeue-data:/data -p 8080:8080 -p 9464:9464 leasequeue
+# With podman, build with --format docker: the OCI format has no HEALTHCHECK.
 
+# NODE_IMAGE: the official image by default. Any Debian-based image with Node.js 20 or newer, npm
+# and a `node` user (uid 1000) also works: `npm run test:container` builds on one made from Debian's
+# own nodejs and npm (docs/development.md "The container"). Where better-sqlite3's prebuilt binary
+# cannot be downloaded, it compiles from source (python3 make g++ below) against the node headers:
+# Debian's node-gyp takes them from /usr/include/nodejs, so nothing but npm packages is fetched.
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 # ---- build: compile TypeScript, bundle the console and the API reference, build the native SQLite binding
