@@ -18,7 +18,7 @@ import { settingsHelpRows } from "./config/settings-text.js";
 import { HASH_TOKEN_USAGE, hashTokenCommand, UsageError } from "./commands/hash-token.js";
 import { createLogger, type Logger } from "./logger.js";
 import { AuthFileError } from "./server/auth-file.js";
-import { DatabaseRefusal } from "./store/database-refusal.js";
+import { DatabaseRefusal } from "./store/database/database-refusal.js";
 import { describeLocation, migrateDatabase } from "./store/engine.js";
 
 type OptionSpec = { type: "string" } | { type: "boolean" };

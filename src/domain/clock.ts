@@ -6,7 +6,7 @@
  * NTP may step and an operator may set, and its monotonic clock
  * (`monotonic`), which only moves forward at a steady rate. A store whose
  * database keeps its own clock (PostgreSQL) follows the database's time on
- * the host's monotonic clock (store/database-clock.ts), so a host whose wall
+ * the host's monotonic clock (store/database/database-clock.ts), so a host whose wall
  * clock is off or jumps never decides ownership on its own time.
  */
 export interface Clock {

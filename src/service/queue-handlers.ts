@@ -16,9 +16,8 @@ import type { Clock } from "../domain/clock.js";
 import { JOB_STATES, type JobState } from "../domain/job.js";
 import { NO_QUEUE_LIMITS } from "../domain/queue-limits.js";
 import type { Logger } from "../logger.js";
-import { purgeQueue, redriveAll } from "../store/bulk-transitions.js";
 import type { QueueCounts, Store } from "../store/store.js";
-import { activityPoints, activityWindow } from "../store/queue-activity.js";
+import { activityPoints, activityWindow } from "../store/reads/queue-activity.js";
 import {
   GetQueueActivityResponseSchema,
   GetStatsResponseSchema,
@@ -88,7 +87,7 @@ export function queueHandlers({ store, clock, log }: QueueHandlerDeps): QueueHan
         limit: v.limitOrAll("limit", req.limit),
       };
       requireQueue(ctx, "queue", spec.queue);
-      const redriven = await redriveAll(store, spec, { signal: ctx.signal });
+      const redriven = await store.redriveAll(spec, { signal: ctx.signal });
       log?.info("dead jobs redriven", { ...spec, redriven });
       return { redriven: BigInt(redriven) };
     },
@@ -97,7 +96,7 @@ export function queueHandlers({ store, clock, log }: QueueHandlerDeps): QueueHan
       const queue = v.queueName("queue", req.queue);
       requireQueue(ctx, "queue", queue);
       v.purgeConfirmation("confirm", req.confirm, queue);
-      const cancelled = await purgeQueue(store, queue, { signal: ctx.signal });
+      const cancelled = await store.purgeQueue(queue, { signal: ctx.signal });
       log?.info("queue purged", { queue, cancelled });
       return { cancelled: BigInt(cancelled) };
     },

@@ -15,7 +15,7 @@ import type {
 import type { StoredSchedule } from "../domain/schedule.js";
 import { traceContextMap } from "../domain/trace-context.js";
 import { hasLimits, type QueueConfig as DomainQueueConfig } from "../domain/queue-limits.js";
-import type { ActivityPoint } from "../store/queue-activity.js";
+import type { ActivityPoint } from "../store/reads/queue-activity.js";
 import type { ClaimedLease, GroupCounts, QueueCounts } from "../store/store.js";
 import {
   DependencyCountsSchema,

@@ -244,6 +244,17 @@ export interface QueueActivity {
   counts: { queued: number; retry: number; running: number };
 }
 
+/** How RedriveAll and PurgeQueue run their batches (Store.redriveAll, Store.purgeQueue). */
+export interface BulkOptions {
+  /** Jobs per batch and transaction. Default BULK_BATCH_JOBS. */
+  batchJobs?: number;
+  /**
+   * Stops between batches when aborted (a server shutting down), throwing
+   * its reason; the batches committed so far stay. Default: never.
+   */
+  signal?: AbortSignal;
+}
+
 /** What a bulk transition does to each job it selects; the state machine decides the rest. */
 export type BulkAction = { kind: "redrive" } | { kind: "cancel"; reason: string };
 
@@ -251,7 +262,7 @@ export type BulkAction = { kind: "redrive" } | { kind: "cancel"; reason: string 
  * One batch of a bulk transition (RedriveAll, PurgeQueue): jobs of `queue`
  * in `state` with `afterId < id <= upToId`, in id order. Keyset bounds make
  * every job visited at most once per operation and the whole operation
- * finite while producers keep submitting (src/store/bulk-transitions.ts).
+ * finite while producers keep submitting (src/store/writing/bulk-transitions.ts).
  */
 export interface BulkBatchSpec {
   queue: string;
@@ -393,6 +404,15 @@ export interface Store {
   lastJobId(queue: string, state: JobState): Promise<string | null>;
   /** One bounded batch of a bulk transition, in a transaction of its own. */
   bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome>;
+  /**
+   * RedriveAll (docs/api.md "Queue controls"): DEAD -> QUEUED for the
+   * queue's dead jobs (of `task` when given), at most `limit` (0: all), in
+   * batches of a transaction each (store/writing/bulk-transitions.ts);
+   * answers how many moved.
+   */
+  redriveAll(spec: { queue: string; task?: string; limit: number }, options?: BulkOptions): Promise<number>;
+  /** PurgeQueue: the queue's WAITING, QUEUED and RETRY jobs -> CANCELLED (reason "purged"), in batches; answers how many. */
+  purgeQueue(queue: string, options?: BulkOptions): Promise<number>;
 
   /**
    * Creates a schedule (docs/api.md "Schedules"), or replaces the one of the

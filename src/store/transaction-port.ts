@@ -11,7 +11,7 @@
  *   earlier operations of the same transaction.
  * - Any method may answer at once or with a promise: SQLite answers at once
  *   (better-sqlite3 is synchronous), PostgreSQL with a promise. The
- *   operations wait only for a promise (store/steps.ts), so over a port that
+ *   operations wait only for a promise (store/operations/steps.ts), so over a port that
  *   answers at once they answer at once too.
  * - Rows a method selects for change are the transaction's until it ends:
  *   SQLite holds the database's write lock for the whole transaction;
@@ -29,7 +29,7 @@
  *   operation normally leaves nothing to roll back; an error of the
  *   database itself is the engine's to handle (retry, savepoints).
  * - Counts, activity and events are written once per transaction, after
- *   every operation of it (store/operation-changes.ts): `addCountDeltas`
+ *   every operation of it (store/operations/operation-changes.ts): `addCountDeltas`
  *   with the changes summed per queue and state and `addActivity` with the
  *   queue activity summed per queue and minute (PostgreSQL: delta rows for
  *   both, never one row per queue that every writer would wait on), then

@@ -21,7 +21,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { systemClock } from "../../src/domain/clock.js";
-import { DatabaseRefusal } from "../../src/store/database-refusal.js";
+import { DatabaseRefusal } from "../../src/store/database/database-refusal.js";
 import { unwritableDirectory } from "../../src/store/sqlite/database-file.js";
 import { LATEST_SCHEMA_VERSION } from "../../src/store/sqlite/migrate.js";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";

@@ -17,7 +17,7 @@ import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect
 import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../../src/app.js";
 import { silentLogger } from "../../src/logger.js";
-import { BULK_BATCH_JOBS } from "../../src/store/bulk-transitions.js";
+import { BULK_BATCH_JOBS } from "../../src/store/writing/bulk-transitions.js";
 import { createWorker } from "../../src/worker/index.js";
 import { LeaseQueueService, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";

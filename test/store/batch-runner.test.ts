@@ -1,5 +1,5 @@
 /**
- * The batch runner every engine's group commit shares (src/store/batch-runner.ts),
+ * The batch runner every engine's group commit shares (src/store/writing/batch-runner.ts),
  * driven over a fake transaction: rows in a map, savepoints as copies of it,
  * so what a rollback keeps and drops is visible. The engines' own tests
  * (test/store/sqlite/sqlite-store.test.ts, the contract on both engines) cover it
@@ -15,9 +15,9 @@ import {
   type BatchTransaction,
   type OperationFailure,
   type PendingWrite,
-} from "../../src/store/batch-runner.js";
+} from "../../src/store/writing/batch-runner.js";
 import type { OperationScope, WriteOperation } from "../../src/store/operations/scope.js";
-import { settledNow } from "../../src/store/steps.js";
+import { settledNow } from "../../src/store/operations/steps.js";
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 

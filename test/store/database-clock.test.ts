@@ -1,11 +1,11 @@
 /* eslint-disable @typescript-eslint/require-await -- readers stand in for a query: async without waiting on anything */
 /**
- * The database-referenced clock (store/database-clock.ts) and the host
+ * The database-referenced clock (store/database/database-clock.ts) and the host
  * clock's jump watch, on clocks the tests move.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ManualClock, type HostClock } from "../../src/domain/clock.js";
-import { DatabaseClock, watchClockJumps } from "../../src/store/database-clock.js";
+import { DatabaseClock, watchClockJumps } from "../../src/store/database/database-clock.js";
 
 /** A host whose wall clock can be set apart from its monotonic clock (NTP stepping it). */
 class SteppableHost implements HostClock {

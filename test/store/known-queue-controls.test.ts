@@ -1,10 +1,10 @@
 /**
- * What a store last saw of the queue controls (store/known-queue-controls.ts):
+ * What a store last saw of the queue controls (store/reads/known-queue-controls.ts):
  * the changes a snapshot of the database shows, and the queues a snapshot
  * cannot be trusted for because the store itself is changing them.
  */
 import { describe, expect, it } from "vitest";
-import { KnownQueueControls } from "../../src/store/known-queue-controls.js";
+import { KnownQueueControls } from "../../src/store/reads/known-queue-controls.js";
 import { NO_GROUP_RULES } from "../helpers/store.js";
 
 const limits = { maxRunning: 2, rateLimit: 0, ratePeriodMs: 1000, ...NO_GROUP_RULES };

@@ -1,9 +1,9 @@
 /**
- * litequeue rows -> jobs (store/litequeue-mapping.ts): each status, the
+ * litequeue rows -> jobs (store/import/litequeue-mapping.ts): each status, the
  * nanosecond times, the payload rules and the rows it refuses.
  */
 import { describe, expect, it } from "vitest";
-import { mapLitequeueRow, type LitequeueRow } from "../../src/store/litequeue-mapping.js";
+import { mapLitequeueRow, type LitequeueRow } from "../../src/store/import/litequeue-mapping.js";
 
 const ID = "019ad5a2-7b3c-7def-8123-456789abcdef";
 /** 2025-12-01T09:06:40.123999999Z: past 2^53, where a float division would round to ...124. */

@@ -1,6 +1,6 @@
 /**
  * How the shared write path hands a transaction's counts, queue activity
- * and events to an engine's port (store/operation-changes.ts): once per
+ * and events to an engine's port (store/operations/operation-changes.ts): once per
  * transaction, counts summed per queue and state and activity per queue and
  * minute (so PostgreSQL can write delta rows rather than update one hot row
  * per operation), events last and in operation order (so an engine numbers
@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import type { EventDraft, StoredJob } from "../../src/domain/job.js";
 import * as machine from "../../src/domain/state-machine.js";
 import { newStoredJob } from "../../src/domain/submission.js";
-import { OperationChanges, TransactionChanges } from "../../src/store/operation-changes.js";
+import { OperationChanges, TransactionChanges } from "../../src/store/operations/operation-changes.js";
 import { newLeaseToken } from "../../src/domain/lease-token.js";
 import { LEASE_WAIT_BUCKETS, leaseWaitBucket } from "../../src/domain/queue-activity.js";
 import type { ActivityDelta, CountDelta, TransactionPort } from "../../src/store/transaction-port.js";

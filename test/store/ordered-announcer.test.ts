@@ -1,14 +1,14 @@
 /**
  * The ordered announcer both engines announce through
- * (src/store/ordered-announcer.ts), over a list of stored events whose
+ * (src/store/announcing/ordered-announcer.ts), over a list of stored events whose
  * reads answer at once (as SQLite's) or when the test lets them (as
  * PostgreSQL's). The engines' own tests (the contract on both engines,
  * test/store/postgres/event-sequencer.test.ts) cover it over real databases.
  */
 import { describe, expect, it } from "vitest";
 import type { JobEvent } from "../../src/domain/job.js";
-import { OrderedAnnouncer, type OrderedAnnouncerOptions } from "../../src/store/ordered-announcer.js";
-import { settledNow } from "../../src/store/steps.js";
+import { OrderedAnnouncer, type OrderedAnnouncerOptions } from "../../src/store/announcing/ordered-announcer.js";
+import { settledNow } from "../../src/store/operations/steps.js";
 
 const event = (sequence: number) => ({ sequence, jobId: `job-${sequence}` }) as JobEvent;
 const sequences = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);

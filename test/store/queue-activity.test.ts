@@ -1,11 +1,11 @@
 /**
- * GetQueueActivity's points from a queue's samples (store/queue-activity.ts):
+ * GetQueueActivity's points from a queue's samples (store/reads/queue-activity.ts):
  * the window ends with the current minute, steps sum their minutes, and the
  * gauges at each step's end are the counts now less the changes after it.
  */
 import { describe, expect, it } from "vitest";
 import { LEASE_WAIT_BUCKETS, leaseWaitBucket } from "../../src/domain/queue-activity.js";
-import { activityPoints, activityWindow } from "../../src/store/queue-activity.js";
+import { activityPoints, activityWindow } from "../../src/store/reads/queue-activity.js";
 import type { ActivitySample } from "../../src/store/store.js";
 
 const MINUTE = 60_000;

@@ -1,5 +1,5 @@
 /**
- * The schema-version rules (store/schema-version.ts): a newer release
+ * The schema-version rules (store/database/schema-version.ts): a newer release
  * migrates an older database; an older release refuses a newer one, with a
  * clear message, and changes nothing. And the hold that keeps one server
  * at a time on a database file (store/engine.ts, sqlite/database-lock.ts),
@@ -14,7 +14,7 @@ import { startServer } from "../../src/app.js";
 import { resolveConfig } from "../../src/config.js";
 import { ManualClock } from "../../src/domain/clock.js";
 import { silentLogger } from "../../src/logger.js";
-import { DatabaseRefusal } from "../../src/store/database-refusal.js";
+import { DatabaseRefusal } from "../../src/store/database/database-refusal.js";
 import { holdDatabase } from "../../src/store/engine.js";
 import { takeExclusiveAccess } from "../../src/store/sqlite/exclusive-access.js";
 import { MIGRATIONS } from "../../src/store/sqlite/migrations.js";

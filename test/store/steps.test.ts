@@ -1,11 +1,11 @@
 /**
- * The steps of the shared write operations (store/steps.ts): a value
+ * The steps of the shared write operations (store/operations/steps.ts): a value
  * chained at once when it is plain, through its promise otherwise.
  */
 import { describe, expect, it } from "vitest";
-import { allAtOnce, andThen, isPromiseLike, settledNow, valuesAtOnce } from "../../src/store/steps.js";
+import { allAtOnce, andThen, isPromiseLike, settledNow, valuesAtOnce } from "../../src/store/operations/steps.js";
 
-describe("steps (store/steps.ts)", () => {
+describe("steps (store/operations/steps.ts)", () => {
   it("chain at once over plain values and through promises otherwise", async () => {
     expect(andThen(2, (x) => andThen(x + 1, (y) => y * 10))).toBe(30);
     const later = andThen(Promise.resolve(2), (x) => andThen(x + 1, (y) => y * 10));

@@ -32,7 +32,7 @@ import {
   type WindowGrants,
 } from "../../domain/queue-limits.js";
 import * as machine from "../../domain/state-machine.js";
-import { andThen, valuesAtOnce } from "../steps.js";
+import { andThen, valuesAtOnce } from "./steps.js";
 import type { ClaimedLease, ClaimOutcome, ClaimRequestSpec } from "../store.js";
 import type { Awaitable } from "../transaction-port.js";
 import { claimingFrom, type OperationScope, type WriteOperation } from "./scope.js";

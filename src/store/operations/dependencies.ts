@@ -16,7 +16,7 @@ import {
 } from "../../domain/dependencies.js";
 import type { JobState, StoredJob } from "../../domain/job.js";
 import * as machine from "../../domain/state-machine.js";
-import { andThen, forEachInTurn } from "../steps.js";
+import { andThen, forEachInTurn } from "./steps.js";
 import type { Awaitable } from "../transaction-port.js";
 import type { OperationScope } from "./scope.js";
 

@@ -34,7 +34,7 @@
  */
 import type { StoredJob } from "../../domain/job.js";
 import { boundsGroup, type ClaimHold, type GroupLimit, type QueueConfig, type WindowGrants } from "../../domain/queue-limits.js";
-import { allAtOnce, andThen, repeatWhile } from "../steps.js";
+import { allAtOnce, andThen, repeatWhile } from "./steps.js";
 import type { Awaitable, DueGroup, TransactionPort } from "../transaction-port.js";
 
 /** Most jobs a claim of a queue with group rules but not fair looks at. */

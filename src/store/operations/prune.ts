@@ -8,7 +8,7 @@
  * own, whatever the jobs' retention.
  */
 import type { PrunableState } from "../../domain/retention.js";
-import { andThen } from "../steps.js";
+import { andThen } from "./steps.js";
 import type { ActivityPruneOutcome, ActivityPruneSpec, PrunedJobs, PruneOutcome, PruneSpec } from "../store.js";
 import type { Awaitable, PrunableJob, TransactionPort } from "../transaction-port.js";
 import type { WriteOperation } from "./scope.js";

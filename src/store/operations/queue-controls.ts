@@ -6,7 +6,7 @@
  * unsent (pause).
  */
 import { applyConfigUpdate, NO_QUEUE_LIMITS, sameConfig, type QueueConfig, type QueueConfigUpdate } from "../../domain/queue-limits.js";
-import { andThen } from "../steps.js";
+import { andThen } from "./steps.js";
 import type { WriteOperation } from "./scope.js";
 
 export function pauseQueue(queue: string): WriteOperation<boolean> {

@@ -16,7 +16,7 @@ import { publicJob } from "../../domain/job.js";
 import { dueRun, nextRunAfter, runJob, scheduledEvent, type ScheduleSpec, type StoredSchedule } from "../../domain/schedule.js";
 import { scheduleNotFound } from "../../domain/errors.js";
 import { newRootTraceContext } from "../../domain/trace-context.js";
-import { andThen } from "../steps.js";
+import { andThen } from "./steps.js";
 import type { FiredRun } from "../store.js";
 import type { ScheduleRunUpdate } from "../transaction-port.js";
 import type { WriteOperation } from "./scope.js";

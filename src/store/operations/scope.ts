@@ -4,11 +4,11 @@
  * machine (domain/state-machine.ts) decide, persists the outcome and records
  * its events and count changes. An engine runs them inside its own
  * transactions, many per transaction when it groups commits, in the order
- * they were issued. Each step waits for the port with store/steps.ts
+ * they were issued. Each step waits for the port with store/operations/steps.ts
  * andThen, so an operation answers at once when the port does (SQLite) and
  * with a promise when it does not (PostgreSQL).
  */
-import type { OperationChanges, TransactionChanges } from "../operation-changes.js";
+import type { OperationChanges, TransactionChanges } from "./operation-changes.js";
 import type { Awaitable, TransactionPort } from "../transaction-port.js";
 
 export interface OperationScope {

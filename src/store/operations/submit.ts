@@ -12,7 +12,7 @@ import { dependencyNotFound, QueueError } from "../../domain/errors.js";
 import { publicJob, type StoredJob } from "../../domain/job.js";
 import * as machine from "../../domain/state-machine.js";
 import { resolveSubmission, type NewJob } from "../../domain/submission.js";
-import { andThen } from "../steps.js";
+import { andThen } from "./steps.js";
 import type { SubmitOutcome } from "../store.js";
 import type { Awaitable, DependencyEdge, TransactionPort } from "../transaction-port.js";
 import type { WriteOperation } from "./scope.js";

@@ -2,14 +2,13 @@
  * Transitions of existing jobs: load -> decide (domain/state-machine.ts) ->
  * persist -> events and counts. By id (the worker's acknowledgements and
  * the operator's Redrive and Cancel), for expired leases, and for the
- * batches of a bulk transition (store/bulk-transitions.ts).
+ * batches of a bulk transition (store/writing/bulk-transitions.ts).
  */
 import { jobNotFound } from "../../domain/errors.js";
 import { publicJob, type Job, type StoredJob } from "../../domain/job.js";
 import * as machine from "../../domain/state-machine.js";
-import { bulkTransitionOf } from "../bulk-transitions.js";
-import { andThen } from "../steps.js";
-import type { BulkBatchOutcome, BulkBatchSpec } from "../store.js";
+import { andThen } from "./steps.js";
+import type { BulkAction, BulkBatchOutcome, BulkBatchSpec } from "../store.js";
 import type { Awaitable } from "../transaction-port.js";
 import { dependentTransitions, type DecidedTransition } from "./dependencies.js";
 import { loadingJobs, type OperationScope, type WriteOperation } from "./scope.js";
@@ -95,4 +94,9 @@ export function bulkTransitionBatch(spec: BulkBatchSpec): WriteOperation<BulkBat
       const outcome = { moved: decided.length, lastExaminedId, exhausted: jobs.length < spec.scan && examined === jobs.length };
       return andThen(applyTransitions(scope, decided), () => outcome);
     });
+}
+
+/** What a bulk action does to one job: the state machine's own Redrive or Cancel. */
+export function bulkTransitionOf(job: StoredJob, now: number, action: BulkAction): machine.Transition {
+  return action.kind === "redrive" ? machine.redrive(job, now) : machine.cancel(job, now, action.reason);
 }

@@ -92,7 +92,7 @@ export function countStatements(schema: string): CountStatements {
   };
 }
 
-/** A transaction's count changes (store/operation-changes.ts) as the three arrays of appendDeltas; zero changes are left out. */
+/** A transaction's count changes (store/operations/operation-changes.ts) as the three arrays of appendDeltas; zero changes are left out. */
 export function countDeltaParams(deltas: readonly CountDelta[]): [string[], string[], number[]] {
   const queues: string[] = [];
   const states: string[] = [];

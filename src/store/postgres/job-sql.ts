@@ -6,15 +6,15 @@
  * is one statement, however many rows.
  *
  * Job rows are read in array mode (node-postgres `rowMode: "array"`) in
- * JOB_COLUMN_NAMES order (store/job-columns.ts, shared with SQLite); bigint columns come
+ * JOB_COLUMN_NAMES order (store/rows/job-columns.ts, shared with SQLite); bigint columns come
  * back as numbers (pool.ts sets the parser: every time is epoch ms, far
  * below 2^53).
  */
 import type { JobState, StoredJob } from "../../domain/job.js";
-import { JOB_COLUMN_NAMES, jobColumnArrays, UPDATED_JOB_COLUMN_NAMES, type JobColumn } from "../job-columns.js";
-import { listedStates } from "../job-listing.js";
+import { JOB_COLUMN_NAMES, jobColumnArrays, UPDATED_JOB_COLUMN_NAMES, type JobColumn } from "../rows/job-columns.js";
+import { listedStates } from "../reads/job-listing.js";
 
-export { toStoredJob } from "../job-columns.js";
+export { toStoredJob } from "../rows/job-columns.js";
 import { quoteIdentifier } from "./identifiers.js";
 
 /** The PostgreSQL type of each column, for the arrays that insert and update bind. */

@@ -8,12 +8,12 @@
  * version, which the next start continues from.
  *
  * A schema migrated past this release's last migration is refused
- * (DatabaseRefusal SCHEMA_TOO_NEW, store/schema-version.ts), before anything
+ * (DatabaseRefusal SCHEMA_TOO_NEW, store/database/schema-version.ts), before anything
  * is written.
  */
 import type pg from "pg";
-import { DatabaseRefusal } from "../database-refusal.js";
-import { assertSchemaNotNewer } from "../schema-version.js";
+import { DatabaseRefusal } from "../database/database-refusal.js";
+import { assertSchemaNotNewer } from "../database/schema-version.js";
 import { DEFINITIONS_REVISION, definitionsHash, definitionsSql } from "./definitions.js";
 import { advisoryLockKey, quoteIdentifier } from "./identifiers.js";
 import { PG_MIGRATIONS, type PgMigration } from "./migrations.js";

@@ -426,7 +426,7 @@ CREATE TABLE queue_activity_deltas (LIKE queue_activity INCLUDING DEFAULTS);
 -- state 'waiting' (a job whose dependencies have not all finished); on each
 -- job depends_on as JSON text and its policy (fixed at submit), its
 -- dependencies counted by their current states, and whether some job
--- depends on it (store/job-columns.ts). Columns with constant defaults
+-- depends on it (store/rows/job-columns.ts). Columns with constant defaults
 -- cost no rewrite of the table.
 ALTER TABLE jobs DROP CONSTRAINT jobs_state_check;
 ALTER TABLE jobs ADD CONSTRAINT jobs_state_check

@@ -24,7 +24,7 @@
 import type pg from "pg";
 import type { DependencyResult, DependentCounts } from "../../domain/dependencies.js";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
-import { dependentCounts, type DependentRow } from "../dependency-rows.js";
+import { dependentCounts, type DependentRow } from "../rows/dependency-rows.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { StoredSchedule } from "../../domain/schedule.js";

@@ -10,7 +10,7 @@
  * whose runs are serial, so `job_events` only ever grows at its end, in
  * sequence order. Each store announces from `job_events` alone: it reads the
  * events after the last sequence it announced, up to the highest it heard
- * of, one reader at a time (store/ordered-announcer.ts), so every event is
+ * of, one reader at a time (store/announcing/ordered-announcer.ts), so every event is
  * announced once and in order, whoever committed it. It hears of new
  * sequences from its own sequencer runs, from `events` notifications (any
  * server's runs), and from the periodic catch-up that also covers lost
@@ -31,15 +31,15 @@ import { hostClock, type Clock } from "../../domain/clock.js";
 import { publicJob, type EventDraft, type Job, type JobEvent, type JobState } from "../../domain/job.js";
 import type { QueueConfig } from "../../domain/queue-limits.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import { replayBounds } from "../event-bounds.js";
-import { toEvent } from "../event-rows.js";
-import { DatabaseClock } from "../database-clock.js";
-import { OperationStore, type OperationStoreOptions } from "../operation-store.js";
-import type { PersistedChanges } from "../operation-changes.js";
-import { OrderedAnnouncer } from "../ordered-announcer.js";
-import { KnownQueueControls, type QueueControlSnapshot } from "../known-queue-controls.js";
-import { toActivitySample } from "../activity-columns.js";
-import { assembleQueueCounts, queueBacklogOf, type QueueBacklogRow } from "../queue-counts.js";
+import { replayBounds } from "../reads/event-bounds.js";
+import { toEvent } from "../rows/event-rows.js";
+import { DatabaseClock } from "../database/database-clock.js";
+import { OperationStore, type OperationStoreOptions } from "../writing/operation-store.js";
+import type { PersistedChanges } from "../operations/operation-changes.js";
+import { OrderedAnnouncer } from "../announcing/ordered-announcer.js";
+import { KnownQueueControls, type QueueControlSnapshot } from "../reads/known-queue-controls.js";
+import { toActivitySample } from "../rows/activity-columns.js";
+import { assembleQueueCounts, queueBacklogOf, type QueueBacklogRow } from "../reads/queue-counts.js";
 import type {
   GroupCounts,
   ListEventsSpec,
@@ -52,7 +52,7 @@ import type {
   Store,
   WriteOutcome,
 } from "../store.js";
-import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../write-calls.js";
+import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../writing/write-calls.js";
 import { QueueError } from "../../domain/errors.js";
 import { EventSequencer } from "./event-sequencer.js";
 import { quoteIdentifier } from "./identifiers.js";
@@ -79,7 +79,7 @@ export interface PgStoreOptions extends PgConnectionOptions, OperationStoreOptio
   onListenerError?(error: Error, retryInMs: number): void;
   /**
    * `clock` is the host's clock; the store's clock follows the database's
-   * (store/database-clock.ts), read with clock_timestamp() unless
+   * (store/database/database-clock.ts), read with clock_timestamp() unless
    * `databaseClock` gives it (tests move one manual clock for the database
    * and give each instance a host clock of its own).
    */

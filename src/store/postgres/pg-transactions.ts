@@ -14,11 +14,11 @@
  *    over jobs.
  * 2. The operations in order, each awaiting the port step by step; their
  *    refusals are decided before they write, so a refusal rolls nothing back.
- * 3. Counts, queue activity and events (store/operation-changes.ts), a
+ * 3. Counts, queue activity and events (store/operations/operation-changes.ts), a
  *    NOTIFY per queue control, COMMIT.
  *
  * Optimistic batches, with the guarded replay of the engines' shared batch
- * runner (store/batch-runner.ts): if the database raises an error inside
+ * runner (store/writing/batch-runner.ts): if the database raises an error inside
  * an operation (the transaction is then aborted), or an operation fails
  * after writing, the batch is replayed with a savepoint around each
  * operation. A unique violation of an idempotency key raced by another
@@ -33,8 +33,8 @@ import type pg from "pg";
 import type { Clock } from "../../domain/clock.js";
 import { QueueError } from "../../domain/errors.js";
 import type { EventDraft } from "../../domain/job.js";
-import { answerBatch, runOperations, WriteQueue, type PendingWrite as Pending } from "../batch-runner.js";
-import type { PersistedChanges } from "../operation-changes.js";
+import { answerBatch, runOperations, WriteQueue, type PendingWrite as Pending } from "../writing/batch-runner.js";
+import type { PersistedChanges } from "../operations/operation-changes.js";
 import type { WriteOperation } from "../operations/scope.js";
 import type { QueueControlChange, WriteOutcome } from "../store.js";
 import { encodeNotification, NOTIFY_SQL, notificationChannel } from "./notifications.js";

@@ -20,7 +20,7 @@
  *   compaction runs meanwhile, and none waits for it: they skip), then
  *   deletes the oldest samples.
  */
-import { ACTIVITY_VALUE_COLUMNS, activityValues } from "../activity-columns.js";
+import { ACTIVITY_VALUE_COLUMNS, activityValues } from "../rows/activity-columns.js";
 import type { ActivityDelta } from "../transaction-port.js";
 import { advisoryLockKey, quoteIdentifier } from "./identifiers.js";
 
@@ -102,7 +102,7 @@ export function activityStatements(schema: string): ActivityStatements {
   };
 }
 
-/** A transaction's activity (store/operation-changes.ts) as appendDeltas' one parameter. */
+/** A transaction's activity (store/operations/operation-changes.ts) as appendDeltas' one parameter. */
 export function activityDeltaParam(deltas: readonly ActivityDelta[]): string {
   return JSON.stringify(deltas.map((d) => ({ queue: d.queue, minute: d.minute, v: activityValues(d) })));
 }

@@ -8,7 +8,7 @@
  * Claims of queues without a row lock nothing.
  */
 import type { QueueConfig } from "../../domain/queue-limits.js";
-import { JOB_COLUMN_NAMES } from "../job-columns.js";
+import { JOB_COLUMN_NAMES } from "../rows/job-columns.js";
 import { quoteIdentifier } from "./identifiers.js";
 
 export interface QueueLimitStatements {

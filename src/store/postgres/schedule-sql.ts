@@ -1,12 +1,12 @@
 /**
  * The schedule statements of the PostgreSQL store (migration 3), over the
- * row mapping both engines share (store/schedule-columns.ts). Firing runs
+ * row mapping both engines share (store/rows/schedule-columns.ts). Firing runs
  * locks the due rows with SKIP LOCKED, so servers firing at once take
  * different schedules; each run's idempotency key makes a run that two of
  * them reach anyway submit once.
  */
 import type { StoredSchedule } from "../../domain/schedule.js";
-import { scheduleColumns, scheduleFromColumns, type ScheduleColumns } from "../schedule-columns.js";
+import { scheduleColumns, scheduleFromColumns, type ScheduleColumns } from "../rows/schedule-columns.js";
 import type { ScheduleRunUpdate } from "../transaction-port.js";
 import { quoteIdentifier } from "./identifiers.js";
 

@@ -26,7 +26,7 @@ import { renameSync, rmSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
 import { JOB_STATES, type JobState } from "../../domain/job.js";
-import { DatabaseRefusal } from "../database-refusal.js";
+import { DatabaseRefusal } from "../database/database-refusal.js";
 import {
   createEmptyFile,
   fileBytes,

@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import { accessSync, closeSync, constants, existsSync, fsyncSync, openSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import Database from "better-sqlite3";
-import { DatabaseRefusal } from "../database-refusal.js";
+import { DatabaseRefusal } from "../database/database-refusal.js";
 
 /**
  * Opens an existing SQLite file read-only (a read-only connection never

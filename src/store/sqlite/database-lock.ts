@@ -20,7 +20,7 @@
  * more. This lock belongs to the path, so it also covers the swap.
  */
 import Database from "better-sqlite3";
-import { DatabaseRefusal } from "../database-refusal.js";
+import { DatabaseRefusal } from "../database/database-refusal.js";
 import { refuseUnwritableDirectory } from "./database-file.js";
 
 export interface DatabaseLock {

@@ -17,7 +17,7 @@
  */
 import { existsSync } from "node:fs";
 import Database from "better-sqlite3";
-import { DatabaseRefusal } from "../database-refusal.js";
+import { DatabaseRefusal } from "../database/database-refusal.js";
 import { acquireDatabaseLock, type DatabaseLock } from "./database-lock.js";
 
 export interface ExclusiveAccess {

@@ -11,7 +11,7 @@
  * fewer transactions carry the same jobs (docs/performance.md).
  *
  * The queue, the optimistic batch and its guarded replay are the engines'
- * shared batch runner (store/batch-runner.ts); this file keeps SQLite's
+ * shared batch runner (store/writing/batch-runner.ts); this file keeps SQLite's
  * transaction and its hold. An operation that fails after writing (a bug,
  * or an error that SQLite did not treat as fatal) has the batch replayed
  * with a savepoint around each operation. When SQLite itself rolls the
@@ -26,7 +26,7 @@
  * meanwhile, until `busyTimeoutMs` has passed since the first try; then
  * the batch is refused as busy.
  *
- * The operations are steps (store/steps.ts) and the SQLite port answers
+ * The operations are steps (store/operations/steps.ts) and the SQLite port answers
  * at once, so a whole transaction runs synchronously, from BEGIN to COMMIT,
  * without giving the event loop away (settledNow insists): no timer, I/O
  * callback or other store on the same file runs while it is open, and
@@ -34,10 +34,10 @@
  */
 import type Database from "better-sqlite3";
 import type { Clock } from "../../domain/clock.js";
-import { answerBatch, runOperations, WriteQueue, type PendingWrite } from "../batch-runner.js";
-import type { PersistedChanges } from "../operation-changes.js";
+import { answerBatch, runOperations, WriteQueue, type PendingWrite } from "../writing/batch-runner.js";
+import type { PersistedChanges } from "../operations/operation-changes.js";
 import type { WriteOperation } from "../operations/scope.js";
-import { settledNow } from "../steps.js";
+import { settledNow } from "../operations/steps.js";
 import type { WriteOutcome } from "../store.js";
 import type { SqlitePort } from "./sqlite-port.js";
 import { otherWriteFailure, storeError, writeFailureOf } from "./write-failures.js";

@@ -1,5 +1,5 @@
 /**
- * Writes imported jobs (store/litequeue-mapping.ts) into a LeaseQueue
+ * Writes imported jobs (store/import/litequeue-mapping.ts) into a LeaseQueue
  * database: all in one transaction, each job with its event, and job_counts
  * adjusted once at the end by the sums, as a commit of the store would,
  * with the queued, retry and running ones added to the queues' activity of
@@ -14,8 +14,8 @@ import { existsSync } from "node:fs";
 import type Database from "better-sqlite3";
 import type { EventDraft, JobState, StoredJob } from "../../domain/job.js";
 import { LEASE_WAIT_BUCKETS, minuteOf } from "../../domain/queue-activity.js";
-import { activityValues } from "../activity-columns.js";
-import { assertSchemaNotNewer } from "../schema-version.js";
+import { activityValues } from "../rows/activity-columns.js";
+import { assertSchemaNotNewer } from "../database/schema-version.js";
 import { openExistingReadOnly, refuseUnwritableDirectory } from "./database-file.js";
 import { takeExclusiveAccess } from "./exclusive-access.js";
 import { LATEST_SCHEMA_VERSION, migrate } from "./migrate.js";

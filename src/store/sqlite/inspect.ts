@@ -1,11 +1,11 @@
 /**
- * `leasequeue check` for SQLite: gathers the facts of store/database-check.ts
+ * `leasequeue check` for SQLite: gathers the facts of store/database/database-check.ts
  * from a database file in one read transaction, so a check of a live
  * database (a server writing meanwhile) compares counts of one snapshot. The
  * connection is read-only: checking never changes the file.
  */
 import type Database from "better-sqlite3";
-import { reportOn, type DatabaseReport, type QueueStateCount } from "../database-check.js";
+import { reportOn, type DatabaseReport, type QueueStateCount } from "../database/database-check.js";
 import { openExistingReadOnly } from "./database-file.js";
 import { LATEST_SCHEMA_VERSION } from "./migrate.js";
 import { MAINTENANCE_SQL } from "./sql.js";

@@ -1,12 +1,12 @@
 /**
- * Reads a litequeue database (its table `Queue`, see store/litequeue-mapping.ts)
+ * Reads a litequeue database (its table `Queue`, see store/import/litequeue-mapping.ts)
  * without writing to it, in one read transaction, so the rows and the
  * duplicate check see the same snapshot even if a litequeue producer still
  * writes. Integers are read as bigint: nanosecond times exceed 2^53.
  */
 import type Database from "better-sqlite3";
-import { DatabaseRefusal } from "../database-refusal.js";
-import type { LitequeueRow } from "../litequeue-mapping.js";
+import { DatabaseRefusal } from "../database/database-refusal.js";
+import type { LitequeueRow } from "../import/litequeue-mapping.js";
 import { openExistingReadOnly } from "./database-file.js";
 import { LITEQUEUE_SQL } from "./sql.js";
 

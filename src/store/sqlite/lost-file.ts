@@ -20,7 +20,7 @@ import { readdirSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import type Database from "better-sqlite3";
 import { QueueError } from "../../domain/errors.js";
-import { DatabaseRefusal } from "../database-refusal.js";
+import { DatabaseRefusal } from "../database/database-refusal.js";
 import { copyDatabaseInSteps } from "./backup.js";
 import { datedPathBeside } from "./database-file.js";
 

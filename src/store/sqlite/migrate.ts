@@ -3,7 +3,7 @@
  * store open, and by `leasequeue migrate` through store/engine.ts.
  */
 import Database from "better-sqlite3";
-import { assertSchemaNotNewer } from "../schema-version.js";
+import { assertSchemaNotNewer } from "../database/schema-version.js";
 import { MIGRATIONS } from "./migrations.js";
 
 /** The schema version this release's migrations end at. */

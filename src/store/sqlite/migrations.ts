@@ -368,7 +368,7 @@ CREATE INDEX queue_activity_by_minute ON queue_activity (minute);
     version: 13,
     name: "dependencies",
     // The state CHECK gains 'waiting' (a job whose dependencies have not all finished), and the jobs
-    // get their dependency columns (store/job-columns.ts).
+    // get their dependency columns (store/rows/job-columns.ts).
     rebuild: {
       table: "jobs",
       create: `

@@ -22,7 +22,7 @@
  * long ago, so in practice never).
  */
 import type { JobEvent } from "../../domain/job.js";
-import { KnownQueueControls, type QueueControlSnapshot } from "../known-queue-controls.js";
+import { KnownQueueControls, type QueueControlSnapshot } from "../reads/known-queue-controls.js";
 import type { QueueControlChange } from "../store.js";
 import { toEvent, type Row } from "./rows.js";
 import { configFromRow, type QueueConfigRow, type SqliteStatements } from "./sql.js";

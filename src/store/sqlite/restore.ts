@@ -25,8 +25,8 @@
  */
 import { existsSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import type { DatabaseReport } from "../database-check.js";
-import { DatabaseRefusal } from "../database-refusal.js";
+import type { DatabaseReport } from "../database/database-check.js";
+import { DatabaseRefusal } from "../database/database-refusal.js";
 import {
   createEmptyFile,
   datedPathBeside,

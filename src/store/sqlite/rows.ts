@@ -1,16 +1,16 @@
 /**
  * Job and event rows of the SQLite store as domain values, and back. Job
- * rows are read as arrays in JOB_COLUMN_NAMES order (store/job-columns.ts;
+ * rows are read as arrays in JOB_COLUMN_NAMES order (store/rows/job-columns.ts;
  * better-sqlite3's raw mode) and bound by position.
  */
 import type { StoredJob } from "../../domain/job.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import { JOB_COLUMN_NAMES, jobValues, UPDATED_JOB_COLUMN_NAMES, type JobRow } from "../job-columns.js";
-import { scheduleColumns, scheduleFromColumns, type ScheduleColumns } from "../schedule-columns.js";
+import { JOB_COLUMN_NAMES, jobValues, UPDATED_JOB_COLUMN_NAMES, type JobRow } from "../rows/job-columns.js";
+import { scheduleColumns, scheduleFromColumns, type ScheduleColumns } from "../rows/schedule-columns.js";
 
-export { toStoredJob, type JobRow } from "../job-columns.js";
+export { toStoredJob, type JobRow } from "../rows/job-columns.js";
 
-export { toEvent } from "../event-rows.js";
+export { toEvent } from "../rows/event-rows.js";
 
 export type Row = Record<string, unknown>;
 

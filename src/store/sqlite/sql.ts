@@ -5,8 +5,8 @@
 import type Database from "better-sqlite3";
 import type { JobState } from "../../domain/job.js";
 import type { QueueConfig } from "../../domain/queue-limits.js";
-import { ACTIVITY_VALUE_COLUMNS } from "../activity-columns.js";
-import { JOB_COLUMN_NAMES, UPDATED_JOB_COLUMN_NAMES } from "../job-columns.js";
+import { ACTIVITY_VALUE_COLUMNS } from "../rows/activity-columns.js";
+import { JOB_COLUMN_NAMES, UPDATED_JOB_COLUMN_NAMES } from "../rows/job-columns.js";
 
 const JOB_COLUMNS = JOB_COLUMN_NAMES.join(", ");
 const ACTIVITY_VALUES = ACTIVITY_VALUE_COLUMNS.join(", ");
@@ -364,7 +364,7 @@ export const MAINTENANCE_SQL = {
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 } as const;
 
-/** litequeue's table (see store/litequeue-mapping.ts): its columns, and its rows in insertion order. */
+/** litequeue's table (see store/import/litequeue-mapping.ts): its columns, and its rows in insertion order. */
 export const LITEQUEUE_SQL = {
   /** What "Queue" is (table, view, virtual, shadow) and whether it is WITHOUT ROWID; names are case-insensitive in SQL. */
   queueKind: `SELECT type, wr FROM pragma_table_list WHERE schema = 'main' AND name = 'Queue' COLLATE NOCASE`,

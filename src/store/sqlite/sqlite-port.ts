@@ -14,11 +14,11 @@
 import type Database from "better-sqlite3";
 import type { DependencyResult, DependentCounts } from "../../domain/dependencies.js";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
-import { dependentCounts, type DependentRow } from "../dependency-rows.js";
+import { dependentCounts, type DependentRow } from "../rows/dependency-rows.js";
 import type { GroupLimit, QueueConfig, WindowGrants } from "../../domain/queue-limits.js";
 import type { PrunableState } from "../../domain/retention.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import { activityValues } from "../activity-columns.js";
+import { activityValues } from "../rows/activity-columns.js";
 import type {
   ActivityDelta,
   CountDelta,

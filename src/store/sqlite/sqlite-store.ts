@@ -10,7 +10,7 @@
  * (other-writers.ts: a second store in this process, `leasequeue prune`),
  * all through one queue in commit order, so every event is announced once,
  * in sequence order (other writers' events are read by
- * store/ordered-announcer.ts).
+ * store/announcing/ordered-announcer.ts).
  *
  * Write health (readiness, docs/api.md "Side port"): each transaction that
  * changed something or failed is reported to onWriteOutcome listeners, with
@@ -26,7 +26,7 @@
  *
  * Several stores may open one file; "one server per file" is the server's
  * rule (store/engine.ts holdDatabase). migrate() refuses a database whose
- * schema is newer than this release's last migration (store/schema-version.ts).
+ * schema is newer than this release's last migration (store/database/schema-version.ts).
  */
 import Database from "better-sqlite3";
 import { hostClock } from "../../domain/clock.js";
@@ -34,18 +34,18 @@ import { QueueError } from "../../domain/errors.js";
 import type { Job, JobEvent, JobState } from "../../domain/job.js";
 import { publicJob } from "../../domain/job.js";
 import type { StoredSchedule } from "../../domain/schedule.js";
-import { watchClockJumps } from "../database-clock.js";
-import { DatabaseRefusal } from "../database-refusal.js";
-import { listedStates } from "../job-listing.js";
-import { replayBounds } from "../event-bounds.js";
-import { OperationStore, type OperationStoreOptions } from "../operation-store.js";
-import type { PersistedChanges } from "../operation-changes.js";
-import { OrderedAnnouncer } from "../ordered-announcer.js";
+import { watchClockJumps } from "../database/database-clock.js";
+import { DatabaseRefusal } from "../database/database-refusal.js";
+import { listedStates } from "../reads/job-listing.js";
+import { replayBounds } from "../reads/event-bounds.js";
+import { OperationStore, type OperationStoreOptions } from "../writing/operation-store.js";
+import type { PersistedChanges } from "../operations/operation-changes.js";
+import { OrderedAnnouncer } from "../announcing/ordered-announcer.js";
 import type { WriteOperation } from "../operations/scope.js";
-import { toActivitySample } from "../activity-columns.js";
-import { assembleQueueCounts, queueBacklogOf, type QueueBacklogRow } from "../queue-counts.js";
-import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../write-calls.js";
-import { settledNow } from "../steps.js";
+import { toActivitySample } from "../rows/activity-columns.js";
+import { assembleQueueCounts, queueBacklogOf, type QueueBacklogRow } from "../reads/queue-counts.js";
+import { operationOf, type WriteArgs, type WriteName, type WriteResult } from "../writing/write-calls.js";
+import { settledNow } from "../operations/steps.js";
 import type {
   CommittedChange,
   GroupCounts,

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { LEASE_WAIT_BUCKETS, leaseWaitBucket } from "../../../src/domain/queue-activity.js";
-import { activityPoints, activityWindow } from "../../../src/store/queue-activity.js";
+import { activityPoints, activityWindow } from "../../../src/store/reads/queue-activity.js";
 import type { ActivitySample } from "../../../src/store/store.js";
 import { claimLeases } from "../../helpers/store.js";
 import { clock, harness, HOUR, MINUTE, newJob, SECOND, store } from "./helpers.js";

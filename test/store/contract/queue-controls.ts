@@ -5,7 +5,7 @@
  * counts.
  */
 import { describe, expect, it } from "vitest";
-import { purgeQueue, redriveAll } from "../../../src/store/bulk-transitions.js";
+import { purgeQueue, redriveAll } from "../../../src/store/writing/bulk-transitions.js";
 import type { BulkBatchSpec, CommittedChange } from "../../../src/store/store.js";
 import { claimLeases, NO_GROUP_RULES } from "../../helpers/store.js";
 import { claimOne, clock, kinds, MINUTE, newJob, SECOND, store, submitOne } from "./helpers.js";

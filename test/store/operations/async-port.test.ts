@@ -2,7 +2,7 @@
  * The shared write operations (store/operations/) over a port that answers
  * every call with a promise, as PostgreSQL's will: they give the same
  * outcomes and refusals as over SQLite's port, which answers at once (and
- * then they answer at once too, store/steps.ts). The rows are SQLite's; only
+ * then they answer at once too, store/operations/steps.ts). The rows are SQLite's; only
  * the answers are delayed.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -11,7 +11,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { QueueError } from "../../../src/domain/errors.js";
-import { OperationChanges, TransactionChanges, type PersistedChanges } from "../../../src/store/operation-changes.js";
+import { OperationChanges, TransactionChanges, type PersistedChanges } from "../../../src/store/operations/operation-changes.js";
 import { claimJobs } from "../../../src/store/operations/claim.js";
 import { pruneFinishedJobs } from "../../../src/store/operations/prune.js";
 import { pauseQueue, updateQueueConfig } from "../../../src/store/operations/queue-controls.js";
@@ -19,7 +19,7 @@ import { createSchedule, deleteSchedule, fireDueSchedules } from "../../../src/s
 import type { WriteOperation } from "../../../src/store/operations/scope.js";
 import { submitJobs } from "../../../src/store/operations/submit.js";
 import { completeJob, heartbeatJob } from "../../../src/store/operations/transitions.js";
-import { isPromiseLike } from "../../../src/store/steps.js";
+import { isPromiseLike } from "../../../src/store/operations/steps.js";
 import { migrate } from "../../../src/store/sqlite/migrate.js";
 import { prepareStatements } from "../../../src/store/sqlite/sql.js";
 import { SqlitePort } from "../../../src/store/sqlite/sqlite-port.js";

@@ -7,8 +7,8 @@
  */
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { DatabaseRefusal } from "../../../src/store/database-refusal.js";
-import { schemaTooNewMessage } from "../../../src/store/schema-version.js";
+import { DatabaseRefusal } from "../../../src/store/database/database-refusal.js";
+import { schemaTooNewMessage } from "../../../src/store/database/schema-version.js";
 import { DEFINITIONS_REVISION, definitionsHash } from "../../../src/store/postgres/definitions.js";
 import { migratePostgres, schemaLabel } from "../../../src/store/postgres/migrate.js";
 import { PG_MIGRATIONS, type PgMigration } from "../../../src/store/postgres/migrations.js";

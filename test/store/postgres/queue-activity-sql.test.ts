@@ -7,7 +7,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { LEASE_WAIT_BUCKETS } from "../../../src/domain/queue-activity.js";
-import { activityValues, toActivitySample } from "../../../src/store/activity-columns.js";
+import { activityValues, toActivitySample } from "../../../src/store/rows/activity-columns.js";
 import { activityDeltaParam, activityStatements } from "../../../src/store/postgres/queue-activity-sql.js";
 import type { ActivityDelta } from "../../../src/store/transaction-port.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";

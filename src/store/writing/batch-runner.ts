@@ -19,10 +19,10 @@
  * that answers at once (SQLite) runs from its first operation to its last
  * without giving the event loop away.
  */
-import { OperationChanges, TransactionChanges } from "./operation-changes.js";
-import type { WriteOperation } from "./operations/scope.js";
-import { andThen, attempt, isPromiseLike } from "./steps.js";
-import type { Awaitable, TransactionPort } from "./transaction-port.js";
+import { OperationChanges, TransactionChanges } from "../operations/operation-changes.js";
+import type { WriteOperation } from "../operations/scope.js";
+import { andThen, attempt, isPromiseLike } from "../operations/steps.js";
+import type { Awaitable, TransactionPort } from "../transaction-port.js";
 
 /** A write queued for an engine's next transaction, with how to answer its caller. */
 export interface PendingWrite<T = unknown> {

@@ -6,8 +6,8 @@
  * another connection's commit (sqlite/other-writers.ts), PostgreSQL at each
  * catch-up (a NOTIFY may be lost; postgres/pg-store.ts).
  */
-import { NO_QUEUE_LIMITS, pickConfig, sameConfig, type QueueConfig } from "../domain/queue-limits.js";
-import type { QueueControlChange } from "./store.js";
+import { NO_QUEUE_LIMITS, pickConfig, sameConfig, type QueueConfig } from "../../domain/queue-limits.js";
+import type { QueueControlChange } from "../store.js";
 
 /** The queue controls a database holds at one moment. */
 export interface QueueControlSnapshot {

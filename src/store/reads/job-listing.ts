@@ -3,7 +3,7 @@
  * merges them (docs/performance.md "Writes per job" and "Writes per job on
  * SQLite"): no index holds a queue's jobs by id alone.
  */
-import { JOB_STATES, type JobState } from "../domain/job.js";
+import { JOB_STATES, type JobState } from "../../domain/job.js";
 
 /**
  * The distinct states a listing reads a range of: the ones asked for, or,

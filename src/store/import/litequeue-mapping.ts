@@ -31,10 +31,10 @@
  *   (status DONE)": the event kinds of docs/api.md "The event model" have no
  *   other for it, and SUBMITTED is what starts a job's timeline.
  */
-import type { EventDraft, JobState, StoredJob } from "../domain/job.js";
-import { isJobId } from "../domain/ids.js";
-import { jsonDepth, nestedTooDeepText } from "../domain/json-depth.js";
-import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
+import type { EventDraft, JobState, StoredJob } from "../../domain/job.js";
+import { isJobId } from "../../domain/ids.js";
+import { jsonDepth, nestedTooDeepText } from "../../domain/json-depth.js";
+import { BOUNDS, DEFAULTS } from "../../domain/request-bounds.js";
 
 /** litequeue's MessageStatus values, and the state each one is imported in. */
 export const LITEQUEUE_STATUSES = [

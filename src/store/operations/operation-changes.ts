@@ -18,12 +18,12 @@
  * sampler of its own would need a timer on every server and would still
  * miss what happened between two samples.
  */
-import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
-import { leaseWaitBucket, LEASE_WAIT_BUCKETS, minuteOf } from "../domain/queue-activity.js";
-import * as machine from "../domain/state-machine.js";
-import type { QueueControlChange } from "./store.js";
+import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
+import { leaseWaitBucket, LEASE_WAIT_BUCKETS, minuteOf } from "../../domain/queue-activity.js";
+import * as machine from "../../domain/state-machine.js";
+import type { QueueControlChange } from "../store.js";
 import { andThen } from "./steps.js";
-import type { ActivityDelta, Awaitable, CountDelta, TransactionPort } from "./transaction-port.js";
+import type { ActivityDelta, Awaitable, CountDelta, TransactionPort } from "../transaction-port.js";
 
 /** Count changes by `queue + "\0" + state`. */
 type CountDeltas = Map<string, number>;

@@ -9,7 +9,7 @@
  * binds a Buffer, PostgreSQL hex text that SQL decodes): each engine passes
  * its own `bindHash`.
  */
-import type { DependencyPolicy, JobState, StoredJob } from "../domain/job.js";
+import type { DependencyPolicy, JobState, StoredJob } from "../../domain/job.js";
 
 /** A job row as its column values, in JOB_COLUMN_NAMES order. */
 export type JobRow = unknown[];

@@ -13,9 +13,9 @@
  * notification of numbered events), what else a change carries, and
  * whether an event is its own.
  */
-import type { JobEvent } from "../domain/job.js";
-import { isPromiseLike } from "./steps.js";
-import type { Awaitable } from "./transaction-port.js";
+import type { JobEvent } from "../../domain/job.js";
+import { isPromiseLike } from "../operations/steps.js";
+import type { Awaitable } from "../transaction-port.js";
 
 export interface OrderedAnnouncerOptions {
   /** The highest sequence issued when the store opened: only later events are announced. */

@@ -2,7 +2,7 @@
  * An event row as both engines read it (the job_events columns by name,
  * SQLite's and PostgreSQL's alike), as a domain value.
  */
-import type { JobEvent, JobState } from "../domain/job.js";
+import type { JobEvent, JobState } from "../../domain/job.js";
 
 export function toEvent(r: Record<string, unknown>): JobEvent {
   return {

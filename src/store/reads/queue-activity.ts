@@ -6,8 +6,8 @@
  * from its minutes' histograms added together, and the queue's gauges at
  * its end, counted back from the counts now.
  */
-import { ACTIVITY_MINUTE_MS, LEASE_WAIT_BUCKETS, leaseWaitQuantile, minuteOf } from "../domain/queue-activity.js";
-import type { QueueActivity } from "./store.js";
+import { ACTIVITY_MINUTE_MS, LEASE_WAIT_BUCKETS, leaseWaitQuantile, minuteOf } from "../../domain/queue-activity.js";
+import type { QueueActivity } from "../store.js";
 
 /** The minutes a timeline covers: [startMinute, endMinute), in points of stepMs. */
 export interface ActivityWindow {

@@ -5,9 +5,9 @@
  * mapping between a row (an array in ACTIVITY_VALUE_COLUMNS order) and the
  * domain's shapes.
  */
-import { LEASE_WAIT_BUCKETS } from "../domain/queue-activity.js";
-import type { ActivitySample } from "./store.js";
-import type { ActivityDelta } from "./transaction-port.js";
+import { LEASE_WAIT_BUCKETS } from "../../domain/queue-activity.js";
+import type { ActivitySample } from "../store.js";
+import type { ActivityDelta } from "../transaction-port.js";
 
 /** The lease-wait histogram's columns, one per bucket of domain/queue-activity.ts, in bucket order. */
 export const LEASE_WAIT_COLUMNS: readonly string[] = Array.from({ length: LEASE_WAIT_BUCKETS }, (_, i) => `wait_${i}`);

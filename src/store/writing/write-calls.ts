@@ -4,15 +4,15 @@
  * (store/operations/): the one table OperationStore's writes go through
  * on both engines.
  */
-import type { QueueConfigUpdate } from "../domain/queue-limits.js";
-import type { ScheduleSpec } from "../domain/schedule.js";
-import type { NewJob } from "../domain/submission.js";
-import { claimJobs } from "./operations/claim.js";
-import { pruneActivitySamples, pruneFinishedJobs } from "./operations/prune.js";
-import { pauseQueue, resumeQueue, updateQueueConfig } from "./operations/queue-controls.js";
-import { createSchedule, deleteSchedule, fireDueSchedules } from "./operations/schedules.js";
-import type { WriteOperation } from "./operations/scope.js";
-import { submitJobs } from "./operations/submit.js";
+import type { QueueConfigUpdate } from "../../domain/queue-limits.js";
+import type { ScheduleSpec } from "../../domain/schedule.js";
+import type { NewJob } from "../../domain/submission.js";
+import { claimJobs } from "../operations/claim.js";
+import { pruneActivitySamples, pruneFinishedJobs } from "../operations/prune.js";
+import { pauseQueue, resumeQueue, updateQueueConfig } from "../operations/queue-controls.js";
+import { createSchedule, deleteSchedule, fireDueSchedules } from "../operations/schedules.js";
+import type { WriteOperation } from "../operations/scope.js";
+import { submitJobs } from "../operations/submit.js";
 import {
   bulkTransitionBatch,
   cancelJob,
@@ -23,9 +23,9 @@ import {
   redriveJob,
   releaseJob,
   snoozeJob,
-} from "./operations/transitions.js";
-import { probeWrite } from "./operations/write-probe.js";
-import type { ActivityPruneSpec, BulkBatchSpec, ClaimRequestSpec, PruneSpec } from "./store.js";
+} from "../operations/transitions.js";
+import { probeWrite } from "../operations/write-probe.js";
+import type { ActivityPruneSpec, BulkBatchSpec, ClaimRequestSpec, PruneSpec } from "../store.js";
 
 /** The operation of each write, from its arguments (all plain data). */
 export const WRITE_OPERATIONS = {

@@ -1,6 +1,6 @@
 /** A row of countDependencyChange (both engines name its columns alike) as DependentCounts. */
-import type { DependentCounts } from "../domain/dependencies.js";
-import type { DependencyPolicy, JobState } from "../domain/job.js";
+import type { DependentCounts } from "../../domain/dependencies.js";
+import type { DependencyPolicy, JobState } from "../../domain/job.js";
 
 export interface DependentRow {
   id: string;

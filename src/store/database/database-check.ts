@@ -6,7 +6,7 @@
  * jobs themselves. The same rules for every engine; only the gathering is
  * engine-specific.
  */
-import { JOB_STATES, type JobState } from "../domain/job.js";
+import { JOB_STATES, type JobState } from "../../domain/job.js";
 import { schemaTooNewMessage } from "./schema-version.js";
 
 export interface QueueStateCount {

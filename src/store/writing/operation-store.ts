@@ -9,12 +9,13 @@
  * An engine extends this with its reads, its announcements (it calls
  * `announce` in the order Store promises) and its lifecycle.
  */
-import type { Clock } from "../domain/clock.js";
-import { QueueError } from "../domain/errors.js";
-import type { Job } from "../domain/job.js";
-import type { QueueConfig, QueueConfigUpdate } from "../domain/queue-limits.js";
-import type { ScheduleSpec, StoredSchedule } from "../domain/schedule.js";
-import type { NewJob } from "../domain/submission.js";
+import type { Clock } from "../../domain/clock.js";
+import { QueueError } from "../../domain/errors.js";
+import type { Job, JobState } from "../../domain/job.js";
+import type { QueueConfig, QueueConfigUpdate } from "../../domain/queue-limits.js";
+import type { ScheduleSpec, StoredSchedule } from "../../domain/schedule.js";
+import type { NewJob } from "../../domain/submission.js";
+import { purgeQueue, redriveAll, type BulkOptions } from "./bulk-transitions.js";
 import type { WriteArgs, WriteName, WriteResult } from "./write-calls.js";
 import type {
   ActivityPruneOutcome,
@@ -31,7 +32,7 @@ import type {
   SubmitOutcome,
   WriteOutcome,
   WriteOutcomeListener,
-} from "./store.js";
+} from "../store.js";
 
 export interface OperationStoreOptions {
   clock: Clock;
@@ -67,7 +68,7 @@ export abstract class OperationStore {
   }
 
   /**
-   * Runs one write (store/write-calls.ts: its name and arguments) in a
+   * Runs one write (store/writing/write-calls.ts: its name and arguments) in a
    * transaction of the engine's; settles once it committed (or was refused).
    */
   protected abstract runWrite<N extends WriteName>(name: N, args: WriteArgs<N>): Promise<WriteResult<N>>;
@@ -139,6 +140,16 @@ export abstract class OperationStore {
 
   bulkTransition(spec: BulkBatchSpec): Promise<BulkBatchOutcome> {
     return this.runWrite("bulkTransition", [spec]);
+  }
+
+  abstract lastJobId(queue: string, state: JobState): Promise<string | null>;
+
+  redriveAll(spec: { queue: string; task?: string; limit: number }, options?: BulkOptions): Promise<number> {
+    return redriveAll(this, spec, options);
+  }
+
+  purgeQueue(queue: string, options?: BulkOptions): Promise<number> {
+    return purgeQueue(this, queue, options);
   }
 
   createSchedule(spec: ScheduleSpec): Promise<StoredSchedule> {

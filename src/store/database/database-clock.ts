@@ -19,7 +19,7 @@
  * had and says so through `onUnmeasured`, as it does when the database
  * cannot be reached.
  */
-import type { Clock, HostClock } from "../domain/clock.js";
+import type { Clock, HostClock } from "../../domain/clock.js";
 
 export interface DatabaseClockOptions {
   /** The host's wall and monotonic clocks. */

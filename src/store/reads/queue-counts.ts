@@ -6,10 +6,10 @@
  * of each queue that has one; and the autoscaler's model of one queue
  * (Store.queueBacklog), from the same counts.
  */
-import { JOB_STATES, type JobState } from "../domain/job.js";
-import { NO_QUEUE_LIMITS, pickConfig, type QueueConfig } from "../domain/queue-limits.js";
-import type { QueueBacklog, QueueCounts } from "./store.js";
-import type { Awaitable } from "./transaction-port.js";
+import { JOB_STATES, type JobState } from "../../domain/job.js";
+import { NO_QUEUE_LIMITS, pickConfig, type QueueConfig } from "../../domain/queue-limits.js";
+import type { QueueBacklog, QueueCounts } from "../store.js";
+import type { Awaitable } from "../transaction-port.js";
 
 export interface QueueCountsSource {
   /** Non-zero counts, ordered by queue. */

@@ -5,7 +5,7 @@
  * as JSON text (its queue also in a column of its own), times as epoch
  * milliseconds.
  */
-import type { ScheduleTemplate, StoredSchedule } from "../domain/schedule.js";
+import type { ScheduleTemplate, StoredSchedule } from "../../domain/schedule.js";
 
 export interface ScheduleColumns {
   name: string;

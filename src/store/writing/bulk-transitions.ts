@@ -16,9 +16,12 @@
  * still is when its batch runs; jobs that enter the state meanwhile may or
  * may not be included. The count returned is exactly the jobs moved.
  */
-import type { StoredJob } from "../domain/job.js";
-import * as machine from "../domain/state-machine.js";
-import type { BulkAction, BulkBatchSpec, Store } from "./store.js";
+import type { BulkAction, BulkBatchSpec, BulkOptions, Store } from "../store.js";
+
+export type { BulkOptions };
+
+/** What a bulk transition asks of a store: where to stop, and one batch at a time. */
+export type BulkStore = Pick<Store, "lastJobId" | "bulkTransition">;
 
 /** Jobs per batch (and per transaction). */
 export const BULK_BATCH_JOBS = 500;
@@ -26,19 +29,9 @@ export const BULK_BATCH_JOBS = 500;
 /** The cancel reason PurgeQueue records on every job it cancels (docs/api.md "Queue controls"). */
 export const PURGE_REASON = "purged";
 
-export interface BulkOptions {
-  /** Jobs per batch and transaction. Default BULK_BATCH_JOBS. */
-  batchJobs?: number;
-  /**
-   * Stops between batches when aborted (a server shutting down), throwing
-   * its reason; the batches committed so far stay. Default: never.
-   */
-  signal?: AbortSignal;
-}
-
 /** DEAD -> QUEUED for every dead job of the queue (of `task` when given), at most `limit` (0: all). */
 export function redriveAll(
-  store: Store,
+  store: BulkStore,
   spec: { queue: string; task?: string; limit: number },
   options: BulkOptions = {},
 ): Promise<number> {
@@ -50,18 +43,13 @@ export function redriveAll(
  * of the queue; the WAITING ones first, so that they are purged rather than
  * cancelled by a purged dependency (their dependents follow by policy).
  */
-export function purgeQueue(store: Store, queue: string, options: BulkOptions = {}): Promise<number> {
+export function purgeQueue(store: BulkStore, queue: string, options: BulkOptions = {}): Promise<number> {
   const states: Array<BulkBatchSpec["state"]> = ["waiting", "queued", "retry"];
   return transitionAll(store, { queue, limit: 0, states, action: { kind: "cancel", reason: PURGE_REASON } }, options);
 }
 
-/** What a bulk action does to one job: the state machine's own Redrive or Cancel. */
-export function bulkTransitionOf(job: StoredJob, now: number, action: BulkAction): machine.Transition {
-  return action.kind === "redrive" ? machine.redrive(job, now) : machine.cancel(job, now, action.reason);
-}
-
 async function transitionAll(
-  store: Store,
+  store: BulkStore,
   spec: { queue: string; task?: string; limit: number; states: Array<BulkBatchSpec["state"]>; action: BulkAction },
   { batchJobs = BULK_BATCH_JOBS, signal }: BulkOptions,
 ): Promise<number> {

@@ -12,7 +12,7 @@
  * event loop away (its group commit insists: settledNow), and a
  * PostgreSQL transaction awaits its driver at each step.
  */
-import type { Awaitable } from "./transaction-port.js";
+import type { Awaitable } from "../transaction-port.js";
 
 export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null | undefined)?.then === "function";
