@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 
 if (process.argv[2] === "--serve") {
   const { startServer } = await import("../dist/src/app.js");
-  const { resolveConfig } = await import("../dist/src/config.js");
+  const { resolveConfig } = await import("../dist/src/config/config.js");
   const { silentLogger } = await import("../dist/src/logger.js");
   const config = resolveConfig({ db: process.argv[3], port: "0", "metrics-port": "0" }, process.env);
   const server = await startServer(config, { log: silentLogger });

@@ -7,7 +7,7 @@ import { setMaxListeners } from "node:events";
 import { createRegistry } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { file_google_rpc_error_details } from "../gen/ts/google/rpc/error_details_pb.js";
-import { redactDatabaseUrl, type Config } from "./config.js";
+import { redactDatabaseUrl, type Config } from "./config/config.js";
 import { systemClock, type Clock } from "./domain/clock.js";
 import { formatDurationText } from "./domain/duration-text.js";
 import { FIRST_BYTE_TIMEOUT_MS } from "./domain/timing-defaults.js";

@@ -13,7 +13,7 @@ import type { Command } from "./commands/command.js";
 import { importLitequeueCommand } from "./commands/import-litequeue.js";
 import { pruneCommand } from "./commands/prune.js";
 import { restoreCommand } from "./commands/restore.js";
-import { ConfigError, redactDatabaseUrl, resolveConfig, settingFlags, type Config } from "./config.js";
+import { ConfigError, redactDatabaseUrl, resolveConfig, settingFlags, type Config } from "./config/config.js";
 import { settingsHelpRows } from "./config/settings-text.js";
 import { HASH_TOKEN_USAGE, hashTokenCommand, UsageError } from "./commands/hash-token.js";
 import { createLogger, type Logger } from "./logger.js";

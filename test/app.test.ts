@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../src/app.js";
-import { resolveConfig } from "../src/config.js";
+import { resolveConfig } from "../src/config/config.js";
 import { silentLogger } from "../src/logger.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];

@@ -5,8 +5,8 @@
  * - The server's floors: cli.ts -> app.ts and commands/ -> telemetry/ (the
  *   OpenTelemetry SDK, behind the small interfaces of server/ and domain/) -> server/ ->
  *   service/ -> dispatch/ and maintenance/ (side by side, neither importing
- *   the other) -> store/ -> domain/, with the leaves metrics/, config.ts
- *   (with config/) and logger.ts used from above, and gen/ (the wire types)
+ *   the other) -> store/ -> domain/, with the leaves metrics/, config/
+ *   and logger.ts used from above, and gen/ (the wire types)
  *   only from service/ up. Inside store/, each engine keeps to itself:
  *   sqlite/ and postgres/ never import each other, and of the shared files
  *   only engine.ts opens them.
@@ -29,7 +29,7 @@
  *   reference.json, built by scripts/build-docs.mjs).
  * - A file holds one concern, and none under src/ is over 600 lines.
  */
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { PACKAGE_ROOT } from "./helpers/process.js";
@@ -93,13 +93,11 @@ const FLOORS: Record<string, number> = {
 /** Checked on their own below: they run beside the server, not on its floors. */
 const BESIDE = ["src/worker", "src/console", "src/docs"];
 
-/** The unit a repository path belongs to: its top folder under src/, or the file itself (one with a folder of its name, such as config.ts and config/, is that folder's). */
+/** The unit a repository path belongs to: its top folder under src/, or the file itself. */
 function unitOf(path: string): string {
   const parts = path.split("/");
   if (parts[0] === "gen") return "gen";
-  if (parts.length > 2) return `${parts[0]}/${parts[1]}`;
-  const folder = path.replace(/\.tsx?$/, "");
-  return existsSync(join(PACKAGE_ROOT, folder)) ? folder : path;
+  return parts.length > 2 ? `${parts[0]}/${parts[1]}` : path;
 }
 
 const files = sourcesIn("src").filter((f) => !BESIDE.some((dir) => f.startsWith(`${dir}/`)));

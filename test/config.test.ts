@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, redactDatabaseUrl, resolveConfig, SETTINGS, type Setting } from "../src/config.js";
+import { ConfigError, redactDatabaseUrl, resolveConfig, SETTINGS, type Setting } from "../src/config/config.js";
 import { ServerReflection } from "../gen/ts/grpc/reflection/v1/reflection_pb.js";
 import { startTestServer } from "./helpers/server.js";
 import { streamOf } from "./helpers/stream-of.js";

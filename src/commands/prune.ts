@@ -9,7 +9,7 @@
  * told about. Exit 0 when the pass ran, 1 when it could not.
  */
 import { existsSync } from "node:fs";
-import type { Config } from "../config.js";
+import type { Config } from "../config/config.js";
 import { systemClock, type Clock } from "../domain/clock.js";
 import { formatDurationText } from "../domain/duration-text.js";
 import { prunesAnything, type RetentionPolicy } from "../domain/retention.js";

@@ -89,7 +89,7 @@ export interface ClaimStreamHandle {
   close(): void;
 }
 
-class Subscriber extends Wakeup {
+class ClaimStream extends Wakeup {
   /** Leases handed out (or claimed and about to be) and not yet finished. */
   readonly inFlight = new Set<string>();
   /** Claimed for this stream, not yet sent. */
@@ -109,7 +109,7 @@ class Subscriber extends Wakeup {
 
 interface QueueState {
   /** Insertion order is the ring order. */
-  readonly subscribers: Set<Subscriber>;
+  readonly subscribers: Set<ClaimStream>;
   pumping: boolean;
   again: boolean;
   timer: NodeJS.Timeout | undefined;
@@ -120,7 +120,7 @@ interface QueueState {
 export class ClaimStreams {
   readonly #opts: Required<ClaimStreamsOptions>;
   readonly #queues = new Map<string, QueueState>();
-  readonly #owners = new Map<string, Subscriber>();
+  readonly #owners = new Map<string, ClaimStream>();
   readonly #unsubscribe: Array<() => void>;
 
   constructor(options: ClaimStreamsOptions) {
@@ -180,8 +180,8 @@ export class ClaimStreams {
     };
   }
 
-  #register(spec: ClaimStreamSpec, signal: AbortSignal): { sub: Subscriber; close: () => void } {
-    const sub = new Subscriber(spec);
+  #register(spec: ClaimStreamSpec, signal: AbortSignal): { sub: ClaimStream; close: () => void } {
+    const sub = new ClaimStream(spec);
     let state = this.#queues.get(spec.queue);
     if (state === undefined) {
       state = { subscribers: new Set(), pumping: false, again: false, timer: undefined, waitingForPlace: false };
@@ -202,7 +202,7 @@ export class ClaimStreams {
     }
   }
 
-  async *#messages(sub: Subscriber, signal: AbortSignal, close: () => void): AsyncGenerator<ClaimStreamMessage> {
+  async *#messages(sub: ClaimStream, signal: AbortSignal, close: () => void): AsyncGenerator<ClaimStreamMessage> {
     try {
       yield null;
       while (!signal.aborted && !sub.closed) {
@@ -225,7 +225,7 @@ export class ClaimStreams {
     }
   }
 
-  #close(sub: Subscriber): void {
+  #close(sub: ClaimStream): void {
     if (sub.closed) return;
     sub.closed = true;
     // Leases that were sent stay with the worker until acknowledged or
@@ -330,7 +330,7 @@ export class ClaimStreams {
    * yet is dropped (the job is over, there is nothing to release); a sent
    * one is reported to the stream, which tells its worker.
    */
-  #leaseCancelled(sub: Subscriber, jobId: string): void {
+  #leaseCancelled(sub: ClaimStream, jobId: string): void {
     const unsent = sub.ready.findIndex((l) => l.job.id === jobId);
     if (unsent !== -1) {
       sub.ready.splice(unsent, 1);

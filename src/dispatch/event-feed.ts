@@ -106,7 +106,7 @@ export interface WatchOutputProbe {
   whenDrained?(): Promise<void> | undefined;
 }
 
-class Subscriber extends Wakeup {
+class EventWatcher extends Wakeup {
   /** Live events not yet sent: `buffer[head..]`. */
   #buffer: JobEvent[] = [];
   #head = 0;
@@ -208,9 +208,9 @@ export class EventFeed {
   readonly #maxBatch: number;
   readonly #keepaliveMs: number;
   readonly #pageSize: number;
-  readonly #all = new Set<Subscriber>();
-  readonly #byQueue = new Map<string, Set<Subscriber>>();
-  readonly #byJob = new Map<string, Set<Subscriber>>();
+  readonly #all = new Set<EventWatcher>();
+  readonly #byQueue = new Map<string, Set<EventWatcher>>();
+  readonly #byJob = new Map<string, Set<EventWatcher>>();
   readonly #unsubscribe: () => void;
   #commits = 0;
   #eventsSent = 0;
@@ -268,7 +268,7 @@ export class EventFeed {
         { limit: String(this.#maxSubscribers) },
       );
     }
-    const sub = new Subscriber(spec, this.#bufferLimit, replay, output, this.#maxPendingBytes);
+    const sub = new EventWatcher(spec, this.#bufferLimit, replay, output, this.#maxPendingBytes);
     this.#attach(sub);
     try {
       // The highest sequence this watch has handed out (or its starting point):
@@ -382,21 +382,21 @@ export class EventFeed {
     }
   }
 
-  #deliver(sub: Subscriber, e: JobEvent, commit: number): void {
+  #deliver(sub: EventWatcher, e: JobEvent, commit: number): void {
     if (!sub.push(e, commit)) {
       this.#dropped[sub.overflowed!]++;
       this.#detach(sub);
     }
   }
 
-  #attach(sub: Subscriber): void {
+  #attach(sub: EventWatcher): void {
     const { queue, jobId } = sub.spec;
     if (jobId !== undefined) addTo(this.#byJob, jobId, sub);
     else if (queue !== undefined) addTo(this.#byQueue, queue, sub);
     else this.#all.add(sub);
   }
 
-  #detach(sub: Subscriber): void {
+  #detach(sub: EventWatcher): void {
     if (sub.detached) return;
     sub.detached = true;
     const { queue, jobId } = sub.spec;
@@ -412,7 +412,7 @@ export class EventFeed {
     return n;
   }
 
-  #subscribersList(): Subscriber[] {
+  #subscribersList(): EventWatcher[] {
     const list = [...this.#all];
     for (const set of this.#byQueue.values()) list.push(...set);
     for (const set of this.#byJob.values()) list.push(...set);
@@ -439,7 +439,7 @@ async function untilDone(promise: Promise<void>, signal: AbortSignal): Promise<v
   }
 }
 
-function addTo(index: Map<string, Set<Subscriber>>, key: string, sub: Subscriber): void {
+function addTo(index: Map<string, Set<EventWatcher>>, key: string, sub: EventWatcher): void {
   let set = index.get(key);
   if (set === undefined) {
     set = new Set();
@@ -448,7 +448,7 @@ function addTo(index: Map<string, Set<Subscriber>>, key: string, sub: Subscriber
   set.add(sub);
 }
 
-function removeFrom(index: Map<string, Set<Subscriber>>, key: string, sub: Subscriber): void {
+function removeFrom(index: Map<string, Set<EventWatcher>>, key: string, sub: EventWatcher): void {
   const set = index.get(key);
   if (set === undefined) return;
   set.delete(sub);

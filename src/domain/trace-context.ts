@@ -9,9 +9,6 @@
  */
 import { BOUNDS } from "./request-bounds.js";
 
-/** The keys SubmitRequest.trace_context and Job.trace_context may hold. */
-export const TRACE_CONTEXT_KEYS = ["traceparent", "tracestate"] as const;
-
 /** Most bytes (UTF-8) of one trace_context value (docs/api.md "Bounds"). */
 const TRACE_CONTEXT_VALUE_BYTES = BOUNDS.traceContextBytes;
 

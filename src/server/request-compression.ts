@@ -10,7 +10,7 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
-import type { RequestCompression } from "../config.js";
+import type { RequestCompression } from "../config/config.js";
 
 /** connect's Compression shape (not exported under a stable name by connect-node). */
 export type Compression = typeof compressionGzip;

@@ -1,11 +1,12 @@
 /**
- * The seam between the service and a database. Every engine (SQLite now,
- * PostgreSQL next) implements this interface and must pass the contract
+ * The seam between the service and a database. Every engine (store/sqlite/,
+ * store/postgres/) implements this interface and must pass the contract
  * suite in test/store/contract/ unchanged. What is not SQL is shared:
  * the write operations (store/operations/, over the per-transaction port of
- * store/transaction-port.ts), the state machine (domain/state-machine.ts),
- * and the bulk and read models beside this file; an engine keeps only its
- * SQL, its transactions and its notifications.
+ * store/transaction-port.ts) and what runs them (store/writing/), the state
+ * machine (domain/state-machine.ts), the row mapping (store/rows/) and the
+ * read models (store/reads/); an engine keeps only its SQL, its
+ * transactions and its notifications.
  *
  * Rules every implementation keeps:
  * - Each mutating call is atomic: the state change and its events (those

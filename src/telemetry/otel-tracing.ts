@@ -13,7 +13,7 @@
 import { diag, DiagLogLevel, type DiagLogFunction } from "@opentelemetry/api";
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from "@opentelemetry/sdk-trace-base";
-import type { TracingConfig } from "../config.js";
+import type { TracingConfig } from "../config/config.js";
 import type { Logger } from "../logger.js";
 import { createProducerSpans, PresetIdGenerator } from "./producer-spans.js";
 import { createRpcServerSpans } from "./rpc-server-spans.js";

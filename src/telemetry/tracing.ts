@@ -5,7 +5,7 @@
  * types only, and loads the SDK (otel-tracing.ts) on start, so a server
  * without an exporter never loads it and its calls pay one undefined check.
  */
-import type { TracingConfig } from "../config.js";
+import type { TracingConfig } from "../config/config.js";
 import type { ProducerSpans } from "../domain/producer-spans.js";
 import type { Logger } from "../logger.js";
 import type { CallSpans } from "../server/call-spans.js";

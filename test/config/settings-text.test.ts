@@ -4,7 +4,7 @@
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { SETTINGS } from "../../src/config.js";
+import { SETTINGS } from "../../src/config/config.js";
 import { CONFIGURATION_DOC_NOTICE, configurationDoc, settingsHelpRows } from "../../src/config/settings-text.js";
 
 describe("configuration", () => {

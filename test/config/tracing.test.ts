@@ -3,7 +3,7 @@
  * OpenTelemetry variables, spans on only with OTEL_TRACES_EXPORTER=otlp.
  */
 import { describe, expect, it } from "vitest";
-import { resolveConfig } from "../../src/config.js";
+import { resolveConfig } from "../../src/config/config.js";
 import { tracingConfig } from "../../src/config/tracing.js";
 import { ConfigError } from "../../src/config/values.js";
 

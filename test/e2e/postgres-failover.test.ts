@@ -20,7 +20,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeaseQueueService, WorkRequestSchema, type Lease, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startServer, type RunningServer } from "../../src/app.js";
-import { resolveConfig } from "../../src/config.js";
+import { resolveConfig } from "../../src/config/config.js";
 import { prunePass, type PassSummary } from "../../src/maintenance/pruner.js";
 import { ManualClock } from "../../src/domain/clock.js";
 import type { JobEvent } from "../../src/domain/job.js";

@@ -13,7 +13,7 @@ import Database from "better-sqlite3";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { startServer, type RunningServer, type StartOptions } from "../../src/app.js";
-import { resolveConfig, type Config } from "../../src/config.js";
+import { resolveConfig, type Config } from "../../src/config/config.js";
 import { silentLogger } from "../../src/logger.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { PgStore } from "../../src/store/postgres/pg-store.js";

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startServer } from "../../src/app.js";
-import { resolveConfig } from "../../src/config.js";
+import { resolveConfig } from "../../src/config/config.js";
 import { ManualClock } from "../../src/domain/clock.js";
 import { silentLogger } from "../../src/logger.js";
 import { DatabaseRefusal } from "../../src/store/database/database-refusal.js";

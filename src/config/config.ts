@@ -6,14 +6,14 @@
  * read into a Config, and the rules between settings are checked.
  */
 import { readFileSync } from "node:fs";
-import type { RetentionPolicy } from "./domain/retention.js";
-import { SETTINGS, type Setting } from "./config/settings.js";
-import { tracingConfig, type TracingConfig } from "./config/tracing.js";
-import { ConfigError, type RequestCompression } from "./config/values.js";
+import type { RetentionPolicy } from "../domain/retention.js";
+import { SETTINGS, type Setting } from "./settings.js";
+import { tracingConfig, type TracingConfig } from "./tracing.js";
+import { ConfigError, type RequestCompression } from "./values.js";
 
-export { SETTINGS, type Setting } from "./config/settings.js";
-export { ConfigError, redactDatabaseUrl, type RequestCompression } from "./config/values.js";
-export type { OtlpProtocol, TracingConfig } from "./config/tracing.js";
+export { SETTINGS, type Setting } from "./settings.js";
+export { ConfigError, redactDatabaseUrl, type RequestCompression } from "./values.js";
+export type { OtlpProtocol, TracingConfig } from "./tracing.js";
 
 export interface Config {
   databasePath: string;
