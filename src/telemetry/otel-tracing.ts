@@ -17,7 +17,7 @@ import type { TracingConfig } from "../config/config.js";
 import type { Logger } from "../logger.js";
 import { createProducerSpans, PresetIdGenerator } from "./producer-spans.js";
 import { createRpcServerSpans } from "./rpc-server-spans.js";
-import type { Tracing } from "./tracing.js";
+import type { Tracing } from "./tracing-types.js";
 
 /** The instrumentation scope of the server's spans. */
 const SCOPE = "leasequeue-server";

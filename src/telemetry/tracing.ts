@@ -6,21 +6,10 @@
  * without an exporter never loads it and its calls pay one undefined check.
  */
 import type { TracingConfig } from "../config/config.js";
-import type { ProducerSpans } from "../domain/producer-spans.js";
 import type { Logger } from "../logger.js";
-import type { CallSpans } from "../server/call-spans.js";
+import type { Tracing } from "./tracing-types.js";
 
-export interface Tracing {
-  /** The SERVER span of each RPC, for the API port's adapter. */
-  readonly calls: CallSpans;
-  /** The PRODUCER span of each submitted job, for the service and the scheduler. */
-  readonly producers: ProducerSpans;
-  /**
-   * Exports the spans still buffered, then stops the exporter; rejects when
-   * that takes more than `timeoutMs` (the spans left are dropped).
-   */
-  shutdown(timeoutMs: number): Promise<void>;
-}
+export type { Tracing };
 
 export async function startTracing(config: TracingConfig, log: Logger): Promise<Tracing> {
   const { createTracing } = await import("./otel-tracing.js");
