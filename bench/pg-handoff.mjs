@@ -14,7 +14,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { startServer } from "../dist/src/app.js";
 import { resolveConfig } from "../dist/src/config/config.js";
-import { silentLogger } from "../dist/src/logger.js";
+import { silentLogger } from "../dist/src/testing/index.js";
 import { createLeaseQueueClient } from "../dist/src/worker/index.js";
 import { POSTGRES_URL } from "./lib/peers.mjs";
 

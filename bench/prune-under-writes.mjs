@@ -12,7 +12,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ManualClock } from "../dist/src/domain/clock.js";
+import { ManualClock } from "../dist/src/testing/index.js";
 import { prunePass } from "../dist/src/maintenance/pruner.js";
 import { openSqliteStore } from "../dist/src/store/sqlite/sqlite-store.js";
 import { newJob } from "./lib/new-job.mjs";

@@ -22,7 +22,7 @@ const build = process.argv.find((a) => a.startsWith("--build="))?.slice("--build
 const dist = (path) => import(pathToFileURL(join(build, "dist", path)).href);
 const { startServer } = await dist("src/app.js");
 const { resolveConfig } = await dist("src/config.js");
-const { silentLogger } = await dist("src/logger.js");
+const { silentLogger } = await dist("src/testing/index.js");
 const { createLeaseQueueClient } = await dist("src/worker/index.js");
 
 const jobs = Number(positional[0] ?? 500);

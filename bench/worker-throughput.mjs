@@ -16,7 +16,7 @@ import { fileURLToPath } from "node:url";
 if (process.argv[2] === "--serve") {
   const { startServer } = await import("../dist/src/app.js");
   const { resolveConfig } = await import("../dist/src/config/config.js");
-  const { silentLogger } = await import("../dist/src/logger.js");
+  const { silentLogger } = await import("../dist/src/testing/index.js");
   const config = resolveConfig({ db: process.argv[3], port: "0", "metrics-port": "0" }, process.env);
   const server = await startServer(config, { log: silentLogger });
   process.stdout.write(JSON.stringify({ apiUrl: server.apiUrl, metricsUrl: server.metricsUrl }) + "\n");

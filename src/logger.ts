@@ -31,6 +31,3 @@ function errorReplacer(_key: string, value: unknown): unknown {
   if (value instanceof Error) return { name: value.name, message: value.message, stack: value.stack };
   return value;
 }
-
-/** For tests and embedding: drops everything. */
-export const silentLogger: Logger = createLogger({ write: () => {} });

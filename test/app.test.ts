@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../src/app.js";
 import { resolveConfig } from "../src/config/config.js";
-import { silentLogger } from "../src/logger.js";
+import { silentLogger } from "../src/testing/index.js";
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {

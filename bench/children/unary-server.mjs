@@ -43,7 +43,7 @@ async function startProject(shutdownSignal) {
   const { createApiHandler } = await load("src/app.js");
   const { resolveConfig } = await load("src/config.js");
   const { systemClock } = await load("src/domain/clock.js");
-  const { silentLogger } = await load("src/logger.js");
+  const { silentLogger } = await load("src/testing/index.js");
   const { createMetrics } = await load("src/metrics/metrics.js");
   const { startApiListener } = await load("src/server/api-listener.js");
   const { HealthStatus } = await load("src/server/health.js");

@@ -26,23 +26,3 @@ export function hostClock(clock: Clock): HostClock {
   if ("monotonic" in clock && typeof clock.monotonic === "function") return clock as HostClock;
   return { now: () => clock.now(), monotonic: () => clock.now() };
 }
-
-/** A clock that only moves when told to; for tests and simulations. Its monotonic reading is its time. */
-export class ManualClock implements HostClock {
-  #now: number;
-  constructor(start = Date.UTC(2026, 0, 1)) {
-    this.#now = start;
-  }
-  now(): number {
-    return this.#now;
-  }
-  monotonic(): number {
-    return this.#now;
-  }
-  advance(ms: number): void {
-    this.#now += ms;
-  }
-  set(ms: number): void {
-    this.#now = ms;
-  }
-}

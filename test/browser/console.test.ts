@@ -37,7 +37,7 @@ import { timestampDate, TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { chromium, type Browser, type ConsoleMessage, type Locator, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { formatRelativeTime } from "../../src/console/format.js";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { defaultConsoleDir } from "../../src/server/console-files.js";
 import { loadSiteFiles } from "../../src/server/static-site.js";
 import { bearer, writeAuthFile } from "../helpers/auth.js";

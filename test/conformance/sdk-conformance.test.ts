@@ -14,7 +14,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { createLeaseQueueClient, JobState, jsonToValue, valueToJson } from "../../src/worker/index.js";
 import { bearer, writeAuthFile } from "../helpers/auth.js";
 import { moveClockWithHeartbeats } from "../helpers/lease-clock.js";

@@ -6,7 +6,7 @@
  * must be among the series of that exposition.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { alertExpressions, dashboardExpressions } from "../helpers/deploy-expressions.js";
 import { exportedSeriesNames, parseExposition } from "../helpers/exposition.js";
 import { metricNamesIn, unknownMetricNames } from "../helpers/promql-metric-names.js";

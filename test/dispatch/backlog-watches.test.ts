@@ -7,7 +7,7 @@
  * for real time.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import type { JobEvent, JobState } from "../../src/domain/job.js";
 import { BacklogWatches, DEFAULT_BACKLOG_MIN_INTERVAL_MS } from "../../src/dispatch/backlog-watches.js";
 import type { CommitListener, CommittedChange, Store } from "../../src/store/store.js";

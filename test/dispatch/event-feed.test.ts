@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import type { JobEvent } from "../../src/domain/job.js";
 import { EventFeed, type EventFeedOptions, type WatchSpec } from "../../src/dispatch/event-feed.js";
 import { QueueError } from "../../src/domain/errors.js";

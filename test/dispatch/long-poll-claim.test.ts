@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, it, vi } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { claimWithin, type LongPollClaimDeps } from "../../src/dispatch/long-poll-claim.js";
 import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";

@@ -22,7 +22,7 @@ import { LeaseQueueService, WorkRequestSchema, type Lease, type WorkRequest } fr
 import { startServer, type RunningServer } from "../../src/app.js";
 import { resolveConfig } from "../../src/config/config.js";
 import { prunePass, type PassSummary } from "../../src/maintenance/pruner.js";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import type { JobEvent } from "../../src/domain/job.js";
 import type { Logger, LogFields } from "../../src/logger.js";
 import { dropSchema, probePostgres, requirePostgres, skipWithoutPostgres, uniqueSchemaName } from "../helpers/postgres.js";

@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { openSqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { newJob } from "../store/contract/helpers.js";
 import { callJson, okJson, runCli, spawnServer, type SpawnedServer } from "../helpers/process.js";

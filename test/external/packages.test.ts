@@ -14,7 +14,7 @@
  * cache when it has them) and builds better-sqlite3 from source. Under
  * CI=true a missing tool fails the test (tools.ts).
  */
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -59,6 +59,12 @@ describe("the npm package, installed from its tarball into an empty directory", 
   it("serves with `npx leasequeue serve`", async () => {
     const res = await fetch(`${server.metricsUrl}/health/ready`);
     expect(res.status).toBe(200);
+  });
+
+  it("ships no test helpers (src/testing)", () => {
+    const installed = join(consumer, "node_modules/leasequeue/dist/src");
+    expect(existsSync(join(installed, "store/store.js"))).toBe(true);
+    expect(existsSync(join(installed, "testing"))).toBe(false);
   });
 
   it("runs a plain ESM script that imports createWorker from leasequeue/worker", async () => {

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { alertExpressions, dashboardExpressions } from "../helpers/deploy-expressions.js";
 import { parseExposition } from "../helpers/exposition.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";

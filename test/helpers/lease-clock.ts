@@ -12,7 +12,7 @@
  * job's heartbeats stop, the rounds stop and a test waiting for them fails
  * at its deadline.
  */
-import type { ManualClock } from "../../src/domain/clock.js";
+import type { ManualClock } from "../../src/testing/index.js";
 import type { Store } from "../../src/store/store.js";
 
 export interface HeartbeatRounds {

@@ -14,7 +14,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { startServer, type RunningServer, type StartOptions } from "../../src/app.js";
 import { resolveConfig, type Config } from "../../src/config/config.js";
-import { silentLogger } from "../../src/logger.js";
+import { silentLogger } from "../../src/testing/index.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { PgStore } from "../../src/store/postgres/pg-store.js";
 import { dropSchema, TEST_DATABASE_URL, uniqueSchemaName } from "./postgres.js";

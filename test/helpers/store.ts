@@ -1,7 +1,7 @@
 /**
  * Store calls the tests make often, through the same path the server takes.
  */
-import type { ManualClock } from "../../src/domain/clock.js";
+import type { ManualClock } from "../../src/testing/index.js";
 import type { ClaimedLease, ClaimOutcome, ClaimRequestSpec, Store } from "../../src/store/store.js";
 
 /** A claim's leases (Store.claimOutcome, as Claim and StreamClaims call it), for tests that do not look at what a queue limit held back. */

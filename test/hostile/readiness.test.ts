@@ -17,7 +17,7 @@ import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { Health, HealthCheckResponse_ServingStatus as ServingStatus } from "../../gen/ts/grpc/health/v1/health_pb.js";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { QueueError } from "../../src/domain/errors.js";
 import { openSqliteStore, type SqliteStore, type SqliteStoreOptions } from "../../src/store/sqlite/sqlite-store.js";
 import type { WriteOutcome } from "../../src/store/store.js";

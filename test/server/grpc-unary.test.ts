@@ -23,7 +23,7 @@ import {
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { QueueError } from "../../src/domain/errors.js";
-import { silentLogger } from "../../src/logger.js";
+import { silentLogger } from "../../src/testing/index.js";
 import type { Metrics } from "../../src/metrics/metrics.js";
 import { servesAsGrpcUnary } from "../../src/server/grpc-unary.js";
 import { boundaryInterceptor } from "../../src/server/routes.js";

@@ -6,7 +6,7 @@
  * malformed acknowledgements.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import type { StartOptions } from "../../src/app.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 

@@ -16,7 +16,7 @@ import { FieldMaskSchema, timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, createRouterTransport, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import type { Job } from "../../src/domain/job.js";
 import { applyConfigUpdate, NO_QUEUE_LIMITS, type QueueConfig } from "../../src/domain/queue-limits.js";
 import { createMetrics } from "../../src/metrics/metrics.js";

@@ -16,7 +16,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../../src/app.js";
-import { silentLogger } from "../../src/logger.js";
+import { silentLogger } from "../../src/testing/index.js";
 import { BULK_BATCH_JOBS } from "../../src/store/writing/bulk-transitions.js";
 import { createWorker } from "../../src/worker/index.js";
 import { LeaseQueueService, type WorkRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";

@@ -9,7 +9,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { EventKind, LeaseQueueService, type JobEvent } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { until } from "../helpers/until.js";
 

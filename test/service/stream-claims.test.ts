@@ -9,7 +9,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Lease, StreamClaimsResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const servers: TestServer[] = [];

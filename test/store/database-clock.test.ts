@@ -4,7 +4,8 @@
  * clock's jump watch, on clocks the tests move.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { ManualClock, type HostClock } from "../../src/domain/clock.js";
+import { type HostClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { DatabaseClock, watchClockJumps } from "../../src/store/database/database-clock.js";
 
 /** A host whose wall clock can be set apart from its monotonic clock (NTP stepping it). */

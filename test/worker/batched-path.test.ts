@@ -16,7 +16,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createLeaseQueueClient, createWorker, EventKind, JobState, type Worker } from "../../src/worker/index.js";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { AcknowledgeRequest, ClaimRequest, WorkRequest, WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { moveClockWithHeartbeats } from "../helpers/lease-clock.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { until } from "../helpers/until.js";

@@ -10,7 +10,7 @@
  * any machine.
  */
 import { afterEach, expect, it } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { createWorker, EventKind, JobState, type Worker } from "../../src/worker/index.js";
 import { moveClockWithHeartbeats } from "../helpers/lease-clock.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";

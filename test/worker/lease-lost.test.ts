@@ -8,7 +8,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { StatusSchema } from "../../gen/ts/google/rpc/status_pb.js";
 import type { AcknowledgeRequest, WorkRequest, WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import {
   createLeaseQueueClient,
   createWorker,

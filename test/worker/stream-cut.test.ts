@@ -18,7 +18,7 @@
  */
 import { createServer, connect, type Server, type Socket } from "node:net";
 import { afterEach, expect, it } from "vitest";
-import { ManualClock } from "../../src/domain/clock.js";
+import { ManualClock } from "../../src/testing/index.js";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createLeaseQueueClient, createWorker, EventKind, JobState, type Worker } from "../../src/worker/index.js";
 import type { WorkResponse } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";

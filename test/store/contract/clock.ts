@@ -11,7 +11,8 @@
  * its host clock against it as it would against clock_timestamp().
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ManualClock, type Clock } from "../../../src/domain/clock.js";
+import { type Clock } from "../../../src/domain/clock.js";
+import { ManualClock } from "../../../src/testing/index.js";
 import { pruneCutoffs } from "../../../src/domain/retention.js";
 import type { QueueConfig, QueueConfigField } from "../../../src/domain/queue-limits.js";
 import type { Store } from "../../../src/store/store.js";

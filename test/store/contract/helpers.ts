@@ -5,7 +5,7 @@
  * the test that runs, with the calls most tests begin with.
  */
 import { afterEach, beforeEach, expect } from "vitest";
-import { ManualClock } from "../../../src/domain/clock.js";
+import { ManualClock } from "../../../src/testing/index.js";
 import { QueueError } from "../../../src/domain/errors.js";
 import type { ScheduleSpec } from "../../../src/domain/schedule.js";
 import type { NewJob } from "../../../src/domain/submission.js";

@@ -14,7 +14,7 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../../src/domain/clock.js";
+import { ManualClock } from "../../../src/testing/index.js";
 import { NO_QUEUE_LIMITS } from "../../../src/domain/queue-limits.js";
 import type { StoredJob } from "../../../src/domain/job.js";
 import { clientConfig } from "../../../src/store/postgres/pool.js";

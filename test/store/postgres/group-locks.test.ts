@@ -8,7 +8,7 @@
  */
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../../src/domain/clock.js";
+import { ManualClock } from "../../../src/testing/index.js";
 import { NO_QUEUE_LIMITS, type QueueConfig, type QueueConfigField } from "../../../src/domain/queue-limits.js";
 import { BUSY_HEAD_RETRY_MS } from "../../../src/store/operations/group-claim.js";
 import type { PgStore } from "../../../src/store/postgres/pg-store.js";

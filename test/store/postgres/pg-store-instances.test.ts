@@ -7,7 +7,7 @@
  * own events as not external.
  */
 import { describe, expect, it } from "vitest";
-import { ManualClock } from "../../../src/domain/clock.js";
+import { ManualClock } from "../../../src/testing/index.js";
 import { openPgStore, type PgStore } from "../../../src/store/postgres/pg-store.js";
 import type { JobEvent } from "../../../src/domain/job.js";
 import { probePostgres, skipWithoutPostgres, useTestSchema } from "../../helpers/postgres.js";

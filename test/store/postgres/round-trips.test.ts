@@ -15,7 +15,7 @@
  */
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../../src/domain/clock.js";
+import { ManualClock } from "../../../src/testing/index.js";
 import type { PgStore } from "../../../src/store/postgres/pg-store.js";
 import { newJob } from "../contract/helpers.js";
 import {

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../../src/domain/clock.js";
+import { ManualClock } from "../../../src/testing/index.js";
 import { submitJobs } from "../../../src/store/operations/submit.js";
 import { BUSY_SLICE_MS, GroupCommit } from "../../../src/store/sqlite/group-commit.js";
 import { migrate } from "../../../src/store/sqlite/migrate.js";

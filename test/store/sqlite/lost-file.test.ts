@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../../src/domain/clock.js";
+import { ManualClock } from "../../../src/testing/index.js";
 import { DatabaseRefusal } from "../../../src/store/database/database-refusal.js";
 import type { DatabaseFileReport } from "../../../src/store/sqlite/lost-file.js";
 import { openSqliteStore, type SqliteStore } from "../../../src/store/sqlite/sqlite-store.js";

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock } from "../../../src/domain/clock.js";
+import { ManualClock } from "../../../src/testing/index.js";
 import { JOB_STATES } from "../../../src/domain/job.js";
 import { BUSY_SLICE_MS } from "../../../src/store/sqlite/group-commit.js";
 import { MIGRATIONS } from "../../../src/store/sqlite/migrations.js";
