@@ -5,6 +5,7 @@
  * `--help` and docs/configuration.md are written from it
  * (settings-text.ts), so a default or a bound is typed here only.
  */
+import { SERVER_DEFAULTS } from "./defaults.js";
 import { formatDurationText } from "../domain/duration-text.js";
 import { DEFAULTS } from "../domain/request-bounds.js";
 import { DEFAULT_RETENTION } from "../domain/retention.js";
@@ -77,7 +78,7 @@ export const SETTINGS = {
   databasePoolSize: {
     env: "LEASEQUEUE_DATABASE_POOL_SIZE",
     flag: "database-pool-size",
-    default: "10",
+    default: String(SERVER_DEFAULTS.databasePoolSize),
     value: integer(1, 1000, "a connection count"),
     help: "most PostgreSQL connections per server, plus one that listens for other servers' commits",
     details: "PostgreSQL only",
@@ -85,7 +86,7 @@ export const SETTINGS = {
   databaseStatementTimeoutMs: {
     env: "LEASEQUEUE_DATABASE_STATEMENT_TIMEOUT_MS",
     flag: "database-statement-timeout-ms",
-    default: "30000",
+    default: String(SERVER_DEFAULTS.databaseStatementTimeoutMs),
     value: zeroOrMilliseconds(100, 3_600_000),
     help: "PostgreSQL cancels a statement of the server's that runs longer (its statement_timeout); 0 = no limit",
     details: "PostgreSQL only",
@@ -206,14 +207,14 @@ export const SETTINGS = {
   http2MaxConcurrentStreams: {
     env: "LEASEQUEUE_HTTP2_MAX_CONCURRENT_STREAMS",
     flag: "http2-max-concurrent-streams",
-    default: "256",
+    default: String(SERVER_DEFAULTS.http2MaxConcurrentStreams),
     value: integer(1, 10_000, "a stream count"),
     help: "most concurrent streams per HTTP/2 connection",
   },
   requestHeadersTimeoutMs: {
     env: "LEASEQUEUE_REQUEST_HEADERS_TIMEOUT_MS",
     flag: "request-headers-timeout-ms",
-    default: "30000",
+    default: String(SERVER_DEFAULTS.requestHeadersTimeoutMs),
     value: TIMEOUT_MS,
     help: "a request's headers must arrive within this",
     details: "At most `LEASEQUEUE_REQUEST_TIMEOUT_MS`",
@@ -221,28 +222,28 @@ export const SETTINGS = {
   requestTimeoutMs: {
     env: "LEASEQUEUE_REQUEST_TIMEOUT_MS",
     flag: "request-timeout-ms",
-    default: "60000",
+    default: String(SERVER_DEFAULTS.requestTimeoutMs),
     value: TIMEOUT_MS,
     help: "a whole request must arrive within this (HTTP/1.1 and HTTP/2); never cuts a response",
   },
   keepAliveTimeoutMs: {
     env: "LEASEQUEUE_KEEPALIVE_TIMEOUT_MS",
     flag: "keepalive-timeout-ms",
-    default: "65000",
+    default: String(SERVER_DEFAULTS.keepAliveTimeoutMs),
     value: TIMEOUT_MS,
     help: "idle HTTP/1.1 keep-alive connections are closed after this",
   },
   maxWatchers: {
     env: "LEASEQUEUE_MAX_WATCHERS",
     flag: "max-watchers",
-    default: "1000",
+    default: String(SERVER_DEFAULTS.maxWatchers),
     value: integer(1, 100_000, "a number"),
     help: "most WatchEvents streams at once; one more is resource_exhausted",
   },
   watchMaxPendingBytes: {
     env: "LEASEQUEUE_WATCH_MAX_PENDING_BYTES",
     flag: "watch-max-pending-bytes",
-    default: "1048576",
+    default: String(SERVER_DEFAULTS.watchMaxPendingBytes),
     value: integer(65_536, 256 * 1024 * 1024, "a byte count", "bytes"),
     help: "unread bytes a WatchEvents client may leave in its connection before it is dropped",
     details: "See [WatchEvents limits](api.md#watchevents-limits)",

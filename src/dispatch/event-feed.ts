@@ -48,6 +48,7 @@
  *   committed afterwards will reach it. An idle watch yields another
  *   keepalive every `keepaliveMs`.
  */
+import { SERVER_DEFAULTS } from "../config/defaults.js";
 import { QueueError } from "../domain/errors.js";
 import type { JobEvent } from "../domain/job.js";
 import { KEEPALIVE_INTERVAL_MS } from "../domain/timing-defaults.js";
@@ -66,9 +67,9 @@ export interface WatchSpec {
 export interface EventFeedOptions {
   /** Most events buffered per subscriber before it is dropped. Default 10 000. */
   bufferLimit?: number;
-  /** Most bytes waiting in a live subscriber's connection before it is dropped (see WatchOutputProbe). Default 1 MiB. */
+  /** Most bytes waiting in a live subscriber's connection before it is dropped (see WatchOutputProbe). Default SERVER_DEFAULTS.watchMaxPendingBytes. */
   maxPendingBytes?: number;
-  /** Most watches at once; one more is refused with TOO_MANY_SUBSCRIBERS. Default 1000. */
+  /** Most watches at once; one more is refused with TOO_MANY_SUBSCRIBERS. Default SERVER_DEFAULTS.maxWatchers. */
   maxSubscribers?: number;
   /** Most events in one batch of watchBatches. Default 1000. */
   maxBatch?: number;
@@ -220,8 +221,8 @@ export class EventFeed {
   constructor(store: Store, options: EventFeedOptions = {}) {
     this.#store = store;
     this.#bufferLimit = options.bufferLimit ?? 10_000;
-    this.#maxPendingBytes = options.maxPendingBytes ?? 1024 * 1024;
-    this.#maxSubscribers = options.maxSubscribers ?? 1000;
+    this.#maxPendingBytes = options.maxPendingBytes ?? SERVER_DEFAULTS.watchMaxPendingBytes;
+    this.#maxSubscribers = options.maxSubscribers ?? SERVER_DEFAULTS.maxWatchers;
     this.#maxBatch = options.maxBatch ?? 1000;
     this.#keepaliveMs = options.keepaliveMs ?? KEEPALIVE_INTERVAL_MS;
     this.#pageSize = options.pageSize ?? 100;

@@ -4,13 +4,13 @@
  * (a server stream) may then last hours. `server.timeout` (socket idleness)
  * stays 0 for the same reason.
  */
+import { SERVER_DEFAULTS } from "../config/defaults.js";
+
+/** The defaults (config/defaults.ts), as an http.Server names them. */
 export const DEFAULT_HTTP1_TIMEOUTS = {
-  /** Headers of one request must arrive within this (slowloris guard). */
-  headersTimeout: 30_000,
-  /** A whole request, body included, must arrive within this; bodies are small (maxRequestBytes). */
-  requestTimeout: 60_000,
-  /** An idle keep-alive connection is closed after this; longer than the 60 s idle timeout of common load balancers. */
-  keepAliveTimeout: 65_000,
+  headersTimeout: SERVER_DEFAULTS.requestHeadersTimeoutMs,
+  requestTimeout: SERVER_DEFAULTS.requestTimeoutMs,
+  keepAliveTimeout: SERVER_DEFAULTS.keepAliveTimeoutMs,
 } as const;
 
 export interface Http1TimeoutOptions {

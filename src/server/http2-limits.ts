@@ -8,13 +8,14 @@
  * (RFC 9113 §5.1.2), which clients retry once a stream ends.
  */
 import type * as http2 from "node:http2";
+import { SERVER_DEFAULTS } from "../config/defaults.js";
 
 export interface Http2Limits {
   /** SETTINGS_MAX_CONCURRENT_STREAMS. Default {@link DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS}. */
   maxConcurrentStreams?: number;
 }
 
-export const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS = 256;
+export const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS = SERVER_DEFAULTS.http2MaxConcurrentStreams;
 
 /**
  * Largest header block accepted (SETTINGS_MAX_HEADER_LIST_SIZE), 16 KiB as

@@ -1,12 +1,17 @@
 /**
- * The timing defaults the docs state are the ones the code applies: the
- * side port's timeouts (docs/api.md "Side port") and the TypeScript
- * worker's shutdown timeout and reconnect backoff (docs/writing-a-worker.md
- * "Options of `createWorker`").
+ * The defaults the docs state are the ones the code applies: the side
+ * port's timeouts (docs/api.md "Side port"), the TypeScript worker's
+ * shutdown timeout and reconnect backoff (docs/writing-a-worker.md "Options
+ * of `createWorker`"), and the server's defaults of config/defaults.ts in
+ * the settings table and docs/configuration.md.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { SERVER_DEFAULTS } from "../../src/config/defaults.js";
+import { SETTINGS } from "../../src/config/settings.js";
+import { DEFAULT_HTTP1_TIMEOUTS } from "../../src/server/http1-timeouts.js";
+import { http2ServerLimits } from "../../src/server/http2-limits.js";
 import { SIDE_PORT_CLOSE_GRACE_MS, SIDE_PORT_TIMEOUTS } from "../../src/server/side-listener.js";
 import { DEFAULT_RECONNECT_BACKOFF } from "../../src/worker/backoff.js";
 import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from "../../src/worker/worker-options.js";
@@ -35,5 +40,24 @@ describe("the timing defaults the docs state", () => {
     expect(defaultOf("shutdownTimeout")).toBe(grouped(DEFAULT_SHUTDOWN_TIMEOUT_MS, " "));
     const { initialMs, maxMs } = DEFAULT_RECONNECT_BACKOFF;
     expect(defaultOf("reconnectBackoff")).toBe(`\`{ initialMs: ${grouped(initialMs, "_")}, maxMs: ${grouped(maxMs, "_")} }\``);
+  });
+});
+
+describe("the server defaults a setting states", () => {
+  const rows = tableUnder(read("docs/configuration.md"), "# Configuration").map((row) => cells(row));
+
+  it.each(Object.entries(SERVER_DEFAULTS))("%s: the setting, docs/configuration.md and the code apply %s", (key, value) => {
+    const setting = SETTINGS[key as keyof typeof SETTINGS];
+    expect(setting.default).toBe(String(value));
+    expect(rows.find(([env]) => env === `\`${setting.env}\``)?.[2]).toBe(`\`${value}\``);
+  });
+
+  it("the code falls back to them when no setting is passed", () => {
+    expect(http2ServerLimits().settings?.maxConcurrentStreams).toBe(SERVER_DEFAULTS.http2MaxConcurrentStreams);
+    expect(DEFAULT_HTTP1_TIMEOUTS).toEqual({
+      headersTimeout: SERVER_DEFAULTS.requestHeadersTimeoutMs,
+      requestTimeout: SERVER_DEFAULTS.requestTimeoutMs,
+      keepAliveTimeout: SERVER_DEFAULTS.keepAliveTimeoutMs,
+    });
   });
 });
