@@ -23,13 +23,18 @@ const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
+/** Characters of a queue or task name. */
+const NAME_CHARS = 64;
+/** Characters of a worker id, an idempotency key, a group key and a ref. */
+const KEY_CHARS = 128;
+
 /** docs/api.md "Bounds". Ranges are `[min, max]`, inclusive; durations in milliseconds. */
 export const BOUNDS = {
-  name: /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/,
-  workerId: /^[A-Za-z0-9._:@/-]{1,128}$/,
-  idempotencyKey: /^[\x21-\x7e]{1,128}$/,
+  name: new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,${NAME_CHARS - 1}}$`),
+  workerId: new RegExp(`^[A-Za-z0-9._:@/-]{1,${KEY_CHARS}}$`),
+  idempotencyKey: new RegExp(`^[\\x21-\\x7e]{1,${KEY_CHARS}}$`),
   /** A job's group (docs/api.md "Groups"), when it has one: visible ASCII, no spaces; empty means none. */
-  groupKey: /^[\x21-\x7e]{1,128}$/,
+  groupKey: new RegExp(`^[\\x21-\\x7e]{1,${KEY_CHARS}}$`),
   /** Bytes (UTF-8) of each value of a trace_context, traceparent and tracestate (docs/api.md "Trace context"). */
   traceContextBytes: 512,
   /** Bytes of a payload or result as compact JSON text. */
@@ -60,11 +65,13 @@ export const BOUNDS = {
   pageSize: [1, 500],
   /** ListGroups' page_size (docs/api.md "Groups"): a group is one small row, so pages may be longer than ListJobs'. */
   groupPageSize: [1, 1000],
+  /** Characters of a lease token a request may carry; a longer one is no token of this server's. */
+  leaseTokenChars: 256,
   batchJobs: 500,
   /** Distinct jobs a job depends on, depends_on and depends_on_refs together (docs/api.md "Workflows"). */
   dependencies: 1000,
   /** A job's `ref` and each of its `depends_on_refs` (docs/api.md "Workflows"): an idempotency key's characters. */
-  ref: /^[\x21-\x7e]{1,128}$/,
+  ref: new RegExp(`^[\\x21-\\x7e]{1,${KEY_CHARS}}$`),
   /** Acknowledgements in one Acknowledge request, Work message or Claim (docs/api.md "The batched path: Acknowledge and Work", "Claim with acks"). */
   acks: 1000,
   /** retry_delay on Fail (docs/api.md "Bounds"): up to 30 days, as far ahead as a submit may schedule a job. */
@@ -95,6 +102,15 @@ export const BOUNDS = {
    */
   activityWindowMs: [MINUTE, DAY],
   activityStepMs: [MINUTE, HOUR],
+} as const;
+
+/** What the text bounds ask for, in the words of the refusals (service/validate.ts): built from the same numbers. */
+export const BOUND_TEXTS = {
+  name: `1-${NAME_CHARS} characters of [A-Za-z0-9._:-], starting with a letter or digit`,
+  workerId: `1-${KEY_CHARS} characters of [A-Za-z0-9._:@/-]`,
+  visible: `1-${KEY_CHARS} visible ASCII characters (0x21-0x7e)`,
+  groupKey: `empty or 1-${KEY_CHARS} visible ASCII characters (0x21-0x7e, no spaces)`,
+  scheduleAhead: `at most ${BOUNDS.scheduleAheadMs / DAY} days ahead`,
 } as const;
 
 /** docs/api.md "Defaults and identity": what an absent (or zero) field means. */

@@ -9,7 +9,7 @@ import { formatDurationText } from "../domain/duration-text.js";
 import type { JobState as DomainState } from "../domain/job.js";
 import { isJobId } from "../domain/ids.js";
 import { nestedTooDeepText, nestingDepth } from "../domain/json-depth.js";
-import { BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
+import { BOUND_TEXTS, BOUNDS, DEFAULTS } from "../domain/request-bounds.js";
 import { NO_QUEUE_LIMITS, QUEUE_CONFIG_FIELDS, type QueueConfigField, type QueueConfigUpdate } from "../domain/queue-limits.js";
 import { canonicalTimeZone, cronProblem, type Recurrence, type ScheduleSpec } from "../domain/schedule.js";
 import type { DependencyPolicy } from "../domain/job.js";
@@ -34,7 +34,7 @@ export function queueName(field: string, value: string, fallback?: string): stri
   if (value === "" && fallback !== undefined) return fallback;
   if (value === "") throw invalidArgument(field, "is required");
   if (!BOUNDS.name.test(value)) {
-    throw invalidArgument(field, "must be 1-64 characters of [A-Za-z0-9._:-], starting with a letter or digit");
+    throw invalidArgument(field, `must be ${BOUND_TEXTS.name}`);
   }
   return value;
 }
@@ -62,7 +62,7 @@ export function purgeConfirmation(field: string, value: string, queue: string): 
  */
 export function groupKey(field: string, value: string): string {
   if (value !== "" && !BOUNDS.groupKey.test(value)) {
-    throw invalidArgument(field, "must be empty or 1-128 visible ASCII characters (0x21-0x7e, no spaces)");
+    throw invalidArgument(field, `must be ${BOUND_TEXTS.groupKey}`);
   }
   return value;
 }
@@ -80,7 +80,7 @@ export function traceContext(field: string, value: Readonly<Record<string, strin
 
 export function workerId(field: string, value: string): string {
   if (value === "") throw invalidArgument(field, "is required");
-  if (!BOUNDS.workerId.test(value)) throw invalidArgument(field, "must be 1-128 characters of [A-Za-z0-9._:@/-]");
+  if (!BOUNDS.workerId.test(value)) throw invalidArgument(field, `must be ${BOUND_TEXTS.workerId}`);
   return value;
 }
 
@@ -98,7 +98,7 @@ export function jobId(field: string, value: string): string {
 
 export function leaseToken(field: string, value: string): string {
   if (value === "") throw invalidArgument(field, "is required");
-  if (value.length > 256) throw invalidArgument(field, "is not a lease token");
+  if (value.length > BOUNDS.leaseTokenChars) throw invalidArgument(field, "is not a lease token");
   return value;
 }
 
@@ -279,7 +279,7 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
   if (req.schedule.case === "scheduleTime") {
     const at = timestampMs(f("schedule_time"), req.schedule.value);
     if (pastMs(at, req.schedule.value.nanos, now + BOUNDS.scheduleAheadMs))
-      throw invalidArgument(f("schedule_time"), "must be at most 30 days ahead");
+      throw invalidArgument(f("schedule_time"), `must be ${BOUND_TEXTS.scheduleAhead}`);
     schedule = { at };
   } else if (req.schedule.case === "delay") {
     const delayMs = durationInRange(f("delay"), req.schedule.value, [0, BOUNDS.scheduleAheadMs])!;
@@ -294,7 +294,7 @@ export function newJob(req: SubmitRequest, now: number, path = "", headerKey?: s
     key = headerKey;
   }
   if (key !== null && !BOUNDS.idempotencyKey.test(key)) {
-    throw invalidArgument(f("idempotency_key"), "must be 1-128 visible ASCII characters (0x21-0x7e)");
+    throw invalidArgument(f("idempotency_key"), `must be ${BOUND_TEXTS.visible}`);
   }
   return {
     queue: queueName(f("queue"), req.queue, DEFAULTS.queue),
@@ -329,7 +329,7 @@ function jobDependencies(req: SubmitRequest, path: string): NewJobDependencies |
   const policy = POLICY_FROM_WIRE.get(req.onDependencyFailure);
   if (policy === undefined)
     throw invalidArgument(f("on_dependency_failure"), `${req.onDependencyFailure} is not a DependencyFailurePolicy`);
-  if (req.ref !== "" && !BOUNDS.ref.test(req.ref)) throw invalidArgument(f("ref"), "must be 1-128 visible ASCII characters (0x21-0x7e)");
+  if (req.ref !== "" && !BOUNDS.ref.test(req.ref)) throw invalidArgument(f("ref"), `must be ${BOUND_TEXTS.visible}`);
   if (req.dependsOn.length === 0 && req.dependsOnRefs.length === 0) return undefined;
   if (req.dependsOn.length + req.dependsOnRefs.length > BOUNDS.dependencies) {
     const field = req.dependsOn.length > BOUNDS.dependencies ? "depends_on" : "depends_on_refs";
@@ -343,7 +343,7 @@ function jobDependencies(req: SubmitRequest, path: string): NewJobDependencies |
     if (ids.indexOf(id) !== i) throw invalidArgument(f(`depends_on[${i}]`), `names job ${id} a second time`);
   });
   req.dependsOnRefs.forEach((ref, i) => {
-    if (!BOUNDS.ref.test(ref)) throw invalidArgument(f(`depends_on_refs[${i}]`), "must be 1-128 visible ASCII characters (0x21-0x7e)");
+    if (!BOUNDS.ref.test(ref)) throw invalidArgument(f(`depends_on_refs[${i}]`), `must be ${BOUND_TEXTS.visible}`);
     if (req.dependsOnRefs.indexOf(ref) !== i) throw invalidArgument(f(`depends_on_refs[${i}]`), `names ref "${ref}" a second time`);
   });
   return { ids, refs: [...req.dependsOnRefs], refIndexes: [], policy, path };
