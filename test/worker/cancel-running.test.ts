@@ -7,16 +7,9 @@
  * returns, and the slot serves the next job.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  createLeaseQueueClient,
-  createWorker,
-  JobCancelledError,
-  jsonToValue,
-  JobState,
-  type LeaseQueueClientOptions,
-  type Worker,
-} from "../../src/worker/index.js";
+import { createLeaseQueueClient, createWorker, JobCancelledError, jsonToValue, JobState, type Worker } from "../../src/worker/index.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { WORKER_TRANSPORTS } from "../helpers/worker-transports.js";
 import { gate, workerEventLog } from "../helpers/worker-events.js";
 
 let t: TestServer;
@@ -27,10 +20,7 @@ afterAll(async () => {
   await t.close();
 });
 
-const transports: Array<[string, Omit<LeaseQueueClientOptions, "url">]> = [
-  ["gRPC (Work)", { transport: "grpc" }],
-  ["Connect over HTTP/1.1 (StreamClaims and Acknowledge)", { transport: "connect", httpVersion: "1.1", useBinaryFormat: false }],
-];
+const transports = WORKER_TRANSPORTS;
 
 describe.each(transports)("over %s", (name, options) => {
   const queue = `cancel-${name.replace(/[^A-Za-z0-9]/g, "")}`;

@@ -16,9 +16,9 @@ import {
   submitAndWait,
   valueToJson,
   type LeaseQueueClient,
-  type LeaseQueueClientOptions,
 } from "../../src/worker/index.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { WORKER_TRANSPORTS } from "../helpers/worker-transports.js";
 
 let t: TestServer;
 beforeAll(async () => {
@@ -28,10 +28,7 @@ afterAll(async () => {
   await t.close();
 });
 
-const transports: Array<[string, Omit<LeaseQueueClientOptions, "url">]> = [
-  ["gRPC", { transport: "grpc" }],
-  ["Connect JSON over HTTP/1.1", { transport: "connect", httpVersion: "1.1", useBinaryFormat: false }],
-];
+const transports = WORKER_TRANSPORTS;
 
 describe.each(transports)("payloads as plain JSON over %s", (name, options) => {
   const queue = `json-${name.replace(/[^A-Za-z0-9]/g, "")}`;

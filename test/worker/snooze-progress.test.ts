@@ -7,17 +7,9 @@
  */
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  createLeaseQueueClient,
-  createWorker,
-  EventKind,
-  JobState,
-  SnoozeJob,
-  valueToJson,
-  type LeaseQueueClientOptions,
-  type Worker,
-} from "../../src/worker/index.js";
+import { createLeaseQueueClient, createWorker, EventKind, JobState, SnoozeJob, valueToJson, type Worker } from "../../src/worker/index.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { WORKER_TRANSPORTS } from "../helpers/worker-transports.js";
 import { gate, workerEventLog, type WorkerEventLog } from "../helpers/worker-events.js";
 
 const DAY = 24 * 60 * 60 * 1000;
@@ -42,10 +34,7 @@ describe("SnoozeJob", () => {
   });
 });
 
-const transports: Array<[string, Omit<LeaseQueueClientOptions, "url">]> = [
-  ["gRPC (Work)", { transport: "grpc" }],
-  ["Connect over HTTP/1.1 (StreamClaims and Acknowledge)", { transport: "connect", httpVersion: "1.1", useBinaryFormat: false }],
-];
+const transports = WORKER_TRANSPORTS;
 
 describe.each(transports)("over %s", (name, options) => {
   const queue = `sp-${name.replace(/[^A-Za-z0-9]/g, "")}`;

@@ -6,16 +6,9 @@
  * 15 minutes is refused before anything is sent.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  createLeaseQueueClient,
-  createWorker,
-  JobState,
-  jsonToValue,
-  submitAndWait,
-  valueToJson,
-  type LeaseQueueClientOptions,
-} from "../../src/worker/index.js";
+import { createLeaseQueueClient, createWorker, JobState, jsonToValue, submitAndWait, valueToJson } from "../../src/worker/index.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
+import { WORKER_TRANSPORTS } from "../helpers/worker-transports.js";
 
 let t: TestServer;
 beforeAll(async () => {
@@ -25,10 +18,7 @@ afterAll(async () => {
   await t.close();
 });
 
-const transports: Array<[string, Omit<LeaseQueueClientOptions, "url">]> = [
-  ["gRPC", { transport: "grpc" }],
-  ["Connect JSON over HTTP/1.1", { transport: "connect", httpVersion: "1.1", useBinaryFormat: false }],
-];
+const transports = WORKER_TRANSPORTS;
 
 describe.each(transports)("submitAndWait over %s", (name, options) => {
   const queue = `saw-${name.replace(/[^A-Za-z0-9]/g, "")}`;
