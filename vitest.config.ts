@@ -7,10 +7,14 @@ import { configDefaults, defineConfig } from "vitest/config";
  * under what the suite reaches, so coverage can only rise; raise them when it
  * does. A single file (`npx vitest run test/x.test.ts`) runs without coverage.
  *
- * Two projects: every test on the default engine (SQLite), and the service
+ * Three projects: every test on the default engine (SQLite); the service
  * tests again with their servers on PostgreSQL (test/helpers/server.ts
- * reads LEASEQUEUE_TEST_ENGINE); the store contract runs on both engines in
- * the first (test/store/). `--project sqlite` or `--project postgres` picks one.
+ * reads LEASEQUEUE_TEST_ENGINE); and the service tests once more with the
+ * servers on connect-es's and protobuf-es's own wire paths
+ * (LEASEQUEUE_WIRE=library, read from LEASEQUEUE_TEST_WIRE), so that every
+ * answer is checked both ways (docs/performance.md "The fast wire"). The
+ * store contract runs on both engines in the first (test/store/).
+ * `--project sqlite`, `postgres` or `library` picks one.
  */
 export default defineConfig({
   test: {
@@ -35,6 +39,10 @@ export default defineConfig({
       {
         extends: true,
         test: { name: "postgres", include: ["test/service/**/*.test.ts"], env: { LEASEQUEUE_TEST_ENGINE: "postgres" } },
+      },
+      {
+        extends: true,
+        test: { name: "library", include: ["test/service/**/*.test.ts"], env: { LEASEQUEUE_TEST_WIRE: "library" } },
       },
     ],
   },

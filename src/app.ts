@@ -109,6 +109,7 @@ export async function startServer(config: Config, options: StartOptions): Promis
     onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
     producerSpans: tracing?.producers,
     workKeepaliveMs: options.claimKeepaliveMs,
+    handEncoding: config.wire === "fast",
     log,
   });
   const scaler = createExternalScalerService({ store, backlogWatches: feeds.backlogWatches });
@@ -373,7 +374,9 @@ export function createApiHandler(
     textDecoder: strictUtf8Decoder(),
     registry: createRegistry(file_google_rpc_error_details),
   };
-  // WatchEvents writes pre-encoded events straight to its response (service/watch-event-frames.ts).
+  // WatchEvents writes pre-encoded events straight to its response (service/watch-event-frames.ts);
+  // it stays with LEASEQUEUE_WIRE=library too, for it is also what holds a watch to its unread-bytes limit.
+  const fast = config.wire === "fast";
   const watchOutputs = createWatchOutputs({ maxPendingBytes: config.watchMaxPendingBytes });
   return createRpcHandler({
     contextValues: (values, req, res, method) => {
@@ -382,7 +385,8 @@ export function createApiHandler(
       watchOutputs.addTo(values, req, res, method);
     },
     routes: routes({ service, scaler, health, reflection: config.reflection }),
-    binaryRoutes: binaryRoutes({ service }),
+    binaryRoutes: fast ? binaryRoutes({ service }) : undefined,
+    handWire: fast,
     interceptors: [boundaryInterceptor(log, metrics)],
     log,
     metrics,

@@ -40,6 +40,8 @@ export interface Config {
   requestCompression: RequestCompression[];
   /** Whether responses may be compressed (with an encoding of requestCompression the client accepts). */
   responseCompression: boolean;
+  /** The server's hand-written wire paths ("fast"), or connect-es's and protobuf-es's own ("library"). */
+  wire: "fast" | "library";
   /** Most concurrent streams one HTTP/2 connection may open (SETTINGS_MAX_CONCURRENT_STREAMS). */
   http2MaxConcurrentStreams: number;
   /** A request's headers must arrive within this (HTTP/1.1; HTTP/2 delivers headers whole). */
@@ -141,6 +143,7 @@ export function resolveConfig(flags: Record<string, string | undefined>, env: No
     logLevel: read(S.logLevel),
     requestCompression: read(S.requestCompression),
     responseCompression: read(S.responseCompression) === "on",
+    wire: read(S.wire),
     http2MaxConcurrentStreams: read(S.http2MaxConcurrentStreams),
     requestHeadersTimeoutMs,
     requestTimeoutMs,

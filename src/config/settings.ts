@@ -129,6 +129,14 @@ export const SETTINGS = {
     value: choice(["development", "production"]),
     help: "production turns gRPC reflection and /docs off unless their settings turn them on",
   },
+  wire: {
+    env: "LEASEQUEUE_WIRE",
+    flag: "wire",
+    default: "fast",
+    value: choice(["fast", "library"]),
+    help: "library serves every call through connect-es's and protobuf-es's own code instead of the server's hand-written wire paths, for diagnosis",
+    details: "See [The fast wire](performance.md#the-fast-wire); `fast` is what the figures are measured on",
+  },
   maxRequestBytes: {
     env: "LEASEQUEUE_MAX_REQUEST_BYTES",
     flag: "max-request-bytes",

@@ -59,6 +59,8 @@ export interface RpcHandlerOptions extends ConnectRouterOptions {
    * the fields by hand (routes.ts).
    */
   binaryRoutes?: (router: ConnectRouter) => void;
+  /** Unary gRPC through the server's own path (grpc-unary.ts); false: connect's. Default true. */
+  handWire?: boolean;
   /** Serves every path that is not an RPC (default: 404). */
   fallback?: NodeRequestHandler;
   log: Logger;
@@ -205,7 +207,7 @@ export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
   const router = createConnectRouter(opts);
   const unaryImpls = registerRoutes(router, opts.routes);
   const grpcUnary = new Map<string, (call: GrpcUnaryCall) => void>();
-  if (opts.grpc !== false) {
+  if (opts.grpc !== false && opts.handWire !== false) {
     const options = validateUniversalHandlerOptions(opts);
     for (const [path, spec] of unaryImpls) grpcUnary.set(path, createGrpcUnaryMethod(spec, options));
   }

@@ -13,7 +13,7 @@ import type { Store, SubmitOutcome } from "../store/store.js";
 import type { LeaseQueueService, SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { encodedSubmitBatch } from "./encoded-responses.js";
 import { invalidArgument } from "./errors.js";
-import { wireFormatOf } from "./lease-delivery.js";
+import { answerFormatOf } from "./lease-delivery.js";
 import { decodePageToken, encodePageToken, listFilterKey } from "./page-token.js";
 import { requireDependencyQueues, requireJobQueue, requireQueue, requireQueueFilter } from "./queue-access.js";
 import { traceSubmission } from "./submit-tracing.js";
@@ -30,6 +30,8 @@ export interface JobHandlerDeps {
   onIdempotentReplay?: (queue: string) => void;
   /** The PRODUCER span of each submitted job (docs/operations.md "Tracing"); undefined when the server does not trace. */
   producerSpans?: ProducerSpans;
+  /** SubmitBatch's answer encoded by hand for binary clients (LEASEQUEUE_WIRE=fast); false: as messages. Default true. */
+  handEncoding?: boolean;
 }
 
 type JobHandlers = Pick<
@@ -37,7 +39,7 @@ type JobHandlers = Pick<
   "submit" | "submitBatch" | "getJob" | "listJobs" | "listJobEvents" | "redrive" | "cancel"
 >;
 
-export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }: JobHandlerDeps): JobHandlers {
+export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans, handEncoding }: JobHandlerDeps): JobHandlers {
   function replayed(outcomes: SubmitOutcome[]): SubmitOutcome[] {
     for (const o of outcomes) if (o.deduplicated) onIdempotentReplay?.(o.job.queue);
     return outcomes;
@@ -82,7 +84,7 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans }:
       specs.forEach((spec, i) => requireQueue(ctx, `jobs[${i}].queue`, spec.queue));
       await requireDependencyQueues(ctx, store, specs);
       const outcomes = await submitTraced(specs, ctx);
-      if (wireFormatOf(ctx.requestHeader.get("content-type")) === "binary") {
+      if (answerFormatOf(ctx.requestHeader.get("content-type"), handEncoding) === "binary") {
         const encoded = encodedSubmitBatch(outcomes, basic);
         if (encoded !== undefined) return encoded;
       }

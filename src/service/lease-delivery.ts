@@ -174,6 +174,16 @@ export function withLeases<T extends Message & { $unknown?: UnknownField[] }>(
   return response;
 }
 
+/**
+ * How a call's leases and answers are written: by hand as protobuf binary
+ * ("binary", for a binary client while the server's hand paths are on), or
+ * as messages for the library to serialize ("json"; with LEASEQUEUE_WIRE=library
+ * for every client).
+ */
+export function answerFormatOf(contentType: string | null, handEncoding = true): WireFormat {
+  return handEncoding ? wireFormatOf(contentType) : "json";
+}
+
 /** Whether a request's content type carries protobuf binary (gRPC, gRPC-Web, Connect proto). */
 export function wireFormatOf(contentType: string | null): WireFormat {
   const type = (contentType ?? "").split(";")[0].trim().toLowerCase();

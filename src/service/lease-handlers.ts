@@ -18,7 +18,7 @@ import type { ClaimedLease, Store } from "../store/store.js";
 import { StreamClaimsResponseSchema, type LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { acknowledgeForCaller, parseAcknowledgements } from "./acknowledgements.js";
 import { claimResponse } from "./encoded-responses.js";
-import { deliverableLeases, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
+import { answerFormatOf, deliverableLeases, withLeases, type WireLease } from "./lease-delivery.js";
 import { requireJobQueue, requireQueue } from "./queue-access.js";
 import * as v from "./validate.js";
 import { jobToWire } from "./wire.js";
@@ -33,6 +33,8 @@ export interface LeaseHandlerDeps {
   workKeepaliveMs?: number;
   /** Where leases that could not be delivered are reported. Default: nowhere. */
   log?: Logger;
+  /** Leases encoded by hand for binary clients (LEASEQUEUE_WIRE=fast); false: as messages. Default true. */
+  handEncoding?: boolean;
 }
 
 type LeaseHandlers = Pick<
@@ -46,12 +48,20 @@ interface HolderRequest {
   leaseToken: string;
 }
 
-export function leaseHandlers({ store, clock, wakeups, claimStreams, workKeepaliveMs, log }: LeaseHandlerDeps): LeaseHandlers {
+export function leaseHandlers({
+  store,
+  clock,
+  wakeups,
+  claimStreams,
+  workKeepaliveMs,
+  log,
+  handEncoding,
+}: LeaseHandlerDeps): LeaseHandlers {
   const longPoll = { store, wakeups, clock, log };
 
   /** The leases of `claimed` a client can decode, in the encoding the request asked for (lease-delivery.ts). */
   const deliverable = (claimed: ClaimedLease[], ctx: HandlerContext): Promise<WireLease[]> =>
-    deliverableLeases(store, log, claimed, wireFormatOf(ctx.requestHeader.get("content-type")));
+    deliverableLeases(store, log, claimed, answerFormatOf(ctx.requestHeader.get("content-type"), handEncoding));
 
   /**
    * The opening of every holder's call: `job_id` and `lease_token`, then the
@@ -117,7 +127,7 @@ export function leaseHandlers({ store, clock, wakeups, claimStreams, workKeepali
     },
 
     work(requests, ctx) {
-      return workStream(requests, ctx, { store, log, claimStreams, keepaliveMs: workKeepaliveMs ?? KEEPALIVE_INTERVAL_MS });
+      return workStream(requests, ctx, { store, log, claimStreams, keepaliveMs: workKeepaliveMs ?? KEEPALIVE_INTERVAL_MS, handEncoding });
     },
 
     async heartbeat(req, ctx) {

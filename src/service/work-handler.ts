@@ -41,7 +41,7 @@ import { ackResultToWire, applyAcknowledgements, parseAcknowledgements, type Ack
 import { invalidArgument } from "./errors.js";
 import { hasQueueLimit, refusedJobs, requireQueue } from "./queue-access.js";
 import * as v from "./validate.js";
-import { deliverableLeases, wireFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
+import { deliverableLeases, answerFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
 
 export interface WorkStreamDeps {
   store: Store;
@@ -50,6 +50,8 @@ export interface WorkStreamDeps {
   claimStreams: ClaimStreams;
   /** Idle interval between keepalive messages. */
   keepaliveMs: number;
+  /** Leases encoded by hand for binary clients; false: as messages. Default true. */
+  handEncoding?: boolean;
 }
 
 /**
@@ -74,7 +76,7 @@ export async function* workStream(
   requireQueue(ctx, "start.queue", spec.queue);
   const firstAcks = parseAcknowledgements("acks", first.value.acks, 0);
 
-  const format = wireFormatOf(ctx.requestHeader.get("content-type"));
+  const format = answerFormatOf(ctx.requestHeader.get("content-type"), deps.handEncoding);
   const stream = deps.claimStreams.register(spec, ctx.signal);
   const results: AcknowledgementResult[] = [];
   /** Settles when every acknowledgement read so far has its result queued. */

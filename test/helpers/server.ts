@@ -49,7 +49,9 @@ export async function startTestServer(flags: Record<string, string> = {}, option
       : named
         ? Object.fromEntries(Object.entries(flags).filter(([k]) => k === "db" || k.startsWith("database-")))
         : { db: join(dir, "jobs.db") };
-  const config = resolveConfig({ ...databaseFlags, port: "0", "metrics-port": "0", ...flags }, {});
+  // The wire paths under test (vitest.config.ts: the "library" project runs connect-es's own).
+  const wire = process.env.LEASEQUEUE_TEST_WIRE === undefined ? {} : { wire: process.env.LEASEQUEUE_TEST_WIRE };
+  const config = resolveConfig({ ...databaseFlags, port: "0", "metrics-port": "0", ...wire, ...flags }, {});
   let server: RunningServer;
   try {
     // A test's manual clock is the database's too (on PostgreSQL the server follows the database's clock).

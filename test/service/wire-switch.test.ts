@@ -1,0 +1,77 @@
+/**
+ * LEASEQUEUE_WIRE (docs/performance.md "The fast wire"): with `fast` a
+ * binary client's SubmitBatch answer and Claim leases are encoded by hand
+ * (carried as unknown fields the client reads as the messages); with
+ * `library` they are messages for protobuf-es to serialize. The service
+ * tests run both ways (vitest.config.ts, project "library").
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import { createHandlerContext } from "@connectrpc/connect";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  ClaimRequestSchema,
+  LeaseQueueService,
+  SubmitBatchRequestSchema,
+  type ClaimResponse,
+  type SubmitBatchResponse,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { ClaimStreams } from "../../src/dispatch/claim-streams.js";
+import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
+import { jobHandlers } from "../../src/service/job-handlers.js";
+import { leaseHandlers } from "../../src/service/lease-handlers.js";
+import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { ManualClock, silentLogger } from "../../src/testing/index.js";
+
+let dir: string;
+let store: SqliteStore;
+const clock = new ManualClock();
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "leasequeue-wire-"));
+  store = openSqliteStore({ path: join(dir, "jobs.db"), clock });
+});
+afterEach(async () => {
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function grpcContext(method: "submitBatch" | "claim") {
+  return createHandlerContext({
+    service: LeaseQueueService,
+    method: LeaseQueueService.method[method],
+    protocolName: "grpc",
+    requestMethod: "POST",
+    url: `http://localhost/leasequeue.v1.LeaseQueueService/${method}`,
+    requestHeader: { "content-type": "application/grpc" },
+  });
+}
+
+describe.each([
+  ["fast", true],
+  ["library", false],
+])("LEASEQUEUE_WIRE=%s", (_wire, handEncoding) => {
+  it(handEncoding ? "encodes a binary client's answers by hand" : "answers a binary client with messages", async () => {
+    const jobs = jobHandlers({ store, clock, handEncoding });
+    const request = create(SubmitBatchRequestSchema, { jobs: [{ queue: "q", task: "t" }] });
+    const submitted = (await jobs.submitBatch(request, grpcContext("submitBatch"))) as SubmitBatchResponse;
+    expect(submitted.results.length).toBe(handEncoding ? 0 : 1);
+    expect(submitted.$unknown?.length ?? 0).toBe(handEncoding ? 1 : 0);
+
+    const wakeups = new QueueWakeups(store, clock);
+    const claimStreams = new ClaimStreams({ store, wakeups, clock, log: silentLogger, keepaliveMs: 60_000 });
+    try {
+      const leases = leaseHandlers({ store, clock, wakeups, claimStreams, log: silentLogger, handEncoding });
+      const claimed = (await leases.claim(
+        create(ClaimRequestSchema, { queue: "q", workerId: "w" }),
+        grpcContext("claim"),
+      )) as ClaimResponse;
+      expect(claimed.leases.length).toBe(handEncoding ? 0 : 1);
+      expect(claimed.$unknown?.length ?? 0).toBe(handEncoding ? 1 : 0);
+    } finally {
+      claimStreams.close();
+      wakeups.close();
+    }
+  });
+});
