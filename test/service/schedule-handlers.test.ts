@@ -14,8 +14,7 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { startServer } from "../../src/app.js";
-import { ManualClock } from "../../src/testing/index.js";
-import { silentLogger } from "../../src/testing/index.js";
+import { ManualClock, silentLogger } from "../../src/testing/index.js";
 import { BadRequestSchema, ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import { EventKind, LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
