@@ -1,57 +1,12 @@
 /**
- * Event order across writers
- * (docs/postgresql.md "Event order across servers"): `JobEvent.sequence` must
- * increase in the order events become visible to every reader, so that a
- * WatchEvents resume after sequence N never misses an event that commits
- * later with a smaller number.
- *
- * A sequence drawn while a transaction runs (a PostgreSQL SEQUENCE, an
- * identity column) breaks that: T1 draws 10, T2 draws 11 and commits, a
- * reader delivers 11, then T1 commits 10, which a resume after 11 skips.
- * So events are numbered only after they are committed:
- *
- * 1. A writer inserts its events into `unsequenced_events` (no number; the
- *    identity `id` only keeps insertion order) in its own transaction.
- * 2. After the commit, `sequence_events()` runs in a transaction of its
- *    own: it locks the single `event_sequence` row, moves every committed
- *    unsequenced event to `job_events` in `id` order, numbering them from
- *    the last sequence on, advances the row and notifies `events`. The row
- *    lock is held to its commit, so runs are serial, each one's numbers are
- *    larger than the previous one's, and each becomes visible as a whole:
- *    readers (who read only `job_events`) see sequences in increasing order
- *    with no gap to fill later.
- * 3. Whoever commits events runs it (every server after its own commits;
- *    any server on a `submitted` notification from `<schema>.submit()`; the
- *    periodic catch-up for anything left). A run with nothing to move
- *    writes nothing and costs no fsync.
- *
- * One job's events keep their order: its writers are serialised by the
- * job's row lock, so a later transition inserts its event after the earlier
- * one committed, with a larger id, and is numbered in the same run or a
- * later one.
- *
- * Numbering in the writer: a server's own transaction calls
- * `record_events(...)` as its last statement before COMMIT. When no other
- * transaction holds the sequence row (SKIP LOCKED: it never waits), it
- * numbers its events there, after every committed event still waiting, and
- * holds the row to its commit exactly as a sequencer run would: the same
- * order argument holds, and the transaction needs no second transaction
- * (and fsync) after it, nor a second write of each event. When the row is
- * taken, its events go to `unsequenced_events` and the sequencer numbers
- * them after the commit. Under load most commits take the second path; at
- * low load (a single worker, an idle queue) most take the first.
- *
- * Why not the alternatives:
- * - Locking one counter row as each writer's last statement serialises
- *   every writer's commit (fsync included) on that row, and an
- *   application's transaction that called `submit()` and goes on working
- *   would block every LeaseQueue writer until it ends.
- * - Delivering only events of transactions older than the oldest running
- *   one (pg_snapshot_xmin) stalls every reader behind any long transaction
- *   in the cluster, an application's included, and still needs numbers.
- * Here the serial part is only the sequencer's small transaction, and it
- * numbers everything committed meanwhile in one go, so its cost per event
- * falls as load rises.
+ * Events numbered in the order they become visible
+ * (docs/postgresql.md "Event order across servers"): writers insert their
+ * events unnumbered, or number them in their own last statement when the
+ * sequence row is free ("Numbering in the writer"); `sequence_events()`,
+ * run after commits here, moves every committed unnumbered event to
+ * `job_events` in insertion order under the single `event_sequence` row's
+ * lock, so runs are serial and each one's numbers exceed the last's.
+ * EventSequencer shares one run among the callers that arrive meanwhile.
  */
 import type pg from "pg";
 import { quoteIdentifier, quoteLiteral } from "./identifiers.js";
