@@ -7,33 +7,6 @@
  * machine (domain/state-machine.ts), the row mapping (store/rows/) and the
  * read models (store/reads/); an engine keeps only its SQL, its
  * transactions and its notifications.
- *
- * Rules every implementation keeps:
- * - Each mutating call is atomic: the state change and its events (those
- *   the state machine returns to be stored) commit together, before the
- *   returned promise resolves.
- * - Transitions are computed by src/domain/state-machine.ts, never by SQL.
- * - Calls may be grouped into one transaction (group commit); a refused call
- *   never affects another call of the same group.
- * - Time comes from the injected Clock.
- *
- * What the upper layers rely on from onCommitted (dispatch/: claim streams,
- * long-poll wake-ups, the WatchEvents feed; maintenance/: the schedules'
- * timer; metrics):
- * - Every stored event is announced after the transaction that stored it
- *   committed (and, where the engine answers only durable commits, once it
- *   is durable): a listener that reads the store sees what it was told of.
- * - Exactly once per store instance, in sequence order: the sequences one
- *   instance announces are strictly increasing, with no event left out
- *   (other than events pruned before the instance could read them, see
- *   CommittedChange.external), whichever instance committed them.
- * - Commits made through another store instance on the same database (a
- *   second server, or a second store in one process) are announced too,
- *   marked `external`, promptly (SQLite: within its poll interval, and
- *   always before this instance's own next commit is announced).
- * - Queue controls are announced the same way; heartbeats and progress
- *   reports that the event policies did not store only by the instance
- *   that applied them.
  */
 import type { Clock } from "../domain/clock.js";
 import type { EventDraft, Job, JobEvent, JobState } from "../domain/job.js";
@@ -325,6 +298,16 @@ export type WriteOutcome = { ok: true } | { ok: false; cause: WriteFailureCause;
 /** Told the outcome of write transactions, after each one; readiness and metrics follow it. */
 export type WriteOutcomeListener = (outcome: WriteOutcome) => void;
 
+/**
+ * What every engine keeps:
+ * - Each mutating call is atomic: the state change and its events (those
+ *   the state machine returns to be stored) commit together, before the
+ *   returned promise resolves.
+ * - Transitions are computed by src/domain/state-machine.ts, never by SQL.
+ * - Calls may be grouped into one transaction (group commit); a refused call
+ *   never affects another call of the same group.
+ * - Time comes from the injected Clock.
+ */
 export interface Store {
   /**
    * The clock of every time this store writes or compares; the server's
@@ -482,7 +465,27 @@ export interface Store {
   listGroups(spec: ListGroupsSpec): Promise<GroupCounts[]>;
   /** How many groups of the queue have QUEUED or RETRY jobs (jobs without a group not counted); costs a lookup per group. */
   countPendingGroups(queue: string): Promise<number>;
-  /** Subscribes to committed changes; returns the unsubscribe function. */
+  /**
+   * Subscribes to committed changes; returns the unsubscribe function.
+   *
+   * What the upper layers rely on from it (dispatch/: claim streams,
+   * long-poll wake-ups, the WatchEvents feed; maintenance/: the schedules'
+   * timer; metrics):
+   * - Every stored event is announced after the transaction that stored it
+   *   committed (and, where the engine answers only durable commits, once it
+   *   is durable): a listener that reads the store sees what it was told of.
+   * - Exactly once per store instance, in sequence order: the sequences one
+   *   instance announces are strictly increasing, with no event left out
+   *   (other than events pruned before the instance could read them, see
+   *   CommittedChange.external), whichever instance committed them.
+   * - Commits made through another store instance on the same database (a
+   *   second server, or a second store in one process) are announced too,
+   *   marked `external`, promptly (SQLite: within its poll interval, and
+   *   always before this instance's own next commit is announced).
+   * - Queue controls are announced the same way; heartbeats and progress
+   *   reports that the event policies did not store only by the instance
+   *   that applied them.
+   */
   onCommitted(listener: CommitListener): () => void;
   /** Subscribes to the outcome of write transactions; returns the unsubscribe function. */
   onWriteOutcome(listener: WriteOutcomeListener): () => void;
