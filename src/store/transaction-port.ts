@@ -5,37 +5,6 @@
  * making (SQLite: group commit on one connection; PostgreSQL: a pooled
  * connection per transaction). The operations decide; the port only reads
  * and writes rows.
- *
- * What every engine keeps:
- * - Reads see the transaction's own earlier writes, including those of
- *   earlier operations of the same transaction.
- * - Any method may answer at once or with a promise: SQLite answers at once
- *   (better-sqlite3 is synchronous), PostgreSQL with a promise. The
- *   operations wait only for a promise (store/operations/steps.ts), so over a port that
- *   answers at once they answer at once too.
- * - Rows a method selects for change are the transaction's until it ends:
- *   SQLite holds the database's write lock for the whole transaction;
- *   PostgreSQL locks them (`findJobs` and `findSchedule`: FOR UPDATE; the
- *   selections of claimable, expired, prunable and bulk jobs and of due
- *   schedules: FOR UPDATE SKIP LOCKED, so that concurrent transactions take
- *   different rows and never wait on each other's). Claims of a queue with
- *   limits must also take turns with each other, across servers, from
- *   reading the limits to the commit (`queueConfig` inside a claim:
- *   PostgreSQL locks the queue's config row FOR UPDATE), or two of them
- *   could each see room for the same place.
- * - Plural methods take and return many rows, so an engine can use
- *   multi-row statements (one claim of 100 jobs, one SubmitBatch of 500).
- * - Refusals are decided by the operations before they write, so a refused
- *   operation normally leaves nothing to roll back; an error of the
- *   database itself is the engine's to handle (retry, savepoints).
- * - Counts, activity and events are written once per transaction, after
- *   every operation of it (store/operations/operation-changes.ts): `addCountDeltas`
- *   with the changes summed per queue and state and `addActivity` with the
- *   queue activity summed per queue and minute (PostgreSQL: delta rows for
- *   both, never one row per queue that every writer would wait on), then
- *   `insertEvents` last, right before the commit, so an engine can number
- *   the events in commit order there (docs/postgresql.md "Event order
- *   across servers").
  */
 import type { DependencyResult, DependentCounts } from "../domain/dependencies.js";
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../domain/job.js";
@@ -115,6 +84,38 @@ export interface DependencyEdge {
   position: number;
 }
 
+/**
+ * What every engine keeps:
+ * - Reads see the transaction's own earlier writes, including those of
+ *   earlier operations of the same transaction.
+ * - Any method may answer at once or with a promise: SQLite answers at once
+ *   (better-sqlite3 is synchronous), PostgreSQL with a promise. The
+ *   operations wait only for a promise (store/operations/steps.ts), so over a port that
+ *   answers at once they answer at once too.
+ * - Rows a method selects for change are the transaction's until it ends:
+ *   SQLite holds the database's write lock for the whole transaction;
+ *   PostgreSQL locks them (`findJobs` and `findSchedule`: FOR UPDATE; the
+ *   selections of claimable, expired, prunable and bulk jobs and of due
+ *   schedules: FOR UPDATE SKIP LOCKED, so that concurrent transactions take
+ *   different rows and never wait on each other's). Claims of a queue with
+ *   limits must also take turns with each other, across servers, from
+ *   reading the limits to the commit (`queueConfig` inside a claim:
+ *   PostgreSQL locks the queue's config row FOR UPDATE), or two of them
+ *   could each see room for the same place.
+ * - Plural methods take and return many rows, so an engine can use
+ *   multi-row statements (one claim of 100 jobs, one SubmitBatch of 500).
+ * - Refusals are decided by the operations before they write, so a refused
+ *   operation normally leaves nothing to roll back; an error of the
+ *   database itself is the engine's to handle (retry, savepoints).
+ * - Counts, activity and events are written once per transaction, after
+ *   every operation of it (store/operations/operation-changes.ts): `addCountDeltas`
+ *   with the changes summed per queue and state and `addActivity` with the
+ *   queue activity summed per queue and minute (PostgreSQL: delta rows for
+ *   both, never one row per queue that every writer would wait on), then
+ *   `insertEvents` last, right before the commit, so an engine can number
+ *   the events in commit order there (docs/postgresql.md "Event order
+ *   across servers").
+ */
 export interface TransactionPort {
   /** The jobs with these ids, in the same order; undefined where none exists. */
   findJobs(ids: readonly string[]): Awaitable<Array<StoredJob | undefined>>;
