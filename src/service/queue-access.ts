@@ -1,39 +1,13 @@
 /**
- * Queue limits of authenticated callers (SECURITY.md "Authentication": a
- * token may be limited to a list of queues; a queue it lacks is
- * `permission_denied`). The edge (server/) authenticates the call and checks
- * its role; the queue a call touches is often known only here, so the
- * handlers check it:
- *
- * - a request that names its queue (Submit, each job of SubmitBatch, Claim,
- *   StreamClaims, Work's start, the queue controls, UpdateQueue,
- *   ListGroups): that queue, after defaults (an empty queue is `default`).
- *   The refusal names only that queue and the token's own;
- * - a request that names a job (Heartbeat, Complete, Fail, Release, Snooze,
- *   Redrive, Cancel, GetJob, ListJobEvents): a job of a queue the caller may
- *   not use is answered exactly as a job id that names no job (`not_found`,
- *   `JOB_NOT_FOUND`, the same message), so that the answer tells neither the
- *   job's queue nor that the job exists (SECURITY.md "Authentication"). For
- *   a limited caller both are answered here, after the same one read and
- *   before any write, so the two take the same path;
- * - Acknowledge, the acknowledgements of a Work stream and a Claim's acks:
- *   each job checked as above, one by one (that acknowledgement's status is
- *   `not_found` as for a job that does not exist; the others are applied);
- * - ListJobs and WatchEvents: the `queue` filter, which a limited caller must
- *   set (to one of its queues); without it the call is refused rather than
- *   silently narrowed. WatchEvents' `job_id` filter then matches no event of
- *   a job of another queue, as it matches none of a job that does not exist;
- * - GetStats: answered over the caller's queues only (`total` too);
- * - schedules (docs/api.md "Schedules"): CreateSchedule checks its template's
- *   queue, and the queue of the schedule it would replace: one of another
- *   queue is `permission_denied` without naming that queue (a create of a
- *   free name succeeds, so the refusal cannot look like it). DeleteSchedule
- *   answers a schedule of another queue exactly as a name that names no
- *   schedule (`not_found`, `SCHEDULE_NOT_FOUND`). ListSchedules answers the
- *   schedules of the caller's queues only.
- *
- * Without authentication, or for a token without a queue list, there is no
- * limit and nothing here costs anything.
+ * Queue limits of authenticated callers (SECURITY.md "Authentication",
+ * "Queue lists"): a token may be limited to a list of queues. The edge
+ * (server/) authenticates the call and checks its role; the queue a call
+ * touches is often known only here, so the handlers check it with these:
+ * the queue a request names (permission_denied naming it), the queue of the
+ * job it names (answered exactly as a job that does not exist), the queues
+ * of a submission's dependencies, the filters of ListJobs and WatchEvents,
+ * and the schedules. Without authentication, or for a token without a
+ * queue list, nothing here costs anything.
  */
 import { Code, ConnectError, createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { jobNotFound, scheduleNotFound } from "../domain/errors.js";
