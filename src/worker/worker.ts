@@ -1,46 +1,13 @@
 /**
  * The TypeScript worker: leases in, a handler per lease, automatic
  * heartbeats, Complete/Fail from the handler's outcome, reconnects, and a
- * bounded shutdown. The protocol it follows is written up in
- * docs/writing-a-worker.md.
- *
- * It takes the fastest path its transport allows (docs/writing-a-worker.md,
- * "The path it takes"):
- *
- * - over HTTP/2 (gRPC, Connect with httpVersion "2"): one Work stream with
- *   `max_in_flight = concurrency`; leases come down on it in batches, and
- *   every acknowledgement goes up on it;
- * - over HTTP/1.1 (Connect), which cannot carry a bidirectional stream:
- *   StreamClaims for leases, and Acknowledge calls for acknowledgements;
- * - with `transport: "unary"`, no stream at all: Claims that carry the
- *   acknowledgements batched since the last one, and Acknowledge for those
- *   due while a Claim long-polls.
- *
- * Either way acknowledgements are batched (ack-batcher.ts): the Completes
- * and Fails of handlers that finish together and the heartbeats of every
- * lease held share messages. While the Work stream is down they go by
- * Acknowledge, so held leases stay heartbeated through a reconnect.
- *
- * The life of a lease is the state machine in held-lease.ts. A lease
- * normally starts at once: the server never has more than `concurrency`
- * unfinished leases on the stream, and a lease counts there until its
- * acknowledgement is applied. It waits (heartbeated) only when handlers the
- * server no longer counts are still running: handlers of a stream that
- * broke before this one opened, and handlers whose lease was lost but which
- * have not returned yet. So at most `concurrency` handlers ever run at once.
- *
- * This file composes the worker and runs its leases' lives and its
- * shutdown; each other concern has its own file:
- *
- * - worker-options.ts: the options, their defaults and checks;
- * - worker-events.ts: what the worker reports, and the console log without an observer;
- * - lease-transport.ts: staying connected; work-stream-transport.ts (with
- *   work-stream-side.ts), stream-claims-transport.ts and
- *   claim-transport.ts: the three paths;
- * - job-attempt.ts: running the handler once; attempt-outcome.ts: how an attempt ends;
- *   attempt-span.ts: its CONSUMER span;
- * - result-checks.ts: results and progress the server would refuse;
- * - outcome-acknowledger.ts: sending an outcome until the server takes it.
+ * bounded shutdown, on the fastest path its transport allows
+ * (docs/writing-a-worker.md "The path it takes"; acknowledgements batched
+ * by ack-batcher.ts). This file composes the worker from its parts (a file
+ * per concern, ARCHITECTURE.md) and runs its leases' lives (held-lease.ts)
+ * and its shutdown. A lease waits, heartbeated, only while handlers the
+ * server no longer counts still run (of a stream that broke, or of a lease
+ * that was lost), so at most `concurrency` handlers ever run at once.
  */
 import { setMaxListeners } from "node:events";
 import { Code, ConnectError } from "@connectrpc/connect";
