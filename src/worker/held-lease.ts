@@ -1,41 +1,9 @@
 /**
  * One lease the worker holds, from the moment it arrives until the worker
- * is done with it, in exactly one state at a time:
- *
- *     waiting ──start()──> running ──finish()──> finishing ──settle()──> acknowledged | released | dropped
- *        │                    │                      │
- *        └────────────────────┴──────────────────────┴──markLost()──> lost
- *        └────────────────────┴──────────────────────┴──markCancelled()──> cancelled
- *
- * - waiting: arrived, its handler has not started (no free slot yet).
- * - running: its handler runs.
- * - finishing: Complete, Fail, Snooze or Release is on its way (batched,
- *   sent, or being sent again after a passing failure).
- * - acknowledged / released: the server took the Complete, Fail or Snooze /
- *   the Release.
- * - dropped: the worker stopped trying to acknowledge (a refusal that is not
- *   about the lease, or close() past its grace); the lease runs out on the
- *   server.
- * - lost: the server refused the lease, or the local deadline passed. The
- *   handler's signal fires; nothing is acknowledged.
- * - cancelled: the server said the job was cancelled while held (Work's
- *   `cancelled_job_ids`, StreamClaims' `cancelled_job_id`). The handler's
- *   signal fires with a JobCancelledError; nothing is acknowledged.
- *
- * Heartbeats run on a timer in every live state (a Complete may need sending
- * again for a while) and travel as AckHeartbeat acknowledgements in the
- * worker's batches. Progress (docs/api.md "Snooze and progress") rides on
- * them: the handler's latest report goes with the next heartbeat, which a
- * report brings forward to at most PROGRESS_DELAY_MS away, so a handler
- * reporting in a tight loop sends one heartbeat a second with the latest
- * value (the server stores at most one PROGRESS event a second per job
- * anyway). The local deadline runs on this machine's monotonic clock: a lease
- * is assumed to last `leaseDurationMs` from its arrival, and from the moment
- * a successful heartbeat was queued. That errs early, so the handler is told
- * before another worker can get the job. The server stays the authority: its
- * refusal (`aborted` LEASE_REJECTED / LEASE_EXPIRED, `not_found`) also ends
- * the lease here, except while finishing, when our own Complete may be what
- * ended it.
+ * is done with it: its state (HeldLease's comment draws the machine), its
+ * heartbeats with the handler's progress, and its local deadline on this
+ * machine's monotonic clock, which errs early so the handler is told before
+ * another worker can get the job; the server's refusal ends it too.
  */
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { durationFromMs, timestampDate, timestampFromDate, type Value } from "@bufbuild/protobuf/wkt";
@@ -74,6 +42,44 @@ export function leaseLostReason(err: ConnectError): LeaseLostReason | undefined 
   return reason === "LEASE_EXPIRED" ? "LEASE_EXPIRED" : "LEASE_REJECTED";
 }
 
+/**
+ * A held lease, in exactly one state at a time:
+ *
+ *     waiting ──start()──> running ──finish()──> finishing ──settle()──> acknowledged | released | dropped
+ *        │                    │                      │
+ *        └────────────────────┴──────────────────────┴──markLost()──> lost
+ *        └────────────────────┴──────────────────────┴──markCancelled()──> cancelled
+ *
+ * - waiting: arrived, its handler has not started (no free slot yet).
+ * - running: its handler runs.
+ * - finishing: Complete, Fail, Snooze or Release is on its way (batched,
+ *   sent, or being sent again after a passing failure).
+ * - acknowledged / released: the server took the Complete, Fail or Snooze /
+ *   the Release.
+ * - dropped: the worker stopped trying to acknowledge (a refusal that is not
+ *   about the lease, or close() past its grace); the lease runs out on the
+ *   server.
+ * - lost: the server refused the lease, or the local deadline passed. The
+ *   handler's signal fires; nothing is acknowledged.
+ * - cancelled: the server said the job was cancelled while held (Work's
+ *   `cancelled_job_ids`, StreamClaims' `cancelled_job_id`). The handler's
+ *   signal fires with a JobCancelledError; nothing is acknowledged.
+ *
+ * Heartbeats run on a timer in every live state (a Complete may need sending
+ * again for a while) and travel as AckHeartbeat acknowledgements in the
+ * worker's batches. Progress (docs/api.md "Snooze and progress") rides on
+ * them: the handler's latest report goes with the next heartbeat, which a
+ * report brings forward to at most PROGRESS_DELAY_MS away, so a handler
+ * reporting in a tight loop sends one heartbeat a second with the latest
+ * value (the server stores at most one PROGRESS event a second per job
+ * anyway). The local deadline runs on this machine's monotonic clock: a lease
+ * is assumed to last `leaseDurationMs` from its arrival, and from the moment
+ * a successful heartbeat was queued. That errs early, so the handler is told
+ * before another worker can get the job. The server stays the authority: its
+ * refusal (`aborted` LEASE_REJECTED / LEASE_EXPIRED, `not_found`) also ends
+ * the lease here, except while finishing, when our own Complete may be what
+ * ended it.
+ */
 export class HeldLease {
   readonly job: Job;
   readonly token: string;
