@@ -9,28 +9,6 @@
  * when it returns: their answers would wait for the next fsync anyway, and
  * one transaction writes the shared pages (counts, index roots) once, so
  * fewer transactions carry the same jobs (docs/performance.md).
- *
- * The queue, the optimistic batch and its guarded replay are the engines'
- * shared batch runner (store/writing/batch-runner.ts); this file keeps SQLite's
- * transaction and its hold. An operation that fails after writing (a bug,
- * or an error that SQLite did not treat as fatal) has the batch replayed
- * with a savepoint around each operation. When SQLite itself rolls the
- * transaction back (disk full, I/O error), nothing of the batch can commit
- * and every call is refused.
- *
- * Another connection's write lock (a `leasequeue prune`, a sqlite3 shell
- * inside a transaction) is waited for without holding the event loop:
- * SQLite's own busy wait is kept to a slice (the connection's busy
- * timeout, BUSY_SLICE_MS), and a BEGIN that still finds the lock taken puts
- * its batch back and tries again on a timer, with everything queued
- * meanwhile, until `busyTimeoutMs` has passed since the first try; then
- * the batch is refused as busy.
- *
- * The operations are steps (store/operations/steps.ts) and the SQLite port answers
- * at once, so a whole transaction runs synchronously, from BEGIN to COMMIT,
- * without giving the event loop away (settledNow insists): no timer, I/O
- * callback or other store on the same file runs while it is open, and
- * another SqliteStore in this process never waits for its write lock.
  */
 import type Database from "better-sqlite3";
 import type { Clock } from "../../domain/clock.js";
@@ -77,6 +55,29 @@ export const BUSY_SLICE_MS = 10;
 /** The longest pause between two tries for a write lock another connection holds. */
 const BUSY_RETRY_MAX_MS = 100;
 
+/**
+ * The queue, the optimistic batch and its guarded replay are the engines'
+ * shared batch runner (store/writing/batch-runner.ts); this file keeps SQLite's
+ * transaction and its hold. An operation that fails after writing (a bug,
+ * or an error that SQLite did not treat as fatal) has the batch replayed
+ * with a savepoint around each operation. When SQLite itself rolls the
+ * transaction back (disk full, I/O error), nothing of the batch can commit
+ * and every call is refused.
+ *
+ * Another connection's write lock (a `leasequeue prune`, a sqlite3 shell
+ * inside a transaction) is waited for without holding the event loop:
+ * SQLite's own busy wait is kept to a slice (the connection's busy
+ * timeout, BUSY_SLICE_MS), and a BEGIN that still finds the lock taken puts
+ * its batch back and tries again on a timer, with everything queued
+ * meanwhile, until `busyTimeoutMs` has passed since the first try; then
+ * the batch is refused as busy.
+ *
+ * The operations are steps (store/operations/steps.ts) and the SQLite port answers
+ * at once, so a whole transaction runs synchronously, from BEGIN to COMMIT,
+ * without giving the event loop away (settledNow insists): no timer, I/O
+ * callback or other store on the same file runs while it is open, and
+ * another SqliteStore in this process never waits for its write lock.
+ */
 export class GroupCommit {
   readonly #opts: GroupCommitOptions;
   /** While another connection holds the write lock: when the first try failed (performance.now()) and the retry's timer. */
