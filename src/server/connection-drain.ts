@@ -6,7 +6,25 @@
  * tracked here, and draining closes each the gentle way (GOAWAY once the
  * session is quiet, `Connection: close`), then destroys what is left at the
  * end of the grace period.
- *
+ */
+import * as http from "node:http";
+import type * as http2 from "node:http2";
+import type * as net from "node:net";
+import type { NodeRequestHandler } from "./node-request-handler.js";
+
+export const DEFAULT_CLOSE_GRACE_MS = 10_000;
+
+/**
+ * How long an HTTP/2 session must have been quiet (no call arriving or
+ * finishing) before its GOAWAY: longer than a client takes to make its next
+ * call after an answer.
+ */
+export const QUIET_MS = 250;
+
+/** The longest a draining HTTP/2 session waits to be quiet before its GOAWAY goes out anyway. */
+export const MAX_QUIET_WAIT_MS = 2_000;
+
+/**
  * Why an HTTP/2 session is not sent its GOAWAY at once: a GOAWAY carries the
  * last stream the server has read, and a call the client sent before it read
  * the GOAWAY but that the server had not read is refused (REFUSED_STREAM).
@@ -34,23 +52,6 @@
  * anyway; a call such a client starts within a round trip of it may still
  * be refused.
  */
-import * as http from "node:http";
-import type * as http2 from "node:http2";
-import type * as net from "node:net";
-import type { NodeRequestHandler } from "./node-request-handler.js";
-
-export const DEFAULT_CLOSE_GRACE_MS = 10_000;
-
-/**
- * How long an HTTP/2 session must have been quiet (no call arriving or
- * finishing) before its GOAWAY: longer than a client takes to make its next
- * call after an answer.
- */
-export const QUIET_MS = 250;
-
-/** The longest a draining HTTP/2 session waits to be quiet before its GOAWAY goes out anyway. */
-export const MAX_QUIET_WAIT_MS = 2_000;
-
 export class ConnectionDrain {
   #closing = false;
   #drained: Promise<void> | undefined;
