@@ -7,11 +7,6 @@
  * the store's notifications), or the moment the queue's next waiting job
  * becomes eligible, which no commit announces (the time the last read
  * found, Store.queueBacklog's nextEligibleTime).
- *
- * A busy queue commits thousands of times a second: a watch is woken at
- * most once per `minIntervalMs`, so a burst of commits costs one read, and
- * the first change after a quiet spell is read at once. A commit that lands
- * while the stream reads is not lost: the next wait returns at once.
  */
 import type { Clock } from "../domain/clock.js";
 import { timerDelay } from "../domain/timing-defaults.js";
@@ -38,6 +33,12 @@ export interface BacklogWatch {
   close(): void;
 }
 
+/**
+ * A busy queue commits thousands of times a second: a watch is woken at
+ * most once per `minIntervalMs`, so a burst of commits costs one read, and
+ * the first change after a quiet spell is read at once. A commit that lands
+ * while the stream reads is not lost: the next wait returns at once.
+ */
 export class BacklogWatches {
   readonly #clock: Clock;
   readonly #minIntervalMs: number;

@@ -1,34 +1,6 @@
 /**
  * StreamClaims: pushes leases to long-lived worker streams as jobs become
  * eligible, never more than `maxInFlight` unfinished leases per stream.
- *
- * - One pump per queue claims on behalf of the streams that have room, in
- *   ring order (a stream that just got work goes to the back), so several
- *   streams on one queue share the work and a new job costs one claim, not
- *   one per waiting stream.
- * - The pump runs when a stream opens, when a commit makes work eligible on
- *   the queue (QueueWakeups), when a lease of one of its streams finishes, and
- *   on a timer for the next delayed job, snoozed job or retry. The timer is
- *   set by the time the pump's last claim read in its own transaction
- *   (ClaimOutcome.nextScheduleTime), never by a later reading: a job that
- *   became due between the two would be in neither. Idle streams cost
- *   nothing: no polling loop touches the database.
- * - A lease counts against its stream until a committed event finishes it:
- *   completed, failed, dead-lettered, cancelled, released, snoozed or lease
- *   expired.
- * - When a stream ends, the leases it sent stay owned by the worker until
- *   they are acknowledged or expire; nothing is handed out twice. Leases it
- *   claimed but had not sent yet are released (attempt refunded).
- * - A paused queue (docs/api.md "Queue controls") needs no state here: the
- *   store's claim hands out nothing for it, so its streams park until a
- *   commit resumes it (QueueWakeups wakes the queue). When a pause commits,
- *   the leases claimed before it but not sent yet are released, so none goes
- *   out after the pause.
- * - A queue limit (docs/api.md "Queue limits") that holds a claim back parks
- *   the pump until what frees a place: the queue's next finishing lease, of
- *   any worker on any server (max_running), or the moment the rate window
- *   frees one (rate_limit, a timer). A change of the limits wakes it like a
- *   resume.
  */
 import type { Clock } from "../domain/clock.js";
 import type { EventKind } from "../domain/job.js";
@@ -117,6 +89,35 @@ interface QueueState {
   waitingForPlace: boolean;
 }
 
+/**
+ * - One pump per queue claims on behalf of the streams that have room, in
+ *   ring order (a stream that just got work goes to the back), so several
+ *   streams on one queue share the work and a new job costs one claim, not
+ *   one per waiting stream.
+ * - The pump runs when a stream opens, when a commit makes work eligible on
+ *   the queue (QueueWakeups), when a lease of one of its streams finishes, and
+ *   on a timer for the next delayed job, snoozed job or retry. The timer is
+ *   set by the time the pump's last claim read in its own transaction
+ *   (ClaimOutcome.nextScheduleTime), never by a later reading: a job that
+ *   became due between the two would be in neither. Idle streams cost
+ *   nothing: no polling loop touches the database.
+ * - A lease counts against its stream until a committed event finishes it:
+ *   completed, failed, dead-lettered, cancelled, released, snoozed or lease
+ *   expired.
+ * - When a stream ends, the leases it sent stay owned by the worker until
+ *   they are acknowledged or expire; nothing is handed out twice. Leases it
+ *   claimed but had not sent yet are released (attempt refunded).
+ * - A paused queue (docs/api.md "Queue controls") needs no state here: the
+ *   store's claim hands out nothing for it, so its streams park until a
+ *   commit resumes it (QueueWakeups wakes the queue). When a pause commits,
+ *   the leases claimed before it but not sent yet are released, so none goes
+ *   out after the pause.
+ * - A queue limit (docs/api.md "Queue limits") that holds a claim back parks
+ *   the pump until what frees a place: the queue's next finishing lease, of
+ *   any worker on any server (max_running), or the moment the rate window
+ *   frees one (rate_limit, a timer). A change of the limits wakes it like a
+ *   resume.
+ */
 export class ClaimStreams {
   readonly #opts: Required<ClaimStreamsOptions>;
   readonly #queues = new Map<string, QueueState>();

@@ -1,52 +1,6 @@
 /**
  * WatchEvents: fans committed job events out to subscribers, resumable from a
  * sequence number with no gap and no duplicate.
- *
- * - One store.onCommitted subscription for the whole server. A commit is
- *   routed through three indexes (unfiltered, by queue, by job id), so it
- *   costs a few map lookups plus one push per interested subscriber, however
- *   many subscribers watch other things. Idle subscribers cost nothing but a
- *   keepalive timer: no polling.
- * - The seam: a subscriber is registered (and starts buffering live events)
- *   BEFORE the stored events are read. The replay pages through the store
- *   (`pageSize` rows per read, so the event loop is never held long; other
- *   callbacks run between two pages, and a page is read only once the
- *   transport has passed the last one on: docs/api.md "WatchEvents limits") until
- *   a page comes back short; then the buffer is drained, skipping every
- *   sequence already sent. Sequences strictly increase, so "skip <= last
- *   sent" removes exactly the overlap between the replay and the buffer.
- * - Bounded memory: a subscriber holds at most `bufferLimit` events plus one
- *   commit's worth (references to event objects shared by all subscribers).
- *   While replaying, an overflow only discards the buffer (everything in it
- *   is also stored) and the replay reads on until it catches up with an
- *   intact buffer. Once live, a commit that finds more than `bufferLimit`
- *   events still waiting means the client reads slower than events are
- *   committed: the buffer is freed, the subscriber detached, and the watch
- *   ends with SUBSCRIBER_TOO_SLOW naming the last sequence it sent.
- * - Bounded output: the transport may report how many bytes of a watch
- *   are still waiting in its connection (`pendingOutputBytes`). A live
- *   subscriber whose connection holds more than `maxPendingBytes` when a
- *   commit arrives, or when it would be handed more events, is not reading:
- *   it is dropped like one whose buffer is full (`output_full`). This
- *   catches clients that never read even where the events leave the buffer
- *   at once (HTTP/1.1 writes that the socket accepts).
- * - Bounded subscribers: at most `maxSubscribers` watches at once; one more
- *   is refused (TOO_MANY_SUBSCRIBERS) before it is registered.
- * - Batches: `watchBatches` hands out everything a subscriber has pending in
- *   one array, so a transport can write many events with one write.
- * - Pruned history: a replay must not skip events silently, so one that
- *   starts before the store's `eventBounds().oldest` (the first sequence of
- *   the unbroken history, past every pruned event; see Store) is refused
- *   with REPLAY_TOO_OLD, before the first page and again after every page
- *   (a prune may commit while a replay reads).
- * - Only stored events are fanned out: a heartbeat the heartbeat policy did
- *   not store has no sequence, so a live watch and a replay from the same
- *   sequence always carry the same events.
- * - The first item of every watch is a keepalive, produced after the
- *   subscriber is registered: the transport sends response headers with the
- *   first message, and a client that has seen them knows that everything
- *   committed afterwards will reach it. An idle watch yields another
- *   keepalive every `keepaliveMs`.
  */
 import { SERVER_DEFAULTS } from "../config/defaults.js";
 import { QueueError } from "../domain/errors.js";
@@ -201,6 +155,53 @@ class EventWatcher extends Wakeup {
   }
 }
 
+/**
+ * - One store.onCommitted subscription for the whole server. A commit is
+ *   routed through three indexes (unfiltered, by queue, by job id), so it
+ *   costs a few map lookups plus one push per interested subscriber, however
+ *   many subscribers watch other things. Idle subscribers cost nothing but a
+ *   keepalive timer: no polling.
+ * - The seam: a subscriber is registered (and starts buffering live events)
+ *   BEFORE the stored events are read. The replay pages through the store
+ *   (`pageSize` rows per read, so the event loop is never held long; other
+ *   callbacks run between two pages, and a page is read only once the
+ *   transport has passed the last one on: docs/api.md "WatchEvents limits") until
+ *   a page comes back short; then the buffer is drained, skipping every
+ *   sequence already sent. Sequences strictly increase, so "skip <= last
+ *   sent" removes exactly the overlap between the replay and the buffer.
+ * - Bounded memory: a subscriber holds at most `bufferLimit` events plus one
+ *   commit's worth (references to event objects shared by all subscribers).
+ *   While replaying, an overflow only discards the buffer (everything in it
+ *   is also stored) and the replay reads on until it catches up with an
+ *   intact buffer. Once live, a commit that finds more than `bufferLimit`
+ *   events still waiting means the client reads slower than events are
+ *   committed: the buffer is freed, the subscriber detached, and the watch
+ *   ends with SUBSCRIBER_TOO_SLOW naming the last sequence it sent.
+ * - Bounded output: the transport may report how many bytes of a watch
+ *   are still waiting in its connection (`pendingOutputBytes`). A live
+ *   subscriber whose connection holds more than `maxPendingBytes` when a
+ *   commit arrives, or when it would be handed more events, is not reading:
+ *   it is dropped like one whose buffer is full (`output_full`). This
+ *   catches clients that never read even where the events leave the buffer
+ *   at once (HTTP/1.1 writes that the socket accepts).
+ * - Bounded subscribers: at most `maxSubscribers` watches at once; one more
+ *   is refused (TOO_MANY_SUBSCRIBERS) before it is registered.
+ * - Batches: `watchBatches` hands out everything a subscriber has pending in
+ *   one array, so a transport can write many events with one write.
+ * - Pruned history: a replay must not skip events silently, so one that
+ *   starts before the store's `eventBounds().oldest` (the first sequence of
+ *   the unbroken history, past every pruned event; see Store) is refused
+ *   with REPLAY_TOO_OLD, before the first page and again after every page
+ *   (a prune may commit while a replay reads).
+ * - Only stored events are fanned out: a heartbeat the heartbeat policy did
+ *   not store has no sequence, so a live watch and a replay from the same
+ *   sequence always carry the same events.
+ * - The first item of every watch is a keepalive, produced after the
+ *   subscriber is registered: the transport sends response headers with the
+ *   first message, and a client that has seen them knows that everything
+ *   committed afterwards will reach it. An idle watch yields another
+ *   keepalive every `keepaliveMs`.
+ */
 export class EventFeed {
   readonly #store: Store;
   readonly #bufferLimit: number;

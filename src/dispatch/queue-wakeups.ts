@@ -9,21 +9,6 @@
  * transaction (ClaimOutcome.nextScheduleTime). A paused queue needs nothing
  * here: the store's claim hands out nothing for it, so its claimers simply
  * wait on.
- *
- * A claim that a queue limit or a group rule held back (ClaimOutcome.heldBack)
- * waits for what frees a place instead: for max_running, the queue's next
- * lease that finishes (any event that takes a job out of RUNNING, through
- * any server); for rate_limit, a timer at the moment the oldest lease of the
- * window leaves it; for a group hold, either or both, as the hold says
- * (domain/queue-limits.ts freedByFinishingLease, holdUntil). Claims held back
- * are counted per queue and limit (metrics).
- *
- * Each queue has a generation number that every commit making work
- * eligible increments, and a count of its finished leases. A claimer reads
- * them before trying to claim and passes them to waitForWork, so a commit
- * that lands between the attempt and the wait is never missed. (Two numbers,
- * so that the leases finishing all the time on a busy queue never send a
- * claimer that is not held back to claim again.)
  */
 import type { Clock } from "../domain/clock.js";
 import { freedByFinishingLease, holdUntil, type ClaimHold, type QueueLimit } from "../domain/queue-limits.js";
@@ -59,6 +44,22 @@ interface Waiter {
   forPlace: boolean;
 }
 
+/**
+ * A claim that a queue limit or a group rule held back (ClaimOutcome.heldBack)
+ * waits for what frees a place instead: for max_running, the queue's next
+ * lease that finishes (any event that takes a job out of RUNNING, through
+ * any server); for rate_limit, a timer at the moment the oldest lease of the
+ * window leaves it; for a group hold, either or both, as the hold says
+ * (domain/queue-limits.ts freedByFinishingLease, holdUntil). Claims held back
+ * are counted per queue and limit (metrics).
+ *
+ * Each queue has a generation number that every commit making work
+ * eligible increments, and a count of its finished leases. A claimer reads
+ * them before trying to claim and passes them to waitForWork, so a commit
+ * that lands between the attempt and the wait is never missed. (Two numbers,
+ * so that the leases finishing all the time on a busy queue never send a
+ * claimer that is not held back to claim again.)
+ */
 export class QueueWakeups {
   readonly #clock: Clock;
   readonly #generation = new Map<string, number>();

@@ -8,18 +8,6 @@
  * send it headers, so its token may come in the request's scalerMetadata
  * instead (service/scaler-metadata.ts). grpc.health.v1 and reflection stay
  * open.
- *
- * It runs in the RPC adapter before connect reads the request body
- * (rpc-handler.ts `contextValues`), so a caller without a token gets
- * nothing decompressed or parsed; the one exception is a scaler call
- * without the header, whose request (within the request size limit) is
- * parsed before its handler checks the token in it. What it lets through
- * carries the Caller (service/queue-access.ts), whose queue list the
- * handlers apply.
- *
- * The file is read at start (a bad file refuses to start) and again on
- * `reload()` (SIGHUP): a bad file then keeps the tokens in force and logs
- * why. Neither the token nor the header is ever logged or put in an error.
  */
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
@@ -38,6 +26,19 @@ const BEARER = /^bearer +(\S+) *$/i;
 /** RFC 6750 §3: a 401 names the scheme the client should use. */
 const CHALLENGE = new Headers({ "www-authenticate": 'Bearer realm="leasequeue"' });
 
+/**
+ * It runs in the RPC adapter before connect reads the request body
+ * (rpc-handler.ts `contextValues`), so a caller without a token gets
+ * nothing decompressed or parsed; the one exception is a scaler call
+ * without the header, whose request (within the request size limit) is
+ * parsed before its handler checks the token in it. What it lets through
+ * carries the Caller (service/queue-access.ts), whose queue list the
+ * handlers apply.
+ *
+ * The file is read at start (a bad file refuses to start) and again on
+ * `reload()` (SIGHUP): a bad file then keeps the tokens in force and logs
+ * why. Neither the token nor the header is ever logged or put in an error.
+ */
 export class Authenticator {
   readonly #path: string;
   readonly #log: Logger;

@@ -1,33 +1,6 @@
 /**
  * Bytes waiting in the kernel's send queue of TCP connections (Linux), for
  * telling a WatchEvents client that does not read from one that does.
- *
- * On HTTP/1.1 every write lands in the socket's kernel buffer, which grows
- * to megabytes when the peer does not read: Node's own buffers stay empty,
- * so the process alone would see such a client as keeping up while it
- * copies event after event into the kernel. Linux reports each TCP socket's
- * send queue (bytes not yet acknowledged by the peer) in /proc/self/net/tcp
- * and tcp6; this samples those files in the background and answers from
- * the latest sample.
- *
- * Sampling costs the kernel time in proportion to every socket of the network
- * namespace, so it happens only when a watched connection could hold more
- * than `minBytes` unread (more than that was written since the last sample
- * showed what the peer had taken), at most once per `intervalMs`, and on a
- * busy machine less often (the interval grows to 10 times what the latest
- * sample took, up to 1 s), reading only the files of the address families
- * watched. Where the files cannot be read (not Linux), every answer is 0 and
- * only Node's buffers count.
- *
- * Between samples nobody knows whether the peer reads, so a writer may also
- * hold back once more than its allowance is unconfirmed and wait for the
- * next sample: then a peer that never reads gets at most about `minBytes`
- * into the kernel before the server sees it, and one that reads waits at
- * most an interval per allowance written. The allowance starts at
- * `minBytes` and doubles (up to 8 times) with every sample that finds the
- * peer keeping up, so steady readers cost few samples; the kernel itself
- * holds at most a few MiB per connection, past which Node's own buffer shows
- * a reader that stopped.
  */
 import { readFile } from "node:fs/promises";
 import { setTimeout as delay } from "node:timers/promises";
@@ -79,6 +52,34 @@ interface Watched {
   allowance: number;
 }
 
+/**
+ * On HTTP/1.1 every write lands in the socket's kernel buffer, which grows
+ * to megabytes when the peer does not read: Node's own buffers stay empty,
+ * so the process alone would see such a client as keeping up while it
+ * copies event after event into the kernel. Linux reports each TCP socket's
+ * send queue (bytes not yet acknowledged by the peer) in /proc/self/net/tcp
+ * and tcp6; this samples those files in the background and answers from
+ * the latest sample.
+ *
+ * Sampling costs the kernel time in proportion to every socket of the network
+ * namespace, so it happens only when a watched connection could hold more
+ * than `minBytes` unread (more than that was written since the last sample
+ * showed what the peer had taken), at most once per `intervalMs`, and on a
+ * busy machine less often (the interval grows to 10 times what the latest
+ * sample took, up to 1 s), reading only the files of the address families
+ * watched. Where the files cannot be read (not Linux), every answer is 0 and
+ * only Node's buffers count.
+ *
+ * Between samples nobody knows whether the peer reads, so a writer may also
+ * hold back once more than its allowance is unconfirmed and wait for the
+ * next sample: then a peer that never reads gets at most about `minBytes`
+ * into the kernel before the server sees it, and one that reads waits at
+ * most an interval per allowance written. The allowance starts at
+ * `minBytes` and doubles (up to 8 times) with every sample that finds the
+ * peer keeping up, so steady readers cost few samples; the kernel itself
+ * holds at most a few MiB per connection, past which Node's own buffer shows
+ * a reader that stopped.
+ */
 export class KernelSendQueues {
   readonly #intervalMs: number;
   readonly #files: readonly string[] | undefined;

@@ -8,16 +8,6 @@
  * or when the coalescing window (default 1 ms) after the first of them has
  * passed. So the acknowledgements of handlers that finish together, and the
  * heartbeats of leases that arrived together, share one message.
- *
- * Where a batch goes: onto the open Work stream when there is one
- * (`useStream`), or into the next Claim of the unary transport
- * (claim-transport.ts) when it will send one soon; otherwise into a unary
- * Acknowledge call (HTTP/1.1, while the Work stream is reconnecting, or
- * while the unary transport long-polls). Each acknowledgement is answered
- * on its own: the result's status is exactly the refusal the single RPC
- * would have returned, so callers map it as they map that RPC's. A batch that never got
- * its answer (a broken stream or call) is answered `unavailable` per
- * acknowledgement, and the caller decides whether to send it again.
  */
 import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
@@ -96,6 +86,17 @@ const MAX_BATCH_BYTES = DEFAULTS.maxRequestBytes - 1024;
 /** The least shrink() goes down to; one acknowledgement larger than the limit still goes alone. */
 const MIN_BATCH_BYTES = 4096;
 
+/**
+ * Where a batch goes: onto the open Work stream when there is one
+ * (`useStream`), or into the next Claim of the unary transport
+ * (claim-transport.ts) when it will send one soon; otherwise into a unary
+ * Acknowledge call (HTTP/1.1, while the Work stream is reconnecting, or
+ * while the unary transport long-polls). Each acknowledgement is answered
+ * on its own: the result's status is exactly the refusal the single RPC
+ * would have returned, so callers map it as they map that RPC's. A batch that never got
+ * its answer (a broken stream or call) is answered `unavailable` per
+ * acknowledgement, and the caller decides whether to send it again.
+ */
 export class AckBatcher {
   readonly #opts: AckBatcherOptions;
   #outbox: PendingAck[] = [];

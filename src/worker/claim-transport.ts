@@ -5,19 +5,6 @@
  * slots and carries acknowledgements batched since the last one
  * (docs/api.md "Claim with acks"), so while the queue has work a job costs
  * one Claim besides its Submit.
- *
- * - A Claim carrying acknowledgements does not wait (`wait` 0), so their
- *   results come back at once; the next Claim, carrying none, is the one
- *   that long-polls. The first Claim of a connection does not wait either:
- *   its answer reports the worker connected.
- * - Acknowledgements never wait for a long-poll: while one is pending, and
- *   while no slot is free (a Claim cannot ask for no lease), the batcher
- *   sends them by Acknowledge (`ready` is false).
- * - A Claim takes what the batcher holds when it leaves, without waiting
- *   for the batch window; batches the batcher hands over while a Claim
- *   that answers at once is on its way ride the next one. Batches taken
- *   for a Claim that is not sent (no slot free when it was due, close(),
- *   a failed Claim) go back to the batcher.
  */
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { ConnectError } from "@connectrpc/connect";
@@ -34,6 +21,20 @@ export interface ClaimTransportOptions extends LeaseTransportOptions {
   room(): number;
 }
 
+/**
+ * - A Claim carrying acknowledgements does not wait (`wait` 0), so their
+ *   results come back at once; the next Claim, carrying none, is the one
+ *   that long-polls. The first Claim of a connection does not wait either:
+ *   its answer reports the worker connected.
+ * - Acknowledgements never wait for a long-poll: while one is pending, and
+ *   while no slot is free (a Claim cannot ask for no lease), the batcher
+ *   sends them by Acknowledge (`ready` is false).
+ * - A Claim takes what the batcher holds when it leaves, without waiting
+ *   for the batch window; batches the batcher hands over while a Claim
+ *   that answers at once is on its way ride the next one. Batches taken
+ *   for a Claim that is not sent (no slot free when it was due, close(),
+ *   a failed Claim) go back to the batcher.
+ */
 export class ClaimTransport implements LeaseTransport, AckStream {
   readonly #opts: ClaimTransportOptions;
   /** Batches taken for the next Claims, oldest first; each Claim carries one. */

@@ -7,11 +7,6 @@
  * reads wait (PostgreSQL) starts after the previous call's last page, and
  * one over reads that answer at once (SQLite) runs at once. While nobody
  * listens, events are passed over unread.
- *
- * The engine keeps what it learns from its own transactions and
- * notifications: when to ask (another writer's commit found, a
- * notification of numbered events), what else a change carries, and
- * whether an event is its own.
  */
 import type { JobEvent } from "../../domain/job.js";
 import { isPromiseLike } from "../operations/steps.js";
@@ -30,6 +25,12 @@ export interface OrderedAnnouncerOptions {
   pageSize?: number;
 }
 
+/**
+ * The engine keeps what it learns from its own transactions and
+ * notifications: when to ask (another writer's commit found, a
+ * notification of numbered events), what else a change carries, and
+ * whether an event is its own.
+ */
 export class OrderedAnnouncer {
   readonly #opts: OrderedAnnouncerOptions;
   readonly #pageSize: number;

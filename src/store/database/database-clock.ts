@@ -4,20 +4,6 @@
  * follows the database's clock, so servers whose host clocks disagree still
  * agree on who owns a lease, when a delayed job is due, where a rate window
  * ends and when a schedule runs (docs/postgresql.md "Which clock decides").
- *
- * How: the host's time is read against the database's now and then (the
- * midpoint of a round trip, as NTP does). Between two readings the clock
- * moves with the host's monotonic clock, so a step of the host's wall clock
- * (NTP, an operator, a VM resumed) changes nothing until the next reading,
- * which measures the new distance without a jump in the database's time.
- * A reading moves the clock by the measurement's error (milliseconds on a
- * network), forward or back; when the database's own clock is set, the
- * store follows it, as every other server on that database does.
- *
- * A reading whose round trip is longer than `maxRoundTripMs` is not
- * trusted (its midpoint could be off by half of it): the clock keeps what it
- * had and says so through `onUnmeasured`, as it does when the database
- * cannot be reached.
  */
 import type { Clock, HostClock } from "../../domain/clock.js";
 
@@ -41,6 +27,21 @@ export interface DatabaseClockOptions {
 export const DATABASE_CLOCK_INTERVAL_MS = 10_000;
 export const DATABASE_CLOCK_MAX_ROUND_TRIP_MS = 1_000;
 
+/**
+ * How: the host's time is read against the database's now and then (the
+ * midpoint of a round trip, as NTP does). Between two readings the clock
+ * moves with the host's monotonic clock, so a step of the host's wall clock
+ * (NTP, an operator, a VM resumed) changes nothing until the next reading,
+ * which measures the new distance without a jump in the database's time.
+ * A reading moves the clock by the measurement's error (milliseconds on a
+ * network), forward or back; when the database's own clock is set, the
+ * store follows it, as every other server on that database does.
+ *
+ * A reading whose round trip is longer than `maxRoundTripMs` is not
+ * trusted (its midpoint could be off by half of it): the clock keeps what it
+ * had and says so through `onUnmeasured`, as it does when the database
+ * cannot be reached.
+ */
 export class DatabaseClock implements Clock {
   readonly #host: HostClock;
   readonly #options: DatabaseClockOptions;

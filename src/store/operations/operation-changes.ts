@@ -9,14 +9,6 @@
  * before the commit: counts summed (one row per queue and state touched,
  * however many operations), activity summed (one row per queue and minute),
  * then the events in one call, numbered by the engine.
- *
- * Queue activity (docs/api.md "Queue activity") rides on this path on
- * purpose: the counters, the gauges' changes and the lease waits are all
- * known here already, from the same transitions that move the counts, so
- * keeping them costs a few additions per job in memory and one small row
- * per queue and minute per transaction, written with the counts. A
- * sampler of its own would need a timer on every server and would still
- * miss what happened between two samples.
  */
 import type { EventDraft, JobEvent, JobState, StoredJob } from "../../domain/job.js";
 import { leaseWaitBucket, LEASE_WAIT_BUCKETS, minuteOf } from "../../domain/queue-activity.js";
@@ -68,7 +60,17 @@ function isZeroActivity(a: ActivityDelta): boolean {
 /** The kinds of event that end an attempt as failed: a Fail (retried or dead-lettered), or an expired lease. */
 const FAILED_ATTEMPT_KINDS: ReadonlySet<EventDraft["kind"]> = new Set(["failed", "dead_lettered", "lease_expired"]);
 
-/** The changes of one operation. */
+/**
+ * The changes of one operation.
+ *
+ * Queue activity (docs/api.md "Queue activity") rides on this path on
+ * purpose: the counters, the gauges' changes and the lease waits are all
+ * known here already, from the same transitions that move the counts, so
+ * keeping them costs a few additions per job in memory and one small row
+ * per queue and minute per transaction, written with the counts. A
+ * sampler of its own would need a timer on every server and would still
+ * miss what happened between two samples.
+ */
 export class OperationChanges {
   readonly events: EventDraft[] = [];
   /** Heartbeats applied without a stored event (the heartbeat policy of domain/state-machine.ts). */

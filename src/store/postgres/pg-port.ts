@@ -2,24 +2,6 @@
  * The PostgreSQL store's TransactionPort (store/transaction-port.ts): one
  * per transaction, on the pooled connection that runs it. Every method
  * answers with a promise (one round trip, one statement for many rows).
- *
- * Locks: the jobs an operation names by id (WriteOperation.jobIds) are
- * locked up front for the whole batch by `lockJobs`, in id order, so two
- * transactions that touch overlapping jobs never deadlock; findJobs then
- * answers from those rows, kept current as the transaction changes them.
- * Selections for change (claimable, expired, bulk, prunable) lock with
- * SKIP LOCKED: a concurrent transaction (of this server or another) gets
- * other rows instead of waiting. A fair queue's group rows, which the job
- * triggers write (migration 6), are locked ahead of each flush's job
- * writes in one statement, in (queue, group_key) order (`flush`): left to
- * the triggers, an INSERT and an UPDATE of one flush, or the join order
- * of one UPDATE, would lock them in an order of their own, and two
- * servers finishing jobs of the same groups would deadlock.
- *
- * Events: written without a sequence to `unsequenced_events` and numbered
- * after the commit (event-sequencer.ts), so insertEvents answers them with
- * sequence 0; the store reads the numbered events back before it answers
- * and announces (pg-store.ts).
  */
 import type pg from "pg";
 import type { DependencyResult, DependentCounts } from "../../domain/dependencies.js";
@@ -49,6 +31,25 @@ import { activityDeltaParam } from "./queue-activity-sql.js";
 import { queueConfigParams } from "./queue-limit-sql.js";
 import { scheduleParams, scheduleRunParams, toSchedule } from "./schedule-sql.js";
 
+/**
+ * Locks: the jobs an operation names by id (WriteOperation.jobIds) are
+ * locked up front for the whole batch by `lockJobs`, in id order, so two
+ * transactions that touch overlapping jobs never deadlock; findJobs then
+ * answers from those rows, kept current as the transaction changes them.
+ * Selections for change (claimable, expired, bulk, prunable) lock with
+ * SKIP LOCKED: a concurrent transaction (of this server or another) gets
+ * other rows instead of waiting. A fair queue's group rows, which the job
+ * triggers write (migration 6), are locked ahead of each flush's job
+ * writes in one statement, in (queue, group_key) order (`flush`): left to
+ * the triggers, an INSERT and an UPDATE of one flush, or the join order
+ * of one UPDATE, would lock them in an order of their own, and two
+ * servers finishing jobs of the same groups would deadlock.
+ *
+ * Events: written without a sequence to `unsequenced_events` and numbered
+ * after the commit (event-sequencer.ts), so insertEvents answers them with
+ * sequence 0; the store reads the numbered events back before it answers
+ * and announces (pg-store.ts).
+ */
 export class PgPort implements TransactionPort {
   /** Set by the first row the current operation writes; the transaction runner resets it per operation. */
   wrote = false;

@@ -4,26 +4,6 @@
  * run by group commit on a pool (pg-transactions.ts); the reads; and the
  * announcements of what every server committed. Any number of stores (on any
  * number of servers) may share one schema.
- *
- * Events and announcements (Store.onCommitted): events are committed
- * unnumbered and numbered right after by the sequencer (event-sequencer.ts),
- * whose runs are serial, so `job_events` only ever grows at its end, in
- * sequence order. Each store announces from `job_events` alone: it reads the
- * events after the last sequence it announced, up to the highest it heard
- * of, one reader at a time (store/announcing/ordered-announcer.ts), so every event is
- * announced once and in order, whoever committed it. It hears of new
- * sequences from its own sequencer runs, from `events` notifications (any
- * server's runs), and from the periodic catch-up that also covers lost
- * notifications and events an application's `submit()` left unnumbered.
- *
- * A store answers a write only after its events are numbered and
- * announced, so that a caller who reads next (ListJobEvents, a WatchEvents
- * resume) finds them. Its own events are told from other servers' by
- * matching them against what it committed (`external` is false for them).
- *
- * Counts and queue activity are deltas folded now and then (job-counts.ts,
- * queue-activity-sql.ts): each store runs both compactions in its
- * catch-up; the advisory locks in them let one server at a time do the work.
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
@@ -145,6 +125,27 @@ async function readDatabaseTime(pool: pg.Pool, sent: () => void): Promise<number
   }
 }
 
+/**
+ * Events and announcements (Store.onCommitted): events are committed
+ * unnumbered and numbered right after by the sequencer (event-sequencer.ts),
+ * whose runs are serial, so `job_events` only ever grows at its end, in
+ * sequence order. Each store announces from `job_events` alone: it reads the
+ * events after the last sequence it announced, up to the highest it heard
+ * of, one reader at a time (store/announcing/ordered-announcer.ts), so every event is
+ * announced once and in order, whoever committed it. It hears of new
+ * sequences from its own sequencer runs, from `events` notifications (any
+ * server's runs), and from the periodic catch-up that also covers lost
+ * notifications and events an application's `submit()` left unnumbered.
+ *
+ * A store answers a write only after its events are numbered and
+ * announced, so that a caller who reads next (ListJobEvents, a WatchEvents
+ * resume) finds them. Its own events are told from other servers' by
+ * matching them against what it committed (`external` is false for them).
+ *
+ * Counts and queue activity are deltas folded now and then (job-counts.ts,
+ * queue-activity-sql.ts): each store runs both compactions in its
+ * catch-up; the advisory locks in them let one server at a time do the work.
+ */
 export class PgStore extends OperationStore implements Store {
   readonly pool: pg.Pool;
   readonly schema: string;

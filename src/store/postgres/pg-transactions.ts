@@ -6,27 +6,6 @@
  * transaction of its own at once; under load operations wait for a free
  * connection and share its next transaction, so commits (and their WAL
  * flushes) are shared without the service knowing.
- *
- * Each transaction (READ COMMITTED):
- * 1. BEGIN, then one `SELECT ... FOR UPDATE` of every job the batch's
- *    operations name by id, in id order (pg-port.ts): a transaction waits
- *    only there, holding nothing yet, so two transactions never deadlock
- *    over jobs.
- * 2. The operations in order, each awaiting the port step by step; their
- *    refusals are decided before they write, so a refusal rolls nothing back.
- * 3. Counts, queue activity and events (store/operations/operation-changes.ts), a
- *    NOTIFY per queue control, COMMIT.
- *
- * Optimistic batches, with the guarded replay of the engines' shared batch
- * runner (store/writing/batch-runner.ts): if the database raises an error inside
- * an operation (the transaction is then aborted), or an operation fails
- * after writing, the batch is replayed with a savepoint around each
- * operation. A unique violation of an idempotency key raced by another
- * transaction is such an error; in the replay the other transaction has
- * committed and the submit finds its job. Serialization failures and
- * deadlocks (never expected, but PostgreSQL may report them) retry the
- * whole batch after a short random pause (conflictPauseMs). Nothing is
- * answered or announced before the COMMIT.
  */
 import { setTimeout as delay } from "node:timers/promises";
 import type pg from "pg";
@@ -88,6 +67,28 @@ class BrokenConnection extends Error {
   }
 }
 
+/**
+ * Each transaction (READ COMMITTED):
+ * 1. BEGIN, then one `SELECT ... FOR UPDATE` of every job the batch's
+ *    operations name by id, in id order (pg-port.ts): a transaction waits
+ *    only there, holding nothing yet, so two transactions never deadlock
+ *    over jobs.
+ * 2. The operations in order, each awaiting the port step by step; their
+ *    refusals are decided before they write, so a refusal rolls nothing back.
+ * 3. Counts, queue activity and events (store/operations/operation-changes.ts), a
+ *    NOTIFY per queue control, COMMIT.
+ *
+ * Optimistic batches, with the guarded replay of the engines' shared batch
+ * runner (store/writing/batch-runner.ts): if the database raises an error inside
+ * an operation (the transaction is then aborted), or an operation fails
+ * after writing, the batch is replayed with a savepoint around each
+ * operation. A unique violation of an idempotency key raced by another
+ * transaction is such an error; in the replay the other transaction has
+ * committed and the submit finds its job. Serialization failures and
+ * deadlocks (never expected, but PostgreSQL may report them) retry the
+ * whole batch after a short random pause (conflictPauseMs). Nothing is
+ * answered or announced before the COMMIT.
+ */
 export class PgTransactions {
   readonly #opts: PgTransactionsOptions;
   readonly #channel: string;

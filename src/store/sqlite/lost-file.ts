@@ -1,20 +1,6 @@
 /**
  * The database file removed, renamed or replaced under a running server
  * (docs/operations.md "The database file removed while serving").
- *
- * SQLite keeps using the file it opened, whatever happens to its name: after
- * an `rm` every commit still succeeds, into a file that no path names any
- * more and that the kernel frees when the process ends. So the store checks
- * that its path still names the file it opened (same device and inode),
- * before it answers each commit and on a timer. Once it does not, writes are
- * refused `unavailable` (the cause `file_lost`), and what the connection
- * still reads, every acknowledged job, is saved beside the database as
- * `<db>.saved-<UTC time>` (backup.ts copyDatabaseInSteps: in steps, the
- * event loop free between them), ready for `leasequeue restore`. If the name comes back to the same file (a
- * rename undone), writes resume.
- *
- * A server that starts where the database is missing but such a saved copy
- * is beside it refuses to create a new, empty database there.
  */
 import { readdirSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
@@ -55,6 +41,21 @@ export interface DatabaseFileWatchOptions {
   report(report: DatabaseFileReport): void;
 }
 
+/**
+ * SQLite keeps using the file it opened, whatever happens to its name: after
+ * an `rm` every commit still succeeds, into a file that no path names any
+ * more and that the kernel frees when the process ends. So the store checks
+ * that its path still names the file it opened (same device and inode),
+ * before it answers each commit and on a timer. Once it does not, writes are
+ * refused `unavailable` (the cause `file_lost`), and what the connection
+ * still reads, every acknowledged job, is saved beside the database as
+ * `<db>.saved-<UTC time>` (backup.ts copyDatabaseInSteps: in steps, the
+ * event loop free between them), ready for `leasequeue restore`. If the name comes back to the same file (a
+ * rename undone), writes resume.
+ *
+ * A server that starts where the database is missing but such a saved copy
+ * is beside it refuses to create a new, empty database there.
+ */
 export class DatabaseFileWatch {
   readonly #opts: Required<Pick<DatabaseFileWatchOptions, "monotonicNow">> & DatabaseFileWatchOptions;
   readonly #path: string;

@@ -4,7 +4,14 @@
  * process such as `leasequeue prune`). The store announces them to its own
  * listeners like its own commits (Store.onCommitted), so dispatch hears of
  * every commit on the database, whoever made it.
- *
+ */
+import type { JobEvent } from "../../domain/job.js";
+import { KnownQueueControls, type QueueControlSnapshot } from "../reads/known-queue-controls.js";
+import type { QueueControlChange } from "../store.js";
+import { toEvent, type Row } from "./rows.js";
+import { configFromRow, type QueueConfigRow, type SqliteStatements } from "./sql.js";
+
+/**
  * How they are found, cheaply:
  * - `PRAGMA data_version` changes when another connection has committed;
  *   asking costs no page read, so the store asks on a short timer.
@@ -21,12 +28,6 @@
  * pruned before this store read them (retention only deletes jobs finished
  * long ago, so in practice never).
  */
-import type { JobEvent } from "../../domain/job.js";
-import { KnownQueueControls, type QueueControlSnapshot } from "../reads/known-queue-controls.js";
-import type { QueueControlChange } from "../store.js";
-import { toEvent, type Row } from "./rows.js";
-import { configFromRow, type QueueConfigRow, type SqliteStatements } from "./sql.js";
-
 export class OtherWriters {
   readonly #stmts: SqliteStatements;
   #dataVersion: number;

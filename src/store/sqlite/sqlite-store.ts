@@ -4,29 +4,6 @@
  * (sqlite-port.ts), run by group commit (group-commit.ts) and made durable
  * by an fsync of the WAL off the event loop (wal-sync.ts); the reads; and
  * the announcements of what was committed.
- *
- * Announcements (Store.onCommitted): this store's own commits once they
- * are durable, and the commits of other connections to the same file
- * (other-writers.ts: a second store in this process, `leasequeue prune`),
- * all through one queue in commit order, so every event is announced once,
- * in sequence order (other writers' events are read by
- * store/announcing/ordered-announcer.ts).
- *
- * Write health (readiness, docs/api.md "Side port"): each transaction that
- * changed something or failed is reported to onWriteOutcome listeners, with
- * the cause of a failure (disk full, I/O error, busy, read-only). A BEGIN
- * IMMEDIATE alone needs no write I/O in WAL mode, so it cannot tell a full
- * disk; checkWritable answers from the latest real commit instead, and when
- * none happened within `writeProbeIntervalMs` it commits one row of
- * `write_probe` (one page, fsynced like any commit) to find out.
- *
- * The database file's name (lost-file.ts): before each commit is answered,
- * and on a timer, the store checks that its path still names the file it
- * opened; once it does not, writes are refused and a copy is saved.
- *
- * Several stores may open one file; "one server per file" is the server's
- * rule (store/engine.ts holdDatabase). migrate() refuses a database whose
- * schema is newer than this release's last migration (store/database/schema-version.ts).
  */
 import Database from "better-sqlite3";
 import { hostClock } from "../../domain/clock.js";
@@ -107,6 +84,30 @@ export function openSqliteStore(options: SqliteStoreOptions): SqliteStore {
   return new SqliteStore(options);
 }
 
+/**
+ * Announcements (Store.onCommitted): this store's own commits once they
+ * are durable, and the commits of other connections to the same file
+ * (other-writers.ts: a second store in this process, `leasequeue prune`),
+ * all through one queue in commit order, so every event is announced once,
+ * in sequence order (other writers' events are read by
+ * store/announcing/ordered-announcer.ts).
+ *
+ * Write health (readiness, docs/api.md "Side port"): each transaction that
+ * changed something or failed is reported to onWriteOutcome listeners, with
+ * the cause of a failure (disk full, I/O error, busy, read-only). A BEGIN
+ * IMMEDIATE alone needs no write I/O in WAL mode, so it cannot tell a full
+ * disk; checkWritable answers from the latest real commit instead, and when
+ * none happened within `writeProbeIntervalMs` it commits one row of
+ * `write_probe` (one page, fsynced like any commit) to find out.
+ *
+ * The database file's name (lost-file.ts): before each commit is answered,
+ * and on a timer, the store checks that its path still names the file it
+ * opened; once it does not, writes are refused and a copy is saved.
+ *
+ * Several stores may open one file; "one server per file" is the server's
+ * rule (store/engine.ts holdDatabase). migrate() refuses a database whose
+ * schema is newer than this release's last migration (store/database/schema-version.ts).
+ */
 export class SqliteStore extends OperationStore implements Store {
   readonly db: Database.Database;
   #closed = false;
