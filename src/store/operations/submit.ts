@@ -55,7 +55,8 @@ export function submitJobs(specs: readonly NewJob[], hooks: SubmitHooks = {}): W
           const found = deps.ids.map((id, i) => dependencies.get(id) ?? throwNotFound(`${deps.path}depends_on[${i}]`, id));
           const all = [...found, ...deps.refIndexes.map((k) => named[k])];
           const ids = all.map((d) => d.id);
-          const repeated = ids.findIndex((id, i) => ids.indexOf(id) !== i);
+          const seen = new Set<string>();
+          const repeated = ids.findIndex((id) => seen.size === seen.add(id).size);
           if (repeated >= 0) {
             throw new QueueError(
               "DEPENDENCY_REPEATED",
