@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// CPU per lease of the server's hand Lease encoder (src/service/lease-encoding.ts)
+// CPU per lease of the server's hand Lease encoder (src/server/fast-wire/lease-encoding.ts)
 // for the bench's two payloads, {"i": n} and --payload=order's (about 700
 // bytes of JSON): 200,000 encodes of each after a warm-up, in this process.
 // Prints µs per lease. `--build=DIR` encodes with another build's dist/ (a
@@ -7,6 +7,7 @@
 // turn, e.g. with farm-bench --vs. Asserts nothing.
 //
 //   npm run build && node bench/lease-encoding.mjs [--build=DIR] [--payload=small|order|both]
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
@@ -18,7 +19,11 @@ const { values: args } = parseArgs({
     payload: { type: "string", default: "both" },
   },
 });
-const { encodeLease } = await import(pathToFileURL(join(args.build, "dist/src/service/lease-encoding.js")).href);
+// Where the encoder is, and where builds before src/server/fast-wire/ had it.
+const encoderFile = ["dist/src/server/fast-wire/lease-encoding.js", "dist/src/service/lease-encoding.js"]
+  .map((f) => join(args.build, f))
+  .find((f) => existsSync(f));
+const { encodeLease } = await import(pathToFileURL(encoderFile ?? "no lease-encoding.js in the build").href);
 
 const now = Date.now();
 const job = (payloadJson) => ({

@@ -27,9 +27,9 @@ import { withApiReference } from "./server/docs-files.js";
 import { HealthStatus, ServingStatus } from "./server/health.js";
 import { Authenticator } from "./server/authenticator.js";
 import type { CallSpans } from "./server/call-spans.js";
-import { createWatchOutputs } from "./server/node-watch-output.js";
+import { binaryRoutes, createWatchOutputs, HAND_ENCODERS } from "./server/fast-wire/index.js";
 import { acceptedCompressions } from "./server/request-compression.js";
-import { binaryRoutes, boundaryInterceptor, routes, type RoutesOptions } from "./server/routes.js";
+import { boundaryInterceptor, routes, type RoutesOptions } from "./server/routes.js";
 import { createRpcHandler, strictUtf8Decoder, type RpcHandler } from "./server/rpc-handler.js";
 import { startSideListener, type SideListener } from "./server/side-listener.js";
 import { WriteReadiness } from "./server/write-readiness.js";
@@ -109,7 +109,7 @@ export async function startServer(config: Config, options: StartOptions): Promis
     onIdempotentReplay: (queue) => metrics.idempotentReplay(queue),
     producerSpans: tracing?.producers,
     workKeepaliveMs: options.claimKeepaliveMs,
-    handEncoding: config.wire === "fast",
+    handEncoders: config.wire === "fast" ? HAND_ENCODERS : undefined,
     log,
   });
   const scaler = createExternalScalerService({ store, backlogWatches: feeds.backlogWatches });
@@ -374,8 +374,8 @@ export function createApiHandler(
     textDecoder: strictUtf8Decoder(),
     registry: createRegistry(file_google_rpc_error_details),
   };
-  // WatchEvents writes pre-encoded events straight to its response (service/watch-event-frames.ts);
-  // it stays with LEASEQUEUE_WIRE=library too, for it is also what holds a watch to its unread-bytes limit.
+  // The hand-written wire paths (server/fast-wire/README.md), or with LEASEQUEUE_WIRE=library the libraries' own;
+  // but for WatchEvents' output in both modes: writing the frames itself is what holds a watch to its unread-bytes limit.
   const fast = config.wire === "fast";
   const watchOutputs = createWatchOutputs({ maxPendingBytes: config.watchMaxPendingBytes });
   return createRpcHandler({
@@ -385,7 +385,7 @@ export function createApiHandler(
       watchOutputs.addTo(values, req, res, method);
     },
     routes: routes({ service, scaler, health, reflection: config.reflection }),
-    binaryRoutes: fast ? binaryRoutes({ service }) : undefined,
+    binaryRoutes: fast ? binaryRoutes(service) : undefined,
     handWire: fast,
     interceptors: [boundaryInterceptor(log, metrics)],
     log,

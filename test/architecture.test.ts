@@ -27,6 +27,12 @@
  *   server, such as how a duration is written), and the API reference
  *   (src/docs) not even gen/ (it reads everything it shows from
  *   reference.json, built by scripts/build-docs.mjs).
+ * - The fast wire (server/fast-wire/README.md) is one fenced folder: the
+ *   rest of src/ reaches it only through its index.ts, from app.ts (which
+ *   wires it in or leaves it out) and rpc-handler.ts; the service sees it
+ *   only through service/hand-wire.ts. Connect's protocol internals and
+ *   protobuf-es's wire reader and writer are used there, and elsewhere only
+ *   by the files named below, each for a reason of its own.
  * - A file holds one concern, and none under src/ is over 600 lines.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -141,6 +147,42 @@ describe("the server's floors", () => {
       .flatMap((f) => targetsOf(f).map((t) => ({ from: f, to: t })))
       .filter(({ from, to }) => engineOf(to) !== undefined && engineOf(from) !== engineOf(to) && from !== "src/store/engine.ts");
     expect(crossing).toEqual([]);
+  });
+});
+
+describe("the fast wire behind one fence", () => {
+  const FENCE = "src/server/fast-wire/";
+  const all = sourcesIn("src");
+
+  it("is reached from outside only through its index.ts, by app.ts and rpc-handler.ts", () => {
+    const crossings = all
+      .filter((f) => !f.startsWith(FENCE))
+      .flatMap((f) =>
+        targetsOf(f)
+          .filter((t) => t.startsWith(FENCE))
+          .map((t) => `${f} -> ${t}`),
+      );
+    expect(crossings.sort()).toEqual([
+      "src/app.ts -> src/server/fast-wire/index.ts",
+      "src/server/rpc-handler.ts -> src/server/fast-wire/index.ts",
+    ]);
+  });
+
+  /** Files outside the fence that use connect's protocol internals or protobuf-es's wire format, and why. */
+  const OUTSIDE: Record<string, string> = {
+    "src/server/rpc-handler.ts": "the API port's own Node adapter (both wire modes): routes URLs, validates options, words refusals",
+    "src/server/call-outcome.ts":
+      "rewrites connect's `internal` for an undecodable request into invalid_argument, in each protocol (both modes)",
+    "src/server/protocol-refusal.ts": "answers a call refused before connect reads it, in the request's protocol",
+    "src/telemetry/rpc-server-spans.ts": "the code name of a span's status",
+    "src/worker/lease-decoding.ts": "the worker SDK's own lease reader (it may not import the server)",
+  };
+
+  it("holds every use of connect's protocol internals and protobuf-es's wire format but the named few", () => {
+    const users = all.filter((f) =>
+      importsOf(f).some((s) => s.startsWith("@connectrpc/connect/protocol") || s === "@bufbuild/protobuf/wire"),
+    );
+    expect(users.filter((f) => !f.startsWith(FENCE)).sort()).toEqual(Object.keys(OUTSIDE).sort());
   });
 });
 

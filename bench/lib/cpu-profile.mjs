@@ -88,10 +88,22 @@ export const LAYERS = [
   "(program): native code outside any JavaScript function (on a worker thread also its waits for messages)",
 ];
 
-/** The files whose functions encode or decode messages by hand (the rest of src/service/ validates and maps). */
+/**
+ * The files whose functions encode or decode messages by hand (the rest of
+ * src/service/ validates and maps; the rest of src/server/ is transport). The
+ * service/ paths are where the encoders were before src/server/fast-wire/,
+ * so that a comparison with an older build charges them alike.
+ */
 const CODEC_FILES = [
-  "dist/src/service/lease-encoding.js",
+  "dist/src/server/fast-wire/lease-encoding.js",
+  "dist/src/server/fast-wire/proto-writer.js",
+  "dist/src/server/fast-wire/json-text-value.js",
+  "dist/src/server/fast-wire/watch-frames.js",
+  "dist/src/server/fast-wire/proto-reading.js",
+  "dist/src/server/fast-wire/submit-decoding.js",
+  "dist/src/server/fast-wire/ack-decoding.js",
   "dist/src/service/encoded-responses.js",
+  "dist/src/service/lease-encoding.js",
   "dist/src/service/watch-event-frames.js",
 ];
 
@@ -99,9 +111,9 @@ const CODEC_FILES = [
 export function layerOf({ fn, where }) {
   if (fn === "(garbage collector)") return LAYERS[5];
   if (fn === "(program)" || fn === "(root)") return LAYERS[7];
-  if (where.startsWith("node:") || where.startsWith("node_modules/@connectrpc/") || where.startsWith("dist/src/server/")) return LAYERS[0];
   if (where.startsWith("node_modules/@bufbuild/") || where.startsWith("dist/gen/") || CODEC_FILES.some((f) => where.startsWith(f)))
     return LAYERS[1];
+  if (where.startsWith("node:") || where.startsWith("node_modules/@connectrpc/") || where.startsWith("dist/src/server/")) return LAYERS[0];
   if (where.startsWith("dist/src/service/")) return LAYERS[2];
   if (where.startsWith("dist/src/dispatch/")) return LAYERS[3];
   if (

@@ -12,7 +12,6 @@ import { Health } from "../../gen/ts/grpc/health/v1/health_pb.js";
 import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import type { Logger } from "../logger.js";
 import { codeLabel, type Metrics } from "../metrics/metrics.js";
-import { UNDECODED_WORK, workRequestsOf, type UndecodedFields } from "../service/ack-decoding.js";
 import { toConnectError } from "../service/errors.js";
 import { callRecordKey, requestParseError } from "./call-record.js";
 import { registerHealth, type HealthStatus } from "./health.js";
@@ -35,17 +34,6 @@ export function routes(opts: RoutesOptions): (router: ConnectRouter) => void {
       const services: DescService[] = [LeaseQueueService, ...(opts.scaler !== undefined ? [ExternalScaler] : []), Health];
       registerReflection(router, services, [file_google_rpc_error_details]);
     }
-  };
-}
-
-/**
- * What binary clients get instead (rpc-handler.ts `binaryRoutes`): the Work
- * stream with its requests read by hand (service/ack-decoding.ts), the
- * service's own Work behind it.
- */
-export function binaryRoutes(opts: Pick<RoutesOptions, "service">): (router: ConnectRouter) => void {
-  return (router) => {
-    router.rpc(UNDECODED_WORK, (requests: AsyncIterable<UndecodedFields>, ctx) => opts.service.work(workRequestsOf(requests), ctx));
   };
 }
 

@@ -45,7 +45,7 @@ import type { NodeRequestHandler } from "./node-request-handler.js";
 import { watchOutcome } from "./call-outcome.js";
 import type { CallSpans } from "./call-spans.js";
 import { callRecordKey, type CallRecord } from "./call-record.js";
-import { createGrpcUnaryMethod, servesAsGrpcUnary, type GrpcUnaryCall, type UnaryImplSpec } from "./grpc-unary.js";
+import { createGrpcUnaryMethod, servesAsGrpcUnary, type GrpcUnaryCall, type UnaryImplSpec } from "./fast-wire/index.js";
 import { requestTimedOut } from "./http2-request-timeout.js";
 import { refuseRequest } from "./protocol-refusal.js";
 

@@ -22,8 +22,8 @@ import type { Job } from "../domain/job.js";
 import type { Store } from "../store/store.js";
 import { StatusSchema, type Status } from "../../gen/ts/google/rpc/status_pb.js";
 import { AcknowledgementResultSchema, type Acknowledgement, type AcknowledgementResult } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { ackValueJsonOf } from "./ack-decoding.js";
 import { invalidArgument, toConnectError } from "./errors.js";
+import { decodedJsonOf } from "./hand-wire.js";
 import { refusedJobs } from "./queue-access.js";
 import * as v from "./validate.js";
 
@@ -59,7 +59,7 @@ function parseAcknowledgement(path: string, ack: Acknowledgement): AckSpec {
         jobId,
         leaseToken,
         outcome: "complete",
-        resultJson: v.optionalJsonText(`${path}complete.result`, o.value.result, ackValueJsonOf(o.value)),
+        resultJson: v.optionalJsonText(`${path}complete.result`, o.value.result, decodedJsonOf(o.value)),
       };
     case "fail":
       return { jobId, leaseToken, outcome: "fail", failure: v.failure(`${path}fail.`, o.value) };
@@ -69,7 +69,7 @@ function parseAcknowledgement(path: string, ack: Acknowledgement): AckSpec {
         leaseToken,
         outcome: "heartbeat",
         leaseDurationMs: v.durationInRange(`${path}heartbeat.lease_duration`, o.value.leaseDuration, v.BOUNDS.leaseDurationMs),
-        progressJson: v.progressJsonText(`${path}heartbeat.progress`, o.value.progress, ackValueJsonOf(o.value)),
+        progressJson: v.progressJsonText(`${path}heartbeat.progress`, o.value.progress, decodedJsonOf(o.value)),
       };
     case "release":
       return { jobId, leaseToken, outcome: "release" };

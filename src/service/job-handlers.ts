@@ -13,7 +13,7 @@ import type { Store, SubmitOutcome } from "../store/store.js";
 import type { LeaseQueueService, SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { encodedSubmitBatch } from "./encoded-responses.js";
 import { invalidArgument } from "./errors.js";
-import { answerFormatOf } from "./lease-delivery.js";
+import { encodersFor, type HandEncoders } from "./hand-wire.js";
 import { decodePageToken, encodePageToken, listFilterKey } from "./page-token.js";
 import { requireDependencyQueues, requireJobQueue, requireQueue, requireQueueFilter } from "./queue-access.js";
 import { traceSubmission } from "./submit-tracing.js";
@@ -30,8 +30,8 @@ export interface JobHandlerDeps {
   onIdempotentReplay?: (queue: string) => void;
   /** The PRODUCER span of each submitted job (docs/operations.md "Tracing"); undefined when the server does not trace. */
   producerSpans?: ProducerSpans;
-  /** SubmitBatch's answer encoded by hand for binary clients (LEASEQUEUE_WIRE=fast); false: as messages. Default true. */
-  handEncoding?: boolean;
+  /** SubmitBatch's answer encoded by hand for binary clients (hand-wire.ts; LEASEQUEUE_WIRE=fast); absent: as messages. */
+  handEncoders?: HandEncoders;
 }
 
 type JobHandlers = Pick<
@@ -39,7 +39,7 @@ type JobHandlers = Pick<
   "submit" | "submitBatch" | "getJob" | "listJobs" | "listJobEvents" | "redrive" | "cancel"
 >;
 
-export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans, handEncoding }: JobHandlerDeps): JobHandlers {
+export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans, handEncoders }: JobHandlerDeps): JobHandlers {
   function replayed(outcomes: SubmitOutcome[]): SubmitOutcome[] {
     for (const o of outcomes) if (o.deduplicated) onIdempotentReplay?.(o.job.queue);
     return outcomes;
@@ -84,8 +84,9 @@ export function jobHandlers({ store, clock, onIdempotentReplay, producerSpans, h
       specs.forEach((spec, i) => requireQueue(ctx, `jobs[${i}].queue`, spec.queue));
       await requireDependencyQueues(ctx, store, specs);
       const outcomes = await submitTraced(specs, ctx);
-      if (answerFormatOf(ctx.requestHeader.get("content-type"), handEncoding) === "binary") {
-        const encoded = encodedSubmitBatch(outcomes, basic);
+      const encoders = encodersFor(ctx.requestHeader.get("content-type"), handEncoders);
+      if (encoders !== undefined) {
+        const encoded = encodedSubmitBatch(outcomes, basic, encoders);
         if (encoded !== undefined) return encoded;
       }
       return { results: outcomes.map((o) => submitOutcome(o, basic)) };

@@ -26,7 +26,7 @@ import { nestedTooDeepText } from "../domain/json-depth.js";
 import type { Logger } from "../logger.js";
 import type { ClaimedLease, Store } from "../store/store.js";
 import { LeaseSchema, type Lease } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { asField, encodeLease, NestingTooDeep } from "./lease-encoding.js";
+import { NestingTooDeep, type HandEncoders } from "./hand-wire.js";
 import { BOUNDS, valueDepth } from "./validate.js";
 import { leaseToWire } from "./wire.js";
 
@@ -42,27 +42,25 @@ const CLIENT_MAX_RECEIVE_BYTES = 4 * 1024 * 1024;
 const TRIAL_ENCODING_ABOVE_CHARS = 2 * BOUNDS.jsonBytes;
 
 /**
- * A lease ready to send: a message for JSON clients, its protobuf bytes for
- * binary ones (lease-encoding.ts), and its (estimated) encoded size.
+ * A lease ready to send: a message for the library to serialize, or (with
+ * hand encoders, for a binary client) its protobuf bytes as the entry of a
+ * response's field 1; and its (estimated) encoded size.
  */
 export interface WireLease {
   jobId: string;
   lease?: Lease;
-  encoded?: Uint8Array;
+  encoded?: UnknownField;
   bytes: number;
 }
-
-/** How the client reads responses: decides whether leases go as messages or as bytes. */
-export type WireFormat = "binary" | "json";
 
 export type LeaseDelivery =
   | ({ deliverable: true } & WireLease)
   /** `problem` names the field and the reason, for the job's last_error. */
   | { deliverable: false; problem: string };
 
-/** The lease as a wire message (or bytes) every client can decode, or why it cannot be one. */
-export function leaseForDelivery(claimed: ClaimedLease, format: WireFormat = "json"): LeaseDelivery {
-  if (format === "binary") return encodedForDelivery(claimed);
+/** The lease as a wire message (or, with `encoders`, bytes) every client can decode, or why it cannot be one. */
+export function leaseForDelivery(claimed: ClaimedLease, encoders?: HandEncoders): LeaseDelivery {
+  if (encoders !== undefined) return encodedForDelivery(claimed, encoders);
   let lease: Lease;
   try {
     lease = leaseToWire(claimed);
@@ -110,11 +108,11 @@ export async function deliverableLeases(
   store: Store,
   log: Logger | undefined,
   leases: ClaimedLease[],
-  format: WireFormat,
+  encoders: HandEncoders | undefined,
 ): Promise<WireLease[]> {
   const wire: WireLease[] = [];
   for (const claimed of leases) {
-    const delivery = leaseForDelivery(claimed, format);
+    const delivery = leaseForDelivery(claimed, encoders);
     if (delivery.deliverable) {
       wire.push({ jobId: delivery.jobId, lease: delivery.lease, encoded: delivery.encoded, bytes: delivery.bytes });
       continue;
@@ -132,10 +130,10 @@ export async function deliverableLeases(
 }
 
 /** Binary clients: the encoder checks the nesting while it writes, and the size is exact. */
-function encodedForDelivery(claimed: ClaimedLease): LeaseDelivery {
+function encodedForDelivery(claimed: ClaimedLease, encoders: HandEncoders): LeaseDelivery {
   let encoded: Uint8Array;
   try {
-    encoded = encodeLease(claimed);
+    encoded = encoders.lease(claimed);
   } catch (err) {
     if (err instanceof NestingTooDeep) {
       return undeliverable(err.field, `it is ${nestedTooDeepText()}`);
@@ -154,7 +152,7 @@ function encodedForDelivery(claimed: ClaimedLease): LeaseDelivery {
       problem: `job cannot be encoded for delivery to a worker: the lease is ${encoded.length} bytes; gRPC clients receive at most ${CLIENT_MAX_RECEIVE_BYTES} by default`,
     };
   }
-  return { deliverable: true, jobId: claimed.job.id, encoded, bytes: encoded.length };
+  return { deliverable: true, jobId: claimed.job.id, encoded: encoders.field(1, encoded), bytes: encoded.length };
 }
 
 /**
@@ -168,26 +166,10 @@ export function withLeases<T extends Message & { $unknown?: UnknownField[] }>(
   add: (lease: Lease) => void,
 ): T {
   for (const l of leases) {
-    if (l.encoded !== undefined) (response.$unknown ??= []).push(asField(1, l.encoded));
+    if (l.encoded !== undefined) (response.$unknown ??= []).push(l.encoded);
     else if (l.lease !== undefined) add(l.lease);
   }
   return response;
-}
-
-/**
- * How a call's leases and answers are written: by hand as protobuf binary
- * ("binary", for a binary client while the server's hand paths are on), or
- * as messages for the library to serialize ("json"; with LEASEQUEUE_WIRE=library
- * for every client).
- */
-export function answerFormatOf(contentType: string | null, handEncoding = true): WireFormat {
-  return handEncoding ? wireFormatOf(contentType) : "json";
-}
-
-/** Whether a request's content type carries protobuf binary (gRPC, gRPC-Web, Connect proto). */
-export function wireFormatOf(contentType: string | null): WireFormat {
-  const type = (contentType ?? "").split(";")[0].trim().toLowerCase();
-  return type.endsWith("+json") || type === "application/json" ? "json" : "binary";
 }
 
 function tooDeep(value: Value): boolean {

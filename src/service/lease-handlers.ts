@@ -18,7 +18,8 @@ import type { ClaimedLease, Store } from "../store/store.js";
 import { StreamClaimsResponseSchema, type LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { acknowledgeForCaller, parseAcknowledgements } from "./acknowledgements.js";
 import { claimResponse } from "./encoded-responses.js";
-import { answerFormatOf, deliverableLeases, withLeases, type WireLease } from "./lease-delivery.js";
+import { encodersFor, type HandEncoders } from "./hand-wire.js";
+import { deliverableLeases, withLeases, type WireLease } from "./lease-delivery.js";
 import { requireJobQueue, requireQueue } from "./queue-access.js";
 import * as v from "./validate.js";
 import { jobToWire } from "./wire.js";
@@ -33,8 +34,8 @@ export interface LeaseHandlerDeps {
   workKeepaliveMs?: number;
   /** Where leases that could not be delivered are reported. Default: nowhere. */
   log?: Logger;
-  /** Leases encoded by hand for binary clients (LEASEQUEUE_WIRE=fast); false: as messages. Default true. */
-  handEncoding?: boolean;
+  /** Leases encoded by hand for binary clients (hand-wire.ts; LEASEQUEUE_WIRE=fast); absent: as messages. */
+  handEncoders?: HandEncoders;
 }
 
 type LeaseHandlers = Pick<
@@ -55,13 +56,16 @@ export function leaseHandlers({
   claimStreams,
   workKeepaliveMs,
   log,
-  handEncoding,
+  handEncoders,
 }: LeaseHandlerDeps): LeaseHandlers {
   const longPoll = { store, wakeups, clock, log };
 
+  /** The hand encoders for a call's answers, when it has a binary client (hand-wire.ts). */
+  const encodersOf = (ctx: HandlerContext) => encodersFor(ctx.requestHeader.get("content-type"), handEncoders);
+
   /** The leases of `claimed` a client can decode, in the encoding the request asked for (lease-delivery.ts). */
   const deliverable = (claimed: ClaimedLease[], ctx: HandlerContext): Promise<WireLease[]> =>
-    deliverableLeases(store, log, claimed, answerFormatOf(ctx.requestHeader.get("content-type"), handEncoding));
+    deliverableLeases(store, log, claimed, encodersOf(ctx));
 
   /**
    * The opening of every holder's call: `job_id` and `lease_token`, then the
@@ -92,7 +96,7 @@ export function leaseHandlers({
       requireQueue(ctx, "queue", spec.queue);
       const results = await acknowledgeForCaller(ctx, store, acks);
       const leases = await claimWithin(longPoll, spec, ctx.signal, (claimed) => deliverable(claimed, ctx));
-      return claimResponse(leases, results);
+      return claimResponse(leases, results, encodersOf(ctx));
     },
 
     async *streamClaims(req, ctx) {
@@ -127,7 +131,7 @@ export function leaseHandlers({
     },
 
     work(requests, ctx) {
-      return workStream(requests, ctx, { store, log, claimStreams, keepaliveMs: workKeepaliveMs ?? KEEPALIVE_INTERVAL_MS, handEncoding });
+      return workStream(requests, ctx, { store, log, claimStreams, keepaliveMs: workKeepaliveMs ?? KEEPALIVE_INTERVAL_MS, handEncoders });
     },
 
     async heartbeat(req, ctx) {

@@ -24,7 +24,7 @@ import {
   type SubmitRequest,
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument, payloadTooLarge, purgeNotConfirmed } from "./errors.js";
-import { payloadJsonOf } from "./submit-decoding.js";
+import { decodedJsonOf } from "./hand-wire.js";
 import { STATE_FROM_WIRE } from "./wire.js";
 
 /** docs/api.md "Bounds" and "Defaults and identity": one table, shared with the state machine and the worker SDK. */
@@ -217,15 +217,15 @@ function withinBytes(field: string, text: string, maxBytes: number): string {
   return text;
 }
 
-/** A submitted payload as JSON text: read as such by the hand decoder (submit-decoding.ts), or from its Value. */
+/** A submitted payload as JSON text: read as such by a hand decoder (hand-wire.ts), or from its Value. */
 function submittedPayloadJson(field: string, req: SubmitRequest): string {
-  const decoded = payloadJsonOf(req);
+  const decoded = decodedJsonOf(req);
   return decoded === undefined ? jsonText(field, req.payload) : withinBytes(field, decoded, BOUNDS.jsonBytes);
 }
 
 /**
  * An optional Value (a result): absent is null, not the JSON text "null".
- * `decoded` is its JSON text when a hand decoder read it (ack-decoding.ts).
+ * `decoded` is its JSON text when a hand decoder read it (hand-wire.ts).
  */
 export function optionalJsonText(field: string, value: Value | undefined, decoded?: string): string | null {
   if (decoded !== undefined) return withinBytes(field, decoded, BOUNDS.jsonBytes);

@@ -2,24 +2,84 @@
  * WatchEvents (docs/api.md "WatchEvents: following events"): validate the
  * filter, subscribe to the event feed (dispatch/event-feed.ts), send its
  * batches. With a WatchOutput from the transport, every batch after the
- * first message goes out as shared pre-encoded frames in one write
- * (watch-event-frames.ts); without one, one message per event.
+ * first message goes out in one write to the response already started
+ * (server/fast-wire/watch-frames.ts writes each event's frame once for all
+ * subscribers); without one, one message per event, the framework's way.
  */
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextKey, type ServiceImpl } from "@connectrpc/connect";
 import { QueueError } from "../domain/errors.js";
-import type { EventFeed, WatchSpec } from "../dispatch/event-feed.js";
-import type { LeaseQueueService, WatchEventsRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import type { JobEvent as DomainEvent } from "../domain/job.js";
+import type { EventFeed, WatchOutputProbe, WatchSpec } from "../dispatch/event-feed.js";
+import {
+  WatchEventsResponseSchema,
+  type LeaseQueueService,
+  type WatchEventsRequest,
+  type WatchEventsResponse,
+} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { invalidArgument } from "./errors.js";
 import { requireQueueFilter } from "./queue-access.js";
 import * as v from "./validate.js";
-import {
-  KEEPALIVE_RESPONSE,
-  SLOW_SUBSCRIBER_GRACE_MS,
-  WATCH_OUTPUT,
-  watchFrames,
-  watchResponseOf,
-  watchWireFormat,
-} from "./watch-event-frames.js";
+import { eventToWire } from "./wire.js";
+
+/**
+ * The response body of one WatchEvents call, as its transport lets the
+ * handler append to it. The transport also tells the feed how many bytes
+ * are still waiting in the connection (WatchOutputProbe), so a client that
+ * never reads is dropped even when its socket accepts every write
+ * (HTTP/1.1). The error that ends a watch still goes through the framework,
+ * so trailers and end-of-stream messages stay the framework's.
+ */
+export interface WatchOutput extends WatchOutputProbe {
+  /**
+   * Appends a batch of events (`null`: a keepalive) to the response body,
+   * after what the framework wrote, encoded as the call's messages are;
+   * does nothing once the response is gone.
+   */
+  write(batch: readonly DomainEvent[] | null): void;
+  /**
+   * Undefined when more may be written now; otherwise resolves when the
+   * transport knows again how much the client has taken (so that a client
+   * that never reads cannot soak up more than about the limit unseen, as
+   * the kernel's socket buffers would on HTTP/1.1).
+   */
+  whenWritable(): Promise<void> | undefined;
+  /**
+   * The watch was dropped for not reading: give the client `graceMs` to read
+   * what is waiting and the error after it, then cut the connection (or the
+   * HTTP/2 stream), so a client that never reads stops holding the server's
+   * memory.
+   */
+  closeAfter(graceMs: number): void;
+}
+
+/** Where the transport hands a WatchEvents handler its WatchOutput (absent: the framework's path). */
+export const WATCH_OUTPUT = createContextKey<WatchOutput | undefined>(undefined, {
+  description: "leasequeue WatchEvents response output",
+});
+
+/** How long a client dropped as too slow has to read the backlog and the error before its connection is cut. */
+export const SLOW_SUBSCRIBER_GRACE_MS = 5_000;
+
+/** The keepalive message: a WatchEventsResponse without `event`. */
+export const KEEPALIVE_RESPONSE: WatchEventsResponse = create(WatchEventsResponseSchema);
+
+/**
+ * Messages by event object. The feed routes the same object to every
+ * subscriber, so whoever needs the message first builds it for all; the
+ * entry goes when the event object does.
+ */
+const messages = new WeakMap<DomainEvent, WatchEventsResponse>();
+
+/** The WatchEventsResponse carrying `e`, one object per event for every subscriber. */
+export function watchResponseOf(e: DomainEvent): WatchEventsResponse {
+  let message = messages.get(e);
+  if (message === undefined) {
+    message = create(WatchEventsResponseSchema, { event: eventToWire(e) });
+    messages.set(e, message);
+  }
+  return message;
+}
 
 export interface WatchEventsHandlerDeps {
   /** Serves WatchEvents. */
@@ -35,13 +95,12 @@ export function watchEventsHandler({ events }: WatchEventsHandlerDeps): WatchEve
       requireQueueFilter(ctx, "queue", spec.queue);
       // The first message is a keepalive, produced once the subscription is
       // registered: it makes the transport send the response headers.
-      const format = watchWireFormat(ctx.requestHeader.get("content-type"));
-      const output = format === undefined ? undefined : ctx.values.get(WATCH_OUTPUT);
+      const output = ctx.values.get(WATCH_OUTPUT);
       let headersSent = false;
       try {
         for await (const batch of events.watchBatches(spec, ctx.signal, { output })) {
           if (output !== undefined && headersSent) {
-            output.write(watchFrames(batch, format!));
+            output.write(batch);
             const writable = output.whenWritable();
             if (writable !== undefined) await untilSettledOrAborted(writable, ctx.signal);
             continue;

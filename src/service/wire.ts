@@ -90,7 +90,7 @@ export function jobToWire(job: DomainJob, basic = false): Job {
   });
 }
 
-/** Every Job field but payload, result and last_error; lease-encoding.ts writes the same fields. */
+/** Every Job field but payload, result and last_error; server/fast-wire/lease-encoding.ts writes the same fields. */
 function jobEnvelope(job: DomainJob) {
   return {
     id: job.id,

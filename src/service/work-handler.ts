@@ -41,7 +41,8 @@ import { ackResultToWire, applyAcknowledgements, parseAcknowledgements, type Ack
 import { invalidArgument } from "./errors.js";
 import { hasQueueLimit, refusedJobs, requireQueue } from "./queue-access.js";
 import * as v from "./validate.js";
-import { deliverableLeases, answerFormatOf, withLeases, type WireLease } from "./lease-delivery.js";
+import { encodersFor, type HandEncoders } from "./hand-wire.js";
+import { deliverableLeases, withLeases, type WireLease } from "./lease-delivery.js";
 
 export interface WorkStreamDeps {
   store: Store;
@@ -50,8 +51,8 @@ export interface WorkStreamDeps {
   claimStreams: ClaimStreams;
   /** Idle interval between keepalive messages. */
   keepaliveMs: number;
-  /** Leases encoded by hand for binary clients; false: as messages. Default true. */
-  handEncoding?: boolean;
+  /** Leases encoded by hand for binary clients (hand-wire.ts); absent: as messages. */
+  handEncoders?: HandEncoders;
 }
 
 /**
@@ -76,7 +77,7 @@ export async function* workStream(
   requireQueue(ctx, "start.queue", spec.queue);
   const firstAcks = parseAcknowledgements("acks", first.value.acks, 0);
 
-  const format = answerFormatOf(ctx.requestHeader.get("content-type"), deps.handEncoding);
+  const encoders = encodersFor(ctx.requestHeader.get("content-type"), deps.handEncoders);
   const stream = deps.claimStreams.register(spec, ctx.signal);
   const results: AcknowledgementResult[] = [];
   /** Settles when every acknowledgement read so far has its result queued. */
@@ -145,7 +146,7 @@ export async function* workStream(
       if (failure !== undefined) throw failure;
       const claimed = inputDone ? [] : stream.takeReady();
       // A lease a worker could not decode is dead-lettered, never sent (lease-delivery.ts).
-      const leases = claimed.length === 0 ? [] : await deliverableLeases(deps.store, deps.log, claimed, format);
+      const leases = claimed.length === 0 ? [] : await deliverableLeases(deps.store, deps.log, claimed, encoders);
       if (ctx.signal.aborted) {
         // Never sent: give back the ones that were not dead-lettered.
         const dead = new Set(claimed.map((c) => c.job.id));

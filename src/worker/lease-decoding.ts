@@ -12,7 +12,7 @@
  * deeper than any server sends) makes it give up, and the response is
  * decoded by protobuf-es, so every lease reads as fromBinary reads it
  * (test/worker/lease-decoding.test.ts). The server's hand decoder of
- * SubmitRequest (src/service/submit-decoding.ts) reads the same way.
+ * SubmitRequest (src/server/fast-wire/submit-decoding.ts) reads the same way.
  */
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";

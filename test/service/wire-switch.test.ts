@@ -20,6 +20,7 @@ import {
 } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { ClaimStreams } from "../../src/dispatch/claim-streams.js";
 import { QueueWakeups } from "../../src/dispatch/queue-wakeups.js";
+import { HAND_ENCODERS } from "../../src/server/fast-wire/index.js";
 import { jobHandlers } from "../../src/service/job-handlers.js";
 import { leaseHandlers } from "../../src/service/lease-handlers.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
@@ -49,11 +50,12 @@ function grpcContext(method: "submitBatch" | "claim") {
 }
 
 describe.each([
-  ["fast", true],
-  ["library", false],
-])("LEASEQUEUE_WIRE=%s", (_wire, handEncoding) => {
+  ["fast", HAND_ENCODERS],
+  ["library", undefined],
+])("LEASEQUEUE_WIRE=%s", (_wire, handEncoders) => {
+  const handEncoding = handEncoders !== undefined;
   it(handEncoding ? "encodes a binary client's answers by hand" : "answers a binary client with messages", async () => {
-    const jobs = jobHandlers({ store, clock, handEncoding });
+    const jobs = jobHandlers({ store, clock, handEncoders });
     const request = create(SubmitBatchRequestSchema, { jobs: [{ queue: "q", task: "t" }] });
     const submitted = (await jobs.submitBatch(request, grpcContext("submitBatch"))) as SubmitBatchResponse;
     expect(submitted.results.length).toBe(handEncoding ? 0 : 1);
@@ -62,7 +64,7 @@ describe.each([
     const wakeups = new QueueWakeups(store, clock);
     const claimStreams = new ClaimStreams({ store, wakeups, clock, log: silentLogger, keepaliveMs: 60_000 });
     try {
-      const leases = leaseHandlers({ store, clock, wakeups, claimStreams, log: silentLogger, handEncoding });
+      const leases = leaseHandlers({ store, clock, wakeups, claimStreams, log: silentLogger, handEncoders });
       const claimed = (await leases.claim(
         create(ClaimRequestSchema, { queue: "q", workerId: "w" }),
         grpcContext("claim"),

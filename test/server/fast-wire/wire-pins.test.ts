@@ -11,29 +11,38 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { PACKAGE_ROOT } from "../helpers/process.js";
+import { PACKAGE_ROOT } from "../../helpers/process.js";
 
 /** Each library the hand paths mirror: the version they were proven against, and what proves them. */
 const PINNED = {
   "@bufbuild/protobuf": {
     version: "2.13.0",
     mirroredBy: [
-      "src/service/proto-writer.ts",
-      "src/service/lease-encoding.ts",
-      "src/service/submit-decoding.ts",
-      "src/service/ack-decoding.ts",
+      "src/server/fast-wire/proto-writer.ts",
+      "src/server/fast-wire/lease-encoding.ts",
+      "src/server/fast-wire/submit-decoding.ts",
+      "src/server/fast-wire/ack-decoding.ts",
     ],
-    proofs: ["test/service/lease-encoding.test.ts", "test/service/submit-decoding.test.ts", "test/service/ack-decoding.test.ts"],
+    proofs: [
+      "test/server/fast-wire/lease-encoding.test.ts",
+      "test/server/fast-wire/submit-decoding.test.ts",
+      "test/server/fast-wire/ack-decoding.test.ts",
+    ],
   },
   "@connectrpc/connect": {
     version: "2.1.2",
-    mirroredBy: ["src/server/grpc-unary.ts", "src/server/grpc-envelope.ts", "src/server/call-outcome.ts", "src/server/rpc-handler.ts"],
-    proofs: ["test/server/grpc-unary.test.ts", "test/hostile/malformed-bodies.test.ts"],
+    mirroredBy: [
+      "src/server/fast-wire/grpc-unary.ts",
+      "src/server/fast-wire/grpc-envelope.ts",
+      "src/server/call-outcome.ts",
+      "src/server/rpc-handler.ts",
+    ],
+    proofs: ["test/server/fast-wire/grpc-unary.test.ts", "test/hostile/malformed-bodies.test.ts"],
   },
   "@connectrpc/connect-node": {
     version: "2.1.2",
-    mirroredBy: ["src/server/node-headers.ts", "src/server/kernel-send-queue.ts"],
-    proofs: ["test/server/grpc-unary.test.ts", "test/server/kernel-send-queue.test.ts"],
+    mirroredBy: ["src/server/fast-wire/node-headers.ts", "src/server/fast-wire/kernel-send-queue.ts"],
+    proofs: ["test/server/fast-wire/grpc-unary.test.ts", "test/server/fast-wire/kernel-send-queue.test.ts"],
   },
 } as const;
 

@@ -9,7 +9,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { KernelSendQueues } from "../../src/server/kernel-send-queue.js";
+import { KernelSendQueues } from "../../../src/server/fast-wire/kernel-send-queue.js";
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {

@@ -8,8 +8,8 @@
 import { create, fromBinary, fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
-import { writeJsonText } from "../../src/service/json-text-value.js";
-import { ProtoWriter } from "../../src/service/proto-writer.js";
+import { writeJsonText } from "../../../src/server/fast-wire/json-text-value.js";
+import { ProtoWriter } from "../../../src/server/fast-wire/proto-writer.js";
 
 class TooDeep extends Error {}
 

@@ -2,7 +2,7 @@
  * leasequeue.v1.Lease in protobuf binary, written straight from the stored
  * job: the hot path of every lease path (Work, StreamClaims, Claim) for
  * binary clients; and, the same way, the results of SubmitBatch and the
- * events of WatchEvents.
+ * events of WatchEvents (watch-frames.ts).
  *
  * protobuf-es encodes by reflection: a Lease is first built as a tree of
  * messages (the job, its timestamps, the payload's Value, Struct and
@@ -17,33 +17,23 @@
  * produced. JSON clients do not get this path (unknown fields are not
  * written to JSON): they are served Lease messages.
  */
+import type { UnknownField } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
-import type { Job, JobEvent } from "../domain/job.js";
-import { nestedTooDeepText } from "../domain/json-depth.js";
-import type { ClaimedLease } from "../store/store.js";
-import { JobState } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { BOUNDS } from "./validate.js";
+import type { Job, JobEvent } from "../../domain/job.js";
+import { BOUNDS } from "../../domain/request-bounds.js";
+import type { ClaimedLease } from "../../store/store.js";
+import { JobState } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { NestingTooDeep, type HandEncoders, type JsonField } from "../../service/hand-wire.js";
+import { KIND_TO_WIRE, STATE_TO_WIRE } from "../../service/wire.js";
 import { writeJsonText } from "./json-text-value.js";
 import { ProtoWriter, varintSize } from "./proto-writer.js";
-import { KIND_TO_WIRE, STATE_TO_WIRE } from "./wire.js";
 
-/** The JSON fields of a Job, each a google.protobuf.Value. */
-type JsonField = "payload" | "result" | "progress";
-
-/** Thrown when a stored payload, result or progress is nested deeper than docs/api.md "Bounds" allows. */
-export class NestingTooDeep extends Error {
-  constructor(readonly field: JsonField) {
-    super(`${field} is ${nestedTooDeepText()}`);
-  }
-}
-
-/** The unknown-field entry that carries one encoded message in a repeated or singular message field. */
-export interface EncodedField {
-  no: number;
-  wireType: WireType;
-  /** The length prefix and the message bytes, as protobuf-es keeps unknown length-delimited fields. */
-  data: Uint8Array;
-}
+/** The hand encoders the handlers call for binary clients (service/hand-wire.ts). */
+export const HAND_ENCODERS: HandEncoders = {
+  lease: encodeLease,
+  submitResponse: encodeSubmitResponse,
+  field: asField,
+};
 
 /**
  * The lease as protobuf binary. Throws NestingTooDeep for a payload, result
@@ -72,7 +62,7 @@ export function encodeLease(lease: ClaimedLease): Uint8Array {
 }
 
 /** An encoded message as the entry of message field `no` (e.g. 1 for WorkResponse.leases). */
-export function asField(no: number, message: Uint8Array): EncodedField {
+export function asField(no: number, message: Uint8Array): UnknownField {
   const len = varintSize(message.length);
   const data = new Uint8Array(len + message.length);
   let v = message.length;
@@ -107,7 +97,7 @@ export function encodeSubmitResponse(job: Job, deduplicated: boolean, basic: boo
 /**
  * A WatchEventsResponse carrying one event as protobuf binary: the same
  * bytes as toBinary of the message eventToWire builds, written straight
- * from the event, for the WatchEvents frames (watch-event-frames.ts).
+ * from the event, for the WatchEvents frames (watch-frames.ts).
  */
 export function encodeEventResponse(e: JobEvent): Uint8Array {
   const w = new ProtoWriter();

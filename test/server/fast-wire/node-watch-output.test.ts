@@ -1,6 +1,6 @@
 /**
- * The Node side of the WatchEvents fast path: a WatchOutput for WatchEvents
- * calls only, the bytes a client that never reads leaves waiting (HTTP/1.1:
+ * The Node side of WatchEvents' output: a WatchOutput for WatchEvents calls
+ * of a streaming content type only, writing batches as frames, the bytes a client that never reads leaves waiting (HTTP/1.1:
  * Node's buffers and the kernel's send queue; HTTP/2: what flow control holds
  * back), holding back until the kernel is sampled, and cutting a dropped
  * client's connection after the grace period.
@@ -11,11 +11,14 @@ import http2 from "node:http2";
 import net from "node:net";
 import { createContextValues } from "@connectrpc/connect";
 import { afterEach, describe, expect, it } from "vitest";
-import { LeaseQueueService } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { createWatchOutputs } from "../../src/server/node-watch-output.js";
-import { WATCH_OUTPUT, type WatchOutput } from "../../src/service/watch-event-frames.js";
+import type { JobEvent } from "../../../src/domain/job.js";
+import { LeaseQueueService } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { createWatchOutputs } from "../../../src/server/fast-wire/node-watch-output.js";
+import { watchFrames } from "../../../src/server/fast-wire/watch-frames.js";
+import { WATCH_OUTPUT, type WatchOutput } from "../../../src/service/watch-events-handler.js";
 
 const WATCH = "/leasequeue.v1.LeaseQueueService/WatchEvents";
+const STREAMING = "application/connect+proto";
 const MAX_PENDING = 256 * 1024;
 
 const cleanups: Array<() => void> = [];
@@ -54,20 +57,35 @@ async function h1NonReader(port: number, path = WATCH): Promise<net.Socket> {
   const socket = net.connect({ host: "127.0.0.1", port });
   cleanups.push(() => socket.destroy());
   await once(socket, "connect");
-  socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n`);
+  socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: ${STREAMING}\r\nContent-Length: 0\r\n\r\n`);
   await once(socket, "data");
   socket.pause();
   return socket;
 }
 
-/** Writes 64 KiB frames until the output says it holds more than `bytes` for the client. */
+/** An event whose frame takes about 64 KiB. */
+const BIG_EVENT: JobEvent = {
+  sequence: 1,
+  jobId: "01a230ac-40d4-7659-bdf9-5453cc692072",
+  queue: "q",
+  groupKey: "",
+  kind: "progress",
+  fromState: "running",
+  toState: "running",
+  eventTime: 1_764_590_000_000,
+  workerId: "w",
+  attempt: 1,
+  message: "x".repeat(64 * 1024),
+};
+
+/** Writes a 64 KiB event at a time until the output says it holds more than `bytes` for the client. */
 async function fill(output: WatchOutput, bytes: number): Promise<number> {
-  const chunk = Buffer.alloc(64 * 1024, 7);
+  const frameBytes = watchFrames([BIG_EVENT], "binary").length;
   let written = 0;
   while (output.pendingOutputBytes() <= bytes) {
     if (written > 64 * 1024 * 1024) throw new Error("64 MiB written and the client still looks like it reads");
-    output.write(chunk);
-    written += chunk.length;
+    output.write([BIG_EVENT]);
+    written += frameBytes;
     const writable = output.whenWritable();
     if (writable !== undefined) await writable;
   }
@@ -75,18 +93,47 @@ async function fill(output: WatchOutput, bytes: number): Promise<number> {
 }
 
 describe("WatchOutputs", () => {
-  it("are made for WatchEvents calls only", async () => {
+  it("are made for WatchEvents calls of a streaming content type only", async () => {
     const seen = new Map<string, WatchOutput | undefined>();
     const port = await serve("h1", (output, res) => {
-      seen.set((res as http.ServerResponse).req.url!, output);
+      const req = (res as http.ServerResponse).req;
+      seen.set(`${req.url} ${req.headers["content-type"]}`, output);
       res.end();
     });
-    for (const path of [WATCH, "/leasequeue.v1.LeaseQueueService/GetStats"]) {
-      const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: "POST" });
+    for (const [path, type] of [
+      [WATCH, STREAMING],
+      [WATCH, "application/grpc-web+json"],
+      [WATCH, "application/json"],
+      ["/leasequeue.v1.LeaseQueueService/GetStats", STREAMING],
+    ]) {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: "POST", headers: { "content-type": type } });
       await res.arrayBuffer();
     }
-    expect(seen.get(WATCH)).toBeDefined();
-    expect(seen.get("/leasequeue.v1.LeaseQueueService/GetStats")).toBeUndefined();
+    expect(seen.get(`${WATCH} ${STREAMING}`)).toBeDefined();
+    expect(seen.get(`${WATCH} application/grpc-web+json`)).toBeDefined();
+    expect(seen.get(`${WATCH} application/json`)).toBeUndefined();
+    expect(seen.get(`/leasequeue.v1.LeaseQueueService/GetStats ${STREAMING}`)).toBeUndefined();
+  });
+
+  it("write each batch as the frames of the call's format", async () => {
+    const bodies = new Map<string, Buffer>();
+    const port = await serve("h1", (output, res) => {
+      output!.write([BIG_EVENT, BIG_EVENT]);
+      output!.write(null);
+      res.end();
+    });
+    for (const type of [STREAMING, "application/grpc-web+json"]) {
+      const res = await fetch(`http://127.0.0.1:${port}${WATCH}`, { method: "POST", headers: { "content-type": type } });
+      bodies.set(type, Buffer.from(await res.arrayBuffer()));
+    }
+    for (const [type, format] of [
+      [STREAMING, "binary"],
+      ["application/grpc-web+json", "json"],
+    ] as const) {
+      // After the framework's first 5 bytes: the two events' frames, then a keepalive's.
+      const want = Buffer.concat([Buffer.alloc(5), watchFrames([BIG_EVENT, BIG_EVENT], format), watchFrames(null, format)]);
+      expect(bodies.get(type)!.equals(want), type).toBe(true);
+    }
   });
 
   it("see the bytes an HTTP/1.1 client never reads, the kernel's included, and hold back until they know", async () => {
@@ -120,7 +167,7 @@ describe("WatchOutputs", () => {
     });
     const session = http2.connect(`http://127.0.0.1:${port}`);
     cleanups.push(() => session.destroy());
-    const stream = session.request({ ":method": "POST", ":path": WATCH });
+    const stream = session.request({ ":method": "POST", ":path": WATCH, "content-type": STREAMING });
     stream.end();
     await once(stream, "response");
     stream.pause();

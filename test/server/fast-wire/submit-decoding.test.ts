@@ -1,6 +1,6 @@
 /**
  * The hand decoder of SubmitRequest and SubmitBatchRequest
- * (src/service/submit-decoding.ts) held to protobuf-es: over random
+ * (src/server/fast-wire/submit-decoding.ts) held to protobuf-es: over random
  * requests (every field, payloads of every shape, unknown fields, fields
  * sent twice, requests concatenated, truncated and corrupted bytes), what
  * it reads is the message fromBinary reads and each payload's JSON is the
@@ -12,16 +12,17 @@ import { create, fromBinary, toBinary, type MessageInitShape } from "@bufbuild/p
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
-import { damaged, nanos, nestedList, pick, randomValue, seconds, seeded, STRINGS, type Rand } from "../helpers/random-proto.js";
-import { decodeSubmitBatchRequest, decodeSubmitRequest, payloadJsonOf } from "../../src/service/submit-decoding.js";
-import { jsonText } from "../../src/service/validate.js";
+import { damaged, nanos, nestedList, pick, randomValue, seconds, seeded, STRINGS, type Rand } from "../../helpers/random-proto.js";
+import { decodeSubmitBatchRequest, decodeSubmitRequest } from "../../../src/server/fast-wire/submit-decoding.js";
+import { decodedJsonOf } from "../../../src/service/hand-wire.js";
+import { jsonText } from "../../../src/service/validate.js";
 import {
   type DependencyFailurePolicy,
   type SubmitBatchRequest,
   SubmitBatchRequestSchema,
   type SubmitRequest,
   SubmitRequestSchema,
-} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+} from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 
 function randomSubmit(rand: Rand, odd: boolean): MessageInitShape<typeof SubmitRequestSchema> {
   const req: MessageInitShape<typeof SubmitRequestSchema> = {};
@@ -84,7 +85,7 @@ function payloadOf(req: SubmitRequest): { json?: string; refused?: boolean } {
 function agrees(got: SubmitRequest, want: SubmitRequest): void {
   const wantPayload = payloadOf(want);
   expect(wantPayload.refused).toBeUndefined();
-  expect(payloadJsonOf(got)).toBe(wantPayload.json);
+  expect(decodedJsonOf(got)).toBe(wantPayload.json);
   expect(got.payload).toBeUndefined();
   const { payload: _payload, ...rest } = want;
   expect(got).toEqual(rest);

@@ -7,12 +7,19 @@
 import { create, createRegistry, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
 import { anyPack, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
-import { EVENT_KINDS, JOB_STATES, type Job, type JobEvent } from "../../src/domain/job.js";
-import { claimResponse } from "../../src/service/encoded-responses.js";
-import type { WireLease } from "../../src/service/lease-delivery.js";
-import { asField, encodeEventResponse, encodeLease, encodeSubmitResponse, NestingTooDeep } from "../../src/service/lease-encoding.js";
-import { eventToWire, jobToWire, leaseToWire } from "../../src/service/wire.js";
-import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
+import { EVENT_KINDS, JOB_STATES, type Job, type JobEvent } from "../../../src/domain/job.js";
+import { claimResponse } from "../../../src/service/encoded-responses.js";
+import type { WireLease } from "../../../src/service/lease-delivery.js";
+import {
+  asField,
+  encodeEventResponse,
+  encodeLease,
+  encodeSubmitResponse,
+  HAND_ENCODERS,
+} from "../../../src/server/fast-wire/lease-encoding.js";
+import { NestingTooDeep } from "../../../src/service/hand-wire.js";
+import { eventToWire, jobToWire, leaseToWire } from "../../../src/service/wire.js";
+import { ErrorInfoSchema } from "../../../gen/ts/google/rpc/error_details_pb.js";
 import {
   AcknowledgementResultSchema,
   ClaimResponseSchema,
@@ -22,7 +29,7 @@ import {
   SubmitResponseSchema,
   WatchEventsResponseSchema,
   WorkResponseSchema,
-} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+} from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 
 function job(overrides: Partial<Job> = {}): Job {
   return {
@@ -244,7 +251,7 @@ describe("claimResponse", () => {
   ];
   const viaProtobufEs = (ls: typeof leases, rs: typeof results) =>
     toBinary(ClaimResponseSchema, create(ClaimResponseSchema, { leases: ls.map(leaseToWire), results: rs }));
-  const encoded = (ls: typeof leases): WireLease[] => ls.map((l) => ({ jobId: l.job.id, encoded: encodeLease(l), bytes: 0 }));
+  const encoded = (ls: typeof leases): WireLease[] => ls.map((l) => ({ jobId: l.job.id, encoded: asField(1, encodeLease(l)), bytes: 0 }));
   const asMessages = (ls: typeof leases): WireLease[] => ls.map((l) => ({ jobId: l.job.id, lease: leaseToWire(l), bytes: 0 }));
 
   it("writes encoded leases and the acks' results as the bytes protobuf-es writes for the same response", () => {
@@ -254,13 +261,13 @@ describe("claimResponse", () => {
       [[], results],
       [leases.slice(0, 1), results.slice(1)],
     ] as const) {
-      const mine = toBinary(ClaimResponseSchema, claimResponse(encoded([...ls]), [...rs]) as ClaimResponse);
+      const mine = toBinary(ClaimResponseSchema, claimResponse(encoded([...ls]), [...rs], HAND_ENCODERS) as ClaimResponse);
       expect(Buffer.from(mine).toString("hex")).toBe(Buffer.from(viaProtobufEs([...ls], [...rs])).toString("hex"));
     }
   });
 
   it("gives JSON clients leases and results as messages", () => {
-    const response = claimResponse(asMessages(leases), results) as ClaimResponse;
+    const response = claimResponse(asMessages(leases), results, undefined) as ClaimResponse;
     expect(response.$unknown).toBeUndefined();
     expect(toJson(ClaimResponseSchema, response, { registry: createRegistry(ErrorInfoSchema) })).toEqual(
       toJson(ClaimResponseSchema, create(ClaimResponseSchema, { leases: leases.map(leaseToWire), results }), {

@@ -3,9 +3,9 @@
  * the Work stream's WorkRequest, Claim (with its acks) and Acknowledge. The
  * message protobuf-es's fromBinary builds, except that a result or a
  * progress is read straight into its JSON text (kept beside its message:
- * ackValueJsonOf) instead of into a tree of Value messages that validation
- * would walk, convert and stringify (docs/performance.md "Where the CPU
- * goes"). As in submit-decoding.ts, whatever the reader is not sure of (a
+ * service/hand-wire.ts) instead of into a tree of Value messages that
+ * validation would walk, convert and stringify (docs/performance.md "Where
+ * the CPU goes"). As in submit-decoding.ts, whatever the reader is not sure of (a
  * field it does not know or sees twice, a wire type other than the
  * field's, bytes cut short, a value validation would refuse) leaves the
  * request to protobuf-es, so every refusal reads as before.
@@ -26,16 +26,9 @@ import {
   type Acknowledgement,
   type ClaimRequest,
   type WorkRequest,
-} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+} from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { decodedJsonOf, keepDecodedJson } from "../../service/hand-wire.js";
 import { BinaryReader, DOUBT, WireType, done, nested, readSecondsNanos, readString, readValueJson } from "./proto-reading.js";
-
-/** The JSON text of each result (AckComplete) and progress (AckHeartbeat) this reader read, by its message. */
-const VALUE_JSON = new WeakMap<AckComplete | AckHeartbeat, string>();
-
-/** The result of an AckComplete, or the progress of an AckHeartbeat, this reader read: compact JSON text, as validation would write it; undefined otherwise. */
-export function ackValueJsonOf(message: AckComplete | AckHeartbeat): string | undefined {
-  return VALUE_JSON.get(message);
-}
 
 /** An AcknowledgeRequest, or undefined: let protobuf-es parse it. */
 export function decodeAcknowledgeRequest(bytes: Uint8Array): AcknowledgeRequest | undefined {
@@ -198,8 +191,8 @@ function readAckComplete(r: BinaryReader, end: number): AckComplete {
   const complete = { $typeName: "leasequeue.v1.AckComplete" } as AckComplete;
   while (r.pos < end) {
     const [no, type] = r.tag();
-    if (no !== 1 || type !== WireType.LengthDelimited || VALUE_JSON.has(complete)) throw DOUBT;
-    VALUE_JSON.set(complete, readValueJson(r, end));
+    if (no !== 1 || type !== WireType.LengthDelimited || decodedJsonOf(complete) !== undefined) throw DOUBT;
+    keepDecodedJson(complete, readValueJson(r, end));
   }
   done(r, end);
   return complete;
@@ -233,7 +226,7 @@ function readAckHeartbeat(r: BinaryReader, end: number): AckHeartbeat {
     seen = firstTime(seen, no);
     if (type !== WireType.LengthDelimited) throw DOUBT;
     if (no === 1) heartbeat.leaseDuration = readDuration(r, end);
-    else if (no === 2) VALUE_JSON.set(heartbeat, readValueJson(r, end));
+    else if (no === 2) keepDecodedJson(heartbeat, readValueJson(r, end));
     else throw DOUBT;
   }
   done(r, end);

@@ -40,8 +40,8 @@ import {
   parseTimeout,
   setTrailerStatus,
 } from "@connectrpc/connect/protocol-grpc";
-import { HAND_DECODERS } from "../service/hand-decoders.js";
-import { requestParseError } from "./call-record.js";
+import { HAND_DECODERS } from "./hand-decoders.js";
+import { requestParseError } from "../call-record.js";
 import { COMPRESSED_FLAG, envelope, readSingleMessage } from "./grpc-envelope.js";
 import { headerValue, nodeHeadersOf, replaceHeaders, RequestHeaders } from "./node-headers.js";
 
@@ -108,7 +108,7 @@ export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOption
   const input = serialization.getI(true);
   const output = serialization.getO(true);
   const inputTypeName = method.input.typeName;
-  // A hand decoder for the hot requests (service/hand-decoders.ts) answers what it is sure of; protobuf-es the rest.
+  // A hand decoder for the hot requests (hand-decoders.ts) answers what it is sure of; protobuf-es the rest.
   const handDecode = HAND_DECODERS.get(inputTypeName);
   const parse =
     handDecode === undefined

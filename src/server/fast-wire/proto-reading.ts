@@ -8,7 +8,7 @@
  * validation answer it.
  */
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
-import { BOUNDS } from "../domain/request-bounds.js";
+import { BOUNDS } from "../../domain/request-bounds.js";
 
 export { BinaryReader, WireType };
 

@@ -15,20 +15,20 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type HandlerContext, type Interceptor, type ServiceImpl } from "@connectrpc/connect";
 import { compressionGzip } from "@connectrpc/connect-node";
-import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
+import { ErrorInfoSchema } from "../../../gen/ts/google/rpc/error_details_pb.js";
 import {
   LeaseQueueService,
   SubmitRequestSchema,
   SubmitResponseSchema,
   type SubmitRequest,
-} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { QueueError } from "../../src/domain/errors.js";
-import { silentLogger } from "../../src/testing/index.js";
-import type { Metrics } from "../../src/metrics/metrics.js";
-import { servesAsGrpcUnary } from "../../src/server/grpc-unary.js";
-import { boundaryInterceptor } from "../../src/server/routes.js";
-import { createRpcHandler } from "../../src/server/rpc-handler.js";
-import { until } from "../helpers/until.js";
+} from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { QueueError } from "../../../src/domain/errors.js";
+import { silentLogger } from "../../../src/testing/index.js";
+import type { Metrics } from "../../../src/metrics/metrics.js";
+import { servesAsGrpcUnary } from "../../../src/server/fast-wire/grpc-unary.js";
+import { boundaryInterceptor } from "../../../src/server/routes.js";
+import { createRpcHandler } from "../../../src/server/rpc-handler.js";
+import { until } from "../../helpers/until.js";
 
 const SUBMIT = "/leasequeue.v1.LeaseQueueService/Submit";
 

@@ -1,6 +1,6 @@
 /**
  * The hand decoders of requests carrying acknowledgements
- * (src/service/ack-decoding.ts) held to protobuf-es: over random
+ * (src/server/fast-wire/ack-decoding.ts) held to protobuf-es: over random
  * ClaimRequests, AcknowledgeRequests and WorkRequests (every outcome, each
  * field at its bounds, results and progress of every shape, unknown
  * fields, fields twice, truncated and corrupted bytes), what they read is
@@ -14,23 +14,23 @@ import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import {
-  ackValueJsonOf,
   decodeAcknowledgeRequest,
   decodeClaimRequest,
   readWorkRequest,
   UNDECODED_WORK,
   workRequestsOf,
   type UndecodedFields,
-} from "../../src/service/ack-decoding.js";
-import { jsonText } from "../../src/service/validate.js";
+} from "../../../src/server/fast-wire/ack-decoding.js";
+import { decodedJsonOf } from "../../../src/service/hand-wire.js";
+import { jsonText } from "../../../src/service/validate.js";
 import {
   AcknowledgementSchema,
   AcknowledgeRequestSchema,
   ClaimRequestSchema,
   WorkRequestSchema,
   type Acknowledgement,
-} from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
-import { damaged, nanos, nestedList, pick, randomValue, seconds, seeded, STRINGS, type Rand } from "../helpers/random-proto.js";
+} from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { damaged, nanos, nestedList, pick, randomValue, seconds, seeded, STRINGS, type Rand } from "../../helpers/random-proto.js";
 
 const duration = (rand: Rand) => ({ seconds: seconds(rand), nanos: nanos(rand) });
 
@@ -98,7 +98,7 @@ function agrees(got: Acknowledgement, want: Acknowledgement): void {
     const wantValue = o.case === "complete" ? o.value.result : o.value.progress;
     const gotOutcome = got.outcome as typeof o;
     expect(valueJson(wantValue)).not.toBe("refused");
-    expect(ackValueJsonOf(gotOutcome.value)).toBe(valueJson(wantValue));
+    expect(decodedJsonOf(gotOutcome.value)).toBe(valueJson(wantValue));
     // Held beside the message, not in it.
     const key = o.case === "complete" ? "result" : "progress";
     expect((gotOutcome.value as unknown as Record<string, unknown>)[key]).toBeUndefined();
@@ -174,7 +174,7 @@ function checkWork(bytes: Uint8Array): "hand" | "left" | "refused" {
 function isHandRead(a: Acknowledgement): boolean {
   const o = a.outcome;
   if (o.case === "complete" || o.case === "heartbeat")
-    return ackValueJsonOf(o.value) !== undefined || (o.case === "complete" ? o.value.result : o.value.progress) === undefined;
+    return decodedJsonOf(o.value) !== undefined || (o.case === "complete" ? o.value.result : o.value.progress) === undefined;
   return true;
 }
 

@@ -1,10 +1,10 @@
 /**
  * SubmitRequest and SubmitBatchRequest read from protobuf binary by hand,
- * for the gRPC unary path (server/grpc-unary.ts): the message protobuf-es's
+ * for the gRPC unary path (grpc-unary.ts): the message protobuf-es's
  * fromBinary builds, except that a payload is read straight into its JSON
- * text (kept beside the message: payloadJsonOf) instead of into a tree of
- * Value, Struct and ListValue messages that validation would then walk,
- * convert and stringify (docs/performance.md "Where the CPU goes").
+ * text (kept beside the message: service/hand-wire.ts) instead of into a
+ * tree of Value, Struct and ListValue messages that validation would then
+ * walk, convert and stringify (docs/performance.md "Where the CPU goes").
  *
  * It reads only what it is sure of. A field it does not know, a wire type
  * other than the field's, a message field or a payload's kind sent twice,
@@ -15,7 +15,8 @@
  * answered exactly as protobuf-es and validation answer it.
  */
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
-import type { SubmitBatchRequest, SubmitRequest } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import type { SubmitBatchRequest, SubmitRequest } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
+import { keepDecodedJson } from "../../service/hand-wire.js";
 import {
   BinaryReader,
   DOUBT,
@@ -27,14 +28,6 @@ import {
   readStringMapEntry,
   readValueJson,
 } from "./proto-reading.js";
-
-/** The JSON text of each payload read by this decoder, by the request it belongs to. */
-const PAYLOAD_JSON = new WeakMap<SubmitRequest, string>();
-
-/** The payload of a request this decoder read, as compact JSON text (as validation would write it); undefined otherwise. */
-export function payloadJsonOf(req: SubmitRequest): string | undefined {
-  return PAYLOAD_JSON.get(req);
-}
 
 /** A SubmitRequest, or undefined: let protobuf-es parse it. */
 export function decodeSubmitRequest(bytes: Uint8Array): SubmitRequest | undefined {
@@ -136,6 +129,6 @@ function readSubmitRequest(r: BinaryReader, end: number): SubmitRequest {
     }
   }
   done(r, end);
-  if (payload !== undefined) PAYLOAD_JSON.set(req, payload);
+  if (payload !== undefined) keepDecodedJson(req, payload);
   return req;
 }
