@@ -2,16 +2,6 @@
  * Reads the outcome (the Connect code) of a universal response as it is
  * written, in the shape of each protocol, and turns connect-es's `internal`
  * for an undecodable binary request message into `invalid_argument`.
- *
- * Why here: connect-es parses a unary or server-stream request before any
- * interceptor runs, and words a protobuf binary parse failure as `internal`
- * (createBinarySerialization serves clients and servers alike). Neither the
- * serializer nor the parse step has a hook, so the one seam is the response
- * the protocol handler produced: the error is recognised by connect's own
- * wording ("parse binary: ...", which no handler of ours produces) and
- * rewritten where it travels (Connect unary JSON body, gRPC trailers, the
- * gRPC-Web trailer frame, the Connect end-stream message). Every other
- * response passes through byte for byte.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
@@ -38,6 +28,16 @@ const endStream = createEndStreamSerialization(undefined);
 /**
  * Wraps `response` so that `outcome.code` is set once its status is known,
  * and a binary parse failure of the request message becomes invalid_argument.
+ *
+ * Why here: connect-es parses a unary or server-stream request before any
+ * interceptor runs, and words a protobuf binary parse failure as `internal`
+ * (createBinarySerialization serves clients and servers alike). Neither the
+ * serializer nor the parse step has a hook, so the one seam is the response
+ * the protocol handler produced: the error is recognised by connect's own
+ * wording ("parse binary: ...", which no handler of ours produces) and
+ * rewritten where it travels (Connect unary JSON body, gRPC trailers, the
+ * gRPC-Web trailer frame, the Connect end-stream message). Every other
+ * response passes through byte for byte.
  */
 export function watchOutcome(
   response: UniversalServerResponse,

@@ -2,23 +2,7 @@
  * The Node request handler of the API port: connect's router served by our
  * own thin adapter instead of connect-node's `connectNodeAdapter`, so that
  * what connect decides before any interceptor runs is still answered in
- * the terms of docs/api.md "Errors" and counted:
- *
- * - a request message that is not valid protobuf binary is `invalid_argument`,
- *   not `internal` (see call-outcome.ts for why it is rewritten there);
- * - calls refused before the interceptor (undecodable, unsupported encoding,
- *   too large after decompression, reset by the client) still reach the RPC
- *   metrics, with their code;
- * - a client that resets its stream or drops its connection is `canceled`,
- *   logged at debug, never a server failure (connect-node would write
- *   "handler for rpc ... failed" to stderr for it).
- *
- * Request and response bytes are otherwise those of connect-node: the same
- * universalRequestFromNodeRequest / universalResponseToNodeResponse it uses,
- * except for unary calls over gRPC with binary messages, which
- * grpc-unary.ts serves with connect's serialization and limits but without
- * its per-call stream machinery (docs/performance.md "The cost of one unary
- * call").
+ * the terms of docs/api.md "Errors" and counted (createRpcHandler).
  */
 import type * as http from "node:http";
 import * as http2 from "node:http2";
@@ -202,7 +186,25 @@ function registerRoutes(router: ConnectRouter, routes: (router: ConnectRouter) =
   return unary;
 }
 
-/** Builds the API port's RPC handler over connect's router. */
+/**
+ * Builds the API port's RPC handler over connect's router:
+ *
+ * - a request message that is not valid protobuf binary is `invalid_argument`,
+ *   not `internal` (see call-outcome.ts for why it is rewritten there);
+ * - calls refused before the interceptor (undecodable, unsupported encoding,
+ *   too large after decompression, reset by the client) still reach the RPC
+ *   metrics, with their code;
+ * - a client that resets its stream or drops its connection is `canceled`,
+ *   logged at debug, never a server failure (connect-node would write
+ *   "handler for rpc ... failed" to stderr for it).
+ *
+ * Request and response bytes are otherwise those of connect-node: the same
+ * universalRequestFromNodeRequest / universalResponseToNodeResponse it uses,
+ * except for unary calls over gRPC with binary messages, which
+ * fast-wire/grpc-unary.ts serves with connect's serialization and limits but without
+ * its per-call stream machinery (docs/performance.md "The cost of one unary
+ * call").
+ */
 export function createRpcHandler(opts: RpcHandlerOptions): RpcHandler {
   const router = createConnectRouter(opts);
   const unaryImpls = registerRoutes(router, opts.routes);

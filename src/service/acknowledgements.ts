@@ -3,16 +3,6 @@
  * "Claim with acks" and "Snooze and progress"): the batched form of
  * Complete, Fail, Heartbeat (with its progress), Release and Snooze used by
  * the Acknowledge RPC, the Work stream and a Claim carrying acks.
- *
- * - A malformed acknowledgement (bad id, missing token or outcome, a field
- *   out of bounds) fails the whole request with invalid_argument naming its
- *   index, e.g. `acks[3].job_id`: nothing of that request is applied.
- * - Well-formed acknowledgements are independent. Each becomes its own store
- *   call, all issued in the same turn of the event loop, so group commit
- *   applies them in request order inside one transaction, each in its own
- *   savepoint: a refused one (stale token, expired lease, unknown job) rolls
- *   back alone and is answered with exactly the code, message and ErrorInfo
- *   the single RPC would have returned.
  */
 import { create } from "@bufbuild/protobuf";
 import { anyPack, AnySchema, timestampFromMs, type Any } from "@bufbuild/protobuf/wkt";
@@ -42,6 +32,10 @@ export type AckOutcome = { jobId: string } & ({ ok: true; job: Job } | { ok: fal
 /**
  * Validates `acks` (the repeated field `field` of a request), at least `min`
  * and at most 1000 (docs/api.md "Bounds"). Throws invalid_argument for the first bad one.
+ *
+ * A malformed acknowledgement (bad id, missing token or outcome, a field
+ * out of bounds) fails the whole request with invalid_argument naming its
+ * index, e.g. `acks[3].job_id`: nothing of that request is applied.
  */
 export function parseAcknowledgements(field: string, acks: Acknowledgement[], min: number): AckSpec[] {
   if (acks.length < min) throw invalidArgument(field, `must contain at least ${min} acknowledgement`);
@@ -104,6 +98,13 @@ function applyOne(store: Store, ack: AckSpec): Promise<Job> {
  * `refused[i]`, when set, refuses acknowledgement i without applying it (a
  * job the caller may not see, answered as a job that does not exist:
  * queue-access.ts).
+ *
+ * Well-formed acknowledgements are independent. Each becomes its own store
+ * call, all issued in the same turn of the event loop, so group commit
+ * applies them in request order inside one transaction, each in its own
+ * savepoint: a refused one (stale token, expired lease, unknown job) rolls
+ * back alone and is answered with exactly the code, message and ErrorInfo
+ * the single RPC would have returned.
  */
 export async function applyAcknowledgements(
   store: Store,

@@ -1,24 +1,6 @@
 /**
  * Whether a claimed lease can reach a worker, decided before it leaves the
  * handler.
- *
- * The server's own encoder never refuses a deep google.protobuf.Value; the
- * worker's decoder does (protobuf-es, C++ and upb stop at 100 nested
- * messages: inside a Lease, 48 JSON levels for protobuf-es, 32 levels of
- * objects for Python grpcio). Connect serializes a response after the handler
- * has returned (Claim) or yielded (StreamClaims), where a failure ends the
- * whole call and no one learns which lease caused it. So the handler checks
- * each lease against what a client's decoder takes (payload and result
- * readable from the database and nested at most 32 levels, the bound of
- * docs/api.md "Bounds"; the encoded lease within the 4 MiB that gRPC clients
- * receive by default) and keeps the ones that fail out of the response.
- * Encoding each lease once here also catches whatever else the encoder
- * refuses (an int32 out of range in a damaged row).
- *
- * Only a job that never passed this validation (stored by a release without
- * these bounds, or written to the database by other means) can fail:
- * validation refuses such payloads and results on Submit, SubmitBatch and
- * Complete.
  */
 import { toBinary, type Message, type UnknownField } from "@bufbuild/protobuf";
 import type { Value } from "@bufbuild/protobuf/wkt";
@@ -58,7 +40,27 @@ export type LeaseDelivery =
   /** `problem` names the field and the reason, for the job's last_error. */
   | { deliverable: false; problem: string };
 
-/** The lease as a wire message (or, with `encoders`, bytes) every client can decode, or why it cannot be one. */
+/**
+ * The lease as a wire message (or, with `encoders`, bytes) every client can decode, or why it cannot be one.
+ *
+ * The server's own encoder never refuses a deep google.protobuf.Value; the
+ * worker's decoder does (protobuf-es, C++ and upb stop at 100 nested
+ * messages: inside a Lease, 48 JSON levels for protobuf-es, 32 levels of
+ * objects for Python grpcio). Connect serializes a response after the handler
+ * has returned (Claim) or yielded (StreamClaims), where a failure ends the
+ * whole call and no one learns which lease caused it. So the handler checks
+ * each lease against what a client's decoder takes (payload and result
+ * readable from the database and nested at most 32 levels, the bound of
+ * docs/api.md "Bounds"; the encoded lease within the 4 MiB that gRPC clients
+ * receive by default) and keeps the ones that fail out of the response.
+ * Encoding each lease once here also catches whatever else the encoder
+ * refuses (an int32 out of range in a damaged row).
+ *
+ * Only a job that never passed this validation (stored by a release without
+ * these bounds, or written to the database by other means) can fail:
+ * validation refuses such payloads and results on Submit, SubmitBatch and
+ * Complete.
+ */
 export function leaseForDelivery(claimed: ClaimedLease, encoders?: HandEncoders): LeaseDelivery {
   if (encoders !== undefined) return encodedForDelivery(claimed, encoders);
   let lease: Lease;

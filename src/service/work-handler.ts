@@ -1,29 +1,7 @@
 /**
  * The Work stream (docs/api.md "The batched path: Acknowledge and Work"):
  * leases go down and acknowledgement results come back on one HTTP/2
- * stream, many per message.
- *
- * - The first request message carries `start` (queue, worker, lease
- *   duration, max_in_flight); a later `start` is invalid_argument. Any
- *   message may carry up to 1000 acknowledgements.
- * - Leases come from the queue's StreamClaims pump (ClaimStreams), so the
- *   in-flight accounting is StreamClaims': at most `max_in_flight`
- *   unfinished leases, a lease finishing by any path (this stream,
- *   Acknowledge, Complete, expiry, cancel) makes room.
- * - Acknowledgements of one message are issued to the store together (one
- *   group commit); messages are applied in arrival order, and each
- *   message's store calls are issued as soon as it is read, so a slow commit
- *   does not stop the stream from reading. Results go out in arrival order.
- * - Every response carries whatever is ready: leases that fit the stream's
- *   room, results, and the jobs of leases it sent that were cancelled while
- *   running (`cancelled_job_ids`: the worker stops their handlers and sends
- *   no outcome). The first response is empty (a keepalive), so the
- *   client gets the headers at once; an idle stream sends another every
- *   keepalive interval.
- * - The client half-closing its side ends the stream once every result is
- *   sent: no new lease is handed out after that. Leases claimed but not
- *   sent are released; sent ones stay with the worker until acknowledged or
- *   expired.
+ * stream, many per message (workStream).
  */
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, type HandlerContext } from "@connectrpc/connect";
@@ -63,6 +41,31 @@ export interface WorkStreamDeps {
  */
 const MAX_LEASE_BYTES_PER_MESSAGE = 1024 * 1024;
 
+/**
+ * Serves one Work stream:
+ *
+ * - The first request message carries `start` (queue, worker, lease
+ *   duration, max_in_flight); a later `start` is invalid_argument. Any
+ *   message may carry up to 1000 acknowledgements.
+ * - Leases come from the queue's StreamClaims pump (ClaimStreams), so the
+ *   in-flight accounting is StreamClaims': at most `max_in_flight`
+ *   unfinished leases, a lease finishing by any path (this stream,
+ *   Acknowledge, Complete, expiry, cancel) makes room.
+ * - Acknowledgements of one message are issued to the store together (one
+ *   group commit); messages are applied in arrival order, and each
+ *   message's store calls are issued as soon as it is read, so a slow commit
+ *   does not stop the stream from reading. Results go out in arrival order.
+ * - Every response carries whatever is ready: leases that fit the stream's
+ *   room, results, and the jobs of leases it sent that were cancelled while
+ *   running (`cancelled_job_ids`: the worker stops their handlers and sends
+ *   no outcome). The first response is empty (a keepalive), so the
+ *   client gets the headers at once; an idle stream sends another every
+ *   keepalive interval.
+ * - The client half-closing its side ends the stream once every result is
+ *   sent: no new lease is handed out after that. Leases claimed but not
+ *   sent are released; sent ones stay with the worker until acknowledged or
+ *   expired.
+ */
 export async function* workStream(
   requests: AsyncIterable<WorkRequest>,
   ctx: HandlerContext,

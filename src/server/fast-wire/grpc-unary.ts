@@ -1,23 +1,11 @@
 /**
  * Unary calls over gRPC with binary messages (what every gRPC client and
  * SDK sends), served without connect's per-call stream machinery
- * (docs/performance.md "The cost of one unary call").
- *
- * connect-es serves a unary call as a pipeline of async generators (split
- * envelopes, decompress, parse, invoke, serialize, compress, join, catch),
- * the one request and the one response each passing through every stage.
- * For a call that does little, the pipeline costs more than the call's own
- * work.
- * This path reads the request message, calls the same interceptors and the
- * same implementation, and writes the response, with connect's own
- * serialization and limits, compression negotiation, timeout parsing and
- * error trailers, in connect's order, so that what a client sees is what
- * connect would have answered.
- *
- * Everything else stays with connect's router (rpc-handler.ts): the other
- * protocols, streaming methods, requests that are compressed, that are not
- * POST or carry no authority, and services registered with options of
- * their own.
+ * (docs/performance.md "The cost of one unary call"): connect-es passes
+ * the one request and the one response through a pipeline of async
+ * generators (split envelopes, decompress, parse, invoke, serialize,
+ * compress, join, catch), which costs more than a small call's own work.
+ * Everything else stays with connect's router (rpc-handler.ts).
  */
 import * as http2 from "node:http2";
 import { create, type DescMessage, type DescMethod, type DescMethodUnary, type DescService, type Message } from "@bufbuild/protobuf";
@@ -75,7 +63,9 @@ export interface GrpcUnaryCall {
 /**
  * Whether this path serves `req`: a POST over HTTP/2 with an authority, a
  * binary gRPC content type and no request compression. Everything else
- * goes to connect, which answers it.
+ * goes to connect, which answers it: the other protocols, streaming
+ * methods, and (rpc-handler.ts) services registered with options of their
+ * own.
  */
 export function servesAsGrpcUnary(req: http2.Http2ServerRequest): boolean {
   if (req.method !== "POST" || req.authority === undefined) return false;
@@ -101,7 +91,14 @@ function responseHeadersOf(encoding: string): http2.OutgoingHttpHeaders {
 }
 const OK_TRAILERS: http2.OutgoingHttpHeaders = Object.freeze({ "grpc-status": grpcStatusOk });
 
-/** Builds the server of one unary method; call it for each request that {@link servesAsGrpcUnary}. */
+/**
+ * Builds the server of one unary method; call it for each request that
+ * {@link servesAsGrpcUnary}. It reads the request message, calls the same
+ * interceptors and the same implementation as connect's router, and writes
+ * the response with connect's own serialization and limits, compression
+ * negotiation, timeout parsing and error trailers, in connect's order, so
+ * that what a client sees is what connect would have answered.
+ */
 export function createGrpcUnaryMethod(spec: UnaryImplSpec, opts: GrpcUnaryOptions): (call: GrpcUnaryCall) => void {
   const method = spec.method;
   const serialization = createMethodSerializationLookup(method, opts.binaryOptions, opts.jsonOptions, opts);

@@ -4,14 +4,6 @@
  * lease path's payload passthrough (docs/performance.md "Where the CPU
  * goes"): a payload is stored as the JSON text JSON clients read, and a
  * binary client's lease carries it as a Value written from that text.
- *
- * Object members are written in the text's order. The server stores JSON
- * as JSON.stringify writes it (array-index keys first, no key twice), so
- * its bytes are the ones protobuf-es writes for the parsed value; text
- * in another order (PostgreSQL's jsonb) gives the same map in another
- * order. Anything this scanner does not expect (invalid JSON, a number
- * JSON does not allow) is handed back to the caller, which takes the
- * JSON.parse path and its SyntaxError.
  */
 import { WireType } from "@bufbuild/protobuf/wire";
 import type { ProtoWriter } from "./proto-writer.js";
@@ -23,6 +15,14 @@ const NOT_SURE = new Error("left to JSON.parse");
  * Writes the fields of a Value for `json`; false, with nothing written, for
  * text the scanner leaves to JSON.parse. `tooDeep` is thrown for a value
  * nested more than `maxDepth` levels (`1` is level 0, `[1]` level 1).
+ *
+ * Object members are written in the text's order. The server stores JSON
+ * as JSON.stringify writes it (array-index keys first, no key twice), so
+ * its bytes are the ones protobuf-es writes for the parsed value; text
+ * in another order (PostgreSQL's jsonb) gives the same map in another
+ * order. Anything this scanner does not expect (invalid JSON, a number
+ * JSON does not allow) is handed back to the caller, which takes the
+ * JSON.parse path and its SyntaxError.
  */
 export function writeJsonText(w: ProtoWriter, json: string, maxDepth: number, tooDeep: () => Error): boolean {
   const start = w.position;

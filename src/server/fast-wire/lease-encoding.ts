@@ -3,19 +3,6 @@
  * job: the hot path of every lease path (Work, StreamClaims, Claim) for
  * binary clients; and, the same way, the results of SubmitBatch and the
  * events of WatchEvents (watch-frames.ts).
- *
- * protobuf-es encodes by reflection: a Lease is first built as a tree of
- * messages (the job, its timestamps, the payload's Value, Struct and
- * ListValue nodes) and then walked field by field, a large share of the
- * server's CPU on the batched path (docs/performance.md). This writer emits
- * the same bytes (the tests compare it with toBinary over many jobs) from the
- * job's fields and its payload's JSON text in one pass into one buffer.
- *
- * The handler hands the encoded lease to connect as an unknown field of the
- * response message (`$unknown`): protobuf-es writes unknown fields verbatim,
- * so the binary response is exactly the one a Lease message would have
- * produced. JSON clients do not get this path (unknown fields are not
- * written to JSON): they are served Lease messages.
  */
 import type { UnknownField } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
@@ -38,6 +25,19 @@ export const HAND_ENCODERS: HandEncoders = {
 /**
  * The lease as protobuf binary. Throws NestingTooDeep for a payload, result
  * or progress over 32 levels, and SyntaxError for stored JSON that cannot be read.
+ *
+ * protobuf-es encodes by reflection: a Lease is first built as a tree of
+ * messages (the job, its timestamps, the payload's Value, Struct and
+ * ListValue nodes) and then walked field by field, a large share of the
+ * server's CPU on the batched path (docs/performance.md). This writer emits
+ * the same bytes (the tests compare it with toBinary over many jobs) from the
+ * job's fields and its payload's JSON text in one pass into one buffer.
+ *
+ * The handler hands the encoded lease to connect as an unknown field of the
+ * response message (`$unknown`): protobuf-es writes unknown fields verbatim,
+ * so the binary response is exactly the one a Lease message would have
+ * produced. JSON clients do not get this path (unknown fields are not
+ * written to JSON): they are served Lease messages.
  */
 export function encodeLease(lease: ClaimedLease): Uint8Array {
   const w = new ProtoWriter();

@@ -5,14 +5,6 @@
  * text (kept beside the message: service/hand-wire.ts) instead of into a
  * tree of Value, Struct and ListValue messages that validation would then
  * walk, convert and stringify (docs/performance.md "Where the CPU goes").
- *
- * It reads only what it is sure of. A field it does not know, a wire type
- * other than the field's, a message field or a payload's kind sent twice,
- * bytes that do not parse, or a payload that validation would refuse
- * (nested past the bound, a NaN or infinite number, a Value without a kind)
- * makes it answer undefined, and the caller parses the request with
- * protobuf-es as before: every refusal and every unusual request is
- * answered exactly as protobuf-es and validation answer it.
  */
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import type { SubmitBatchRequest, SubmitRequest } from "../../../gen/ts/leasequeue/v1/leasequeue_pb.js";
@@ -29,7 +21,17 @@ import {
   readValueJson,
 } from "./proto-reading.js";
 
-/** A SubmitRequest, or undefined: let protobuf-es parse it. */
+/**
+ * A SubmitRequest, or undefined: let protobuf-es parse it.
+ *
+ * It reads only what it is sure of. A field it does not know, a wire type
+ * other than the field's, a message field or a payload's kind sent twice,
+ * bytes that do not parse, or a payload that validation would refuse
+ * (nested past the bound, a NaN or infinite number, a Value without a kind)
+ * makes it answer undefined, and the caller parses the request with
+ * protobuf-es as before: every refusal and every unusual request is
+ * answered exactly as protobuf-es and validation answer it.
+ */
 export function decodeSubmitRequest(bytes: Uint8Array): SubmitRequest | undefined {
   try {
     const r = new BinaryReader(bytes);
