@@ -5,14 +5,6 @@
  * store enforces them in the claim (store/operations/claim.ts) with what it
  * reads in the claim's transaction; the arithmetic lives here so that every
  * engine applies the same rule.
- *
- * The rate window is a sliding one, and exact: a claim at `now` counts the
- * leases granted at times g with now - ratePeriodMs < g <= now (every
- * window of that length that holds `now` holds no others), and may hand out
- * what is left of `rateLimit`. So no window of length ratePeriodMs, wherever
- * it starts, ever holds more than `rateLimit` leases. Only leases granted
- * while the queue had a rate limit are counted (grants are recorded for
- * rate-limited queues only).
  */
 import { DEFAULTS } from "./request-bounds.js";
 
@@ -128,7 +120,17 @@ export interface WindowGrants {
   oldest: number | null;
 }
 
-/** Grants with a time after this one are inside the window of a claim at `now`. */
+/**
+ * Grants with a time after this one are inside the window of a claim at `now`.
+ *
+ * The rate window is a sliding one, and exact: a claim at `now` counts the
+ * leases granted at times g with now - ratePeriodMs < g <= now (every
+ * window of that length that holds `now` holds no others), and may hand out
+ * what is left of `rateLimit`. So no window of length ratePeriodMs, wherever
+ * it starts, ever holds more than `rateLimit` leases. Only leases granted
+ * while the queue had a rate limit are counted (grants are recorded for
+ * rate-limited queues only).
+ */
 export function rateWindowStart(config: QueueConfig, now: number): number {
   return now - config.ratePeriodMs;
 }

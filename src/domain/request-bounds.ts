@@ -5,17 +5,6 @@
  * (domain/state-machine.ts), and the worker SDK refuses options and results
  * the server would refuse (worker/worker-options.ts, worker/result-checks.ts)
  * instead of finding out on the wire.
- *
- * Why it lives in domain/ and why the SDK may import it: the SDK's rule is
- * "depends on gen/ only", so that `leasequeue/worker` never drags server
- * code (SQLite, the listeners) into a worker process. This module imports
- * nothing at all, so importing it drags nothing either, and the package
- * ships it: tsconfig.build.json compiles all of src/ into dist/ and
- * package.json "files" publishes dist/. A copy under src/worker/ would
- * have made domain/ import from the SDK's folder instead, against "domain
- * imports nothing of ours". test/architecture.test.ts holds both rules:
- * src/worker imports only gen/, itself and domain modules like this one
- * that import nothing but each other, and this file imports nothing.
  */
 
 const SECOND = 1000;
@@ -28,7 +17,20 @@ const NAME_CHARS = 64;
 /** Characters of a worker id, an idempotency key, a group key and a ref. */
 const KEY_CHARS = 128;
 
-/** docs/api.md "Bounds". Ranges are `[min, max]`, inclusive; durations in milliseconds. */
+/**
+ * docs/api.md "Bounds". Ranges are `[min, max]`, inclusive; durations in milliseconds.
+ *
+ * Why this module lives in domain/ and why the SDK may import it: the SDK's rule is
+ * "depends on gen/ only", so that `leasequeue/worker` never drags server
+ * code (SQLite, the listeners) into a worker process. This module imports
+ * nothing at all, so importing it drags nothing either, and the package
+ * ships it: tsconfig.build.json compiles all of src/ into dist/ and
+ * package.json "files" publishes dist/. A copy under src/worker/ would
+ * have made domain/ import from the SDK's folder instead, against "domain
+ * imports nothing of ours". test/architecture.test.ts holds both rules:
+ * src/worker imports only gen/, itself and domain modules like this one
+ * that import nothing but each other, and this file imports nothing.
+ */
 export const BOUNDS = {
   name: new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,${NAME_CHARS - 1}}$`),
   workerId: new RegExp(`^[A-Za-z0-9._:@/-]{1,${KEY_CHARS}}$`),

@@ -3,39 +3,17 @@
  * after a time, and the identity of each run. Pure: every answer depends
  * only on its arguments (time comes in as epoch milliseconds), so the store
  * operation that fires runs, the dispatcher's timer and the tests agree.
- *
- * Cron expressions are parsed and walked by croner (a well-kept library, no
- * dependencies), never by hand: five fields (minute hour day-of-month month
- * day-of-week) with ranges, steps, lists, month and day names, and the
- * shorthands @yearly/@annually, @monthly, @weekly, @daily/@midnight,
- * @hourly. Day-of-month and day-of-week combine with OR, as in Vixie cron.
- * Times are local to the schedule's IANA time zone, and daylight-saving
- * changes follow Vixie cron (croner's rules, with `fixedTimeRule:
- * "no-wildcard"`):
- * - a job at fixed times (no `*` and no step in minute and hour, e.g.
- *   `30 2 * * *` or `30 2,14 * * *`) whose time falls in a spring-forward
- *   gap runs at the first valid time after the gap, once; one whose time
- *   occurs twice (fall back) runs once, at the first occurrence;
- * - any other job (`*\/15 * * * *`, `0 * * * *`) skips times in a gap and
- *   runs on both occurrences of a repeated time: it keeps its rhythm in
- *   real time.
- *
- * Intervals count from the schedule's anchor (when it was created or
- * replaced): runs at anchor + k * interval, k >= 1.
- *
- * A run is identified by its run time, the instant the cron expression or
- * interval names (not the instant a server got round to it): the
- * idempotency key `schedule:<name>:<run time>`, with the run time in
- * ISO 8601 UTC with milliseconds (`2026-03-08T07:00:00.000Z`), makes a run
- * happen once however many servers fire it. After downtime only the latest
- * missed run is due (dueRun).
  */
 import { Cron, type CronOptions } from "croner";
 import type { EventDraft, Job } from "./job.js";
 import type { NewJob } from "./submission.js";
 import type { TraceContext } from "./trace-context.js";
 
-/** What a schedule's runs follow: a cron expression (in the schedule's time zone) or a fixed interval. */
+/**
+ * What a schedule's runs follow: a cron expression (in the schedule's time zone) or a fixed interval.
+ * Intervals count from the schedule's anchor (when it was created or
+ * replaced): runs at anchor + k * interval, k >= 1.
+ */
 export type Recurrence = { cron: string } | { intervalMs: number };
 
 /**
@@ -74,7 +52,23 @@ export interface StoredSchedule extends ScheduleSpec {
 /** The time fields of a schedule that decide its run times. */
 export type ScheduleTiming = Pick<StoredSchedule, "recurrence" | "timezone" | "anchorTime">;
 
-/** How croner reads our expressions: five fields, Vixie cron's day-of-month OR day-of-week and its DST rules. */
+/**
+ * How croner reads our expressions. Cron expressions are parsed and walked
+ * by croner (a well-kept library, no dependencies), never by hand: five
+ * fields (minute hour day-of-month month day-of-week) with ranges, steps, lists, month and day names, and the
+ * shorthands @yearly/@annually, @monthly, @weekly, @daily/@midnight,
+ * @hourly. Day-of-month and day-of-week combine with OR, as in Vixie cron.
+ * Times are local to the schedule's IANA time zone, and daylight-saving
+ * changes follow Vixie cron (croner's rules, with `fixedTimeRule:
+ * "no-wildcard"`):
+ * - a job at fixed times (no `*` and no step in minute and hour, e.g.
+ *   `30 2 * * *` or `30 2,14 * * *`) whose time falls in a spring-forward
+ *   gap runs at the first valid time after the gap, once; one whose time
+ *   occurs twice (fall back) runs once, at the first occurrence;
+ * - any other job (`*\/15 * * * *`, `0 * * * *`) skips times in a gap and
+ *   runs on both occurrences of a repeated time: it keeps its rhythm in
+ *   real time.
+ */
 function cronOptions(timezone: string): CronOptions {
   return { timezone, mode: "5-part", fixedTimeRule: "no-wildcard", domAndDow: false };
 }
@@ -156,7 +150,14 @@ export function runTimeText(runTime: number): string {
   return new Date(runTime).toISOString();
 }
 
-/** The idempotency key of one run (docs/api.md "Schedules", Runs): at most 9 + 64 + 1 + 24 = 98 visible ASCII characters. */
+/**
+ * The idempotency key of one run (docs/api.md "Schedules", Runs): at most 9 + 64 + 1 + 24 = 98 visible ASCII characters.
+ * A run is identified by its run time, the instant the cron expression or
+ * interval names (not the instant a server got round to it): the
+ * idempotency key `schedule:<name>:<run time>`, with the run time in
+ * ISO 8601 UTC with milliseconds (`2026-03-08T07:00:00.000Z`), makes a run
+ * happen once however many servers fire it.
+ */
 export function scheduleRunKey(name: string, runTime: number): string {
   return `schedule:${name}:${runTimeText(runTime)}`;
 }

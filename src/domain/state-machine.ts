@@ -3,6 +3,15 @@
  * every refusal, in one place. Each function takes the job as stored and the
  * current time and returns the job as it must be stored next plus the events
  * that record the change; a store only persists what these return.
+ */
+import { backoffCeilingMs } from "./backoff.js";
+import { QueueError } from "./errors.js";
+import type { EventDraft, JobState, StoredJob } from "./job.js";
+import { leaseTokenMatches } from "./lease-token.js";
+import { BOUNDS, DEFAULTS } from "./request-bounds.js";
+
+/**
+ * What a transition returns. The transitions:
  *
  *   submit ──► QUEUED ──claim──► RUNNING ──complete──► COMPLETED
  *                ▲  │               │  ├──fail, budget left──► RETRY ──claim──► RUNNING
@@ -16,12 +25,6 @@
  *   RUNNING ──snooze──► QUEUED at now + delay, attempt refunded ("not now" is not a failure)
  *   RUNNING ──heartbeat with progress──► RUNNING, Job.progress replaced
  */
-import { backoffCeilingMs } from "./backoff.js";
-import { QueueError } from "./errors.js";
-import type { EventDraft, JobState, StoredJob } from "./job.js";
-import { leaseTokenMatches } from "./lease-token.js";
-import { BOUNDS, DEFAULTS } from "./request-bounds.js";
-
 export interface Transition {
   job: StoredJob;
   /** The events to store (each gets a sequence and reaches ListJobEvents and WatchEvents). */

@@ -2,21 +2,7 @@
  * Schedules (docs/api.md "Schedules"), the running half: one timer per
  * server, set to the earliest next run of any schedule, fires the due runs
  * through the store (Store.fireDueSchedules: one transaction per batch, a run
- * once however many servers fire it) and sets itself again. Nothing polls at
- * a short interval: the timer is set again
- * - after each firing, to the next run the store then holds;
- * - when this server creates, replaces or deletes a schedule (rearm());
- * - when another server's run is announced (a SCHEDULED event it
- *   committed): that server moved a next run, so ours may be early or late;
- * - when another server creates, replaces or deletes a schedule (announced
- *   as CommittedChange.schedulesChanged: a NOTIFY on PostgreSQL, the
- *   schedules table's signature for another connection to a SQLite file).
- * As a last resort against a change that no announcement reached, the
- * timer never sleeps longer than `rescanMs`.
- *
- * Schedules live in the database, so they survive restarts: a server that
- * starts reads the next run at once, and a run it missed while down is
- * fired then (only the latest one, see domain/schedule.ts).
+ * once however many servers fire it) and sets itself again.
  */
 import type { Clock } from "../domain/clock.js";
 import type { ProducerSpans } from "../domain/producer-spans.js";
@@ -45,6 +31,22 @@ export interface SchedulerOptions {
   producerSpans?: ProducerSpans;
 }
 
+/**
+ * Nothing polls at a short interval: the timer is set again
+ * - after each firing, to the next run the store then holds;
+ * - when this server creates, replaces or deletes a schedule (rearm());
+ * - when another server's run is announced (a SCHEDULED event it
+ *   committed): that server moved a next run, so ours may be early or late;
+ * - when another server creates, replaces or deletes a schedule (announced
+ *   as CommittedChange.schedulesChanged: a NOTIFY on PostgreSQL, the
+ *   schedules table's signature for another connection to a SQLite file).
+ * As a last resort against a change that no announcement reached, the
+ * timer never sleeps longer than `rescanMs`.
+ *
+ * Schedules live in the database, so they survive restarts: a server that
+ * starts reads the next run at once, and a run it missed while down is
+ * fired then (only the latest one, see domain/schedule.ts).
+ */
 export class Scheduler {
   readonly #store: Store;
   readonly #clock: Clock;

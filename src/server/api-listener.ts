@@ -1,18 +1,6 @@
 /**
  * The API port: gRPC, gRPC-Web and Connect on one port (docs/api.md
- * "Protocols and paths"), composed from one file per concern:
- *
- * - port-servers.ts: cleartext (h2c and HTTP/1.1 by preface sniffing,
- *   protocol-sniffing.ts) or TLS (ALPN);
- * - body-limits.ts: declared bodies over `maxRequestBytes`, and
- *   `Expect: 100-continue`;
- * - http1-timeouts.ts, http2-limits.ts, http2-request-timeout.ts: hostile
- *   clients bounded below any RPC;
- * - http2-keepalive.ts: PINGs on every HTTP/2 session;
- * - http2-stream-end.ts: bidi streams reset after their trailers;
- * - connection-drain.ts: connection tracking and bounded shutdown (an
- *   HTTP/2 session's GOAWAY once the client has stopped sending on it);
- * - listen.ts: binding and the real address, shared with the side port.
+ * "Protocols and paths"), composed from one file per concern (startApiListener).
  */
 import * as http2 from "node:http2";
 import { FIRST_BYTE_TIMEOUT_MS } from "../domain/timing-defaults.js";
@@ -90,7 +78,20 @@ export interface ApiListener {
   close(graceMs?: number): Promise<void>;
 }
 
-/** Starts the API port (see the file comment for what each part does). */
+/**
+ * Starts the API port. What each part does:
+ * - port-servers.ts: cleartext (h2c and HTTP/1.1 by preface sniffing,
+ *   protocol-sniffing.ts) or TLS (ALPN);
+ * - body-limits.ts: declared bodies over `maxRequestBytes`, and
+ *   `Expect: 100-continue`;
+ * - http1-timeouts.ts, http2-limits.ts, http2-request-timeout.ts: hostile
+ *   clients bounded below any RPC;
+ * - http2-keepalive.ts: PINGs on every HTTP/2 session;
+ * - http2-stream-end.ts: bidi streams reset after their trailers;
+ * - connection-drain.ts: connection tracking and bounded shutdown (an
+ *   HTTP/2 session's GOAWAY once the client has stopped sending on it);
+ * - listen.ts: binding and the real address, shared with the side port.
+ */
 export async function startApiListener(opts: ApiListenerOptions): Promise<ApiListener> {
   const guarded = limitHttp2RequestTime(refuseOversizedBodies(opts.maxRequestBytes, opts.handler), {
     requestTimeoutMs: opts.requestTimeoutMs ?? DEFAULT_HTTP1_TIMEOUTS.requestTimeout,

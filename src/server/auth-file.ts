@@ -2,7 +2,14 @@
  * The auth file (LEASEQUEUE_AUTH_FILE): JSON, one object with a `tokens`
  * list; each token has a `name` (for logs and error messages; never secret),
  * the `sha256` of the token (bearer-tokens.ts), its `roles` (rpc-roles.ts)
- * and, optionally, the only `queues` it may touch:
+ * and, optionally, the only `queues` it may touch.
+ */
+import { readFileSync } from "node:fs";
+import { BOUNDS } from "../domain/request-bounds.js";
+import { isRole, ROLES, type Role } from "../service/rpc-roles.js";
+
+/**
+ * One entry of the `tokens` list; a file with two:
  *
  *     {
  *       "tokens": [
@@ -10,16 +17,7 @@
  *         { "name": "ops-console", "sha256": "4be0…(64 hex)", "roles": ["operator", "reader"] }
  *       ]
  *     }
- *
- * `leasequeue hash-token` prints an entry. The file is checked strictly, and
- * a mistake refuses the whole file with a message naming the place: an
- * unknown key (`"queue"` for `"queues"`) would otherwise silently widen
- * what a token may do.
  */
-import { readFileSync } from "node:fs";
-import { BOUNDS } from "../domain/request-bounds.js";
-import { isRole, ROLES, type Role } from "../service/rpc-roles.js";
-
 export interface TokenEntry {
   name: string;
   /** 64 lowercase hex digits. */
@@ -55,7 +53,14 @@ export function readAuthFile(path: string): TokenEntry[] {
   }
 }
 
-/** Parses the file's text; throws AuthFileError naming the problem. */
+/**
+ * Parses the file's text; throws AuthFileError naming the problem.
+ *
+ * `leasequeue hash-token` prints an entry. The file is checked strictly, and
+ * a mistake refuses the whole file with a message naming the place: an
+ * unknown key (`"queue"` for `"queues"`) would otherwise silently widen
+ * what a token may do.
+ */
 export function parseAuthFile(text: string): TokenEntry[] {
   let parsed: unknown;
   try {

@@ -1,18 +1,6 @@
 /**
  * Bearer tokens of the auth file: how they are made, how they are stored,
  * and how a presented one is found.
- *
- * The file stores SHA-256 of each token, never the token. A fast hash is
- * enough because the tokens are not passwords: `leasequeue hash-token`
- * makes them from 256 random bits (and refuses a token of its caller that
- * is shorter than 32 characters), so nobody can search for a preimage of a
- * stored hash, and a slow hash (scrypt, bcrypt) would only cost every call
- * milliseconds of CPU. What a slow hash protects, guessable secrets, is not
- * accepted here.
- *
- * A presented token is hashed and compared with every stored hash with
- * crypto.timingSafeEqual, without stopping at a match, so the time a lookup
- * takes says nothing about which stored hash, or how much of one, matched.
  */
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 
@@ -30,7 +18,17 @@ export function generateToken(): string {
   return GENERATED_PREFIX + randomBytes(32).toString("base64url");
 }
 
-/** SHA-256 of a token, as the 64 lowercase hex digits the auth file stores. */
+/**
+ * SHA-256 of a token, as the 64 lowercase hex digits the auth file stores.
+ *
+ * The file stores SHA-256 of each token, never the token. A fast hash is
+ * enough because the tokens are not passwords: `leasequeue hash-token`
+ * makes them from 256 random bits (and refuses a token of its caller that
+ * is shorter than 32 characters), so nobody can search for a preimage of a
+ * stored hash, and a slow hash (scrypt, bcrypt) would only cost every call
+ * milliseconds of CPU. What a slow hash protects, guessable secrets, is not
+ * accepted here.
+ */
 export function hashToken(token: string): string {
   return sha256(token).toString("hex");
 }
@@ -52,7 +50,13 @@ export class TokenTable<T> {
     return this.#entries.length;
   }
 
-  /** What `token` stands for, or undefined for a token that is not in the table. */
+  /**
+   * What `token` stands for, or undefined for a token that is not in the table.
+   *
+   * A presented token is hashed and compared with every stored hash with
+   * crypto.timingSafeEqual, without stopping at a match, so the time a lookup
+   * takes says nothing about which stored hash, or how much of one, matched.
+   */
   lookup(token: string): T | undefined {
     const presented = sha256(token);
     let found: T | undefined;

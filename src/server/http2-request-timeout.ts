@@ -1,6 +1,29 @@
 /**
  * The HTTP/2 counterpart of Node's HTTP/1.1 `requestTimeout`: a request must
  * arrive whole within a bound, or it is refused.
+ */
+import * as http2 from "node:http2";
+import { Code } from "@connectrpc/connect";
+import type { NodeRequestHandler } from "./node-request-handler.js";
+import { refuseRequest } from "./protocol-refusal.js";
+
+export interface Http2RequestTimeoutOptions {
+  /** A request must be complete within this many ms of its HEADERS. */
+  requestTimeoutMs: number;
+  /** Paths whose request stays open by design (client-streaming and bidi methods): never timed. */
+  isStreamingRequest?: (path: string) => boolean;
+}
+
+/** Requests this module refused for arriving too slowly, so that the RPC layer counts them as deadline_exceeded. */
+const timedOut = new WeakSet<object>();
+
+/** True if `req` was refused by {@link limitHttp2RequestTime} for not arriving in time. */
+export function requestTimedOut(req: object): boolean {
+  return timedOut.has(req);
+}
+
+/**
+ * Wraps `handler` so that HTTP/2 requests follow the rule below; HTTP/1.1 requests pass untouched (Node times those).
  *
  * Node's http2 module has no such timeout, so one stream could trickle a
  * unary body one byte a second for ever, holding its handler and buffers.
@@ -25,27 +48,6 @@
  * the middle of a header block (a PING there is a protocol error), so it is
  * closed within two PING intervals.
  */
-import * as http2 from "node:http2";
-import { Code } from "@connectrpc/connect";
-import type { NodeRequestHandler } from "./node-request-handler.js";
-import { refuseRequest } from "./protocol-refusal.js";
-
-export interface Http2RequestTimeoutOptions {
-  /** A request must be complete within this many ms of its HEADERS. */
-  requestTimeoutMs: number;
-  /** Paths whose request stays open by design (client-streaming and bidi methods): never timed. */
-  isStreamingRequest?: (path: string) => boolean;
-}
-
-/** Requests this module refused for arriving too slowly, so that the RPC layer counts them as deadline_exceeded. */
-const timedOut = new WeakSet<object>();
-
-/** True if `req` was refused by {@link limitHttp2RequestTime} for not arriving in time. */
-export function requestTimedOut(req: object): boolean {
-  return timedOut.has(req);
-}
-
-/** Wraps `handler` so that HTTP/2 requests follow the rule above; HTTP/1.1 requests pass untouched (Node times those). */
 export function limitHttp2RequestTime(handler: NodeRequestHandler, opts: Http2RequestTimeoutOptions): NodeRequestHandler {
   return (req, res) => {
     if (!(req instanceof http2.Http2ServerRequest) || !(res instanceof http2.Http2ServerResponse)) {

@@ -2,20 +2,7 @@
  * Answers a request with a coded error in the shape of its own protocol,
  * without reading its body, for refusals the listener makes before any RPC
  * handler runs (a body over the size limit, a body that does not arrive in
- * time):
- *
- * - gRPC and gRPC-Web (`application/grpc*`): HTTP 200, trailers-only,
- *   `grpc-status` and `grpc-message`.
- * - Connect streaming (`application/connect+*`): HTTP 200 and an end-stream
- *   message carrying the error.
- * - Connect unary (`application/json`, `application/proto`): the Connect
- *   protocol's HTTP status for the code, with a JSON error body.
- *   https://connectrpc.com/docs/protocol#error-codes
- * - Anything else: `plainStatus` with the message as text.
- *
- * The body is then not drained: an HTTP/1.1 connection is closed after the
- * response (`Connection: close`), and an HTTP/2 stream is reset with NO_ERROR,
- * which asks the client to stop sending (RFC 9113 §8.1).
+ * time).
  */
 import type * as http from "node:http";
 import * as http2 from "node:http2";
@@ -31,6 +18,21 @@ export interface Refusal {
   headers?: Record<string, string>;
 }
 
+/**
+ * The shape, by the request's content type:
+ * - gRPC and gRPC-Web (`application/grpc*`): HTTP 200, trailers-only,
+ *   `grpc-status` and `grpc-message`.
+ * - Connect streaming (`application/connect+*`): HTTP 200 and an end-stream
+ *   message carrying the error.
+ * - Connect unary (`application/json`, `application/proto`): the Connect
+ *   protocol's HTTP status for the code, with a JSON error body.
+ *   https://connectrpc.com/docs/protocol#error-codes
+ * - Anything else: `plainStatus` with the message as text.
+ *
+ * The body is then not drained: an HTTP/1.1 connection is closed after the
+ * response (`Connection: close`), and an HTTP/2 stream is reset with NO_ERROR,
+ * which asks the client to stop sending (RFC 9113 §8.1).
+ */
 export function refuseRequest(
   req: http.IncomingMessage | http2.Http2ServerRequest,
   res: http.ServerResponse | http2.Http2ServerResponse,

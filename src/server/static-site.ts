@@ -2,19 +2,6 @@
  * Serves a built browser page (the operations console at `/`, the API
  * reference at `/docs`) from a folder of files, as connectNodeAdapter's
  * `fallback`: whatever is not an RPC comes here.
- *
- * - The page's `index.html` answers at the site's base path; the other files
- *   by their exact name under it. The allow-list is the set of regular files
- *   in the folder when the server starts, read into memory then: no path is
- *   ever joined to a file system path, so there is no traversal to guard
- *   against.
- * - Every response carries strict security headers (CSP `default-src 'self'`,
- *   nosniff, DENY framing, no referrer).
- * - index.html and the other unhashed files are `no-cache` (revalidated by
- *   ETag); `name-HASH.ext` files are immutable for a year.
- * - Anything else is 404 (so /metrics and /health/* stay 404 on this port).
- * - Without a built page (tsc only), the index is 503 saying to run
- *   `npm run build`.
  */
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
@@ -118,6 +105,21 @@ function fileNameOf(path: string, basePath: string): string | undefined {
   return path.startsWith(`${basePath}/`) ? path.slice(basePath.length + 1) : undefined;
 }
 
+/**
+ * The handler that serves the site in `dir`:
+ * - The page's `index.html` answers at the site's base path; the other files
+ *   by their exact name under it. The allow-list is the set of regular files
+ *   in the folder when the server starts, read into memory then: no path is
+ *   ever joined to a file system path, so there is no traversal to guard
+ *   against.
+ * - Every response carries strict security headers (CSP `default-src 'self'`,
+ *   nosniff, DENY framing, no referrer).
+ * - index.html and the other unhashed files are `no-cache` (revalidated by
+ *   ETag); `name-HASH.ext` files are immutable for a year.
+ * - Anything else is 404 (so /metrics and /health/* stay 404 on this port).
+ * - Without a built page (tsc only), the index is 503 saying to run
+ *   `npm run build`.
+ */
 export function createSiteHandler(dir: string, options: SiteHandlerOptions): NodeHandlerFn {
   const basePath = options.basePath ?? "/";
   const files = loadSiteFiles(dir);

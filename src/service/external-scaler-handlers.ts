@@ -3,23 +3,6 @@
  * (proto/externalscaler/externalscaler.proto), served on the API port so
  * that KEDA scales a queue's workers on its depth with nothing else to run
  * (docs/operations.md "Autoscaling workers").
- *
- * The metric is the queue's pending jobs: QUEUED and RETRY jobs whose time
- * has come (a delayed job or a retry in its backoff counts once it is due),
- * none while the queue is paused (nothing would lease them), plus its
- * RUNNING jobs with `includeRunning`. The queue is active while the metric
- * is above 0. GetMetricSpec asks KEDA for `targetPendingPerReplica` of it
- * per replica.
- *
- * StreamIsActive sends the activity at once and then each change: it reads
- * the queue again when a commit of the queue is announced (any server's) or
- * its next waiting job comes due (dispatch/backlog-watches.ts), never on a
- * timer of its own. StreamMetricSpec is `unimplemented`: the spec follows
- * from the ScaledObject's metadata alone and never changes under a stream,
- * and KEDA falls back to GetMetricSpec (the proto's comment on it).
- *
- * Every call needs the `reader` role when authentication is on, with the
- * token in the Authorization header or in scalerMetadata (scaler-metadata.ts).
  */
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { ExternalScaler } from "../../gen/ts/externalscaler/externalscaler_pb.js";
@@ -34,11 +17,30 @@ export interface ExternalScalerDeps {
   backlogWatches: BacklogWatches;
 }
 
-/** The metric of a queue's backlog: what KEDA divides by targetPendingPerReplica. */
+/**
+ * The metric of a queue's backlog: what KEDA divides by targetPendingPerReplica.
+ * It is the queue's pending jobs: QUEUED and RETRY jobs whose time
+ * has come (a delayed job or a retry in its backoff counts once it is due),
+ * none while the queue is paused (nothing would lease them), plus its
+ * RUNNING jobs with `includeRunning`. The queue is active while the metric
+ * is above 0. GetMetricSpec asks KEDA for `targetPendingPerReplica` of it
+ * per replica.
+ */
 export function pendingJobs(backlog: QueueBacklog, includeRunning: boolean): number {
   return (backlog.paused ? 0 : backlog.eligible) + (includeRunning ? backlog.running : 0);
 }
 
+/**
+ * StreamIsActive sends the activity at once and then each change: it reads
+ * the queue again when a commit of the queue is announced (any server's) or
+ * its next waiting job comes due (dispatch/backlog-watches.ts), never on a
+ * timer of its own. StreamMetricSpec is `unimplemented`: the spec follows
+ * from the ScaledObject's metadata alone and never changes under a stream,
+ * and KEDA falls back to GetMetricSpec (the proto's comment on it).
+ *
+ * Every call needs the `reader` role when authentication is on, with the
+ * token in the Authorization header or in scalerMetadata (scaler-metadata.ts).
+ */
 export function createExternalScalerService({ store, backlogWatches }: ExternalScalerDeps): ServiceImpl<typeof ExternalScaler> {
   /** Authenticates (a metadata token), validates the metadata, and checks the caller's queues. */
   function admit(metadata: Record<string, string>, path: string, ctx: HandlerContext): ScalerSpec {

@@ -4,22 +4,23 @@
  * ScaledObjectRef.scalerMetadata, validated like any request field
  * (invalid_argument naming the key), and the bearer token KEDA can pass
  * there.
- *
- * KEDA sends every key of the trigger's `metadata` (its own `scalerAddress`
- * among them), so keys this scaler does not know are ignored. It does not
- * send TriggerAuthentication parameters to an external scaler (it keeps
- * `caCert`, `tlsClientCert` and `tlsClientKey` for its own TLS connection):
- * a secret reaches the scaler through a key whose name ends in `FromEnv`,
- * whose value KEDA replaces with that environment variable of the scaled
- * workload's container before it calls, which is why the token's key is
- * `tokenFromEnv`.
  */
 import { createContextKey } from "@connectrpc/connect";
 import { invalidArgument } from "./errors.js";
 import type { Caller } from "./queue-access.js";
 import * as v from "./validate.js";
 
-/** The key that carries the bearer token (its value as KEDA sends it: the token itself). */
+/**
+ * The key that carries the bearer token (its value as KEDA sends it: the token itself).
+ *
+ * KEDA does not send TriggerAuthentication parameters to an external
+ * scaler (it keeps `caCert`, `tlsClientCert` and `tlsClientKey` for its own
+ * TLS connection):
+ * a secret reaches the scaler through a key whose name ends in `FromEnv`,
+ * whose value KEDA replaces with that environment variable of the scaled
+ * workload's container before it calls, which is why the token's key is
+ * `tokenFromEnv`.
+ */
 export const SCALER_TOKEN_KEY = "tokenFromEnv";
 
 export const DEFAULT_TARGET_PENDING_PER_REPLICA = 10;
@@ -37,6 +38,9 @@ export interface ScalerSpec {
  * The scaler's settings from `scalerMetadata`; `path` is the map's field
  * path in the request (`scalerMetadata`, or `scaledObjectRef.scalerMetadata`
  * in GetMetrics), so an error names `scalerMetadata.queue`.
+ *
+ * KEDA sends every key of the trigger's `metadata` (its own `scalerAddress`
+ * among them), so keys this scaler does not know are ignored.
  */
 export function scalerSpec(metadata: Readonly<Record<string, string>>, path: string): ScalerSpec {
   return {

@@ -6,19 +6,6 @@
  * docs/api.md "Trace context") or, with `link: true`, the root of a new
  * trace linked to it; the handler runs with the span active, so the spans
  * it opens are the attempt's children.
- *
- * Attributes, after OpenTelemetry's messaging semantic conventions:
- * messaging.system `leasequeue`, messaging.destination.name (the queue),
- * messaging.message.id (the job's id), messaging.operation.type and
- * messaging.operation.name `process`; and leasequeue.job.id,
- * leasequeue.job.task, leasequeue.job.attempt (the job's attempts count,
- * this attempt included), leasequeue.worker.id and, at the end,
- * leasequeue.attempt.outcome (complete, fail, snooze or release). A failed
- * attempt's span has the error status and the error's text.
- *
- * Tracing never decides a job's fate: when the tracer (the application's
- * SDK) throws while a span starts or ends, `onError` hears of it and the
- * attempt runs, and reports its outcome, without the span.
  */
 import {
   context,
@@ -71,7 +58,22 @@ export interface AttemptSpan {
 /** No span: what an attempt gets when its span could not start. */
 const WITHOUT_SPAN: AttemptSpan = { within: (work) => work(), end() {} };
 
-/** Starts the CONSUMER span of one attempt of `job`; `onError` hears of a tracer that throws. */
+/**
+ * Starts the CONSUMER span of one attempt of `job`; `onError` hears of a tracer that throws.
+ *
+ * Attributes, after OpenTelemetry's messaging semantic conventions:
+ * messaging.system `leasequeue`, messaging.destination.name (the queue),
+ * messaging.message.id (the job's id), messaging.operation.type and
+ * messaging.operation.name `process`; and leasequeue.job.id,
+ * leasequeue.job.task, leasequeue.job.attempt (the job's attempts count,
+ * this attempt included), leasequeue.worker.id and, at the end,
+ * leasequeue.attempt.outcome (complete, fail, snooze or release). A failed
+ * attempt's span has the error status and the error's text.
+ *
+ * Tracing never decides a job's fate: when the tracer (the application's
+ * SDK) throws while a span starts or ends, `onError` hears of it and the
+ * attempt runs, and reports its outcome, without the span.
+ */
 export function startAttemptSpan(
   job: Job,
   workerId: string,

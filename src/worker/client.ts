@@ -1,32 +1,6 @@
 /**
  * A typed LeaseQueue client for producers, workers and operators,
- * over the two protocols a Node.js process would pick:
- *
- * - `"grpc"` (the default): gRPC over HTTP/2 (h2c for `http://`, TLS with
- *   ALPN for `https://`), binary protobuf. What every other language's
- *   generated stubs speak, and the most efficient choice.
- * - `"connect"`: the Connect protocol, over HTTP/2 by default or HTTP/1.1
- *   (`httpVersion: "1.1"`) for proxies and load balancers that only pass
- *   HTTP/1.1. Server streams work on both; unary calls are plain POSTs you
- *   can reproduce with curl. `useBinaryFormat: false` sends JSON, handy
- *   when reading traffic.
- *
- * HTTP/2 connections send a PING every `pingIntervalMs` (default 30 s)
- * while streams are open, so a dead connection under an idle stream is
- * noticed and the worker reconnects.
- *
- * A client made here remembers whether its transport can carry a
- * bidirectional stream (HTTP/2: gRPC, or Connect with httpVersion "2"), so a
- * worker on it takes the Work stream
- * (docs/api.md "The batched path: Acknowledge and Work") and one on Connect
- * over HTTP/1.1 takes StreamClaims plus Acknowledge.
- *
- * `token` sends `authorization: Bearer <token>` on every call, for a
- * server with authentication on (docs/writing-a-worker.md "Authentication").
- *
- * Submit and SubmitBatch carry the active OpenTelemetry span's context as
- * traceparent/tracestate headers (docs/api.md "Trace context"), unless
- * `traceContext: false`.
+ * over the two protocols a Node.js process would pick (`transport`).
  */
 import { fromJson, isMessage, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import type { GenService } from "@bufbuild/protobuf/codegenv2";
@@ -76,19 +50,34 @@ export type LeaseQueueTransport = "grpc" | "connect";
 export interface LeaseQueueClientOptions {
   /** The API listener, e.g. `http://127.0.0.1:8080` or `https://queue.internal:8443`. */
   url: string;
-  /** Protocol; default `"grpc"`. See the module comment for the trade-offs. */
+  /**
+   * Protocol; default `"grpc"`:
+   * - `"grpc"`: gRPC over HTTP/2 (h2c for `http://`, TLS with
+   *   ALPN for `https://`), binary protobuf. What every other language's
+   *   generated stubs speak, and the most efficient choice.
+   * - `"connect"`: the Connect protocol, over HTTP/2 by default or HTTP/1.1
+   *   (`httpVersion: "1.1"`) for proxies and load balancers that only pass
+   *   HTTP/1.1. Server streams work on both; unary calls are plain POSTs you
+   *   can reproduce with curl. `useBinaryFormat: false` sends JSON, handy
+   *   when reading traffic.
+   */
   transport?: LeaseQueueTransport;
   /** Connect only: HTTP version; default `"2"`. gRPC always uses HTTP/2. */
   httpVersion?: "1.1" | "2";
   /** Binary protobuf (default `true`) or JSON (Connect only). */
   useBinaryFormat?: boolean;
-  /** HTTP/2 PING interval while calls are open; default 30 000 ms. 0 disables. */
+  /**
+   * HTTP/2 PING interval while calls are open, so a dead connection under an
+   * idle stream is noticed and the worker reconnects; default 30 000 ms.
+   * 0 disables.
+   */
   pingIntervalMs?: number;
   /**
    * A bearer token (as `leasequeue hash-token` printed it), sent as
    * `authorization: Bearer <token>` on every call, unary and streaming.
    * For a server with LEASEQUEUE_AUTH_FILE; use TLS (`https://`) outside a
-   * private network. The SDK never logs it nor puts it in an error.
+   * private network (docs/writing-a-worker.md "Authentication"). The SDK
+   * never logs it nor puts it in an error.
    */
   token?: string;
   /**
@@ -133,6 +122,12 @@ export function rawWorkCallOf(client: LeaseQueueClient): RawWorkCall | undefined
  * Whether `client` can open the Work stream: true for a client that
  * createLeaseQueueClient made over HTTP/2, false for Connect over HTTP/1.1
  * and for clients made elsewhere (whose HTTP version the SDK cannot see).
+ *
+ * A client made here remembers whether its transport can carry a
+ * bidirectional stream (HTTP/2: gRPC, or Connect with httpVersion "2"), so a
+ * worker on it takes the Work stream
+ * (docs/api.md "The batched path: Acknowledge and Work") and one on Connect
+ * over HTTP/1.1 takes StreamClaims plus Acknowledge.
  */
 export function canStreamBothWays(client: LeaseQueueClient): boolean {
   return BIDI_CAPABLE.has(client);

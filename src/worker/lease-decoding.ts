@@ -5,14 +5,6 @@
  * largest share of a worker's CPU per job: docs/performance.md "Worker
  * SDKs"). The worker's Work stream asks for its responses undecoded
  * (work-stream-transport.ts) and reads each lease here.
- *
- * Whatever this reader is not sure of (a field it does not know, a field
- * or a value's kind sent twice, a wire type it does not expect,
- * bytes that do not parse, a Struct key of `__proto__`, a value nested
- * deeper than any server sends) makes it give up, and the response is
- * decoded by protobuf-es, so every lease reads as fromBinary reads it
- * (test/worker/lease-decoding.test.ts). The server's hand decoder of
- * SubmitRequest (src/server/fast-wire/submit-decoding.ts) reads the same way.
  */
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
@@ -67,6 +59,14 @@ const JOB_TIMESTAMPS = new Map<number, "scheduleTime" | "createTime" | "updateTi
  * Empty whose fields all arrived as unknown fields): its leases read here,
  * its acknowledgement results by protobuf-es; the whole response by
  * protobuf-es when anything in it is left to protobuf-es.
+ *
+ * Whatever this reader is not sure of (a field it does not know, a field
+ * or a value's kind sent twice, a wire type it does not expect,
+ * bytes that do not parse, a Struct key of `__proto__`, a value nested
+ * deeper than any server sends) makes it give up, and the response is
+ * decoded by protobuf-es, so every lease reads as fromBinary reads it
+ * (test/worker/lease-decoding.test.ts). The server's hand decoder of
+ * SubmitRequest (src/server/fast-wire/submit-decoding.ts) reads the same way.
  */
 export function readWorkResponse(raw: Empty): WorkResponse {
   const response = { $typeName: "leasequeue.v1.WorkResponse", leases: [], results: [], cancelledJobIds: [] } as unknown as WorkResponse;

@@ -2,8 +2,15 @@
  * Refusals that no retry can cure: the server said no to the stream (or
  * the Claim) because of what the worker sent or who it is, not because of
  * a passing failure. The worker stops on these instead of reconnecting
- * (docs/writing-a-worker.md "Reconnects"), as the Python and Go workers do:
- *
+ * (docs/writing-a-worker.md "Reconnects"), as the Python and Go workers do.
+ */
+import { Code, type ConnectError } from "@connectrpc/connect";
+import { BadRequestSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
+
+const FINAL: ReadonlySet<Code> = new Set([Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.Unimplemented]);
+
+/**
+ * True for a refusal the worker stops on:
  * - `invalid_argument`: the server refused the request (a worker id or
  *   queue it does not accept, say from an interceptor that rewrites them),
  *   unless it names an acknowledgement (`acks[i]...`): that one is refused
@@ -18,12 +25,6 @@
  * `aborted`, `deadline_exceeded`, a dropped connection) is passing: the
  * worker reconnects with backoff.
  */
-import { Code, type ConnectError } from "@connectrpc/connect";
-import { BadRequestSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
-
-const FINAL: ReadonlySet<Code> = new Set([Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied, Code.Unimplemented]);
-
-/** True for a refusal the worker stops on. */
 export function isFinalRefusal(error: ConnectError): boolean {
   return FINAL.has(error.code) && !(error.code === Code.InvalidArgument && namesAnAcknowledgement(error));
 }

@@ -2,34 +2,6 @@
  * litequeue rows -> LeaseQueue jobs
  * (docs/operations.md "Import from litequeue"), the same for every engine;
  * reading the litequeue file and writing the jobs are the engine's part.
- *
- * litequeue (https://github.com/litements/litequeue, 0.6 and later) keeps one
- * table `Queue`: `data` TEXT, `message_id` TEXT (a UUIDv7 in canonical
- * lower-case form), `status` INTEGER (READY 0, LOCKED 1, DONE 2, FAILED 3),
- * `in_time`, `lock_time`, `done_time` INTEGER nanoseconds since the epoch.
- *
- * - `message_id` becomes the job id, lower-cased like every id we store; it
- *   must be a UUID, because every RPC refuses a job_id that is not one
- *   (docs/api.md "Defaults and identity"). litequeue's ids are UUIDs, so the
- *   imported jobs answer GetJob, Redrive and Cancel by their litequeue id.
- * - `data` becomes the payload: parsed when it is JSON, else the JSON string
- *   holding the text. NULL (older tables allowed it) is a null payload. It
- *   must fit the payload bounds (64 KiB, 32 levels), like a Submit.
- * - READY and LOCKED -> QUEUED, eligible at once (a lock's owner cannot be
- *   known); DONE -> COMPLETED; FAILED -> DEAD.
- * - create_time = schedule_time = in_time; finish_time = done_time for
- *   COMPLETED and DEAD (falling back on lock_time, then in_time, when
- *   litequeue left it NULL, so retention can still age the job out);
- *   update_time = the latest of the three. Nanoseconds become milliseconds,
- *   rounded down, exactly (the times are read as 64-bit integers).
- * - deliveries = 1 when the message was ever locked (litequeue counts no
- *   more), else 0; attempts = deliveries for COMPLETED and DEAD, 0 for
- *   QUEUED (a fresh budget: the job will run again). Priority, max_attempts
- *   and retry_base_delay take Submit's defaults; no idempotency key.
- * - Each imported job gets one SUBMITTED event (from no state to the state it
- *   was imported in) at in_time, with the message "imported from litequeue
- *   (status DONE)": the event kinds of docs/api.md "The event model" have no
- *   other for it, and SUBMITTED is what starts a job's timeline.
  */
 import type { EventDraft, JobState, StoredJob } from "../../domain/job.js";
 import { isJobId } from "../../domain/ids.js";
@@ -45,6 +17,11 @@ export const LITEQUEUE_STATUSES = [
 ] as const satisfies ReadonlyArray<{ value: number; name: string; state: JobState }>;
 
 /**
+ * litequeue (https://github.com/litements/litequeue, 0.6 and later) keeps one
+ * table `Queue`: `data` TEXT, `message_id` TEXT (a UUIDv7 in canonical
+ * lower-case form), `status` INTEGER (READY 0, LOCKED 1, DONE 2, FAILED 3),
+ * `in_time`, `lock_time`, `done_time` INTEGER nanoseconds since the epoch.
+ *
  * One row as SQLite's dynamic typing may hold it: integers as bigint (read
  * exactly), text `data` as its bytes, anything else as it came.
  */
@@ -75,6 +52,31 @@ export type MappedRow = { ok: true; job: StoredJob; event: EventDraft } | { ok: 
 /** Nanosecond times before this (1973-03-03) are taken for seconds or milliseconds, not nanoseconds. */
 const EARLIEST_NANOS = 100_000_000_000_000_000n;
 
+/**
+ * One row as a job and its SUBMITTED event, or what is wrong with the row:
+ * - `message_id` becomes the job id, lower-cased like every id we store; it
+ *   must be a UUID, because every RPC refuses a job_id that is not one
+ *   (docs/api.md "Defaults and identity"). litequeue's ids are UUIDs, so the
+ *   imported jobs answer GetJob, Redrive and Cancel by their litequeue id.
+ * - `data` becomes the payload: parsed when it is JSON, else the JSON string
+ *   holding the text. NULL (older tables allowed it) is a null payload. It
+ *   must fit the payload bounds (64 KiB, 32 levels), like a Submit.
+ * - READY and LOCKED -> QUEUED, eligible at once (a lock's owner cannot be
+ *   known); DONE -> COMPLETED; FAILED -> DEAD.
+ * - create_time = schedule_time = in_time; finish_time = done_time for
+ *   COMPLETED and DEAD (falling back on lock_time, then in_time, when
+ *   litequeue left it NULL, so retention can still age the job out);
+ *   update_time = the latest of the three. Nanoseconds become milliseconds,
+ *   rounded down, exactly (the times are read as 64-bit integers).
+ * - deliveries = 1 when the message was ever locked (litequeue counts no
+ *   more), else 0; attempts = deliveries for COMPLETED and DEAD, 0 for
+ *   QUEUED (a fresh budget: the job will run again). Priority, max_attempts
+ *   and retry_base_delay take Submit's defaults; no idempotency key.
+ * - Each imported job gets one SUBMITTED event (from no state to the state it
+ *   was imported in) at in_time, with the message "imported from litequeue
+ *   (status DONE)": the event kinds of docs/api.md "The event model" have no
+ *   other for it, and SUBMITTED is what starts a job's timeline.
+ */
 export function mapLitequeueRow(row: LitequeueRow, target: ImportTarget): MappedRow {
   const where = `row ${row.rowid}${typeof row.messageId === "string" ? ` (message_id ${row.messageId})` : ""}`;
   const fail = (problem: string): MappedRow => ({ ok: false, problem: `${where}: ${problem}` });

@@ -4,19 +4,6 @@
  * queue's limits (docs/api.md "Queue limits", domain/queue-limits.ts) bound
  * how many leases it may hand out now, and the eligible jobs in claim order
  * each get a new lease from the state machine.
- *
- * Every lease path (Claim, its long-poll, StreamClaims, Work) claims through
- * here, so the limits hold on all of them. A claim of a limited queue reads
- * the limits, the queue's running count and its grants in the rate window
- * in its own transaction, which the engine serializes with every other
- * claim of that queue (store/transaction-port.ts), and records its own
- * grant before it commits. It looks at one eligible job more than the
- * limits allow, to tell the caller whether a limit held a job back
- * (ClaimOutcome.heldBack): a waiting claimer then waits for what frees a
- * place, not for new work. A claim that found fewer eligible jobs than it
- * asked for reads, in the same transaction and at the same time, when the
- * queue's next job becomes eligible (ClaimOutcome.nextScheduleTime): the
- * time a waiting claimer sets its timer by.
  */
 import { newLeaseToken } from "../../domain/lease-token.js";
 import { publicJob, type StoredJob } from "../../domain/job.js";
@@ -47,6 +34,20 @@ export interface ClaimLimits {
 
 const NO_GRANTS: WindowGrants = Object.freeze({ leases: 0, oldest: null });
 
+/**
+ * Every lease path (Claim, its long-poll, StreamClaims, Work) claims through
+ * here, so the limits hold on all of them. A claim of a limited queue reads
+ * the limits, the queue's running count and its grants in the rate window
+ * in its own transaction, which the engine serializes with every other
+ * claim of that queue (store/transaction-port.ts), and records its own
+ * grant before it commits. It looks at one eligible job more than the
+ * limits allow, to tell the caller whether a limit held a job back
+ * (ClaimOutcome.heldBack): a waiting claimer then waits for what frees a
+ * place, not for new work. A claim that found fewer eligible jobs than it
+ * asked for reads, in the same transaction and at the same time, when the
+ * queue's next job becomes eligible (ClaimOutcome.nextScheduleTime): the
+ * time a waiting claimer sets its timer by.
+ */
 export function claimJobs(spec: ClaimRequestSpec, limits: ClaimLimits): WriteOperation<ClaimOutcome> {
   // Three reads at once (on PostgreSQL one round trip, run in this order):
   // the queue's config first, which on PostgreSQL locks its row when the

@@ -5,32 +5,6 @@
  * it with how many leases the queue's own limits leave (`target`); it
  * answers the jobs, in the order to lease them, and the hold of the groups
  * it had to pass over. One place for both engines and every lease path.
- *
- * What a group may have now (groupRoom): group_max_running less its RUNNING
- * jobs, group_rate_limit less its grants in the sliding window (the
- * queue's rule, per group: domain/queue-limits.ts), and under ordered one
- * job, its head (the open job submitted first), only while that head is
- * pending and due. Jobs without a group are bounded by none of these.
- *
- * Two walks:
- * - fair: over the queue's groups with possibly eligible jobs, least
- *   recently served first (TransactionPort.selectDueGroups: a small table
- *   of groups that the engine keeps), one job per group per round, then
- *   round after round over the groups that still have room. A group held
- *   back is parked until what frees it (a finishing lease, its rate
- *   window, its ordered head's schedule_time), and a group with nothing
- *   eligible until its next pending job is due, so later claims pass
- *   neither. The cost of a claim follows the groups it looks at, not the
- *   jobs queued behind them.
- * - not fair: the usual claim order over the queue, skipping jobs of groups
- *   held back, looking at most MAX_SCANNED jobs; a queue where many jobs of
- *   held groups sit ahead of the rest serves those others only as the
- *   held groups drain (docs/api.md "Groups": fair is the cheaper rule then).
- *
- * Either walk reads the groups it looks at together, a page or a few at a
- * time (TransactionPort.readGroups, selectGroupsClaimable), and sends its
- * parks and settles together: on PostgreSQL a claim's round trips follow
- * the pages it reads, not the groups, while it holds its queue's turn.
  */
 import type { StoredJob } from "../../domain/job.js";
 import { boundsGroup, type ClaimHold, type GroupLimit, type QueueConfig, type WindowGrants } from "../../domain/queue-limits.js";
@@ -66,7 +40,13 @@ interface SeenGroup {
 
 type Room = { room: number; hold: null } | { room: 0; hold: { limit: GroupLimit; onFinish: boolean; until: number | null } };
 
-/** What the group may still have now (see the file comment). */
+/**
+ * What the group may still have now: group_max_running less its RUNNING
+ * jobs, group_rate_limit less its grants in the sliding window (the
+ * queue's rule, per group: domain/queue-limits.ts), and under ordered one
+ * job, its head (the open job submitted first), only while that head is
+ * pending and due. Jobs without a group are bounded by none of these.
+ */
 export function groupRoom(config: QueueConfig, seen: SeenGroup, now: number): Room {
   let room = Infinity;
   if (config.groupMaxRunning > 0) {
@@ -154,6 +134,26 @@ export function servedGroups(jobs: readonly StoredJob[]): Array<{ groupKey: stri
 /**
  * Up to `target` jobs for a claim of a queue with group rules at `now`.
  * `windowStart`: grants after it are in the rate window.
+ *
+ * Two walks:
+ * - fair: over the queue's groups with possibly eligible jobs, least
+ *   recently served first (TransactionPort.selectDueGroups: a small table
+ *   of groups that the engine keeps), one job per group per round, then
+ *   round after round over the groups that still have room. A group held
+ *   back is parked until what frees it (a finishing lease, its rate
+ *   window, its ordered head's schedule_time), and a group with nothing
+ *   eligible until its next pending job is due, so later claims pass
+ *   neither. The cost of a claim follows the groups it looks at, not the
+ *   jobs queued behind them.
+ * - not fair: the usual claim order over the queue, skipping jobs of groups
+ *   held back, looking at most MAX_SCANNED jobs; a queue where many jobs of
+ *   held groups sit ahead of the rest serves those others only as the
+ *   held groups drain (docs/api.md "Groups": fair is the cheaper rule then).
+ *
+ * Either walk reads the groups it looks at together, a page or a few at a
+ * time (TransactionPort.readGroups, selectGroupsClaimable), and sends its
+ * parks and settles together: on PostgreSQL a claim's round trips follow
+ * the pages it reads, not the groups, while it holds its queue's turn.
  */
 export function selectWithGroups(
   port: TransactionPort,

@@ -1,24 +1,7 @@
 /**
  * Job counts per queue and state without a hot row. With one row per
  * (queue, state) updated by every transition, as in SQLite, every writer of
- * a queue would wait for the previous one's commit on that row. Instead:
- *
- * - each transaction appends its net changes to `job_count_deltas`, one
- *   row per (queue, state) it changed (an INSERT takes no lock that another
- *   writer waits for);
- * - readers sum `job_counts` (the compacted totals) and every delta row in
- *   one statement, so one snapshot: the sum is exact for that snapshot;
- * - `compact_job_counts()` now and then (each server's maintenance loop,
- *   e.g. every second; one at a time per schema by an advisory lock, others
- *   skip) deletes the delta rows it can see and adds their sums to
- *   `job_counts` in one statement. Readers see the delta rows or the new
- *   totals, never both or neither; rows of transactions still running are
- *   invisible to it and left for the next run.
- *
- * Only the compactor updates `job_counts`, so its rows are not hot either.
- * The delta table holds what was written since the last compaction (a few
- * thousand rows at most at thousands of transitions a second), so reading
- * counts stays O(queues + recent transactions).
+ * a queue would wait for the previous one's commit on that row.
  */
 import type { CountDelta } from "../transaction-port.js";
 import { advisoryLockKey, quoteIdentifier } from "./identifiers.js";
@@ -53,6 +36,25 @@ $fn$;
 `;
 }
 
+/**
+ * The statements of the counts, kept without a hot row:
+ * - each transaction appends its net changes to `job_count_deltas`, one
+ *   row per (queue, state) it changed (an INSERT takes no lock that another
+ *   writer waits for);
+ * - readers sum `job_counts` (the compacted totals) and every delta row in
+ *   one statement, so one snapshot: the sum is exact for that snapshot;
+ * - `compact_job_counts()` now and then (each server's maintenance loop,
+ *   e.g. every second; one at a time per schema by an advisory lock, others
+ *   skip) deletes the delta rows it can see and adds their sums to
+ *   `job_counts` in one statement. Readers see the delta rows or the new
+ *   totals, never both or neither; rows of transactions still running are
+ *   invisible to it and left for the next run.
+ *
+ * Only the compactor updates `job_counts`, so its rows are not hot either.
+ * The delta table holds what was written since the last compaction (a few
+ * thousand rows at most at thousands of transitions a second), so reading
+ * counts stays O(queues + recent transactions).
+ */
 export interface CountStatements {
   /** $1 queues, $2 states, $3 deltas (arrays, from countDeltaParams). */
   appendDeltas: string;

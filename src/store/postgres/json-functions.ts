@@ -1,21 +1,7 @@
 /**
  * SQL functions that turn a jsonb payload into the JSON text the server
  * itself would store and fingerprint, so that a job submitted with
- * `<schema>.submit(...)` is the same as one submitted over the API:
- *
- * - `json_text(j, sort_keys, field, max_depth)`: compact JSON with numbers
- *   written as JavaScript writes them (`JSON.stringify`), refusing values
- *   nested deeper than docs/api.md "Bounds" allows. With sort_keys false it
- *   is the payload text stored in `jobs.payload`; with sort_keys true, object
- *   keys sorted by UTF-16 code units like `Array.prototype.sort`, it is the
- *   canonical form of domain/submission.ts's submitFingerprint.
- * - `json_number_text(n)`: a number as JavaScript's Number::toString writes
- *   the nearest double (shortest round-trip digits).
- * - `utf16_sort_key(t)`: the UTF-16 code units of a text, as integers, for
- *   ordering keys the way JavaScript compares strings.
- *
- * Every function body writes a backslash only inside E'' literals, so it
- * means the same whatever standard_conforming_strings a session has.
+ * `<schema>.submit(...)` is the same as one submitted over the API.
  */
 import { nestedTooDeepText } from "../../domain/json-depth.js";
 import { quoteEscapeLiteral, quoteIdentifier, quoteLiteral } from "./identifiers.js";
@@ -50,6 +36,20 @@ const KEEP_GROUPS = quoteEscapeLiteral(String.raw`\1\2\3`);
  * The functions' SQL. They call each other by schema-qualified names, so they
  * work whatever search_path the caller has, without a SET clause (which
  * would cost a settings change on every call of the recursion).
+ *
+ * - `json_text(j, sort_keys, field, max_depth)`: compact JSON with numbers
+ *   written as JavaScript writes them (`JSON.stringify`), refusing values
+ *   nested deeper than docs/api.md "Bounds" allows. With sort_keys false it
+ *   is the payload text stored in `jobs.payload`; with sort_keys true, object
+ *   keys sorted by UTF-16 code units like `Array.prototype.sort`, it is the
+ *   canonical form of domain/submission.ts's submitFingerprint.
+ * - `json_number_text(n)`: a number as JavaScript's Number::toString writes
+ *   the nearest double (shortest round-trip digits).
+ * - `utf16_sort_key(t)`: the UTF-16 code units of a text, as integers, for
+ *   ordering keys the way JavaScript compares strings.
+ *
+ * Every function body writes a backslash only inside E'' literals, so it
+ * means the same whatever standard_conforming_strings a session has.
  */
 export function jsonFunctionsSql(schema: string): string {
   const s = quoteIdentifier(schema);

@@ -3,8 +3,17 @@
  * in its own transaction with `search_path` set to LeaseQueue's schema (so
  * the text names no schema and one database can hold several), and is
  * recorded in `schema_migrations`; migrate.ts applies them under an
- * advisory lock. Never edit a released migration; add the next one.
- *
+ * advisory lock. Never edit a released migration; add the next one. Every
+ * index is described in store/database/indexes.ts, which a test holds this
+ * schema to.
+ */
+export interface PgMigration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+/**
  * The tables hold what SQLite's schema version 6 holds (sqlite/migrations.ts),
  * with three differences that only concurrency across servers needs:
  * - Events are written without a sequence to `unsequenced_events` and
@@ -20,12 +29,6 @@
  * The functions (submit, the sequencer, count and activity compaction) are not migrations:
  * definitions.ts creates or replaces them after the migrations.
  */
-export interface PgMigration {
-  version: number;
-  name: string;
-  sql: string;
-}
-
 export const PG_MIGRATIONS: readonly PgMigration[] = [
   {
     version: 1,

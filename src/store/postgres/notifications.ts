@@ -3,16 +3,13 @@
  * what one server, or an application's `submit()`, commits is announced with
  * NOTIFY on the schema's channel, and every server keeps one connection that
  * LISTENs.
- *
- * Notifications are hints, never the data: a receiver reads what changed
- * from the tables (events after the last sequence it saw, jobs of a queue).
- * So a lost notification (the listening connection dropped, the server was
- * busy reconnecting) costs latency, not correctness: after every
- * (re)connect, and every `catchUpIntervalMs`, the listener asks its owner to
- * catch up by reading the tables. A catch-up after a reconnect runs once
- * LISTEN is in place again, so whatever commits after it is notified and
- * whatever committed before it is read.
- *
+ */
+import pg from "pg";
+import { jitteredBackoffMs } from "../../domain/backoff.js";
+import type { QueueConfig } from "../../domain/queue-limits.js";
+import { quoteIdentifier } from "./identifiers.js";
+
+/**
  * Payloads (JSON, well under NOTIFY's 8000 bytes):
  * - `{"kind":"events","through":N}`: the sequencer (event-sequencer.ts)
  *   numbered events up to sequence N; read those after the last one seen.
@@ -29,11 +26,6 @@
  * PostgreSQL folds identical notifications of one transaction into one, so
  * a transaction that submits many jobs to one queue sends one `submitted`.
  */
-import pg from "pg";
-import { jitteredBackoffMs } from "../../domain/backoff.js";
-import type { QueueConfig } from "../../domain/queue-limits.js";
-import { quoteIdentifier } from "./identifiers.js";
-
 export type StoreNotification =
   | { kind: "events"; through: number }
   | { kind: "submitted"; queue: string }
@@ -127,6 +119,15 @@ export interface NotificationListenerOptions {
 /**
  * One LISTEN connection per server, reconnecting with exponential backoff
  * (jittered, reset by a successful connect) until closed.
+ *
+ * Notifications are hints, never the data: a receiver reads what changed
+ * from the tables (events after the last sequence it saw, jobs of a queue).
+ * So a lost notification (the listening connection dropped, the server was
+ * busy reconnecting) costs latency, not correctness: after every
+ * (re)connect, and every `catchUpIntervalMs`, the listener asks its owner to
+ * catch up by reading the tables. A catch-up after a reconnect runs once
+ * LISTEN is in place again, so whatever commits after it is notified and
+ * whatever committed before it is read.
  */
 export class NotificationListener {
   readonly #options: NotificationListenerOptions;

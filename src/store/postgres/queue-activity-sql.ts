@@ -2,23 +2,7 @@
  * Queue activity on PostgreSQL (docs/api.md "Queue activity"), kept as the
  * counts are (job-counts.ts) and for the same reason: one row per (queue,
  * minute) upserted by every transaction would make every writer of a queue
- * wait for the previous one's commit on that row. So:
- *
- * - each transaction appends its sums to `queue_activity_deltas`, one row
- *   per queue and minute it touched, pipelined with its other last
- *   statements (pg-transactions.ts): an INSERT that no writer waits for;
- * - readers sum `queue_activity` (the compacted samples) and the visible
- *   delta rows of the queue, by minute, in one statement with the queue's
- *   counts, so the gauges counted back from the counts see the same
- *   snapshot as the samples;
- * - `compact_queue_activity()` runs beside `compact_job_counts()` in each
- *   server's catch-up (about every second; one at a time per schema by an
- *   advisory lock) and folds the visible delta rows into their samples, in
- *   (queue, minute) order;
- * - the retention pruner folds the delta rows first, in its own
- *   transaction and holding the compaction's lock to its commit (so no
- *   compaction runs meanwhile, and none waits for it: they skip), then
- *   deletes the oldest samples.
+ * wait for the previous one's commit on that row.
  */
 import { ACTIVITY_VALUE_COLUMNS, activityValues } from "../rows/activity-columns.js";
 import type { ActivityDelta } from "../transaction-port.js";
@@ -60,6 +44,24 @@ $fn$;
 `;
 }
 
+/**
+ * The statements of queue activity, kept as the counts are:
+ * - each transaction appends its sums to `queue_activity_deltas`, one row
+ *   per queue and minute it touched, pipelined with its other last
+ *   statements (pg-transactions.ts): an INSERT that no writer waits for;
+ * - readers sum `queue_activity` (the compacted samples) and the visible
+ *   delta rows of the queue, by minute, in one statement with the queue's
+ *   counts, so the gauges counted back from the counts see the same
+ *   snapshot as the samples;
+ * - `compact_queue_activity()` runs beside `compact_job_counts()` in each
+ *   server's catch-up (about every second; one at a time per schema by an
+ *   advisory lock) and folds the visible delta rows into their samples, in
+ *   (queue, minute) order;
+ * - the retention pruner folds the delta rows first, in its own
+ *   transaction and holding the compaction's lock to its commit (so no
+ *   compaction runs meanwhile, and none waits for it: they skip), then
+ *   deletes the oldest samples.
+ */
 export interface ActivityStatements {
   /** $1: the rows as JSON, [{queue, minute, v: [values in ACTIVITY_VALUE_COLUMNS order]}] (activityDeltaParam). */
   appendDeltas: string;

@@ -3,8 +3,31 @@
  * `<schema>.submit(queue, task, payload, ...)` creates a job inside the
  * caller's own transaction, so the job exists if and only if that transaction
  * commits.
- *
- * It does what a Submit RPC does, no less strictly:
+ */
+import { formatDurationText } from "../../domain/duration-text.js";
+import { ACTIVITY_MINUTE_MS } from "../../domain/queue-activity.js";
+import { BOUNDS, DEFAULTS } from "../../domain/request-bounds.js";
+import { TRACE_CONTEXT_PROBLEMS, TRACEPARENT, TRACESTATE_MEMBER, TRACESTATE_MEMBERS } from "../../domain/trace-context.js";
+import { quoteEscapeLiteral, quoteLiteral } from "./identifiers.js";
+import { notificationChannel } from "./notifications.js";
+
+const DAY_MS = 86_400_000;
+
+/** A bound in whole days when it is one ("30 days"), else as the RPC's messages write a bound. */
+function aheadText(ms: number): string {
+  return ms % DAY_MS === 0 ? `${ms / DAY_MS} days` : formatDurationText(ms, "bound");
+}
+
+/** `RAISE` of a bad field: SQLSTATE, the field as COLUMN, and the RPC's `field: description` message. */
+function refuse(field: string, description: string, sqlstate = "invalid_parameter_value"): string {
+  return `RAISE EXCEPTION USING ERRCODE = '${sqlstate}', COLUMN = '${field}', MESSAGE = ${quoteLiteral(`${field}: ${description}`)}`;
+}
+
+/** Milliseconds of an interval, as the RPC truncates a Duration (sub-millisecond rest dropped). */
+const intervalMs = (expr: string) => `floor(extract(epoch FROM ${expr}) * 1000)::bigint`;
+
+/**
+ * `<schema>.submit()` does what a Submit RPC does, no less strictly:
  * - validation against domain/request-bounds.ts (every bound below is generated from
  *   BOUNDS and DEFAULTS, never typed again), refusing with a SQLSTATE, a
  *   message `field: description` as the RPC words it, and the field in the
@@ -29,28 +52,6 @@
  * Times come from the database's clock (clock_timestamp()): there is no
  * server clock in the caller's transaction.
  */
-import { formatDurationText } from "../../domain/duration-text.js";
-import { ACTIVITY_MINUTE_MS } from "../../domain/queue-activity.js";
-import { BOUNDS, DEFAULTS } from "../../domain/request-bounds.js";
-import { TRACE_CONTEXT_PROBLEMS, TRACEPARENT, TRACESTATE_MEMBER, TRACESTATE_MEMBERS } from "../../domain/trace-context.js";
-import { quoteEscapeLiteral, quoteLiteral } from "./identifiers.js";
-import { notificationChannel } from "./notifications.js";
-
-const DAY_MS = 86_400_000;
-
-/** A bound in whole days when it is one ("30 days"), else as the RPC's messages write a bound. */
-function aheadText(ms: number): string {
-  return ms % DAY_MS === 0 ? `${ms / DAY_MS} days` : formatDurationText(ms, "bound");
-}
-
-/** `RAISE` of a bad field: SQLSTATE, the field as COLUMN, and the RPC's `field: description` message. */
-function refuse(field: string, description: string, sqlstate = "invalid_parameter_value"): string {
-  return `RAISE EXCEPTION USING ERRCODE = '${sqlstate}', COLUMN = '${field}', MESSAGE = ${quoteLiteral(`${field}: ${description}`)}`;
-}
-
-/** Milliseconds of an interval, as the RPC truncates a Duration (sub-millisecond rest dropped). */
-const intervalMs = (expr: string) => `floor(extract(epoch FROM ${expr}) * 1000)::bigint`;
-
 export function submitFunctionSql(schema: string): string {
   const name = quoteEscapeLiteral(BOUNDS.name.source);
   const key = quoteEscapeLiteral(BOUNDS.idempotencyKey.source);

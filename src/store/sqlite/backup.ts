@@ -1,26 +1,6 @@
 /**
  * `leasequeue backup` for SQLite: a consistent copy of a database that a
  * server may be writing to at the same time.
- *
- * VACUUM INTO writes the copy from one read transaction, i.e. one snapshot
- * of the WAL database: everything committed before the backup began, nothing
- * half of a later commit. In WAL mode a reader never blocks the writer, so
- * the server keeps committing meanwhile (its WAL grows until the backup
- * ends, since a checkpoint cannot pass a reader's snapshot). The copy is a
- * single compact file in rollback-journal mode, with no -wal beside it.
- *
- * Chosen over the online backup API (better-sqlite3's db.backup()): that
- * copies a bounded number of pages per step and restarts from the first page
- * whenever another process writes between steps, so against a busy server it
- * never finishes; copying all pages in one step works but is no faster and
- * leaves a WAL-mode file with free pages.
- *
- * The copy is written to a temporary name beside the target (created empty
- * first, so a directory that takes no new file is refused by name), fsynced
- * (VACUUM INTO does not sync its output), checked (quick_check, schema
- * version, job count), and only then renamed onto the target: a backup
- * interrupted at any point leaves at most a `<file>.partial-*`, never a
- * file under the target name that looks complete.
  */
 import { renameSync, rmSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -66,8 +46,28 @@ export function backupDatabase(databasePath: string, targetPath: string, options
 
 /**
  * Writes what `source` (an open connection: the backup command's own, or a
- * server's, see lost-file.ts) reads now to `target` as described above:
+ * server's, see lost-file.ts) reads now to `target` as described below:
  * through a `.partial-*` name, fsynced, checked, then renamed.
+ *
+ * VACUUM INTO writes the copy from one read transaction, i.e. one snapshot
+ * of the WAL database: everything committed before the backup began, nothing
+ * half of a later commit. In WAL mode a reader never blocks the writer, so
+ * the server keeps committing meanwhile (its WAL grows until the backup
+ * ends, since a checkpoint cannot pass a reader's snapshot). The copy is a
+ * single compact file in rollback-journal mode, with no -wal beside it.
+ *
+ * Chosen over the online backup API (better-sqlite3's db.backup()): that
+ * copies a bounded number of pages per step and restarts from the first page
+ * whenever another process writes between steps, so against a busy server it
+ * never finishes; copying all pages in one step works but is no faster and
+ * leaves a WAL-mode file with free pages.
+ *
+ * The copy is written to a temporary name beside the target (created empty
+ * first, so a directory that takes no new file is refused by name), fsynced
+ * (VACUUM INTO does not sync its output), checked (quick_check, schema
+ * version, job count), and only then renamed onto the target: a backup
+ * interrupted at any point leaves at most a `<file>.partial-*`, never a
+ * file under the target name that looks complete.
  */
 export function copyDatabase(source: Database.Database, target: string): BackupResult {
   const partial = partialCopyOf(target);

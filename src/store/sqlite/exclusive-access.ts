@@ -2,18 +2,6 @@
  * Sole use of a database file, for the commands that must not share it
  * (restore replaces the file, import writes one long transaction that a
  * running server would not announce to its streams).
- *
- * Two locks, both taken without waiting:
- * - the LeaseQueue lock `<db>.lock` (database-lock.ts), which every server
- *   of this release holds while it runs and which covers the path;
- * - an EXCLUSIVE lock on the database file itself, taken by a connection in
- *   locking_mode=EXCLUSIVE. In WAL mode every open connection keeps a SHARED
- *   lock on the file between transactions (SQLite uses it to find the last
- *   connection to close), so this fails while anyone has the file open: a
- *   server of an older release that knows no lock file, a `backup` or a
- *   `check` still running, any other SQLite client. In EXCLUSIVE locking
- *   mode the connection keeps the WAL index in its own memory, never in
- *   the `-shm` file, and holds the lock until it closes.
  */
 import { existsSync } from "node:fs";
 import Database from "better-sqlite3";
@@ -41,7 +29,21 @@ export interface ExclusiveAccessOptions {
   allowUnreadable?: boolean;
 }
 
-/** Takes sole use of `path`, or throws DatabaseRefusal (IN_USE) naming who may hold it. */
+/**
+ * Takes sole use of `path`, or throws DatabaseRefusal (IN_USE) naming who may hold it.
+ *
+ * Two locks, both taken without waiting:
+ * - the LeaseQueue lock `<db>.lock` (database-lock.ts), which every server
+ *   of this release holds while it runs and which covers the path;
+ * - an EXCLUSIVE lock on the database file itself, taken by a connection in
+ *   locking_mode=EXCLUSIVE. In WAL mode every open connection keeps a SHARED
+ *   lock on the file between transactions (SQLite uses it to find the last
+ *   connection to close), so this fails while anyone has the file open: a
+ *   server of an older release that knows no lock file, a `backup` or a
+ *   `check` still running, any other SQLite client. In EXCLUSIVE locking
+ *   mode the connection keeps the WAL index in its own memory, never in
+ *   the `-shm` file, and holds the lock until it closes.
+ */
 export function takeExclusiveAccess(path: string, options: ExclusiveAccessOptions = {}): ExclusiveAccess {
   const lock = acquireDatabaseLock(path, 0);
   let db: Database.Database | undefined;

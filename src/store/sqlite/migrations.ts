@@ -3,7 +3,8 @@
  * `leasequeue migrate`), each in its own transaction, tracked with
  * PRAGMA user_version. Never edit a released migration; add the next one.
  * Versions increase but need not be contiguous: a database at version n
- * gets every migration numbered above n, in this array's order.
+ * gets every migration numbered above n, in this array's order. Every index
+ * is described in store/database/indexes.ts, which a test holds this schema to.
  */
 export interface Migration {
   version: number;

@@ -1,27 +1,6 @@
 /**
  * `leasequeue restore` for SQLite: replaces the database with a backup, with
  * the server stopped.
- *
- * 1. The backup is checked in full (inspect.ts: integrity_check, a LeaseQueue
- *    schema no newer than this release, job_counts equal to the jobs); any
- *    problem refuses it and nothing else happens.
- * 2. A temporary file is created empty beside the database (same
- *    directory, so the final rename is atomic), before anything else is
- *    created there (the lock file, a -wal): a directory that takes no new
- *    file is refused by name (database-file.ts) and nothing is written.
- * 3. Sole use of the database is taken (exclusive-access.ts) and given back
- *    at once, so that a running server is reported before the long part.
- * 4. The backup is copied with VACUUM INTO into the temporary file, fsynced
- *    and read back (quick_check, the same schema version). A backup that is
- *    itself a WAL database with a -wal beside it is copied whole this way,
- *    which a byte copy would not do.
- * 5. Sole use is taken again, now for the swap. The exclusive connection is
- *    closed first: as the last user it checkpoints the old database's WAL
- *    into the old file and deletes it. The old database moves aside with
- *    whatever -wal or -journal is left (a pair SQLite can still open), its
- *    stale -shm is deleted (a -wal or -shm left at the path would otherwise
- *    be applied to the new file), and the copy is renamed onto the path.
- *    The lock file stays held throughout, so no server starts in between.
  */
 import { existsSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -59,6 +38,29 @@ export interface RestoreOptions {
   now?: Date;
 }
 
+/**
+ * Restores in five steps:
+ * 1. The backup is checked in full (inspect.ts: integrity_check, a LeaseQueue
+ *    schema no newer than this release, job_counts equal to the jobs); any
+ *    problem refuses it and nothing else happens.
+ * 2. A temporary file is created empty beside the database (same
+ *    directory, so the final rename is atomic), before anything else is
+ *    created there (the lock file, a -wal): a directory that takes no new
+ *    file is refused by name (database-file.ts) and nothing is written.
+ * 3. Sole use of the database is taken (exclusive-access.ts) and given back
+ *    at once, so that a running server is reported before the long part.
+ * 4. The backup is copied with VACUUM INTO into the temporary file, fsynced
+ *    and read back (quick_check, the same schema version). A backup that is
+ *    itself a WAL database with a -wal beside it is copied whole this way,
+ *    which a byte copy would not do.
+ * 5. Sole use is taken again, now for the swap. The exclusive connection is
+ *    closed first: as the last user it checkpoints the old database's WAL
+ *    into the old file and deletes it. The old database moves aside with
+ *    whatever -wal or -journal is left (a pair SQLite can still open), its
+ *    stale -shm is deleted (a -wal or -shm left at the path would otherwise
+ *    be applied to the new file), and the copy is renamed onto the path.
+ *    The lock file stays held throughout, so no server starts in between.
+ */
 export function restoreDatabase(backupPath: string, databasePath: string, options: RestoreOptions = {}): RestoreResult {
   const from = resolve(backupPath);
   const path = resolve(databasePath);

@@ -4,20 +4,6 @@
  * those issued in one turn of the event loop go in one transaction, and a
  * batch runs in the order its operations were issued. The engine keeps its
  * transactions (BEGIN, locks, COMMIT), its SQL and its judgement of errors.
- *
- * Optimistic batches: the operations decide every refusal before they
- * write (operations/scope.ts), so a batch first runs without a savepoint
- * per operation, and a refusal rolls nothing back. When an operation fails
- * in a way that may leave something of it in the transaction (it wrote, or
- * the database aborted the transaction: the engine judges), the engine
- * rolls the transaction back and replays the whole batch with a savepoint
- * around each operation, so that the failure rolls back alone and never
- * takes its neighbours with it. Nothing is answered or announced before
- * the engine's COMMIT, so the first attempt leaves no trace.
- *
- * Each step waits for the engine with steps.ts, so a batch over a port
- * that answers at once (SQLite) runs from its first operation to its last
- * without giving the event loop away.
  */
 import { OperationChanges, TransactionChanges } from "../operations/operation-changes.js";
 import type { WriteOperation } from "../operations/scope.js";
@@ -144,6 +130,20 @@ export type BatchEnd<S> = BatchRun | "replay" | { stopped: S };
  * transaction, each in a savepoint of its own when `guarded`. The engine
  * then commits the run's changes, or rolls back (and replays, or answers
  * its stop).
+ *
+ * Optimistic batches: the operations decide every refusal before they
+ * write (operations/scope.ts), so a batch first runs without a savepoint
+ * per operation, and a refusal rolls nothing back. When an operation fails
+ * in a way that may leave something of it in the transaction (it wrote, or
+ * the database aborted the transaction: the engine judges), the engine
+ * rolls the transaction back and replays the whole batch with a savepoint
+ * around each operation, so that the failure rolls back alone and never
+ * takes its neighbours with it. Nothing is answered or announced before
+ * the engine's COMMIT, so the first attempt leaves no trace.
+ *
+ * Each step waits for the engine with steps.ts, so a batch over a port
+ * that answers at once (SQLite) runs from its first operation to its last
+ * without giving the event loop away.
  */
 export function runOperations<S>(batch: readonly PendingWrite[], guarded: boolean, tx: BatchTransaction<S>): Awaitable<BatchEnd<S>> {
   const run: BatchRun = { changes: new TransactionChanges(), outcomes: [], wrote: false };

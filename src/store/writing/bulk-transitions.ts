@@ -4,17 +4,6 @@
  * Engine-neutral: an engine only selects a batch of rows and persists what
  * the state machine returns for each (Store.bulkTransition); this module
  * decides the batches.
- *
- * Each batch is its own transaction of at most `batchJobs` jobs, so a
- * backlog of a million jobs never holds the write lock for long, and
- * workers and producers keep going between batches. The jobs are walked in
- * id order between two keyset bounds: after the last id examined, and up to
- * the largest id in the state when the operation began. So every job is
- * visited at most once (a redriven job that dies again is not redriven a
- * second time), and the operation ends while producers keep submitting.
- * What it covers: every job that is in the state when the call begins and
- * still is when its batch runs; jobs that enter the state meanwhile may or
- * may not be included. The count returned is exactly the jobs moved.
  */
 import type { BulkAction, BulkBatchSpec, BulkOptions, Store } from "../store.js";
 
@@ -48,6 +37,18 @@ export function purgeQueue(store: BulkStore, queue: string, options: BulkOptions
   return transitionAll(store, { queue, limit: 0, states, action: { kind: "cancel", reason: PURGE_REASON } }, options);
 }
 
+/**
+ * Each batch is its own transaction of at most `batchJobs` jobs, so a
+ * backlog of a million jobs never holds the write lock for long, and
+ * workers and producers keep going between batches. The jobs are walked in
+ * id order between two keyset bounds: after the last id examined, and up to
+ * the largest id in the state when the operation began. So every job is
+ * visited at most once (a redriven job that dies again is not redriven a
+ * second time), and the operation ends while producers keep submitting.
+ * What it covers: every job that is in the state when the call begins and
+ * still is when its batch runs; jobs that enter the state meanwhile may or
+ * may not be included. The count returned is exactly the jobs moved.
+ */
 async function transitionAll(
   store: BulkStore,
   spec: { queue: string; task?: string; limit: number; states: Array<BulkBatchSpec["state"]>; action: BulkAction },
