@@ -60,12 +60,12 @@ export function leaseHandlers({
 }: LeaseHandlerDeps): LeaseHandlers {
   const longPoll = { store, wakeups, clock, log };
 
-  /** The hand encoders for a call's answers, when it has a binary client (hand-wire.ts). */
+  /** The hand encoders for a call's answers, when it has a binary client (hand-wire.ts); decided once per call. */
   const encodersOf = (ctx: HandlerContext) => encodersFor(ctx.requestHeader.get("content-type"), handEncoders);
 
-  /** The leases of `claimed` a client can decode, in the encoding the request asked for (lease-delivery.ts). */
-  const deliverable = (claimed: ClaimedLease[], ctx: HandlerContext): Promise<WireLease[]> =>
-    deliverableLeases(store, log, claimed, encodersOf(ctx));
+  /** The leases of `claimed` a client can decode, in the call's encoding (lease-delivery.ts). */
+  const deliverable = (claimed: ClaimedLease[], encoders: HandEncoders | undefined): Promise<WireLease[]> =>
+    deliverableLeases(store, log, claimed, encoders);
 
   /**
    * The opening of every holder's call: `job_id` and `lease_token`, then the
@@ -95,13 +95,15 @@ export function leaseHandlers({
       const acks = parseAcknowledgements("acks", req.acks, 0);
       requireQueue(ctx, "queue", spec.queue);
       const results = await acknowledgeForCaller(ctx, store, acks);
-      const leases = await claimWithin(longPoll, spec, ctx.signal, (claimed) => deliverable(claimed, ctx));
-      return claimResponse(leases, results, encodersOf(ctx));
+      const encoders = encodersOf(ctx);
+      const leases = await claimWithin(longPoll, spec, ctx.signal, (claimed) => deliverable(claimed, encoders));
+      return claimResponse(leases, results, encoders);
     },
 
     async *streamClaims(req, ctx) {
       const spec = v.claimStreamSpec("", req);
       requireQueue(ctx, "queue", spec.queue);
+      const encoders = encodersOf(ctx);
       for await (const claimed of claimStreams.open(spec, ctx.signal)) {
         if (claimed === null) {
           yield {};
@@ -115,7 +117,7 @@ export function leaseHandlers({
         // One lease a worker cannot decode must not break the stream for its
         // neighbours: it is dead-lettered and never sent (its finished event
         // frees its place in max_in_flight).
-        const [lease] = await deliverable([claimed], ctx);
+        const [lease] = await deliverable([claimed], encoders);
         if (ctx.signal.aborted) {
           // The stream ended while the lease was checked: it was never sent.
           await releaseUnsent(store, log, lease === undefined ? [] : [claimed]);

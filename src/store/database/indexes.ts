@@ -161,7 +161,7 @@ export const INDEXES: readonly IndexSpec[] = [
 ];
 
 /** The key columns of `spec` on `engine`, with SQLite's stand-in for INCLUDE. */
-export function indexKey(spec: IndexSpec, engine: IndexEngine): string {
+function indexKey(spec: IndexSpec, engine: IndexEngine): string {
   const key = spec.differs?.[engine]?.key ?? spec.key;
   return engine === "sqlite" && spec.include !== undefined ? `${key}, ${spec.include}` : key;
 }
