@@ -90,22 +90,21 @@ export const LAYERS = [
 
 /**
  * The files whose functions encode or decode messages by hand (the rest of
- * src/service/ validates and maps; the rest of src/server/ is transport). The
- * service/ paths are where the encoders were before src/server/fast-wire/,
- * so that a comparison with an older build charges them alike.
+ * src/service/ validates and maps; the rest of src/server/ is transport),
+ * found in src/server/fast-wire/ or, in a build from before that folder,
+ * src/service/, so that a comparison with an older build charges them alike.
  */
 const CODEC_FILES = [
-  "dist/src/server/fast-wire/lease-encoding.js",
-  "dist/src/server/fast-wire/proto-writer.js",
-  "dist/src/server/fast-wire/json-text-value.js",
-  "dist/src/server/fast-wire/watch-frames.js",
-  "dist/src/server/fast-wire/proto-reading.js",
-  "dist/src/server/fast-wire/submit-decoding.js",
-  "dist/src/server/fast-wire/ack-decoding.js",
-  "dist/src/service/encoded-responses.js",
-  "dist/src/service/lease-encoding.js",
-  "dist/src/service/watch-event-frames.js",
-];
+  "lease-encoding.js",
+  "proto-writer.js",
+  "json-text-value.js",
+  "watch-frames.js",
+  "watch-event-frames.js",
+  "proto-reading.js",
+  "submit-decoding.js",
+  "ack-decoding.js",
+  "encoded-responses.js",
+].flatMap((name) => [`dist/src/server/fast-wire/${name}`, `dist/src/service/${name}`]);
 
 /** The layer a function's self time is charged to: by the file it is in. */
 export function layerOf({ fn, where }) {
