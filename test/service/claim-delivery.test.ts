@@ -8,7 +8,7 @@ import { JobWaiters } from "../../src/dispatch/job-waiters.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createHandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { ServiceImpl } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { ClaimStreams } from "../../src/dispatch/claim-streams.js";
@@ -20,6 +20,7 @@ import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite
 import type { Store } from "../../src/store/store.js";
 import { ClaimRequestSchema, LeaseQueueService, StreamClaimsRequestSchema } from "../../gen/ts/leasequeue/v1/leasequeue_pb.js";
 import { newJob } from "../store/contract/helpers.js";
+import { grpcHandlerContext } from "../helpers/handler-context.js";
 
 let dir: string;
 let store: SqliteStore;
@@ -49,16 +50,6 @@ function service(overrides: { store?: Store; claimStreams?: ClaimStreams } = {})
   return createLeaseQueueService({ store, clock, wakeups, claimStreams, events, jobWaiters, log: silentLogger, ...overrides });
 }
 
-function context(method: "claim" | "streamClaims") {
-  return createHandlerContext({
-    service: LeaseQueueService,
-    method: LeaseQueueService.method[method],
-    protocolName: "grpc",
-    requestMethod: "POST",
-    url: `http://localhost/leasequeue.v1.LeaseQueueService/${method}`,
-  });
-}
-
 /** `target` with one method replaced (a Proxy: the classes keep private fields). */
 function withMethod<T extends object>(target: T, name: keyof T, replacement: unknown): T {
   return new Proxy(target, {
@@ -76,7 +67,7 @@ async function kindsOf(jobId: string): Promise<string[]> {
 
 it("a Claim whose caller went away while the claim committed releases its leases, attempts refunded", async () => {
   const [a, b] = await store.submit([newJob({ queue: "gone" }), newJob({ queue: "gone" })]);
-  const ctx = context("claim");
+  const ctx = grpcHandlerContext("claim");
   // The caller disconnects exactly while the claim transaction commits.
   const goneDuringClaim = withMethod<Store>(store, "claimOutcome", async (spec: Parameters<Store["claimOutcome"]>[0]) => {
     const outcome = await store.claimOutcome(spec);
@@ -97,7 +88,7 @@ it("a Claim whose caller went away while the claim committed releases its leases
 it("a StreamClaims that ends while a lease is on its way out releases that lease", async () => {
   const [outcome] = await store.submit([newJob({ queue: "gone-stream" })]);
   const job = outcome.job;
-  const ctx = context("streamClaims");
+  const ctx = grpcHandlerContext("streamClaims");
   // The stream's caller goes at the moment the dispatcher hands the lease to the handler.
   const endsOnLease = withMethod(claimStreams, "open", (spec: Parameters<ClaimStreams["open"]>[0], signal: AbortSignal) =>
     (async function* () {

@@ -9,11 +9,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
-import { createHandlerContext } from "@connectrpc/connect";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   ClaimRequestSchema,
-  LeaseQueueService,
   SubmitBatchRequestSchema,
   type ClaimResponse,
   type SubmitBatchResponse,
@@ -25,6 +23,7 @@ import { jobHandlers } from "../../src/service/job-handlers.js";
 import { leaseHandlers } from "../../src/service/lease-handlers.js";
 import { openSqliteStore, type SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { ManualClock, silentLogger } from "../../src/testing/index.js";
+import { grpcHandlerContext } from "../helpers/handler-context.js";
 
 let dir: string;
 let store: SqliteStore;
@@ -38,17 +37,6 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function grpcContext(method: "submitBatch" | "claim") {
-  return createHandlerContext({
-    service: LeaseQueueService,
-    method: LeaseQueueService.method[method],
-    protocolName: "grpc",
-    requestMethod: "POST",
-    url: `http://localhost/leasequeue.v1.LeaseQueueService/${method}`,
-    requestHeader: { "content-type": "application/grpc" },
-  });
-}
-
 describe.each([
   ["fast", HAND_ENCODERS],
   ["library", undefined],
@@ -57,7 +45,7 @@ describe.each([
   it(handEncoding ? "encodes a binary client's answers by hand" : "answers a binary client with messages", async () => {
     const jobs = jobHandlers({ store, clock, handEncoders });
     const request = create(SubmitBatchRequestSchema, { jobs: [{ queue: "q", task: "t" }] });
-    const submitted = (await jobs.submitBatch(request, grpcContext("submitBatch"))) as SubmitBatchResponse;
+    const submitted = (await jobs.submitBatch(request, grpcHandlerContext("submitBatch"))) as SubmitBatchResponse;
     expect(submitted.results.length).toBe(handEncoding ? 0 : 1);
     expect(submitted.$unknown?.length ?? 0).toBe(handEncoding ? 1 : 0);
 
@@ -67,7 +55,7 @@ describe.each([
       const leases = leaseHandlers({ store, clock, wakeups, claimStreams, log: silentLogger, handEncoders });
       const claimed = (await leases.claim(
         create(ClaimRequestSchema, { queue: "q", workerId: "w" }),
-        grpcContext("claim"),
+        grpcHandlerContext("claim"),
       )) as ClaimResponse;
       expect(claimed.leases.length).toBe(handEncoding ? 0 : 1);
       expect(claimed.$unknown?.length ?? 0).toBe(handEncoding ? 1 : 0);

@@ -20,9 +20,7 @@ afterAll(async () => {
   await t.close();
 });
 
-const transports = WORKER_TRANSPORTS;
-
-describe.each(transports)("over %s", (name, options) => {
+describe.each(WORKER_TRANSPORTS)("over %s", (name, options) => {
   const queue = `cancel-${name.replace(/[^A-Za-z0-9]/g, "")}`;
   let worker: Worker | undefined;
   afterAll(async () => {

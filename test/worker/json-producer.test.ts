@@ -28,9 +28,7 @@ afterAll(async () => {
   await t.close();
 });
 
-const transports = WORKER_TRANSPORTS;
-
-describe.each(transports)("payloads as plain JSON over %s", (name, options) => {
+describe.each(WORKER_TRANSPORTS)("payloads as plain JSON over %s", (name, options) => {
   const queue = `json-${name.replace(/[^A-Za-z0-9]/g, "")}`;
 
   it("submits plain JSON payloads, one and in a batch, and the same payload given as a Value or its init shape", async () => {

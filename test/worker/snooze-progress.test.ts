@@ -34,9 +34,7 @@ describe("SnoozeJob", () => {
   });
 });
 
-const transports = WORKER_TRANSPORTS;
-
-describe.each(transports)("over %s", (name, options) => {
+describe.each(WORKER_TRANSPORTS)("over %s", (name, options) => {
   const queue = `sp-${name.replace(/[^A-Za-z0-9]/g, "")}`;
   let worker: Worker;
   let log: WorkerEventLog;

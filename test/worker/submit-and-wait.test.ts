@@ -18,9 +18,7 @@ afterAll(async () => {
   await t.close();
 });
 
-const transports = WORKER_TRANSPORTS;
-
-describe.each(transports)("submitAndWait over %s", (name, options) => {
+describe.each(WORKER_TRANSPORTS)("submitAndWait over %s", (name, options) => {
   const queue = `saw-${name.replace(/[^A-Za-z0-9]/g, "")}`;
 
   it("answers with the job's end and the handler's result, the worker started after the submit", async () => {
